@@ -1,0 +1,44 @@
+import type { Clock } from "../clock.js";
+import type { Roots } from "../roots.js";
+import type { Users } from "../users.js";
+
+/** The signal families of a Report; also the `source` names in SourceStatus. */
+export type SourceName = "jupyter" | "sessions" | "code_server" | "gpu" | "system" | "inhibitors" | "leases" | "disk";
+
+/** What one collect() found. A source never throws into the sampler: it returns failed. */
+export type SignalOutcome<T> =
+  | { state: "ok"; value: T; message?: string }
+  | { state: "absent"; message: string }
+  | { state: "failed"; message: string; value?: T };
+
+/** Everything a signal may read the world through. */
+export interface SignalContext {
+  roots: Roots;
+  clock: Clock;
+  users: Users;
+  /** Abort when the sample's time budget is spent (a hung Jupyter server must not hold the Report). */
+  signal: AbortSignal;
+}
+
+/**
+ * One source of activity, node_exporter style: a thin I/O part in collect(),
+ * a pure parser beside it. Signals that need deltas (CPU, network) keep their
+ * previous reading in the closure of their factory.
+ */
+export interface Signal<T> {
+  readonly name: SourceName;
+  collect(ctx: SignalContext): Promise<SignalOutcome<T>>;
+}
+
+export const ok = <T>(value: T, message?: string): SignalOutcome<T> =>
+  message === undefined ? { state: "ok", value } : { state: "ok", value, message };
+export const absent = <T>(message: string): SignalOutcome<T> => ({ state: "absent", message });
+export const failed = <T>(message: string): SignalOutcome<T> => ({ state: "failed", message });
+
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code && !error.message.includes(code) ? `${code}: ${error.message}` : error.message;
+  }
+  return String(error);
+}

@@ -1,0 +1,37 @@
+// Settings both ends of the stream must agree on. A change here changes both.
+
+/** Largest message either side accepts. A Report with 1,000 processes and 64 GPUs stays far below this. */
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
+
+/** Agents ping this often when the stream is quiet, so NATs and load balancers keep it open. */
+export const KEEPALIVE_TIME_MS = 30_000;
+/** A ping unanswered this long means the connection is dead. */
+export const KEEPALIVE_TIMEOUT_MS = 10_000;
+/** The server tolerates pings this often; must be ≤ KEEPALIVE_TIME_MS or the server sends GOAWAY (too_many_pings). */
+export const SERVER_MIN_PING_INTERVAL_MS = 20_000;
+
+export const PROTOCOL_VERSION = 1;
+
+export function serverChannelOptions(): Record<string, number> {
+  return {
+    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+    "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+    "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS * 2,
+    "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
+    "grpc.http2.min_ping_interval_without_data_ms": SERVER_MIN_PING_INTERVAL_MS,
+    "grpc.keepalive_permit_without_calls": 1,
+  };
+}
+
+export function clientChannelOptions(): Record<string, number> {
+  return {
+    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+    "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+    "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS,
+    "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
+    "grpc.keepalive_permit_without_calls": 1,
+    // The agent runs its own reconnect loop with backoff; grpc-js must not add a second one under it.
+    "grpc.initial_reconnect_backoff_ms": 1000,
+    "grpc.max_reconnect_backoff_ms": 1000,
+  };
+}

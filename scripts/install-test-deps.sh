@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the real components the tests start (Debian packages). Idempotent.
+# Run as root; elsewhere it prints the apt-get command to run.
+set -euo pipefail
+
+PACKAGES=(
+  jupyter-server python3-ipykernel      # Jupyter signal tests (real server + kernel)
+  openssh-server openssh-client         # SSH/tty signal tests (real sshd on loopback)
+  prometheus                            # promtool + a real Prometheus for metrics tests
+  cloud-init                            # seal tests read its --help and run clean
+  util-linux fdisk e2fsprogs xfsprogs btrfs-progs cloud-guest-utils parted lvm2  # grow tests
+  systemd                               # systemd-analyze verify on the units
+  procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-test-deps: all Debian packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-test-deps: missing Debian packages: ${missing[*]}" >&2
+  echo "install them with: sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "install-test-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's postinst may start services we do not want running outside tests.
+for svc in prometheus ssh prometheus-node-exporter; do
+  (command -v systemctl >/dev/null && systemctl stop "$svc" 2>/dev/null) || true
+  (command -v service >/dev/null && service "$svc" stop >/dev/null 2>&1) || true
+done
+echo "install-test-deps: done"

@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["packages/*/test/**/*.test.ts", "test/**/*.test.ts"],
+    exclude: ["**/node_modules/**", "test/vm/**"],
+    // Real servers (Jupyter, sshd, Prometheus) start inside tests; 2-core CI machines need room.
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: "forks",
+    maxWorkers: 2,
+  },
+});
