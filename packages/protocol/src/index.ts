@@ -4,3 +4,4 @@ export * from "./gen/workstation/v1/directive_pb.js";
 export * from "./grpc.js";
 export * from "./limits.js";
 export * from "./duration.js";
+export * from "./logfmt.js";

@@ -1,0 +1,183 @@
+// ws-collector: serve | token | keygen | replay | version. Every command has --help; bad usage exits 2.
+import { existsSync, readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { replayCommand } from "./replay/command.js";
+import { CollectorConfigError, resolveCollectorConfig } from "./config.js";
+import { serve } from "./serve.js";
+import { generateKey, keyFromFile, KeyError, tokenFor } from "./token.js";
+import { COLLECTOR_VERSION } from "./version.js";
+
+export interface Io {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  env: Record<string, string | undefined>;
+}
+
+class UsageError extends Error {}
+
+const DEFAULT_CONFIG = "/etc/ws-collector/config.yaml";
+
+const MAIN_HELP = `ws-collector ${COLLECTOR_VERSION} — decides when persistent workstation VMs are idle, warns, and stops them
+
+Usage: ws-collector <command> [options]
+
+Commands:
+  serve     Run the collector: gRPC for agents, HTTP for /metrics, /healthz, /readyz and the status page
+  token     Print the token a VM's agent needs (HMAC of namespace/name under the key file)
+  keygen    Print a new random key for --key-file
+  replay    Run the decision engine over a recorded trace and print every decision
+  version   Print the version
+
+Run 'ws-collector <command> --help' for the options of a command.
+`;
+
+const SERVE_HELP = `Usage: ws-collector serve [options]
+
+Runs the collector. In standalone mode (the default without a kubeconfig) the VMs are the agents
+that connect, policy comes from the config file, and a stop is a log line or the configured
+stopCommand (argv, {namespace} and {name} replaced; never run through a shell).
+In kubernetes mode it watches VirtualMachines and stops them through the KubeVirt API.
+
+Options:
+  -c, --config FILE        Config file (default ${DEFAULT_CONFIG} when it exists)
+      --standalone         Standalone mode (no Kubernetes)
+      --kubeconfig FILE    Kubernetes mode with this kubeconfig (in a pod: in-cluster config)
+      --grpc-listen ADDR   Agents' gRPC address (default 0.0.0.0:7443)
+      --http-listen ADDR   HTTP address for /metrics, /healthz, /readyz, / (default 0.0.0.0:8080)
+      --key-file FILE      Token key (default /etc/ws-collector/token.key; WS_COLLECTOR_KEY_FILE)
+      --stop-command ARG   Standalone stop command, one argv entry per flag, e.g.
+                           --stop-command virsh --stop-command shutdown --stop-command {name}
+      --record-trace FILE  Append every report and connection event to FILE (replayable)
+  -h, --help               This help
+`;
+
+function parse<T extends ParseArgsConfig["options"]>(argv: string[], options: T) {
+  try {
+    return parseArgs({ args: argv, options, strict: true, allowPositionals: false });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+async function serveCommand(argv: string[], io: Io): Promise<number> {
+  const { values } = parse(argv, {
+    config: { type: "string", short: "c" },
+    standalone: { type: "boolean" },
+    kubeconfig: { type: "string" },
+    "grpc-listen": { type: "string" },
+    "http-listen": { type: "string" },
+    "key-file": { type: "string" },
+    "stop-command": { type: "string", multiple: true },
+    "record-trace": { type: "string" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (values.help) {
+    io.stdout.write(SERVE_HELP);
+    return 0;
+  }
+  const configPath = values.config ?? io.env.WS_COLLECTOR_CONFIG ?? DEFAULT_CONFIG;
+  let fileText: string | undefined;
+  if (values.config || io.env.WS_COLLECTOR_CONFIG || existsSync(configPath)) {
+    try {
+      fileText = readFileSync(configPath, "utf8");
+    } catch (error) {
+      throw new CollectorConfigError([`cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
+    }
+  }
+  const config = resolveCollectorConfig(
+    fileText,
+    configPath,
+    {
+      ...(values.standalone ? { standalone: true } : {}),
+      ...(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {}),
+      ...(values["grpc-listen"] ? { grpcListen: values["grpc-listen"] } : {}),
+      ...(values["http-listen"] ? { httpListen: values["http-listen"] } : {}),
+      ...(values["key-file"] ? { keyFile: values["key-file"] } : {}),
+      ...(values["stop-command"] ? { stopCommand: values["stop-command"] } : {}),
+      ...(values["record-trace"] ? { recordTrace: values["record-trace"] } : {}),
+    },
+    io.env,
+  );
+  return serve(config, io);
+}
+
+function loadKey(path: string): Buffer {
+  let contents: Buffer;
+  try {
+    contents = readFileSync(path);
+  } catch (error) {
+    throw new KeyError(`cannot read key file ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message} (create one with: ws-collector keygen > ${path})`);
+  }
+  return keyFromFile(contents, path);
+}
+
+function tokenCommand(argv: string[], io: Io): number {
+  const { values } = parse(argv, {
+    namespace: { type: "string", short: "n" },
+    name: { type: "string" },
+    "key-file": { type: "string" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (values.help) {
+    io.stdout.write(`Usage: ws-collector token --namespace NS --name VM [--key-file FILE]
+
+Prints the token the agent in VM NS/VM presents (put it in the agent's config, usually through
+cloud-init). It is an HMAC of "NS/VM" under the collector's key, so nothing is stored per VM and
+the token is worthless for any other VM. Rotating the key invalidates every token.
+`);
+    return 0;
+  }
+  if (!values.namespace || !values.name) throw new UsageError("token needs --namespace and --name");
+  const key = loadKey(values["key-file"] ?? io.env.WS_COLLECTOR_KEY_FILE ?? "/etc/ws-collector/token.key");
+  io.stdout.write(tokenFor(key, values.namespace, values.name) + "\n");
+  return 0;
+}
+
+export async function main(argv: string[], io: Io): Promise<number> {
+  try {
+    const [command, ...rest] = argv;
+    switch (command) {
+      case "serve":
+        return await serveCommand(rest, io);
+      case "token":
+        return tokenCommand(rest, io);
+      case "keygen":
+        if (rest.includes("--help") || rest.includes("-h")) {
+          io.stdout.write("Usage: ws-collector keygen > /etc/ws-collector/token.key\n\nPrints a new random 64-character key for signing VM tokens.\n");
+          return 0;
+        }
+        if (rest.length) throw new UsageError(`keygen takes no arguments`);
+        io.stdout.write(generateKey() + "\n");
+        return 0;
+      case "replay":
+        return await replayCommand(rest, { stdout: io.stdout, stderr: io.stderr, readFile: (p: string) => readFile(p, "utf8") });
+      case "version":
+      case "--version":
+      case "-V":
+        io.stdout.write(`ws-collector ${COLLECTOR_VERSION}\n`);
+        return 0;
+      case undefined:
+      case "help":
+      case "--help":
+      case "-h":
+        io.stdout.write(MAIN_HELP);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`ws-collector: ${error.message}\nRun 'ws-collector --help' for usage.\n`);
+      return 2;
+    }
+    if (error instanceof CollectorConfigError || error instanceof KeyError) {
+      io.stderr.write(`ws-collector: ${error.message}\n`);
+      return 2;
+    }
+    io.stderr.write(`ws-collector: ${(error as Error).stack ?? String(error)}\n`);
+    return 1;
+  }
+}
+
+export { loadKey };

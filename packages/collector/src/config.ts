@@ -1,0 +1,143 @@
+// ws-collector configuration file (YAML) and flags. Resolution is pure; the
+// policy section is handed to the engine's own parser.
+import { parse as parseYaml } from "yaml";
+import { DurationError, parseDuration } from "@ws/protocol";
+
+export interface CollectorConfig {
+  mode: "standalone" | "kubernetes";
+  grpc: { listen: string; certFile?: string; keyFile?: string };
+  http: { listen: string };
+  tokenKeyFile: string;
+  reportIntervalSeconds: number;
+  /** How often timers (idle timeout, grace, agent lost) are evaluated between reports. */
+  tickSeconds: number;
+  standalone: {
+    /** argv with {namespace} and {name} placeholders; absent → the stop is a log line only. */
+    stopCommand?: string[];
+    /** Per-VM policy annotations ("ns/name" → { "idle-timeout": "1h", ... }); labels too. */
+    vms: Record<string, { labels: Record<string, string>; annotations: Record<string, string> }>;
+  };
+  kubernetes: { kubeconfig?: string; annotationPrefix: string; leaseNamespace: string; leaseName: string; identity: string };
+  /** The raw `policy:` section (defaults and profiles), parsed by the engine. */
+  policyYaml: string;
+  recordTrace?: string;
+}
+
+export class CollectorConfigError extends Error {
+  override name = "CollectorConfigError";
+  constructor(readonly problems: string[]) {
+    super(problems.length === 1 ? problems[0]! : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`);
+  }
+}
+
+export interface CollectorFlags {
+  standalone?: boolean;
+  kubeconfig?: string;
+  grpcListen?: string;
+  httpListen?: string;
+  keyFile?: string;
+  recordTrace?: string;
+  stopCommand?: string[];
+}
+
+const TOP_KEYS = ["mode", "grpc", "http", "tokenKeyFile", "reportInterval", "tick", "standalone", "kubernetes", "policy", "recordTrace"];
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+
+export function resolveCollectorConfig(fileText: string | undefined, filePath: string, flags: CollectorFlags, env: Record<string, string | undefined>): CollectorConfig {
+  const problems: string[] = [];
+  let file: Obj = {};
+  if (fileText !== undefined && fileText.trim() !== "") {
+    try {
+      const parsed: unknown = parseYaml(fileText);
+      if (isObj(parsed)) file = parsed;
+      else if (parsed != null) problems.push(`${filePath}: expected a mapping at the top level`);
+    } catch (error) {
+      throw new CollectorConfigError([`${filePath}: not valid YAML: ${(error as Error).message.split("\n")[0]}`]);
+    }
+  }
+  for (const key of Object.keys(file)) if (!TOP_KEYS.includes(key)) problems.push(`${filePath}: unknown setting "${key}" (known: ${TOP_KEYS.join(", ")})`);
+  const section = (key: string): Obj => {
+    const v = file[key];
+    if (v == null) return {};
+    if (isObj(v)) return v;
+    problems.push(`${filePath}: "${key}" must be a mapping`);
+    return {};
+  };
+  const str = (obj: Obj, key: string, label: string): string | undefined => {
+    const v = obj[key];
+    if (v == null) return undefined;
+    if (typeof v === "string" || typeof v === "number") return String(v);
+    problems.push(`${label}: expected a string`);
+    return undefined;
+  };
+  const seconds = (text: string | undefined, label: string, fallback: number): number => {
+    if (text === undefined) return fallback;
+    try {
+      return parseDuration(text, { allowBareSeconds: true });
+    } catch (error) {
+      problems.push(`${label}: ${error instanceof DurationError ? error.message : String(error)}`);
+      return fallback;
+    }
+  };
+  const grpcFile = section("grpc");
+  const httpFile = section("http");
+  const standaloneFile = section("standalone");
+  const kubeFile = section("kubernetes");
+
+  const modeText = flags.standalone ? "standalone" : flags.kubeconfig ? "kubernetes" : (str(file, "mode", `${filePath}: mode`) ?? "standalone");
+  if (modeText !== "standalone" && modeText !== "kubernetes") problems.push(`${filePath}: mode must be standalone or kubernetes, not "${modeText}"`);
+
+  let stopCommand = flags.stopCommand;
+  if (!stopCommand && standaloneFile.stopCommand != null) {
+    const v = standaloneFile.stopCommand;
+    if (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string")) stopCommand = v as string[];
+    else problems.push(`${filePath}: standalone.stopCommand must be a non-empty list of argv strings, e.g. ["virsh", "shutdown", "{name}"] (it is never run through a shell)`);
+  }
+  const vms: CollectorConfig["standalone"]["vms"] = {};
+  const vmsFile = standaloneFile.vms;
+  if (vmsFile != null) {
+    if (!isObj(vmsFile)) problems.push(`${filePath}: standalone.vms must map "namespace/name" to annotations`);
+    else {
+      for (const [id, value] of Object.entries(vmsFile)) {
+        if (!/^[a-z0-9-.]+\/[a-z0-9-.]+$/.test(id)) problems.push(`${filePath}: standalone.vms: "${id}" is not namespace/name`);
+        const entry = isObj(value) ? value : {};
+        const labels = isObj(entry.labels) ? (entry.labels as Record<string, string>) : {};
+        const annotations = isObj(entry.annotations) ? (entry.annotations as Record<string, string>) : {};
+        vms[id] = { labels: Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, String(v)])), annotations: Object.fromEntries(Object.entries(annotations).map(([k, v]) => [k, String(v)])) };
+      }
+    }
+  }
+  const policy = file.policy;
+  const policyYaml = policy == null ? "" : JSON.stringify(policy);
+
+  const config: CollectorConfig = {
+    mode: modeText === "kubernetes" ? "kubernetes" : "standalone",
+    grpc: {
+      listen: flags.grpcListen ?? str(grpcFile, "listen", `${filePath}: grpc.listen`) ?? "0.0.0.0:7443",
+      ...(str(grpcFile, "certFile", "grpc.certFile") ? { certFile: str(grpcFile, "certFile", "grpc.certFile")! } : {}),
+      ...(str(grpcFile, "keyFile", "grpc.keyFile") ? { keyFile: str(grpcFile, "keyFile", "grpc.keyFile")! } : {}),
+    },
+    http: { listen: flags.httpListen ?? str(httpFile, "listen", `${filePath}: http.listen`) ?? "0.0.0.0:8080" },
+    tokenKeyFile: flags.keyFile ?? env.WS_COLLECTOR_KEY_FILE ?? str(file, "tokenKeyFile", `${filePath}: tokenKeyFile`) ?? "/etc/ws-collector/token.key",
+    reportIntervalSeconds: seconds(str(file, "reportInterval", "reportInterval"), `${filePath}: reportInterval`, 15),
+    tickSeconds: seconds(str(file, "tick", "tick"), `${filePath}: tick`, 5),
+    standalone: { ...(stopCommand ? { stopCommand } : {}), vms },
+    kubernetes: {
+      ...(flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig") ? { kubeconfig: flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig")! } : {}),
+      annotationPrefix: str(kubeFile, "annotationPrefix", "kubernetes.annotationPrefix") ?? "workstation.aik8s.run/",
+      leaseNamespace: str(kubeFile, "leaseNamespace", "kubernetes.leaseNamespace") ?? env.POD_NAMESPACE ?? "ws-system",
+      leaseName: str(kubeFile, "leaseName", "kubernetes.leaseName") ?? "ws-collector",
+      identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
+    },
+    policyYaml,
+    ...(flags.recordTrace ?? str(file, "recordTrace", "recordTrace") ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! } : {}),
+  };
+  for (const [label, address] of [["grpc.listen", config.grpc.listen], ["http.listen", config.http.listen]] as const) {
+    if (!/^[\w.\-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address)) problems.push(`${label}: "${address}" must be host:port`);
+  }
+  if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile)) problems.push("grpc: certFile and keyFile go together");
+  if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
+  if (problems.length) throw new CollectorConfigError(problems);
+  return config;
+}

@@ -1,0 +1,338 @@
+// The collector's per-VM bookkeeping: feeds observations to the pure engine,
+// executes the actions it returns, and answers agents with Directives.
+import * as grpc from "@grpc/grpc-js";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { DirectiveSchema, PolicyMode, VmState, type Directive, type Report } from "@ws/protocol";
+import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
+import { vmId } from "./agents/server.js";
+import { decide } from "./engine/decide.js";
+import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
+import { toEffectivePolicy } from "./engine/policy.js";
+import { statusFor } from "./engine/status.js";
+import type { Action, Decision, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, VmRecord } from "./engine/types.js";
+import type { FleetCounters, FleetReader, VmView } from "./view.js";
+
+export interface Actuator {
+  /** Carries out a stop; resolves with what happened (never rejects). */
+  stop(vm: VmKey, reason: string): Promise<StopResult>;
+  event(vm: VmKey, type: "Normal" | "Warning", reason: string, message: string): void;
+  persist(vm: VmKey, values: Extract<Action, { kind: "persist" }>["values"]): void;
+}
+
+export interface FleetOptions {
+  log: Logger;
+  nowMs: () => number;
+  actuator: Actuator;
+  authenticate: (vm: VmKey, token: string, peer: string) => Promise<AuthResult> | AuthResult;
+  /** Labels and annotations that select each VM's policy (standalone: from the config file). */
+  policySource: PolicySource;
+  /** Called with every input the engine sees, for --record-trace. */
+  record?: (event: TraceInput) => void;
+}
+
+export type TraceInput =
+  | { atMs: number; vm: string; report: Report }
+  | { atMs: number; vm: string; event: "agent-connected" | "agent-disconnected" };
+
+interface VmEntry {
+  key: VmKey;
+  session?: AgentSession;
+  latest?: ReceivedReport;
+  record?: VmRecord;
+  policy: Policy;
+  lastValidPolicy?: Policy;
+  policyErrors: PolicyError[];
+  fallback: PolicyFallback;
+  pendingStopResult?: StopResult;
+  stopInFlight: boolean;
+  agentVersion: string;
+  peer: string;
+  lastDecision?: Decision;
+  knownLeases: Set<string>;
+}
+
+const STATE_TO_PROTO: Record<string, VmState> = {
+  Unknown: VmState.UNKNOWN,
+  Active: VmState.ACTIVE,
+  StoppingPending: VmState.STOPPING_PENDING,
+  Stopping: VmState.STOPPING,
+  Stopped: VmState.STOPPED,
+  AgentLost: VmState.AGENT_LOST,
+};
+
+const SIGNAL_FAMILIES = ["tty", "jupyter", "code-server", "gpu", "background", "lease", "inhibitor"] as const;
+function familyOf(signal: string): (typeof SIGNAL_FAMILIES)[number] | undefined {
+  if (signal.startsWith("tty")) return "tty";
+  if (signal.startsWith("jupyter")) return "jupyter";
+  if (signal === "code-server") return "code-server";
+  if (signal === "gpu") return "gpu";
+  if (["cpu", "user-cpu", "network", "disk"].includes(signal)) return "background";
+  if (signal === "lease") return "lease";
+  if (signal === "inhibitor") return "inhibitor";
+  return undefined;
+}
+
+export class Fleet implements AgentSink, FleetReader {
+  private readonly vms = new Map<string, VmEntry>();
+  private readonly counterValues: FleetCounters = { stops: new Map(), notices: 0, stopsCancelled: 0, leasesGranted: 0, policyErrors: 0 };
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: FleetOptions) {}
+
+  start(tickSeconds: number): void {
+    this.timer = setInterval(() => this.tick(), tickSeconds * 1000);
+    this.timer.unref?.();
+  }
+
+  stopTicking(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Re-evaluates every VM: timers (idle timeout, grace, agent lost) fire here between reports. */
+  tick(): void {
+    const now = this.options.nowMs();
+    for (const entry of this.vms.values()) this.evaluate(entry, now);
+  }
+
+  /** Policy inputs changed (Kubernetes watch, config reload). */
+  refreshPolicy(vm: VmKey): void {
+    const entry = this.vms.get(vmId(vm));
+    if (entry) {
+      this.applyPolicy(entry);
+      this.evaluate(entry, this.options.nowMs());
+    }
+  }
+
+  authenticate(vm: VmKey, token: string, peer: string): Promise<AuthResult> | AuthResult {
+    return this.options.authenticate(vm, token, peer);
+  }
+
+  connected(session: AgentSession): void {
+    const entry = this.entryFor(session.vm);
+    entry.session = session;
+    entry.agentVersion = session.hello.agentVersion;
+    entry.peer = session.peer;
+    const now = this.options.nowMs();
+    this.options.record?.({ atMs: now, vm: vmId(session.vm), event: "agent-connected" });
+    session.send(create(DirectiveSchema, { reportIntervalSeconds: entry.policy.reportIntervalSeconds, policy: toEffectivePolicy(entry.policy) }));
+    this.evaluate(entry, now);
+  }
+
+  report(session: AgentSession, report: Report, receivedAtMs: number): void {
+    const entry = this.entryFor(session.vm);
+    if (entry.session !== session) return;
+    entry.latest = { report, receivedAtMs };
+    this.options.record?.({ atMs: receivedAtMs, vm: vmId(session.vm), report });
+    this.evaluate(entry, receivedAtMs, true);
+  }
+
+  disconnected(session: AgentSession): void {
+    const entry = this.vms.get(vmId(session.vm));
+    if (!entry || entry.session !== session) return;
+    entry.session = undefined;
+    const now = this.options.nowMs();
+    this.options.record?.({ atMs: now, vm: vmId(session.vm), event: "agent-disconnected" });
+    this.evaluate(entry, now);
+  }
+
+  /** Forget a VM that no longer exists (its series go away with it). */
+  remove(vm: VmKey): void {
+    const entry = this.vms.get(vmId(vm));
+    entry?.session?.close(grpc.status.NOT_FOUND, "the VM no longer exists");
+    this.vms.delete(vmId(vm));
+  }
+
+  counters(): FleetCounters {
+    return this.counterValues;
+  }
+
+  views(nowMs: number): VmView[] {
+    return [...this.vms.values()].sort((a, b) => vmId(a.key).localeCompare(vmId(b.key))).map((entry) => this.viewOf(entry, nowMs));
+  }
+
+  private entryFor(vm: VmKey): VmEntry {
+    let entry = this.vms.get(vmId(vm));
+    if (!entry) {
+      entry = {
+        key: vm,
+        policy: undefined as unknown as Policy,
+        policyErrors: [],
+        fallback: "none",
+        stopInFlight: false,
+        agentVersion: "",
+        peer: "",
+        knownLeases: new Set(),
+      };
+      this.applyPolicy(entry);
+      this.vms.set(vmId(vm), entry);
+    }
+    return entry;
+  }
+
+  private applyPolicy(entry: VmEntry): void {
+    const resolved = resolveVmPolicy(this.options.policySource, entry.key, entry.lastValidPolicy);
+    const errorsChanged = JSON.stringify(resolved.errors) !== JSON.stringify(entry.policyErrors);
+    entry.policy = resolved.policy;
+    entry.lastValidPolicy = resolved.lastValid ?? entry.lastValidPolicy;
+    entry.policyErrors = resolved.errors;
+    entry.fallback = resolved.fallback;
+    if (errorsChanged && resolved.errors.length > 0) {
+      this.counterValues.policyErrors += resolved.errors.length;
+      this.options.log("warn", `invalid policy for ${vmId(entry.key)}; keeping ${resolved.fallback}`, {
+        vm: vmId(entry.key),
+        errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
+      });
+    }
+  }
+
+  private evaluate(entry: VmEntry, now: number, fromReport = false): void {
+    const decision = decide(
+      now,
+      entry.policy,
+      {
+        ...(entry.latest ? { latestReport: entry.latest } : {}),
+        agentConnected: entry.session !== undefined,
+        ...(entry.pendingStopResult ? { stopResult: entry.pendingStopResult } : {}),
+        ...(entry.policyErrors.length ? { policyStatus: { errors: entry.policyErrors, fallback: entry.fallback } } : {}),
+      },
+      entry.record,
+    );
+    entry.pendingStopResult = undefined;
+    const previousState = entry.record?.state;
+    entry.record = decision.next;
+    entry.lastDecision = decision;
+    if (previousState !== decision.next.state) {
+      this.options.log("info", `${vmId(entry.key)}: ${previousState ?? "new"} → ${decision.next.state}: ${decision.summary}`, { vm: vmId(entry.key) });
+    }
+    const directive: MessageInitShape<typeof DirectiveSchema> = {};
+    for (const action of decision.actions) this.execute(entry, action, directive, now);
+    if (entry.session && (fromReport || Object.keys(directive).length > 0)) {
+      directive.status = this.statusMessage(entry, now);
+      entry.session.send(create(DirectiveSchema, directive));
+    }
+  }
+
+  private execute(entry: VmEntry, action: Action, directive: MessageInitShape<typeof DirectiveSchema>, now: number): void {
+    const { log, actuator } = this.options;
+    const id = vmId(entry.key);
+    switch (action.kind) {
+      case "notice":
+        if (!action.repeat) this.counterValues.notices++;
+        directive.notice = {
+          id: action.id,
+          stopInSeconds: action.stopInSeconds,
+          reason: action.reason,
+          keepRunningHint: action.hint,
+          idleSeconds: action.idleSeconds,
+          mode: action.mode === "observe" ? PolicyMode.OBSERVE : PolicyMode.ENFORCE,
+        };
+        return;
+      case "notice-cleared":
+        this.counterValues.stopsCancelled++;
+        directive.noticeCleared = { id: action.id, reason: action.reason };
+        return;
+      case "lease-decisions":
+        for (const d of action.decisions) {
+          if (d.accepted && !entry.knownLeases.has(d.id)) {
+            entry.knownLeases.add(d.id);
+            this.counterValues.leasesGranted++;
+          }
+        }
+        directive.leaseDecisions = action.decisions.map((d) => ({
+          id: d.id,
+          accepted: d.accepted,
+          clamped: d.clamped,
+          effectiveRemainingSeconds: d.effectiveRemainingSeconds,
+          maxKeepRunningSeconds: d.maxKeepRunningSeconds,
+          message: d.message,
+        }));
+        return;
+      case "would-stop":
+        this.countStop(action.trigger, "observe");
+        log("info", `${id}: would stop now (observe mode): ${action.reason}`, { vm: id });
+        return;
+      case "stop":
+        if (entry.stopInFlight) return;
+        this.countStop(action.trigger, "enforce");
+        entry.stopInFlight = true;
+        log("info", `${id}: stopping: ${action.reason}`, { vm: id, attempt: action.attempt });
+        void actuator.stop(entry.key, action.reason).then((result) => {
+          entry.stopInFlight = false;
+          entry.pendingStopResult = result;
+          log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, { vm: id });
+          this.evaluate(entry, this.options.nowMs());
+        });
+        return;
+      case "cancel-stop":
+        log("info", `${id}: stop cancelled: ${action.reason}`, { vm: id });
+        return;
+      case "event":
+        actuator.event(entry.key, action.type, action.reason, action.message);
+        return;
+      case "persist":
+        actuator.persist(entry.key, action.values);
+        return;
+      case "policy-error":
+        actuator.event(entry.key, "Warning", "BadPolicy", action.errors.map((e) => `${e.key}: ${e.message}`).join("; ") + ` (running under ${action.fallback})`);
+        return;
+      default: {
+        const never: never = action;
+        log("warn", `unknown engine action ${JSON.stringify(never)}`);
+      }
+    }
+    void now;
+  }
+
+  private countStop(trigger: string, mode: string): void {
+    const key = `${trigger}|${mode}`;
+    this.counterValues.stops.set(key, (this.counterValues.stops.get(key) ?? 0) + 1);
+  }
+
+  private statusMessage(entry: VmEntry, now: number): NonNullable<MessageInitShape<typeof DirectiveSchema>["status"]> {
+    const status = statusFor(entry.record!, entry.policy, now);
+    return {
+      ...status,
+      state: STATE_TO_PROTO[entry.record!.state] ?? VmState.UNKNOWN,
+    } as NonNullable<MessageInitShape<typeof DirectiveSchema>["status"]>;
+  }
+
+  private viewOf(entry: VmEntry, now: number): VmView {
+    const record = entry.record;
+    const report = entry.latest?.report;
+    const explanation = entry.lastDecision?.explanation;
+    const active = new Set(record?.activeSignals ?? []);
+    const signals: Record<string, boolean> = Object.fromEntries(SIGNAL_FAMILIES.map((f) => [f, false]));
+    for (const signal of active) {
+      const family = familyOf(signal);
+      if (family) signals[family] = true;
+    }
+    const leases = record?.memory.leases ?? [];
+    return {
+      namespace: entry.key.namespace,
+      name: entry.key.name,
+      state: record?.state ?? "Unknown",
+      mode: entry.policy.mode,
+      autostop: entry.policy.autostopEnabled,
+      connected: entry.session !== undefined,
+      agentVersion: entry.agentVersion,
+      peer: entry.peer,
+      ...(record?.lastReportAtMs !== undefined ? { lastReportAtMs: record.lastReportAtMs } : {}),
+      ...(record?.lastActivityAtMs !== undefined ? { lastActivityAtMs: record.lastActivityAtMs, idleSeconds: Math.max(0, (now - record.lastActivityAtMs) / 1000) } : {}),
+      idleTimeoutSeconds: entry.policy.idleTimeoutSeconds,
+      ...(explanation?.stopAtMs !== undefined ? { stopDeadlineMs: explanation.stopAtMs } : {}),
+      activeSignals: [...active],
+      signals,
+      explanation: record?.summary ?? "",
+      gpus: (report?.gpu?.gpus ?? [])
+        .filter((g) => g.utilizationRatio !== undefined)
+        .map((g) => ({ gpu: String(g.index), utilizationRatio: g.utilizationRatio! })),
+      disks: (report?.disk?.mounts ?? [])
+        .filter((m) => m.sizeBytes > 0n)
+        .map((m) => ({ mount: m.mountPoint, usedRatio: Number(m.usedBytes) / Number(m.sizeBytes) })),
+      leases: leases.filter((l) => l.expiresAtMs > now).map((l) => ({ id: l.id, user: l.user, uid: l.uid, reason: l.reason, expiresAtMs: l.expiresAtMs, clamped: l.clamped })),
+      policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
+    };
+  }
+}
+
+export type { Directive };

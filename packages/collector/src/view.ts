@@ -1,0 +1,47 @@
+// What the status page, /api/vms and /metrics read: a plain snapshot per VM.
+
+export interface LeaseView {
+  id: string;
+  user: string;
+  uid: number;
+  reason: string;
+  expiresAtMs: number;
+  clamped: boolean;
+}
+
+export interface VmView {
+  namespace: string;
+  name: string;
+  state: string;
+  mode: string;
+  autostop: boolean;
+  connected: boolean;
+  agentVersion: string;
+  peer: string;
+  lastReportAtMs?: number;
+  lastActivityAtMs?: number;
+  idleSeconds?: number;
+  idleTimeoutSeconds: number;
+  stopDeadlineMs?: number;
+  activeSignals: string[];
+  /** Every signal family, active or not, for signal_active series. */
+  signals: Record<string, boolean>;
+  explanation: string;
+  gpus: Array<{ gpu: string; utilizationRatio: number }>;
+  disks: Array<{ mount: string; usedRatio: number }>;
+  leases: LeaseView[];
+  policyErrors: string[];
+}
+
+export interface FleetCounters {
+  stops: Map<string, number>; // key: "reason|mode"
+  notices: number;
+  stopsCancelled: number;
+  leasesGranted: number;
+  policyErrors: number;
+}
+
+export interface FleetReader {
+  views(nowMs: number): VmView[];
+  counters(): FleetCounters;
+}

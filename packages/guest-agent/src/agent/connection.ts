@@ -1,0 +1,164 @@
+// The agent's one outer loop: connect, Hello, Reports; on any end, back off
+// with jitter and connect again. Only the newest sample is kept while
+// disconnected (a Report is a snapshot: older ones are worth nothing), so
+// memory stays bounded however long the collector is away.
+import { readFileSync } from "node:fs";
+import * as grpc from "@grpc/grpc-js";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  AgentMessageSchema,
+  AgentService,
+  clientChannelOptions,
+  clientConstructor,
+  openBidi,
+  type CollectorMessage,
+  type Directive,
+  type HelloSchema,
+  type Logger,
+  type Report,
+} from "@ws/protocol";
+import { backoffDelayMs, defaultBackoff, type BackoffPolicy } from "../backoff.js";
+import type { AgentConfig } from "../config.js";
+
+export type LogFn = Logger;
+
+export interface ConnectionOptions {
+  config: AgentConfig;
+  hello: MessageInitShape<typeof HelloSchema>;
+  log: LogFn;
+  onDirective: (directive: Directive) => void;
+  onConnectedChange: (connected: boolean) => void;
+  backoff?: BackoffPolicy;
+  random?: () => number;
+}
+
+/** A stream that stayed up this long resets the backoff. */
+const HEALTHY_STREAM_MS = 30_000;
+
+export class AgentConnection {
+  private stopped = false;
+  private attempt = 0;
+  private call: grpc.ClientDuplexStream<never, CollectorMessage> | undefined;
+  private client: grpc.Client | undefined;
+  private sequence = 0n;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private wakeRetry: (() => void) | undefined;
+  private connected = false;
+  private readonly Client = clientConstructor(AgentService);
+
+  constructor(private readonly options: ConnectionOptions) {}
+
+  get isConnected(): boolean {
+    return this.connected;
+  }
+
+  /** Runs until stop(). Never throws. */
+  async run(): Promise<void> {
+    const { log } = this.options;
+    while (!this.stopped) {
+      const openedAt = Date.now();
+      let gotDirective = false;
+      const endReason = await new Promise<string>((resolve) => {
+        try {
+          this.openStream(resolve, () => (gotDirective = true));
+        } catch (error) {
+          resolve(`cannot connect: ${(error as Error).message}`);
+        }
+      });
+      this.setConnected(false);
+      this.closeClient();
+      if (this.stopped) break;
+      if (gotDirective && Date.now() - openedAt > HEALTHY_STREAM_MS) this.attempt = 0;
+      const delay = backoffDelayMs(this.attempt, this.options.backoff ?? defaultBackoff, this.options.random ?? Math.random);
+      this.attempt++;
+      log("warn", `collector stream ended (${endReason}); reconnecting in ${(delay / 1000).toFixed(1)}s`, {
+        collector: this.options.config.collector.address,
+        attempt: this.attempt,
+      });
+      await new Promise<void>((resolve) => {
+        this.wakeRetry = resolve;
+        this.retryTimer = setTimeout(resolve, delay);
+      });
+    }
+  }
+
+  /** Sends a Report if connected; returns false when it could not (it is then dropped). */
+  send(report: Report): boolean {
+    if (!this.call || !this.connected) return false;
+    this.sequence++;
+    const message = create(AgentMessageSchema, {
+      payload: { case: "report", value: { ...report, sequence: this.sequence } },
+    });
+    return (this.call as unknown as grpc.ClientDuplexStream<typeof message, CollectorMessage>).write(message);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    this.wakeRetry?.();
+    if (this.call) {
+      this.call.end();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    this.closeClient();
+  }
+
+  private openStream(done: (reason: string) => void, onDirective: () => void): void {
+    const { config, log } = this.options;
+    this.client = new this.Client(config.collector.address, credentials(config), {
+      ...clientChannelOptions(),
+      ...(config.collector.serverName ? { "grpc.ssl_target_name_override": config.collector.serverName } : {}),
+    });
+    const call = openBidi(this.client, AgentService, "connect", new grpc.Metadata());
+    this.call = call as unknown as grpc.ClientDuplexStream<never, CollectorMessage>;
+    this.sequence = 0n;
+    let finished = false;
+    const finish = (reason: string) => {
+      if (finished) return;
+      finished = true;
+      this.call = undefined;
+      done(reason);
+    };
+    call.on("metadata", () => this.setConnected(true));
+    call.on("data", (message: CollectorMessage) => {
+      this.setConnected(true);
+      if (message.payload.case === "directive") {
+        onDirective();
+        try {
+          this.options.onDirective(message.payload.value);
+        } catch (error) {
+          log("error", `directive handling failed: ${(error as Error).message}`);
+        }
+      }
+    });
+    call.on("error", (error: grpc.ServiceError) => {
+      if (error.code === grpc.status.UNAUTHENTICATED || error.code === grpc.status.PERMISSION_DENIED) {
+        log("error", `collector refused this agent: ${error.details} — check vm.namespace, vm.name and token in the config (ws-collector token prints the right one)`);
+      }
+      finish(`${grpc.status[error.code] ?? error.code}: ${error.details || error.message}`);
+    });
+    call.on("end", () => finish("collector closed the stream"));
+    call.on("close", () => finish("stream closed"));
+    call.write(create(AgentMessageSchema, { payload: { case: "hello", value: this.options.hello } }));
+  }
+
+  private setConnected(connected: boolean): void {
+    if (this.connected === connected) return;
+    this.connected = connected;
+    if (connected) {
+      this.options.log("info", "connected to collector", { collector: this.options.config.collector.address });
+    }
+    this.options.onConnectedChange(connected);
+  }
+
+  private closeClient(): void {
+    this.client?.close();
+    this.client = undefined;
+  }
+}
+
+function credentials(config: AgentConfig): grpc.ChannelCredentials {
+  if (config.collector.insecure) return grpc.credentials.createInsecure();
+  const ca = config.collector.caFile ? readFileSync(config.collector.caFile) : undefined;
+  return grpc.credentials.createSsl(ca);
+}

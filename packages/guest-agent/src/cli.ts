@@ -1,0 +1,238 @@
+// Command-line entry: dispatches on the name it was started under (ws-lease)
+// and on the subcommand. Every command has --help; bad usage exits 2.
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { toJson } from "@bufbuild/protobuf";
+import { logfmtLogger, ReportSchema, SourceState } from "@ws/protocol";
+import { AgentRuntime } from "./agent/runtime.js";
+import { systemClock } from "./clock.js";
+import { ConfigError, DEFAULT_CONFIG_PATH, resolveAgentConfig, type AgentConfig, type ConfigOverrides } from "./config.js";
+import { growCommand } from "./grow/command.js";
+import { leaseCommand } from "./lease/cli.js";
+import { describeSources } from "./probe-format.js";
+import { takeSample } from "./sampler.js";
+import { sealCommand } from "./seal/command.js";
+import { createSignals } from "./signals/index.js";
+import { loadUsers } from "./users.js";
+import { AGENT_VERSION } from "./version.js";
+
+export interface Io {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  env: Record<string, string | undefined>;
+}
+
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+const MAIN_HELP = `ws-agent ${AGENT_VERSION} — the in-guest agent of ws (persistent-workstation idle detection)
+
+Usage: ws-agent <command> [options]
+
+Commands:
+  run       Run the agent: sample every signal and report to the collector (what systemd runs)
+  probe     Take one sample of every signal and print it; needs no collector
+  lease     Keep this VM running for a while (same as the ws-lease command)
+  seal      Prepare this machine (or --root DIR) to become a golden image
+  grow      Grow the root partition and filesystem after the disk was enlarged
+  version   Print the version
+
+Run 'ws-agent <command> --help' for the options of a command.
+Configuration: ${DEFAULT_CONFIG_PATH} (written by cloud-init), then WS_AGENT_* environment, then flags.
+`;
+
+const CONFIG_OPTIONS = {
+  config: { type: "string", short: "c" },
+  collector: { type: "string" },
+  namespace: { type: "string" },
+  name: { type: "string" },
+  token: { type: "string" },
+  "report-interval": { type: "string" },
+  insecure: { type: "boolean" },
+  "ca-file": { type: "string" },
+  "state-dir": { type: "string" },
+  socket: { type: "string" },
+  "proc-root": { type: "string" },
+  "sys-root": { type: "string" },
+  "dev-root": { type: "string" },
+  "run-root": { type: "string" },
+  "home-root": { type: "string" },
+  "etc-root": { type: "string" },
+  "jupyter-url": { type: "string", multiple: true },
+  "gpu-command": { type: "string" },
+  mount: { type: "string", multiple: true },
+  help: { type: "boolean", short: "h" },
+} as const satisfies ParseArgsConfig["options"];
+
+const CONFIG_HELP = `Configuration options (override ${DEFAULT_CONFIG_PATH} and WS_AGENT_* variables):
+  -c, --config FILE          Config file (default ${DEFAULT_CONFIG_PATH}; WS_AGENT_CONFIG)
+      --collector HOST:PORT  Collector gRPC address (WS_AGENT_COLLECTOR)
+      --namespace NS         VM namespace (WS_AGENT_VM_NAMESPACE)
+      --name VM              VM name (WS_AGENT_VM_NAME)
+      --token TOKEN          Token from 'ws-collector token' (WS_AGENT_TOKEN); prefer tokenFile in the config
+      --insecure             Plaintext gRPC, no TLS (WS_AGENT_INSECURE=true)
+      --ca-file FILE         CA bundle to verify the collector's certificate
+      --report-interval DUR  Report interval, e.g. 15s (the collector may change it)
+      --state-dir DIR        Leases and agent state (default /var/lib/ws-agent)
+      --socket PATH          Lease socket (default /run/ws-agent/agent.sock)
+      --proc-root DIR --sys-root DIR --dev-root DIR --run-root DIR --home-root DIR --etc-root DIR
+                             Read the machine from other roots (tests, containers)
+      --jupyter-url URL      Extra Jupyter server URL (repeatable; ?token=... allowed)
+      --gpu-command PATH     nvidia-smi to run (default nvidia-smi)
+      --mount PATH           Mount to report disk usage for (repeatable; default /)
+`;
+
+function parse<T extends ParseArgsConfig["options"]>(argv: string[], options: T, allowPositionals = false) {
+  try {
+    return parseArgs({ args: argv, options, strict: true, allowPositionals });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+function overridesFrom(values: Record<string, unknown>): ConfigOverrides {
+  const s = (k: string) => values[k] as string | undefined;
+  const overrides: ConfigOverrides = {};
+  const set = <K extends keyof ConfigOverrides>(key: K, value: ConfigOverrides[K] | undefined) => {
+    if (value !== undefined) overrides[key] = value;
+  };
+  set("collector", s("collector"));
+  set("namespace", s("namespace"));
+  set("name", s("name"));
+  set("token", s("token"));
+  set("reportInterval", s("report-interval"));
+  set("insecure", values.insecure as boolean | undefined);
+  set("caFile", s("ca-file"));
+  set("stateDir", s("state-dir"));
+  set("socket", s("socket"));
+  set("procRoot", s("proc-root"));
+  set("sysRoot", s("sys-root"));
+  set("devRoot", s("dev-root"));
+  set("runRoot", s("run-root"));
+  set("homeRoot", s("home-root"));
+  set("etcRoot", s("etc-root"));
+  set("jupyterUrls", values["jupyter-url"] as string[] | undefined);
+  set("gpuCommand", s("gpu-command"));
+  set("mounts", values.mount as string[] | undefined);
+  return overrides;
+}
+
+export function loadConfig(values: Record<string, unknown>, env: Io["env"], requireCollector: boolean): AgentConfig {
+  const explicit = (values.config as string | undefined) ?? env.WS_AGENT_CONFIG;
+  const filePath = explicit ?? DEFAULT_CONFIG_PATH;
+  let fileText: string | undefined;
+  if (explicit !== undefined || existsSync(filePath)) {
+    try {
+      fileText = readFileSync(filePath, "utf8");
+    } catch (error) {
+      throw new ConfigError([`cannot read config file ${filePath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
+    }
+  }
+  return resolveAgentConfig({
+    fileText,
+    filePath,
+    readTokenFile: (p) => readFileSync(p, "utf8"),
+    env,
+    flags: overridesFrom(values),
+    requireCollector,
+  });
+}
+
+async function runCommand(argv: string[], io: Io): Promise<number> {
+  const { values } = parse(argv, CONFIG_OPTIONS);
+  if (values.help) {
+    io.stdout.write(`Usage: ws-agent run [options]\n\nRuns the agent: samples every signal each interval and reports to the collector over gRPC.\nReconnects by itself; stops cleanly on SIGTERM/SIGINT.\n\n${CONFIG_HELP}`);
+    return 0;
+  }
+  const config = loadConfig(values, io.env, true);
+  const log = logfmtLogger((line) => io.stderr.write(line), systemClock.nowMs);
+  const runtime = new AgentRuntime(config, systemClock, log);
+  await runtime.start();
+  await new Promise<void>((resolve) => {
+    const shutdown = (signal: string) => {
+      log("info", `received ${signal}, shutting down`);
+      resolve();
+    };
+    process.once("SIGTERM", () => shutdown("SIGTERM"));
+    process.once("SIGINT", () => shutdown("SIGINT"));
+  });
+  await runtime.stop();
+  return 0;
+}
+
+async function probeCommand(argv: string[], io: Io): Promise<number> {
+  const { values } = parse(argv, { ...CONFIG_OPTIONS, json: { type: "boolean" }, window: { type: "string" } });
+  if (values.help) {
+    io.stdout.write(`Usage: ws-agent probe [--json] [--window DUR] [options]\n\nTakes one sample of every signal and prints it, one line per source (or the Report as JSON).\nNeeds no collector. Rates (CPU, network, disk) are measured over --window (default 1s).\n\n${CONFIG_HELP}`);
+    return 0;
+  }
+  const config = loadConfig(values, io.env, false);
+  const windowMs = values.window ? parseWindow(values.window) : 1000;
+  const users = await loadUsers(config.roots);
+  const signals = createSignals(config);
+  const base = { roots: config.roots, clock: systemClock, users };
+  await takeSample(signals, config.disabledSignals, base, config.sampleTimeoutMs, systemClock);
+  await new Promise((resolve) => setTimeout(resolve, windowMs));
+  const sample = await takeSample(signals, config.disabledSignals, base, config.sampleTimeoutMs, systemClock);
+  const report = sample.report;
+  if (values.json) {
+    io.stdout.write(JSON.stringify(toJson(ReportSchema, report, { alwaysEmitImplicit: false }), null, 2) + "\n");
+  } else {
+    io.stdout.write(describeSources(report));
+  }
+  return report.sources.some((s) => s.state === SourceState.FAILED) ? 1 : 0;
+}
+
+function parseWindow(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s)?$/.exec(text.trim());
+  if (!match) throw new UsageError(`--window: "${text}" is not a duration like 1s or 500ms`);
+  const value = Number(match[1]) * (match[2] === "ms" ? 1 : 1000);
+  if (value <= 0 || value > 60_000) throw new UsageError(`--window must be between 1ms and 60s`);
+  return value;
+}
+
+export async function main(argv0: string, argv: string[], io: Io): Promise<number> {
+  try {
+    const invokedAs = path.basename(argv0).replace(/\.(c?js|mjs)$/, "");
+    if (invokedAs === "ws-lease") return await leaseCommand(argv, io);
+    const [command, ...rest] = argv;
+    switch (command) {
+      case "run":
+        return await runCommand(rest, io);
+      case "probe":
+        return await probeCommand(rest, io);
+      case "lease":
+        return await leaseCommand(rest, io);
+      case "seal":
+        return await sealCommand(rest, io);
+      case "grow":
+        return await growCommand(rest, io);
+      case "version":
+      case "--version":
+      case "-V":
+        io.stdout.write(`ws-agent ${AGENT_VERSION}\n`);
+        return 0;
+      case undefined:
+      case "help":
+      case "--help":
+      case "-h":
+        io.stdout.write(MAIN_HELP);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`ws-agent: ${error.message}\nRun 'ws-agent --help' for usage.\n`);
+      return 2;
+    }
+    if (error instanceof ConfigError) {
+      io.stderr.write(`ws-agent: ${error.message}\n`);
+      return 2;
+    }
+    io.stderr.write(`ws-agent: ${(error as Error).stack ?? String(error)}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,23 @@
+// The signal set the agent samples, built from its configuration.
+import type { AgentConfig } from "../config.js";
+import { createCodeServerSignal } from "./codeserver.js";
+import { createDiskSignal } from "./disk.js";
+import { createGpuSignal } from "./gpu.js";
+import { createInhibitorsSignal } from "./inhibitors.js";
+import { createJupyterSignal } from "./jupyter.js";
+import { createSessionsSignal } from "./sessions.js";
+import { createSystemSignal } from "./system.js";
+import type { Signal } from "./types.js";
+
+/** Every signal except leases, which the lease service provides. */
+export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
+  return [
+    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs }),
+    createSessionsSignal(),
+    createCodeServerSignal(),
+    createGpuSignal({ command: config.gpu.command, intervalMs: config.gpu.intervalMs, timeoutMs: config.gpu.timeoutMs }),
+    createSystemSignal(),
+    createInhibitorsSignal(),
+    createDiskSignal({ mounts: config.disk.mounts }),
+  ] as Array<Signal<unknown>>;
+}
