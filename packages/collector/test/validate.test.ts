@@ -1,0 +1,44 @@
+import { describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { HelloSchema, ReportSchema } from "@ws/protocol";
+import { validateHello, validateReport, ValidationError } from "../src/agents/validate.js";
+
+describe("validateHello", () => {
+  it("accepts a proper identity", () => {
+    expect(validateHello(create(HelloSchema, { vm: { namespace: "team-a", name: "alice-ws" }, token: "t" }))).toEqual({ namespace: "team-a", name: "alice-ws" });
+  });
+  it.each([
+    [{ vm: { namespace: "", name: "x" }, token: "t" }, /namespace/],
+    [{ vm: { namespace: "a", name: "Bad_Name" }, token: "t" }, /VM name/],
+    [{ vm: { namespace: "a", name: "x" }, token: "" }, /no token/],
+    [{ token: "t" }, /namespace/],
+  ])("refuses %j", (hello, message) => {
+    expect(() => validateHello(create(HelloSchema, hello))).toThrow(message);
+  });
+});
+
+describe("validateReport", () => {
+  it("accepts an ordinary report", () => {
+    expect(() =>
+      validateReport(
+        create(ReportSchema, {
+          sequence: 1n,
+          sessions: { sessions: [{ tty: "pts/0", inputAgeSeconds: 3 }] },
+          gpu: { gpus: [{ index: 0, utilizationRatio: 0.97 }] },
+          leases: { leases: [{ id: "l1", requestedSeconds: 28_800, ageSeconds: 10 }] },
+        }),
+      ),
+    ).not.toThrow();
+  });
+  it.each([
+    [{ sessions: { sessions: [{ inputAgeSeconds: -1 }] } }, /input_age_seconds/],
+    [{ sessions: { sessions: [{ inputAgeSeconds: Number.NaN }] } }, /input_age_seconds/],
+    [{ gpu: { gpus: [{ utilizationRatio: 7 }] } }, /utilization_ratio/],
+    [{ system: { cpuBusyRatio: Number.POSITIVE_INFINITY } }, /cpu_busy_ratio/],
+    [{ leases: { leases: [{ id: "x", requestedSeconds: 1e12 }] } }, /requested_seconds/],
+    [{ sampleAgeSeconds: 1e20 }, /sample_age_seconds/],
+  ])("refuses %j", (report, message) => {
+    expect(() => validateReport(create(ReportSchema, report as never))).toThrow(ValidationError);
+    expect(() => validateReport(create(ReportSchema, report as never))).toThrow(message);
+  });
+});

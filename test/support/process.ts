@@ -1,0 +1,103 @@
+// Start the shipped artifacts as real processes and watch their output.
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const agentBundle = path.join(repoRoot, "packages/guest-agent/dist/ws-agent.cjs");
+export const collectorBundle = path.join(repoRoot, "packages/collector/dist/ws-collector.cjs");
+
+export function requireBundles(): void {
+  for (const file of [agentBundle, collectorBundle]) {
+    if (!existsSync(file)) throw new Error(`${file} is missing: run 'npm run build' (npm test builds it first)`);
+  }
+}
+
+export interface Proc {
+  child: ChildProcess;
+  output(): string;
+  waitFor(pattern: RegExp, timeoutMs?: number, since?: number): Promise<RegExpMatchArray>;
+  /** Current length of the output, to wait only for lines printed after now. */
+  mark(): number;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function start(file: string, args: string[], env: Record<string, string> = {}): Proc {
+  const child = spawn(process.execPath, [file, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let text = "";
+  const listeners = new Set<() => void>();
+  const onData = (chunk: Buffer) => {
+    text += chunk.toString();
+    for (const listener of listeners) listener();
+  };
+  child.stdout!.on("data", onData);
+  child.stderr!.on("data", onData);
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return {
+    child,
+    output: () => text,
+    mark: () => text.length,
+    waitFor(pattern, timeoutMs = 30_000, since = 0) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const match = text.slice(since).match(pattern);
+          if (match) {
+            cleanup();
+            resolve(match);
+          }
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`timed out after ${timeoutMs} ms waiting for ${pattern} in output of ${path.basename(file)}:\n${text.slice(-4000)}`));
+        }, timeoutMs);
+        const cleanup = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+    async stop(signal = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function getText(url: string): Promise<{ status: number; body: string }> {
+  const response = await fetch(url);
+  return { status: response.status, body: await response.text() };
+}
+
+/** Polls until check() returns a value (not undefined/false) or the time is up. */
+export async function eventually<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
