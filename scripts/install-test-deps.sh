@@ -9,7 +9,8 @@ PACKAGES=(
   prometheus                            # promtool + a real Prometheus for metrics tests
   cloud-init                            # seal tests read its --help and run clean
   util-linux fdisk e2fsprogs xfsprogs btrfs-progs cloud-guest-utils parted lvm2  # grow tests
-  systemd                               # systemd-analyze verify on the units
+  systemd dbus-daemon                   # systemd-analyze verify; a real logind for inhibitor tests
+
   procps
 )
 
