@@ -1,0 +1,235 @@
+/**
+ * System / background work: CPU, load, network, disk I/O, memory and the CPU of
+ * people's processes, from /proc (and three directory listings of /sys that say
+ * which network interfaces and disks are real hardware). Rates need two
+ * readings: the previous one lives in the closure, so the first sample after
+ * start has no rates.
+ */
+import { readFileSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { SystemSignalSchema } from "@ws/protocol";
+import { under, type Roots } from "../roots.js";
+import { parseDiskstats } from "./proc-diskstats.js";
+import { parseLoadavg, type LoadAverages } from "./proc-loadavg.js";
+import { parseMeminfo, type MemoryInfo } from "./proc-meminfo.js";
+import { parseNetDev } from "./proc-netdev.js";
+import { parsePidStat, parseStatusUid, type ProcessStat } from "./proc-pid.js";
+import { cpuBusyRatio, processCpuTicks, summedRate, userProcessCpu, type OwnedProcessCpu, type ProcessCpu, type ProcessSnapshot } from "./proc-rates.js";
+import { parseProcStat, type ProcStat } from "./proc-stat.js";
+import { parseUptime } from "./proc-uptime.js";
+import { errorMessage, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
+
+export type SystemSignalValue = MessageInitShape<typeof SystemSignalSchema>;
+
+/** Byte counters of the interfaces that count, by name, and when they were read (monotonic ms). */
+export interface NetworkReading {
+  atMs: number;
+  receiveBytes: Map<string, number>;
+  transmitBytes: Map<string, number>;
+}
+
+/** Byte counters of the disks that count, by name, and when they were read (monotonic ms). */
+export interface DiskReading {
+  atMs: number;
+  readBytes: Map<string, number>;
+  writtenBytes: Map<string, number>;
+}
+
+export interface ProcessReading extends ProcessSnapshot {
+  atMs: number;
+}
+
+/** One pass over /proc: every part that could be read, and why the others could not. */
+export interface SystemReading {
+  stat?: ProcStat;
+  loadavg?: LoadAverages;
+  memory?: MemoryInfo;
+  uptimeSeconds?: number;
+  network?: NetworkReading;
+  disk?: DiskReading;
+  processes?: ProcessReading;
+  problems: string[];
+}
+
+/** What the rates of the next sample are computed from. */
+export type PreviousReading = Pick<SystemReading, "stat" | "network" | "disk" | "processes">;
+
+export function createSystemSignal(): Signal<SystemSignalValue> {
+  let previous: PreviousReading = {};
+  return {
+    name: "system",
+    async collect(ctx: SignalContext): Promise<SignalOutcome<SystemSignalValue>> {
+      const reading = await readSystem(ctx.roots, ctx.clock.monotonicMs());
+      const value = systemValue(previous, reading);
+      const busy = busyProcessesSince(previous.processes, reading.processes);
+      if (busy !== undefined && reading.uptimeSeconds !== undefined) {
+        const owned = await withOwners(ctx.roots, busy.usage, reading.problems);
+        Object.assign(value, userProcessCpu(owned, ctx.users, busy.seconds, reading.uptimeSeconds));
+      }
+      previous = {
+        stat: reading.stat ?? previous.stat,
+        network: reading.network ?? previous.network,
+        disk: reading.disk ?? previous.disk,
+        processes: reading.processes ?? previous.processes,
+      };
+      if (reading.problems.length === 0) return ok(value);
+      return { state: "failed", message: reading.problems.join("; "), value };
+    },
+  };
+}
+
+/** The Report's fields from the previous and current readings, all but the per-process ones. Pure. */
+export function systemValue(previous: PreviousReading, current: SystemReading): SystemSignalValue {
+  const value: SystemSignalValue = {
+    cpuCount: current.stat?.cpuCount ?? 0,
+    load1: current.loadavg?.load1 ?? 0,
+    load5: current.loadavg?.load5 ?? 0,
+    load15: current.loadavg?.load15 ?? 0,
+    memoryTotalBytes: current.memory?.totalBytes ?? 0n,
+    memoryAvailableBytes: current.memory?.availableBytes ?? 0n,
+    uptimeSeconds: current.uptimeSeconds ?? 0,
+    topProcesses: [],
+  };
+  if (previous.stat && current.stat) value.cpuBusyRatio = cpuBusyRatio(previous.stat.cpu, current.stat.cpu);
+  if (previous.network && current.network) {
+    const seconds = (current.network.atMs - previous.network.atMs) / 1000;
+    value.networkReceiveBytesPerSecond = summedRate(previous.network.receiveBytes, current.network.receiveBytes, seconds);
+    value.networkTransmitBytesPerSecond = summedRate(previous.network.transmitBytes, current.network.transmitBytes, seconds);
+  }
+  if (previous.disk && current.disk) {
+    const seconds = (current.disk.atMs - previous.disk.atMs) / 1000;
+    value.diskReadBytesPerSecond = summedRate(previous.disk.readBytes, current.disk.readBytes, seconds);
+    value.diskWriteBytesPerSecond = summedRate(previous.disk.writtenBytes, current.disk.writtenBytes, seconds);
+  }
+  return value;
+}
+
+/** The processes that used CPU between two readings of the process table, and the seconds between them. Pure. */
+export function busyProcessesSince(previous: ProcessReading | undefined, current: ProcessReading | undefined): { usage: ProcessCpu[]; seconds: number } | undefined {
+  if (previous === undefined || current === undefined || !(current.atMs > previous.atMs)) return undefined;
+  return {
+    usage: processCpuTicks(previous, current).filter((entry) => entry.ticks > 0),
+    seconds: (current.atMs - previous.atMs) / 1000,
+  };
+}
+
+async function readSystem(roots: Roots, atMs: number): Promise<SystemReading> {
+  const problems: string[] = [];
+  const parsed = async <T>(relative: string, parse: (text: string) => T): Promise<T | undefined> => {
+    const file = under(roots.proc, relative);
+    try {
+      return parse(await readFile(file, "utf8"));
+    } catch (error) {
+      problems.push(`${file}: ${errorMessage(error)}`);
+      return undefined;
+    }
+  };
+  const listing = async (relative: string): Promise<Set<string> | undefined> => {
+    const dir = under(roots.sys, relative);
+    try {
+      return new Set(await readdir(dir));
+    } catch (error) {
+      problems.push(`${dir}: ${errorMessage(error)}`);
+      return undefined;
+    }
+  };
+
+  // Uptime first: a process that is not in the listing below then started after it (see ProcessSnapshot).
+  const uptimeSeconds = await parsed("uptime", parseUptime);
+  const [stat, loadavg, memory, interfaces, disks, virtualInterfaces, blockDevices, virtualBlockDevices, processes] = await Promise.all([
+    parsed("stat", parseProcStat),
+    parsed("loadavg", parseLoadavg),
+    parsed("meminfo", parseMeminfo),
+    parsed("net/dev", parseNetDev),
+    parsed("diskstats", parseDiskstats),
+    listing("devices/virtual/net"),
+    listing("block"),
+    listing("devices/virtual/block"),
+    readProcesses(roots, problems),
+  ]);
+
+  const reading: SystemReading = { problems };
+  if (stat) reading.stat = stat;
+  if (loadavg) reading.loadavg = loadavg;
+  if (memory) reading.memory = memory;
+  if (uptimeSeconds !== undefined) {
+    reading.uptimeSeconds = uptimeSeconds;
+    if (processes) reading.processes = { atMs, uptimeSeconds, processes };
+  }
+  if (interfaces && virtualInterfaces) {
+    // Virtual interfaces (lo, bridges, veth, tun, VPNs) carry traffic that also crosses a real one, or never leaves the VM.
+    const counted = interfaces.filter((entry) => !virtualInterfaces.has(entry.name) && entry.name !== "lo");
+    reading.network = {
+      atMs,
+      receiveBytes: new Map(counted.map((entry) => [entry.name, entry.receiveBytes])),
+      transmitBytes: new Map(counted.map((entry) => [entry.name, entry.transmitBytes])),
+    };
+  }
+  if (disks && blockDevices && virtualBlockDevices) {
+    // /sys/block lists whole disks only (no partitions); the virtual ones (loop, ram, zram, dm-, md) repeat I/O of real ones or are memory.
+    const counted = disks.filter((entry) => blockDevices.has(entry.name) && !virtualBlockDevices.has(entry.name));
+    reading.disk = {
+      atMs,
+      readBytes: new Map(counted.map((entry) => [entry.name, entry.readBytes])),
+      writtenBytes: new Map(counted.map((entry) => [entry.name, entry.writtenBytes])),
+    };
+  }
+  return reading;
+}
+
+/**
+ * Every process's stat. Processes that exit while being read are skipped; so are
+ * unparsable entries, with a note. The reads are synchronous on purpose: procfs
+ * builds these files in memory and never waits on a disk, and one promise-based
+ * readFile per process costs about five times the CPU in thread-pool round trips
+ * (measured: 7.3 ms against 1.3 ms for 100 processes).
+ */
+async function readProcesses(roots: Roots, problems: string[]): Promise<ProcessStat[] | undefined> {
+  let names: string[];
+  try {
+    names = (await readdir(roots.proc)).filter((name) => /^\d+$/.test(name));
+  } catch (error) {
+    problems.push(`${roots.proc}: ${errorMessage(error)}`);
+    return undefined;
+  }
+  const unparsable: string[] = [];
+  const stats: ProcessStat[] = [];
+  for (const pid of names) {
+    let text: string;
+    try {
+      text = readFileSync(under(roots.proc, pid, "stat"), "utf8");
+    } catch {
+      continue; // exited between the listing and the read
+    }
+    try {
+      stats.push(parsePidStat(text));
+    } catch (error) {
+      unparsable.push(`${pid}: ${errorMessage(error)}`);
+    }
+  }
+  if (unparsable.length > 0) problems.push(`${roots.proc}: unparsable stat of process ${unparsable.join(", ")}`);
+  return stats;
+}
+
+/** The owner of each busy process, from /proc/PID/status; processes gone by now are dropped. */
+async function withOwners(roots: Roots, usage: ProcessCpu[], problems: string[]): Promise<OwnedProcessCpu[]> {
+  const owned = await Promise.all(
+    usage.map(async (entry) => {
+      const file = under(roots.proc, String(entry.process.pid), "status");
+      let text: string;
+      try {
+        text = await readFile(file, "utf8");
+      } catch {
+        return undefined; // exited since its stat was read
+      }
+      try {
+        return { ...entry, uid: parseStatusUid(text) };
+      } catch (error) {
+        problems.push(`${file}: ${errorMessage(error)}`);
+        return undefined;
+      }
+    }),
+  );
+  return owned.filter((entry): entry is OwnedProcessCpu => entry !== undefined);
+}
