@@ -47,6 +47,8 @@ export class AgentRuntime {
       users,
       roots: this.config.roots,
       log: (line: string) => this.log("info", line),
+      // A new or cancelled lease is reported at once, so ws-lease can show the collector's answer.
+      onLeasesChanged: () => void this.sampleOnce().then(() => this.sendLatest()),
     });
     const leaseSignal: Signal<unknown> = { name: "leases", collect: async () => ok(this.leases.reportLeases()) };
     this.signals = [...createSignals(this.config), leaseSignal];

@@ -1,0 +1,363 @@
+// ws-lease: keep this VM running for a while, see why it would stop, cancel.
+// Same program as ws-agent, dispatched on its name (ws-agent lease … too).
+import { parseArgs } from "node:util";
+import { DurationError, parseDuration } from "@ws/protocol";
+import { systemClock, type Clock } from "../clock.js";
+import { AgentProtocolError, AgentUnavailableError, callAgent, DEFAULT_SOCKET_PATH, type OutgoingRequest } from "./client.js";
+import { formatCancelled, formatLeaseList, formatOverCap, formatStatus, formatTaken, type Moment } from "./format.js";
+import { DEFAULT_MAX_KEEP_RUNNING_SECONDS, isLeaseId, MAX_REASON_LENGTH } from "./leases.js";
+import type { Answer, ErrorAnswer } from "./wire.js";
+
+export interface LeaseIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  env: Record<string, string | undefined>;
+}
+
+/** How long `ws-lease 8h` waits for the collector to confirm (or clamp) the new lease. */
+const CONFIRM_WAIT_SECONDS = 3;
+
+export const LEASE_HELP = `NAME
+    ws-lease - keep this VM running for a while, and see when it would stop
+
+SYNOPSIS
+    ws-lease DURATION [--reason TEXT] [--json]
+    ws-lease status [--json]
+    ws-lease list [--json]
+    ws-lease cancel [ID | --all] [--json]
+    ws-lease COMMAND --help
+
+DESCRIPTION
+    This VM is stopped automatically when nobody has used it for a while, to
+    free its CPU, memory and GPU. Your files are kept: the disk persists, and
+    the VM can be started again. "Used" means terminal input, a busy notebook
+    kernel, GPU work, busy user processes and the like.
+
+    Some work does not look like use: a long training run that writes nothing
+    to a terminal, a download, a job you left running overnight. A lease tells
+    ws to keep the VM running anyway, for as long as you ask, up to the
+    maximum this VM's policy allows (max-keep-running, 24h unless your
+    administrator set another). When the lease runs out, the usual rule
+    applies again: the VM stops after it has been idle long enough, and you
+    are warned before it does.
+
+    Any user of this VM may take a lease. Each lease records who took it
+    (as the operating system reports it), for how long and why. Only its
+    owner or root may cancel it.
+
+COMMANDS
+    DURATION [--reason TEXT]
+        Take a lease: keep the VM running for DURATION from now. DURATION is a
+        number with a unit: 45m, 8h, 1h30m, 2d (units w, d, h, m, s, largest
+        first). A duration longer than the cap is refused, with the cap named.
+        --reason says why, for the other users and the audit log (at most
+        ${MAX_REASON_LENGTH} characters).
+
+    status
+        What a person wants to know: whether the VM is seen as idle and by
+        which signals it is seen in use, when it would stop and why, the
+        leases (who, until when, why), whether the collector is connected,
+        and any pending stop with how to keep the VM running.
+        (ws-lease with no arguments does the same.)
+
+    list
+        The leases on this VM, one per line.
+
+    cancel [ID | --all]
+        Cancel a lease. Without ID, cancels your lease if you hold exactly
+        one. --all cancels all of yours (root: everyone's).
+
+OPTIONS
+    --json      Print the agent's answer as JSON, for scripts.
+    --reason TEXT
+                Why you need the VM (with DURATION).
+    -h, --help  This text, or a command's own help.
+
+CONFIRMATION AND CLAMPING
+    The lease is recorded on this VM at once, and survives an agent restart.
+    The cluster's collector confirms it with its next report (seconds). If
+    the collector's policy allows less than you asked, it clamps the lease
+    to its max-keep-running and ws-lease says so: take a new lease when it
+    runs out. If the collector is unreachable, the lease is kept here, shown
+    as "not yet confirmed", and confirmed when it reconnects.
+
+EXAMPLES
+    ws-lease 8h --reason "training resnet"
+        Keep the VM for 8 hours.
+    ws-lease 1h30m
+        Keep it for an hour and a half.
+    ws-lease status
+        See whether and when the VM would stop, and why.
+    ws-lease list --json
+        All leases, as JSON.
+    ws-lease cancel 3f9a0c21
+        Cancel one lease; the ID is in ws-lease list.
+    ws-lease cancel --all
+        Cancel all of your leases.
+
+EXIT STATUS
+    0 success; 1 refused by the agent (over the cap, not yours, not found) or
+    the agent is not running; 2 usage error.
+
+ENVIRONMENT
+    WS_AGENT_SOCKET
+        The agent's socket (default ${DEFAULT_SOCKET_PATH}).
+
+FILES
+    ${DEFAULT_SOCKET_PATH}       the agent's lease socket
+    /run/ws-agent/notice.json      the pending stop notice, while there is one
+    /var/lib/ws-agent/leases.json  the leases (root only)
+    /var/lib/ws-agent/lease-audit.log
+                                   who took or cancelled which lease, when, why
+
+SEE ALSO
+    systemctl status ws-agent, journalctl -u ws-agent
+`;
+
+const STATUS_HELP = `Usage: ws-lease status [--json]
+
+Shows what ws knows about this VM: whether it is seen as in use (and by which
+signals) or idle for how long, when it would stop and why, the leases (who,
+until when, why, confirmed or clamped by the collector), whether the
+collector is connected, and any pending stop with how to keep the VM running.
+
+  --json   the same as JSON
+
+Example:
+  ws-lease status
+`;
+
+const LIST_HELP = `Usage: ws-lease list [--json]
+
+Lists the leases on this VM: ID, owner, until when, time left, whether the
+collector confirmed or clamped it, and the reason.
+
+  --json   the same as JSON: {"leases": [{"id", "uid", "user", "reason",
+           "requestedSeconds", "holdSeconds", "remainingSeconds",
+           "expiresAt", "confirmed", "clamped", ...}]}
+
+Example:
+  ws-lease list
+`;
+
+const CANCEL_HELP = `Usage: ws-lease cancel [ID | --all] [--json]
+
+Cancels a lease, so the VM may stop again once it is idle.
+
+  ID       the lease to cancel (see ws-lease list)
+  (none)   your lease, if you hold exactly one
+  --all    all of your leases; for root, every lease
+  --json   print the cancelled leases as JSON
+
+Only the user who took a lease, or root, may cancel it.
+
+Examples:
+  ws-lease cancel 3f9a0c21
+  ws-lease cancel --all
+`;
+
+const TAKE_HELP = `Usage: ws-lease DURATION [--reason TEXT] [--json]
+
+Keeps this VM running for DURATION from now, even if it looks idle.
+
+  DURATION       8h, 90m, 1h30m, 2d ... (at most the VM's max-keep-running)
+  --reason TEXT  why, for other users and the audit log
+  --json         print the new lease as JSON
+
+Examples:
+  ws-lease 8h --reason "training run"
+  ws-lease 45m
+`;
+
+class UsageError extends Error {}
+
+export async function leaseCommand(argv: string[], io: LeaseIo, clock: Clock = systemClock): Promise<number> {
+  const socketPath = io.env.WS_AGENT_SOCKET || DEFAULT_SOCKET_PATH;
+  const moment: Moment = { nowMs: clock.nowMs() };
+  try {
+    const [first, ...rest] = argv;
+    switch (first) {
+      case "help":
+        io.stdout.write(rest[0] ? (helpFor(rest[0]) ?? LEASE_HELP) : LEASE_HELP);
+        return 0;
+      case "status":
+        return await statusCommand(rest, io, socketPath, moment);
+      case "list":
+      case "ls":
+        return await listCommand(rest, io, socketPath, moment);
+      case "cancel":
+        return await cancelCommand(rest, io, socketPath);
+      case "take":
+        return await takeCommand(rest, io, socketPath, moment, true);
+      default:
+        return await takeCommand(argv, io, socketPath, moment, false);
+    }
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof DurationError) {
+      io.stderr.write(`ws-lease: ${error.message}\nRun 'ws-lease --help' for usage.\n`);
+      return 2;
+    }
+    if (error instanceof AgentUnavailableError) {
+      io.stderr.write(agentUnavailableText(error));
+      return 1;
+    }
+    if (error instanceof AgentProtocolError) {
+      io.stderr.write(`ws-lease: ${error.message}.\nCheck the agent with: systemctl status ws-agent\n`);
+      return 1;
+    }
+    io.stderr.write(`ws-lease: ${(error as Error).message}\n`);
+    return 1;
+  }
+}
+
+function helpFor(command: string): string | undefined {
+  return { status: STATUS_HELP, list: LIST_HELP, cancel: CANCEL_HELP, take: TAKE_HELP }[command];
+}
+
+export function agentUnavailableText(error: AgentUnavailableError): string {
+  if (error.code === "EACCES") {
+    return `ws-lease: permission denied on the agent's socket ${error.socketPath}.\nThe socket should be open to every user; check the agent with: systemctl status ws-agent\n`;
+  }
+  return (
+    `ws-lease: the ws agent is not running on this VM (nothing answers on ${error.socketPath}).\n` +
+    `Without it, leases cannot be taken and the VM's activity is not reported.\n` +
+    `Check it with:  systemctl status ws-agent\n` +
+    `Its log:        journalctl -u ws-agent\n`
+  );
+}
+
+function parse(argv: string[], options: Record<string, { type: "boolean" | "string" }>): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+  try {
+    const { values, positionals } = parseArgs({
+      args: argv,
+      options: { ...options, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      allowPositionals: true,
+      strict: true,
+    });
+    return { values: values as Record<string, string | boolean | undefined>, positionals };
+  } catch (error) {
+    throw new UsageError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ""));
+  }
+}
+
+/** Prints a refusal; over-cap refusals name the cap. */
+function refused(answer: ErrorAnswer, io: LeaseIo, requestedSeconds?: number): number {
+  const { error } = answer;
+  if (error.code === "over_cap" && requestedSeconds !== undefined) {
+    io.stderr.write(formatOverCap(requestedSeconds, error.capSeconds ?? DEFAULT_MAX_KEEP_RUNNING_SECONDS, error.capSource ?? "default"));
+  } else {
+    io.stderr.write(`ws-lease: ${error.message}\n`);
+  }
+  return 1;
+}
+
+function printJson(io: LeaseIo, value: unknown): void {
+  io.stdout.write(JSON.stringify(value, null, 2) + "\n");
+}
+
+async function request(socketPath: string, outgoing: OutgoingRequest): Promise<Answer> {
+  return callAgent(socketPath, outgoing);
+}
+
+async function takeCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment, explicit: boolean): Promise<number> {
+  const { values, positionals } = parse(argv, { reason: { type: "string" } });
+  if (values.help) {
+    io.stdout.write(explicit || positionals.length > 0 || values.reason !== undefined ? TAKE_HELP : LEASE_HELP);
+    return 0;
+  }
+  if (explicit && positionals.length === 0) throw new UsageError("take needs a duration: ws-lease take 8h");
+  if (positionals.length === 0) {
+    if (values.reason !== undefined) throw new UsageError("--reason needs a duration: ws-lease 8h --reason TEXT");
+    return statusCommand(values.json ? ["--json"] : [], io, socketPath, moment);
+  }
+  if (positionals.length > 1) {
+    throw new UsageError(`one duration please, got ${positionals.map((p) => JSON.stringify(p)).join(" ")} (quote a reason with spaces: --reason "two words")`);
+  }
+  const text = positionals[0]!;
+  if (!/^\d/.test(text)) throw new UsageError(`unknown command "${text}": expected a duration (8h, 90m, 1h30m), status, list or cancel`);
+  const seconds = parseDuration(text);
+  const reason = typeof values.reason === "string" ? values.reason : "";
+  if (reason.length > MAX_REASON_LENGTH) throw new UsageError(`--reason is ${reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`);
+  const answer = await request(socketPath, { op: "take", seconds, reason, wait: CONFIRM_WAIT_SECONDS });
+  if (!answer.ok) return refused(answer, io, seconds);
+  if (answer.op !== "take") throw new AgentProtocolError("the agent answered another question");
+  if (values.json) printJson(io, { lease: answer.lease, capSeconds: answer.capSeconds, capSource: answer.capSource, collectorConnected: answer.collectorConnected });
+  else io.stdout.write(formatTaken(answer.lease, answer.collectorConnected, moment));
+  return 0;
+}
+
+async function statusCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment): Promise<number> {
+  const { values, positionals } = parse(argv, {});
+  if (values.help) {
+    io.stdout.write(STATUS_HELP);
+    return 0;
+  }
+  if (positionals.length > 0) throw new UsageError(`status takes no arguments, got "${positionals[0]}"`);
+  const answer = await request(socketPath, { op: "status" });
+  if (!answer.ok) return refused(answer, io);
+  if (answer.op !== "status") throw new AgentProtocolError("the agent answered another question");
+  if (values.json) printJson(io, answer.status);
+  else io.stdout.write(formatStatus(answer.status, moment));
+  return 0;
+}
+
+async function listCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment): Promise<number> {
+  const { values, positionals } = parse(argv, {});
+  if (values.help) {
+    io.stdout.write(LIST_HELP);
+    return 0;
+  }
+  if (positionals.length > 0) throw new UsageError(`list takes no arguments, got "${positionals[0]}"`);
+  const answer = await request(socketPath, { op: "list" });
+  if (!answer.ok) return refused(answer, io);
+  if (answer.op !== "list") throw new AgentProtocolError("the agent answered another question");
+  if (values.json) printJson(io, { leases: answer.leases });
+  else io.stdout.write(formatLeaseList(answer.leases, moment));
+  return 0;
+}
+
+async function cancelCommand(argv: string[], io: LeaseIo, socketPath: string): Promise<number> {
+  const { values, positionals } = parse(argv, { all: { type: "boolean" } });
+  if (values.help) {
+    io.stdout.write(CANCEL_HELP);
+    return 0;
+  }
+  if (positionals.length > 1) throw new UsageError("cancel takes one lease ID (or --all)");
+  if (values.all && positionals.length > 0) throw new UsageError("give either a lease ID or --all, not both");
+  let outgoing: OutgoingRequest;
+  if (values.all) {
+    outgoing = { op: "cancel", all: true };
+  } else if (positionals[0] !== undefined) {
+    const id = positionals[0].toLowerCase();
+    if (!isLeaseId(id)) throw new UsageError(`"${positionals[0]}" is not a lease ID (8 hex digits, as ws-lease list shows them)`);
+    outgoing = { op: "cancel", id };
+  } else {
+    const mine = await yourLeaseIds(socketPath);
+    if (mine.length === 0) {
+      io.stderr.write("ws-lease: you hold no lease to cancel (see ws-lease list).\n");
+      return 1;
+    }
+    if (mine.length > 1) {
+      io.stderr.write(`ws-lease: you hold ${mine.length} leases (${mine.join(", ")}): say which, or use --all.\n`);
+      return 2;
+    }
+    outgoing = { op: "cancel", id: mine[0]! };
+  }
+  const answer = await request(socketPath, outgoing);
+  if (!answer.ok) return refused(answer, io);
+  if (answer.op !== "cancel") throw new AgentProtocolError("the agent answered another question");
+  if (values.json) printJson(io, { cancelled: answer.cancelled });
+  else io.stdout.write(formatCancelled(answer.cancelled));
+  return 0;
+}
+
+/**
+ * The caller's own leases, for `cancel` without an ID. Which uid is "you" is
+ * only a convenience here: the agent checks ownership again on cancel.
+ */
+async function yourLeaseIds(socketPath: string): Promise<string[]> {
+  const answer = await request(socketPath, { op: "list" });
+  if (!answer.ok || answer.op !== "list") return [];
+  const uid = process.getuid?.() ?? -1;
+  return answer.leases.filter((lease) => lease.uid === uid).map((lease) => lease.id);
+}

@@ -1,0 +1,435 @@
+// The agent's lease and notice service: owns the leases (in memory, in
+// leases.json, in the audit log), serves the ws-lease socket, puts leases in
+// every Report, and applies what the collector's Directives say about them,
+// about the policy, and about pending stops.
+import { randomBytes } from "node:crypto";
+import { mkdir } from "node:fs/promises";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { PolicyMode, VmState, type Directive, type EffectivePolicy, type LeaseSignalSchema, type VmStatus } from "@ws/protocol";
+import type { Clock } from "../clock.js";
+import { NoticeDelivery } from "../notice/delivery.js";
+import { under, type Roots } from "../roots.js";
+import { loadUsers, type Users } from "../users.js";
+import { AuditLog } from "./audit.js";
+import { formatLeaseDuration } from "./format.js";
+import {
+  applyDecision,
+  checkTake,
+  cleanText,
+  DEFAULT_MAX_KEEP_RUNNING_SECONDS,
+  isExpired,
+  leaseAgeSeconds,
+  leaseOnWire,
+  mayCancel,
+  newLease,
+  partitionExpired,
+  remainingSeconds,
+  restoredLease,
+  storedLease,
+  type AuditEvent,
+  type Instant,
+  type LeaseRecord,
+} from "./leases.js";
+import { proofDirFor } from "./peer-proof.js";
+import { LeaseSocketServer, type WhoIsCalling } from "./server.js";
+import { loadLeaseState, saveLeaseState } from "./store.js";
+import { errorAnswer, type Answer, type CapSource, type LeaseView, type ModeName, type Request, type StateName, type StatusView } from "./wire.js";
+
+export interface LeaseServiceOptions {
+  stateDir: string;
+  /** Default: <run>/ws-agent/agent.sock, that is /run/ws-agent/agent.sock. */
+  socketPath?: string;
+  clock: Clock;
+  users: Users;
+  roots: Roots;
+  log: (line: string) => void;
+  /** Default: a NoticeDelivery writing to human-owned ptys, desktops and <run>/ws-agent/notice.json. */
+  notifier?: NoticeDelivery;
+  /** Leases were taken or cancelled: a good moment to send a Report instead of waiting for the next one. */
+  onLeasesChanged?: () => void;
+  /** How soon to try the socket again when it could not be opened (default 30 s). */
+  listenRetryMs?: number;
+}
+
+export function defaultSocketPath(roots: Roots): string {
+  return under(roots.run, "ws-agent", "agent.sock");
+}
+
+const LISTEN_RETRY_MS = 30_000;
+
+interface Received<T> {
+  value: T;
+  receivedAtMonoMs: number;
+}
+
+export class LeaseService {
+  private leases: LeaseRecord[] = [];
+  private capFromPolicy: number | undefined;
+  private policy: Received<EffectivePolicy> | undefined;
+  private vmStatus: Received<VmStatus> | undefined;
+  private collector: { connected: boolean; address: string; sinceMonoMs: number | undefined } = { connected: false, address: "", sinceMonoMs: undefined };
+  private saving: Promise<void> = Promise.resolve();
+  private readonly confirmationWaiters = new Set<() => void>();
+  private server: LeaseSocketServer | undefined;
+  private listenFailures = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private users: Users;
+  private readonly audit: AuditLog;
+  private readonly notifier: NoticeDelivery;
+
+  private constructor(private readonly options: LeaseServiceOptions) {
+    this.users = options.users;
+    this.audit = AuditLog.in(options.stateDir, options.log);
+    this.notifier =
+      options.notifier ?? new NoticeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log });
+  }
+
+  static async open(options: LeaseServiceOptions): Promise<LeaseService> {
+    const service = new LeaseService(options);
+    await mkdir(options.stateDir, { recursive: true, mode: 0o700 });
+    const now = service.now();
+    const state = await loadLeaseState(options.stateDir, now.wallMs, options.log);
+    service.capFromPolicy = state.maxKeepRunningSeconds;
+    service.leases = state.leases.map((lease) => restoredLease(lease, now));
+    if (service.leases.length > 0) options.log(`leases: restored ${service.leases.length} lease(s) from ${options.stateDir}`);
+    service.pruneExpired(now);
+    await service.listen();
+    return service;
+  }
+
+  /**
+   * Opens the socket. If it cannot be opened (another agent holds it, a
+   * directory in the way), the leases are still kept and reported, and the
+   * socket is tried again every 30 s: the agent does not fail for it.
+   */
+  private async listen(): Promise<void> {
+    const socketPath = this.options.socketPath ?? defaultSocketPath(this.options.roots);
+    try {
+      this.server = await LeaseSocketServer.listen({
+        socketPath,
+        proofDir: proofDirFor(socketPath),
+        handle: (request, whoIsCalling) => this.handle(request, whoIsCalling),
+        log: this.options.log,
+      });
+      if (this.closed) return await this.server.close();
+      if (this.listenFailures > 0) this.options.log(`leases: now serving ${socketPath}`);
+      this.listenFailures = 0;
+    } catch (error) {
+      if (this.listenFailures++ === 0) {
+        this.options.log(`leases: cannot serve ${socketPath}: ${(error as Error).message}; ws-lease will not work until it can (retrying every 30s)`);
+      }
+      if (this.closed) return;
+      this.retryTimer = setTimeout(() => void this.listen(), this.options.listenRetryMs ?? LISTEN_RETRY_MS);
+      this.retryTimer.unref?.();
+    }
+  }
+
+  /** The leases for the next Report: every one not yet expired. */
+  reportLeases(): MessageInitShape<typeof LeaseSignalSchema> {
+    const now = this.now();
+    this.pruneExpired(now);
+    return { leases: this.leases.map((lease) => leaseOnWire(lease, now)) };
+  }
+
+  applyDirective(directive: Directive): void {
+    const now = this.now();
+    let changed = false;
+    if (directive.policy) {
+      this.policy = { value: directive.policy, receivedAtMonoMs: now.monoMs };
+      const cap = directive.policy.maxKeepRunningSeconds;
+      if (Number.isFinite(cap) && cap > 0 && cap !== this.capFromPolicy) {
+        this.capFromPolicy = cap;
+        changed = true;
+      }
+    }
+    const events: AuditEvent[] = [];
+    for (const decision of directive.leaseDecisions) {
+      const index = this.leases.findIndex((lease) => lease.id === decision.id);
+      const lease = this.leases[index];
+      if (!lease) continue; // cancelled or expired since the Report
+      const result = applyDecision(lease, decision, now);
+      this.leases[index] = result.lease;
+      events.push(...result.events);
+      changed ||= !sameDecisionState(lease, result.lease);
+    }
+    this.audit.record(events, now.wallMs);
+    for (const event of events) this.options.log(`lease ${event.lease.id} of ${event.lease.user}: ${event.action}${event.detail ? ` (${event.detail})` : ""}`);
+    if (directive.status) this.vmStatus = { value: directive.status, receivedAtMonoMs: now.monoMs };
+    if (directive.notice) void this.notifier.deliver(directive.notice, now.monoMs);
+    if (directive.noticeCleared) void this.notifier.clear(directive.noticeCleared);
+    if (changed) void this.persist();
+    if (directive.leaseDecisions.length > 0) for (const wake of [...this.confirmationWaiters]) wake();
+  }
+
+  setCollectorConnected(connected: boolean, address: string): void {
+    if (connected !== this.collector.connected || address !== this.collector.address) {
+      this.collector = { connected, address, sinceMonoMs: this.options.clock.monotonicMs() };
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    await this.server?.close();
+    for (const wake of [...this.confirmationWaiters]) wake();
+    await this.notifier.close();
+    await this.saving;
+    await this.audit.flush();
+  }
+
+  /** For the agent's own status output (ws-agent probe and tests). */
+  status(): StatusView {
+    const now = this.now();
+    this.pruneExpired(now);
+    return this.statusView(now);
+  }
+
+  private now(): Instant {
+    return { wallMs: this.options.clock.nowMs(), monoMs: this.options.clock.monotonicMs() };
+  }
+
+  private cap(): { seconds: number; source: CapSource } {
+    return this.capFromPolicy !== undefined
+      ? { seconds: this.capFromPolicy, source: "policy" }
+      : { seconds: DEFAULT_MAX_KEEP_RUNNING_SECONDS, source: "default" };
+  }
+
+  private pruneExpired(now: Instant): void {
+    const { alive, expired } = partitionExpired(this.leases, now);
+    if (expired.length === 0) return;
+    this.leases = alive;
+    this.audit.record(expired.map((lease) => ({ action: "expired", lease })), now.wallMs);
+    for (const lease of expired) this.options.log(`lease ${lease.id} of ${lease.user} expired`);
+    void this.persist();
+  }
+
+  private persist(): Promise<void> {
+    const run = this.saving.then(async () => {
+      const now = this.now();
+      const state = { leases: this.leases.map((lease) => storedLease(lease, now)), ...(this.capFromPolicy !== undefined ? { maxKeepRunningSeconds: this.capFromPolicy } : {}) };
+      try {
+        await saveLeaseState(this.options.stateDir, state);
+      } catch (error) {
+        this.options.log(`leases: cannot save to ${this.options.stateDir}: ${(error as Error).message}; leases are kept in memory`);
+      }
+    });
+    this.saving = run;
+    return run;
+  }
+
+  private async handle(request: Request, whoIsCalling: WhoIsCalling): Promise<Answer> {
+    switch (request.op) {
+      case "list": {
+        const now = this.now();
+        this.pruneExpired(now);
+        return { ok: true, op: "list", leases: this.leases.map((lease) => leaseView(lease, now)) };
+      }
+      case "status":
+        return { ok: true, op: "status", status: this.status() };
+      case "take":
+        return this.take(request, whoIsCalling);
+      case "cancel":
+        return this.cancel(request, whoIsCalling);
+    }
+  }
+
+  private async take(request: Extract<Request, { op: "take" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {
+    const caller = await whoIsCalling();
+    if (!caller.ok) return errorAnswer("unverified", `the agent could not verify which user you are: ${caller.reason}`);
+    let now = this.now();
+    this.pruneExpired(now);
+    const cap = this.cap();
+    const refusal = checkTake(request, caller.uid, cap.seconds, this.leases);
+    if (refusal) {
+      if (refusal.code === "over_cap") {
+        return errorAnswer(
+          "over_cap",
+          `${formatLeaseDuration(request.seconds)} is longer than this VM's keep-running cap of ${formatLeaseDuration(cap.seconds)}`,
+          { capSeconds: cap.seconds, capSource: cap.source },
+        );
+      }
+      return errorAnswer(refusal.code, refusal.message);
+    }
+    const user = await this.userName(caller.uid);
+    const lease = newLease({ id: this.newId(), uid: caller.uid, user, reason: cleanText(request.reason), requestedSeconds: request.seconds }, now);
+    this.leases.push(lease);
+    this.audit.record([{ action: "granted", lease }], now.wallMs);
+    this.options.log(`lease ${lease.id} granted to ${user} (uid ${caller.uid}) for ${formatLeaseDuration(lease.requestedSeconds)}${lease.reason ? `: ${lease.reason}` : ""}`);
+    await this.persist();
+    this.options.onLeasesChanged?.();
+    if (request.waitSeconds > 0 && this.collector.connected) await this.waitForConfirmation(lease.id, request.waitSeconds);
+    now = this.now();
+    const current = this.leases.find((candidate) => candidate.id === lease.id) ?? lease;
+    return { ok: true, op: "take", lease: leaseView(current, now), capSeconds: cap.seconds, capSource: cap.source, collectorConnected: this.collector.connected };
+  }
+
+  private async cancel(request: Extract<Request, { op: "cancel" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {
+    const caller = await whoIsCalling();
+    if (!caller.ok) return errorAnswer("unverified", `the agent could not verify which user you are: ${caller.reason}`);
+    const now = this.now();
+    this.pruneExpired(now);
+    let chosen: LeaseRecord[];
+    if ("id" in request.target) {
+      const id = request.target.id;
+      const lease = this.leases.find((candidate) => candidate.id === id);
+      if (!lease) return errorAnswer("not_found", `there is no lease ${JSON.stringify(cleanText(id, 40))} (it may have expired); see ws-lease list`);
+      if (!mayCancel(lease, caller.uid)) {
+        return errorAnswer("forbidden", `lease ${lease.id} belongs to ${lease.user} (uid ${lease.uid}): only ${lease.user} or root may cancel it`);
+      }
+      chosen = [lease];
+    } else {
+      chosen = this.leases.filter((lease) => mayCancel(lease, caller.uid));
+    }
+    if (chosen.length > 0) {
+      const ids = new Set(chosen.map((lease) => lease.id));
+      this.leases = this.leases.filter((lease) => !ids.has(lease.id));
+      const byUser = caller.uid === 0 ? "root" : await this.userName(caller.uid);
+      this.audit.record(
+        chosen.map((lease) => (lease.uid === caller.uid ? { action: "cancelled", lease } : { action: "cancelled", lease, byUid: caller.uid, byUser })),
+        now.wallMs,
+      );
+      for (const lease of chosen) this.options.log(`lease ${lease.id} of ${lease.user} cancelled by ${byUser} (uid ${caller.uid})`);
+      await this.persist();
+      this.options.onLeasesChanged?.();
+    }
+    return { ok: true, op: "cancel", cancelled: chosen.map((lease) => leaseView(lease, now)) };
+  }
+
+  private waitForConfirmation(id: string, seconds: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        const lease = this.leases.find((candidate) => candidate.id === id);
+        if (lease && !lease.confirmed && !timedOut && !this.closed) return;
+        clearTimeout(timer);
+        this.confirmationWaiters.delete(done);
+        resolve();
+      };
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        done();
+      }, seconds * 1000);
+      timer.unref?.();
+      this.confirmationWaiters.add(done);
+    });
+  }
+
+  private async userName(uid: number): Promise<string> {
+    const known = this.users.byUid(uid);
+    if (known) return known.name;
+    // An account created after the agent started: read passwd again once.
+    this.users = await loadUsers(this.options.roots);
+    return this.users.byUid(uid)?.name ?? `uid ${uid}`;
+  }
+
+  private newId(): string {
+    for (;;) {
+      const id = randomBytes(4).toString("hex");
+      if (!this.leases.some((lease) => lease.id === id)) return id;
+    }
+  }
+
+  private statusView(now: Instant): StatusView {
+    const cap = this.cap();
+    const view: StatusView = {
+      now: new Date(now.wallMs).toISOString(),
+      collector: {
+        connected: this.collector.connected,
+        address: this.collector.address,
+        ...(this.collector.sinceMonoMs !== undefined ? { sinceSeconds: (now.monoMs - this.collector.sinceMonoMs) / 1000 } : {}),
+      },
+      capSeconds: cap.seconds,
+      capSource: cap.source,
+      leases: this.leases.map((lease) => leaseView(lease, now)),
+    };
+    if (this.vmStatus) {
+      const status = this.vmStatus.value;
+      const elapsed = Math.max(0, (now.monoMs - this.vmStatus.receivedAtMonoMs) / 1000);
+      const idle = status.activeSignals.length > 0 ? status.idleSeconds : status.idleSeconds + elapsed;
+      view.vm = {
+        state: stateName(status.state),
+        idleSeconds: idle,
+        activeSignals: [...status.activeSignals],
+        explanation: status.explanation,
+        mode: modeName(status.mode),
+        ageSeconds: elapsed,
+      };
+      if (status.stopInSeconds !== undefined) {
+        const stopIn = Math.max(0, status.stopInSeconds - elapsed);
+        view.vm.stopInSeconds = stopIn;
+        view.vm.stopAt = new Date(now.wallMs + stopIn * 1000).toISOString();
+      }
+    }
+    if (this.policy) {
+      const policy = this.policy.value;
+      view.policy = {
+        autostopEnabled: policy.autostopEnabled,
+        mode: modeName(policy.mode),
+        profile: policy.profile,
+        idleTimeoutSeconds: policy.idleTimeoutSeconds,
+        gracePeriodSeconds: policy.gracePeriodSeconds,
+        maxKeepRunningSeconds: policy.maxKeepRunningSeconds,
+      };
+    }
+    const notice = this.notifier.pending();
+    if (notice) view.notice = { ...notice, stopAt: new Date(now.wallMs + notice.stopInSeconds * 1000).toISOString() };
+    return view;
+  }
+}
+
+function sameDecisionState(a: LeaseRecord, b: LeaseRecord): boolean {
+  return (
+    a.confirmed === b.confirmed &&
+    a.clamped === b.clamped &&
+    a.refused === b.refused &&
+    a.maxKeepRunningSeconds === b.maxKeepRunningSeconds &&
+    a.collectorMessage === b.collectorMessage &&
+    // The hold is recomputed from ages every Directive; a second's jitter is not worth a disk write.
+    Math.abs(a.holdSeconds - b.holdSeconds) < 1
+  );
+}
+
+export function leaseView(lease: LeaseRecord, now: Instant): LeaseView {
+  const age = leaseAgeSeconds(lease, now);
+  const remaining = isExpired(lease, now) ? 0 : remainingSeconds(lease, now);
+  const view: LeaseView = {
+    id: lease.id,
+    uid: lease.uid,
+    user: lease.user,
+    reason: lease.reason,
+    requestedSeconds: lease.requestedSeconds,
+    holdSeconds: lease.holdSeconds,
+    ageSeconds: age,
+    remainingSeconds: remaining,
+    takenAt: new Date(now.wallMs - age * 1000).toISOString(),
+    expiresAt: new Date(now.wallMs + remaining * 1000).toISOString(),
+    confirmed: lease.confirmed,
+    clamped: lease.clamped,
+    refused: lease.refused,
+  };
+  if (lease.maxKeepRunningSeconds !== undefined) view.maxKeepRunningSeconds = lease.maxKeepRunningSeconds;
+  if (lease.collectorMessage !== undefined) view.message = lease.collectorMessage;
+  return view;
+}
+
+function stateName(state: VmState): StateName {
+  switch (state) {
+    case VmState.ACTIVE:
+      return "active";
+    case VmState.STOPPING_PENDING:
+      return "stopping-pending";
+    case VmState.STOPPING:
+      return "stopping";
+    case VmState.STOPPED:
+      return "stopped";
+    case VmState.AGENT_LOST:
+      return "agent-lost";
+    default:
+      return "unknown";
+  }
+}
+
+function modeName(mode: PolicyMode): ModeName {
+  return mode === PolicyMode.ENFORCE ? "enforce" : mode === PolicyMode.OBSERVE ? "observe" : "unknown";
+}
