@@ -10,6 +10,8 @@ import { systemClock } from "./clock.js";
 import { ConfigError, DEFAULT_CONFIG_PATH, resolveAgentConfig, type AgentConfig, type ConfigOverrides } from "./config.js";
 import { growCommand } from "./grow/command.js";
 import { leaseCommand } from "./lease/cli.js";
+import { createStoredLeasesSignal } from "./lease/stored-signal.js";
+import type { Signal } from "./signals/types.js";
 import { describeSources } from "./probe-format.js";
 import { takeSample } from "./sampler.js";
 import { sealCommand } from "./seal/command.js";
@@ -171,7 +173,7 @@ async function probeCommand(argv: string[], io: Io): Promise<number> {
   const config = loadConfig(values, io.env, false);
   const windowMs = values.window ? parseWindow(values.window) : 1000;
   const users = await loadUsers(config.roots);
-  const signals = createSignals(config);
+  const signals = [...createSignals(config), createStoredLeasesSignal() as Signal<unknown>];
   const base = { roots: config.roots, clock: systemClock, users };
   await takeSample(signals, config.disabledSignals, base, config.sampleTimeoutMs, systemClock);
   await new Promise((resolve) => setTimeout(resolve, windowMs));
