@@ -1,0 +1,316 @@
+/**
+ * What the collector leaves on a VM for people and for its own restarts: Kubernetes Events
+ * (events.k8s.io/v1, `regarding` the VM, shown by `kubectl describe vm`) for notices, cancels,
+ * stops, refused stops and bad policy; and annotations written by merge patch, only on
+ * transitions: `<prefix>last-stop` (when, why, which signals, by whom), `<prefix>state` and
+ * `<prefix>last-active`, from which a restarted collector resumes its timers. The collector never
+ * writes a VM's spec. Repeats of the same Event within a few minutes update the first one's
+ * `series` count instead of piling up new objects, as client-go's recorder does.
+ */
+import { randomBytes } from "node:crypto";
+import { PatchStrategy, V1MicroTime, setHeaderOptions } from "@kubernetes/client-node";
+import { DEFAULT_BACKOFF, backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
+import { describeError, httpStatusOf, retryAfterSecondsOf, type KubeClients } from "./client.js";
+import { DEFAULT_ANNOTATION_PREFIX } from "./safety.js";
+
+/** The VM an Event is about. */
+export interface AuditTarget {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export type AuditEventType = "Normal" | "Warning";
+
+export interface AuditEvent {
+  type: AuditEventType;
+  /** UpperCamelCase, e.g. StopPending. */
+  reason: string;
+  /** What the collector did or tried, e.g. Stop. */
+  action: string;
+  /** The explanation; cut to the API's 1 kB limit. */
+  note: string;
+}
+
+/** The reasons the collector uses, with their Event type and action. */
+export const AUDIT_REASONS = {
+  StopPending: { type: "Normal", action: "Notify" },
+  StopCancelled: { type: "Normal", action: "CancelStop" },
+  Stopped: { type: "Normal", action: "Stop" },
+  WouldStop: { type: "Normal", action: "ObserveStop" },
+  StopFailed: { type: "Warning", action: "Stop" },
+  StopRefused: { type: "Warning", action: "Stop" },
+  BadPolicy: { type: "Warning", action: "ReadPolicy" },
+  IdentityRejected: { type: "Warning", action: "Authenticate" },
+} as const satisfies Record<string, { type: AuditEventType; action: string }>;
+
+export type AuditReason = keyof typeof AUDIT_REASONS;
+
+/** An AuditEvent for one of AUDIT_REASONS. */
+export function auditEvent(reason: AuditReason, note: string): AuditEvent {
+  const { type, action } = AUDIT_REASONS[reason];
+  return { type, reason, action, note };
+}
+
+export interface AuditWriteResult {
+  ok: boolean;
+  /** Last HTTP status; null when no answer came. */
+  status: number | null;
+  attempts: number;
+  message: string;
+}
+
+export const EVENT_NOTE_LIMIT_BYTES = 1024;
+
+/** Cuts text to `maxBytes` of UTF-8 without splitting a character, marking the cut with "…". */
+export function truncateUtf8(text: string, maxBytes: number = EVENT_NOTE_LIMIT_BYTES): string {
+  if (Buffer.byteLength(text, "utf8") <= maxBytes) return text;
+  const ellipsis = "…";
+  const budget = maxBytes - Buffer.byteLength(ellipsis, "utf8");
+  let out = "";
+  let used = 0;
+  for (const ch of text) {
+    const size = Buffer.byteLength(ch, "utf8");
+    if (used + size > budget) break;
+    out += ch;
+    used += size;
+  }
+  return out + ellipsis;
+}
+
+function isoSeconds(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+export interface LastStop {
+  whenMs: number;
+  reason: string;
+  /** The signals that decided, as the engine explains them (any JSON). */
+  signals: unknown;
+  /** Which collector instance stopped it. */
+  by: string;
+}
+
+/** `<prefix>last-stop` as JSON: {"when":"…Z","reason":…,"signals":…,"by":…}. */
+export function lastStopAnnotations(prefix: string, stop: LastStop): Record<string, string> {
+  return {
+    [`${prefix}last-stop`]: JSON.stringify({ when: isoSeconds(stop.whenMs), reason: stop.reason, signals: stop.signals, by: stop.by }),
+  };
+}
+
+export interface PersistedState {
+  /** The engine state name, e.g. "StoppingPending". */
+  state: string;
+  /** Last activity (ms since the epoch); null clears the annotation. */
+  lastActiveMs: number | null;
+  /** When the current state began (ms), so a restart resumes grace and idle clocks; null clears it. */
+  sinceMs?: number | null;
+}
+
+/** `<prefix>state`, `<prefix>state-since` and `<prefix>last-active`; null values remove annotations. */
+export function stateAnnotations(prefix: string, persisted: PersistedState): Record<string, string | null> {
+  const out: Record<string, string | null> = {
+    [`${prefix}state`]: persisted.state,
+    [`${prefix}last-active`]: persisted.lastActiveMs === null ? null : isoSeconds(persisted.lastActiveMs),
+  };
+  if (persisted.sinceMs !== undefined) out[`${prefix}state-since`] = persisted.sinceMs === null ? null : isoSeconds(persisted.sinceMs);
+  return out;
+}
+
+export interface RestoredState {
+  state: string | null;
+  lastActiveMs: number | null;
+  sinceMs: number | null;
+  lastStop: { whenMs: number; reason: string; signals: unknown; by: string } | null;
+  /** Values present but unreadable (each is ignored, never fatal). */
+  errors: string[];
+}
+
+function parseTime(value: string | undefined, name: string, errors: string[]): number | null {
+  if (value === undefined) return null;
+  const ms = Date.parse(value);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(ms)) {
+    errors.push(`${name}: ${JSON.stringify(value)} is not an RFC 3339 time`);
+    return null;
+  }
+  return ms;
+}
+
+/** Reads back what stateAnnotations/lastStopAnnotations wrote (pure; bad values are reported, not thrown). */
+export function readPersistedState(annotations: Record<string, string>, prefix: string = DEFAULT_ANNOTATION_PREFIX): RestoredState {
+  const errors: string[] = [];
+  const rawState = annotations[`${prefix}state`]?.trim();
+  const state = rawState ? rawState : null;
+  const lastActiveMs = parseTime(annotations[`${prefix}last-active`], `${prefix}last-active`, errors);
+  const sinceMs = parseTime(annotations[`${prefix}state-since`], `${prefix}state-since`, errors);
+  let lastStop: RestoredState["lastStop"] = null;
+  const rawStop = annotations[`${prefix}last-stop`];
+  if (rawStop !== undefined) {
+    try {
+      const parsed = JSON.parse(rawStop) as { when?: unknown; reason?: unknown; signals?: unknown; by?: unknown };
+      const whenMs = typeof parsed.when === "string" ? parseTime(parsed.when, `${prefix}last-stop.when`, errors) : null;
+      if (whenMs === null || typeof parsed.reason !== "string") {
+        errors.push(`${prefix}last-stop: needs "when" and "reason"`);
+      } else {
+        lastStop = { whenMs, reason: parsed.reason, signals: parsed.signals ?? null, by: typeof parsed.by === "string" ? parsed.by : "" };
+      }
+    } catch {
+      errors.push(`${prefix}last-stop: not JSON`);
+    }
+  }
+  return { state, lastActiveMs, sinceMs, lastStop, errors };
+}
+
+export interface KubeAuditOptions {
+  /** The collector's pod name: Events' reportingInstance and last-stop's "by". */
+  reportingInstance: string;
+  reportingController?: string;
+  annotationPrefix?: string;
+  /** Wall clock (ms since the epoch) for event times and series. */
+  nowMs: () => number;
+  /** Repeats of one Event within this window update its series count (default 6 min). */
+  seriesWindowMs?: number;
+  maxAttempts?: number;
+  backoff?: BackoffPolicy;
+  random?: () => number;
+  sleep?: Sleep;
+}
+
+interface SeriesEntry {
+  eventName: string;
+  count: number;
+  lastMs: number;
+}
+
+const MAX_SERIES_ENTRIES = 4096;
+
+export class KubeAudit {
+  readonly prefix: string;
+  private readonly controller: string;
+  private readonly seriesWindowMs: number;
+  private readonly maxAttempts: number;
+  private readonly backoff: BackoffPolicy;
+  private readonly random: () => number;
+  private readonly sleep: Sleep;
+  private readonly series = new Map<string, SeriesEntry>();
+
+  constructor(
+    private readonly clients: KubeClients,
+    private readonly options: KubeAuditOptions,
+  ) {
+    this.prefix = options.annotationPrefix ?? DEFAULT_ANNOTATION_PREFIX;
+    this.controller = options.reportingController ?? "ws-collector";
+    this.seriesWindowMs = options.seriesWindowMs ?? 6 * 60_000;
+    this.maxAttempts = options.maxAttempts ?? 3;
+    this.backoff = options.backoff ?? DEFAULT_BACKOFF;
+    this.random = options.random ?? Math.random;
+    this.sleep = options.sleep ?? realSleep;
+  }
+
+  /** Creates an Event on the VM, or bumps the series of an identical recent one. Never rejects. */
+  async recordEvent(target: AuditTarget, event: AuditEvent): Promise<AuditWriteResult> {
+    const now = this.options.nowMs();
+    const note = truncateUtf8(event.note);
+    const key = [target.namespace, target.name, target.uid, event.type, event.reason, event.action, note].join("\u0000");
+    const previous = this.series.get(key);
+    if (previous && now - previous.lastMs <= this.seriesWindowMs) {
+      const count = previous.count + 1;
+      const patched = await this.withRetries(() =>
+        this.clients.events.patchNamespacedEvent(
+          {
+            namespace: target.namespace,
+            name: previous.eventName,
+            body: { series: { count, lastObservedTime: new V1MicroTime(now) } },
+          },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        ),
+      );
+      if (patched.ok) {
+        this.series.set(key, { ...previous, count, lastMs: now });
+        return patched;
+      }
+      if (patched.status !== 404) return patched;
+      // The Event expired (the apiserver keeps them about an hour): start a new one.
+    }
+    // Time first (Events sort by name in listings), then randomness: replicas and restarts share no counter.
+    const name = `${target.name}.${now.toString(16)}${randomBytes(4).toString("hex")}`;
+    const created = await this.withRetries(() =>
+      this.clients.events.createNamespacedEvent({
+        namespace: target.namespace,
+        body: {
+          metadata: { name, namespace: target.namespace },
+          eventTime: new V1MicroTime(now),
+          reportingController: this.controller,
+          reportingInstance: this.options.reportingInstance,
+          action: event.action,
+          reason: event.reason,
+          type: event.type,
+          note,
+          regarding: { apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", namespace: target.namespace, name: target.name, uid: target.uid },
+        },
+      }),
+    );
+    if (created.ok) {
+      if (this.series.size >= MAX_SERIES_ENTRIES) this.forgetOldestSeries();
+      this.series.set(key, { eventName: name, count: 1, lastMs: now });
+    }
+    return created;
+  }
+
+  /** Merge-patches annotations on the VM (null removes one). Only metadata.annotations is sent. */
+  async patchAnnotations(target: { namespace: string; name: string }, annotations: Record<string, string | null>): Promise<AuditWriteResult> {
+    return this.withRetries(() =>
+      this.clients.custom.patchNamespacedCustomObject(
+        {
+          group: "kubevirt.io",
+          version: "v1",
+          namespace: target.namespace,
+          plural: "virtualmachines",
+          name: target.name,
+          body: { metadata: { annotations } },
+        },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      ),
+    );
+  }
+
+  recordLastStop(target: { namespace: string; name: string }, stop: Omit<LastStop, "by"> & { by?: string }): Promise<AuditWriteResult> {
+    return this.patchAnnotations(target, lastStopAnnotations(this.prefix, { ...stop, by: stop.by ?? this.options.reportingInstance }));
+  }
+
+  /** Writes state and last activity; call on transitions only. */
+  recordState(target: { namespace: string; name: string }, persisted: PersistedState): Promise<AuditWriteResult> {
+    return this.patchAnnotations(target, stateAnnotations(this.prefix, persisted));
+  }
+
+  private forgetOldestSeries(): void {
+    let oldestKey: string | undefined;
+    let oldest = Infinity;
+    for (const [k, v] of this.series) {
+      if (v.lastMs < oldest) {
+        oldest = v.lastMs;
+        oldestKey = k;
+      }
+    }
+    if (oldestKey !== undefined) this.series.delete(oldestKey);
+  }
+
+  private async withRetries(write: () => Promise<unknown>): Promise<AuditWriteResult> {
+    let status: number | null = null;
+    let message = "";
+    let retryAfter: number | null = null;
+    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
+      if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, retryAfter));
+      try {
+        await write();
+        return { ok: true, status: 200, attempts: attempt, message: "written" };
+      } catch (err) {
+        status = httpStatusOf(err);
+        message = describeError(err);
+        retryAfter = retryAfterSecondsOf(err);
+        if (!isRetryableStatus(status) || status === 409) return { ok: false, status, attempts: attempt, message };
+      }
+    }
+    return { ok: false, status, attempts: this.maxAttempts, message: `gave up after ${this.maxAttempts} attempts: ${message}` };
+  }
+}

@@ -1,0 +1,21 @@
+// The collector's Kubernetes side. See docs/kubernetes.md.
+export { contextNamespace, createKubeClients, describeError, httpStatusOf, loadKubeConfig, rawKubeRequest } from "./client.js";
+export type { KubeClientOptions, KubeClients, KubeConfigSource, KubeRequestInfo, KubeRequestObserver } from "./client.js";
+export { DEFAULT_BACKOFF, Semaphore, backoffDelayMs, isRetryableStatus } from "./backoff.js";
+export type { BackoffPolicy, Sleep } from "./backoff.js";
+export { KubeInventory } from "./inventory.js";
+export type { InventoryChange, InventoryOptions, InventoryVm, VmVolume } from "./inventory.js";
+export { VmStopper, stopPath } from "./stop.js";
+export type { StopVmOptions, StopVmResult, VmStopperOptions } from "./stop.js";
+export { DEFAULT_ANNOTATION_PREFIX, allowsEphemeralStop, claimsToCheck, describeVerdict, stopSafety } from "./safety.js";
+export type { PvcFacts, SafetyInput, SafetyVerdict } from "./safety.js";
+export { checkStopSafety, readPvcFacts } from "./pvcs.js";
+export type { SafetyCheck } from "./pvcs.js";
+export { AUDIT_REASONS, KubeAudit, auditEvent, lastStopAnnotations, readPersistedState, stateAnnotations, truncateUtf8 } from "./audit.js";
+export type { AuditEvent, AuditEventType, AuditReason, AuditTarget, AuditWriteResult, KubeAuditOptions, LastStop, PersistedState, RestoredState } from "./audit.js";
+export { LeaderElector } from "./leader.js";
+export type { ElectionTimers, LeaderElectorOptions } from "./leader.js";
+export { checkPeerIdentity, normalizeIp, parsePeerAddress } from "./identity.js";
+export type { PeerAddress, PeerIdentityVerdict } from "./identity.js";
+export { isStopInEffect, vmFacts } from "./vm-model.js";
+export type { VmFacts } from "./vm-model.js";

@@ -1,0 +1,96 @@
+/**
+ * Is it safe to stop this VM? (pure) Stopping must never lose a user's work: every volume that
+ * holds data must live on a PersistentVolumeClaim that is Bound. A containerDisk, emptyDisk or
+ * `ephemeral` volume is thrown away with the VMI, so such a VM is refused unless its owner says
+ * otherwise with the `<prefix>allow-ephemeral-stop: "true"` annotation. Volumes that only carry
+ * configuration in (cloud-init, ConfigMaps, Secrets, service account, downward API) hold no state.
+ */
+import type { VmVolume } from "./vm-model.js";
+
+export const DEFAULT_ANNOTATION_PREFIX = "workstation.aik8s.run/";
+
+/** What the API said about one PVC; `phase: null` means it does not exist. */
+export interface PvcFacts {
+  name: string;
+  phase: string | null;
+}
+
+export interface SafetyInput {
+  annotations: Record<string, string>;
+  volumes: readonly VmVolume[];
+}
+
+export type SafetyVerdict =
+  | { safe: true; persistentClaims: string[]; notes: string[] }
+  | { safe: false; reasons: string[] };
+
+/** Volume sources that only feed configuration into the guest. */
+const CONFIGURATION_SOURCES = new Set([
+  "cloudInitNoCloud",
+  "cloudInitConfigDrive",
+  "configMap",
+  "secret",
+  "serviceAccount",
+  "downwardAPI",
+  "downwardMetrics",
+  "sysprep",
+]);
+
+/** Volume sources whose data lives on a PVC of their own. */
+const CLAIM_SOURCES = new Set(["persistentVolumeClaim", "dataVolume", "memoryDump"]);
+
+const WHY_EPHEMERAL: Record<string, string> = {
+  containerDisk: "is a containerDisk: its writes are lost when the VM stops",
+  emptyDisk: "is an emptyDisk: it is created empty on every start",
+  ephemeral: "is an ephemeral overlay on a PVC: its writes are lost when the VM stops",
+};
+
+/** The PVCs a safety check must read: every claim-backed volume's claim, once. */
+export function claimsToCheck(volumes: readonly VmVolume[]): string[] {
+  const names = volumes.filter((v) => CLAIM_SOURCES.has(v.source) && v.claimName).map((v) => v.claimName!);
+  return [...new Set(names)];
+}
+
+export function allowsEphemeralStop(annotations: Record<string, string>, prefix: string): boolean {
+  return annotations[`${prefix}allow-ephemeral-stop`]?.trim().toLowerCase() === "true";
+}
+
+export function stopSafety(vm: SafetyInput, pvcs: ReadonlyMap<string, PvcFacts>, prefix: string = DEFAULT_ANNOTATION_PREFIX): SafetyVerdict {
+  const reasons: string[] = [];
+  const notes: string[] = [];
+  const allowEphemeral = allowsEphemeralStop(vm.annotations, prefix);
+  const persistentClaims: string[] = [];
+  for (const volume of vm.volumes) {
+    const label = `volume ${JSON.stringify(volume.name)}`;
+    if (CONFIGURATION_SOURCES.has(volume.source)) continue;
+    if (CLAIM_SOURCES.has(volume.source)) {
+      if (!volume.claimName) {
+        reasons.push(`${label} (${volume.source}) names no claim`);
+        continue;
+      }
+      const pvc = pvcs.get(volume.claimName);
+      if (!pvc) reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} was not checked`);
+      else if (pvc.phase === null) reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} does not exist`);
+      else if (pvc.phase !== "Bound") reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} is ${pvc.phase}, not Bound`);
+      else persistentClaims.push(volume.claimName);
+      continue;
+    }
+    const why = WHY_EPHEMERAL[volume.source] ?? `is a ${volume.source} volume, which the collector cannot prove persistent`;
+    if (allowEphemeral) notes.push(`${label} ${why} (allowed by ${prefix}allow-ephemeral-stop)`);
+    else reasons.push(`${label} ${why}; set annotation ${prefix}allow-ephemeral-stop: "true" to allow stopping anyway`);
+  }
+  if (persistentClaims.length === 0 && reasons.length === 0 && !allowEphemeral) {
+    reasons.push(`no volume is backed by a PVC, so nothing the user did would survive a stop; set annotation ${prefix}allow-ephemeral-stop: "true" to allow it`);
+  }
+  if (reasons.length > 0) return { safe: false, reasons };
+  return { safe: true, persistentClaims: [...new Set(persistentClaims)], notes };
+}
+
+/** One line for an Event or a log: "refused: reason; reason". */
+export function describeVerdict(verdict: SafetyVerdict): string {
+  if (verdict.safe) {
+    const claims = verdict.persistentClaims.length > 0 ? `persistent volumes Bound: ${verdict.persistentClaims.join(", ")}` : "no persistent volume";
+    return verdict.notes.length > 0 ? `${claims}; ${verdict.notes.join("; ")}` : claims;
+  }
+  return verdict.reasons.join("; ");
+}

@@ -1,0 +1,174 @@
+/**
+ * Stopping a VM: PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachines/{name}/stop.
+ *
+ * Idempotent: virt-api answers 409 "VM is not running" to a VM that is already stopped (or whose
+ * stop it already took, when an earlier answer was lost to a timeout), so a 409 is checked against
+ * the VM and its VMI and counts as success when the stop is in effect. Retried with jittered
+ * exponential backoff on 409/429/5xx/timeouts, a bounded number of times, each request bounded
+ * in time, with few requests in flight across all VMs and one stop at a time per VM.
+ */
+import { DEFAULT_BACKOFF, Semaphore, backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
+import { describeError, httpStatusOf, parseRetryAfter, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
+import { isStopInEffect, vmFacts, vmiFacts } from "./vm-model.js";
+
+export interface StopVmOptions {
+  /** Passed to KubeVirt as `gracePeriod`: seconds the guest gets to shut down. Absent: the VMI's own. */
+  gracePeriodSeconds?: number;
+}
+
+export interface StopVmResult {
+  /** The stop is in effect (accepted now, or found already stopped). */
+  ok: boolean;
+  /** The VM was found stopped (or stopping) rather than stopped by this call's PUT. */
+  alreadyStopped: boolean;
+  /** Stop PUTs sent. */
+  attempts: number;
+  /** Status of the last answer; null when the last attempt got none (timeout, network). */
+  lastStatus: number | null;
+  message: string;
+}
+
+export interface VmStopperOptions {
+  /** Stop PUTs per call, retries included (default 6). */
+  maxAttempts?: number;
+  /** Limit for each request (default 10 s). */
+  requestTimeoutMs?: number;
+  /** Stop requests in flight across all VMs (default 4). */
+  maxConcurrent?: number;
+  backoff?: BackoffPolicy;
+  random?: () => number;
+  sleep?: Sleep;
+}
+
+type AttemptOutcome =
+  | { kind: "done"; result: Omit<StopVmResult, "attempts"> }
+  | { kind: "retry"; status: number | null; message: string; retryAfterSeconds: number | null };
+
+export function stopPath(namespace: string, name: string): string {
+  return `/apis/subresources.kubevirt.io/v1/namespaces/${encodeURIComponent(namespace)}/virtualmachines/${encodeURIComponent(name)}/stop`;
+}
+
+export class VmStopper {
+  private readonly maxAttempts: number;
+  private readonly requestTimeoutMs: number;
+  private readonly backoff: BackoffPolicy;
+  private readonly random: () => number;
+  private readonly sleep: Sleep;
+  private readonly semaphore: Semaphore;
+  private readonly inFlight = new Map<string, Promise<StopVmResult>>();
+
+  constructor(
+    private readonly clients: KubeClients,
+    options: VmStopperOptions = {},
+  ) {
+    this.maxAttempts = options.maxAttempts ?? 6;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.backoff = options.backoff ?? DEFAULT_BACKOFF;
+    this.random = options.random ?? Math.random;
+    this.sleep = options.sleep ?? realSleep;
+    this.semaphore = new Semaphore(options.maxConcurrent ?? 4);
+    if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new Error(`maxAttempts must be a positive integer, got ${this.maxAttempts}`);
+  }
+
+  /** Never rejects. A second call for a VM whose stop is still running shares the first one's result. */
+  stopVm(namespace: string, name: string, options: StopVmOptions = {}): Promise<StopVmResult> {
+    const key = `${namespace}/${name}`;
+    const running = this.inFlight.get(key);
+    if (running) return running;
+    const work = this.run(namespace, name, options).finally(() => this.inFlight.delete(key));
+    this.inFlight.set(key, work);
+    return work;
+  }
+
+  private async run(namespace: string, name: string, options: StopVmOptions): Promise<StopVmResult> {
+    const grace = options.gracePeriodSeconds;
+    if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) {
+      return { ok: false, alreadyStopped: false, attempts: 0, lastStatus: null, message: `gracePeriodSeconds must be a non-negative integer, got ${grace}` };
+    }
+    let last: Extract<AttemptOutcome, { kind: "retry" }> = { kind: "retry", status: null, message: "not attempted", retryAfterSeconds: null };
+    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
+      if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, last.retryAfterSeconds));
+      // After an attempt with no answer the stop may have landed; with Manual/RerunOnFailure
+      // virt-api would accept a second one, so look before sending it again.
+      const unanswered = attempt > 1 && last.status === null;
+      const outcome = await this.semaphore.run(async () => {
+        if (unanswered && (await this.stopInEffect(namespace, name)).kind === "stopped") {
+          return { kind: "done", result: { ok: true, alreadyStopped: true, lastStatus: null, message: "already stopped (an earlier request went unanswered)" } } as const;
+        }
+        return this.attempt(namespace, name, grace);
+      });
+      if (outcome.kind === "done") return { ...outcome.result, attempts: outcome.result.lastStatus === null ? attempt - 1 : attempt };
+      last = outcome;
+    }
+    return {
+      ok: false,
+      alreadyStopped: false,
+      attempts: this.maxAttempts,
+      lastStatus: last.status,
+      message: `gave up after ${this.maxAttempts} attempts: ${last.message}`,
+    };
+  }
+
+  private async attempt(namespace: string, name: string, grace: number | undefined): Promise<AttemptOutcome> {
+    let status: number;
+    let answerMessage: string;
+    let retryAfterSeconds: number | null = null;
+    try {
+      const answer = await rawKubeRequest(this.clients, {
+        method: "PUT",
+        path: stopPath(namespace, name),
+        body: grace === undefined ? {} : { gracePeriod: grace },
+        timeoutMs: this.requestTimeoutMs,
+      });
+      status = answer.status;
+      answerMessage = statusMessage(answer.text) ?? `HTTP ${status}`;
+      retryAfterSeconds = parseRetryAfter(answer.headers["retry-after"]);
+    } catch (err) {
+      return { kind: "retry", status: null, message: describeError(err), retryAfterSeconds: null };
+    }
+    if (status >= 200 && status < 300) {
+      return { kind: "done", result: { ok: true, alreadyStopped: false, lastStatus: status, message: "stop accepted" } };
+    }
+    if (status === 404) {
+      return { kind: "done", result: { ok: false, alreadyStopped: false, lastStatus: status, message: `VirtualMachine ${namespace}/${name} not found` } };
+    }
+    if (status === 409) {
+      const check = await this.stopInEffect(namespace, name);
+      if (check.kind === "stopped") {
+        return { kind: "done", result: { ok: true, alreadyStopped: true, lastStatus: status, message: `already stopped (${answerMessage})` } };
+      }
+      if (check.kind === "gone") {
+        return { kind: "done", result: { ok: false, alreadyStopped: false, lastStatus: 404, message: `VirtualMachine ${namespace}/${name} not found` } };
+      }
+      return { kind: "retry", status, message: `${answerMessage}${check.kind === "unknown" ? ` (state check failed: ${check.message})` : ""}`, retryAfterSeconds };
+    }
+    if (isRetryableStatus(status)) return { kind: "retry", status, message: answerMessage, retryAfterSeconds };
+    return { kind: "done", result: { ok: false, alreadyStopped: false, lastStatus: status, message: answerMessage } };
+  }
+
+  private async stopInEffect(namespace: string, name: string): Promise<{ kind: "stopped" | "running" | "gone" } | { kind: "unknown"; message: string }> {
+    try {
+      const vmObject: unknown = await this.clients.custom.getNamespacedCustomObject({
+        group: "kubevirt.io",
+        version: "v1",
+        namespace,
+        plural: "virtualmachines",
+        name,
+      });
+      const vm = vmFacts(vmObject);
+      if (!vm) return { kind: "unknown", message: "malformed VirtualMachine" };
+      let vmi = null;
+      try {
+        vmi = vmiFacts(
+          await this.clients.custom.getNamespacedCustomObject({ group: "kubevirt.io", version: "v1", namespace, plural: "virtualmachineinstances", name }),
+        );
+      } catch (err) {
+        if (httpStatusOf(err) !== 404) throw err;
+      }
+      return { kind: isStopInEffect(vm, vmi) ? "stopped" : "running" };
+    } catch (err) {
+      if (httpStatusOf(err) === 404) return { kind: "gone" };
+      return { kind: "unknown", message: describeError(err) };
+    }
+  }
+}

@@ -1,0 +1,255 @@
+// The fake Kubernetes API server, checked over raw HTTP: the protocol the collector's client relies on.
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { resourceByKind, startFakeKube, type FakeKube } from "./support/fake-kube/index.js";
+import { selfSignedCertificate } from "./support/fake-kube/tls.js";
+
+let fake: FakeKube;
+
+beforeAll(async () => {
+  fake = await startFakeKube();
+});
+afterAll(async () => {
+  await fake.close();
+});
+
+async function api(method: string, path: string, body?: unknown, contentType = "application/json"): Promise<{ status: number; json: any; headers: Headers }> {
+  const res = await fetch(fake.url + path, {
+    method,
+    headers: { Authorization: `Bearer ${fake.token}`, ...(body !== undefined ? { "Content-Type": contentType } : {}) },
+    ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : null, headers: res.headers };
+}
+
+interface WatchStream {
+  events: Array<{ type: string; object: any }>;
+  ended: Promise<void>;
+  close(): void;
+}
+
+function watch(path: string): WatchStream {
+  const controller = new AbortController();
+  const events: WatchStream["events"] = [];
+  const ended = (async () => {
+    const res = await fetch(fake.url + path, { headers: { Authorization: `Bearer ${fake.token}` }, signal: controller.signal });
+    expect(res.status).toBe(200);
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let newline: number;
+        while ((newline = buffer.indexOf("\n")) >= 0) {
+          events.push(JSON.parse(buffer.slice(0, newline)));
+          buffer = buffer.slice(newline + 1);
+        }
+      }
+    } catch (err) {
+      if (!controller.signal.aborted) throw err;
+    }
+  })();
+  return { events, ended, close: () => controller.abort() };
+}
+
+async function until(what: string, check: () => boolean): Promise<void> {
+  const deadline = performance.now() + 20_000;
+  while (!check()) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+const PODS = "/api/v1/namespaces/fk/pods";
+
+describe("fake Kubernetes API server", () => {
+  it("demands the bearer token", async () => {
+    const res = await fetch(fake.url + PODS);
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ kind: "Status", reason: "Unauthorized", code: 401 });
+  });
+
+  it("creates, gets and lists with label selectors, refusing duplicates", async () => {
+    for (const [name, labels] of [
+      ["p1", { app: "a", tier: "web" }],
+      ["p2", { app: "b" }],
+      ["p3", {}],
+    ] as const) {
+      expect((await api("POST", PODS, { metadata: { name, labels } })).status).toBe(201);
+    }
+    const dup = await api("POST", PODS, { metadata: { name: "p1" } });
+    expect(dup.status).toBe(409);
+    expect(dup.json.reason).toBe("AlreadyExists");
+    const got = await api("GET", `${PODS}/p1`);
+    expect(got.json).toMatchObject({ apiVersion: "v1", kind: "Pod", metadata: { name: "p1", namespace: "fk", labels: { app: "a" } } });
+    expect(got.json.metadata.uid).toMatch(/^[0-9a-f-]{36}$/);
+    const names = async (selector: string) => (await api("GET", `${PODS}?labelSelector=${encodeURIComponent(selector)}`)).json.items.map((p: any) => p.metadata.name);
+    expect(await names("app=a")).toEqual(["p1"]);
+    expect(await names("app")).toEqual(["p1", "p2"]);
+    expect(await names("!app")).toEqual(["p3"]);
+    expect(await names("app!=a")).toEqual(["p2", "p3"]);
+    expect(await names("app in (a,b),tier")).toEqual(["p1"]);
+    expect(await names("app notin (a)")).toEqual(["p2", "p3"]);
+    const list = await api("GET", PODS);
+    expect(list.json.kind).toBe("PodList");
+    expect(Number(list.json.metadata.resourceVersion)).toBeGreaterThan(0);
+    expect((await api("GET", `${PODS}?labelSelector=${encodeURIComponent("a b c")}`)).status).toBe(400);
+    expect((await api("GET", `${PODS}/nope`)).json).toMatchObject({ reason: "NotFound", code: 404, message: 'pods "nope" not found' });
+    expect((await api("GET", "/apis/unknown.io/v1/things")).status).toBe(404);
+  });
+
+  it("updates with optimistic concurrency: a stale resourceVersion is 409, a no-op does not bump it", async () => {
+    const created = (await api("POST", "/apis/coordination.k8s.io/v1/namespaces/fk/leases", { metadata: { name: "l" }, spec: { holderIdentity: "a" } })).json;
+    const rv = created.metadata.resourceVersion;
+    const ok = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", { metadata: { name: "l", resourceVersion: rv }, spec: { holderIdentity: "b" } });
+    expect(ok.status).toBe(200);
+    expect(Number(ok.json.metadata.resourceVersion)).toBeGreaterThan(Number(rv));
+    expect(ok.json.metadata.uid).toBe(created.metadata.uid);
+    const stale = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", { metadata: { name: "l", resourceVersion: rv }, spec: { holderIdentity: "c" } });
+    expect(stale.status).toBe(409);
+    expect(stale.json.reason).toBe("Conflict");
+    expect(stale.json.message).toContain("the object has been modified");
+    const same = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", ok.json);
+    expect(same.json.metadata.resourceVersion).toBe(ok.json.metadata.resourceVersion);
+    const badTime = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", { metadata: { name: "l" }, spec: { renewTime: "2025-01-01T00:00:00.123Z" } });
+    expect(badTime.status).toBe(422);
+  });
+
+  it("applies merge patches and JSON patches, keeping status on the main resource", async () => {
+    fake.seedWorkstation({ namespace: "fk", name: "vm1" });
+    const path = "/apis/kubevirt.io/v1/namespaces/fk/virtualmachines/vm1";
+    const merged = await api("PATCH", path, { metadata: { annotations: { a: "1" } }, status: { printableStatus: "Hacked" } }, "application/merge-patch+json");
+    expect(merged.status).toBe(200);
+    expect(merged.json.metadata.annotations).toEqual({ a: "1" });
+    expect(merged.json.status.printableStatus).toBe("Running");
+    const removed = await api("PATCH", path, { metadata: { annotations: { a: null, b: "2" } } }, "application/merge-patch+json");
+    expect(removed.json.metadata.annotations).toEqual({ b: "2" });
+    const jsonPatched = await api("PATCH", path, [{ op: "test", path: "/spec/runStrategy", value: "Always" }, { op: "replace", path: "/spec/runStrategy", value: "Manual" }], "application/json-patch+json");
+    expect(jsonPatched.json.spec.runStrategy).toBe("Manual");
+    expect(jsonPatched.json.metadata.generation).toBe(2);
+    const failedTest = await api("PATCH", path, [{ op: "test", path: "/spec/runStrategy", value: "Always" }], "application/json-patch+json");
+    expect(failedTest.status).toBe(422);
+    expect((await api("PATCH", path, { metadata: {} }, "application/strategic-merge-patch+json")).status).toBe(415);
+    const stalePatch = await api("PATCH", path, { metadata: { resourceVersion: "1", annotations: { c: "3" } } }, "application/merge-patch+json");
+    expect(stalePatch.status).toBe(409);
+  });
+
+  it("watches from a resourceVersion: replays what came after, then streams live, then times out", async () => {
+    const ns = "/api/v1/namespaces/fkw/pods";
+    await api("POST", ns, { metadata: { name: "before" } });
+    const rv = (await api("GET", ns)).json.metadata.resourceVersion;
+    await api("POST", ns, { metadata: { name: "after", labels: { x: "1" } } });
+    await api("PATCH", `${ns}/after`, { metadata: { labels: { x: "2" } } }, "application/merge-patch+json");
+    const w = watch(`${ns}?watch=true&resourceVersion=${rv}&timeoutSeconds=2`);
+    await until("replayed events", () => w.events.length >= 2);
+    await api("DELETE", `${ns}/after`);
+    await w.ended;
+    expect(w.events.map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual(["ADDED after", "MODIFIED after", "DELETED after"]);
+    const rvs = w.events.map((e) => Number(e.object.metadata.resourceVersion));
+    expect([...rvs].sort((a, b) => a - b)).toEqual(rvs);
+    expect(rvs[0]).toBeGreaterThan(Number(rv));
+  });
+
+  it("a label-selected watch sees objects enter and leave the selection", async () => {
+    const ns = "/api/v1/namespaces/fkl/pods";
+    const w = watch(`${ns}?watch=true&labelSelector=${encodeURIComponent("kubevirt.io=virt-launcher")}`);
+    await until("watch open", () => fake.openWatchCount("/namespaces/fkl/") === 1);
+    await api("POST", ns, { metadata: { name: "p", labels: {} } });
+    await api("PATCH", `${ns}/p`, { metadata: { labels: { "kubevirt.io": "virt-launcher" } } }, "application/merge-patch+json");
+    await api("PATCH", `${ns}/p`, { metadata: { labels: { "kubevirt.io": "other" } } }, "application/merge-patch+json");
+    await until("two events", () => w.events.length >= 2);
+    w.close();
+    expect(w.events.map((e) => e.type)).toEqual(["ADDED", "DELETED"]);
+  });
+
+  it("answers a watch from a compacted resourceVersion with an in-stream 410 Expired", async () => {
+    const rv = (await api("GET", PODS)).json.metadata.resourceVersion;
+    await api("POST", PODS, { metadata: { name: "later" } });
+    fake.compact();
+    const w = watch(`${PODS}?watch=true&resourceVersion=${rv}`);
+    await w.ended;
+    expect(w.events).toEqual([{ type: "ERROR", object: expect.objectContaining({ kind: "Status", code: 410, reason: "Expired" }) }]);
+    // A watch without a resourceVersion starts with the current state.
+    const fresh = watch(`${PODS}?watch=1`);
+    await until("snapshot", () => fresh.events.some((e) => e.object.metadata.name === "later"));
+    fresh.close();
+    expect(fresh.events.every((e) => e.type === "ADDED")).toBe(true);
+  });
+
+  it("validates events.k8s.io/v1 Events like the apiserver", async () => {
+    const path = "/apis/events.k8s.io/v1/namespaces/fk/events";
+    const good = {
+      metadata: { name: "e1" },
+      eventTime: "2025-01-01T00:00:00.000000Z",
+      reportingController: "ws-collector",
+      reportingInstance: "pod-1",
+      action: "Stop",
+      reason: "Stopped",
+      type: "Normal",
+      note: "ok",
+      regarding: { kind: "VirtualMachine", name: "vm1", namespace: "fk" },
+    };
+    expect((await api("POST", path, good)).status).toBe(201);
+    const missing = await api("POST", path, { metadata: { name: "e2" }, reason: "X", type: "Normal" });
+    expect(missing.status).toBe(422);
+    expect(missing.json.message).toContain("reportingController: Required value");
+    expect((await api("POST", path, { ...good, metadata: { name: "e3" }, note: "x".repeat(1025) })).status).toBe(422);
+    expect((await api("POST", path, { ...good, metadata: { name: "e4" }, eventTime: "2025-01-01T00:00:00Z" })).status).toBe(422);
+    expect((await api("POST", path, { ...good, metadata: { name: "e5" }, type: "Error" })).status).toBe(422);
+  });
+
+  it("implements the KubeVirt stop subresource like virt-api", async () => {
+    const sub = (name: string) => `/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/${name}/stop`;
+    expect((await api("PUT", sub("absent"), {})).status).toBe(404);
+    fake.seedWorkstation({ namespace: "fk", name: "runner", podIp: "10.9.9.9" });
+    const w = watch(`/apis/kubevirt.io/v1/namespaces/fk/virtualmachineinstances?watch=true&resourceVersion=${(await api("GET", PODS)).json.metadata.resourceVersion}`);
+    const accepted = await api("PUT", sub("runner"), { gracePeriod: 30 });
+    expect(accepted.status).toBe(202);
+    await until("VMI deleted", () => w.events.some((e) => e.type === "DELETED"));
+    w.close();
+    const vm = (await api("GET", "/apis/kubevirt.io/v1/namespaces/fk/virtualmachines/runner")).json;
+    expect(vm.spec.runStrategy).toBe("Halted");
+    expect(vm.status.printableStatus).toBe("Stopped");
+    expect((await api("GET", "/apis/kubevirt.io/v1/namespaces/fk/virtualmachineinstances/runner")).status).toBe(404);
+    const again = await api("PUT", sub("runner"), {});
+    expect(again.status).toBe(409);
+    expect(again.json.message).toContain("VM is not running");
+    expect((await api("GET", sub("runner"))).status).toBe(405);
+    expect((await api("PUT", sub("runner"), "{bad")).status).toBe(400);
+    expect(fake.store.get(resourceByKind("VirtualMachine"), "fk", "runner")).toBeDefined();
+  });
+
+  it("injects faults a set number of times, with Retry-After, and hangs", async () => {
+    fake.faults.add({ method: "GET", pathPattern: "/namespaces/fkf/", status: 429, retryAfter: 3, times: 2 });
+    const first = await api("GET", "/api/v1/namespaces/fkf/pods");
+    expect(first.status).toBe(429);
+    expect(first.headers.get("retry-after")).toBe("3");
+    expect(first.json.reason).toBe("TooManyRequests");
+    expect((await api("GET", "/api/v1/namespaces/fkf/pods")).status).toBe(429);
+    expect((await api("GET", "/api/v1/namespaces/fkf/pods")).status).toBe(200);
+    fake.faults.add({ method: "GET", pathPattern: /fkh/, hangMs: Infinity });
+    const hung = await fetch(fake.url + "/api/v1/namespaces/fkh/pods", { headers: { Authorization: `Bearer ${fake.token}` }, signal: AbortSignal.timeout(300) }).then(
+      () => "answered",
+      () => "timed out",
+    );
+    expect(hung).toBe("timed out");
+    const record = fake.requestsMatching("GET", "/namespaces/fkh/pods")[0]!;
+    expect([record.faulted, record.delivered, record.status]).toEqual([true, false, 0]);
+  });
+
+  it("serves HTTPS with the certificate named in its kubeconfig", async () => {
+    const pair = selfSignedCertificate();
+    const tls = await startFakeKube({ tls: pair });
+    try {
+      expect(tls.url.startsWith("https://127.0.0.1:")).toBe(true);
+      const kubeconfig = JSON.parse(readFileSync(tls.kubeconfigPath, "utf8"));
+      expect(kubeconfig.clusters[0].cluster["certificate-authority-data"]).toBe(Buffer.from(pair.cert).toString("base64"));
+      // Node's fetch does not know this CA: the server really is TLS with its own certificate.
+      const untrusted = await fetch(tls.url + PODS).then(() => "connected", (err: Error) => String(err.cause ?? err));
+      expect(untrusted).toMatch(/self[- ]signed|certificate/i);
+    } finally {
+      await tls.close();
+    }
+  });
+});

@@ -1,0 +1,329 @@
+/**
+ * KubeVirt as the collector sees it: the `stop` subresource with virt-api's semantics
+ * (pkg/virt-api/rest/lifecycle.go StopVMRequestHandler), a stand-in for virt-controller that
+ * finishes a stop (the VMI and its virt-launcher pod go away, printableStatus becomes Stopped),
+ * and helpers that seed workstation VMs with their PVCs, VMI and launcher pod.
+ */
+import { randomUUID } from "node:crypto";
+import { ApiError, conflict, notFound, type KubeObject, type ObjectStore } from "./store.js";
+import { resourceByKind } from "./resources.js";
+
+const VM = resourceByKind("VirtualMachine");
+const VMI = resourceByKind("VirtualMachineInstance");
+const POD = resourceByKind("Pod");
+const PVC = resourceByKind("PersistentVolumeClaim");
+
+const VM_NOT_RUNNING = "VM is not running";
+
+type Spec = Record<string, unknown>;
+
+function specOf(obj: KubeObject): Spec {
+  return (obj["spec"] ?? {}) as Spec;
+}
+
+function statusOf(obj: KubeObject): Spec {
+  return (obj["status"] ?? {}) as Spec;
+}
+
+/** virt's `vm.RunStrategy()`: spec.running wins when set, absent both means Halted. */
+export function runStrategyOf(vm: KubeObject): string {
+  const spec = specOf(vm);
+  const running = spec["running"];
+  const runStrategy = spec["runStrategy"];
+  if (typeof running === "boolean" && typeof runStrategy === "string") {
+    throw new ApiError(500, "InternalError", "running and runStrategy are mutually exclusive");
+  }
+  if (typeof running === "boolean") return running ? "Always" : "Halted";
+  if (typeof runStrategy === "string") return runStrategy;
+  return "Halted";
+}
+
+function isFinal(vmi: KubeObject): boolean {
+  const phase = statusOf(vmi)["phase"];
+  return phase === "Succeeded" || phase === "Failed";
+}
+
+export interface StopOptionsBody {
+  gracePeriod?: number;
+  dryRun?: string[];
+}
+
+export function parseStopBody(raw: string): StopOptionsBody {
+  if (raw.trim() === "") return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ApiError(400, "BadRequest", "Can not unmarshal Request body to struct");
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new ApiError(400, "BadRequest", "Can not unmarshal Request body to struct");
+  }
+  const body = parsed as Record<string, unknown>;
+  if (body["gracePeriod"] !== undefined && !Number.isInteger(body["gracePeriod"])) {
+    throw new ApiError(400, "BadRequest", "Can not unmarshal Request body to struct: gracePeriod must be an integer");
+  }
+  return body as StopOptionsBody;
+}
+
+export interface KubevirtController {
+  /** Handles PUT .../virtualmachines/{name}/stop. Throws ApiError like virt-api does. */
+  stop(namespace: string, name: string, body: StopOptionsBody): void;
+  /** Stops pending controller work (timers). */
+  close(): void;
+}
+
+export function kubevirtController(store: ObjectStore, options: { stopDelayMs: number }): KubevirtController {
+  const timers = new Set<NodeJS.Timeout>();
+
+  function setPrintableStatus(namespace: string, name: string, printableStatus: string, extra: Spec = {}): void {
+    const vm = store.get(VM, namespace, name);
+    if (!vm) return;
+    const status = { ...statusOf(vm), printableStatus, ...extra };
+    store.update(VM, { ...vm, status });
+  }
+
+  /** What virt-controller does once a stop is recorded: the VMI and its launcher pod go away. */
+  function finishStop(namespace: string, name: string): void {
+    for (const pod of store.list(POD, namespace)) {
+      const labels = pod.metadata.labels ?? {};
+      if (labels["kubevirt.io"] === "virt-launcher" && labels["vm.kubevirt.io/name"] === name) {
+        store.delete(POD, namespace, pod.metadata.name ?? "");
+      }
+    }
+    if (store.get(VMI, namespace, name)) store.delete(VMI, namespace, name);
+    const vm = store.get(VM, namespace, name);
+    if (!vm) return;
+    const status: Spec = { ...statusOf(vm), printableStatus: "Stopped", ready: false };
+    delete status["stateChangeRequests"];
+    store.update(VM, { ...vm, status });
+  }
+
+  function scheduleFinish(namespace: string, name: string): void {
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      finishStop(namespace, name);
+    }, options.stopDelayMs);
+    timers.add(timer);
+  }
+
+  function requestStopThroughStatus(vm: KubeObject, vmi: KubeObject): void {
+    const status = statusOf(vm);
+    const requests = Array.isArray(status["stateChangeRequests"]) ? [...(status["stateChangeRequests"] as unknown[])] : [];
+    requests.push({ action: "Stop", uid: vmi.metadata.uid });
+    store.update(VM, { ...vm, status: { ...status, stateChangeRequests: requests, printableStatus: "Stopping" } });
+  }
+
+  return {
+    stop(namespace, name, body) {
+      const vm = store.get(VM, namespace, name);
+      if (!vm) throw notFound(VM, name);
+      const runStrategy = runStrategyOf(vm);
+      const vmi = store.get(VMI, namespace, name);
+      const hasLiveVmi = vmi !== undefined && !isFinal(vmi);
+      const dryRun = Array.isArray(body.dryRun) && body.dryRun.includes("All");
+      let oldGracePeriod: number | undefined;
+      if (vmi && hasLiveVmi && body.gracePeriod !== undefined) {
+        const vmiSpec = specOf(vmi);
+        oldGracePeriod = typeof vmiSpec["terminationGracePeriodSeconds"] === "number" ? (vmiSpec["terminationGracePeriodSeconds"] as number) : undefined;
+        if (!dryRun) {
+          store.update(VMI, { ...vmi, spec: { ...vmiSpec, terminationGracePeriodSeconds: body.gracePeriod } });
+        }
+      }
+      switch (runStrategy) {
+        case "Halted": {
+          if (!vmi || !hasLiveVmi) throw conflict(VM, name, VM_NOT_RUNNING);
+          if (body.gracePeriod === undefined || (oldGracePeriod !== undefined && body.gracePeriod >= oldGracePeriod)) {
+            throw conflict(VM, name, "Halted only supports manual stop requests with a shorter graceperiod");
+          }
+          if (dryRun) return;
+          requestStopThroughStatus(store.get(VM, namespace, name) ?? vm, vmi);
+          scheduleFinish(namespace, name);
+          return;
+        }
+        case "Manual":
+        case "RerunOnFailure": {
+          if (!vmi || !hasLiveVmi) throw conflict(VM, name, VM_NOT_RUNNING);
+          if (dryRun) return;
+          requestStopThroughStatus(vm, vmi);
+          scheduleFinish(namespace, name);
+          return;
+        }
+        default: {
+          // Always, Once: flip the VM's desired state; the controller tears the VMI down.
+          if (dryRun) return;
+          const spec = specOf(vm);
+          const nextSpec = typeof spec["running"] === "boolean" ? { ...spec, running: false } : { ...spec, runStrategy: "Halted" };
+          const updated = store.update(VM, { ...vm, spec: nextSpec });
+          if (hasLiveVmi) {
+            store.update(VM, { ...updated, status: { ...statusOf(updated), printableStatus: "Stopping" } });
+            scheduleFinish(namespace, name);
+          } else {
+            setPrintableStatus(namespace, name, "Stopped", { ready: false });
+          }
+        }
+      }
+    },
+    close() {
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+    },
+  };
+}
+
+export type VolumeSeed = Record<string, unknown> & { name: string };
+
+export interface WorkstationSeed {
+  namespace: string;
+  name: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  /** Default "Always". Ignored when `running` is given (the older spec.running field). */
+  runStrategy?: string;
+  running?: boolean;
+  /** KubeVirt volume entries. Default: a DataVolume root disk and a cloud-init NoCloud disk. */
+  volumes?: VolumeSeed[];
+  /** PVC phase for every claim the volumes name (default Bound); per claim with a map; null: no PVC. */
+  pvcPhase?: string | null | Record<string, string | null>;
+  /** Create the VMI and launcher pod (default: unless the run strategy is Halted). */
+  started?: boolean;
+  vmiPhase?: string;
+  /** The virt-launcher pod's IP (default: the next of 10.244.0.x). */
+  podIp?: string;
+  /** Extra IPs for status.podIPs (dual stack). */
+  extraPodIps?: string[];
+}
+
+export interface SeededWorkstation {
+  vm: KubeObject;
+  vmi: KubeObject | null;
+  pod: KubeObject | null;
+  pvcs: KubeObject[];
+}
+
+export function defaultVolumes(name: string): VolumeSeed[] {
+  return [
+    { name: "rootdisk", dataVolume: { name: `${name}-root` } },
+    { name: "cloudinitdisk", cloudInitNoCloud: { userData: "#cloud-config\n" } },
+  ];
+}
+
+export function claimNameOfVolume(volume: VolumeSeed): string | null {
+  const pvc = volume["persistentVolumeClaim"] as { claimName?: string } | undefined;
+  if (pvc?.claimName) return pvc.claimName;
+  const dv = volume["dataVolume"] as { name?: string } | undefined;
+  if (dv?.name) return dv.name;
+  const ephemeral = volume["ephemeral"] as { persistentVolumeClaim?: { claimName?: string } } | undefined;
+  if (ephemeral?.persistentVolumeClaim?.claimName) return ephemeral.persistentVolumeClaim.claimName;
+  return null;
+}
+
+export class WorkstationSeeder {
+  private nextIp = 10;
+
+  constructor(private readonly store: ObjectStore) {}
+
+  seed(seed: WorkstationSeed): SeededWorkstation {
+    const volumes = seed.volumes ?? defaultVolumes(seed.name);
+    const pvcs: KubeObject[] = [];
+    for (const volume of volumes) {
+      const claim = claimNameOfVolume(volume);
+      if (!claim || this.store.get(PVC, seed.namespace, claim)) continue;
+      const phase =
+        seed.pvcPhase === undefined
+          ? "Bound"
+          : seed.pvcPhase === null || typeof seed.pvcPhase === "string"
+            ? seed.pvcPhase
+            : seed.pvcPhase[claim] === undefined
+              ? "Bound"
+              : seed.pvcPhase[claim]!;
+      if (phase === null) continue;
+      pvcs.push(
+        this.store.create(PVC, {
+          metadata: { name: claim, namespace: seed.namespace },
+          spec: {
+            accessModes: ["ReadWriteOnce"],
+            resources: { requests: { storage: "50Gi" } },
+            volumeMode: "Block",
+            ...(phase === "Bound" ? { volumeName: `pvc-${randomUUID()}` } : {}),
+          },
+          status: { phase, ...(phase === "Bound" ? { accessModes: ["ReadWriteOnce"], capacity: { storage: "50Gi" } } : {}) },
+        }),
+      );
+    }
+    const spec: Spec = {
+      template: {
+        metadata: { labels: { "kubevirt.io/domain": seed.name } },
+        spec: {
+          domain: {
+            devices: { disks: volumes.map((v) => ({ name: v.name, disk: { bus: "virtio" } })) },
+            resources: { requests: { memory: "4Gi" } },
+          },
+          volumes,
+        },
+      },
+    };
+    if (seed.running !== undefined) spec["running"] = seed.running;
+    else spec["runStrategy"] = seed.runStrategy ?? "Always";
+    const started = seed.started ?? (seed.running !== undefined ? seed.running : (seed.runStrategy ?? "Always") !== "Halted");
+    const vm = this.store.create(VM, {
+      metadata: {
+        name: seed.name,
+        namespace: seed.namespace,
+        labels: seed.labels ?? { "workstation.aik8s.run/autostop": "enabled" },
+        annotations: seed.annotations ?? {},
+      },
+      spec,
+      status: { printableStatus: started ? "Running" : "Stopped", ready: started, created: started },
+    });
+    if (!started) return { vm, vmi: null, pod: null, pvcs };
+    const { vmi, pod } = this.start(seed.namespace, seed.name, seed);
+    return { vm: this.store.get(VM, seed.namespace, seed.name) ?? vm, vmi, pod, pvcs };
+  }
+
+  /** Brings a VM up: run strategy Always, a VMI, a virt-launcher pod with an IP. */
+  start(
+    namespace: string,
+    name: string,
+    options: { podIp?: string; extraPodIps?: string[]; vmiPhase?: string } = {},
+  ): { vmi: KubeObject; pod: KubeObject } {
+    const vm = this.store.get(VM, namespace, name);
+    if (!vm) throw new Error(`fake-kube: no VirtualMachine ${namespace}/${name}`);
+    const spec = specOf(vm);
+    if (typeof spec["running"] === "boolean") spec["running"] = true;
+    else if (spec["runStrategy"] === "Halted") spec["runStrategy"] = "Always";
+    const updated = this.store.update(VM, { ...vm, spec, status: { ...statusOf(vm), printableStatus: "Running", ready: true, created: true } });
+    const podIp = options.podIp ?? `10.244.0.${this.nextIp++}`;
+    const template = (spec["template"] ?? {}) as { spec?: Spec };
+    const vmi = this.store.create(VMI, {
+      metadata: {
+        name,
+        namespace,
+        labels: { "kubevirt.io/domain": name },
+        ownerReferences: [{ apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", name, uid: updated.metadata.uid, controller: true }],
+      },
+      spec: { ...(template.spec ?? {}) },
+      status: {
+        phase: options.vmiPhase ?? "Running",
+        interfaces: [{ name: "default", ipAddress: podIp, ipAddresses: [podIp] }],
+      },
+    });
+    const ips = [podIp, ...(options.extraPodIps ?? [])];
+    const pod = this.store.create(POD, {
+      metadata: {
+        name: `virt-launcher-${name}-${randomUUID().replace(/-/g, "").slice(0, 5)}`,
+        namespace,
+        labels: {
+          "kubevirt.io": "virt-launcher",
+          "kubevirt.io/created-by": vmi.metadata.uid ?? "",
+          "vm.kubevirt.io/name": name,
+          "kubevirt.io/domain": name,
+        },
+        ownerReferences: [{ apiVersion: "kubevirt.io/v1", kind: "VirtualMachineInstance", name, uid: vmi.metadata.uid, controller: true }],
+      },
+      spec: { containers: [{ name: "compute", image: "quay.io/kubevirt/virt-launcher" }] },
+      status: { phase: "Running", podIP: podIp, podIPs: ips.map((ip) => ({ ip })) },
+    });
+    return { vmi, pod };
+  }
+}
