@@ -10,7 +10,10 @@ import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
 import { toEffectivePolicy } from "./engine/policy.js";
 import { statusFor } from "./engine/status.js";
 import type { Action, Decision, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, VmRecord } from "./engine/types.js";
+import type { TraceInput } from "./replay/recorder.js";
+import type { CollectorStats } from "./stats.js";
 import type { FleetCounters, FleetReader, VmView } from "./view.js";
+import { readingsFromReport } from "./whatif/readings.js";
 
 export interface Actuator {
   /** Carries out a stop; resolves with what happened (never rejects). */
@@ -26,13 +29,18 @@ export interface FleetOptions {
   authenticate: (vm: VmKey, token: string, peer: string) => Promise<AuthResult> | AuthResult;
   /** Labels and annotations that select each VM's policy (standalone: from the config file). */
   policySource: PolicySource;
+  stats?: CollectorStats;
+  /** The record a restarted collector resumes from (Kubernetes: the VM's annotations). */
+  restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
+  /** Whether the VM is running, when the platform can tell (Kubernetes); undefined in standalone. */
+  vmRunning?: (vm: VmKey) => boolean | undefined;
+  /** False while this replica must not act (not the leader): decisions wait, nothing is executed. */
+  acting?: () => boolean;
   /** Called with every input the engine sees, for --record-trace. */
   record?: (event: TraceInput) => void;
 }
 
-export type TraceInput =
-  | { atMs: number; vm: string; report: Report }
-  | { atMs: number; vm: string; event: "agent-connected" | "agent-disconnected" };
+export type { TraceInput };
 
 interface VmEntry {
   key: VmKey;
@@ -90,17 +98,26 @@ export class Fleet implements AgentSink, FleetReader {
 
   /** Re-evaluates every VM: timers (idle timeout, grace, agent lost) fire here between reports. */
   tick(): void {
+    if (this.options.acting && !this.options.acting()) return;
     const now = this.options.nowMs();
     for (const entry of this.vms.values()) this.evaluate(entry, now);
   }
 
-  /** Policy inputs changed (Kubernetes watch, config reload). */
-  refreshPolicy(vm: VmKey): void {
-    const entry = this.vms.get(vmId(vm));
-    if (entry) {
-      this.applyPolicy(entry);
-      this.evaluate(entry, this.options.nowMs());
-    }
+  /** Starts tracking a VM before its agent connects (Kubernetes inventory), or refreshes its policy. */
+  track(vm: VmKey): void {
+    const known = this.vms.get(vmId(vm));
+    const entry = this.entryFor(vm);
+    if (known) this.applyPolicy(entry);
+    if (!this.options.acting || this.options.acting()) this.evaluate(entry, this.options.nowMs());
+  }
+
+  /** Forgets every record so they are restored again (a replica that just became leader). */
+  resetRecords(): void {
+    for (const entry of this.vms.values()) entry.record = undefined;
+  }
+
+  closeAllSessions(code: grpc.status, details: string): void {
+    for (const entry of this.vms.values()) entry.session?.close(code, details);
   }
 
   authenticate(vm: VmKey, token: string, peer: string): Promise<AuthResult> | AuthResult {
@@ -186,17 +203,22 @@ export class Fleet implements AgentSink, FleetReader {
   }
 
   private evaluate(entry: VmEntry, now: number, fromReport = false): void {
+    if (entry.record === undefined && this.options.restore) entry.record = this.options.restore(entry.key, now);
+    const began = performance.now();
+    const vmRunning = this.options.vmRunning?.(entry.key);
     const decision = decide(
       now,
       entry.policy,
       {
         ...(entry.latest ? { latestReport: entry.latest } : {}),
         agentConnected: entry.session !== undefined,
+        ...(vmRunning !== undefined ? { vmRunning } : {}),
         ...(entry.pendingStopResult ? { stopResult: entry.pendingStopResult } : {}),
         ...(entry.policyErrors.length ? { policyStatus: { errors: entry.policyErrors, fallback: entry.fallback } } : {}),
       },
       entry.record,
     );
+    this.options.stats?.observeDecision((performance.now() - began) / 1000);
     entry.pendingStopResult = undefined;
     const previousState = entry.record?.state;
     entry.record = decision.next;
@@ -273,7 +295,8 @@ export class Fleet implements AgentSink, FleetReader {
         actuator.persist(entry.key, action.values);
         return;
       case "policy-error":
-        actuator.event(entry.key, "Warning", "BadPolicy", action.errors.map((e) => `${e.key}: ${e.message}`).join("; ") + ` (running under ${action.fallback})`);
+        // The engine's own PolicyInvalid event carries the audit; this is the log line (the metric counts in applyPolicy).
+        log("warn", `${id}: invalid policy (${action.fallback}): ${action.errors.map((e) => `${e.key}: ${e.message}`).join("; ")}`, { vm: id });
         return;
       default: {
         const never: never = action;
@@ -331,6 +354,8 @@ export class Fleet implements AgentSink, FleetReader {
         .map((m) => ({ mount: m.mountPoint, usedRatio: Number(m.usedBytes) / Number(m.sizeBytes) })),
       leases: leases.filter((l) => l.expiresAtMs > now).map((l) => ({ id: l.id, user: l.user, uid: l.uid, reason: l.reason, expiresAtMs: l.expiresAtMs, clamped: l.clamped })),
       policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
+      ...(report?.gpu ? { gpuCount: report.gpu.gpus.length } : {}),
+      ...(entry.session && entry.latest ? { readings: readingsFromReport(entry.latest.report, entry.latest.receivedAtMs) } : {}),
     };
   }
 }

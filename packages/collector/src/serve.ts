@@ -1,15 +1,17 @@
-// `ws-collector serve`: wires the agent server, the fleet, the actuator, metrics and the web server.
+// `ws-collector serve`: wires the agent server, the fleet, metrics and the web
+// server around a mode (standalone here, Kubernetes in kube/serve.ts).
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { logfmtLogger, type Logger } from "@ws/protocol";
-import { AgentServer, type VmKey } from "./agents/server.js";
+import { AgentServer, type AuthResult, type VmKey } from "./agents/server.js";
 import { loadKey } from "./cli.js";
-import type { CollectorConfig } from "./config.js";
-import { parseCollectorPolicyConfig } from "./engine/config.js";
+import { CollectorConfigError, type CollectorConfig } from "./config.js";
+import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
+import type { VmRecord } from "./engine/types.js";
 import { Fleet, type Actuator } from "./fleet.js";
 import { createMetrics } from "./metrics.js";
-import { staticPolicySource } from "./policy-source.js";
+import { staticPolicySource, type PolicySource } from "./policy-source.js";
 import { TraceRecorder } from "./replay/recorder.js";
 import { runStopCommand } from "./standalone/stop-command.js";
 import { CollectorStats } from "./stats.js";
@@ -17,27 +19,59 @@ import { verifyToken } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer } from "./web/server.js";
 
-interface Io {
+export interface Io {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
 }
 
-function standaloneActuator(config: CollectorConfig, log: Logger): Actuator {
+/** What differs between standalone and Kubernetes mode. */
+export interface CollectorMode {
+  name: "standalone" | "kubernetes";
+  actuator: Actuator;
+  /** Extra identity checks after the token (Kubernetes: the source IP is the VM's launcher pod). */
+  authenticate?: (vm: VmKey, peer: string) => Promise<AuthResult> | AuthResult;
+  policySource: PolicySource;
+  restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
+  vmRunning?: (vm: VmKey) => boolean | undefined;
+  /** True while this replica may act and should receive agents (the leader). */
+  leader: () => boolean;
+  /** Starts watches and elections once the fleet exists; returns how to stop them. */
+  start?: (fleet: Fleet) => Promise<() => Promise<void>>;
+}
+
+/** The `policy:` section, parsed by the engine; any error stops the start with every problem listed. */
+export function loadPolicyConfig(config: CollectorConfig): CollectorPolicyConfig {
+  const parsed = parseCollectorPolicyConfig(config.policyYaml);
+  if (!parsed.ok) throw new CollectorConfigError(parsed.errors.map((error) => `policy: ${error}`));
+  return parsed.config;
+}
+
+function standaloneMode(config: CollectorConfig, policy: CollectorPolicyConfig, log: Logger): CollectorMode {
   const command = config.standalone.stopCommand;
   return {
-    async stop(vm: VmKey, reason: string) {
-      if (!command) {
-        log("info", `STOP ${vm.namespace}/${vm.name} (standalone, no stopCommand configured: logged only): ${reason}`, { vm: `${vm.namespace}/${vm.name}` });
-        return { outcome: "accepted" as const, message: "logged (no stopCommand configured)" };
-      }
-      const result = await runStopCommand(command, vm);
-      return { outcome: result.ok ? ("accepted" as const) : ("failed" as const), message: result.message };
+    name: "standalone",
+    policySource: staticPolicySource(
+      { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
+      policy.profiles,
+      policy.annotationPrefix,
+      config.standalone.vms,
+    ),
+    leader: () => true,
+    actuator: {
+      async stop(vm, reason) {
+        if (!command) {
+          log("info", `STOP ${vm.namespace}/${vm.name} (standalone, no stopCommand configured: logged only): ${reason}`, { vm: `${vm.namespace}/${vm.name}` });
+          return { outcome: "accepted", message: "logged (no stopCommand configured)" };
+        }
+        const result = await runStopCommand(command, vm);
+        return { outcome: result.ok ? "accepted" : "failed", message: result.message };
+      },
+      event(vm, type, reason, message) {
+        log(type === "Warning" ? "warn" : "info", `event ${reason}: ${message}`, { vm: `${vm.namespace}/${vm.name}` });
+      },
+      // Standalone state lives in memory only: after a restart every idle clock starts again (later stops, never earlier).
+      persist() {},
     },
-    event(vm, type, reason, message) {
-      log(type === "Warning" ? "warn" : "info", `event ${reason}: ${message}`, { vm: `${vm.namespace}/${vm.name}` });
-    },
-    // Standalone state lives in memory only: a restart starts every VM's idle clock again (never earlier stops).
-    persist() {},
   };
 }
 
@@ -49,42 +83,51 @@ function splitHostPort(address: string): { host: string; port: number } {
 export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const nowMs = () => Date.now();
   const log = logfmtLogger((line) => io.stderr.write(line), nowMs);
-  if (config.mode === "kubernetes") {
-    const { serveKubernetes } = await import("./kube/serve.js");
-    return serveKubernetes(config, io, log);
-  }
   const key = loadKey(config.tokenKeyFile);
-  const policyConfig = parseCollectorPolicyConfig(config.policyYaml);
+  const policy = loadPolicyConfig(config);
   const stats = new CollectorStats();
-  const recorder = config.recordTrace ? new TraceRecorder(config.recordTrace) : undefined;
+  const mode =
+    config.mode === "kubernetes"
+      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs)
+      : standaloneMode(config, policy, log);
+  return run(config, mode, key, stats, log, nowMs);
+}
+
+async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, stats: CollectorStats, log: Logger, nowMs: () => number): Promise<number> {
+  const recorder = config.recordTrace
+    ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
+    : undefined;
   const fleet = new Fleet({
     log,
+    stats,
     nowMs,
-    actuator: standaloneActuator(config, log),
-    authenticate: (vm, token) =>
-      verifyToken(key, vm.namespace, vm.name, token)
-        ? { ok: true }
-        : { ok: false, code: grpc.status.UNAUTHENTICATED, reason: `token does not match VM ${vm.namespace}/${vm.name} (ws-collector token prints the right one)` },
-    policySource: staticPolicySource(
-      { ...policyConfig.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
-      policyConfig.profiles,
-      "workstation.aik8s.run/",
-      config.standalone.vms,
-    ),
+    actuator: mode.actuator,
+    policySource: mode.policySource,
+    acting: mode.leader,
+    ...(mode.restore ? { restore: mode.restore } : {}),
+    ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
+    authenticate: async (vm, token, peer) => {
+      if (!mode.leader()) return { ok: false, code: grpc.status.UNAVAILABLE, reason: "this collector replica is not the leader; reconnect" };
+      if (!verifyToken(key, vm.namespace, vm.name, token)) {
+        return { ok: false, code: grpc.status.UNAUTHENTICATED, reason: `token does not match VM ${vm.namespace}/${vm.name} (ws-collector token prints the right one)` };
+      }
+      return mode.authenticate ? mode.authenticate(vm, peer) : { ok: true };
+    },
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
   });
   const agents = new AgentServer({ sink: fleet, stats, log, nowMs });
   const credentials = config.grpc.certFile
     ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: readFileSync(config.grpc.certFile), private_key: readFileSync(config.grpc.keyFile!) }], false)
     : grpc.ServerCredentials.createInsecure();
+  const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount);
   const web = createWebServer({
     fleet,
     registry,
     nowMs,
-    ready: () => true,
-    info: () => ({ version: COLLECTOR_VERSION, mode: "standalone", leader: true }),
+    ready: mode.leader,
+    info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
   });
   const http = splitHostPort(config.http.listen);
   await new Promise<void>((resolve, reject) => {
@@ -94,14 +137,14 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const httpPort = (web.address() as AddressInfo).port;
   fleet.start(config.tickSeconds);
   log("info", "collector serving", {
-    mode: "standalone",
+    mode: mode.name,
     version: COLLECTOR_VERSION,
     grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
     http: `${http.host}:${httpPort}`,
     tls: Boolean(config.grpc.certFile),
-    stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only",
+    ...(mode.name === "standalone" ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" } : {}),
   });
-  if (!config.grpc.certFile) log("warn", "gRPC without TLS: tokens travel in clear; use grpc.certFile/keyFile or a mesh outside a test setup");
+  if (!config.grpc.certFile) log("warn", "gRPC without TLS: tokens travel in clear; set grpc.certFile/keyFile or use a mesh outside a test setup");
 
   await new Promise<void>((resolve) => {
     process.once("SIGTERM", () => resolve());
@@ -109,9 +152,12 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   });
   log("info", "shutting down");
   fleet.stopTicking();
+  await stopMode();
   await agents.close();
-  await new Promise<void>((resolve) => web.close(() => resolve()));
-  web.closeAllConnections?.();
+  await new Promise<void>((resolve) => {
+    web.close(() => resolve());
+    web.closeAllConnections?.();
+  });
   await recorder?.close();
   return 0;
 }

@@ -59,7 +59,7 @@ function client(): grpc.Client {
   return new Client(address, grpc.credentials.createInsecure(), clientChannelOptions());
 }
 
-function collect(call: grpc.ClientDuplexStream<unknown, CollectorMessage>) {
+function collect(call: grpc.ClientDuplexStream<AgentMessage, CollectorMessage>) {
   const messages: CollectorMessage[] = [];
   const done = new Promise<{ code: grpc.status; details: string }>((resolve) => {
     call.on("data", (m: CollectorMessage) => messages.push(m));

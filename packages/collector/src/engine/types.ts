@@ -1,0 +1,421 @@
+// The vocabulary of the decision engine. Everything here is plain data: the
+// engine reads it, returns new values, and never touches a clock, a file, the
+// network or the environment. docs/policy.md explains the meaning of each knob
+// and state; this file is the shape.
+
+import type { Report } from "@ws/protocol";
+
+// --- policy -------------------------------------------------------------------
+
+export type PolicyMode = "enforce" | "observe";
+
+/** Levels at which a measured quantity counts as work. `Infinity` turns one off. */
+export interface Thresholds {
+  /** GPU utilization (0..1) at or above which a GPU counts as busy. */
+  gpuUtilizationRatio: number;
+  /** Whole-machine CPU busy ratio (0..1). */
+  cpuBusyRatio: number;
+  /** CPU used by non-system users' processes, in cores. */
+  userProcessCpuCores: number;
+  /** Network receive + transmit, bytes per second, loopback excluded. */
+  networkBytesPerSecond: number;
+  /** Disk read + write, bytes per second. */
+  diskBytesPerSecond: number;
+  /** Count output written to a terminal (not only keystrokes) as activity. */
+  ttyOutputCounts: boolean;
+}
+
+export interface Policy {
+  autostopEnabled: boolean;
+  mode: PolicyMode;
+  /** The named profile the VM selected, "" for none. */
+  profile: string;
+  idleTimeoutSeconds: number;
+  gracePeriodSeconds: number;
+  /** Cap on any explicit hold (lease, inhibitor lock). */
+  maxKeepRunningSeconds: number;
+  /** How long weak evidence may keep a VM after the last strong evidence. */
+  weakActivityMaxSeconds: number;
+  agentLostAfterSeconds: number;
+  /** null: a VM whose agent is lost is never stopped. */
+  stopWhenAgentLostAfterSeconds: number | null;
+  /** The interval the collector asks agents to report at. */
+  reportIntervalSeconds: number;
+  /** How often a pending notice is sent again (same id) while the stop is pending. */
+  noticeRepeatSeconds: number;
+  thresholds: Thresholds;
+}
+
+/** A partial policy: what a profile, an annotation set or a config section changes. */
+export type PolicyOverrides = Partial<Omit<Policy, "thresholds">> & { thresholds?: Partial<Thresholds> };
+
+export interface PolicyError {
+  /** The annotation (full name) or config path the error is about. */
+  key: string;
+  /** The offending value, when there is one. */
+  value?: string;
+  message: string;
+}
+
+export interface ParsedPolicy {
+  policy: Policy;
+  errors: PolicyError[];
+}
+
+/**
+ * What a VM runs under when its annotations have errors: nothing different
+ * ("none"), its last valid policy, or — with no valid policy ever seen — the
+ * defaults in observe mode, so a typo can never cause a stop.
+ */
+export type PolicyFallback = "none" | "previous-valid" | "observe-defaults";
+
+export interface ResolvedPolicy {
+  policy: Policy;
+  errors: PolicyError[];
+  fallback: PolicyFallback;
+  /** The policy to remember as "last valid": the new one when it parsed cleanly. */
+  lastValid: Policy | undefined;
+}
+
+// --- states and records ---------------------------------------------------------
+
+export type EngineState = "Unknown" | "Active" | "StoppingPending" | "Stopping" | "Stopped" | "AgentLost";
+
+export const ENGINE_STATES: readonly EngineState[] = [
+  "Unknown",
+  "Active",
+  "StoppingPending",
+  "Stopping",
+  "Stopped",
+  "AgentLost",
+];
+
+export interface PendingNotice {
+  /** Stable for one pending stop. */
+  id: string;
+  sentAtMs: number;
+  deadlineMs: number;
+  /** Last time the notice went out (first send or a repeat). */
+  lastSentAtMs: number;
+  reason: string;
+  /** The idle clock's origin when the notice went out: any activity after it cancels the notice. */
+  idleSinceMs: number;
+  mode: PolicyMode;
+  /** Observe mode: when the stop would have happened. */
+  wouldStopAtMs?: number;
+}
+
+export type StopTrigger = "idle" | "agent-lost";
+
+export interface StopAttempt {
+  decidedAtMs: number;
+  trigger: StopTrigger;
+  reason: string;
+  attempts: number;
+  lastAttemptAtMs: number;
+  /** The idle clock's origin when the stop was decided: activity after it cancels the stop. */
+  idleSinceMs: number | undefined;
+  /** The executor reported the last attempt failed (it retries on its own first). */
+  lastFailure?: { atMs: number; message: string };
+}
+
+/** What the engine remembers about one source family (or one Jupyter server) between reports. */
+export interface SourceMemory {
+  /** The source held something that could become activity at its last good read (kernels, sessions, a busy GPU...). */
+  liveAtLastOk: boolean;
+  lastOkAtMs?: number;
+  /** Set while the source is failing. */
+  blindSinceMs?: number;
+  lastMessage?: string;
+}
+
+export interface LeaseView {
+  id: string;
+  user: string;
+  uid: number;
+  reason: string;
+  requestedSeconds: number;
+  takenAtMs: number;
+  /** min(takenAt + requested, takenAt + max-keep-running). */
+  expiresAtMs: number;
+  clamped: boolean;
+  accepted: boolean;
+  message: string;
+}
+
+export interface InhibitorView {
+  key: string;
+  who: string;
+  why: string;
+  uid: number;
+  firstSeenAtMs: number;
+  /** firstSeen + max-keep-running. */
+  expiresAtMs: number;
+}
+
+/** The memory evidence extraction needs from earlier reports. */
+export interface EvidenceMemory {
+  sources: Record<string, SourceMemory>;
+  /** First time each idle inhibitor lock was seen: locks carry no age, so the cap counts from here. */
+  inhibitorsFirstSeenMs: Record<string, number>;
+  /** The leases of the last report whose lease source was read successfully. */
+  leases: LeaseView[];
+}
+
+/** Everything the engine knows about one VM. decide() returns a new one; the old one is never changed. */
+export interface VmRecord {
+  state: EngineState;
+  sinceMs: number;
+  /** When the engine first saw this VM (or was restored). */
+  firstSeenMs: number;
+  /** receivedAt of the last Report processed. */
+  lastReportAtMs?: number;
+  /** Origin of the idle clock: the last strong evidence, or weak evidence within its cap. */
+  lastActivityAtMs?: number;
+  lastStrongAtMs?: number;
+  lastWeakAtMs?: number;
+  /** What moved the idle clock last, in words. */
+  lastActivityDetail?: string;
+  notice?: PendingNotice;
+  /** The last notice sent, kept after it clears so the terminal echo of the notice is not taken for activity. */
+  lastNoticeSentAtMs?: number;
+  stop?: StopAttempt;
+  /** AgentLost: the observe-mode "would stop" for the lost agent was recorded. */
+  agentLostWouldStopRecorded?: boolean;
+  agentConnected: boolean;
+  /** Restored after a collector restart: no stop is decided before a fresh Report has been seen. */
+  awaitingFreshReport?: boolean;
+  memory: EvidenceMemory;
+  /** Lease decisions last sent to the agent, as a comparable key. */
+  leaseDecisionsKey: string;
+  /** Policy errors last reported, as a comparable key ("" when none). */
+  policyErrorsKey: string;
+  /** Active signal names at the last decision (for status). */
+  activeSignals: string[];
+  /** The one-line summary of the last decision (for status). */
+  summary: string;
+  /** When the VM would be stopped if nothing changes, as of the last decision. */
+  scheduledStopAtMs?: number;
+}
+
+// --- observation -----------------------------------------------------------------
+
+export interface ReceivedReport {
+  report: Report;
+  /** The collector's clock when the Report arrived (ms since the epoch). */
+  receivedAtMs: number;
+}
+
+export type StopOutcome = "accepted" | "refused" | "failed";
+
+export interface StopResult {
+  outcome: StopOutcome;
+  /** Why (the API error, the safety check that refused). */
+  message: string;
+}
+
+/** What the caller knows about a VM at `now`. */
+export interface Observation {
+  /** The latest Report received for this VM, if any. Passing the same one again is harmless. */
+  latestReport?: ReceivedReport;
+  /** The agent's stream is open now. */
+  agentConnected: boolean;
+  /** The VM is running (true), stopped (false) or the caller cannot tell (undefined: standalone). */
+  vmRunning?: boolean;
+  /** The outcome of the stop the engine asked for, passed once after it is known. */
+  stopResult?: StopResult;
+  /** Errors of the VM's current policy annotations (the policy passed in is then the fallback). Absent: no errors. */
+  policyStatus?: { errors: readonly PolicyError[]; fallback: PolicyFallback };
+}
+
+// --- evidence and explanations -----------------------------------------------------
+
+export type SignalName =
+  | "tty-input"
+  | "tty-output"
+  | "jupyter-busy"
+  | "jupyter-kernel"
+  | "jupyter-terminal"
+  | "jupyter-server"
+  | "jupyter-connected"
+  | "code-server"
+  | "gpu"
+  | "cpu"
+  | "user-cpu"
+  | "network"
+  | "disk";
+
+export type Strength = "strong" | "weak";
+
+/** One piece of evidence: a signal showed use at a time (the collector's clock). */
+export interface SignalReading {
+  signal: SignalName;
+  strength: Strength;
+  atMs: number;
+  detail: string;
+}
+
+export type VetoKind =
+  | "jupyter-busy"
+  | "gpu"
+  | "cpu"
+  | "user-cpu"
+  | "network"
+  | "disk"
+  | "lease"
+  | "inhibitor"
+  | "blind-source";
+
+/** Something that forbids a stop now, whatever the idle clock says. */
+export interface Veto {
+  kind: VetoKind;
+  detail: string;
+  /** When the veto ends by itself (lease expiry, cap); unset while it lasts as long as the condition. */
+  untilMs?: number;
+}
+
+export interface BlindSource {
+  source: string;
+  message: string;
+  sinceMs: number;
+  /** The blind source holds the VM (it had live content when last read) until this time. */
+  holdsUntilMs?: number;
+}
+
+export interface Evidence {
+  /** When the snapshot was taken, on the collector's clock: receivedAt − sample age. */
+  sampledAtMs: number;
+  receivedAtMs: number;
+  readings: SignalReading[];
+  vetoes: Veto[];
+  blind: BlindSource[];
+  leases: LeaseView[];
+  inhibitors: InhibitorView[];
+  /** Memory to carry to the next report. */
+  memory: EvidenceMemory;
+}
+
+export interface Explanation {
+  atMs: number;
+  from: EngineState;
+  to: EngineState;
+  idleSeconds: number | undefined;
+  idleTimeoutSeconds: number;
+  lastActivityAtMs: number | undefined;
+  lastActivity: string | undefined;
+  /** Every reading of the latest report, with whether it moved the clock. */
+  readings: Array<SignalReading & { counted: boolean; note?: string }>;
+  vetoes: Veto[];
+  blind: BlindSource[];
+  /** When a stop happens if nothing changes (unset: none scheduled). */
+  stopAtMs: number | undefined;
+  /** Why this decision, in a sentence. */
+  reason: string;
+}
+
+// --- actions ------------------------------------------------------------------------
+
+export type EventType = "Normal" | "Warning";
+
+export interface NoticeAction {
+  kind: "notice";
+  id: string;
+  deadlineMs: number;
+  stopInSeconds: number;
+  idleSeconds: number;
+  reason: string;
+  hint: string;
+  mode: PolicyMode;
+  /** A repeat of a notice already sent (same id). */
+  repeat: boolean;
+}
+
+export interface NoticeClearedAction {
+  kind: "notice-cleared";
+  id: string;
+  reason: string;
+}
+
+export interface StopAction {
+  kind: "stop";
+  trigger: StopTrigger;
+  reason: string;
+  idleSeconds: number | undefined;
+  attempt: number;
+}
+
+export interface WouldStopAction {
+  kind: "would-stop";
+  trigger: StopTrigger;
+  reason: string;
+  idleSeconds: number | undefined;
+}
+
+/** Drop a stop that was asked for but not yet carried out: the VM became active meanwhile. */
+export interface CancelStopAction {
+  kind: "cancel-stop";
+  reason: string;
+}
+
+export interface EventAction {
+  kind: "event";
+  type: EventType;
+  reason: string;
+  message: string;
+}
+
+/** The restart-safe part of the record; write it on the VM (see persist.ts for the annotations). */
+export interface PersistedState {
+  state: EngineState;
+  lastActiveMs: number | undefined;
+  noticeId: string | undefined;
+  stopDeadlineMs: number | undefined;
+}
+
+export interface PersistAction {
+  kind: "persist";
+  values: PersistedState;
+}
+
+export interface LeaseDecisionView {
+  id: string;
+  accepted: boolean;
+  clamped: boolean;
+  effectiveExpiryMs: number;
+  effectiveRemainingSeconds: number;
+  maxKeepRunningSeconds: number;
+  message: string;
+}
+
+export interface LeaseDecisionsAction {
+  kind: "lease-decisions";
+  decisions: LeaseDecisionView[];
+}
+
+export interface PolicyErrorAction {
+  kind: "policy-error";
+  errors: PolicyError[];
+  /** What the VM runs under meanwhile. */
+  fallback: PolicyFallback;
+}
+
+export type Action =
+  | NoticeAction
+  | NoticeClearedAction
+  | StopAction
+  | WouldStopAction
+  | CancelStopAction
+  | EventAction
+  | PersistAction
+  | LeaseDecisionsAction
+  | PolicyErrorAction;
+
+export interface Decision {
+  next: VmRecord;
+  actions: Action[];
+  explanation: Explanation;
+  /** One line for logs and `ws-lease status`. */
+  summary: string;
+  /** The next time the decision can change without new input (notice deadline, idle timeout...). */
+  wakeAtMs: number | undefined;
+}

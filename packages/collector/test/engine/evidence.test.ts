@@ -1,0 +1,101 @@
+import { SourceState } from "@ws/protocol";
+import { describe, expect, it } from "vitest";
+import { extractEvidence, vetoesAt } from "../../src/engine/evidence.js";
+import { HOUR, MINUTE, SECOND, Sim, T0, actionsOf, report, sources, testPolicy, transitions } from "./sim.js";
+
+const policy = testPolicy();
+
+describe("extractEvidence", () => {
+  it("turns every age into a time on the collector's clock, never reading a guest clock", () => {
+    const evidence = extractEvidence(
+      {
+        report: report({
+          sampleAgeSeconds: 10,
+          gpu: { sampleAgeSeconds: 5, gpus: [{ index: 0, utilizationRatio: 0.5 }] },
+          jupyter: {
+            servers: [
+              {
+                url: "http://127.0.0.1:8888/",
+                reachable: true,
+                lastActivityAgeSeconds: 1,
+                kernels: [{ id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 20, connections: 1 }],
+                terminals: [{ name: "1", lastActivityAgeSeconds: 40 }],
+              },
+            ],
+          },
+        }),
+        receivedAtMs: T0,
+      },
+      policy,
+    );
+    const sampled = T0 - 10 * SECOND;
+    expect(evidence.sampledAtMs).toBe(sampled);
+    expect(evidence.readings.map((r) => [r.signal, r.strength, r.atMs])).toEqual([
+      ["jupyter-kernel", "strong", sampled - 20 * SECOND],
+      ["jupyter-connected", "weak", sampled],
+      ["jupyter-terminal", "strong", sampled - 40 * SECOND],
+      ["jupyter-server", "weak", sampled - 1 * SECOND],
+      ["gpu", "strong", sampled - 5 * SECOND],
+    ]);
+  });
+
+  it("treats negative or non-finite ages as no age at all rather than as the future", () => {
+    const evidence = extractEvidence({ report: report({ sampleAgeSeconds: -50, sessions: { sessions: [{ tty: "pts/0", inputAgeSeconds: Number.NaN }] } }), receivedAtMs: T0 }, policy);
+    expect(evidence.sampledAtMs).toBe(T0);
+    expect(evidence.readings).toEqual([]);
+  });
+
+  it("counts only idle inhibitor locks", () => {
+    const evidence = extractEvidence(
+      {
+        report: report({
+          inhibitors: {
+            locks: [
+              { who: "gsd-power", why: "suspend", what: "sleep", mode: "delay", uid: 1000, pid: 1 },
+              { who: "backup", why: "rsync", what: "shutdown:idle", mode: "block", uid: 1000, pid: 2 },
+            ],
+          },
+        }),
+        receivedAtMs: T0,
+      },
+      policy,
+    );
+    expect(evidence.vetoes).toEqual([{ kind: "inhibitor", detail: 'idle inhibitor lock by backup ("rsync")', untilMs: T0 + policy.maxKeepRunningSeconds * 1000 }]);
+  });
+
+  it("a lease's hold ends at its clamped expiry", () => {
+    const evidence = extractEvidence(
+      { report: report({ leases: { leases: [{ id: "L", user: "a", requestedSeconds: 3600, ageSeconds: 1800 }] } }), receivedAtMs: T0 },
+      policy,
+    );
+    expect(vetoesAt(evidence, T0 + 29 * MINUTE)).toHaveLength(1);
+    expect(vetoesAt(evidence, T0 + 30 * MINUTE)).toHaveLength(0);
+  });
+
+  it("forgets Jupyter servers that went away, and a source that recovers is no longer blind", () => {
+    const first = extractEvidence(
+      { report: report({ jupyter: { servers: [{ url: "http://a/", reachable: true, kernels: [{ id: "k" }] }] } }), receivedAtMs: T0 },
+      policy,
+    );
+    expect(first.memory.sources["jupyter http://a/"]).toMatchObject({ liveAtLastOk: true });
+    const failed = extractEvidence({ report: report({ sources: sources({ jupyter: { state: SourceState.FAILED, message: "boom" } }) }), receivedAtMs: T0 + MINUTE }, policy, first.memory);
+    expect(failed.blind.map((b) => b.source)).toEqual(["jupyter"]);
+    const recovered = extractEvidence({ report: report({ jupyter: { servers: [] } }), receivedAtMs: T0 + 2 * MINUTE }, policy, failed.memory);
+    expect(recovered.blind).toEqual([]);
+    expect(recovered.memory.sources["jupyter http://a/"]).toBeUndefined();
+    expect(recovered.memory.sources.jupyter).toEqual({ liveAtLastOk: false, lastOkAtMs: T0 + 2 * MINUTE });
+  });
+});
+
+describe("a VM whose agent never reports", () => {
+  it("is never stopped by default, and is stopped after stop-when-agent-lost-after when it is known to run", () => {
+    const quiet = new Sim(testPolicy());
+    quiet.vmRunning = true;
+    expect(actionsOf(quiet.advance(24 * HOUR, { tickMs: 10 * MINUTE }), "stop")).toEqual([]);
+    const strict = new Sim(testPolicy({ stopWhenAgentLostAfterSeconds: 2 * 3600 }));
+    strict.vmRunning = true;
+    const decisions = strict.advance(3 * HOUR, { tickMs: 10 * MINUTE });
+    expect(transitions(decisions)).toEqual(["Unknown→Stopping"]);
+    expect(actionsOf(decisions, "stop")[0]).toMatchObject({ trigger: "agent-lost" });
+  });
+});
