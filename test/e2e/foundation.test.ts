@@ -65,7 +65,7 @@ grpc: { listen: "127.0.0.1:${grpcPort}" }
 http: { listen: "127.0.0.1:${httpPort}" }
 tokenKeyFile: ${JSON.stringify(keyFile)}
 reportInterval: 1s
-tick: 500ms
+tick: 1s
 policy:
   defaults:
     autostop: enabled

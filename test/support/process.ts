@@ -34,7 +34,14 @@ export function start(file: string, args: string[], env: Record<string, string> 
   };
   child.stdout!.on("data", onData);
   child.stderr!.on("data", onData);
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  let exitedEarly = false;
+  const exited = new Promise<number | null>((resolve) =>
+    child.on("exit", (code) => {
+      exitedEarly = true;
+      for (const listener of listeners) listener();
+      resolve(code);
+    }),
+  );
   return {
     child,
     output: () => text,
@@ -46,6 +53,9 @@ export function start(file: string, args: string[], env: Record<string, string> 
           if (match) {
             cleanup();
             resolve(match);
+          } else if (exitedEarly) {
+            cleanup();
+            reject(new Error(`${path.basename(file)} exited (code ${child.exitCode ?? child.signalCode}) before printing ${pattern}:\n${text.slice(-4000)}`));
           }
         };
         const timer = setTimeout(() => {
