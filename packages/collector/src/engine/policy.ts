@@ -58,11 +58,14 @@ function thresholds(target: PolicyOverrides): Partial<Thresholds> {
   return target.thresholds;
 }
 
+// Minimums guard VMs against a typo in an annotation ("idle-timeout: 2s"). The collector's own
+// config file is the admin's, who may set shorter timings on purpose (demos, tests): there a
+// duration only has to be positive.
 const duration = (raw: unknown, source: KnobSource, limits: { min?: number; max?: number; allowZero?: boolean } = {}) =>
   parseDurationValue(raw, {
     allowBareSeconds: source === "config",
     ...(limits.allowZero !== undefined ? { allowZero: limits.allowZero } : {}),
-    ...(limits.min !== undefined ? { minSeconds: limits.min } : {}),
+    ...(limits.min !== undefined && source === "annotation" ? { minSeconds: limits.min } : {}),
     ...(limits.max !== undefined ? { maxSeconds: limits.max } : {}),
   });
 
@@ -107,7 +110,7 @@ export const POLICY_KNOBS: readonly Knob[] = [
     name: "stop-when-agent-lost-after",
     help: "stop a VM whose agent has been silent this long (default never)",
     set: (t, raw, s) =>
-      void (t.stopWhenAgentLostAfterSeconds = parseOptionalDuration(raw, { allowBareSeconds: s === "config", minSeconds: 60 })),
+      void (t.stopWhenAgentLostAfterSeconds = parseOptionalDuration(raw, { allowBareSeconds: s === "config", ...(s === "annotation" ? { minSeconds: 60 } : {}) })),
   },
   {
     name: "report-interval",
