@@ -33,7 +33,7 @@ export async function quietMachine(): Promise<QuietMachine> {
     ...(await lines("sys-virtual-net.txt")).map((name) => path.join("devices/virtual/net", name)),
   ];
   for (const sub of sysDirs) await mkdir(path.join(dir("sys"), sub), { recursive: true });
-  for (const name of ["run", "dev", "home", "etc", "state"]) await mkdir(dir(name), { recursive: true });
+  for (const name of ["run", "dev/pts", "home", "etc", "state"]) await mkdir(dir(name), { recursive: true });
   await cp(path.join(fixtures, "passwd"), path.join(dir("etc"), "passwd"));
   const socket = path.join(root, "run-ws", "agent.sock");
   await mkdir(path.dirname(socket), { recursive: true, mode: 0o755 });
