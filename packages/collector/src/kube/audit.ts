@@ -2,7 +2,7 @@
  * What the collector leaves on a VM for people and for its own restarts: Kubernetes Events
  * (events.k8s.io/v1, `regarding` the VM, shown by `kubectl describe vm`) for notices, cancels,
  * stops, refused stops and bad policy; and annotations written by merge patch, only on
- * transitions: `<prefix>last-stop` (when, why, which signals, by whom), `<prefix>state` and
+ * transitions: `<prefix>last-stop` (when, why, which signals, by whom), and the engine's `<prefix>state`/`last-active`/`notice-id`/`stop-deadline` (engine/persist.ts) and
  * `<prefix>last-active`, from which a restarted collector resumes its timers. The collector never
  * writes a VM's spec. Repeats of the same Event within a few minutes update the first one's
  * `series` count instead of piling up new objects, as client-go's recorder does.
@@ -96,69 +96,6 @@ export function lastStopAnnotations(prefix: string, stop: LastStop): Record<stri
   return {
     [`${prefix}last-stop`]: JSON.stringify({ when: isoSeconds(stop.whenMs), reason: stop.reason, signals: stop.signals, by: stop.by }),
   };
-}
-
-export interface PersistedState {
-  /** The engine state name, e.g. "StoppingPending". */
-  state: string;
-  /** Last activity (ms since the epoch); null clears the annotation. */
-  lastActiveMs: number | null;
-  /** When the current state began (ms), so a restart resumes grace and idle clocks; null clears it. */
-  sinceMs?: number | null;
-}
-
-/** `<prefix>state`, `<prefix>state-since` and `<prefix>last-active`; null values remove annotations. */
-export function stateAnnotations(prefix: string, persisted: PersistedState): Record<string, string | null> {
-  const out: Record<string, string | null> = {
-    [`${prefix}state`]: persisted.state,
-    [`${prefix}last-active`]: persisted.lastActiveMs === null ? null : isoSeconds(persisted.lastActiveMs),
-  };
-  if (persisted.sinceMs !== undefined) out[`${prefix}state-since`] = persisted.sinceMs === null ? null : isoSeconds(persisted.sinceMs);
-  return out;
-}
-
-export interface RestoredState {
-  state: string | null;
-  lastActiveMs: number | null;
-  sinceMs: number | null;
-  lastStop: { whenMs: number; reason: string; signals: unknown; by: string } | null;
-  /** Values present but unreadable (each is ignored, never fatal). */
-  errors: string[];
-}
-
-function parseTime(value: string | undefined, name: string, errors: string[]): number | null {
-  if (value === undefined) return null;
-  const ms = Date.parse(value);
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(ms)) {
-    errors.push(`${name}: ${JSON.stringify(value)} is not an RFC 3339 time`);
-    return null;
-  }
-  return ms;
-}
-
-/** Reads back what stateAnnotations/lastStopAnnotations wrote (pure; bad values are reported, not thrown). */
-export function readPersistedState(annotations: Record<string, string>, prefix: string = DEFAULT_ANNOTATION_PREFIX): RestoredState {
-  const errors: string[] = [];
-  const rawState = annotations[`${prefix}state`]?.trim();
-  const state = rawState ? rawState : null;
-  const lastActiveMs = parseTime(annotations[`${prefix}last-active`], `${prefix}last-active`, errors);
-  const sinceMs = parseTime(annotations[`${prefix}state-since`], `${prefix}state-since`, errors);
-  let lastStop: RestoredState["lastStop"] = null;
-  const rawStop = annotations[`${prefix}last-stop`];
-  if (rawStop !== undefined) {
-    try {
-      const parsed = JSON.parse(rawStop) as { when?: unknown; reason?: unknown; signals?: unknown; by?: unknown };
-      const whenMs = typeof parsed.when === "string" ? parseTime(parsed.when, `${prefix}last-stop.when`, errors) : null;
-      if (whenMs === null || typeof parsed.reason !== "string") {
-        errors.push(`${prefix}last-stop: needs "when" and "reason"`);
-      } else {
-        lastStop = { whenMs, reason: parsed.reason, signals: parsed.signals ?? null, by: typeof parsed.by === "string" ? parsed.by : "" };
-      }
-    } catch {
-      errors.push(`${prefix}last-stop: not JSON`);
-    }
-  }
-  return { state, lastActiveMs, sinceMs, lastStop, errors };
 }
 
 export interface KubeAuditOptions {
@@ -276,11 +213,6 @@ export class KubeAudit {
 
   recordLastStop(target: { namespace: string; name: string }, stop: Omit<LastStop, "by"> & { by?: string }): Promise<AuditWriteResult> {
     return this.patchAnnotations(target, lastStopAnnotations(this.prefix, { ...stop, by: stop.by ?? this.options.reportingInstance }));
-  }
-
-  /** Writes state and last activity; call on transitions only. */
-  recordState(target: { namespace: string; name: string }, persisted: PersistedState): Promise<AuditWriteResult> {
-    return this.patchAnnotations(target, stateAnnotations(this.prefix, persisted));
   }
 
   private forgetOldestSeries(): void {

@@ -11,8 +11,8 @@ export { DEFAULT_ANNOTATION_PREFIX, allowsEphemeralStop, claimsToCheck, describe
 export type { PvcFacts, SafetyInput, SafetyVerdict } from "./safety.js";
 export { checkStopSafety, readPvcFacts } from "./pvcs.js";
 export type { SafetyCheck } from "./pvcs.js";
-export { AUDIT_REASONS, KubeAudit, auditEvent, lastStopAnnotations, readPersistedState, stateAnnotations, truncateUtf8 } from "./audit.js";
-export type { AuditEvent, AuditEventType, AuditReason, AuditTarget, AuditWriteResult, KubeAuditOptions, LastStop, PersistedState, RestoredState } from "./audit.js";
+export { AUDIT_REASONS, KubeAudit, auditEvent, lastStopAnnotations, truncateUtf8 } from "./audit.js";
+export type { AuditEvent, AuditEventType, AuditReason, AuditTarget, AuditWriteResult, KubeAuditOptions, LastStop } from "./audit.js";
 export { LeaderElector } from "./leader.js";
 export type { ElectionTimers, LeaderElectorOptions } from "./leader.js";
 export { checkPeerIdentity, normalizeIp, parsePeerAddress } from "./identity.js";

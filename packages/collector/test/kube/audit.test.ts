@@ -1,10 +1,9 @@
+import { persistedAnnotations, restoreRecord } from "../../src/engine/persist.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   KubeAudit,
   auditEvent,
   lastStopAnnotations,
-  readPersistedState,
-  stateAnnotations,
   truncateUtf8,
   type AuditTarget,
 } from "../../src/kube/audit.js";
@@ -150,7 +149,11 @@ describe("annotations on the VM", () => {
         })
       ).ok,
     ).toBe(true);
-    expect((await a.recordState(target, { state: "Stopped", lastActiveMs: Date.UTC(2025, 2, 4, 6, 50), sinceMs: Date.UTC(2025, 2, 4, 8, 59, 30) })).ok).toBe(true);
+    const persisted = persistedAnnotations(
+      { state: "Stopped", lastActiveMs: Date.UTC(2025, 2, 4, 6, 50), noticeId: undefined, stopDeadlineMs: undefined },
+      PREFIX,
+    );
+    expect((await a.patchAnnotations(target, persisted)).ok).toBe(true);
     const annotations = await vmAnnotations();
     expect(annotations["team.example/owner"]).toBe("alice");
     expect(JSON.parse(annotations[`${PREFIX}last-stop`]!)).toEqual({
@@ -160,28 +163,21 @@ describe("annotations on the VM", () => {
       by: "ws-collector-7d9f-abcde",
     });
     expect(annotations[`${PREFIX}state`]).toBe("Stopped");
-    expect(annotations[`${PREFIX}last-active`]).toBe("2025-03-04T06:50:00Z");
-    expect(annotations[`${PREFIX}state-since`]).toBe("2025-03-04T08:59:30Z");
+    expect(annotations[`${PREFIX}last-active`]).toBe("2025-03-04T06:50:00.000Z");
     expect(JSON.stringify(fake.store.get(VM, NS, "alice")?.["spec"])).toBe(specBefore);
     const patches = fake.requestsMatching("PATCH", "/virtualmachines/alice");
     expect(patches.every((p) => p.contentType === "application/merge-patch+json")).toBe(true);
     expect(patches.every((p) => Object.keys(p.body as object).join() === "metadata" && Object.keys((p.body as { metadata: object }).metadata).join() === "annotations")).toBe(true);
 
-    const restored = readPersistedState(annotations, PREFIX);
-    expect(restored).toEqual({
-      state: "Stopped",
-      lastActiveMs: Date.UTC(2025, 2, 4, 6, 50),
-      sinceMs: Date.UTC(2025, 2, 4, 8, 59, 30),
-      lastStop: { whenMs: Date.UTC(2025, 2, 4, 8, 59, 30), reason: "idle 2h0m, grace 10m over", signals: { tty: "idle 2h5m", jupyter: "no kernels", gpu: "0%" }, by: "ws-collector-7d9f-abcde" },
-      errors: [],
-    });
+    expect(restoreRecord(annotations, Date.UTC(2025, 2, 4, 10), PREFIX).record?.state).toBe("Stopped");
   });
 
   it("removes an annotation with null, and honours a custom prefix", async () => {
     const clock = { now: Date.UTC(2025, 2, 4, 10) };
     const a = audit(clock, { annotationPrefix: "ws.example.org/" });
-    await a.recordState(target, { state: "Active", lastActiveMs: Date.UTC(2025, 2, 4, 10) });
-    await a.recordState(target, { state: "AgentLost", lastActiveMs: null });
+    const custom = "ws.example.org/";
+    await a.patchAnnotations(target, persistedAnnotations({ state: "Active", lastActiveMs: Date.UTC(2025, 2, 4, 10), noticeId: undefined, stopDeadlineMs: undefined }, custom));
+    await a.patchAnnotations(target, persistedAnnotations({ state: "AgentLost", lastActiveMs: undefined, noticeId: undefined, stopDeadlineMs: undefined }, custom));
     const annotations = await vmAnnotations();
     expect(annotations["ws.example.org/state"]).toBe("AgentLost");
     expect("ws.example.org/last-active" in annotations).toBe(false);
@@ -195,25 +191,9 @@ describe("annotations on the VM", () => {
 
 describe("annotation values (pure)", () => {
   it("builds and reads back the documented formats", () => {
-    expect(stateAnnotations(PREFIX, { state: "StoppingPending", lastActiveMs: Date.UTC(2025, 0, 1, 8, 0, 0, 999) })).toEqual({
-      [`${PREFIX}state`]: "StoppingPending",
-      [`${PREFIX}last-active`]: "2025-01-01T08:00:00Z",
-    });
     expect(lastStopAnnotations(PREFIX, { whenMs: 0, reason: "r", signals: ["tty"], by: "me" })).toEqual({
       [`${PREFIX}last-stop`]: '{"when":"1970-01-01T00:00:00Z","reason":"r","signals":["tty"],"by":"me"}',
     });
-  });
-
-  it("reports unreadable values instead of throwing, and ignores them", () => {
-    const restored = readPersistedState(
-      { [`${PREFIX}state`]: "Active", [`${PREFIX}last-active`]: "yesterday", [`${PREFIX}last-stop`]: "{not json" },
-      PREFIX,
-    );
-    expect(restored.state).toBe("Active");
-    expect(restored.lastActiveMs).toBeNull();
-    expect(restored.lastStop).toBeNull();
-    expect(restored.errors).toHaveLength(2);
-    expect(readPersistedState({}, PREFIX)).toEqual({ state: null, lastActiveMs: null, sinceMs: null, lastStop: null, errors: [] });
   });
 
   it("truncates UTF-8 on character boundaries", () => {

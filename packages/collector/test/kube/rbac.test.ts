@@ -1,4 +1,5 @@
 // packaging/kubernetes/rbac.yaml: least privilege, and enough for everything the collector does.
+import { persistedAnnotations } from "../../src/engine/persist.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
@@ -82,7 +83,7 @@ describe("the collector under exactly this RBAC", () => {
       const target = { namespace: "users", name: "alice", uid: vm.metadata.uid ?? "" };
       expect((await audit.recordEvent(target, auditEvent("StopPending", "idle"))).ok).toBe(true);
       expect((await audit.recordEvent(target, auditEvent("StopPending", "idle"))).ok).toBe(true);
-      expect((await audit.recordState(target, { state: "Stopping", lastActiveMs: Date.UTC(2025, 0, 1) })).ok).toBe(true);
+      expect((await audit.patchAnnotations(target, persistedAnnotations({ state: "Stopping", lastActiveMs: Date.UTC(2025, 0, 1), noticeId: undefined, stopDeadlineMs: undefined }))).ok).toBe(true);
 
       const stopper = new VmStopper(clients, recordingSleep());
       expect((await stopper.stopVm("users", "alice")).ok).toBe(true);
