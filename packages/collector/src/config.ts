@@ -17,7 +17,7 @@ export interface CollectorConfig {
     /** Per-VM policy annotations ("ns/name" → { "idle-timeout": "1h", ... }); labels too. */
     vms: Record<string, { labels: Record<string, string>; annotations: Record<string, string> }>;
   };
-  kubernetes: { kubeconfig?: string; annotationPrefix: string; leaseNamespace: string; leaseName: string; identity: string };
+  kubernetes: { kubeconfig?: string; leaseNamespace: string; leaseName: string; identity: string };
   /** The raw `policy:` section (defaults and profiles), parsed by the engine. */
   policyYaml: string;
   recordTrace?: string;
@@ -125,7 +125,6 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
     standalone: { ...(stopCommand ? { stopCommand } : {}), vms },
     kubernetes: {
       ...(flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig") ? { kubeconfig: flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig")! } : {}),
-      annotationPrefix: str(kubeFile, "annotationPrefix", "kubernetes.annotationPrefix") ?? "workstation.aik8s.run/",
       leaseNamespace: str(kubeFile, "leaseNamespace", "kubernetes.leaseNamespace") ?? env.POD_NAMESPACE ?? "ws-system",
       leaseName: str(kubeFile, "leaseName", "kubernetes.leaseName") ?? "ws-collector",
       identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",

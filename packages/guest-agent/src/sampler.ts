@@ -1,7 +1,7 @@
 // Runs every signal for one Report. A source that throws, hangs past the
 // budget or fails is reported as failed and the rest go on.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { ReportSchema, SourceState, type Report, type SourceStatusSchema } from "@ws/protocol";
+import { ReportSchema, SourceState, SourceStatusSchema, type Report } from "@ws/protocol";
 import type { Clock } from "./clock.js";
 import { errorMessage, type Signal, type SignalContext, type SignalOutcome, type SourceName } from "./signals/types.js";
 
@@ -83,7 +83,7 @@ export async function takeSample(
     }
   }
   return {
-    report: create(ReportSchema, { ...report, sources }),
+    report: create(ReportSchema, { ...report, sources: sources.map((status) => create(SourceStatusSchema, status)) }),
     takenAtMonotonicMs: started,
   };
 }
