@@ -27,6 +27,7 @@ Commands:
   token     Print the token a VM's agent needs (HMAC of namespace/name under the key file)
   keygen    Print a new random key for --key-file
   replay    Run the decision engine over a recorded trace and print every decision
+  whatif    Replay a period recorded in Prometheus under other thresholds: stops, hours saved
   version   Print the version
 
 Run 'ws-collector <command> --help' for the options of a command.
@@ -152,6 +153,8 @@ export async function main(argv: string[], io: Io): Promise<number> {
         return 0;
       case "replay":
         return await replayCommand(rest, { stdout: io.stdout, stderr: io.stderr, readFile: (p: string) => readFile(p, "utf8") });
+      case "whatif":
+        return await (await import("./whatif/command.js")).whatifCommand(rest, { stdout: io.stdout, stderr: io.stderr });
       case "version":
       case "--version":
       case "-V":

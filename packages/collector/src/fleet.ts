@@ -281,6 +281,7 @@ export class Fleet implements AgentSink, FleetReader {
         void actuator.stop(entry.key, action.reason).then((result) => {
           entry.stopInFlight = false;
           entry.pendingStopResult = result;
+          this.options.stats?.countStopOutcome(entry.key, result.outcome);
           log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, { vm: id });
           this.evaluate(entry, this.options.nowMs());
         });
@@ -355,7 +356,10 @@ export class Fleet implements AgentSink, FleetReader {
       leases: leases.filter((l) => l.expiresAtMs > now).map((l) => ({ id: l.id, user: l.user, uid: l.uid, reason: l.reason, expiresAtMs: l.expiresAtMs, clamped: l.clamped })),
       policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
       ...(report?.gpu ? { gpuCount: report.gpu.gpus.length } : {}),
-      ...(entry.session && entry.latest ? { readings: readingsFromReport(entry.latest.report, entry.latest.receivedAtMs) } : {}),
+      // Only a report of the current stream: after a reconnect the previous one is stale.
+      ...(entry.session && entry.latest && entry.latest.receivedAtMs >= entry.session.connectedAtMs
+        ? { readings: readingsFromReport(entry.latest.report, entry.latest.receivedAtMs) }
+        : {}),
     };
   }
 }

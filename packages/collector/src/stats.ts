@@ -6,10 +6,29 @@ export class CollectorStats {
   reportValidationFailures = 0;
   authFailures = new Map<string, number>();
   kubeRequests = new Map<string, number>();
-  decisionSeconds: number[] = [];
+  /** Decision durations since the last scrape; the metrics module drains them into a histogram. */
+  pendingDecisionSeconds: number[] = [];
 
   countAuthFailure(reason: string): void {
     this.authFailures.set(reason, (this.authFailures.get(reason) ?? 0) + 1);
+  }
+
+  observeDecision(seconds: number): void {
+    // Bounded: without scrapes the oldest figures are dropped, not memory.
+    if (this.pendingDecisionSeconds.length < 100_000) this.pendingDecisionSeconds.push(seconds);
+  }
+
+  /**
+   * Outcomes of stops carried out, per VM ("namespace/name" → outcome → count):
+   * the metrics module exports them for the VMs that still exist.
+   */
+  stopOutcomes = new Map<string, Map<string, number>>();
+
+  countStopOutcome(vm: { namespace: string; name: string }, outcome: string): void {
+    const key = `${vm.namespace}/${vm.name}`;
+    const counts = this.stopOutcomes.get(key) ?? new Map<string, number>();
+    counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
+    this.stopOutcomes.set(key, counts);
   }
 
   countKubeRequest(verb: string, code: string): void {

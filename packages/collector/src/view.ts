@@ -1,4 +1,7 @@
 // What the status page, /api/vms and /metrics read: a plain snapshot per VM.
+import type { ReportReadings } from "./whatif/readings.js";
+
+export type { ReportReadings };
 
 export interface LeaseView {
   id: string;
@@ -31,6 +34,14 @@ export interface VmView {
   disks: Array<{ mount: string; usedRatio: number }>;
   leases: LeaseView[];
   policyErrors: string[];
+  /** GPUs in the agent's last Report (kept while the agent is away: it is the VM's hardware). */
+  gpuCount?: number;
+  /**
+   * The idleness-deciding values of the latest Report, only while the agent is
+   * connected (stale values of a gone agent are not exported). Prometheus keeps
+   * them so `ws-collector whatif` can replay history under other thresholds.
+   */
+  readings?: ReportReadings;
 }
 
 export interface FleetCounters {

@@ -1,0 +1,225 @@
+// `ws-collector whatif` options: pure parsing, every problem named.
+import { parseArgs } from "node:util";
+import { DurationError, parseDuration } from "@ws/protocol";
+import { parse as parseYaml } from "yaml";
+import { parseCollectorPolicyConfig } from "../engine/config.js";
+import { mergePolicy, parseKnobs, POLICY_KNOB_NAMES, crossCheckPolicy } from "../engine/policy.js";
+import type { Policy } from "../engine/types.js";
+
+export class WhatifUsageError extends Error {
+  override name = "WhatifUsageError";
+}
+
+/** Knobs that make no sense in a replay: it always enforces, and the step is the report interval. */
+const FIXED_KNOBS = new Set(["autostop", "mode", "report-interval"]);
+export const WHATIF_KNOBS: readonly string[] = POLICY_KNOB_NAMES.filter((name) => !FIXED_KNOBS.has(name));
+
+export interface WhatifOptions {
+  prometheusUrl: URL;
+  fromMs: number;
+  toMs: number;
+  stepSeconds: number;
+  /** The policy replayed for every VM (autostop on, enforce). */
+  policy: Policy;
+  /** The knobs given on the command line, as typed (for the report). */
+  overrides: Record<string, string>;
+  falseStopWindowSeconds: number;
+  namespace?: string;
+  vm?: string;
+  json: boolean;
+  /** Extra HTTP headers for Prometheus (--header 'Authorization: Bearer …'). */
+  headers: Record<string, string>;
+}
+
+export const WHATIF_HELP = `Usage: ws-collector whatif --prometheus URL --from TIME [--to TIME] [options] [--KNOB VALUE ...]
+
+Replays the signals Prometheus recorded from the collector's /metrics through the
+same decision engine under another policy, and prints per VM and in total: stops,
+VM-hours and GPU-hours saved, and likely false stops (activity within 15 minutes of
+a stop). This is how to pick thresholds from a week of observe mode.
+
+Options:
+      --prometheus URL       Prometheus base URL (its HTTP API is under /api/v1/)
+      --from TIME            Start: RFC 3339 (2024-05-01T00:00:00Z), Unix seconds, now or now-DURATION (now-7d)
+      --to TIME              End (default now)
+      --step DURATION        Replay step: one report per step (default 1m)
+  -c, --config FILE          Start from the policy section of this collector config (default: built-in defaults)
+      --profile NAME         ... with this profile of the config applied
+      --namespace NS         Only VMs in this namespace
+      --vm NAME              Only VMs with this name
+      --false-stop-window D  Activity this soon after a stop makes it a likely false stop (default 15m)
+      --header 'NAME: VALUE' HTTP header for Prometheus (repeatable), e.g. an Authorization header
+      --json                 Print JSON instead of a table
+  -h, --help                 This help
+
+Policy knobs, each as --KNOB VALUE, parsed like the config file's:
+  ${WHATIF_KNOBS.join(", ")}
+The replay always enforces (autostop enabled, mode enforce) with the report interval = --step.
+`;
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/** RFC 3339, Unix seconds, "now" or "now-DURATION". */
+export function parseTime(text: string, nowMs: number, what: string): number {
+  const value = text.trim();
+  if (value === "now") return nowMs;
+  const relative = /^now-(.+)$/.exec(value);
+  if (relative) {
+    try {
+      return nowMs - parseDuration(relative[1]!) * 1000;
+    } catch (error) {
+      if (error instanceof DurationError) throw new WhatifUsageError(`${what} ${JSON.stringify(text)}: ${error.message}`);
+      throw error;
+    }
+  }
+  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
+  if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value)) {
+    const ms = Date.parse(value);
+    if (Number.isFinite(ms)) return ms;
+  }
+  throw new WhatifUsageError(`${what} ${JSON.stringify(text)} is not a time: use RFC 3339 (2024-05-01T00:00:00Z), Unix seconds, now or now-7d`);
+}
+
+function duration(text: string, what: string, allowZero = false): number {
+  try {
+    return parseDuration(text, { allowZero });
+  } catch (error) {
+    if (error instanceof DurationError) throw new WhatifUsageError(`${what}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** The `policy:` section of a collector config file, as the engine's config parser takes it. */
+function policySectionOf(text: string, path: string): string {
+  let document: unknown;
+  try {
+    document = parseYaml(text);
+  } catch (error) {
+    throw new WhatifUsageError(`${path}: ${(error as Error).message.split("\n")[0]}`);
+  }
+  if (document === null || document === undefined) return "";
+  if (typeof document !== "object" || Array.isArray(document)) throw new WhatifUsageError(`${path}: the config must be a mapping (key: value)`);
+  const policy = (document as Record<string, unknown>).policy;
+  // JSON is YAML too: the section travels as JSON, as serve passes it.
+  return policy === undefined || policy === null ? "" : JSON.stringify(policy);
+}
+
+function basePolicy(configText: string | undefined, configPath: string | undefined, profile: string | undefined): Policy {
+  const parsed = parseCollectorPolicyConfig(configText === undefined ? "" : policySectionOf(configText, configPath ?? "config"));
+  if (!parsed.ok) throw new WhatifUsageError(`${configPath}: ${parsed.errors.join("; ")}`);
+  if (profile === undefined) return parsed.config.defaults;
+  const overrides = parsed.config.profiles[profile];
+  if (!overrides) {
+    const known = Object.keys(parsed.config.profiles);
+    throw new WhatifUsageError(`--profile ${profile}: no such profile in ${configPath ?? "the built-in defaults (give --config)"}${known.length ? ` (known: ${known.join(", ")})` : ""}`);
+  }
+  return mergePolicy(parsed.config.defaults, overrides);
+}
+
+export function parseWhatifArgs(argv: string[], nowMs: number, readConfig: (path: string) => string): WhatifOptions | "help" {
+  const knobOptions = Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }]));
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        prometheus: { type: "string" },
+        from: { type: "string" },
+        to: { type: "string" },
+        step: { type: "string" },
+        config: { type: "string", short: "c" },
+        profile: { type: "string" },
+        namespace: { type: "string" },
+        vm: { type: "string" },
+        "false-stop-window": { type: "string" },
+        header: { type: "string", multiple: true },
+        json: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+        ...knobOptions,
+      },
+    });
+  } catch (error) {
+    throw new WhatifUsageError((error as Error).message);
+  }
+  const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
+  if (values.help) return "help";
+  const text = (name: string): string | undefined => {
+    const value = values[name];
+    return typeof value === "string" ? value : undefined;
+  };
+
+  const prometheus = text("prometheus");
+  if (!prometheus) throw new WhatifUsageError("whatif needs --prometheus URL (for example http://prometheus:9090)");
+  let prometheusUrl: URL;
+  try {
+    prometheusUrl = new URL(prometheus);
+  } catch {
+    throw new WhatifUsageError(`--prometheus ${JSON.stringify(prometheus)} is not a URL (for example http://prometheus:9090)`);
+  }
+  if (prometheusUrl.protocol !== "http:" && prometheusUrl.protocol !== "https:") {
+    throw new WhatifUsageError(`--prometheus must be an http:// or https:// URL, not ${prometheusUrl.protocol}`);
+  }
+  const from = text("from");
+  if (!from) throw new WhatifUsageError("whatif needs --from (for example --from now-7d)");
+  const fromMs = parseTime(from, nowMs, "--from");
+  const toMs = parseTime(text("to") ?? "now", nowMs, "--to");
+  if (toMs <= fromMs) throw new WhatifUsageError(`--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`);
+  const stepSeconds = duration(text("step") ?? "1m", "--step");
+  if (stepSeconds < 1) throw new WhatifUsageError("--step must be at least 1s");
+  if ((toMs - fromMs) / 1000 / stepSeconds > 5_000_000) throw new WhatifUsageError("--step is too small for the range: more than 5 million steps");
+  const falseStopWindowSeconds = duration(text("false-stop-window") ?? "15m", "--false-stop-window");
+
+  for (const name of ["namespace", "vm"]) {
+    const value = text(name);
+    if (value !== undefined && !DNS_LABEL.test(value)) throw new WhatifUsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
+  }
+
+  const headers: Record<string, string> = {};
+  for (const header of (values.header as string[] | undefined) ?? []) {
+    const colon = header.indexOf(":");
+    if (colon <= 0) throw new WhatifUsageError(`--header ${JSON.stringify(header)}: write it as 'Name: value'`);
+    headers[header.slice(0, colon).trim()] = header.slice(colon + 1).trim();
+  }
+
+  const configPath = text("config");
+  let configText: string | undefined;
+  if (configPath !== undefined) {
+    try {
+      configText = readConfig(configPath);
+    } catch (error) {
+      throw new WhatifUsageError(`cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+  }
+  const base = basePolicy(configText, configPath, text("profile"));
+
+  const overrides: Record<string, string> = {};
+  for (const name of WHATIF_KNOBS) {
+    const value = text(name);
+    if (value !== undefined) overrides[name] = value;
+  }
+  const knobs = parseKnobs(Object.entries(overrides), "annotation", { keyLabel: (name) => `--${name}` });
+  if (knobs.errors.length > 0) {
+    throw new WhatifUsageError(knobs.errors.map((error) => `${error.key}${error.value !== undefined ? ` ${error.value}` : ""}: ${error.message}`).join("; "));
+  }
+  const policy = mergePolicy(base, { ...knobs.overrides, autostopEnabled: true, mode: "enforce", reportIntervalSeconds: stepSeconds });
+  // A step longer than agent-lost-after would make every VM look lost between two steps.
+  if (policy.agentLostAfterSeconds < 2 * stepSeconds) policy.agentLostAfterSeconds = 2 * stepSeconds;
+  const crossErrors = crossCheckPolicy(policy, (name) => `--${name}`);
+  if (crossErrors.length > 0) throw new WhatifUsageError(crossErrors.map((error) => `${error.key}: ${error.message}`).join("; "));
+
+  return {
+    prometheusUrl,
+    fromMs,
+    toMs,
+    stepSeconds,
+    policy,
+    overrides,
+    falseStopWindowSeconds,
+    ...(text("namespace") !== undefined ? { namespace: text("namespace")! } : {}),
+    ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
+    json: values.json === true,
+    headers,
+  };
+}

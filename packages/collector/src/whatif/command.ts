@@ -1,0 +1,101 @@
+// `ws-collector whatif`: read the recorded readings from Prometheus, replay
+// them through the engine under the given policy, print the outcome.
+// The only I/O here: the HTTP range queries and the output streams.
+import { readFileSync } from "node:fs";
+import { parseWhatifArgs, WHATIF_HELP, WhatifUsageError, type WhatifOptions } from "./args.js";
+import { HistoryError, historyFromSeries, historyQuery, parseMatrix, rangeChunks, stepGrid, type MatrixSeries } from "./history.js";
+import { formatJson, formatText } from "./report.js";
+import { simulateVm } from "./simulate.js";
+
+export interface WhatifIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  fetch?: typeof fetch;
+  nowMs?: () => number;
+  readFile?: (path: string) => string;
+}
+
+const QUERY_TIMEOUT_MS = 120_000;
+
+async function queryRange(options: WhatifOptions, query: string, startMs: number, endMs: number, fetchFn: typeof fetch): Promise<MatrixSeries[]> {
+  const url = new URL("api/v1/query_range", options.prometheusUrl.href.endsWith("/") ? options.prometheusUrl : new URL(options.prometheusUrl.href + "/"));
+  const body = new URLSearchParams({ query, start: String(startMs / 1000), end: String(endMs / 1000), step: `${options.stepSeconds}s` });
+  let response: Response;
+  try {
+    response = await fetchFn(url, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json", ...options.headers },
+      body,
+      signal: AbortSignal.timeout(QUERY_TIMEOUT_MS),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    throw new HistoryError(`cannot reach Prometheus at ${options.prometheusUrl.href}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+  }
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new HistoryError(`Prometheus at ${url.href} answered HTTP ${response.status} with something that is not JSON: ${text.slice(0, 200)}`);
+  }
+  return parseMatrix(json);
+}
+
+export async function whatifCommand(argv: string[], io: WhatifIo): Promise<number> {
+  const nowMs = io.nowMs ?? (() => Date.now());
+  let options: WhatifOptions | "help";
+  try {
+    options = parseWhatifArgs(argv, nowMs(), io.readFile ?? ((path) => readFileSync(path, "utf8")));
+  } catch (error) {
+    if (error instanceof WhatifUsageError) {
+      io.stderr.write(`ws-collector whatif: ${error.message}\nRun 'ws-collector whatif --help' for usage.\n`);
+      return 2;
+    }
+    throw error;
+  }
+  if (options === "help") {
+    io.stdout.write(WHATIF_HELP);
+    return 0;
+  }
+
+  const grid = stepGrid(options.fromMs, options.toMs, options.stepSeconds);
+  const query = historyQuery({ ...(options.namespace ? { namespace: options.namespace } : {}), ...(options.vm ? { vm: options.vm } : {}) });
+  const series: MatrixSeries[] = [];
+  try {
+    for (const chunk of rangeChunks(grid)) series.push(...(await queryRange(options, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
+  } catch (error) {
+    if (error instanceof HistoryError) {
+      io.stderr.write(`ws-collector whatif: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+  const histories = historyFromSeries(series, grid);
+  if (histories.length === 0) {
+    io.stderr.write(
+      `ws-collector whatif: Prometheus has no workstation_* series${options.namespace || options.vm ? " for the VMs selected" : ""} between ${new Date(options.fromMs).toISOString()} and ${new Date(options.toMs).toISOString()}: ` +
+        "is it scraping the collector (packaging/prometheus/), and is the range right?\n",
+    );
+    return 1;
+  }
+  const outcomes = histories.map((history) => simulateVm(history, { policy: options.policy, grid, falseStopWindowSeconds: options.falseStopWindowSeconds }));
+  if (outcomes.every((outcome) => outcome.reportedSteps === 0)) {
+    io.stderr.write(
+      "ws-collector whatif: the range has VMs but none of the raw readings whatif replays (workstation_jupyter_busy_kernels and the others in docs/metrics.md): " +
+        "they are exported while an agent is connected, by collectors of this version on.\n",
+    );
+    return 1;
+  }
+  const result = {
+    fromMs: options.fromMs,
+    toMs: options.toMs,
+    stepSeconds: options.stepSeconds,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    policy: options.policy,
+    overrides: options.overrides,
+    vms: outcomes,
+  };
+  io.stdout.write(options.json ? formatJson(result) : formatText(result));
+  return 0;
+}

@@ -1,0 +1,195 @@
+// The few values of a Report that decide idleness, both ways:
+//   readingsFromReport: Report → values /metrics exports (so Prometheus keeps them)
+//   reportFromReadings: values read back from Prometheus → a Report the engine accepts
+// A round trip keeps every reading, veto and threshold comparison the engine
+// makes (test/whatif-readings.test.ts checks it), which is what lets `whatif`
+// replay history under other thresholds.
+import { create } from "@bufbuild/protobuf";
+import { ReportSchema, SourceState, type Report } from "@ws/protocol";
+
+/** Activity that the agent reports as an age; exported as a time on the collector's clock. */
+export const ACTIVITY_SIGNALS = ["tty-input", "tty-output", "jupyter-kernel", "jupyter-terminal", "jupyter-server", "code-server"] as const;
+export type ActivitySignal = (typeof ACTIVITY_SIGNALS)[number];
+
+export interface ReportReadings {
+  /** Whole-machine CPU busy share, 0..1. */
+  cpuBusyRatio?: number;
+  /** CPU of non-system users' processes, in cores. */
+  userProcessCpuCores?: number;
+  /** Receive + transmit, loopback excluded. */
+  networkBytesPerSecond?: number;
+  /** Read + write. */
+  diskBytesPerSecond?: number;
+  gpuCount: number;
+  /** By GPU index; GPUs whose utilization is unreadable ([N/A]) are absent. */
+  gpuUtilization: Record<string, number>;
+  /** Processes holding a GPU (they count as work on a GPU whose utilization is unreadable). */
+  gpuProcesses: number;
+  jupyterBusyKernels: number;
+  /** Kernels with at least one browser connection (weak evidence). */
+  jupyterConnectedKernels: number;
+  /** logind idle inhibitor locks held. */
+  idleInhibitors: number;
+  /** The youngest activity of each kind, on the collector's clock (ms since the epoch). */
+  lastActivityAtMs: Partial<Record<ActivitySignal, number>>;
+}
+
+function cleanAge(seconds: number | undefined): number | undefined {
+  if (seconds === undefined || !Number.isFinite(seconds)) return undefined;
+  return Math.max(0, seconds);
+}
+
+function sumDefined(...values: Array<number | undefined>): number | undefined {
+  const defined = values.filter((value): value is number => value !== undefined && Number.isFinite(value));
+  return defined.length === 0 ? undefined : defined.reduce((a, b) => a + b, 0);
+}
+
+function finite(value: number | undefined): number | undefined {
+  return value !== undefined && Number.isFinite(value) ? value : undefined;
+}
+
+export function readingsFromReport(report: Report, receivedAtMs: number): ReportReadings {
+  const sampledAtMs = receivedAtMs - (cleanAge(report.sampleAgeSeconds) ?? 0) * 1000;
+  const lastActivityAtMs: Partial<Record<ActivitySignal, number>> = {};
+  const note = (signal: ActivitySignal, age: number | undefined, baseMs = sampledAtMs) => {
+    const clean = cleanAge(age);
+    if (clean === undefined) return;
+    const at = baseMs - clean * 1000;
+    lastActivityAtMs[signal] = Math.max(lastActivityAtMs[signal] ?? -Infinity, at);
+  };
+  for (const session of report.sessions?.sessions ?? []) {
+    note("tty-input", session.inputAgeSeconds);
+    note("tty-output", session.outputAgeSeconds);
+  }
+  let busy = 0;
+  let connected = 0;
+  for (const server of report.jupyter?.servers ?? []) {
+    // The engine reads nothing from a server it could not reach.
+    if (!server.reachable) continue;
+    note("jupyter-server", server.lastActivityAgeSeconds);
+    for (const kernel of server.kernels) {
+      if (kernel.executionState === "busy") busy++;
+      if (kernel.connections > 0) connected++;
+      note("jupyter-kernel", kernel.lastActivityAgeSeconds);
+    }
+    for (const terminal of server.terminals) note("jupyter-terminal", terminal.lastActivityAgeSeconds);
+  }
+  for (const instance of report.codeServer?.instances ?? []) note("code-server", instance.heartbeatAgeSeconds);
+
+  const gpuUtilization: Record<string, number> = {};
+  for (const gpu of report.gpu?.gpus ?? []) {
+    const ratio = finite(gpu.utilizationRatio);
+    if (ratio !== undefined) gpuUtilization[String(gpu.index)] = ratio;
+  }
+  const system = report.system;
+  const readings: ReportReadings = {
+    gpuCount: report.gpu?.gpus.length ?? 0,
+    gpuUtilization,
+    gpuProcesses: report.gpu?.processes.length ?? 0,
+    jupyterBusyKernels: busy,
+    jupyterConnectedKernels: connected,
+    idleInhibitors: (report.inhibitors?.locks ?? []).filter((lock) => lock.what.split(":").includes("idle")).length,
+    lastActivityAtMs,
+  };
+  const cpu = finite(system?.cpuBusyRatio);
+  if (cpu !== undefined) readings.cpuBusyRatio = cpu;
+  const cores = finite(system?.userProcessCpuCores);
+  if (cores !== undefined) readings.userProcessCpuCores = cores;
+  const network = sumDefined(system?.networkReceiveBytesPerSecond, system?.networkTransmitBytesPerSecond);
+  if (network !== undefined) readings.networkBytesPerSecond = network;
+  const disk = sumDefined(system?.diskReadBytesPerSecond, system?.diskWriteBytesPerSecond);
+  if (disk !== undefined) readings.diskBytesPerSecond = disk;
+  return readings;
+}
+
+export interface SyntheticReportOptions {
+  /** The report interval the replay runs at (the step). */
+  intervalSeconds: number;
+  /** A keep-running lease in force: when it was first seen and when it ends (already clamped by the recording collector). */
+  lease?: { takenAtMs: number; expiresAtMs: number };
+}
+
+/**
+ * A Report received at `atMs` that makes the engine see what `readings` say.
+ * Ages are measured back from `atMs`; activity "in the future" of `atMs`
+ * (clock skew between scrapes) counts as now.
+ */
+export function reportFromReadings(readings: ReportReadings, atMs: number, options: SyntheticReportOptions): Report {
+  const age = (signal: ActivitySignal): number | undefined => {
+    const at = readings.lastActivityAtMs[signal];
+    return at === undefined ? undefined : Math.max(0, (atMs - at) / 1000);
+  };
+  const ok = (source: string) => ({ source, state: SourceState.OK });
+
+  const ttyInput = age("tty-input");
+  const ttyOutput = age("tty-output");
+  const sessions =
+    ttyInput !== undefined || ttyOutput !== undefined
+      ? [{ user: "whatif", tty: "pts/0", ...(ttyInput !== undefined ? { inputAgeSeconds: ttyInput } : {}), ...(ttyOutput !== undefined ? { outputAgeSeconds: ttyOutput } : {}) }]
+      : [];
+
+  const kernels = [];
+  for (let i = 0; i < readings.jupyterBusyKernels; i++) kernels.push({ id: `busy-${i}`, name: "whatif", executionState: "busy" });
+  for (let i = 0; i < readings.jupyterConnectedKernels; i++) kernels.push({ id: `connected-${i}`, name: "whatif", executionState: "idle", connections: 1 });
+  const kernelAge = age("jupyter-kernel");
+  if (kernelAge !== undefined) kernels.push({ id: "activity", name: "whatif", executionState: "idle", lastActivityAgeSeconds: kernelAge });
+  const terminalAge = age("jupyter-terminal");
+  const serverAge = age("jupyter-server");
+  const hasJupyter = kernels.length > 0 || terminalAge !== undefined || serverAge !== undefined;
+
+  const heartbeatAge = age("code-server");
+  const gpus = [];
+  for (let index = 0; index < readings.gpuCount; index++) {
+    const ratio = readings.gpuUtilization[String(index)];
+    gpus.push({ index, uuid: "", ...(ratio !== undefined ? { utilizationRatio: ratio } : {}) });
+  }
+  const gpuProcesses = [];
+  for (let i = 0; i < readings.gpuProcesses; i++) gpuProcesses.push({ pid: i + 1, gpuUuid: "", processName: "whatif" });
+  const locks = [];
+  for (let i = 0; i < readings.idleInhibitors; i++) locks.push({ who: "whatif", why: `lock ${i}`, what: "idle", mode: "block", pid: i + 1 });
+  const lease = options.lease && options.lease.expiresAtMs > options.lease.takenAtMs ? options.lease : undefined;
+
+  return create(ReportSchema, {
+    sequence: 1n,
+    intervalSeconds: options.intervalSeconds,
+    sampleAgeSeconds: 0,
+    sources: ["sessions", "jupyter", "code_server", "gpu", "system", "inhibitors", "leases"].map(ok),
+    sessions: { sessions },
+    jupyter: {
+      servers: hasJupyter
+        ? [
+            {
+              url: "http://whatif/",
+              reachable: true,
+              ...(serverAge !== undefined ? { lastActivityAgeSeconds: serverAge } : {}),
+              kernels,
+              terminals: terminalAge !== undefined ? [{ name: "1", lastActivityAgeSeconds: terminalAge }] : [],
+            },
+          ]
+        : [],
+    },
+    codeServer: { instances: heartbeatAge !== undefined ? [{ user: "whatif", heartbeatAgeSeconds: heartbeatAge }] : [] },
+    gpu: { gpus, processes: gpuProcesses },
+    system: {
+      ...(readings.cpuBusyRatio !== undefined ? { cpuBusyRatio: readings.cpuBusyRatio } : {}),
+      ...(readings.userProcessCpuCores !== undefined ? { userProcessCpuCores: readings.userProcessCpuCores } : {}),
+      ...(readings.networkBytesPerSecond !== undefined ? { networkReceiveBytesPerSecond: readings.networkBytesPerSecond } : {}),
+      ...(readings.diskBytesPerSecond !== undefined ? { diskReadBytesPerSecond: readings.diskBytesPerSecond } : {}),
+    },
+    inhibitors: { locks },
+    leases: {
+      leases: lease
+        ? [
+            {
+              id: `whatif-${lease.takenAtMs}`,
+              user: "whatif",
+              reason: "recorded lease",
+              requestedSeconds: (lease.expiresAtMs - lease.takenAtMs) / 1000,
+              ageSeconds: Math.max(0, (atMs - lease.takenAtMs) / 1000),
+              confirmed: true,
+            },
+          ]
+        : [],
+    },
+  });
+}

@@ -1,0 +1,187 @@
+// The counterfactual: replay a VM's recorded history through the real engine
+// under another policy. A stop the engine decides is taken as carried out; the
+// VM then stays off (saving its VM- and GPU-hours) until the recording shows
+// someone using it again — they would have started it — or the VM going away,
+// or the end of the range. Activity soon after a stop marks it a likely false stop.
+import { decide } from "../engine/decide.js";
+import { extractEvidence, vetoesAt } from "../engine/evidence.js";
+import type { Decision, Observation, Policy, ReceivedReport, StopTrigger, VmRecord } from "../engine/types.js";
+import type { StepGrid, StepSample, VmHistory } from "./history.js";
+import { reportFromReadings } from "./readings.js";
+
+export type StopEnd = "activity" | "vm-gone" | "end-of-range";
+
+export interface SimulatedStop {
+  atMs: number;
+  trigger: StopTrigger;
+  reason: string;
+  /** When the VM would have been needed again (or the range/recording ended). */
+  untilMs: number;
+  endedBy: StopEnd;
+  /** What brought the user back, for stops that ended by activity. */
+  resumedBy?: string;
+  gpus: number;
+  savedSeconds: number;
+  likelyFalse: boolean;
+}
+
+export interface VmOutcome {
+  namespace: string;
+  name: string;
+  stops: SimulatedStop[];
+  vmHoursSaved: number;
+  gpuHoursSaved: number;
+  likelyFalseStops: number;
+  /** Steps at which the VM had a report to replay. */
+  reportedSteps: number;
+}
+
+export interface SimulationOptions {
+  policy: Policy;
+  grid: StepGrid;
+  falseStopWindowSeconds: number;
+}
+
+/** The most engine calls between two steps (timers that fire between reports). */
+const MAX_WAKES_PER_STEP = 16;
+
+interface Stopped {
+  atMs: number;
+  trigger: StopTrigger;
+  reason: string;
+  gpus: number;
+  record: VmRecord;
+}
+
+/** What the recording shows after `sinceMs` that means someone uses the VM again, or undefined. */
+function activityAfter(received: ReceivedReport, policy: Policy, record: VmRecord, sinceMs: number): { atMs: number; what: string } | undefined {
+  const evidence = extractEvidence(received, policy, record.memory);
+  let earliest: { atMs: number; what: string } | undefined;
+  for (const reading of evidence.readings) {
+    if (reading.strength !== "strong" || reading.atMs <= sinceMs) continue;
+    const atMs = Math.min(reading.atMs, received.receivedAtMs);
+    if (!earliest || atMs < earliest.atMs) earliest = { atMs, what: reading.signal };
+  }
+  if (earliest) return earliest;
+  const veto = vetoesAt(evidence, received.receivedAtMs).find((v) => v.kind !== "blind-source");
+  return veto ? { atMs: received.receivedAtMs, what: veto.kind } : undefined;
+}
+
+export function simulateVm(history: VmHistory, options: SimulationOptions): VmOutcome {
+  const { policy, grid } = options;
+  const windowMs = options.falseStopWindowSeconds * 1000;
+  const stops: SimulatedStop[] = [];
+  let record: VmRecord | undefined;
+  let latest: ReceivedReport | undefined;
+  let stopped: Stopped | undefined;
+  let gpus = 0;
+  let reportedSteps = 0;
+  const leaseFirstSeen = new Map<number, number>();
+
+  const synthesize = (sample: StepSample, atMs: number): ReceivedReport | undefined => {
+    if (!sample.connected || !sample.readings) return undefined;
+    let lease: { takenAtMs: number; expiresAtMs: number } | undefined;
+    if (sample.leaseExpiresAtMs !== undefined && sample.leaseExpiresAtMs > atMs) {
+      // The recorded end wobbles by milliseconds from report to report (it is computed from ages): one lease per second.
+      const key = Math.round(sample.leaseExpiresAtMs / 1000);
+      const takenAtMs = leaseFirstSeen.get(key) ?? atMs;
+      leaseFirstSeen.set(key, takenAtMs);
+      lease = { takenAtMs, expiresAtMs: sample.leaseExpiresAtMs };
+    }
+    return { receivedAtMs: atMs, report: reportFromReadings(sample.readings, atMs, { intervalSeconds: grid.stepMs / 1000, ...(lease ? { lease } : {}) }) };
+  };
+
+  const endStop = (untilMs: number, endedBy: StopEnd, resumedBy?: string) => {
+    if (!stopped) return;
+    const savedSeconds = Math.max(0, (untilMs - stopped.atMs) / 1000);
+    stops.push({
+      atMs: stopped.atMs,
+      trigger: stopped.trigger,
+      reason: stopped.reason,
+      untilMs,
+      endedBy,
+      ...(resumedBy ? { resumedBy } : {}),
+      gpus: stopped.gpus,
+      savedSeconds,
+      likelyFalse: endedBy === "activity" && untilMs - stopped.atMs <= windowMs,
+    });
+    stopped = undefined;
+    // The VM boots afresh: a new record, as a collector sees a started VM.
+    record = undefined;
+    latest = undefined;
+  };
+
+  const run = (nowMs: number, observation: Observation): Decision => {
+    const decision = decide(nowMs, policy, observation, record);
+    record = decision.next;
+    const stop = decision.actions.find((action) => action.kind === "stop" || action.kind === "would-stop");
+    if (stop && (stop.kind === "stop" || stop.kind === "would-stop")) {
+      stopped = { atMs: nowMs, trigger: stop.trigger, reason: stop.reason, gpus, record: decision.next };
+    }
+    return decision;
+  };
+
+  for (let index = 0; index < grid.count; index++) {
+    const atMs = grid.startMs + index * grid.stepMs;
+    const sample = history.samples[index];
+    if (sample?.gpuCount !== undefined) gpus = sample.gpuCount;
+    const received = sample ? synthesize(sample, atMs) : undefined;
+    if (received) reportedSteps++;
+
+    if (stopped) {
+      if (received) {
+        const activity = activityAfter(received, policy, stopped.record, stopped.atMs);
+        if (!activity) continue;
+        endStop(Math.max(activity.atMs, stopped.atMs), "activity", activity.what);
+      } else if (!sample?.connected && stopped.trigger === "idle") {
+        // The recorded VM went away (stopped for real, or its agent is gone): nothing more to save.
+        endStop(atMs, "vm-gone");
+        continue;
+      } else {
+        continue;
+      }
+    }
+
+    if (received) latest = received;
+    const observation: Observation = { agentConnected: sample?.connected === true, ...(latest ? { latestReport: latest } : {}) };
+    let decision = run(atMs, observation);
+    // Timers between two steps (notice deadline, idle timeout) fire at their time, as the collector's tick would.
+    const nextMs = atMs + grid.stepMs;
+    for (let wake = 0; wake < MAX_WAKES_PER_STEP && !stopped; wake++) {
+      const wakeAt = decision.wakeAtMs;
+      if (wakeAt === undefined || wakeAt >= nextMs || wakeAt <= decision.explanation.atMs) break;
+      decision = run(wakeAt, observation);
+    }
+  }
+  if (stopped) endStop(grid.startMs + (grid.count - 1) * grid.stepMs, "end-of-range");
+
+  const vmHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds, 0) / 3600;
+  const gpuHoursSaved = stops.reduce((sum, stop) => sum + (stop.savedSeconds * stop.gpus), 0) / 3600;
+  return {
+    namespace: history.namespace,
+    name: history.name,
+    stops,
+    vmHoursSaved,
+    gpuHoursSaved,
+    likelyFalseStops: stops.filter((stop) => stop.likelyFalse).length,
+    reportedSteps,
+  };
+}
+
+export interface WhatifTotals {
+  vms: number;
+  stops: number;
+  likelyFalseStops: number;
+  vmHoursSaved: number;
+  gpuHoursSaved: number;
+}
+
+export function totals(outcomes: readonly VmOutcome[]): WhatifTotals {
+  return {
+    vms: outcomes.length,
+    stops: outcomes.reduce((sum, vm) => sum + vm.stops.length, 0),
+    likelyFalseStops: outcomes.reduce((sum, vm) => sum + vm.likelyFalseStops, 0),
+    vmHoursSaved: outcomes.reduce((sum, vm) => sum + vm.vmHoursSaved, 0),
+    gpuHoursSaved: outcomes.reduce((sum, vm) => sum + vm.gpuHoursSaved, 0),
+  };
+}

@@ -1,0 +1,220 @@
+// The /metrics registry over a plain FleetReader: values, series that leave
+// with their VM, histograms drained from the stats, promtool's lint, and the
+// docs listing every metric.
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { createMetrics } from "../src/metrics.js";
+import { CollectorStats } from "../src/stats.js";
+import type { FleetCounters, FleetReader, VmView } from "../src/view.js";
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
+const NOW = 1_700_000_000_000;
+
+function view(name: string, overrides: Partial<VmView> = {}): VmView {
+  return {
+    namespace: "lab",
+    name,
+    state: "Active",
+    mode: "enforce",
+    autostop: true,
+    connected: true,
+    agentVersion: "0.1.0",
+    peer: "10.0.0.7:40000",
+    lastReportAtMs: NOW - 2_000,
+    lastActivityAtMs: NOW - 600_000,
+    idleSeconds: 600,
+    idleTimeoutSeconds: 7200,
+    stopDeadlineMs: NOW + 7_200_000,
+    activeSignals: ["tty-input"],
+    signals: { tty: true, jupyter: false, gpu: false },
+    explanation: "Active",
+    gpus: [{ gpu: "0", utilizationRatio: 0.42 }],
+    disks: [{ mount: "/", usedRatio: 0.73 }],
+    leases: [{ id: "l1", user: "ada", uid: 1000, reason: "training", expiresAtMs: NOW + 3_600_000, clamped: false }],
+    policyErrors: [],
+    gpuCount: 2,
+    readings: {
+      cpuBusyRatio: 0.25,
+      userProcessCpuCores: 1.5,
+      networkBytesPerSecond: 2048,
+      diskBytesPerSecond: 4096,
+      gpuCount: 2,
+      gpuUtilization: { "0": 0.42 },
+      gpuProcesses: 1,
+      jupyterBusyKernels: 1,
+      jupyterConnectedKernels: 2,
+      idleInhibitors: 0,
+      lastActivityAtMs: { "tty-input": NOW - 600_000, "code-server": NOW - 30_000 },
+    },
+    ...overrides,
+  };
+}
+
+class StubFleet implements FleetReader {
+  vms: VmView[] = [];
+  readonly counterValues: FleetCounters = { stops: new Map([["idle|enforce", 3], ["idle|observe", 5]]), notices: 9, stopsCancelled: 4, leasesGranted: 2, policyErrors: 1 };
+  views(): VmView[] {
+    return this.vms;
+  }
+  counters(): FleetCounters {
+    return this.counterValues;
+  }
+}
+
+function setup(options: { leader?: () => boolean } = {}) {
+  const fleet = new StubFleet();
+  const stats = new CollectorStats();
+  const registry = createMetrics(fleet, stats, () => NOW, () => 3, options);
+  return { fleet, stats, registry };
+}
+
+/** The value of one sample line, or undefined when the series is absent. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith(series + " "));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe("createMetrics", () => {
+  it("exports the per-VM decision, signals and raw readings", async () => {
+    const { fleet, registry } = setup();
+    fleet.vms = [view("ada")];
+    const text = await registry.metrics();
+    const vm = 'namespace="lab",vm="ada"';
+    expect(sample(text, `workstation_idle_seconds{${vm}}`)).toBe(600);
+    expect(sample(text, `workstation_idle_timeout_seconds{${vm}}`)).toBe(7200);
+    expect(sample(text, `workstation_last_activity_timestamp_seconds{${vm}}`)).toBe((NOW - 600_000) / 1000);
+    expect(sample(text, `workstation_last_report_timestamp_seconds{${vm}}`)).toBe((NOW - 2_000) / 1000);
+    expect(sample(text, `workstation_state{${vm},state="Active"}`)).toBe(1);
+    expect(sample(text, `workstation_state{${vm},state="Stopped"}`)).toBe(0);
+    expect(sample(text, `workstation_autostop_enabled{${vm},mode="enforce"}`)).toBe(1);
+    expect(sample(text, `workstation_stop_deadline_timestamp_seconds{${vm}}`)).toBe((NOW + 7_200_000) / 1000);
+    expect(sample(text, `workstation_agent_connected{${vm}}`)).toBe(1);
+    expect(sample(text, `workstation_signal_active{${vm},signal="tty"}`)).toBe(1);
+    expect(sample(text, `workstation_signal_active{${vm},signal="gpu"}`)).toBe(0);
+    expect(sample(text, `workstation_lease_expiry_timestamp_seconds{${vm}}`)).toBe((NOW + 3_600_000) / 1000);
+    expect(sample(text, `workstation_disk_used_ratio{${vm},mount="/"}`)).toBe(0.73);
+    expect(sample(text, `workstation_gpus{${vm}}`)).toBe(2);
+    expect(sample(text, `workstation_gpu_utilization_ratio{${vm},gpu="0"}`)).toBe(0.42);
+    expect(sample(text, `workstation_gpu_utilization_ratio{${vm},gpu="1"}`)).toBeUndefined();
+    expect(sample(text, `workstation_gpu_processes{${vm}}`)).toBe(1);
+    expect(sample(text, `workstation_cpu_busy_ratio{${vm}}`)).toBe(0.25);
+    expect(sample(text, `workstation_user_process_cpu_cores{${vm}}`)).toBe(1.5);
+    expect(sample(text, `workstation_network_bytes_per_second{${vm}}`)).toBe(2048);
+    expect(sample(text, `workstation_disk_io_bytes_per_second{${vm}}`)).toBe(4096);
+    expect(sample(text, `workstation_jupyter_busy_kernels{${vm}}`)).toBe(1);
+    expect(sample(text, `workstation_jupyter_connected_kernels{${vm}}`)).toBe(2);
+    expect(sample(text, `workstation_idle_inhibitors{${vm}}`)).toBe(0);
+    expect(sample(text, `workstation_signal_last_activity_timestamp_seconds{${vm},signal="tty-input"}`)).toBe((NOW - 600_000) / 1000);
+    expect(sample(text, `workstation_signal_last_activity_timestamp_seconds{${vm},signal="code-server"}`)).toBe((NOW - 30_000) / 1000);
+    expect(sample(text, `workstation_policy_invalid_settings{${vm}}`)).toBe(0);
+  });
+
+  it("exports the fleet counters and the collector's own health", async () => {
+    const { fleet, stats, registry } = setup();
+    fleet.vms = [view("ada")];
+    stats.reportsReceived = 17;
+    stats.reportDecodeFailures = 2;
+    stats.streamsOpened = 5;
+    stats.countAuthFailure("bad-token");
+    stats.countKubeRequest("stop", "202");
+    stats.countKubeRequest("stop", "202");
+    stats.countStopOutcome({ namespace: "lab", name: "ada" }, "refused");
+    const text = await registry.metrics();
+    expect(sample(text, 'workstation_stops_total{reason="idle",mode="enforce"}')).toBe(3);
+    expect(sample(text, 'workstation_stops_total{reason="idle",mode="observe"}')).toBe(5);
+    expect(sample(text, "workstation_notices_total")).toBe(9);
+    expect(sample(text, "workstation_stop_cancelled_total")).toBe(4);
+    expect(sample(text, "workstation_leases_granted_total")).toBe(2);
+    expect(sample(text, "workstation_policy_errors_total")).toBe(1);
+    expect(sample(text, "workstation_reports_received_total")).toBe(17);
+    expect(sample(text, 'workstation_report_decode_failures_total{kind="decode"}')).toBe(2);
+    expect(sample(text, 'workstation_report_decode_failures_total{kind="validation"}')).toBe(0);
+    expect(sample(text, 'workstation_auth_failures_total{reason="bad-token"}')).toBe(1);
+    expect(sample(text, 'workstation_kube_requests_total{verb="stop",code="202"}')).toBe(2);
+    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="refused"}')).toBe(1);
+    // Every outcome from 0, so that increase() sees the first one.
+    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="accepted"}')).toBe(0);
+    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="failed"}')).toBe(0);
+    expect(sample(text, "workstation_agent_streams")).toBe(3);
+    expect(sample(text, "workstation_agent_streams_opened_total")).toBe(5);
+    expect(sample(text, "workstation_collector_leader")).toBe(1);
+  });
+
+  it("removes a VM's series when the VM goes away, and its raw readings when its agent does", async () => {
+    const { fleet, stats, registry } = setup();
+    fleet.vms = [view("ada"), view("bob")];
+    stats.countStopOutcome({ namespace: "lab", name: "bob" }, "accepted");
+    const before = await registry.metrics();
+    expect(before).toContain('vm="bob"');
+
+    fleet.vms = [view("ada", { connected: false, readings: undefined })];
+    const after = await registry.metrics();
+    expect(after).not.toContain('vm="bob"');
+    expect(sample(after, 'workstation_agent_connected{namespace="lab",vm="ada"}')).toBe(0);
+    expect(sample(after, 'workstation_cpu_busy_ratio{namespace="lab",vm="ada"}')).toBeUndefined();
+    expect(sample(after, 'workstation_gpu_utilization_ratio{namespace="lab",vm="ada",gpu="0"}')).toBeUndefined();
+    // Hardware and disk stay known while the agent is away.
+    expect(sample(after, 'workstation_gpus{namespace="lab",vm="ada"}')).toBe(2);
+    expect(sample(after, 'workstation_disk_used_ratio{namespace="lab",vm="ada",mount="/"}')).toBe(0.73);
+  });
+
+  it("drains decision durations into a histogram that keeps counting across scrapes", async () => {
+    const { stats, registry } = setup();
+    stats.observeDecision(0.00002);
+    stats.observeDecision(0.003);
+    const first = await registry.metrics();
+    expect(stats.pendingDecisionSeconds).toEqual([]);
+    expect(sample(first, "workstation_decision_duration_seconds_count")).toBe(2);
+    expect(sample(first, 'workstation_decision_duration_seconds_bucket{le="0.000025"}')).toBe(1);
+    stats.observeDecision(0.5);
+    const second = await registry.metrics();
+    expect(sample(second, "workstation_decision_duration_seconds_count")).toBe(3);
+    expect(sample(second, 'workstation_decision_duration_seconds_bucket{le="+Inf"}')).toBe(3);
+  });
+
+  it("times each scrape and shows it from the next one on", async () => {
+    const { registry } = setup();
+    const first = await registry.metrics();
+    expect(sample(first, "workstation_scrape_duration_seconds_count")).toBe(0);
+    const second = await registry.metrics();
+    expect(sample(second, "workstation_scrape_duration_seconds_count")).toBe(1);
+  });
+
+  it("reports the leader state it is given", async () => {
+    let leading = false;
+    const { registry } = setup({ leader: () => leading });
+    expect(sample(await registry.metrics(), "workstation_collector_leader")).toBe(0);
+    leading = true;
+    expect(sample(await registry.metrics(), "workstation_collector_leader")).toBe(1);
+  });
+
+  it("passes promtool check metrics with every series present", async () => {
+    const { fleet, stats, registry } = setup();
+    fleet.vms = [view("ada"), view("bob", { state: "StoppingPending", mode: "observe", policyErrors: ["idle-timeout: bad"] })];
+    stats.countAuthFailure("bad-token");
+    stats.countKubeRequest("stop", "202");
+    stats.countStopOutcome({ namespace: "lab", name: "ada" }, "accepted");
+    stats.observeDecision(0.001);
+    await registry.metrics();
+    const text = await registry.metrics();
+    const lint = spawnSync("promtool", ["check", "metrics"], { input: text, encoding: "utf8" });
+    if (lint.error) throw new Error(`promtool is missing (${lint.error.message}): install the Debian package prometheus`);
+    expect(lint.stdout + lint.stderr).toBe("");
+    expect(lint.status).toBe(0);
+  });
+
+  it("is documented metric by metric in docs/metrics.md", async () => {
+    const { registry } = setup();
+    const docs = readFileSync(path.join(repoRoot, "docs/metrics.md"), "utf8");
+    const names = registry.getMetricsAsArray().map((metric) => metric.name);
+    expect(names.length).toBeGreaterThan(30);
+    const undocumented = names.filter((name) => !docs.includes(`\`${name}\``));
+    expect(undocumented).toEqual([]);
+    // And the docs name nothing that is not exported.
+    const documented = [...docs.matchAll(/`(workstation_[a-z_]+)`/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, ""));
+    expect(documented.filter((name) => !names.includes(name))).toEqual([]);
+  });
+});

@@ -1,0 +1,105 @@
+// The alert rules, checked and unit-tested by the real promtool, plus the
+// guarantees promtool cannot give: every alert tested both ways, a runbook
+// section for each, and the Operator's PrometheusRule equal to the plain file.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse, parseAllDocuments } from "yaml";
+import { repoRoot } from "../support/process.js";
+import { promtool } from "../support/prometheus.js";
+
+const dir = path.join(repoRoot, "packaging/prometheus");
+const rulesFile = path.join(dir, "workstation-alerts.yaml");
+const testFile = path.join(dir, "workstation-alerts.test.yaml");
+
+interface Rule {
+  alert: string;
+  expr: string;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+const groups = (parse(readFileSync(rulesFile, "utf8")) as { groups: Array<{ name: string; rules: Rule[] }> }).groups;
+const alerts = groups.flatMap((group) => group.rules);
+
+describe("alert rules", () => {
+  it("pass promtool check rules", () => {
+    const result = promtool(["check", "rules", rulesFile]);
+    expect(result.status, result.output).toBe(0);
+    expect(result.output).toContain(`SUCCESS: ${alerts.length} rules found`);
+  });
+
+  it("pass their promtool unit tests", () => {
+    const result = promtool(["test", "rules", path.basename(testFile)], dir);
+    expect(result.status, result.output).toBe(0);
+    expect(result.output).toContain("SUCCESS");
+  });
+
+  it("have a unit test for every alert, firing and not firing", () => {
+    const tests = (parse(readFileSync(testFile, "utf8")) as { tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }> }).tests;
+    const cases = tests.flatMap((test) => test.alert_rule_test);
+    for (const { alert } of alerts) {
+      const mine = cases.filter((c) => c.alertname === alert);
+      expect(mine.some((c) => c.exp_alerts.length > 0), `${alert} is never tested firing`).toBe(true);
+      expect(mine.some((c) => c.exp_alerts.length === 0), `${alert} is never tested not firing`).toBe(true);
+    }
+    expect(alerts.map((a) => a.alert)).toEqual(
+      expect.arrayContaining([
+        "WorkstationDiskFilling",
+        "WorkstationDiskAlmostFull",
+        "WorkstationDiskFull",
+        "WorkstationAgentLost",
+        "WorkstationStopOverdue",
+        "WorkstationStopRefusedRepeatedly",
+        "WorkstationCollectorNotLeader",
+        "WorkstationLikelyFalseStop",
+      ]),
+    );
+  });
+
+  it("each carry a severity, a runbook and a runbook_url to a section of docs/alerts.md", () => {
+    const runbooks = readFileSync(path.join(repoRoot, "docs/alerts.md"), "utf8");
+    const anchors = new Set([...runbooks.matchAll(/^## (\S+)$/gm)].map((m) => m[1]!.toLowerCase()));
+    for (const rule of alerts) {
+      expect(["info", "warning", "critical"], rule.alert).toContain(rule.labels.severity);
+      expect(rule.annotations.summary, rule.alert).toBeTruthy();
+      expect(rule.annotations.runbook, rule.alert).toBeTruthy();
+      expect(rule.annotations.runbook_url, rule.alert).toBe(`docs/alerts.md#${rule.alert.toLowerCase()}`);
+      expect(anchors, `docs/alerts.md has no section for ${rule.alert}`).toContain(rule.alert.toLowerCase());
+    }
+  });
+
+  it("are the same groups in the Operator's PrometheusRule", () => {
+    const operator = parse(readFileSync(path.join(dir, "prometheusrule.yaml"), "utf8"));
+    expect(operator.kind).toBe("PrometheusRule");
+    expect(operator.spec.groups).toEqual(groups);
+  });
+});
+
+describe("scrape configuration", () => {
+  it("the plain scrape config is a valid Prometheus config with the rules loaded", () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), "ws-promcfg-"));
+    try {
+      const scrape = parse(readFileSync(path.join(dir, "scrape-config.yaml"), "utf8"));
+      const config = { global: { scrape_interval: "15s" }, rule_files: [rulesFile], scrape_configs: scrape.scrape_configs };
+      writeFileSync(path.join(tmp, "prometheus.yml"), JSON.stringify(config));
+      const result = promtool(["check", "config", path.join(tmp, "prometheus.yml")]);
+      expect(result.status, result.output).toBe(0);
+      expect(result.output).toContain("is valid prometheus config file syntax");
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("the ServiceMonitor scrapes /metrics of every replica through a Service that lists not-ready pods", () => {
+    const docs = parseAllDocuments(readFileSync(path.join(dir, "servicemonitor.yaml"), "utf8")).map((d) => d.toJS());
+    const service = docs.find((d) => d.kind === "Service");
+    const monitor = docs.find((d) => d.kind === "ServiceMonitor");
+    expect(service.spec.publishNotReadyAddresses).toBe(true);
+    const port = service.spec.ports[0];
+    expect(monitor.spec.endpoints[0]).toMatchObject({ port: port.name, path: "/metrics", honorLabels: true });
+    for (const [key, value] of Object.entries(monitor.spec.selector.matchLabels)) expect(service.metadata.labels[key]).toBe(value);
+    expect(monitor.spec.namespaceSelector.matchNames).toContain(service.metadata.namespace);
+  });
+});
