@@ -10,9 +10,16 @@ PACKAGES=(
   cloud-init                            # seal tests read its --help and run clean
   util-linux fdisk e2fsprogs xfsprogs btrfs-progs cloud-guest-utils parted lvm2  # grow tests
   systemd dbus-daemon                   # systemd-analyze verify; a real logind for inhibitor tests
-
+  debootstrap systemd-container         # packaging: a Debian root to install the .deb into, booted with systemd-nspawn
+  shellcheck man-db                     # packaging: maintainer scripts, man pages
   procps
 )
+
+# kubectl renders the kustomize overlays. It is not a Debian package (the machine images ship
+# it from Kubernetes' own repository), so it is checked, not installed.
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "install-test-deps: kubectl is missing: install it (https://kubernetes.io/docs/tasks/tools/) for test/packaging/kubernetes.test.ts" >&2
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

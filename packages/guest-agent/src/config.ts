@@ -108,7 +108,7 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
     const v = obj[key];
     if (v === undefined || v === null) return undefined;
     if (typeof v === "string") return v;
-    if (typeof v === "number") return String(v);
+    if (typeof v === "number" || typeof v === "boolean") return String(v);
     problems.push(`${label}: expected a string`);
     return undefined;
   };

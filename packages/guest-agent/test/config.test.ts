@@ -109,6 +109,11 @@ describe("resolveAgentConfig", () => {
     expect(problems.join("\n")).toMatch(/tokenFile \/etc\/ws-agent\/token: ENOENT/);
   });
 
+  it("accepts YAML booleans for collector.insecure", () => {
+    expect(resolveAgentConfig(base({ requireCollector: false, fileText: "collector: { insecure: true }" })).collector.insecure).toBe(true);
+    expect(resolveAgentConfig(base({ requireCollector: false, fileText: "collector: { insecure: false }" })).collector.insecure).toBe(false);
+  });
+
   it("parses WS_AGENT_INSECURE strictly", () => {
     expect(problemsOf(base({ env: { WS_AGENT_INSECURE: "maybe" } })).join()).toMatch(/expected true or false/);
     expect(resolveAgentConfig(base({ requireCollector: false, env: { WS_AGENT_INSECURE: "yes" } })).collector.insecure).toBe(true);

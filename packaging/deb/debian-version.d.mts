@@ -1,0 +1,1 @@
+export function debianVersion(version: string): string | null;

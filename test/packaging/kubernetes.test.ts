@@ -1,0 +1,347 @@
+// The Kubernetes packaging: every overlay rendered by the real `kubectl kustomize`, every object
+// checked against its API type, least-privilege RBAC compared with the engine's verb list, the
+// collector config read by the collector's own parser, and the example VM and the Dockerfile.
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { parse, parseAllDocuments } from "yaml";
+import { resolveCollectorConfig } from "../../packages/collector/src/config.js";
+import { parseCollectorPolicyConfig } from "../../packages/collector/src/engine/config.js";
+import { DEFAULT_ANNOTATION_PREFIX, parseKnobs } from "../../packages/collector/src/engine/policy.js";
+import { repoRoot } from "../support/process.js";
+import { ApiTypes, loadClientNodeModels, loadCrdSchema } from "./lib/api-types.js";
+import { rootVersion } from "./lib/artifacts.js";
+import { requireCommand, run } from "./lib/tools.js";
+
+type Obj = Record<string, any>; // rendered YAML: shapes are asserted, not typed
+
+const OVERLAYS = ["standalone", "observe", "enforce"] as const;
+const overlayDir = (name: string) => path.join(repoRoot, "packaging/kubernetes-overlays", name);
+
+/**
+ * Everything the collector may do, per API group and resource (the engine issue's list).
+ * Core group is "". Anything else, "*" anywhere, or a non-resource URL is a failure.
+ */
+const ALLOWED_VERBS: Record<string, string[]> = {
+  "kubevirt.io/virtualmachines": ["get", "list", "watch", "patch"],
+  "kubevirt.io/virtualmachineinstances": ["get", "list", "watch"],
+  "/pods": ["get", "list", "watch"],
+  "/persistentvolumeclaims": ["get", "list", "watch"],
+  "subresources.kubevirt.io/virtualmachines/stop": ["update"],
+  "/events": ["create", "patch"],
+  "events.k8s.io/events": ["create", "patch"],
+  "coordination.k8s.io/leases": ["get", "create", "update"],
+};
+
+const rendered = new Map<string, Obj[]>();
+let types: ApiTypes;
+
+beforeAll(async () => {
+  requireCommand("kubectl", "kubectl");
+  const component = path.join(repoRoot, "packaging/prometheus/kustomization.yaml");
+  if (!existsSync(component)) {
+    throw new Error(
+      "packaging/prometheus/kustomization.yaml is missing: the overlays include packaging/prometheus as a kustomize Component " +
+        "(apiVersion: kustomize.config.k8s.io/v1alpha1, kind: Component, resources: [servicemonitor.yaml, prometheusrule.yaml])",
+    );
+  }
+  for (const overlay of OVERLAYS) {
+    const result = run("kubectl", ["kustomize", overlayDir(overlay)]);
+    if (result.status !== 0) throw new Error(`kubectl kustomize ${overlay} failed:\n${result.output}`);
+    const documents = parseAllDocuments(result.stdout);
+    for (const doc of documents) if (doc.errors.length) throw new Error(`${overlay}: rendered YAML does not parse: ${doc.errors[0]!.message}`);
+    rendered.set(overlay, documents.map((doc) => doc.toJS() as Obj));
+  }
+  types = new ApiTypes(await loadClientNodeModels(), loadCrdSchema());
+}, 120_000);
+
+const objects = (overlay: string) => rendered.get(overlay)!;
+const find = (overlay: string, kind: string, name?: string) => objects(overlay).filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
+const one = (overlay: string, kind: string, name?: string): Obj => {
+  const found = find(overlay, kind, name);
+  expect(found.length, `${overlay}: exactly one ${kind}${name ? ` ${name}` : ""}`).toBe(1);
+  return found[0]!;
+};
+const deployment = (overlay: string) => one(overlay, "Deployment", "ws-collector");
+const container = (overlay: string) => deployment(overlay).spec.template.spec.containers[0] as Obj;
+const configText = (overlay: string): string => one(overlay, "ConfigMap").data["config.yaml"];
+
+describe.each(OVERLAYS)("overlay %s", (overlay) => {
+  it("renders objects of the expected kinds, all named and labelled part-of ws", () => {
+    const kinds = objects(overlay).map((o) => o.kind).sort();
+    const expected = ["ConfigMap", "Deployment", "Namespace", "NetworkPolicy", "PrometheusRule", "Secret", "Service", "Service", "ServiceAccount", "ServiceMonitor"];
+    if (overlay !== "standalone") expected.push("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding");
+    expect(kinds).toEqual(expected.sort());
+    for (const object of objects(overlay)) {
+      expect(object.metadata?.name, `${object.kind} has a name`).toMatch(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/);
+      if (object.kind !== "Namespace" && !object.kind.startsWith("Cluster")) expect(object.metadata.namespace, `${object.kind}/${object.metadata.name}`).toBe("ws-system");
+    }
+    expect(deployment(overlay).metadata.labels["app.kubernetes.io/part-of"]).toBe("ws");
+  });
+
+  it("matches the API types: no unknown field, no value of the wrong type", () => {
+    const problems = objects(overlay).flatMap((object) => types.validateObject(object));
+    expect(problems).toEqual([]);
+  });
+
+  it("runs 2 leader-elected replicas (1 standalone), Recreate, ready only on the leader", () => {
+    const spec = deployment(overlay).spec;
+    expect(spec.replicas).toBe(overlay === "standalone" ? 1 : 2);
+    expect(spec.strategy).toEqual({ type: "Recreate" });
+    const c = container(overlay);
+    expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
+    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
+    expect(c.args).toEqual(["serve", "--config", "/etc/ws-collector/config.yaml"]);
+    expect(c.ports).toEqual([
+      { name: "grpc", containerPort: 7443, protocol: "TCP" },
+      { name: "http", containerPort: 8080, protocol: "TCP" },
+    ]);
+    const env = Object.fromEntries((c.env as Obj[]).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]));
+    expect(env).toEqual({ POD_NAME: "metadata.name", POD_NAMESPACE: "metadata.namespace" });
+    expect(c.resources.requests.cpu).toBeTruthy();
+    expect(c.resources.requests.memory).toBeTruthy();
+    expect(c.resources.limits.memory).toBeTruthy();
+    expect(c.image).toBe(`registry.example.com/ws/ws-collector:${rootVersion}`);
+  });
+
+  it("runs as non-root with a read-only root filesystem, no capabilities, RuntimeDefault seccomp", () => {
+    const pod = deployment(overlay).spec.template.spec;
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: "RuntimeDefault" } });
+    expect(pod.securityContext.runAsUser).toBeGreaterThan(0);
+    expect(container(overlay).securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ["ALL"] },
+    });
+    expect(one(overlay, "Namespace").metadata.labels["pod-security.kubernetes.io/enforce"]).toBe("restricted");
+    expect(pod.serviceAccountName).toBe(one(overlay, "ServiceAccount").metadata.name);
+    if (overlay === "standalone") expect(pod.automountServiceAccountToken).toBe(false);
+  });
+
+  it("mounts the config, the key and the TLS pair where the config says, from objects that exist", () => {
+    const pod = deployment(overlay).spec.template.spec;
+    const mount = (container(overlay).volumeMounts as Obj[]).find((m) => m.name === "config")!;
+    expect(mount).toMatchObject({ mountPath: "/etc/ws-collector", readOnly: true });
+    const sources = (pod.volumes as Obj[]).find((v) => v.name === "config")!.projected.sources as Obj[];
+    const files = new Map<string, string>();
+    for (const source of sources) {
+      const ref = source.configMap ?? source.secret;
+      for (const item of ref.items as Obj[]) files.set(path.posix.join(mount.mountPath, item.path), `${source.configMap ? "ConfigMap" : "Secret"}/${ref.name}:${item.key}`);
+    }
+    expect(files.get("/etc/ws-collector/config.yaml")).toBe(`ConfigMap/${one(overlay, "ConfigMap").metadata.name}:config.yaml`);
+    expect(files.get("/etc/ws-collector/token.key")).toBe(`Secret/${one(overlay, "Secret", "ws-collector-key").metadata.name}:token.key`);
+
+    const config = resolveCollectorConfig(configText(overlay), "config.yaml", {}, { POD_NAME: "ws-collector-0", POD_NAMESPACE: "ws-system" });
+    for (const file of [config.tokenKeyFile, config.grpc.certFile!, config.grpc.keyFile!]) expect([...files.keys()], file).toContain(file);
+  });
+
+  it("leaves the token key to the operator: the Secret carries no data to overwrite it with", () => {
+    const secret = one(overlay, "Secret", "ws-collector-key");
+    expect(secret.data).toBeUndefined();
+    expect(secret.stringData).toBeUndefined();
+  });
+
+  it("has a config the collector accepts, in the overlay's mode", () => {
+    const config = resolveCollectorConfig(configText(overlay), "config.yaml", {}, { POD_NAME: "ws-collector-0", POD_NAMESPACE: "ws-system" });
+    expect(config.mode).toBe(overlay === "standalone" ? "standalone" : "kubernetes");
+    expect(config.grpc.listen).toBe("0.0.0.0:7443");
+    expect(config.http.listen).toBe("0.0.0.0:8080");
+    expect(config.kubernetes.kubeconfig).toBeUndefined(); // in-cluster service account
+    const policy = parseCollectorPolicyConfig(config.policyYaml);
+    if (!policy.ok) throw new Error(`policy: ${policy.errors.join("; ")}`);
+    expect(policy.config.defaults.mode).toBe(overlay === "enforce" ? "enforce" : "observe");
+    expect(Object.keys(policy.config.profiles).sort()).toEqual(["interactive", "teaching", "training"]);
+    if (overlay === "standalone") expect(policy.config.defaults.autostopEnabled).toBe(true);
+  });
+
+  it("serves gRPC and HTTP through a Service that selects the collector's pods", () => {
+    const service = one(overlay, "Service", "ws-collector");
+    expect(service.spec.ports).toEqual([
+      { name: "grpc", port: 7443, targetPort: "grpc", protocol: "TCP" },
+      { name: "http", port: 8080, targetPort: "http", protocol: "TCP" },
+    ]);
+    const podLabels = deployment(overlay).spec.template.metadata.labels;
+    for (const [key, value] of Object.entries(service.spec.selector)) expect(podLabels[key], key).toBe(value);
+  });
+
+  it("lets only VM pods reach gRPC, and the monitoring namespace reach HTTP", () => {
+    const policy = one(overlay, "NetworkPolicy");
+    const podLabels = deployment(overlay).spec.template.metadata.labels;
+    for (const [key, value] of Object.entries(policy.spec.podSelector.matchLabels)) expect(podLabels[key]).toBe(value);
+    expect(policy.spec.policyTypes).toEqual(["Ingress"]);
+    const rules = policy.spec.ingress as Obj[];
+    const grpcRules = rules.filter((rule) => !rule.ports || (rule.ports as Obj[]).some((p) => p.port === 7443 || p.port === "grpc"));
+    expect(grpcRules.length).toBe(1);
+    expect(grpcRules[0]!.from).toEqual([{ namespaceSelector: {}, podSelector: { matchLabels: { "kubevirt.io": "virt-launcher" } } }]);
+    const httpRules = rules.filter((rule) => (rule.ports as Obj[]).some((p) => p.port === 8080));
+    expect(httpRules.length).toBe(1);
+    expect(httpRules[0]!.from).toEqual([{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }]);
+  });
+
+  it("grants no verb beyond the engine's list, binds only its own roles, and only to its ServiceAccount", () => {
+    const roles = objects(overlay).filter((o) => o.kind === "ClusterRole" || o.kind === "Role");
+    if (overlay === "standalone") {
+      expect(roles).toEqual([]);
+      expect(objects(overlay).filter((o) => o.kind.endsWith("Binding"))).toEqual([]);
+      return;
+    }
+    const granted: string[] = [];
+    for (const role of roles) {
+      for (const rule of role.rules as Obj[]) {
+        expect(rule.nonResourceURLs, `${role.kind}/${role.metadata.name} nonResourceURLs`).toBeUndefined();
+        for (const group of rule.apiGroups as string[]) {
+          for (const resource of rule.resources as string[]) {
+            const allowed = ALLOWED_VERBS[`${group}/${resource}`];
+            expect(allowed, `${role.kind}/${role.metadata.name} grants on ${group || "core"}/${resource}, which is not in the list`).toBeDefined();
+            for (const verb of rule.verbs as string[]) {
+              expect(allowed, `${role.kind}/${role.metadata.name}: ${verb} on ${group || "core"}/${resource}`).toContain(verb);
+              granted.push(`${verb} ${group}/${resource}`);
+            }
+          }
+        }
+      }
+    }
+    // What the collector cannot work without.
+    for (const needed of ["update subresources.kubevirt.io/virtualmachines/stop", "watch kubevirt.io/virtualmachines", "update coordination.k8s.io/leases"]) {
+      expect(granted).toContain(needed);
+    }
+    const sa = one(overlay, "ServiceAccount");
+    for (const binding of objects(overlay).filter((o) => o.kind.endsWith("Binding"))) {
+      const target = roles.find((r) => r.kind === binding.roleRef.kind && r.metadata.name === binding.roleRef.name);
+      expect(target, `${binding.kind}/${binding.metadata.name} binds ${binding.roleRef.kind}/${binding.roleRef.name}, not one of ours`).toBeDefined();
+      expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: sa.metadata.name, namespace: sa.metadata.namespace }]);
+    }
+  });
+
+  it("includes the ServiceMonitor and the alert rules for the Prometheus Operator", () => {
+    expect(one(overlay, "ServiceMonitor").spec.endpoints[0].path).toBe("/metrics");
+    expect((one(overlay, "PrometheusRule").spec.groups as Obj[]).length).toBeGreaterThan(0);
+  });
+});
+
+describe("observe and enforce", () => {
+  it("differ only in the default mode of their policy", () => {
+    const observe = parse(configText("observe")) as Obj;
+    const enforce = parse(configText("enforce")) as Obj;
+    expect(observe.policy.defaults.mode).toBe("observe");
+    enforce.policy.defaults.mode = "observe";
+    expect(enforce).toEqual(observe);
+  });
+});
+
+describe("the example workstation VM", () => {
+  const file = path.join(repoRoot, "packaging/kubernetes/examples/workstation-vm.yaml");
+  const docs = () => parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS() as Obj);
+  const vm = () => docs().find((d) => d.kind === "VirtualMachine")!;
+  const secret = () => docs().find((d) => d.kind === "Secret")!;
+
+  it("matches the KubeVirt and core API types", () => {
+    expect(docs().map((d) => d.kind)).toEqual(["Secret", "VirtualMachine"]);
+    expect(docs().flatMap((d) => types.validateObject(d))).toEqual([]);
+  });
+
+  it("opts into autostop with a label and sets its policy with annotations the engine accepts", () => {
+    const { labels, annotations } = vm().metadata;
+    expect(labels[`${DEFAULT_ANNOTATION_PREFIX}autostop`]).toBe("enabled");
+    const knobs = Object.entries(annotations as Record<string, string>)
+      .filter(([key]) => key.startsWith(DEFAULT_ANNOTATION_PREFIX))
+      .map(([key, value]) => [key.slice(DEFAULT_ANNOTATION_PREFIX.length), value] as [string, string]);
+    expect(knobs.map(([k]) => k).sort()).toEqual(["grace-period", "idle-timeout", "profile"]);
+    const { errors } = parseKnobs(knobs.filter(([k]) => k !== "profile"), "annotation");
+    expect(errors).toEqual([]);
+    const profile = knobs.find(([k]) => k === "profile")![1];
+    const policy = parseCollectorPolicyConfig(JSON.stringify((parse(configText("enforce")) as Obj).policy));
+    if (!policy.ok) throw new Error(policy.errors.join("; "));
+    expect(Object.keys(policy.config.profiles)).toContain(profile);
+  });
+
+  it("boots from a DataVolume root disk (persistent: the collector may stop it) with cloud-init from the Secret", () => {
+    const spec = vm().spec;
+    const template = spec.template.spec;
+    const rootDv = spec.dataVolumeTemplates[0].metadata.name;
+    const volumes = template.volumes as Obj[];
+    expect(volumes.find((v) => v.name === "root")).toEqual({ name: "root", dataVolume: { name: rootDv } });
+    for (const volume of volumes) expect(Object.keys(volume).filter((k) => k !== "name"), volume.name).toSatisfy((kinds: string[]) => kinds.every((k) => ["dataVolume", "persistentVolumeClaim", "cloudInitNoCloud"].includes(k)));
+    const cloudInit = volumes.find((v) => v.cloudInitNoCloud)!.cloudInitNoCloud;
+    expect(cloudInit.secretRef.name).toBe(secret().metadata.name);
+    expect(secret().metadata.namespace).toBe(vm().metadata.namespace);
+    const disks = (template.domain.devices.disks as Obj[]).map((d) => d.name).sort();
+    expect(disks).toEqual(volumes.map((v) => v.name).sort());
+    expect(template.domain.devices.interfaces[0].masquerade).toEqual({});
+    expect(spec.runStrategy).toBe("Always");
+  });
+
+  it("carries the same user-data as packaging/cloud-init/user-data.example.yaml", () => {
+    const example = readFileSync(path.join(repoRoot, "packaging/cloud-init/user-data.example.yaml"), "utf8");
+    const embedded = secret().stringData.userdata as string;
+    expect(embedded.startsWith("#cloud-config\n")).toBe(true);
+    expect(parse(embedded)).toEqual(parse(example));
+    const agentConfig = parse((parse(embedded) as Obj).write_files[0].content) as Obj;
+    expect(agentConfig.vm).toEqual({ namespace: vm().metadata.namespace, name: vm().metadata.name });
+  });
+});
+
+describe("the collector image", () => {
+  const dockerfile = () => readFileSync(path.join(repoRoot, "packaging/docker/Dockerfile"), "utf8");
+  const instructions = () =>
+    dockerfile()
+      .split("\n")
+      .filter((line) => line.trim() && !line.trim().startsWith("#"))
+      .map((line) => {
+        const [keyword, ...rest] = line.trim().split(/\s+/);
+        return { keyword: keyword!.toUpperCase(), args: rest.join(" ") };
+      });
+
+  it("builds on a pinned Node.js >= 20 slim image", () => {
+    const from = instructions().filter((i) => i.keyword === "FROM");
+    expect(from.length).toBe(1);
+    const match = /^node:(\d+)\.(\d+)\.(\d+)-bookworm-slim(@sha256:[0-9a-f]{64})?$/.exec(from[0]!.args);
+    expect(match, `FROM ${from[0]!.args} is not a pinned node:X.Y.Z-bookworm-slim`).not.toBeNull();
+    expect(Number(match![1])).toBeGreaterThanOrEqual(20);
+  });
+
+  it("copies only the bundle, runs as the Deployment's non-root uid, and starts it with node", () => {
+    const copies = instructions().filter((i) => i.keyword === "COPY" || i.keyword === "ADD");
+    expect(copies.length).toBe(1);
+    expect(copies[0]!.args).toMatch(/ packages\/collector\/dist\/ws-collector\.cjs \/app\/ws-collector\.cjs$/);
+    const user = instructions().find((i) => i.keyword === "USER")!.args;
+    const pod = deployment("enforce").spec.template.spec.securityContext;
+    expect(user).toBe(`${pod.runAsUser}:${pod.runAsGroup}`);
+    expect(JSON.parse(instructions().find((i) => i.keyword === "ENTRYPOINT")!.args)).toEqual(["node", "/app/ws-collector.cjs"]);
+    expect(JSON.parse(instructions().find((i) => i.keyword === "CMD")!.args)).toEqual(container("enforce").args);
+    expect(instructions().find((i) => i.keyword === "EXPOSE")!.args.split(/\s+/).sort()).toEqual(["7443", "8080"]);
+    const ignore = readFileSync(path.join(repoRoot, "packaging/docker/Dockerfile.dockerignore"), "utf8").split("\n").filter((l) => l && !l.startsWith("#"));
+    expect(ignore).toEqual(["*", "!packages/collector/dist/ws-collector.cjs"]);
+  });
+});
+
+describe("the API type check itself", () => {
+  it("rejects unknown fields, values of the wrong type, missing required fields and unknown kinds", () => {
+    const deploymentProblems = types.validateObject({
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "x", labels: { enabled: true } },
+      spec: { replicas: "2", templat: {}, selector: { matchLabels: { a: "b" } } },
+    });
+    expect(deploymentProblems).toEqual([
+      'Deployment/x.metadata.labels.enabled: expected a string, got true',
+      'Deployment/x.spec.replicas: expected a number, got "2"',
+      expect.stringMatching(/^Deployment\/x\.spec\.templat: unknown field/),
+    ]);
+    const vmProblems = types.validateObject({
+      apiVersion: "kubevirt.io/v1",
+      kind: "VirtualMachine",
+      metadata: { name: "vm" },
+      spec: { runStrategy: "Sometimes", template: { spec: { domain: { devices: { disks: [{ disk: { bus: "virtio" } }] }, memory: { guest: "lots" } } } } },
+    });
+    expect(vmProblems).toEqual([
+      expect.stringMatching(/^VirtualMachine\/vm\.spec\.runStrategy: expected one of Always, Halted/),
+      "VirtualMachine/vm.spec.template.spec.domain.devices.disks[0].name: required",
+      'VirtualMachine/vm.spec.template.spec.domain.memory.guest: expected a quantity such as 16Gi or 500m, got "lots"',
+    ]);
+    expect(types.validateObject({ apiVersion: "example.com/v1", kind: "Widget", metadata: { name: "w" } })).toEqual([
+      "example.com/v1 Widget w: no API type known for it (add it to test/packaging/schemas/crds.json)",
+    ]);
+  });
+});
