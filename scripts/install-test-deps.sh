@@ -4,7 +4,8 @@
 set -euo pipefail
 
 PACKAGES=(
-  jupyter-server python3-ipykernel      # Jupyter signal tests (real server + kernel)
+  jupyter-server python3-ipykernel python3-terminado  # Jupyter signal tests (real server, kernels, terminals)
+  openssl                               # self-signed certificates (Jupyter HTTPS, fake Kubernetes API TLS)
   openssh-server openssh-client         # SSH/tty signal tests (real sshd on loopback)
   prometheus                            # promtool + a real Prometheus for metrics tests
   cloud-init                            # seal tests read its --help and run clean

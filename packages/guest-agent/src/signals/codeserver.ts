@@ -1,0 +1,60 @@
+/**
+ * code-server: it touches ~/.local/share/code-server/heartbeat about once a minute while a
+ * browser has the editor open, whether or not anyone types. A fresh heartbeat therefore means
+ * "connected" (weak evidence for the collector), never "working".
+ */
+import { lstat } from "node:fs/promises";
+import path from "node:path";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { CodeServerInstanceSchema, CodeServerSignalSchema } from "@ws/protocol";
+import type { Users } from "../users.js";
+import { isMissing, listHomeDirs } from "./jupyter-homes.js";
+import { absent, errorMessage, failed, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
+
+export type CodeServerSignalValue = MessageInitShape<typeof CodeServerSignalSchema>;
+type InstanceInit = MessageInitShape<typeof CodeServerInstanceSchema>;
+
+/** code-server's default data dir, relative to a home (its --user-data-dir default). */
+export const HEARTBEAT_PATH = path.join(".local", "share", "code-server", "heartbeat");
+
+export interface HeartbeatFileStat {
+  uid: number;
+  mtimeMs: number;
+}
+
+/** What one heartbeat file says, as the report carries it. Pure. */
+export function heartbeatInstance(file: string, stat: HeartbeatFileStat, users: Users, nowMs: number): InstanceInit {
+  return {
+    user: users.byUid(stat.uid)?.name ?? "",
+    uid: stat.uid,
+    heartbeatFile: file,
+    heartbeatAgeSeconds: Math.max(0, (nowMs - stat.mtimeMs) / 1000),
+  };
+}
+
+export function createCodeServerSignal(): Signal<CodeServerSignalValue> {
+  return {
+    name: "code_server",
+    async collect(ctx: SignalContext): Promise<SignalOutcome<CodeServerSignalValue>> {
+      const { homes, problems } = await listHomeDirs(ctx.roots, ctx.users);
+      const instances: InstanceInit[] = [];
+      for (const home of homes) {
+        const file = path.join(home, HEARTBEAT_PATH);
+        try {
+          const info = await lstat(file);
+          if (!info.isFile()) {
+            problems.push(`${file}: not a regular file`);
+            continue;
+          }
+          instances.push(heartbeatInstance(file, info, ctx.users, ctx.clock.nowMs()));
+        } catch (error) {
+          if (!isMissing(error)) problems.push(`${file}: ${errorMessage(error)}`);
+        }
+      }
+      const message = problems.length > 0 ? problems.join("; ") : undefined;
+      if (instances.length > 0) return ok({ instances }, message);
+      if (message !== undefined) return failed(message);
+      return absent("no code-server heartbeat in any home");
+    },
+  };
+}
