@@ -2,14 +2,14 @@
 // executes the actions it returns, and answers agents with Directives.
 import * as grpc from "@grpc/grpc-js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { DirectiveSchema, PolicyMode, VmState, type Directive, type Report } from "@ws/protocol";
+import { DirectiveSchema, PolicyMode, type Directive, type Report } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
 import { vmId } from "./agents/server.js";
 import { decide } from "./engine/decide.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
 import { toEffectivePolicy } from "./engine/policy.js";
 import { statusFor } from "./engine/status.js";
-import type { Action, Decision, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, VmRecord } from "./engine/types.js";
+import type { Action, Decision, Explanation, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, StopTrigger, VmRecord } from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
 import type { FleetCounters, FleetReader, VmView } from "./view.js";
@@ -17,9 +17,15 @@ import { readingsFromReport } from "./whatif/readings.js";
 
 export interface Actuator {
   /** Carries out a stop; resolves with what happened (never rejects). */
-  stop(vm: VmKey, reason: string): Promise<StopResult>;
+  stop(vm: VmKey, reason: string, evidence?: StopEvidence): Promise<StopResult>;
   event(vm: VmKey, type: "Normal" | "Warning", reason: string, message: string): void;
   persist(vm: VmKey, values: Extract<Action, { kind: "persist" }>["values"]): void;
+}
+
+/** What a stop was decided on (the engine's explanation of that decision), for its audit record. */
+export interface StopEvidence {
+  trigger: StopTrigger;
+  explanation: Explanation | undefined;
 }
 
 export interface FleetOptions {
@@ -58,15 +64,6 @@ interface VmEntry {
   lastDecision?: Decision;
   knownLeases: Set<string>;
 }
-
-const STATE_TO_PROTO: Record<string, VmState> = {
-  Unknown: VmState.UNKNOWN,
-  Active: VmState.ACTIVE,
-  StoppingPending: VmState.STOPPING_PENDING,
-  Stopping: VmState.STOPPING,
-  Stopped: VmState.STOPPED,
-  AgentLost: VmState.AGENT_LOST,
-};
 
 const SIGNAL_FAMILIES = ["tty", "jupyter", "code-server", "gpu", "background", "lease", "inhibitor"] as const;
 function familyOf(signal: string): (typeof SIGNAL_FAMILIES)[number] | undefined {
@@ -203,6 +200,9 @@ export class Fleet implements AgentSink, FleetReader {
   }
 
   private evaluate(entry: VmEntry, now: number, fromReport = false): void {
+    // A replica that is not (or no longer) the leader decides nothing: a stream closing as it
+    // steps down, or a stop finishing after it lost the Lease, must not act on the VM.
+    if (this.options.acting && !this.options.acting()) return;
     if (entry.record === undefined && this.options.restore) entry.record = this.options.restore(entry.key, now);
     const began = performance.now();
     const vmRunning = this.options.vmRunning?.(entry.key);
@@ -229,7 +229,7 @@ export class Fleet implements AgentSink, FleetReader {
     const directive: MessageInitShape<typeof DirectiveSchema> = {};
     for (const action of decision.actions) this.execute(entry, action, directive, now);
     if (entry.session && (fromReport || Object.keys(directive).length > 0)) {
-      directive.status = this.statusMessage(entry, now);
+      directive.status = statusFor(entry.record!, entry.policy, now);
       entry.session.send(create(DirectiveSchema, directive));
     }
   }
@@ -278,7 +278,7 @@ export class Fleet implements AgentSink, FleetReader {
         this.countStop(action.trigger, "enforce");
         entry.stopInFlight = true;
         log("info", `${id}: stopping: ${action.reason}`, { vm: id, attempt: action.attempt });
-        void actuator.stop(entry.key, action.reason).then((result) => {
+        void actuator.stop(entry.key, action.reason, { trigger: action.trigger, explanation: entry.lastDecision?.explanation }).then((result) => {
           entry.stopInFlight = false;
           entry.pendingStopResult = result;
           this.options.stats?.countStopOutcome(entry.key, result.outcome);
@@ -310,14 +310,6 @@ export class Fleet implements AgentSink, FleetReader {
   private countStop(trigger: string, mode: string): void {
     const key = `${trigger}|${mode}`;
     this.counterValues.stops.set(key, (this.counterValues.stops.get(key) ?? 0) + 1);
-  }
-
-  private statusMessage(entry: VmEntry, now: number): NonNullable<MessageInitShape<typeof DirectiveSchema>["status"]> {
-    const status = statusFor(entry.record!, entry.policy, now);
-    return {
-      ...status,
-      state: STATE_TO_PROTO[entry.record!.state] ?? VmState.UNKNOWN,
-    } as NonNullable<MessageInitShape<typeof DirectiveSchema>["status"]>;
   }
 
   private viewOf(entry: VmEntry, now: number): VmView {

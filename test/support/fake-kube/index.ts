@@ -238,6 +238,9 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     record.delivered = true;
     record.answeredAtMs = performance.now();
     res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+    // The apiserver flushes the headers at once: a watch with nothing to say yet is still open,
+    // and a client waiting for headers (client-node gives up after 30 s) must not time out.
+    res.flushHeaders();
     openWatches.set(res, new URL(req.url ?? "/", "http://fake-kube").pathname);
     const write = (type: string, object: unknown) => {
       if (!res.destroyed && !res.writableEnded) res.write(JSON.stringify({ type, object }) + "\n");

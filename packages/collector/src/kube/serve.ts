@@ -7,7 +7,7 @@ import type { VmKey } from "../agents/server.js";
 import type { CollectorConfig } from "../config.js";
 import type { CollectorPolicyConfig } from "../engine/config.js";
 import { persistedAnnotations, restoreRecord } from "../engine/persist.js";
-import type { Fleet } from "../fleet.js";
+import type { Fleet, StopEvidence } from "../fleet.js";
 import type { CollectorMode } from "../serve.js";
 import type { CollectorStats } from "../stats.js";
 import { AUDIT_REASONS, KubeAudit, type AuditEventType } from "./audit.js";
@@ -23,6 +23,7 @@ import { isStopInEffect } from "./vm-model.js";
 /** The Event `action` for each reason the engine emits; unknown reasons are recorded as "Decide". */
 const ACTION_FOR_REASON: Record<string, string> = {
   IdleStopPending: "Notify",
+  IdleStop: "Stop",
   IdleStopCancelled: "CancelStop",
   IdleWouldStop: "ObserveStop",
   IdleStopRefused: "Stop",
@@ -33,6 +34,29 @@ const ACTION_FOR_REASON: Record<string, string> = {
   AgentLost: "Observe",
   AgentBack: "Observe",
 };
+
+/** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
+const LAST_STOP_READINGS = 20;
+
+/** The "signals" of the last-stop annotation: what the engine saw when it decided the stop (pure). */
+export function lastStopSignals(evidence: StopEvidence | undefined): Record<string, unknown> {
+  if (!evidence) return {};
+  const iso = (ms: number | undefined) => (ms === undefined || !Number.isFinite(ms) ? undefined : new Date(ms).toISOString());
+  const explanation = evidence.explanation;
+  if (!explanation) return { trigger: evidence.trigger };
+  return {
+    trigger: evidence.trigger,
+    idleSeconds: explanation.idleSeconds === undefined ? undefined : Math.round(explanation.idleSeconds),
+    idleTimeoutSeconds: explanation.idleTimeoutSeconds,
+    lastActivity: explanation.lastActivityAtMs === undefined ? undefined : { at: iso(explanation.lastActivityAtMs), what: explanation.lastActivity },
+    readings: [...explanation.readings]
+      .sort((a, b) => b.atMs - a.atMs)
+      .slice(0, LAST_STOP_READINGS)
+      .map((reading) => ({ signal: reading.signal, strength: reading.strength, at: iso(reading.atMs), detail: reading.detail })),
+    vetoes: explanation.vetoes.map((veto) => veto.kind),
+    blind: explanation.blind.map((source) => source.source),
+  };
+}
 
 export async function kubernetesMode(
   config: CollectorConfig,
@@ -112,7 +136,7 @@ export async function kubernetesMode(
       return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: verdict.reason };
     },
     actuator: {
-      async stop(vm, reason) {
+      async stop(vm, reason, evidence) {
         const facts = vmOf(vm);
         if (!facts) return { outcome: "failed", message: "the VM is not in the inventory (deleted, or the watch is behind)" };
         const verdict = await checkStopSafety(clients, facts, prefix);
@@ -129,8 +153,8 @@ export async function kubernetesMode(
         void audit
           .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Normal", reason: "Stopped", action: "Stop", note: `stopped: ${reason}` })
           .then(writeFailed("Stopped event"));
-        void audit.recordLastStop(vm, { whenMs: nowMs(), reason, signals: {} }).then(writeFailed("last-stop annotation"));
-        return { outcome: "accepted", message: result.alreadyStopped ? "the VM was already stopped" : `stop accepted after ${result.attempts} attempt(s)` };
+        void audit.recordLastStop(vm, { whenMs: nowMs(), reason, signals: lastStopSignals(evidence) }).then(writeFailed("last-stop annotation"));
+        return { outcome: "accepted", message: result.alreadyStopped ? `${result.message} after ${result.attempts} stop request(s)` : `stop accepted after ${result.attempts} attempt(s)` };
       },
       event(vm, type, reason, message) {
         const facts = vmOf(vm);

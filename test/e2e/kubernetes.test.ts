@@ -1,0 +1,530 @@
+// Kubernetes mode end to end: the bundled collector (`ws-collector serve --kubeconfig`) and the
+// bundled agent as processes, against the fake Kubernetes API server (the one fake allowed).
+// Each scenario has its own API server, collector(s) and agents, and the scenarios run side by
+// side: the engine's shortest policy (idle-timeout 1m, grace-period 30s) sets the pace, not CPU.
+//
+// The agents read a frozen machine: a /proc snapshot captured for the agent's parser tests, so
+// CPU, network and disk show no activity, and an empty /dev/pts unless a scenario gives a user a
+// terminal. Activity is made the way a person makes it: a keystroke (the terminal's atime) or a
+// lease taken with `ws-agent lease` over the agent's socket.
+import { execFile } from "node:child_process";
+import { chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
+import { resourceByKind, startFakeKube, type FakeKube, type KubeObject, type RequestRecord } from "../support/fake-kube/index.js";
+import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
+import { agentBundle, collectorBundle, eventually, freePort, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
+
+const run = promisify(execFile);
+
+const VM = resourceByKind("VirtualMachine");
+const EVENT = resourceByKind("Event");
+const LEASE = resourceByKind("Lease");
+const NS = "users";
+const PREFIX = "workstation.aik8s.run/";
+const PROC_SNAPSHOT = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/snapshot-1");
+const PASSWD = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/passwd");
+/** wsbusy in the passwd fixture: a human account (uid ≥ 1000). */
+const HUMAN_UID = 1003;
+
+// The engine's minimums (docs/policy.md): nothing shorter is accepted, even in the config file.
+const IDLE_TIMEOUT_S = 60;
+const GRACE_S = 30;
+/** Long enough for every wait below on a loaded 2-core machine; the engine sets the real pace. */
+const SCENARIO_TIMEOUT_MS = 240_000;
+const NOTICE_WAIT_MS = (IDLE_TIMEOUT_S + 60) * 1000;
+const STOP_WAIT_MS = (GRACE_S + 60) * 1000;
+
+let keyDir: string;
+let keyFile: string;
+
+beforeAll(async () => {
+  requireBundles();
+  keyDir = mkdtempSync(path.join(os.tmpdir(), "ws-kube-key-"));
+  keyFile = path.join(keyDir, "token.key");
+  const { stdout } = await run(process.execPath, [collectorBundle, "keygen"]);
+  writeFileSync(keyFile, stdout, { mode: 0o600 });
+});
+
+afterAll(() => {
+  if (keyDir) rmSync(keyDir, { recursive: true, force: true });
+});
+
+async function tokenFor(name: string): Promise<string> {
+  const { stdout } = await run(process.execPath, [collectorBundle, "token", "--key-file", keyFile, "--namespace", NS, "--name", name]);
+  return stdout.trim();
+}
+
+interface Collector {
+  proc: Proc;
+  podName: string;
+  grpcPort: number;
+  httpPort: number;
+  metrics(): Promise<string>;
+  ready(): Promise<number>;
+}
+
+interface Agent {
+  proc: Proc;
+  root: string;
+  socket: string;
+  /** `ws-agent lease ARGS --json` as a user of the VM would run it. */
+  lease(...args: string[]): Promise<{ code: number; json: unknown; stderr: string }>;
+  /** A keystroke on the user's terminal (needs `terminal: true`). */
+  typeOnTerminal(): void;
+}
+
+/** One scenario's cluster: a fake API server, and the processes started against it. */
+class Scenario {
+  readonly dir: string;
+  private readonly procs: Proc[] = [];
+  private readonly closers: Array<() => Promise<void>> = [];
+
+  private constructor(readonly kube: FakeKube) {
+    this.dir = mkdtempSync(path.join(os.tmpdir(), "ws-kube-e2e-"));
+  }
+
+  static async create(context: TestContext): Promise<Scenario> {
+    const scenario = new Scenario(await startFakeKube());
+    context.onTestFailed(() => console.error(scenario.diagnostics()));
+    context.onTestFinished(() => scenario.close());
+    return scenario;
+  }
+
+  /** What each process printed and what the API server was asked (watches left out), for a failed test. */
+  diagnostics(): string {
+    const writes = this.kube.requests
+      .filter((r) => !r.watch && r.method !== "GET" && !r.path.includes("/leases"))
+      .map((r) => `${r.method} ${r.path} → ${r.status}${r.faulted ? " (fault)" : ""} ${JSON.stringify(r.body).slice(0, 200)}`);
+    const outputs = this.procs.map((proc, i) => `--- process ${i}: ${proc.child.spawnargs.slice(1, 3).join(" ")}\n${proc.output().slice(-6000)}`);
+    return [`=== ${this.dir}`, ...outputs, "--- API writes", ...writes].join("\n");
+  }
+
+  /** A workstation VM whose launcher pod has `podIp` (127.0.0.1: where the agents connect from). */
+  seed(name: string, podIp = "127.0.0.1"): void {
+    this.kube.seedWorkstation({ namespace: NS, name, podIp });
+  }
+
+  async collector(podName: string, options: { grpcPort?: number; httpPort?: number } = {}): Promise<Collector> {
+    const grpcPort = options.grpcPort ?? (await freePort());
+    const httpPort = options.httpPort ?? (await freePort());
+    const config = path.join(this.dir, `collector-${podName}.yaml`);
+    writeFileSync(
+      config,
+      `mode: kubernetes
+grpc: { listen: "127.0.0.1:${grpcPort}" }
+http: { listen: "127.0.0.1:${httpPort}" }
+tokenKeyFile: ${JSON.stringify(keyFile)}
+reportInterval: 1s
+tick: 1s
+kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }
+policy:
+  defaults:
+    autostop: enabled
+    mode: enforce
+    idle-timeout: ${IDLE_TIMEOUT_S}s
+    grace-period: ${GRACE_S}s
+    agent-lost-after: 30s
+    notice-repeat: 30s
+`,
+    );
+    const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], { POD_NAME: podName });
+    this.procs.push(proc);
+    await proc.waitFor(/collector serving/, 60_000);
+    return {
+      proc,
+      podName,
+      grpcPort,
+      httpPort,
+      metrics: async () => (await getText(`http://127.0.0.1:${httpPort}/metrics`)).body,
+      ready: async () => (await getText(`http://127.0.0.1:${httpPort}/readyz`)).status,
+    };
+  }
+
+  async leader(collector: Collector): Promise<void> {
+    await eventually(async () => (await collector.ready()) === 200, 60_000, `${collector.podName} to become the leader (/readyz 200)`);
+  }
+
+  /**
+   * The agent of VM `name`, reading a frozen machine under its own roots. `claim` is the VM it
+   * says it is (default: its own); `terminal` gives the human user a pseudo-terminal last typed
+   * on an hour ago.
+   */
+  async agent(name: string, grpcPort: number, options: { claim?: string; terminal?: boolean } = {}): Promise<Agent> {
+    const claim = options.claim ?? name;
+    const root = path.join(this.dir, `vm-${name}`);
+    cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
+    for (const dir of ["sys/devices/virtual/net", "sys/devices/virtual/block", "sys/block", "dev/pts", "run", "home", "etc", "state"]) {
+      mkdirSync(path.join(root, dir), { recursive: true });
+    }
+    cpSync(PASSWD, path.join(root, "etc/passwd"));
+    const pts = path.join(root, "dev/pts/0");
+    if (options.terminal) {
+      writeFileSync(pts, "");
+      chownSync(pts, HUMAN_UID, HUMAN_UID);
+      const anHourAgo = Date.now() / 1000 - 3600;
+      utimesSync(pts, anHourAgo, anHourAgo);
+    }
+    // No Jupyter, code-server, GPU or logind in this machine: their sources are off, not failing.
+    writeFileSync(path.join(root, "agent.yaml"), "disabledSignals: [jupyter, code_server, gpu, inhibitors]\n");
+    const socket = path.join(root, "agent.sock");
+    const proc = start(
+      agentBundle,
+      [
+        "run", "--config", path.join(root, "agent.yaml"), "--insecure",
+        "--collector", `127.0.0.1:${grpcPort}`,
+        "--namespace", NS, "--name", claim,
+        "--report-interval", "1s",
+        "--state-dir", path.join(root, "state"), "--socket", socket,
+        "--proc-root", path.join(root, "proc"), "--sys-root", path.join(root, "sys"), "--dev-root", path.join(root, "dev"),
+        "--run-root", path.join(root, "run"), "--home-root", path.join(root, "home"), "--etc-root", path.join(root, "etc"),
+      ],
+      { WS_AGENT_TOKEN: await tokenFor(claim) },
+    );
+    this.procs.push(proc);
+    return {
+      proc,
+      root,
+      socket,
+      lease: async (...args) => {
+        try {
+          const { stdout, stderr } = await run(process.execPath, [agentBundle, "lease", ...args, "--json"], { env: { ...process.env, WS_AGENT_SOCKET: socket } });
+          return { code: 0, json: JSON.parse(stdout), stderr };
+        } catch (error) {
+          const failed = error as { code?: number; stdout?: string; stderr?: string };
+          return { code: failed.code ?? -1, json: failed.stdout ? JSON.parse(failed.stdout) : null, stderr: failed.stderr ?? "" };
+        }
+      },
+      typeOnTerminal: () => {
+        if (!options.terminal) throw new Error(`agent ${name} has no terminal`);
+        const now = Date.now() / 1000;
+        utimesSync(pts, now, now - 3600);
+      },
+    };
+  }
+
+  onClose(closer: () => Promise<void>): void {
+    this.closers.push(closer);
+  }
+
+  vm(name: string): KubeObject {
+    const vm = this.kube.store.get(VM, NS, name);
+    if (!vm) throw new Error(`no VirtualMachine ${NS}/${name}`);
+    return vm;
+  }
+
+  annotation(name: string, key: string): string | undefined {
+    return this.vm(name).metadata.annotations?.[`${PREFIX}${key}`];
+  }
+
+  runStrategy(name: string): unknown {
+    return (this.vm(name)["spec"] as { runStrategy?: unknown }).runStrategy;
+  }
+
+  /** Events about VM `name`, oldest first, optionally only those with `reason`. */
+  events(name: string, reason?: string): KubeObject[] {
+    return this.kube.store
+      .list(EVENT, NS)
+      .filter((event) => (event["regarding"] as { name?: string } | undefined)?.name === name && (reason === undefined || event["reason"] === reason));
+  }
+
+  stopPuts(name: string): RequestRecord[] {
+    return this.kube.requestsMatching("PUT", `/apis/subresources.kubevirt.io/v1/namespaces/${NS}/virtualmachines/${name}/stop`);
+  }
+
+  vmPatches(name: string): RequestRecord[] {
+    return this.kube.requestsMatching("PATCH", new RegExp(`^/apis/kubevirt\\.io/v1/namespaces/${NS}/virtualmachines/${name}$`));
+  }
+
+  /** The `state` values the collector wrote to the VM, in order. */
+  statesWritten(name: string): string[] {
+    return this.vmPatches(name)
+      .map((patch) => (patch.body as { metadata?: { annotations?: Record<string, string | null> } }).metadata?.annotations?.[`${PREFIX}state`])
+      .filter((state): state is string => typeof state === "string");
+  }
+
+  async waitForEvent(name: string, reason: string, timeoutMs: number): Promise<KubeObject> {
+    return eventually(() => this.events(name, reason)[0], timeoutMs, `an Event ${reason} on ${NS}/${name}`);
+  }
+
+  async waitForStop(name: string, timeoutMs = STOP_WAIT_MS): Promise<{ when: string; reason: string; by: string; signals: unknown }> {
+    await eventually(() => this.runStrategy(name) === "Halted", timeoutMs, `runStrategy Halted on ${NS}/${name}`);
+    const lastStop = await eventually(() => this.annotation(name, "last-stop"), 30_000, `the last-stop annotation on ${NS}/${name}`);
+    await eventually(() => this.annotation(name, "state") === "Stopped", 30_000, `state Stopped on ${NS}/${name}`);
+    return JSON.parse(lastStop);
+  }
+
+  async close(): Promise<void> {
+    // Kept after stopping: a failed test prints their output once they are down.
+    await Promise.all(this.procs.map((proc) => proc.stop()));
+    for (const closer of this.closers.splice(0)) await closer();
+    await this.kube.close();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+function counter(metrics: string, name: string, labels: string): number {
+  const line = metrics.split("\n").find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
+}
+
+/** Waits until the collector has received `count` more Reports than now. */
+async function moreReports(collector: Collector, count: number): Promise<void> {
+  const reports = async () => Number((await collector.metrics()).match(/^workstation_reports_received_total (\d+)/m)?.[1] ?? 0);
+  const before = await reports();
+  await eventually(async () => (await reports()) >= before + count, 60_000, `${count} more reports at ${collector.podName}`);
+}
+
+describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("refuses an agent that claims another VM, even with that VM's token", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    s.seed("honest");
+    s.seed("victim", "10.244.0.77");
+    const collector = await s.collector("collector-0");
+    await s.leader(collector);
+
+    const honest = await s.agent("honest", collector.grpcPort);
+    const impostor = await s.agent("impostor", collector.grpcPort, { claim: "victim" });
+    await collector.proc.waitFor(/refused agent for users\/victim: connection from 127\.0\.0\.1 but VM users\/victim runs in a virt-launcher pod at 10\.244\.0\.77/, 60_000);
+    await impostor.proc.waitFor(/PERMISSION_DENIED: connection from 127\.0\.0\.1/, 60_000);
+    const event = await s.waitForEvent("victim", "IdentityRejected", 30_000);
+    expect(event["type"]).toBe("Warning");
+    expect(event["note"]).toContain("10.244.0.77");
+    expect(event["reportingInstance"]).toBe("collector-0");
+    expect(counter(await collector.metrics(), "workstation_auth_failures_total", 'reason="identity"')).toBeGreaterThanOrEqual(1);
+
+    // The same collector takes the VM whose launcher pod the agent does run in.
+    await honest.proc.waitFor(/connected to collector/, 60_000);
+    await eventually(
+      async () => (JSON.parse((await getText(`http://127.0.0.1:${collector.httpPort}/api/vms`)).body).vms as Array<{ name: string; connected: boolean; lastReportAtMs?: number }>).find((vm) => vm.name === "honest" && vm.connected && vm.lastReportAtMs),
+      30_000,
+      "reports from the honest agent",
+    );
+    const vms = JSON.parse((await getText(`http://127.0.0.1:${collector.httpPort}/api/vms`)).body).vms as Array<{ name: string; connected: boolean; lastReportAtMs?: number }>;
+    const victim = vms.find((vm) => vm.name === "victim");
+    expect(victim?.connected).toBe(false);
+    expect(victim?.lastReportAtMs).toBeUndefined();
+    expect(s.events("honest", "IdentityRejected")).toHaveLength(0);
+  });
+
+  it("warns an idle VM, then stops it once, writing annotations on transitions only", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    s.seed("idle");
+    const collector = await s.collector("collector-0");
+    await s.leader(collector);
+    const agent = await s.agent("idle", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+
+    const pending = await s.waitForEvent("idle", "IdleStopPending", NOTICE_WAIT_MS);
+    expect(pending["type"]).toBe("Normal");
+    expect(pending["reportingInstance"]).toBe("collector-0");
+    expect(pending["note"]).toMatch(/idle for .* \(idle-timeout 1m\)/);
+    const noticeId = await eventually(() => s.annotation("idle", "notice-id"), 30_000, "the notice-id annotation");
+    expect(s.annotation("idle", "state")).toBe("StoppingPending");
+    const deadline = Date.parse(s.annotation("idle", "stop-deadline") ?? "");
+    expect(deadline).toBeGreaterThan(Date.parse(s.annotation("idle", "last-active") ?? ""));
+
+    // The agent got the Directive's notice: logged, in its notice file, and in `ws-lease status`.
+    await agent.proc.waitFor(new RegExp(`notice ${noticeId}: notice sent`), 30_000);
+    expect(existsSync(path.join(agent.root, "run/ws-agent/notice.json"))).toBe(true);
+    const status = await agent.lease("status");
+    expect(status.code, status.stderr).toBe(0);
+    const view = status.json as { status?: { notice?: { id: string; stopInSeconds: number; mode: string } }; notice?: { id: string; stopInSeconds: number; mode: string } };
+    const notice = view.status?.notice ?? view.notice;
+    expect(notice?.id).toBe(noticeId);
+    expect(notice?.mode).toBe("enforce");
+    expect(notice?.stopInSeconds).toBeGreaterThan(0);
+
+    const lastStop = await s.waitForStop("idle");
+    expect(lastStop.by).toBe("collector-0");
+    expect(lastStop.reason).toMatch(/grace period of the notice .* is over/);
+    expect(Date.parse(lastStop.when)).toBeGreaterThanOrEqual(Math.floor(deadline / 1000) * 1000);
+    // The signals that decided: idle since the last activity the engine saw, nothing holding it.
+    expect(lastStop.signals).toMatchObject({
+      trigger: "idle",
+      idleTimeoutSeconds: IDLE_TIMEOUT_S,
+      lastActivity: { at: s.annotation("idle", "last-active") },
+      vetoes: [],
+      blind: [],
+    });
+    expect((lastStop.signals as { idleSeconds: number }).idleSeconds).toBeGreaterThanOrEqual(IDLE_TIMEOUT_S + GRACE_S);
+    const stopEvents = s.events("idle", "IdleStop");
+    expect(stopEvents).toHaveLength(1);
+    expect(stopEvents[0]!["action"]).toBe("Stop");
+    expect(s.events("idle", "Stopped")).toHaveLength(1);
+
+    // Some more reports from the (still running) agent: nothing more is stopped or written.
+    await moreReports(collector, 5);
+    const puts = s.stopPuts("idle");
+    expect(puts.map((put) => put.status)).toEqual([202]);
+    expect(s.statesWritten("idle")).toEqual(["Active", "StoppingPending", "Stopping", "Stopped"]);
+    // Four transitions and the last-stop annotation, over a hundred-odd reports.
+    expect(s.vmPatches("idle")).toHaveLength(5);
+    expect(Number((await collector.metrics()).match(/^workstation_reports_received_total (\d+)/m)?.[1])).toBeGreaterThan(IDLE_TIMEOUT_S);
+  });
+
+  it("cancels the pending stop when the VM is used during the grace period", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    s.seed("busy");
+    const collector = await s.collector("collector-0");
+    await s.leader(collector);
+    const agent = await s.agent("busy", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+
+    await s.waitForEvent("busy", "IdleStopPending", NOTICE_WAIT_MS);
+    const noticeId = await eventually(() => s.annotation("busy", "notice-id"), 30_000, "the notice-id annotation");
+    const deadline = Date.parse(s.annotation("busy", "stop-deadline") ?? "");
+    await agent.proc.waitFor(new RegExp(`notice ${noticeId}: notice sent`), 30_000);
+
+    const taken = await agent.lease("1h", "--reason", "e2e: still training");
+    expect(taken.code, taken.stderr).toBe(0);
+    const cancelled = await s.waitForEvent("busy", "IdleStopCancelled", 60_000);
+    expect(cancelled["note"]).toMatch(/lease/);
+    await agent.proc.waitFor(new RegExp(`notice ${noticeId}: cancelled sent`), 30_000);
+    await eventually(() => s.annotation("busy", "state") === "Active", 30_000, "state Active again");
+    expect(s.annotation("busy", "notice-id")).toBeUndefined();
+    expect(existsSync(path.join(agent.root, "run/ws-agent/notice.json"))).toBe(false);
+
+    // Past the deadline the notice had announced, the VM still runs and was never asked to stop.
+    await eventually(() => Date.now() > deadline + 5_000, GRACE_S * 1000 + 30_000, "the old deadline to pass");
+    await moreReports(collector, 3);
+    expect(s.stopPuts("busy")).toHaveLength(0);
+    expect(s.runStrategy("busy")).toBe("Always");
+    expect(s.annotation("busy", "state")).toBe("Active");
+    expect(s.events("busy", "IdleStop")).toHaveLength(0);
+  });
+
+  it("stops exactly once through API errors, hangs and a lost answer", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    s.seed("flaky");
+    const collector = await s.collector("collector-0");
+    await s.leader(collector);
+    const agent = await s.agent("flaky", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+    await s.waitForEvent("flaky", "IdleStopPending", NOTICE_WAIT_MS);
+
+    const stop = "/virtualmachines/flaky/stop";
+    s.kube.faults.add({ method: "PUT", pathPattern: stop, status: 500, times: 2 });
+    // Never answered and never carried out: the collector's request times out.
+    s.kube.faults.add({ method: "PUT", pathPattern: stop, hangMs: Infinity });
+    // Carried out, but the answer is lost: sending the stop again would be a second stop.
+    s.kube.faults.add({ method: "PUT", pathPattern: stop, hangMs: Infinity, afterProcessing: true });
+
+    const lastStop = await s.waitForStop("flaky", STOP_WAIT_MS + 60_000);
+    expect(lastStop.by).toBe("collector-0");
+    await collector.proc.waitFor(/users\/flaky: stop accepted: already stopped \(an earlier request went unanswered\)/, 30_000);
+    await moreReports(collector, 3);
+    const puts = s.stopPuts("flaky");
+    expect(puts.map((put) => ({ status: put.status, delivered: put.delivered }))).toEqual([
+      { status: 500, delivered: true },
+      { status: 500, delivered: true },
+      { status: 0, delivered: false },
+      { status: 202, delivered: false },
+    ]);
+    // The lost answer was settled by looking at the VM, not by a fifth PUT.
+    const checked = s.kube.requestsMatching("GET", `/apis/kubevirt.io/v1/namespaces/${NS}/virtualmachines/flaky`).filter((r) => r.receivedAtMs > puts[3]!.receivedAtMs);
+    expect(checked.length).toBeGreaterThanOrEqual(1);
+    expect(s.events("flaky", "IdleStop")).toHaveLength(1);
+    expect(s.statesWritten("flaky")).toEqual(["Active", "StoppingPending", "Stopping", "Stopped"]);
+    const metrics = await collector.metrics();
+    expect(counter(metrics, "workstation_kube_requests_total", 'verb="PUT",code="500"')).toBe(2);
+    expect(counter(metrics, "workstation_kube_requests_total", 'verb="PUT",code="timeout"')).toBe(2);
+  });
+
+  it("lets only the leader replica act, and the other takes over when it dies", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    s.seed("shared");
+    const first = await s.collector("replica-a");
+    await s.leader(first);
+    const second = await s.collector("replica-b");
+    await second.proc.waitFor(/kubernetes inventory synced/, 30_000);
+    // Both are up; one holds the Lease and is Ready, the other waits.
+    expect(await first.ready()).toBe(200);
+    expect(await second.ready()).toBe(503);
+    expect(s.kube.store.get(LEASE, "ws-system", "ws-collector")?.["spec"]).toMatchObject({ holderIdentity: "replica-a" });
+
+    // Agents reach the replicas through a Service, which sends them to the Ready one.
+    const service: FakeService = await startFakeService([
+      { port: first.grpcPort, readinessPort: first.httpPort },
+      { port: second.grpcPort, readinessPort: second.httpPort },
+    ]);
+    s.onClose(() => service.close());
+    const agent = await s.agent("shared", service.port);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+
+    const pending = await s.waitForEvent("shared", "IdleStopPending", NOTICE_WAIT_MS);
+    expect(pending["reportingInstance"]).toBe("replica-a");
+    expect(second.proc.output()).not.toMatch(/became the leader/);
+    const noticeId = s.annotation("shared", "notice-id");
+    const deadline = Date.parse(s.annotation("shared", "stop-deadline") ?? "");
+
+    // The leader dies without handing the Lease back; the other replica waits it out and acts.
+    await first.proc.stop("SIGKILL");
+    await second.proc.waitFor(/became the leader/, 60_000);
+    await eventually(async () => (await second.ready()) === 200, 30_000, "replica-b Ready");
+    expect(s.kube.store.get(LEASE, "ws-system", "ws-collector")?.["spec"]).toMatchObject({ holderIdentity: "replica-b" });
+
+    const lastStop = await s.waitForStop("shared", STOP_WAIT_MS + 60_000);
+    expect(lastStop.by).toBe("replica-b");
+    expect(Date.parse(lastStop.when)).toBeGreaterThanOrEqual(Math.floor(deadline / 1000) * 1000);
+    expect(lastStop.reason).toContain(noticeId);
+    expect(s.stopPuts("shared").map((put) => put.status)).toEqual([202]);
+    expect(s.events("shared", "IdleStopPending")).toHaveLength(1);
+    expect(s.events("shared", "IdleStop").map((event) => event["reportingInstance"])).toEqual(["replica-b"]);
+    expect(first.proc.output()).not.toMatch(/stopping:/);
+  });
+
+  it("keeps a pending stop's deadline across a collector restart, and cancels it for a VM used meanwhile", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    s.seed("steady");
+    s.seed("woken");
+    const grpcPort = await freePort();
+    const httpPort = await freePort();
+    const before = await s.collector("collector-old", { grpcPort, httpPort });
+    await s.leader(before);
+    const steady = await s.agent("steady", grpcPort);
+    const woken = await s.agent("woken", grpcPort, { terminal: true });
+    await steady.proc.waitFor(/connected to collector/, 60_000);
+    await woken.proc.waitFor(/connected to collector/, 60_000);
+
+    await s.waitForEvent("steady", "IdleStopPending", NOTICE_WAIT_MS);
+    await s.waitForEvent("woken", "IdleStopPending", 60_000);
+    const steadyNotice = s.annotation("steady", "notice-id");
+    const steadyDeadline = Date.parse(s.annotation("steady", "stop-deadline") ?? "");
+    const wokenNotice = s.annotation("woken", "notice-id");
+
+    // A rolling update: the old collector leaves; while none runs, someone types on woken.
+    await before.proc.stop("SIGTERM");
+    woken.typeOnTerminal();
+    const restartedAt = Date.now();
+    const after = await s.collector("collector-new", { grpcPort, httpPort });
+    await s.leader(after);
+
+    const cancelled = await s.waitForEvent("woken", "IdleStopCancelled", 60_000);
+    expect(cancelled["reportingInstance"]).toBe("collector-new");
+    expect(cancelled["note"]).toMatch(/activity/);
+    await woken.proc.waitFor(new RegExp(`notice ${wokenNotice}: cancelled sent`), 30_000);
+
+    const lastStop = await s.waitForStop("steady");
+    expect(lastStop.by).toBe("collector-new");
+    expect(lastStop.reason).toContain(steadyNotice);
+    // The announced deadline held: a restarted idle clock could not stop before restart + idle-timeout.
+    expect(Date.parse(lastStop.when)).toBeGreaterThanOrEqual(Math.floor(steadyDeadline / 1000) * 1000);
+    expect(Date.parse(lastStop.when)).toBeLessThan(restartedAt + IDLE_TIMEOUT_S * 1000);
+    expect(s.stopPuts("steady")).toHaveLength(1);
+    expect(s.events("steady", "IdleStopPending")).toHaveLength(1);
+
+    await moreReports(after, 3);
+    expect(s.stopPuts("woken")).toHaveLength(0);
+    expect(s.runStrategy("woken")).toBe("Always");
+    expect(s.annotation("woken", "state")).toBe("Active");
+  });
+});

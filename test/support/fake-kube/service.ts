@@ -1,0 +1,86 @@
+/**
+ * A stand-in for a Kubernetes Service in front of several collector replicas: TCP connections go
+ * to a backend whose readiness probe (`GET /readyz`) answered 200 at the last poll, as
+ * kube-proxy sends traffic only to Ready endpoints. With no Ready backend a connection is
+ * refused (closed at once), as a Service without endpoints does. The source address the backend
+ * sees is the proxy's loopback address, as a ClusterIP Service keeps the client's.
+ */
+import net from "node:net";
+import type { AddressInfo } from "node:net";
+
+export interface ServiceBackend {
+  /** The port agents' connections are forwarded to (the replica's gRPC port). */
+  port: number;
+  /** The replica's HTTP port, probed at /readyz. */
+  readinessPort: number;
+}
+
+export interface FakeService {
+  readonly port: number;
+  /** Ports of the backends Ready at the last probe. */
+  readyPorts(): number[];
+  close(): Promise<void>;
+}
+
+async function isReady(port: number, timeoutMs: number): Promise<boolean> {
+  try {
+    const response = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(timeoutMs) });
+    await response.arrayBuffer();
+    return response.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+export async function startFakeService(backends: ServiceBackend[], options: { probeIntervalMs?: number } = {}): Promise<FakeService> {
+  const probeIntervalMs = options.probeIntervalMs ?? 500;
+  let ready: ServiceBackend[] = [];
+  let closed = false;
+  const sockets = new Set<net.Socket>();
+
+  const probe = async () => {
+    const results = await Promise.all(backends.map(async (backend) => ((await isReady(backend.readinessPort, probeIntervalMs * 2)) ? backend : null)));
+    ready = results.filter((backend): backend is ServiceBackend => backend !== null);
+  };
+  await probe();
+  let probing: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    probing = probing.then(probe);
+  }, probeIntervalMs);
+
+  const server = net.createServer((client) => {
+    sockets.add(client);
+    client.on("close", () => sockets.delete(client));
+    const target = ready[Math.floor(Math.random() * ready.length)];
+    if (!target || closed) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect(target.port, "127.0.0.1");
+    sockets.add(upstream);
+    upstream.on("close", () => sockets.delete(upstream));
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", end);
+    upstream.on("error", end);
+    client.on("close", end);
+    upstream.on("close", end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+
+  return {
+    port: (server.address() as AddressInfo).port,
+    readyPorts: () => ready.map((backend) => backend.port),
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      await probing.catch(() => undefined);
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
