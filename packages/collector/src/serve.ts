@@ -107,7 +107,7 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     ...(mode.restore ? { restore: mode.restore } : {}),
     ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
     authenticate: async (vm, token, peer) => {
-      if (!mode.leader()) return { ok: false, code: grpc.status.UNAVAILABLE, reason: "this collector replica is not the leader; reconnect" };
+      if (!mode.leader()) return { ok: false, code: grpc.status.UNAVAILABLE, kind: "not-leader", reason: "this collector replica is not the leader; reconnect" };
       if (!verifyToken(key, vm.namespace, vm.name, token)) {
         return { ok: false, code: grpc.status.UNAUTHENTICATED, reason: `token does not match VM ${vm.namespace}/${vm.name} (ws-collector token prints the right one)` };
       }

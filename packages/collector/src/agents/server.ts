@@ -23,7 +23,8 @@ export interface VmKey {
 }
 export const vmId = (vm: VmKey) => `${vm.namespace}/${vm.name}`;
 
-export type AuthResult = { ok: true } | { ok: false; code: grpc.status; reason: string };
+/** `kind` is the bounded label of workstation_auth_failures_total (default: bad-token / identity by code). */
+export type AuthResult = { ok: true } | { ok: false; code: grpc.status; reason: string; kind?: string };
 
 export interface AgentSession {
   readonly vm: VmKey;
@@ -123,7 +124,7 @@ export class AgentServer {
         void Promise.resolve(sink.authenticate(vm, payload.value.token, peer)).then((result) => {
           authenticating = false;
           if (!result.ok) {
-            stats.countAuthFailure(result.code === grpc.status.UNAUTHENTICATED ? "bad-token" : "identity");
+            stats.countAuthFailure(result.kind ?? (result.code === grpc.status.UNAUTHENTICATED ? "bad-token" : "identity"));
             log("warn", `refused agent for ${vmId(vm)}: ${result.reason}`, { peer, vm: vmId(vm) });
             stream.fail(result.code, result.reason);
             return;

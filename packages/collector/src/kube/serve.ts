@@ -125,8 +125,7 @@ export async function kubernetesMode(
     authenticate: async (vm, peer) => {
       const facts = vmOf(vm);
       if (!facts) {
-        stats.countAuthFailure("unknown-vm");
-        return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: `no VirtualMachine ${vm.namespace}/${vm.name} is known` };
+        return { ok: false, code: grpc.status.PERMISSION_DENIED, kind: "unknown-vm", reason: `no VirtualMachine ${vm.namespace}/${vm.name} is known` };
       }
       const verdict = checkPeerIdentity(peer, vm, facts.launcherPodIps);
       if (verdict.ok) return { ok: true };
