@@ -5,10 +5,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { agentBundle, collectorBundle, eventually, freePort, getText, requireBundles, start, type Proc } from "../support/process.js";
+import { agentBundle, collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";
+import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
 let dir: string;
-let keyFile: string;
+let setup: StandaloneCollector;
 let configFile: string;
 let grpcPort: number;
 let httpPort: number;
@@ -19,9 +20,7 @@ function collectorArgs(): string[] {
 }
 
 function token(namespace: string, name: string): string {
-  const result = spawnSync(process.execPath, [collectorBundle, "token", "--key-file", keyFile, "--namespace", namespace, "--name", name], { encoding: "utf8" });
-  expect(result.status, result.stderr).toBe(0);
-  return result.stdout.trim();
+  return setup.token(namespace, name);
 }
 
 function startCollector(): Proc {
@@ -52,27 +51,11 @@ async function vms(): Promise<Array<{ name: string; state: string; connected: bo
 beforeAll(async () => {
   requireBundles();
   dir = mkdtempSync(path.join(os.tmpdir(), "ws-e2e-"));
-  keyFile = path.join(dir, "token.key");
-  writeFileSync(keyFile, spawnSync(process.execPath, [collectorBundle, "keygen"], { encoding: "utf8" }).stdout);
   writeFileSync(path.join(dir, "agent.yaml"), "# flags carry everything\n");
-  grpcPort = await freePort();
-  httpPort = await freePort();
-  configFile = path.join(dir, "collector.yaml");
-  writeFileSync(
-    configFile,
-    `mode: standalone
-grpc: { listen: "127.0.0.1:${grpcPort}" }
-http: { listen: "127.0.0.1:${httpPort}" }
-tokenKeyFile: ${JSON.stringify(keyFile)}
-reportInterval: 1s
-tick: 1s
-policy:
-  defaults:
-    autostop: enabled
-    mode: observe
-    idle-timeout: 1h
-`,
-  );
+  setup = await standaloneCollector(dir, { policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" } });
+  configFile = setup.configFile;
+  grpcPort = setup.grpcPort;
+  httpPort = setup.httpPort;
 });
 
 afterEach(async () => {

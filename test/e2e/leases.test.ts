@@ -6,7 +6,8 @@ import { existsSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync }
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentBundle, collectorBundle, eventually, freePort, requireBundles, start, type Proc } from "../support/process.js";
+import { agentBundle, collectorBundle, eventually, requireBundles, start, type Proc } from "../support/process.js";
+import { standaloneCollector } from "../support/standalone.js";
 import { quietMachine, type QuietMachine } from "../support/quiet-machine.js";
 
 const CAP_SECONDS = 15;
@@ -40,11 +41,12 @@ afterAll(async () => {
 
 describe("keep-running leases through the collector", () => {
   it("records a lease offline, clamps it on reconnection, and stops only after it ends", async () => {
-    const keyFile = path.join(dir, "token.key");
-    writeFileSync(keyFile, spawnSync(process.execPath, [collectorBundle, "keygen"], { encoding: "utf8" }).stdout);
-    const token = spawnSync(process.execPath, [collectorBundle, "token", "--key-file", keyFile, "--namespace", "e2e", "--name", "leased"], { encoding: "utf8" }).stdout.trim();
-    const grpcPort = await freePort();
-    const httpPort = await freePort();
+    const setup = await standaloneCollector(dir, {
+      policyDefaults: { autostop: "enabled", mode: "enforce", "idle-timeout": "4s", "grace-period": "3s", "max-keep-running": `${CAP_SECONDS}s` },
+      extra: `standalone:\n  stopCommand: ["touch", ${JSON.stringify(path.join(dir, "stopped-{name}"))}]`,
+    });
+    const token = setup.token("e2e", "leased");
+    const grpcPort = setup.grpcPort;
     const marker = path.join(dir, "stopped-leased");
 
     const agent = start(agentBundle, ["run", "--insecure", "--collector", `127.0.0.1:${grpcPort}`, "--namespace", "e2e", "--name", "leased", "--report-interval", "1s", ...machine.flags], {
@@ -61,27 +63,7 @@ describe("keep-running leases through the collector", () => {
     expect(taken.stdout).toMatch(/collector is not reachable[\s\S]*confirmed when it reconnects/);
     const takenAtMs = Date.now();
 
-    const configFile = path.join(dir, "collector.yaml");
-    writeFileSync(
-      configFile,
-      `mode: standalone
-grpc: { listen: "127.0.0.1:${grpcPort}" }
-http: { listen: "127.0.0.1:${httpPort}" }
-tokenKeyFile: ${JSON.stringify(keyFile)}
-reportInterval: 1s
-tick: 1s
-standalone:
-  stopCommand: ["touch", ${JSON.stringify(path.join(dir, "stopped-{name}"))}]
-policy:
-  defaults:
-    autostop: enabled
-    mode: enforce
-    idle-timeout: 4s
-    grace-period: 3s
-    max-keep-running: ${CAP_SECONDS}s
-`,
-    );
-    const collector = start(collectorBundle, ["serve", "--config", configFile]);
+    const collector = start(collectorBundle, ["serve", "--config", setup.configFile]);
     running.push(collector);
     await collector.waitFor(/collector serving/);
 

@@ -12,7 +12,8 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentBundle, collectorBundle, eventually, freePort, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
+import { agentBundle, collectorBundle, eventually, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
+import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 import { promtool, startPrometheus, type RunningPrometheus } from "../support/prometheus.js";
 import { dashboardQueries, withGrafanaVariables } from "./promql.js";
 
@@ -31,13 +32,8 @@ function collector(...args: string[]): string[] {
   return [collectorBundle, ...args];
 }
 
-function tokenFor(keyFile: string, name: string): string {
-  const result = spawnSync(process.execPath, collector("token", "--key-file", keyFile, "--namespace", NAMESPACE, "--name", name), { encoding: "utf8" });
-  expect(result.status, result.stderr).toBe(0);
-  return result.stdout.trim();
-}
-
-function startAgent(name: string, grpcPort: number, keyFile: string): Proc {
+function startAgent(name: string, setup: StandaloneCollector): Proc {
+  const grpcPort = setup.grpcPort;
   const roots = path.join(dir, `roots-${name}`);
   for (const sub of ["run", "dev", "home", "etc"]) mkdirSync(path.join(roots, sub), { recursive: true });
   const proc = start(
@@ -54,7 +50,7 @@ function startAgent(name: string, grpcPort: number, keyFile: string): Proc {
       "--home-root", path.join(roots, "home"),
       "--etc-root", path.join(roots, "etc"),
     ],
-    { WS_AGENT_TOKEN: tokenFor(keyFile, name), WS_AGENT_CONFIG: path.join(dir, "agent.yaml") },
+    { WS_AGENT_TOKEN: setup.token(NAMESPACE, name), WS_AGENT_CONFIG: path.join(dir, "agent.yaml") },
   );
   processes.push(proc);
   return proc;
@@ -63,28 +59,10 @@ function startAgent(name: string, grpcPort: number, keyFile: string): Proc {
 beforeAll(async () => {
   requireBundles();
   dir = mkdtempSync(path.join(os.tmpdir(), "ws-prom-e2e-"));
-  const keyFile = path.join(dir, "token.key");
-  writeFileSync(keyFile, spawnSync(process.execPath, collector("keygen"), { encoding: "utf8" }).stdout);
   writeFileSync(path.join(dir, "agent.yaml"), "# flags carry everything\n");
-  const grpcPort = await freePort();
-  httpPort = await freePort();
-  const configFile = path.join(dir, "collector.yaml");
-  writeFileSync(
-    configFile,
-    `mode: standalone
-grpc: { listen: "127.0.0.1:${grpcPort}" }
-http: { listen: "127.0.0.1:${httpPort}" }
-tokenKeyFile: ${JSON.stringify(keyFile)}
-reportInterval: 1s
-tick: 1s
-policy:
-  defaults:
-    autostop: enabled
-    mode: observe
-    idle-timeout: 1h
-`,
-  );
-  const server = start(collectorBundle, ["serve", "--config", configFile]);
+  const setup = await standaloneCollector(dir, { policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" } });
+  httpPort = setup.httpPort;
+  const server = start(collectorBundle, ["serve", "--config", setup.configFile]);
   processes.push(server);
   await server.waitFor(/collector serving/);
   prometheus = await startPrometheus({
@@ -93,8 +71,8 @@ policy:
     ruleFiles: [path.join(repoRoot, "packaging/prometheus/workstation-alerts.yaml")],
   });
 
-  const idle = startAgent("vm-idle", grpcPort, keyFile);
-  const leased = startAgent("vm-lease", grpcPort, keyFile);
+  const idle = startAgent("vm-idle", setup);
+  const leased = startAgent("vm-lease", setup);
   await Promise.all([idle.waitFor(/connected to collector/), leased.waitFor(/connected to collector/)]);
   recordingFromSeconds = Math.floor(Date.now() / 1000);
   const lease = spawnSync(process.execPath, [agentBundle, "lease", "2h", "--reason", "prometheus test"], {
