@@ -3,7 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["packages/*/test/**/*.test.ts", "test/**/*.test.ts"],
-    exclude: ["**/node_modules/**", "test/vm/**"],
+    // The VM scenarios boot a real guest: `npm run test:vm` (CI runs it after npm test).
+    exclude: ["**/node_modules/**", "test/vm/vm.test.ts"],
     // Real servers (Jupyter, sshd, Prometheus) start inside tests; 2-core CI machines need room.
     testTimeout: 60_000,
     hookTimeout: 120_000,

@@ -11,8 +11,10 @@ PACKAGES=(
   cloud-init                            # seal tests read its --help and run clean
   util-linux fdisk e2fsprogs xfsprogs btrfs-progs cloud-guest-utils parted lvm2  # grow tests
   systemd dbus-daemon                   # systemd-analyze verify; a real logind for inhibitor tests
+  prometheus-node-exporter              # bench/: the agent's cost is measured beside node_exporter
   debootstrap systemd-container         # packaging: a Debian root to install the .deb into, booted with systemd-nspawn
   shellcheck man-db                     # packaging: maintainer scripts, man pages
+  qemu-system-x86 qemu-utils genisoimage  # test:vm: boot the guest image (TCG), overlays and resizes, the cloud-init seed
   procps
 )
 

@@ -146,7 +146,7 @@ export class AgentServer {
           session = current;
           this.sessions.set(vmId(vm), current);
           stats.streamsOpened++;
-          log("info", "agent connected", { vm: vmId(vm), peer, version: hello.agentVersion });
+          log("info", "agent connected", { vm: vmId(vm), peer, version: hello.agentVersion, boot: hello.bootId });
           sink.connected(current);
         });
         return;

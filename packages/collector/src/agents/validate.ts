@@ -17,6 +17,8 @@ export function validateHello(hello: Hello): { namespace: string; name: string }
   if (!K8S_NAME.test(name)) throw new ValidationError(`hello: invalid VM name ${JSON.stringify(name.slice(0, 80))}`);
   if (hello.token === "") throw new ValidationError("hello: no token");
   if (hello.agentVersion.length > 64) throw new ValidationError("hello: agent_version too long");
+  if (hello.bootId.length > 64) throw new ValidationError("hello: boot_id too long");
+  if (hello.hostname.length > 253) throw new ValidationError("hello: hostname too long");
   if (hello.capabilities.length > 64) throw new ValidationError("hello: too many capabilities");
   return { namespace: ns, name };
 }

@@ -46,6 +46,8 @@ export interface SealOptions {
   dryRun: boolean;
   poweroff: boolean;
   run: CommandRunner;
+  /** Called with the finished report just before powering off: the last moment it can still be read. */
+  beforePoweroff?: (report: SealReport) => Promise<void>;
 }
 
 /** Facts, plan, act, re-gather, verify, and power off if asked and sealed. The library entry. */
@@ -63,6 +65,7 @@ export async function runSeal(options: SealOptions): Promise<SealReport> {
   const report: SealReport = { ...base, operations: results, verification, ok };
   if (!options.poweroff) return report;
   if (!ok) return { ...report, poweroff: "not done: sealing is incomplete" };
+  await options.beforePoweroff?.({ ...report, poweroff: "requested" });
   const argv = ["systemctl", "poweroff"];
   const result = await options.run(argv);
   return result.exitCode === 0 ? { ...report, poweroff: "done" } : { ...report, poweroff: "failed", poweroffError: describeFailure(argv, result), ok: false };
@@ -112,12 +115,26 @@ export async function sealCommand(argv: string[], io: SealIo): Promise<number> {
     return 2;
   }
   let report: SealReport;
+  const format = (r: SealReport) => (values.json ? formatSealJson(r) : formatSealText(r));
+  let printed = false;
   try {
-    report = await runSeal({ root, dryRun, poweroff, run: spawnRunner(io.env ?? process.env) });
+    report = await runSeal({
+      root,
+      dryRun,
+      poweroff,
+      run: spawnRunner(io.env ?? process.env),
+      // The power-off ends this process and any SSH session it runs in: print the summary first.
+      beforePoweroff: (sealed) =>
+        new Promise<void>((resolve) => {
+          printed = true;
+          io.stdout.write(format(sealed), () => resolve());
+        }),
+    });
   } catch (error) {
     io.stderr.write(`ws-agent seal: ${(error as Error).message}\n`);
     return 1;
   }
-  io.stdout.write(values.json ? formatSealJson(report) : formatSealText(report));
+  if (!printed) io.stdout.write(format(report));
+  else if (report.poweroff === "failed") io.stderr.write(`ws-agent seal: power-off failed: ${report.poweroffError ?? "unknown error"}\n`);
   return report.ok ? 0 : 1;
 }

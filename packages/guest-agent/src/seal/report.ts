@@ -9,7 +9,7 @@ export interface SealReport {
   operations: OperationResult[];
   /** null on a dry run: there is nothing to verify yet. */
   verification: SealCheck[] | null;
-  poweroff: "not requested" | "done" | "failed" | "not done: sealing is incomplete";
+  poweroff: "not requested" | "requested" | "done" | "failed" | "not done: sealing is incomplete";
   poweroffError?: string;
   ok: boolean;
 }

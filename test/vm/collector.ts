@@ -1,0 +1,173 @@
+/**
+ * The shipped collector (packages/collector/dist/ws-collector.cjs), standalone, on the host's
+ * loopback, as the guests see it: 10.0.2.2 under QEMU's user networking. It records every
+ * Report into a trace file, so tests can read what the collector received (sessions, leases,
+ * inhibitors), beside its status API and metrics.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { stringify } from "yaml";
+import { collectorBundle, freePort, getText, repoRoot, start, type Proc } from "../support/process.js";
+
+/** The guest-side address of the host's loopback under `-netdev user`. */
+export const HOST_FROM_GUEST = "10.0.2.2";
+
+export const STOP_SCRIPT = path.join(repoRoot, "test/vm/qmp-powerdown.mjs");
+
+export interface VmTestPolicy {
+  "idle-timeout": string;
+  "grace-period": string;
+  [knob: string]: string;
+}
+
+export interface CollectorConfigSpec {
+  grpcPort: number;
+  httpPort: number;
+  keyFile: string;
+  traceFile: string;
+  reportInterval: string;
+  /** argv; {namespace} and {name} are replaced by the collector. */
+  stopCommand: string[];
+  policy: VmTestPolicy;
+}
+
+export function collectorConfigYaml(spec: CollectorConfigSpec): string {
+  return stringify({
+    mode: "standalone",
+    grpc: { listen: `127.0.0.1:${spec.grpcPort}` },
+    http: { listen: `127.0.0.1:${spec.httpPort}` },
+    tokenKeyFile: spec.keyFile,
+    reportInterval: spec.reportInterval,
+    tick: "1s",
+    recordTrace: spec.traceFile,
+    standalone: { stopCommand: spec.stopCommand },
+    policy: { defaults: { autostop: "enabled", mode: "enforce", ...spec.policy } },
+  });
+}
+
+export interface LeaseView {
+  id: string;
+  user: string;
+  uid: number;
+  reason: string;
+  expiresAtMs: number;
+  clamped: boolean;
+}
+
+export interface VmView {
+  namespace: string;
+  name: string;
+  state: string;
+  connected: boolean;
+  lastReportAtMs?: number;
+  lastActivityAtMs?: number;
+  idleSeconds?: number;
+  activeSignals: string[];
+  signals: Record<string, boolean>;
+  explanation: string;
+  leases: LeaseView[];
+  readings?: { idleInhibitors: number; lastActivityAtMs: Record<string, number> };
+}
+
+/** A Report as the trace records it (protobuf JSON), with the fields the tests read. */
+export interface TracedReport {
+  system?: { uptimeSeconds?: number };
+  sessions?: { sessions?: Array<{ kind?: string; user?: string; uid?: number; tty?: string; inputAgeSeconds?: number }> };
+  inhibitors?: { locks?: Array<{ what?: string; who?: string; why?: string; mode?: string; uid?: number }> };
+  leases?: { leases?: Array<{ id?: string; uid?: number; user?: string; reason?: string }> };
+}
+
+export interface TraceLine {
+  t: number;
+  at?: string;
+  vm: string;
+  report?: TracedReport;
+  event?: string;
+}
+
+export function parseTrace(text: string): TraceLine[] {
+  return text
+    .split("\n")
+    .filter((line) => line.trim() !== "" && !line.startsWith("#"))
+    .map((line) => JSON.parse(line) as TraceLine);
+}
+
+export class VmTestCollector {
+  private constructor(
+    readonly proc: Proc,
+    readonly namespace: string,
+    readonly grpcPort: number,
+    readonly httpPort: number,
+    readonly keyFile: string,
+    readonly traceFile: string,
+  ) {}
+
+  static async start(options: { dir: string; namespace: string; policy: VmTestPolicy; reportInterval: string; stopSocketFor: (nameTemplate: string) => string }): Promise<VmTestCollector> {
+    if (!existsSync(collectorBundle)) throw new Error(`${collectorBundle} is missing: run 'npm run build'`);
+    const keyFile = path.join(options.dir, "token.key");
+    const keygen = spawnSync(process.execPath, [collectorBundle, "keygen"], { encoding: "utf8" });
+    if (keygen.status !== 0) throw new Error(`ws-collector keygen failed: ${keygen.stderr}`);
+    await writeFile(keyFile, keygen.stdout, { mode: 0o600 });
+    const grpcPort = await freePort();
+    const httpPort = await freePort();
+    const traceFile = path.join(options.dir, "collector.trace.jsonl");
+    const configFile = path.join(options.dir, "collector.yaml");
+    await writeFile(configFile, collectorConfigYaml({
+      grpcPort, httpPort, keyFile, traceFile,
+      reportInterval: options.reportInterval,
+      stopCommand: [process.execPath, STOP_SCRIPT, options.stopSocketFor("{name}")],
+      policy: options.policy,
+    }));
+    const proc = start(collectorBundle, ["serve", "--config", configFile]);
+    await proc.waitFor(/collector serving/, 60_000);
+    return new VmTestCollector(proc, options.namespace, grpcPort, httpPort, keyFile, traceFile);
+  }
+
+  /** host:port the guests dial. */
+  get addressFromGuest(): string {
+    return `${HOST_FROM_GUEST}:${this.grpcPort}`;
+  }
+
+  token(name: string): string {
+    const result = spawnSync(process.execPath, [collectorBundle, "token", "--key-file", this.keyFile, "--namespace", this.namespace, "--name", name], { encoding: "utf8" });
+    if (result.status !== 0) throw new Error(`ws-collector token failed: ${result.stderr}`);
+    return result.stdout.trim();
+  }
+
+  async vms(): Promise<VmView[]> {
+    const { status, body } = await getText(`http://127.0.0.1:${this.httpPort}/api/vms`);
+    if (status !== 200) throw new Error(`/api/vms answered ${status}: ${body.slice(0, 500)}`);
+    return (JSON.parse(body) as { vms: VmView[] }).vms;
+  }
+
+  async vm(name: string): Promise<VmView | undefined> {
+    return (await this.vms()).find((v) => v.namespace === this.namespace && v.name === name);
+  }
+
+  async metrics(): Promise<string> {
+    return (await getText(`http://127.0.0.1:${this.httpPort}/metrics`)).body;
+  }
+
+  /** Every trace line of one VM, in order. */
+  async trace(name: string): Promise<TraceLine[]> {
+    if (!existsSync(this.traceFile)) return [];
+    return parseTrace(await readFile(this.traceFile, "utf8")).filter((line) => line.vm === `${this.namespace}/${name}`);
+  }
+
+  /** The Reports of one VM received at or after `sinceMs` (collector clock), in order. */
+  async reportsSince(name: string, sinceMs: number): Promise<TracedReport[]> {
+    return (await this.trace(name))
+      .filter((line) => line.report && line.at !== undefined && Date.parse(line.at) >= sinceMs)
+      .map((line) => line.report!);
+  }
+
+  log(): string {
+    return this.proc.output();
+  }
+
+  stop(): Promise<number | null> {
+    return this.proc.stop();
+  }
+}

@@ -1,0 +1,368 @@
+/**
+ * A real VM, end to end: the project's .deb installed in a Debian bookworm guest booted under
+ * QEMU, configured by cloud-init from a NoCloud seed, reporting to the shipped collector
+ * (standalone) on the host, and driven the way users and the platform drive it: SSH logins on a
+ * real terminal, ws-lease, systemd-inhibit, an idle stop through QMP's system_powerdown, disk
+ * growth (QMP block_resize while running; qemu-img resize while off), a seal and a clone.
+ *
+ * The scenarios run in order on three boots: vm1 (1–4, ends with the idle stop), vm1 again
+ * (5 and the seal of 6, on a disk grown while it was off), and the clone (6).
+ * `npm run test:vm` runs this file (scripts/test-vm.mjs); test/vm/README.md says what it proves.
+ */
+import { readFileSync } from "node:fs";
+import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { PtySession } from "../support/pty.js";
+import { eventually, repoRoot } from "../support/process.js";
+import { VmTestCollector, type TracedReport, type VmView } from "./collector.js";
+import { Guest, ROOT_DRIVE, createOverlay, imageVirtualSize, resizeImageOffline } from "./guest.js";
+import { requireHostTools, requireRoot } from "./host-tools.js";
+import { ensureImage, type VmImage } from "./image.js";
+import { renderSeed, writeSeedImage } from "./seed.js";
+import { makeSshKey, type SshKeyPair } from "./ssh.js";
+
+const NAMESPACE = "e2e";
+const USER = "alice";
+const GiB = 1024 ** 3;
+const MAC_ORIGINAL = "52:54:00:00:e2:01";
+const MAC_CLONE = "52:54:00:00:e2:02";
+/**
+ * Short timeouts so the idle stop happens within the run. Only terminal input, leases and
+ * inhibitors are under test: the machine-load thresholds are off, since an emulated guest's
+ * boot and the agent's own Node.js start-up would otherwise count as background work.
+ */
+const POLICY = {
+  "idle-timeout": "75s",
+  "grace-period": "30s",
+  "max-keep-running": "24h",
+  "cpu-busy-threshold": "off",
+  "user-cpu-threshold": "off",
+  "network-threshold": "off",
+  "disk-threshold": "off",
+};
+/** Emulated (TCG) boots on a busy 2-core machine: minutes, not seconds. */
+const SSH_UP_TIMEOUT_MS = 6 * 60_000;
+
+let dir: string;
+let image: VmImage;
+let sshKey: SshKeyPair;
+let collector: VmTestCollector;
+const guests: Guest[] = [];
+const timings: string[] = [];
+const startedAt = Date.now();
+
+function note(line: string): void {
+  const entry = `[${Math.round((Date.now() - startedAt) / 1000)} s] ${line}`;
+  timings.push(entry);
+  console.log(`test:vm ${entry}`);
+}
+
+function deb(): string {
+  const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
+  return path.join(repoRoot, "packaging/dist", `ws-agent_${version}_all.deb`);
+}
+
+function stopSocket(name: string): string {
+  return path.join(dir, `${name}.stop.qmp`);
+}
+
+async function seedFor(name: string, instanceId: string): Promise<string> {
+  const seedDir = path.join(dir, `seed-${instanceId}`);
+  await mkdir(seedDir, { recursive: true });
+  return writeSeedImage(seedDir, renderSeed({
+    instanceId,
+    hostname: name,
+    user: { name: USER, sshPublicKey: sshKey.publicKey },
+    agent: { collectorAddress: collector.addressFromGuest, namespace: NAMESPACE, name, token: collector.token(name) },
+  }));
+}
+
+async function boot(label: string, disk: string, seedIso: string, mac: string, vmName: string): Promise<Guest> {
+  const guest = await Guest.boot({ label, dir, image, disk, seedIso, mac, user: USER, sshKey: sshKey.privateKey, stopSocket: stopSocket(vmName) });
+  guests.push(guest);
+  note(`${label}: QEMU started (ssh on 127.0.0.1:${guest.sshPort})`);
+  return guest;
+}
+
+async function sshUp(guest: Guest): Promise<number> {
+  const at = await guest.waitForSsh(SSH_UP_TIMEOUT_MS);
+  note(`${guest.name}: SSH up`);
+  return at;
+}
+
+/** The agent's and cloud-init's side of a failure, read over SSH while the guest still runs. */
+async function guestJournal(guest: Guest): Promise<string> {
+  if (!guest.running) return guest.diagnostics();
+  const result = await guest.ssh("sudo journalctl -b --no-pager -o short-monotonic -u ws-agent -u ws-agent-grow -u cloud-init -u cloud-init-local | tail -n 60", 60_000);
+  return `--- ${guest.name}: journal (ws-agent, ws-agent-grow, cloud-init):\n${result.stdout}${result.stderr}`;
+}
+
+/** Waits as eventually() does; on timeout the error carries the guest's journal and the collector's log. */
+async function until<T>(guest: Guest, what: string, timeoutMs: number, check: () => Promise<T | undefined | false>): Promise<T> {
+  try {
+    return await eventually(check, timeoutMs, what);
+  } catch (error) {
+    const collectorLog = collector.log().split("\n").slice(-25).join("\n");
+    throw new Error(`${(error as Error).message}\n${await guestJournal(guest)}\n--- collector log (last lines):\n${collectorLog}`);
+  }
+}
+
+async function view(name: string): Promise<VmView | undefined> {
+  return collector.vm(name);
+}
+
+async function latestReport<T>(name: string, sinceMs: number, pick: (report: TracedReport) => T | undefined): Promise<T | undefined> {
+  const reports = await collector.reportsSince(name, sinceMs);
+  for (let index = reports.length - 1; index >= 0; index--) {
+    const found = pick(reports[index]!);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+async function rootFilesystemBytes(guest: Guest): Promise<number> {
+  const out = await guest.sshOk("df -B1 --output=size / | tail -n 1");
+  const bytes = Number(out.trim());
+  if (!Number.isFinite(bytes) || bytes <= 0) throw new Error(`df printed ${JSON.stringify(out)}`);
+  return bytes;
+}
+
+async function bootId(guest: Guest): Promise<string> {
+  return (await guest.sshOk("cat /proc/sys/kernel/random/boot_id")).trim();
+}
+
+beforeAll(async () => {
+  requireRoot();
+  requireHostTools();
+  image = await ensureImage({ cacheDir: path.join(repoRoot, ".cache/vm"), deb: deb(), log: note });
+  dir = await mkdtemp(path.join(os.tmpdir(), "ws-vm-"));
+  sshKey = await makeSshKey(dir);
+  collector = await VmTestCollector.start({ dir, namespace: NAMESPACE, policy: POLICY, reportInterval: "3s", stopSocketFor: stopSocket });
+  note(`collector on 127.0.0.1:${collector.grpcPort} (guests dial ${collector.addressFromGuest})`);
+});
+
+afterAll(async () => {
+  for (const guest of guests) await guest.destroy();
+  await collector?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+  console.log(`test:vm timeline:\n  ${timings.join("\n  ")}`);
+});
+
+describe.sequential("a real VM with the packaged agent", () => {
+  let vm1: Guest;
+  let vm1Disk: string;
+  let vm1Seed: string;
+  let terminal: PtySession;
+  let aliceUid: number;
+  let firstBootFilesystemBytes: number;
+  let vm1Again: Guest;
+
+  it("1. boots; ws-agent.service is active and the collector shows the VM connected within 60 s of SSH", async () => {
+    vm1Disk = path.join(dir, "vm1.qcow2");
+    await createOverlay(image.disk, vm1Disk);
+    vm1Seed = await seedFor("vm1", "vm1-0001");
+    vm1 = await boot("vm1-boot1", vm1Disk, vm1Seed, MAC_ORIGINAL, "vm1");
+    const sshUpAt = await sshUp(vm1);
+
+    const connected = await until(vm1, "the collector to show vm1 connected and reporting", Math.max(1, sshUpAt + 60_000 - Date.now()), async () => {
+      const v = await view("vm1");
+      return v?.connected && v.lastReportAtMs !== undefined ? v : undefined;
+    });
+    note("vm1: agent connected");
+    expect(connected.state).toBe("Active");
+    expect((await vm1.sshOk("systemctl is-active ws-agent.service")).trim()).toBe("active");
+    // Not a restart loop that happened to be up at this moment.
+    expect((await vm1.sshOk("systemctl show -p NRestarts --value ws-agent.service")).trim()).toBe("0");
+    // Node.js from Debian bookworm: the agent's declared floor, for real.
+    expect((await vm1.sshOk("node --version")).trim()).toMatch(/^v18\./);
+    aliceUid = Number((await vm1.sshOk("id -u")).trim());
+    expect(aliceUid).toBeGreaterThanOrEqual(1000);
+    firstBootFilesystemBytes = await rootFilesystemBytes(vm1);
+  });
+
+  it("2. an SSH login on a real terminal appears at the collector with its input age; typing resets it", async () => {
+    const loginAt = Date.now();
+    terminal = vm1.terminal();
+    // shellTty types a command: the session's first keystrokes.
+    const tty = (await terminal.shellTty({ timeoutMs: 120_000 })).replace(/^\/dev\//, "");
+    expect(tty).toMatch(/^pts\/\d+$/);
+
+    const session = await until(vm1, `a report with ${USER}'s session on ${tty}`, 90_000, () =>
+      latestReport("vm1", loginAt, (r) => r.sessions?.sessions?.find((s) => s.tty === tty && s.user === USER && s.inputAgeSeconds !== undefined)),
+    );
+    expect(session).toMatchObject({ kind: "SESSION_KIND_UTMP", uid: aliceUid });
+
+    // Let the input age grow (the kernel moves a tty's atime in 8-second steps), then type.
+    const idleSince = await until(vm1, "the collector to see 25 s without input", 120_000, async () => {
+      const at = (await view("vm1"))?.readings?.lastActivityAtMs["tty-input"];
+      return at !== undefined && Date.now() - at >= 25_000 ? at : undefined;
+    });
+    const typedAt = Date.now();
+    const mark = terminal.output().length;
+    terminal.write("echo typing-resets-the-input-age\r");
+    // The answer, not the echo of the command line.
+    await terminal.waitFor(/(?<!echo )typing-resets-the-input-age\r\n/, { from: mark, timeoutMs: 60_000 });
+    const inputAt = await until(vm1, "a tty-input time at the collector after the typing", 60_000, async () => {
+      const at = (await view("vm1"))?.readings?.lastActivityAtMs["tty-input"];
+      return at !== undefined && at >= typedAt - 10_000 ? at : undefined;
+    });
+    expect(inputAt).toBeGreaterThan(idleSince + 10_000);
+    const after = await view("vm1");
+    expect(after?.idleSeconds ?? Infinity).toBeLessThan(25);
+  });
+
+  it("3. `ws-lease 2h --reason e2e` typed in that terminal is held for the user's uid; an idle inhibitor is seen", async () => {
+    let mark = terminal.output().length;
+    terminal.write("ws-lease 2h --reason e2e\r");
+    const taken = await terminal.waitFor(/Lease (\w+) taken[^\r\n]*[\s\S]*?The collector confirmed it/, { from: mark, timeoutMs: 180_000 });
+    const leaseId = taken[1]!;
+    const lease = await until(vm1, "the lease at the collector", 60_000, async () => (await view("vm1"))?.leases.find((l) => l.id === leaseId));
+    expect(lease).toMatchObject({ user: USER, uid: aliceUid, reason: "e2e", clamped: false });
+    const remainingMs = lease.expiresAtMs - Date.now();
+    expect(remainingMs).toBeGreaterThan(110 * 60_000);
+    expect(remainingMs).toBeLessThanOrEqual(120 * 60_000);
+    expect((await view("vm1"))?.signals.lease).toBe(true);
+
+    const inhibitFrom = Date.now();
+    mark = terminal.output().length;
+    terminal.write("systemd-inhibit --what=idle --who=e2e-test --why='e2e inhibitor' sleep 600 &\r");
+    await terminal.waitFor(/\[1\] \d+/, { from: mark, timeoutMs: 30_000 });
+    const lock = await until(vm1, "the idle inhibitor in a report", 90_000, () =>
+      latestReport("vm1", inhibitFrom, (r) => r.inhibitors?.locks?.find((l) => l.who === "e2e-test")),
+    );
+    expect(lock).toMatchObject({ why: "e2e inhibitor", mode: "block", uid: aliceUid });
+    expect(lock.what?.split(":")).toContain("idle");
+    const held = await until(vm1, "the collector to count the inhibitor", 30_000, async () => {
+      const v = await view("vm1");
+      return v?.signals.inhibitor ? v : undefined;
+    });
+    expect(held.readings?.idleInhibitors).toBe(1);
+    expect(held.state).toBe("Active");
+  });
+
+  it("4. idle: the notice reaches the terminal, then the stop command powers the guest down cleanly", async () => {
+    let mark = terminal.output().length;
+    terminal.write("kill %1; ws-lease cancel\r");
+    await terminal.waitFor(/Cancelled lease \w+ of alice \("e2e"\)/, { from: mark, timeoutMs: 120_000 });
+    await until(vm1, "the lease and the inhibitor to be gone at the collector", 60_000, async () => {
+      const v = await view("vm1");
+      return v && v.leases.length === 0 && !v.signals.inhibitor && !v.signals.lease ? v : undefined;
+    });
+    note("vm1: lease and inhibitor released; idle from now on");
+
+    mark = terminal.output().length;
+    const noticeTimeoutMs = 6 * 60_000;
+    const notice = await terminal.waitFor(/ws: this VM will stop in [^\r\n]*[\s\S]*?Your files are kept[^\r\n]*/, { from: mark, timeoutMs: noticeTimeoutMs });
+    note(`vm1: stop notice on the terminal: ${notice[0].split(/\r?\n/).slice(0, 2).join(" / ")}`);
+    // The collector's reasons, passed on to the user: how long idle, and the last thing that counted.
+    expect(notice[0]).toMatch(/Why: idle for [^\r\n]*\(idle-timeout 1m15s\)[^\r\n]*last activity: input on pts\/\d+ \(alice/);
+    expect(notice[0]).toMatch(/To keep it running: [^\r\n]*ws-lease 2h/);
+    expect((await view("vm1"))?.state).toBe("StoppingPending");
+
+    const exit = await vm1.waitForExit(5 * 60_000, "the stop notice");
+    note("vm1: QEMU exited after the guest powered off");
+    expect(exit).toEqual({ code: 0, signal: null });
+    const consoleLog = vm1.serialLog();
+    // systemd's own shutdown, then the kernel's power-off: the guest went down cleanly.
+    expect(consoleLog).toMatch(/systemd-shutdown\[1\]: Powering off/);
+    expect(consoleLog).toMatch(/reboot: Power down/);
+    await expect(terminal.exited).resolves.toBeDefined();
+
+    // The collector ran the stop command and recorded why.
+    await collector.proc.waitFor(/vm1: stop accepted: [^\n]*system_powerdown sent/, 30_000);
+    const idleStop = collector.log().match(/event IdleStop: [^\n]*/)?.[0];
+    expect(idleStop).toMatch(/idle for \S+ \(idle-timeout 1m15s\) and the grace period of the notice \S+ is over with no activity, lease or other veto; last activity: input on pts\/\d+ \(alice/);
+    note(`collector: ${idleStop}`);
+    const stopped = await until(vm1, "vm1 Stopped at the collector", 60_000, async () => {
+      const v = await view("vm1");
+      return v?.state === "Stopped" ? v : undefined;
+    });
+    expect(stopped.leases).toEqual([]);
+    expect(await collector.metrics()).toMatch(/^workstation_stops_total\{reason="idle",mode="enforce"\} 1$/m);
+  });
+
+  it("5. disk: grown at boot after an offline resize, and online after block_resize, without a reboot", async () => {
+    // Normally already off (scenario 4); if that failed, this scenario still runs on its own.
+    await vm1.destroy();
+    const offSize = await imageVirtualSize(vm1Disk);
+    expect(offSize).toBe(image.diskBytes);
+    await resizeImageOffline(vm1Disk, offSize + GiB);
+    vm1Again = await boot("vm1-boot2", vm1Disk, vm1Seed, MAC_ORIGINAL, "vm1");
+    await sshUp(vm1Again);
+    // Keep it running through this test and the seal, as its user would.
+    await until(vm1Again, "a lease in the second boot", 120_000, async () => (await vm1Again.ssh("ws-lease 2h --reason disk-and-seal")).code === 0);
+
+    const bootGrow = await vm1Again.sshOk("sudo journalctl -b --no-pager -o cat -u ws-agent-grow.service");
+    expect(bootGrow).toMatch(/grown/);
+    const afterBoot = await rootFilesystemBytes(vm1Again);
+    expect(afterBoot).toBeGreaterThan(firstBootFilesystemBytes + 0.9 * GiB);
+    note(`vm1: grown at boot ${(firstBootFilesystemBytes / GiB).toFixed(2)} → ${(afterBoot / GiB).toFixed(2)} GiB`);
+
+    const bootBefore = await bootId(vm1Again);
+    const qmp = await vm1Again.qmp();
+    await qmp.execute("block_resize", { device: ROOT_DRIVE, size: offSize + 2 * GiB });
+    const online = await until(vm1Again, "the root filesystem to grow online", 4 * 60_000, async () => {
+      const bytes = await rootFilesystemBytes(vm1Again);
+      return bytes > afterBoot + 0.9 * GiB ? bytes : undefined;
+    });
+    note(`vm1: grown online → ${(online / GiB).toFixed(2)} GiB`);
+    expect(await bootId(vm1Again)).toBe(bootBefore);
+    const partitionBytes = Number((await vm1Again.sshOk("lsblk -bno SIZE /dev/vda1")).trim());
+    expect(partitionBytes).toBeGreaterThan(offSize + 1.9 * GiB - 2 * 1024 ** 2);
+  });
+
+  it("6. seal: the sealed image's copy boots with another MAC as a new machine, and its agent connects", async () => {
+    const original = {
+      machineId: (await vm1Again.sshOk("cat /etc/machine-id")).trim(),
+      hostKeys: await vm1Again.hostKeys(),
+      bootId: await bootId(vm1Again),
+    };
+    expect(original.machineId).toMatch(/^[0-9a-f]{32}$/);
+    expect(original.hostKeys.length).toBeGreaterThan(0);
+
+    // It powers off only when the sealed result verified, so the power-off is the verdict: the
+    // report, written after `systemctl poweroff` returns, rarely outlives the SSH session (its
+    // processes are killed as the machine goes down) and is not waited for. A refused or failed
+    // seal exits 1 or 2 with the report, the machine still up.
+    const seal = await vm1Again.ssh("sudo ws-agent seal --yes --poweroff", 5 * 60_000);
+    expect([1, 2], `ws-agent seal exited ${seal.code}:\n${seal.stdout}${seal.stderr}`).not.toContain(seal.code);
+    const exit = await vm1Again.waitForExit(5 * 60_000, "ws-agent seal --poweroff");
+    expect(exit).toEqual({ code: 0, signal: null });
+    note("vm1: sealed and powered off");
+
+    // The platform copies the golden disk (a PVC clone) and boots the copy as a new VM.
+    const cloneDisk = path.join(dir, "vm-clone.qcow2");
+    await copyFile(vm1Disk, cloneDisk);
+    const clone = await boot("vm-clone-boot1", cloneDisk, await seedFor("vm-clone", "vm-clone-0001"), MAC_CLONE, "vm-clone");
+    const cloneBootedAt = Date.now();
+    const sshUpAt = await sshUp(clone);
+
+    // Network: the interface with the new MAC is up with its DHCP address.
+    const links = await clone.sshOk("ip -o link show; ip -o -4 addr show scope global");
+    expect(links).toContain(MAC_CLONE);
+    expect(links).not.toContain(MAC_ORIGINAL);
+    expect(links).toMatch(/inet 10\.0\.2\.15\//);
+    const machineId = (await clone.sshOk("cat /etc/machine-id")).trim();
+    expect(machineId).toMatch(/^[0-9a-f]{32}$/);
+    expect(machineId).not.toBe(original.machineId);
+    const hostKeys = await clone.hostKeys();
+    expect(hostKeys.length).toBeGreaterThan(0);
+    expect(hostKeys.filter((k) => original.hostKeys.includes(k))).toEqual([]);
+    const cloneBootId = await bootId(clone);
+    expect(cloneBootId).not.toBe(original.bootId);
+    // Sealing removed the agent's state: the original's lease is not in the copy.
+    expect(JSON.parse(await clone.sshOk("ws-lease list --json")).leases).toEqual([]);
+
+    const connected = await until(clone, "the clone's agent at the collector", Math.max(1, sshUpAt + 60_000 - Date.now()), async () => {
+      const v = await view("vm-clone");
+      return v?.connected && v.lastReportAtMs !== undefined ? v : undefined;
+    });
+    expect(connected.state).toBe("Active");
+    const uptime = await latestReport("vm-clone", cloneBootedAt, (r) => r.system?.uptimeSeconds);
+    expect(uptime).toBeLessThan((Date.now() - cloneBootedAt) / 1000 + 5);
+    expect(await clone.sshOk("sudo journalctl -b --no-pager -o cat -u ws-agent.service")).toMatch(/connected to collector/);
+    note("vm-clone: agent connected");
+  });
+});
