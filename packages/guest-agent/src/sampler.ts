@@ -49,7 +49,11 @@ export async function takeSample(
   clock: Clock,
 ): Promise<Sample> {
   const controller = new AbortController();
-  const ctx: SignalContext = { ...base, signal: controller.signal };
+  // Every age in the Report is measured from the same instant, the one sample_age_seconds counts
+  // from: a source that reads late (a slow Jupyter, a loaded machine) must not shift its ages.
+  const sampledAtWallMs = clock.nowMs();
+  const sampleClock: Clock = { nowMs: () => sampledAtWallMs, monotonicMs: () => clock.monotonicMs() };
+  const ctx: SignalContext = { ...base, clock: sampleClock, signal: controller.signal };
   const report = create(ReportSchema, {});
   const sources: Array<MessageInitShape<typeof SourceStatusSchema>> = [];
   const started = clock.monotonicMs();

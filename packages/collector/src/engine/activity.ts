@@ -17,6 +17,21 @@ export interface ClockUpdate {
   readings: CountedReading[];
 }
 
+/**
+ * Ages are re-based on the collector's receive time, so one past event (a keystroke, a kernel's
+ * last activity) reads a few milliseconds apart from report to report, and a second or more on
+ * a loaded machine. A reading must be this much newer than what the clock already holds to move
+ * it; otherwise that noise would look like fresh activity and cancel every pending stop.
+ */
+export const AGE_JITTER_MS = 2_000;
+
+/** The later of `candidate` and `held`, where `candidate` wins only by more than the age jitter. */
+function advancedBeyondJitter(held: number | undefined, candidate: number | undefined): number | undefined {
+  if (candidate === undefined) return held;
+  if (held === undefined) return candidate;
+  return candidate > held + AGE_JITTER_MS ? candidate : held;
+}
+
 /** How long after a notice terminal output is taken for the notice's own text on the terminals. */
 export function noticeEchoWindowMs(policy: Policy): number {
   return Math.max(60, 4 * policy.reportIntervalSeconds) * 1000;
@@ -58,6 +73,8 @@ export function advanceIdleClock(
     if (strongDetail === undefined || atMs > strongDetail.atMs) strongDetail = { atMs, detail: reading.detail };
   }
 
+  lastStrong = advancedBeyondJitter(record.lastStrongAtMs, lastStrong === record.lastStrongAtMs ? undefined : lastStrong);
+
   let lastWeak = record.lastWeakAtMs;
   let weakCredit: { atMs: number; detail: string } | undefined;
   const weakCap = lastStrong === undefined ? undefined : lastStrong + policy.weakActivityMaxSeconds * 1000;
@@ -79,7 +96,7 @@ export function advanceIdleClock(
     if (weakCredit === undefined || credited > weakCredit.atMs) weakCredit = { atMs: credited, detail: `${reading.detail} (weak)` };
   }
 
-  const lastActivity = maxDefined(record.lastActivityAtMs, lastStrong, weakCredit?.atMs);
+  const lastActivity = advancedBeyondJitter(record.lastActivityAtMs, maxDefined(lastStrong, weakCredit?.atMs));
   let detail = record.lastActivityDetail;
   // A reading that reaches the clock names it, even when it only ties with a baseline ("started watching").
   if (lastActivity !== undefined) {

@@ -59,6 +59,21 @@ describe("decide: transitions", () => {
     expect(actionsOf(decision, "persist")[0]?.values).toMatchObject({ state: "Active", noticeId: undefined });
   });
 
+  it("does not take the jitter of a re-based age for new activity (found by the stop-overshoot benchmark)", () => {
+    // One keystroke, reported again and again: its age grows with the clock, but as the machine
+    // gets busier each report is sampled a little earlier before it is sent, so the rebuilt time
+    // creeps later by a few milliseconds per report (1.4 s over the run).
+    const sim = activeSim();
+    const keystrokeAt = sim.now;
+    let n = 0;
+    const decisions = sim.advance(HOUR + 11 * MINUTE, {
+      reportEveryMs: 15 * SECOND,
+      makeReport: () => report({ sessions: { sessions: [ttySession((sim.now - keystrokeAt) / 1000 - 0.005 * n++)] } }),
+    });
+    expect(actionsOf(decisions, "notice-cleared")).toEqual([]);
+    expect(transitions(decisions)).toEqual(["Active→StoppingPending", "StoppingPending→Stopping"]);
+  });
+
   it("StoppingPending → Stopping when the grace period ends, then Stopped when the stop is accepted", () => {
     const sim = activeSim();
     sim.idleFor(HOUR);
