@@ -4,11 +4,11 @@
 // (observe mode, short demo timeouts so the state machine moves within
 // minutes), prints the URLs, and stops both on Ctrl-C.
 import { spawn, spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { ensureNpmDependencies } from "./lib/npm-deps.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const work = path.join(root, ".cache/start");
@@ -23,12 +23,7 @@ function run(command, args) {
   }
 }
 
-const lockHash = createHash("sha256").update(readFileSync(path.join(root, "package-lock.json"))).digest("hex");
-const marker = path.join(root, "node_modules/.ws-lock-sha256");
-if (!existsSync(marker) || readFileSync(marker, "utf8") !== lockHash) {
-  run("npm", ["ci", "--no-audit", "--no-fund"]);
-  writeFileSync(marker, lockHash);
-}
+ensureNpmDependencies(root);
 run("node", ["scripts/build.mjs"]);
 
 mkdirSync(path.join(work, "state"), { recursive: true });

@@ -7,10 +7,9 @@
 //   4. vitest with test/vm/vitest.config.ts: the image is built there when the cache is cold
 // Needs root (debootstrap, chroot). Extra arguments go to vitest.
 import { spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { ensureNpmDependencies } from "./lib/npm-deps.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const started = Date.now();
@@ -30,14 +29,7 @@ if (process.getuid?.() !== 0) {
 }
 
 step("npm dependencies");
-const lockHash = createHash("sha256").update(readFileSync(path.join(root, "package-lock.json"))).digest("hex");
-const marker = path.join(root, "node_modules/.ws-lock-sha256");
-if (!existsSync(marker) || readFileSync(marker, "utf8") !== lockHash) {
-  run("npm", ["ci", "--no-audit", "--no-fund"]);
-  writeFileSync(marker, lockHash);
-} else {
-  console.log("node_modules is up to date");
-}
+ensureNpmDependencies(root);
 
 step("Debian packages");
 run("bash", ["scripts/install-test-deps.sh"]);

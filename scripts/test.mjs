@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm test`: everything a fresh machine needs, then every test.
-//   1. npm dependencies (npm ci when node_modules is missing or older than the lockfile)
+//   1. npm dependencies (npm ci when node_modules is missing or from another lockfile)
 //   2. the Debian packages the real-component tests start (installed when root; otherwise
 //      the exact apt-get command is printed and the run fails)
 //   3. generated protocol code is fresh, buf lint is clean, TypeScript typechecks
@@ -8,10 +8,9 @@
 //   5. vitest
 // Extra arguments go to vitest: npm test -- packages/collector
 import { spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { ensureNpmDependencies } from "./lib/npm-deps.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const step = (title) => console.log(`\n== ${title}`);
@@ -24,14 +23,7 @@ function run(command, args, options = {}) {
 }
 
 step("npm dependencies");
-const lockHash = createHash("sha256").update(readFileSync(path.join(root, "package-lock.json"))).digest("hex");
-const marker = path.join(root, "node_modules/.ws-lock-sha256");
-if (!existsSync(marker) || readFileSync(marker, "utf8") !== lockHash) {
-  run("npm", ["ci", "--no-audit", "--no-fund"]);
-  writeFileSync(marker, lockHash);
-} else {
-  console.log("node_modules is up to date");
-}
+ensureNpmDependencies(root);
 
 step("Debian packages for real-component tests");
 run("bash", ["scripts/install-test-deps.sh"]);
