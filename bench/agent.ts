@@ -1,0 +1,322 @@
+// Benchmark 1: what the agent costs a VM, next to node_exporter in the same run.
+//
+//   node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2]
+//
+// On this machine, at the same time: the built collector (standalone, the
+// agent's peer), a real sshd with one logged-in ssh session on a
+// pseudo-terminal, a real Jupyter Server with two kernels, the bundled
+// `ws-agent run` sampling every --interval with every signal on, and Debian's
+// prometheus-node-exporter scraped by this harness at the same interval.
+// CPU is utime+stime from /proc/PID/stat, memory VmRSS/VmHWM from
+// /proc/PID/status. Processes the agent starts are counted with strace -f
+// (clone/execve only, filtered in the kernel with --seccomp-bpf) when strace
+// is installed, else by polling /proc/PID/task/*/children.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { startJupyterServer, startKernel, type RunningJupyter } from "../test/support/jupyter.js";
+import { spawnPty, type PtySession } from "../test/support/pty.js";
+import { SSH, startSshd, type RunningSshd } from "../test/support/sshd.js";
+import { benchArgs, seconds } from "./lib/args.js";
+import { freePort, startCollector, type RunningCollector } from "./lib/collector.js";
+import { delay, launch, pollFor, type Launched } from "./lib/launch.js";
+import { describeMachine, machineLine } from "./lib/machine.js";
+import { agentBundle, requireBundles } from "./lib/paths.js";
+import { childPids, commOf, cpuByThread, type CpuSplit, cpuSeconds, cpuSplit, isAlive, memory, processCount } from "./lib/procfs.js";
+import { sampleValue } from "./lib/promtext.js";
+import { describeSpawned, parseSpawnTrace, type SpawnedProcess } from "./lib/spawn-trace.js";
+import { summarize } from "./lib/stats.js";
+import { bytes, fmt, markdownTable, ratio } from "./lib/table.js";
+
+const NODE_EXPORTER = "/usr/bin/prometheus-node-exporter";
+const STRACE = "/usr/bin/strace";
+const BENCH_USER = "wstestbench";
+
+const USAGE = "usage: node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2] [--agent-node-flags='--max-semi-space-size=1 ...'] [--agent-env MALLOC_ARENA_MAX=2]";
+const args = benchArgs(process.argv.slice(2), ["interval", "duration", "warmup", "agent-node-flags", "agent-env"], USAGE);
+/** Node flags for the agent process, to try what a systemd unit could set (memory limits, profiling). */
+const agentNodeFlags = (args["agent-node-flags"] ?? "").split(/\s+/).filter(Boolean);
+/** Extra environment for the agent ("MALLOC_ARENA_MAX=2,NAME=VALUE"), as a unit's Environment= would set. */
+const agentExtraEnv = Object.fromEntries(
+  (args["agent-env"] ?? "")
+    .split(",")
+    .filter(Boolean)
+    .map((pair) => {
+      const at = pair.indexOf("=");
+      if (at <= 0) {
+        process.stderr.write(`--agent-env: "${pair}" is not NAME=VALUE\n${USAGE}\n`);
+        process.exit(2);
+      }
+      return [pair.slice(0, at), pair.slice(at + 1)];
+    }),
+);
+const intervalSeconds = seconds(args.interval, 15, "interval");
+const durationSeconds = seconds(args.duration, 600, "duration");
+const warmupIntervals = Number(args.warmup ?? 2);
+
+interface Tick {
+  atSeconds: number;
+  agentCpu: number;
+  exporterCpu: number;
+  agentRss: number;
+  exporterRss: number;
+  reports: number;
+  scrapes: number;
+}
+
+const cleanups: Array<() => Promise<void> | void> = [];
+
+async function main(): Promise<void> {
+  requireBundles();
+  if (!existsSync(NODE_EXPORTER)) {
+    throw new Error(`${NODE_EXPORTER} is missing: install the Debian package prometheus-node-exporter (scripts/install-test-deps.sh)`);
+  }
+  const machine = describeMachine();
+  const dir = mkdtempSync(path.join(os.tmpdir(), "ws-bench-agent-"));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+
+  const collector: RunningCollector = await startCollector({
+    reportInterval: `${intervalSeconds}s`,
+    policyYaml: ["  defaults:", "    autostop: enabled", "    mode: observe", "    idle-timeout: 2h"].join("\n"),
+  });
+  cleanups.push(() => collector.stop());
+
+  // An ssh login on a pseudo-terminal: a utmp session whose tty the agent times.
+  const sshd: RunningSshd = await startSshd({ users: [BENCH_USER] });
+  cleanups.push(() => sshd.stop());
+  const ssh: PtySession = spawnPty(SSH, sshd.sshArgs(BENCH_USER));
+  cleanups.push(() => ssh.close());
+  const tty = await ssh.shellTty({ timeoutMs: 60_000 });
+
+  // A notebook server the agent discovers from its runtime file, with two kernels.
+  const homeRoot = path.join(dir, "home");
+  const runtimeDir = path.join(homeRoot, BENCH_USER, ".local/share/jupyter/runtime");
+  mkdirSync(runtimeDir, { recursive: true });
+  const jupyter: RunningJupyter = await startJupyterServer({ runtimeDir });
+  cleanups.push(() => jupyter.stop());
+  await startKernel(jupyter);
+  await startKernel(jupyter);
+
+  const exporterPort = await freePort();
+  const exporter = launch(NODE_EXPORTER, [`--web.listen-address=127.0.0.1:${exporterPort}`]);
+  cleanups.push(async () => void (await exporter.stop()));
+  await exporter.waitFor(/Listening on|listening/i, 30_000);
+  const exporterUrl = `http://127.0.0.1:${exporterPort}/metrics`;
+
+  const agentConfig = path.join(dir, "agent.yaml");
+  writeFileSync(agentConfig, "# everything comes from flags\n");
+  const agentArgs = [
+    ...agentNodeFlags,
+    agentBundle, "run", "--insecure",
+    "--collector", collector.grpcAddress,
+    "--namespace", "bench", "--name", "agent-cost",
+    "--report-interval", `${intervalSeconds}s`,
+    "--state-dir", path.join(dir, "state"),
+    "--socket", path.join(dir, "agent.sock"),
+    "--home-root", homeRoot,
+  ];
+  const agentEnv = { ...agentExtraEnv, WS_AGENT_TOKEN: collector.tokenFor("bench", "agent-cost"), WS_AGENT_CONFIG: agentConfig };
+  const traceFile = path.join(dir, "spawns.strace");
+  const traced = straceWorks();
+  const agentProc: Launched = traced
+    ? launch(STRACE, ["-f", "--seccomp-bpf", "-qq", "-e", "trace=clone,clone3,fork,vfork,execve", "-e", "signal=none", "-o", traceFile, process.execPath, ...agentArgs], { env: agentEnv })
+    : launch(process.execPath, agentArgs, { env: agentEnv });
+  let agentPid = agentProc.pid;
+  // Signal the agent itself: strace, signalled, would detach and leave it running.
+  const stopAgent = async () => {
+    try {
+      process.kill(agentPid, "SIGTERM");
+    } catch {
+      // Already gone.
+    }
+    const exited = await Promise.race([agentProc.exited.then(() => true), delay(10_000).then(() => false)]);
+    if (!exited) {
+      for (const pid of new Set([agentPid, agentProc.pid])) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      }
+      await agentProc.exited;
+    }
+  };
+  cleanups.push(stopAgent);
+  await agentProc.waitFor(/connected to collector/, 60_000);
+  if (traced) agentPid = await pollFor("the agent under strace", () => childPids(agentProc.pid)[0], 10_000);
+
+  // Fallback census, and a cross-check when strace runs: children seen alive at 50 ms polls.
+  const polledChildren = new Map<number, string>();
+  const poller = setInterval(() => {
+    for (const pid of childPids(agentPid)) if (!polledChildren.has(pid)) polledChildren.set(pid, commOf(pid));
+  }, 50);
+  cleanups.push(() => clearInterval(poller));
+
+  const reportsReceived = async () => sampleValue((await collector.scrape()).body, "workstation_reports_received_total") ?? 0;
+  const scrapeSizes: number[] = [];
+  const scrapeSeconds: number[] = [];
+  let scrapes = 0;
+  const scrapeExporter = async () => {
+    const began = performance.now();
+    const response = await fetch(exporterUrl);
+    const body = await response.text();
+    scrapeSeconds.push((performance.now() - began) / 1000);
+    scrapeSizes.push(Buffer.byteLength(body));
+    if (response.status !== 200) throw new Error(`node_exporter answered ${response.status}`);
+    scrapes++;
+  };
+
+  const ticks: Tick[] = [];
+  const began = performance.now();
+  const record = async () => {
+    ticks.push({
+      atSeconds: (performance.now() - began) / 1000,
+      agentCpu: cpuSeconds(agentPid),
+      exporterCpu: cpuSeconds(exporter.pid),
+      agentRss: memory(agentPid).rssBytes,
+      exporterRss: memory(exporter.pid).rssBytes,
+      reports: await reportsReceived(),
+      scrapes,
+    });
+  };
+  const totalIntervals = Math.max(warmupIntervals + 2, Math.round(durationSeconds / intervalSeconds));
+  process.stderr.write(`bench agent: ${totalIntervals} intervals of ${intervalSeconds}s (${warmupIntervals} warm-up), ssh session on ${tty}, Jupyter pid ${jupyter.pid}, agent pid ${agentPid}${traced ? " (under strace)" : ""}\n`);
+  await record();
+  let threadsBefore = cpuByThread(agentPid);
+  let splitBefore = cpuSplit(agentPid);
+  for (let i = 1; i <= totalIntervals; i++) {
+    const target = began + i * intervalSeconds * 1000;
+    await scrapeExporter();
+    await delay(Math.max(0, target - performance.now()));
+    if (!isAlive(agentPid)) throw new Error(`the agent exited:\n${agentProc.output().slice(-4000)}`);
+    await record();
+    if (i === warmupIntervals) {
+      threadsBefore = cpuByThread(agentPid);
+      splitBefore = cpuSplit(agentPid);
+    }
+    if (i % Math.max(1, Math.round(60 / intervalSeconds)) === 0) {
+      process.stderr.write(`bench agent: ${i}/${totalIntervals} intervals, agent RSS ${bytes(ticks.at(-1)!.agentRss)}\n`);
+    }
+  }
+  clearInterval(poller);
+  const agentHwm = memory(agentPid).hwmBytes;
+  const exporterHwm = memory(exporter.pid).hwmBytes;
+  const threadsAfter = cpuByThread(agentPid);
+  const splitAfter = cpuSplit(agentPid);
+  const processesAtEnd = processCount();
+
+  await stopAgent();
+  let spawned: SpawnedProcess[];
+  let censusMethod: string;
+  if (traced) {
+    spawned = parseSpawnTrace(readFileSync(traceFile, "utf8"), agentPid).processes;
+    censusMethod = "strace -f (every clone/execve)";
+  } else {
+    spawned = [...polledChildren.entries()].map(([pid, program]) => ({ pid, program, execOk: true }));
+    censusMethod = "polling /proc/PID/task/*/children every 50 ms (may miss very short-lived children)";
+  }
+
+  const first = ticks[warmupIntervals]!;
+  const last = ticks.at(-1)!;
+  const samples = last.reports - first.reports;
+  const scraped = last.scrapes - first.scrapes;
+  const wallSeconds = last.atSeconds - first.atSeconds;
+  const agentCpu = last.agentCpu - first.agentCpu;
+  const exporterCpu = last.exporterCpu - first.exporterCpu;
+  const agentPerSample = agentCpu / samples;
+  const exporterPerScrape = exporterCpu / scraped;
+  const perInterval = (key: "agentCpu" | "exporterCpu") =>
+    summarize(ticks.slice(warmupIntervals + 1).map((tick, i) => tick[key] - ticks[warmupIntervals + i]![key]));
+  const agentIntervals = perInterval("agentCpu");
+  const exporterIntervals = perInterval("exporterCpu");
+  const minutes = last.atSeconds / 60;
+  const scrapeSize = summarize(scrapeSizes);
+  const scrapeTime = summarize(scrapeSeconds);
+
+  const out: string[] = [];
+  out.push("## Agent cost vs node_exporter (benchmark 1)", "", machineLine(machine), "");
+  out.push(
+    `One run, same machine: \`ws-agent run\` (bundled, every signal on) and \`prometheus-node-exporter\` (Debian, default collectors). ` +
+      (agentNodeFlags.length ? `The agent ran with Node flags \`${agentNodeFlags.join(" ")}\`. ` : "") +
+      (Object.keys(agentExtraEnv).length ? `The agent's extra environment: \`${args["agent-env"]}\`. ` : "") +
+      `Both sampled every ${intervalSeconds} s for ${fmt(minutes, 3)} minutes (${totalIntervals} intervals, the first ${warmupIntervals} left out as warm-up). ` +
+      `Present during the run: an ssh login on ${tty} (real sshd), a Jupyter Server with 2 kernels, the built collector the agent reports to; ` +
+      `${processesAtEnd} processes on the machine at the end (the agent reads every /proc/PID/stat each sample).` +
+      (intervalSeconds < 15
+        ? ` The interval is shorter than the 15 s default to get more samples in the time: per-sample figures here spread the agent's idle cost ` +
+          `(timers, keepalive pings, GC) over ${fmt(15 / intervalSeconds, 2)}× more samples than at 15 s, so the 15 s per-sample cost is somewhat higher.`
+        : ""),
+    "",
+  );
+  out.push(
+    markdownTable(
+      ["", "ws-agent run", "node_exporter", "agent / node_exporter"],
+      [
+        ["samples (agent Reports / harness scrapes)", samples, scraped, ""],
+        ["CPU per sample (user+sys)", `${fmt(agentPerSample * 1000)} ms`, `${fmt(exporterPerScrape * 1000)} ms`, ratio(agentPerSample, exporterPerScrape)],
+        ["CPU per interval p50 / max", `${fmt(agentIntervals.p50 * 1000)} / ${fmt(agentIntervals.max * 1000)} ms`, `${fmt(exporterIntervals.p50 * 1000)} / ${fmt(exporterIntervals.max * 1000)} ms`, ""],
+        [
+          "  of which user / system",
+          `${fmt(((splitAfter.userSeconds - splitBefore.userSeconds) / samples) * 1000)} / ${fmt(((splitAfter.systemSeconds - splitBefore.systemSeconds) / samples) * 1000)} ms`,
+          "",
+          "",
+        ],
+        ["  main thread / other threads", threadBreakdown(threadsBefore, threadsAfter, samples), "", ""],
+        ["CPU share of one core", `${fmt((100 * agentCpu) / wallSeconds)} %`, `${fmt((100 * exporterCpu) / wallSeconds)} %`, ratio(agentCpu, exporterCpu)],
+        [`RSS after ${fmt(minutes, 3)} min (VmRSS)`, bytes(last.agentRss), bytes(last.exporterRss), ratio(last.agentRss, last.exporterRss)],
+        ["RSS at end of warm-up", bytes(first.agentRss), bytes(first.exporterRss), ratio(first.agentRss, first.exporterRss)],
+        ["peak RSS (VmHWM)", bytes(agentHwm), bytes(exporterHwm), ratio(agentHwm, exporterHwm)],
+        ["processes spawned (whole run)", spawned.length === 0 ? "0" : describeSpawned(spawned).join(", "), "not counted", ""],
+        ["processes spawned per sample", fmt(spawned.length / Math.max(1, last.reports), 2), "", ""],
+        ["payload per sample", "Report (see benchmark 4)", `${bytes(scrapeSize.p50)} text, scrape ${fmt(scrapeTime.p50 * 1000)} ms p50`, ""],
+      ],
+    ),
+    "",
+  );
+  out.push(
+    `Spawned processes counted by ${censusMethod}. The GPU tool (nvidia-smi) runs on its own cadence (gpu.interval, default 30 s), not per sample; ` +
+      `on a machine without it the attempt still forks once per cadence and fails with ENOENT. ` +
+      `Targets (issue 9): RSS ≤ 60 MB → ${last.agentRss <= 60e6 ? "met" : `missed: ${fmt(last.agentRss / 1e6)} MB, ${fmt(100 * (last.agentRss / 60e6 - 1), 2)} % over`}; ` +
+      `CPU per sample ≤ node_exporter's per scrape → ${agentPerSample <= exporterPerScrape ? "met" : `missed: ${ratio(agentPerSample, exporterPerScrape)} of node_exporter's`}; ` +
+      `no process per sample except the GPU tool → ${spawned.every((p) => p.program === "nvidia-smi") ? "met" : "missed"}.`,
+    "",
+  );
+  process.stdout.write(out.join("\n") + "\n");
+}
+
+/** strace can trace here (ptrace may be forbidden in a container): a one-line probe. */
+function straceWorks(): boolean {
+  if (!existsSync(STRACE)) return false;
+  const probe = spawnSync(STRACE, ["-f", "--seccomp-bpf", "-qq", "-e", "trace=execve", "-o", "/dev/null", "/bin/true"], { timeout: 10_000 });
+  return probe.status === 0;
+}
+
+function threadBreakdown(before: Map<string, CpuSplit>, after: Map<string, CpuSplit>, samples: number): string {
+  const rows = [...after.entries()]
+    .map(([name, split]) => {
+      const earlier = before.get(name) ?? { userSeconds: 0, systemSeconds: 0 };
+      return { name, seconds: split.userSeconds + split.systemSeconds - earlier.userSeconds - earlier.systemSeconds };
+    })
+    .filter((row) => row.seconds > 0)
+    .sort((a, b) => b.seconds - a.seconds);
+  const perSample = (name: string) => fmt(((rows.find((row) => row.name === name)?.seconds ?? 0) / samples) * 1000, 2);
+  return `${perSample("main thread")} / ${perSample("other threads")} ms`;
+}
+
+async function cleanup(): Promise<void> {
+  for (const step of cleanups.reverse()) {
+    try {
+      await step();
+    } catch (error) {
+      process.stderr.write(`cleanup: ${(error as Error).message}\n`);
+    }
+  }
+}
+
+main()
+  .catch((error) => {
+    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
+    process.exitCode = 1;
+  })
+  .finally(cleanup);

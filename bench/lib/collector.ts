@@ -1,0 +1,108 @@
+// The built collector (packages/collector/dist/ws-collector.cjs), started in
+// standalone mode with a fresh key, for benchmarks to report to.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { generateKey, tokenFor } from "../../packages/collector/src/token.js";
+import { launch, pollFor, type Launched } from "./launch.js";
+import { collectorBundle } from "./paths.js";
+
+export interface CollectorOptions {
+  reportInterval: string;
+  tick?: string;
+  /** The `policy:` section, as YAML lines indented by two spaces under it. */
+  policyYaml?: string;
+  stopCommand?: string[];
+  /** taskset CPU list for the collector. */
+  cpus?: string;
+  /** Extra Node flags (e.g. --max-old-space-size). */
+  nodeFlags?: string[];
+  /** Kubernetes mode against this kubeconfig (the fake API server's); standalone without it. */
+  kubeconfig?: string;
+}
+
+export interface RunningCollector {
+  proc: Launched;
+  pid: number;
+  dir: string;
+  grpcAddress: string;
+  httpUrl: string;
+  tokenFor(namespace: string, name: string): string;
+  /** GET /metrics: the body, its size and how long the whole answer took. */
+  scrape(): Promise<{ body: string; bytes: number; seconds: number }>;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startCollector(options: CollectorOptions): Promise<RunningCollector> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "ws-bench-collector-"));
+  const keyText = generateKey();
+  const key = Buffer.from(keyText, "utf8");
+  const keyFile = path.join(dir, "token.key");
+  writeFileSync(keyFile, keyText + "\n", { mode: 0o600 });
+  const grpcPort = await freePort();
+  const httpPort = await freePort();
+  const configFile = path.join(dir, "collector.yaml");
+  writeFileSync(
+    configFile,
+    [
+      `mode: ${options.kubeconfig ? "kubernetes" : "standalone"}`,
+      `grpc: { listen: "127.0.0.1:${grpcPort}" }`,
+      `http: { listen: "127.0.0.1:${httpPort}" }`,
+      `tokenKeyFile: ${JSON.stringify(keyFile)}`,
+      `reportInterval: ${options.reportInterval}`,
+      `tick: ${options.tick ?? "5s"}`,
+      ...(options.kubeconfig ? ["kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }"] : []),
+      ...(options.stopCommand ? ["standalone:", `  stopCommand: ${JSON.stringify(options.stopCommand)}`] : []),
+      ...(options.policyYaml ? ["policy:", options.policyYaml] : []),
+      "",
+    ].join("\n"),
+  );
+  const proc = launch(
+    process.execPath,
+    [...(options.nodeFlags ?? []), collectorBundle, "serve", "--config", configFile, ...(options.kubeconfig ? ["--kubeconfig", options.kubeconfig] : [])],
+    // A log line per agent and per transition: thousands of VMs need room.
+    { ...(options.cpus !== undefined ? { cpus: options.cpus } : {}), env: { POD_NAME: "ws-collector-bench" }, keepBytes: 64 * 1024 * 1024 },
+  );
+  const httpUrl = `http://127.0.0.1:${httpPort}`;
+  try {
+    await proc.waitFor(/collector serving/, 120_000);
+    // Kubernetes mode: agents are accepted by the leader only.
+    if (options.kubeconfig) await pollFor("the collector to lead (/readyz 200)", async () => (await fetch(`${httpUrl}/readyz`)).status === 200, 120_000, 250);
+  } catch (error) {
+    await proc.stop("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    proc,
+    pid: proc.pid,
+    dir,
+    grpcAddress: `127.0.0.1:${grpcPort}`,
+    httpUrl,
+    tokenFor: (namespace, name) => tokenFor(key, namespace, name),
+    async scrape() {
+      const began = performance.now();
+      const response = await fetch(`${httpUrl}/metrics`);
+      const body = await response.text();
+      const seconds = (performance.now() - began) / 1000;
+      if (response.status !== 200) throw new Error(`GET /metrics answered ${response.status}: ${body.slice(0, 200)}`);
+      return { body, bytes: Buffer.byteLength(body), seconds };
+    },
+    async stop() {
+      await proc.stop("SIGTERM", 10_000);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,199 @@
+// The collector benchmark's load generator, run as a child process (IPC):
+// it opens N agent streams, each on its own HTTP/2 connection, through the
+// project's grpc-js adapter, sends a Hello with a valid token, then a typical
+// Report every interval at a random phase, and times each Report until the
+// Directive that answers it. A stream the collector ends is opened again
+// after the agent's own backoff (1 s doubling to 60 s, jittered), as agents
+// do. Driven by bench/collector.ts.
+import { tokenFor } from "../packages/collector/src/token.js";
+import { backoffDelayMs, defaultBackoff } from "../packages/guest-agent/src/backoff.js";
+import type { Report } from "@ws/protocol";
+import { openAgentStream, type AgentStream } from "./lib/agent-stream.js";
+import { reportFor, TYPICAL_VM } from "./lib/reports.js";
+
+export type LoadCommand =
+  | { cmd: "open"; address: string; keyText: string; namespace: string; count: number; perSecond: number; intervalSeconds: number; reportLater?: boolean }
+  | { cmd: "start-reporting" }
+  | { cmd: "interval"; seconds: number }
+  | { cmd: "stats" }
+  | { cmd: "close" };
+
+export interface LoadStats {
+  opened: number;
+  connected: number;
+  /** Streams ended by the collector (or the network) so far. */
+  ended: number;
+  reconnects: number;
+  reportsSent: number;
+  directives: number;
+  /** Report → Directive round trips since the previous stats call, in ms. */
+  roundTripsMs: number[];
+  endReasons: string[];
+  cpuSeconds: number;
+  rssBytes: number;
+}
+
+interface Vm {
+  name: string;
+  token: string;
+  stream: AgentStream;
+  connected: boolean;
+  ended: boolean;
+  attempt: number;
+  connectedAtMs: number;
+  sequence: bigint;
+  template: Report;
+  pendingSentAt: number[];
+  timer?: NodeJS.Timeout;
+}
+
+const TEMPLATES = Array.from({ length: 16 }, (_, i) => reportFor(TYPICAL_VM, 100 + i));
+const MAX_ROUND_TRIPS = 500_000;
+/** As the agent: a stream that stayed up this long resets the backoff. */
+const HEALTHY_STREAM_MS = 30_000;
+
+const vms: Vm[] = [];
+let intervalMs = 15_000;
+/** Until start-reporting, accepted streams only hold their connection (to weigh a connection alone). */
+let reporting = true;
+let reportsSent = 0;
+let directives = 0;
+let ended = 0;
+let reconnects = 0;
+let closing = false;
+let address = "";
+let namespace = "";
+let roundTrips: number[] = [];
+const endReasons = new Map<string, number>();
+
+function schedule(vm: Vm): void {
+  clearTimeout(vm.timer);
+  // A random phase, as VMs booted at different times report at different moments.
+  vm.timer = setTimeout(() => {
+    send(vm);
+    vm.timer = setInterval(() => send(vm), intervalMs);
+  }, Math.random() * intervalMs);
+}
+
+function send(vm: Vm): void {
+  vm.sequence++;
+  // As the agent does: the newest snapshot with this stream's next sequence number.
+  if (vm.stream.sendReport({ ...vm.template, sequence: vm.sequence })) {
+    reportsSent++;
+    vm.pendingSentAt.push(performance.now());
+  }
+}
+
+function connect(vm: Vm): void {
+  vm.connected = false;
+  vm.ended = false;
+  vm.pendingSentAt = [];
+  vm.stream = openAgentStream(address, { namespace, name: vm.name }, vm.token, {
+    onDirective() {
+      directives++;
+      if (!vm.connected) {
+        // The first Directive answers the Hello: the stream is accepted, reporting starts.
+        vm.connected = true;
+        vm.connectedAtMs = performance.now();
+        if (reporting) schedule(vm);
+        return;
+      }
+      const sentAt = vm.pendingSentAt.shift();
+      if (sentAt !== undefined && roundTrips.length < MAX_ROUND_TRIPS) roundTrips.push(performance.now() - sentAt);
+    },
+    onEnd(reason) {
+      ended++;
+      vm.ended = true;
+      clearTimeout(vm.timer);
+      clearInterval(vm.timer);
+      endReasons.set(reason, (endReasons.get(reason) ?? 0) + 1);
+      if (closing) return;
+      if (vm.connected && performance.now() - vm.connectedAtMs > HEALTHY_STREAM_MS) vm.attempt = 0;
+      const delay = backoffDelayMs(vm.attempt, defaultBackoff, Math.random);
+      vm.attempt++;
+      setTimeout(() => {
+        if (closing) return;
+        reconnects++;
+        connect(vm);
+      }, delay);
+    },
+  });
+}
+
+async function open(command: Extract<LoadCommand, { cmd: "open" }>): Promise<void> {
+  intervalMs = command.intervalSeconds * 1000;
+  reporting = !command.reportLater;
+  address = command.address;
+  namespace = command.namespace;
+  const key = Buffer.from(command.keyText, "utf8");
+  const batch = Math.max(1, Math.round(command.perSecond / 20));
+  for (let i = 0; i < command.count; i++) {
+    const name = `vm-${String(vms.length).padStart(5, "0")}`;
+    const vm: Vm = {
+      name,
+      token: tokenFor(key, namespace, name),
+      connected: false,
+      ended: false,
+      attempt: 0,
+      connectedAtMs: 0,
+      sequence: 0n,
+      template: TEMPLATES[vms.length % TEMPLATES.length]!,
+      pendingSentAt: [],
+      stream: undefined as unknown as AgentStream,
+    };
+    vms.push(vm);
+    connect(vm);
+    if ((i + 1) % batch === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+function stats(): LoadStats {
+  const usage = process.cpuUsage();
+  const result: LoadStats = {
+    opened: vms.length,
+    connected: vms.filter((vm) => vm.connected && !vm.ended).length,
+    ended,
+    reconnects,
+    reportsSent,
+    directives,
+    roundTripsMs: roundTrips,
+    endReasons: [...endReasons.entries()].map(([reason, count]) => `${count}× ${reason}`),
+    cpuSeconds: (usage.user + usage.system) / 1e6,
+    rssBytes: process.memoryUsage.rss(),
+  };
+  roundTrips = [];
+  return result;
+}
+
+process.on("message", (message: LoadCommand) => {
+  const reply = (value: unknown) => process.send?.(value);
+  switch (message.cmd) {
+    case "open":
+      void open(message).then(() => reply({ ok: true }), (error: Error) => reply({ ok: false, error: error.message }));
+      return;
+    case "start-reporting":
+      reporting = true;
+      for (const vm of vms) if (vm.connected && !vm.ended) schedule(vm);
+      reply({ ok: true });
+      return;
+    case "interval":
+      intervalMs = message.seconds * 1000;
+      for (const vm of vms) if (vm.connected) schedule(vm);
+      reply({ ok: true });
+      return;
+    case "stats":
+      reply(stats());
+      return;
+    case "close":
+      closing = true;
+      for (const vm of vms) {
+        clearTimeout(vm.timer);
+        clearInterval(vm.timer);
+        vm.stream.close();
+      }
+      reply({ ok: true });
+      setTimeout(() => process.exit(0), 200);
+      return;
+  }
+});
+process.on("disconnect", () => process.exit(0));
