@@ -80,7 +80,8 @@ describe("ws-lease typed by users in real terminals", () => {
 
     const listed = await aliceShell.run("ws-lease list");
     expect(listed.exitCode).toBe(0);
-    expect(listed.output).toMatch(new RegExp(`${trainingId}\\s+wslease1\\s+\\S+\\s+7h 59m|${trainingId}\\s+wslease1\\s+\\S+\\s+8h`));
+    // UNTIL is "HH:MM", or "Mon HH:MM" when the lease ends on another day (8 h from the afternoon on).
+    expect(listed.output).toMatch(new RegExp(`${trainingId}\\s+wslease1\\s+(?:\\S+ )?\\d\\d:\\d\\d\\s+(?:7h 59m|8h)`));
     expect(listed.output).toContain("not yet confirmed");
   });
 
