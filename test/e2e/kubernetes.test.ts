@@ -324,6 +324,9 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(pending["reportingInstance"]).toBe("collector-0");
     expect(pending["note"]).toMatch(/idle for .* \(idle-timeout 1m\)/);
     const noticeId = await eventually(() => s.annotation("idle", "notice-id"), 30_000, "the notice-id annotation");
+    // The idle clock's origin as written with the notice; the Stopped transition may clear it before we look again.
+    const lastActiveAtNotice = s.annotation("idle", "last-active");
+    expect(lastActiveAtNotice).toBeDefined();
     expect(s.annotation("idle", "state")).toBe("StoppingPending");
     const deadline = Date.parse(s.annotation("idle", "stop-deadline") ?? "");
     expect(deadline).toBeGreaterThan(Date.parse(s.annotation("idle", "last-active") ?? ""));
@@ -347,7 +350,7 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(lastStop.signals).toMatchObject({
       trigger: "idle",
       idleTimeoutSeconds: IDLE_TIMEOUT_S,
-      lastActivity: { at: s.annotation("idle", "last-active") },
+      lastActivity: { at: lastActiveAtNotice },
       vetoes: [],
       blind: [],
     });
