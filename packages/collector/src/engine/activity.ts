@@ -19,11 +19,11 @@ export interface ClockUpdate {
 
 /**
  * Ages are re-based on the collector's receive time, so one past event (a keystroke, a kernel's
- * last activity) reads a few milliseconds apart from report to report, and a second or more on
- * a loaded machine. A reading must be this much newer than what the clock already holds to move
+ * last activity) reads a few milliseconds apart from report to report, and seconds on a loaded
+ * machine (a stalled collector stamps receive times late). A reading must be this much newer than what the clock already holds to move
  * it; otherwise that noise would look like fresh activity and cancel every pending stop.
  */
-export const AGE_JITTER_MS = 2_000;
+export const AGE_JITTER_MS = 5_000;
 
 /** The later of `candidate` and `held`, where `candidate` wins only by more than the age jitter. */
 function advancedBeyondJitter(held: number | undefined, candidate: number | undefined): number | undefined {
