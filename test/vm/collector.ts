@@ -47,29 +47,9 @@ export function collectorConfigYaml(spec: CollectorConfigSpec): string {
   });
 }
 
-export interface LeaseView {
-  id: string;
-  user: string;
-  uid: number;
-  reason: string;
-  expiresAtMs: number;
-  clamped: boolean;
-}
-
-export interface VmView {
-  namespace: string;
-  name: string;
-  state: string;
-  connected: boolean;
-  lastReportAtMs?: number;
-  lastActivityAtMs?: number;
-  idleSeconds?: number;
-  activeSignals: string[];
-  signals: Record<string, boolean>;
-  explanation: string;
-  leases: LeaseView[];
-  readings?: { idleInhibitors: number; lastActivityAtMs: Record<string, number> };
-}
+/** What /api/vms serves: the collector's own view type, so the test cannot drift from it. */
+export type { VmView } from "../../packages/collector/src/view.js";
+import type { VmView } from "../../packages/collector/src/view.js";
 
 /** A Report as the trace records it (protobuf JSON), with the fields the tests read. */
 export interface TracedReport {
