@@ -1,0 +1,48 @@
+// The pure test tier (`npm run test:unit`): parsers, engine, policy, replay, protocol, formatting.
+// No root, no Debian packages, no servers, no built bundles: what a contributor runs on every
+// change, in well under a minute. `npm test` runs this tier as an unprivileged user first (so a
+// test that quietly needs root cannot join it), then every test, this tier included.
+//
+// Everything under test/ is cross-package or end-to-end and is never here. A test under
+// packages/*/test that starts a real part (Jupyter, sshd, logind, a loop device, a pty, promtool,
+// the fake Kubernetes API, a child process) or needs root (chown of fixture trees) is listed in
+// NEEDS_ROOT_OR_REAL_PARTS.
+import os from "node:os";
+import path from "node:path";
+import { defineConfig } from "vitest/config";
+
+export const NEEDS_ROOT_OR_REAL_PARTS = [
+  "packages/collector/test/kube/rbac.test.ts",
+  "packages/collector/test/kube/stop.test.ts",
+  "packages/collector/test/metrics.test.ts",
+  "packages/collector/test/whatif.test.ts",
+  "packages/guest-agent/test/grow/grow-loop.test.ts",
+  "packages/guest-agent/test/lease/cli.test.ts",
+  "packages/guest-agent/test/lease/peer-proof.test.ts",
+  "packages/guest-agent/test/lease/service.test.ts",
+  "packages/guest-agent/test/lease/ws-lease-users.test.ts",
+  "packages/guest-agent/test/notice/delivery.test.ts",
+  "packages/guest-agent/test/notice/desktop.test.ts",
+  "packages/guest-agent/test/notice/terminals.test.ts",
+  "packages/guest-agent/test/notice/through-agent.test.ts",
+  "packages/guest-agent/test/seal/seal-parse.test.ts",
+  "packages/guest-agent/test/seal/seal-tree.test.ts",
+  "packages/guest-agent/test/signals/codeserver.test.ts",
+  "packages/guest-agent/test/signals/disk.test.ts",
+  "packages/guest-agent/test/signals/gpu-command.test.ts",
+  "packages/guest-agent/test/signals/inhibitors.logind.test.ts",
+  "packages/guest-agent/test/signals/inhibitors.test.ts",
+  "packages/guest-agent/test/signals/jupyter.test.ts",
+  "packages/guest-agent/test/signals/sessions.sshd.test.ts",
+  "packages/guest-agent/test/signals/sessions.test.ts",
+  "packages/guest-agent/test/signals/system.test.ts",
+];
+
+export default defineConfig({
+  cacheDir: path.join(os.tmpdir(), "ws-vitest-unit-cache"),
+  test: {
+    include: ["packages/*/test/**/*.test.ts"],
+    exclude: ["**/node_modules/**", ...NEEDS_ROOT_OR_REAL_PARTS],
+    pool: "threads",
+  },
+});
