@@ -29,7 +29,15 @@ export interface FrozenAgent {
 }
 
 /** Lays out the agent's roots under `root` (a frozen machine) and starts the shipped agent. */
-export function startFrozenAgent(options: { root: string; namespace: string; name: string; grpcPort: number; token: string }): FrozenAgent {
+export function startFrozenAgent(options: {
+  root: string;
+  namespace: string;
+  name: string;
+  grpcPort: number;
+  token: string;
+  /** Called with the laid-out root before the agent starts (e.g. to give a user a terminal). */
+  prepare?: (root: string) => void;
+}): FrozenAgent {
   const { root } = options;
   cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
   for (const dir of ["sys/devices/virtual/net", "sys/devices/virtual/block", "sys/block", "dev/pts", "run", "home", "etc", "state"]) {
@@ -38,6 +46,7 @@ export function startFrozenAgent(options: { root: string; namespace: string; nam
   cpSync(PASSWD, path.join(root, "etc/passwd"));
   // No Jupyter, code-server, GPU or logind in this machine: their sources are off, not failing.
   writeFileSync(path.join(root, "agent.yaml"), "disabledSignals: [jupyter, code_server, gpu, inhibitors]\n");
+  options.prepare?.(root);
   const socket = path.join(root, "agent.sock");
   const proc = start(
     agentBundle,
