@@ -44,10 +44,11 @@ const CONFIGURATION_SOURCES = new Set([
 /** Volume sources whose data lives on a PVC of their own. */
 const CLAIM_SOURCES = new Set(["persistentVolumeClaim", "dataVolume", "memoryDump"]);
 
-const WHY_EPHEMERAL: Record<string, string> = {
-  containerDisk: "is a containerDisk: its writes are lost when the VM stops",
-  emptyDisk: "is an emptyDisk: it is created empty on every start",
-  ephemeral: "is an ephemeral overlay on a PVC: its writes are lost when the VM stops",
+/** What each ephemeral source is, and what a stop does to what the guest wrote on it. */
+const WHY_EPHEMERAL: Record<string, { what: string; loss: string }> = {
+  containerDisk: { what: "a containerDisk", loss: "its writes are lost when the VM stops" },
+  emptyDisk: { what: "an emptyDisk", loss: "it is created empty on every start" },
+  ephemeral: { what: "an ephemeral overlay on a PVC", loss: "its writes are lost when the VM stops" },
 };
 
 /** "a read-only cdrom", "a disk marked readonly: true", "a writable disk", "no device". */
@@ -100,8 +101,11 @@ export function stopSafety(vm: SafetyInput, pvcs: ReadonlyMap<string, PvcFacts>,
       notes.push(`${label} (${volume.source}) is attached as ${describeAttachment(volume)}: it holds no state, a stop loses nothing of it`);
       continue;
     }
-    const base = WHY_EPHEMERAL[volume.source] ?? `is a ${volume.source} volume, which the collector cannot prove persistent`;
-    const why = WHY_EPHEMERAL[volume.source] ? base.replace(":", `, attached as ${describeAttachment(volume)}:`) : `${base} (attached as ${describeAttachment(volume)})`;
+    const known = WHY_EPHEMERAL[volume.source];
+    const attached = `attached as ${describeAttachment(volume)}`;
+    const why = known
+      ? `is ${known.what}, ${attached}: ${known.loss}`
+      : `is a ${volume.source} volume, which the collector cannot prove persistent (${attached})`;
     if (allowEphemeral) notes.push(`${label} ${why} (allowed by ${prefix}allow-ephemeral-stop)`);
     else reasons.push(`${label} ${why}; set annotation ${prefix}allow-ephemeral-stop: "true" to allow stopping anyway`);
   }
