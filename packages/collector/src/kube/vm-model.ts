@@ -107,25 +107,28 @@ function arrayOf(v: unknown): unknown[] {
 
 /**
  * Each volume's device: KubeVirt names a volume's disk after it (disk.name == volume.name), as a
- * disk, cdrom or lun target; a virtiofs filesystem names it too. The first device wins (KubeVirt
- * rejects two devices for one volume).
+ * disk, cdrom or lun target; a virtiofs filesystem names it too. KubeVirt rejects two devices for
+ * one volume; should a spec have them anyway, a writable one wins, so nothing is called read-only
+ * that the guest can write.
  */
 function attachmentsOf(vmSpec: unknown): Map<string, { attachment: VmAttachment; readOnly: boolean }> {
   const devices = devicesOf(vmSpec);
   const out = new Map<string, { attachment: VmAttachment; readOnly: boolean }>();
+  const add = (name: string | null, attachment: VmAttachment, readOnly: boolean) => {
+    if (!name) return;
+    const seen = out.get(name);
+    if (!seen || (seen.readOnly && !readOnly)) out.set(name, { attachment, readOnly });
+  };
   for (const raw of arrayOf(devices["disks"])) {
     const disk = asObj(raw);
     const name = asString(disk["name"]);
-    if (!name || out.has(name)) continue;
-    if ("cdrom" in disk) out.set(name, { attachment: "cdrom", readOnly: asObj(disk["cdrom"])["readonly"] !== false });
-    else if ("lun" in disk) out.set(name, { attachment: "lun", readOnly: asObj(disk["lun"])["readonly"] === true });
+    // KubeVirt's cdrom `readonly` defaults to true (CDRomTarget); disk and lun default to writable.
+    if ("cdrom" in disk) add(name, "cdrom", asObj(disk["cdrom"])["readonly"] !== false);
+    else if ("lun" in disk) add(name, "lun", asObj(disk["lun"])["readonly"] === true);
     // A disk entry with no target is a virtio disk (KubeVirt's default).
-    else out.set(name, { attachment: "disk", readOnly: asObj(disk["disk"])["readonly"] === true });
+    else add(name, "disk", asObj(disk["disk"])["readonly"] === true);
   }
-  for (const raw of arrayOf(devices["filesystems"])) {
-    const name = asString(asObj(raw)["name"]);
-    if (name && !out.has(name)) out.set(name, { attachment: "filesystem", readOnly: false });
-  }
+  for (const raw of arrayOf(devices["filesystems"])) add(asString(asObj(raw)["name"]), "filesystem", false);
   return out;
 }
 

@@ -221,6 +221,22 @@ describe("stopSafety (pure)", () => {
       ["f", "disk", false],
       ["g", "filesystem", false],
     ]);
+    // Two devices for one volume (KubeVirt rejects it): the writable one wins.
+    const twice = volumesOf({
+      template: {
+        spec: {
+          domain: { devices: { disks: [{ name: "iso", cdrom: {} }, { name: "iso", disk: {} }], filesystems: [{ name: "ro", virtiofs: {} }] } },
+          volumes: [
+            { name: "iso", containerDisk: { image: "x" } },
+            { name: "ro", containerDisk: { image: "x" } },
+          ],
+        },
+      },
+    });
+    expect(twice.map((v) => [v.name, v.attachment, v.readOnly])).toEqual([
+      ["iso", "disk", false],
+      ["ro", "filesystem", false],
+    ]);
     expect(volumesOf({ template: { spec: { volumes: "nope" } } })).toEqual([]);
   });
 });
