@@ -10,18 +10,14 @@
 // guides do not have it), the agent in the image and its token; the guides' objects are
 // otherwise loaded verbatim. CDI and virtctl are stood in for: each DataVolume's PVC is created
 // Bound (what CDI does once the import or clone is done), and `virtctl start` is the fake's start.
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
 import { fieldGuideObjects, type GuideName, type GuideObject } from "../support/field-guides.js";
 import { resourceByKind, startFakeKube, type FakeKube, type KubeObject } from "../support/fake-kube/index.js";
-import { collectorToken, startFrozenAgent, type FrozenAgent } from "../support/kube-agent.js";
+import { collectorToken, collectorTokenKey, startFrozenAgent, type FrozenAgent } from "../support/kube-agent.js";
 import { collectorBundle, eventually, freePort, getText, requireBundles, start, type Proc } from "../support/process.js";
-
-const run = promisify(execFile);
 
 const VM = resourceByKind("VirtualMachine");
 const VMI = resourceByKind("VirtualMachineInstance");
@@ -40,20 +36,16 @@ const STOP_WAIT_MS = (GRACE_S + 90) * 1000;
 /** The fake's virt-handler takes 25 ms per second of the VMI's grace: the A100 VM's 120 s is 3 s. */
 const GRACE_SECOND_MS = 25;
 
-let keyDir: string;
+let key: Awaited<ReturnType<typeof collectorTokenKey>> | undefined;
 let keyFile: string;
 
 beforeAll(async () => {
   requireBundles();
-  keyDir = mkdtempSync(path.join(os.tmpdir(), "ws-guides-key-"));
-  keyFile = path.join(keyDir, "token.key");
-  const { stdout } = await run(process.execPath, [collectorBundle, "keygen"]);
-  writeFileSync(keyFile, stdout, { mode: 0o600 });
+  key = await collectorTokenKey();
+  keyFile = key.file;
 });
 
-afterAll(() => {
-  if (keyDir) rmSync(keyDir, { recursive: true, force: true });
-});
+afterAll(() => key?.remove());
 
 /** One guide's cluster: the fake API server with the guide's objects, a collector, agents. */
 class GuideCluster {

@@ -7,18 +7,14 @@
 // CPU, network and disk show no activity, and an empty /dev/pts unless a scenario gives a user a
 // terminal. Activity is made the way a person makes it: a keystroke (the terminal's atime) or a
 // lease taken with `ws-agent lease` over the agent's socket.
-import { execFile } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
 import { resourceByKind, startFakeKube, type FakeKube, type KubeObject, type RequestRecord } from "../support/fake-kube/index.js";
 import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
-import { collectorToken, startFrozenAgent } from "../support/kube-agent.js";
+import { collectorToken, collectorTokenKey, startFrozenAgent } from "../support/kube-agent.js";
 import { collectorBundle, eventually, freePort, getText, requireBundles, start, type Proc } from "../support/process.js";
-
-const run = promisify(execFile);
 
 const VM = resourceByKind("VirtualMachine");
 const EVENT = resourceByKind("Event");
@@ -36,20 +32,16 @@ const SCENARIO_TIMEOUT_MS = 240_000;
 const NOTICE_WAIT_MS = (IDLE_TIMEOUT_S + 60) * 1000;
 const STOP_WAIT_MS = (GRACE_S + 60) * 1000;
 
-let keyDir: string;
+let key: Awaited<ReturnType<typeof collectorTokenKey>> | undefined;
 let keyFile: string;
 
 beforeAll(async () => {
   requireBundles();
-  keyDir = mkdtempSync(path.join(os.tmpdir(), "ws-kube-key-"));
-  keyFile = path.join(keyDir, "token.key");
-  const { stdout } = await run(process.execPath, [collectorBundle, "keygen"]);
-  writeFileSync(keyFile, stdout, { mode: 0o600 });
+  key = await collectorTokenKey();
+  keyFile = key.file;
 });
 
-afterAll(() => {
-  if (keyDir) rmSync(keyDir, { recursive: true, force: true });
-});
+afterAll(() => key?.remove());
 
 async function tokenFor(name: string): Promise<string> {
   return collectorToken(keyFile, NS, name);

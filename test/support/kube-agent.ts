@@ -4,7 +4,8 @@
  * collector on localhost, with its VM's token. Shared by the Kubernetes-mode e2e tests.
  */
 import { execFile } from "node:child_process";
-import { cpSync, mkdirSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { agentBundle, collectorBundle, repoRoot, start, type Proc } from "./process.js";
@@ -13,6 +14,15 @@ const run = promisify(execFile);
 
 export const PROC_SNAPSHOT = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/snapshot-1");
 export const PASSWD = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/passwd");
+
+/** A fresh collector token key (`ws-collector keygen`) in a temp dir; `remove()` deletes it. */
+export async function collectorTokenKey(): Promise<{ file: string; remove(): void }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "ws-kube-key-"));
+  const file = path.join(dir, "token.key");
+  const { stdout } = await run(process.execPath, [collectorBundle, "keygen"]);
+  writeFileSync(file, stdout, { mode: 0o600 });
+  return { file, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
 
 /** `ws-collector token`: the per-VM token cloud-init would hand the agent. */
 export async function collectorToken(keyFile: string, namespace: string, name: string): Promise<string> {
