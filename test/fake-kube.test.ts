@@ -274,6 +274,8 @@ describe("the stand-in virt-controller's VMI teardown on a stop", () => {
 
       const stop = await request("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/slowshut/stop", {});
       expect(stop.status).toBe(202);
+      // virt-controller acts on the recorded stop just after virt-api answers (a timer of 0 ms).
+      await until("the VMI to start terminating", () => graceful.store.get(resourceByKind("VirtualMachineInstance"), "fk", "slowshut")?.metadata.deletionTimestamp !== undefined);
       const terminating = await (await request("GET", vmiPath)).json();
       expect(terminating.metadata.deletionTimestamp).toEqual(expect.any(String));
       expect(terminating.metadata.deletionGracePeriodSeconds).toBe(120);
