@@ -33,8 +33,8 @@ const GRACE_S = 30;
 const SCENARIO_TIMEOUT_MS = 300_000;
 const NOTICE_WAIT_MS = (IDLE_TIMEOUT_S + 60) * 1000;
 const STOP_WAIT_MS = (GRACE_S + 90) * 1000;
-/** The fake's virt-handler takes 25 ms per second of the VMI's grace: the A100 VM's 120 s is 3 s. */
-const GRACE_SECOND_MS = 25;
+/** The fake's virt-handler takes 100 ms per second of the VMI's grace: the A100 VM's 120 s is 12 s, long enough to see it terminating. */
+const GRACE_SECOND_MS = 100;
 
 let key: Awaited<ReturnType<typeof collectorTokenKey>> | undefined;
 let keyFile: string;
