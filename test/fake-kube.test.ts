@@ -253,3 +253,57 @@ describe("fake Kubernetes API server", () => {
     }
   });
 });
+
+describe("the stand-in virt-controller's VMI teardown on a stop", () => {
+  it("keeps the VMI and its launcher pod terminating for the VMI's terminationGracePeriodSeconds, then removes them", async () => {
+    // 20 ms per grace second: the 120 s guest shutdown of the GPU field guide takes 2.4 s here.
+    const graceful = await startFakeKube({ graceSecondMs: 20 });
+    try {
+      graceful.seedWorkstation({ namespace: "fk", name: "slowshut" });
+      const vmiPath = "/apis/kubevirt.io/v1/namespaces/fk/virtualmachineinstances/slowshut";
+      const request = (method: string, path: string, body?: unknown) =>
+        fetch(graceful.url + path, {
+          method,
+          headers: { Authorization: `Bearer ${graceful.token}`, "Content-Type": "application/json" },
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        });
+      // The VM template's grace, as the GPU guide writes it; the seeded VMI copies its template.
+      const vmi = await (await request("GET", vmiPath)).json();
+      const patched = await request("PUT", vmiPath, { ...vmi, spec: { ...vmi.spec, terminationGracePeriodSeconds: 120 } });
+      expect(patched.status).toBe(200);
+
+      const stop = await request("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/slowshut/stop", {});
+      expect(stop.status).toBe(202);
+      // virt-controller acts on the recorded stop just after virt-api answers (a timer of 0 ms).
+      await until("the VMI to start terminating", () => graceful.store.get(resourceByKind("VirtualMachineInstance"), "fk", "slowshut")?.metadata.deletionTimestamp !== undefined);
+      const terminating = await (await request("GET", vmiPath)).json();
+      expect(terminating.metadata.deletionTimestamp).toEqual(expect.any(String));
+      expect(terminating.metadata.deletionGracePeriodSeconds).toBe(120);
+      const pods = await (await request("GET", "/api/v1/namespaces/fk/pods?labelSelector=kubevirt.io%3Dvirt-launcher")).json();
+      expect(pods.items.map((p: any) => p.metadata.deletionGracePeriodSeconds)).toEqual([120]);
+      expect(graceful.vmiTerminations).toMatchObject([{ namespace: "fk", name: "slowshut", gracePeriodSeconds: 120 }]);
+      expect(graceful.vmiTerminations[0]!.goneAtMs).toBeUndefined();
+
+      await until("the VMI to be gone", () => graceful.store.get(resourceByKind("VirtualMachineInstance"), "fk", "slowshut") === undefined);
+      expect(graceful.vmiTerminations[0]!.goneAtMs).toEqual(expect.any(Number));
+      expect(graceful.store.list(resourceByKind("Pod"), "fk")).toEqual([]);
+      expect((graceful.store.get(resourceByKind("VirtualMachine"), "fk", "slowshut")?.["status"] as { printableStatus: string }).printableStatus).toBe("Stopped");
+    } finally {
+      await graceful.close();
+    }
+  });
+
+  it("a stop's gracePeriod replaces the VMI's own before the teardown, as virt-api patches it", async () => {
+    fake.seedWorkstation({ namespace: "fk", name: "forced" });
+    const stop = await api("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/forced/stop", { gracePeriod: 0 });
+    expect(stop.status).toBe(202);
+    await until("the teardown", () => fake.vmiTerminations.some((t) => t.name === "forced" && t.goneAtMs !== undefined));
+    expect(fake.vmiTerminations.find((t) => t.name === "forced")?.gracePeriodSeconds).toBe(0);
+  });
+
+  it("serves CDI DataVolumes", async () => {
+    const created = await api("POST", "/apis/cdi.kubevirt.io/v1beta1/namespaces/fk/datavolumes", { metadata: { name: "desktop-root" }, spec: { source: { blank: {} } } });
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({ apiVersion: "cdi.kubevirt.io/v1beta1", kind: "DataVolume", metadata: { name: "desktop-root", namespace: "fk" } });
+  });
+});

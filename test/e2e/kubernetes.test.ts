@@ -7,25 +7,20 @@
 // CPU, network and disk show no activity, and an empty /dev/pts unless a scenario gives a user a
 // terminal. Activity is made the way a person makes it: a keystroke (the terminal's atime) or a
 // lease taken with `ws-agent lease` over the agent's socket.
-import { execFile } from "node:child_process";
-import { chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
 import { resourceByKind, startFakeKube, type FakeKube, type KubeObject, type RequestRecord } from "../support/fake-kube/index.js";
 import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
-import { agentBundle, collectorBundle, eventually, freePort, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
-
-const run = promisify(execFile);
+import { collectorToken, collectorTokenKey, startFrozenAgent } from "../support/kube-agent.js";
+import { collectorBundle, eventually, freePort, getText, requireBundles, start, type Proc } from "../support/process.js";
 
 const VM = resourceByKind("VirtualMachine");
 const EVENT = resourceByKind("Event");
 const LEASE = resourceByKind("Lease");
 const NS = "users";
 const PREFIX = "workstation.aik8s.run/";
-const PROC_SNAPSHOT = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/snapshot-1");
-const PASSWD = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/passwd");
 /** wsbusy in the passwd fixture: a human account (uid ≥ 1000). */
 const HUMAN_UID = 1003;
 
@@ -37,24 +32,19 @@ const SCENARIO_TIMEOUT_MS = 240_000;
 const NOTICE_WAIT_MS = (IDLE_TIMEOUT_S + 60) * 1000;
 const STOP_WAIT_MS = (GRACE_S + 60) * 1000;
 
-let keyDir: string;
+let key: Awaited<ReturnType<typeof collectorTokenKey>> | undefined;
 let keyFile: string;
 
 beforeAll(async () => {
   requireBundles();
-  keyDir = mkdtempSync(path.join(os.tmpdir(), "ws-kube-key-"));
-  keyFile = path.join(keyDir, "token.key");
-  const { stdout } = await run(process.execPath, [collectorBundle, "keygen"]);
-  writeFileSync(keyFile, stdout, { mode: 0o600 });
+  key = await collectorTokenKey();
+  keyFile = key.file;
 });
 
-afterAll(() => {
-  if (keyDir) rmSync(keyDir, { recursive: true, force: true });
-});
+afterAll(() => key?.remove());
 
 async function tokenFor(name: string): Promise<string> {
-  const { stdout } = await run(process.execPath, [collectorBundle, "token", "--key-file", keyFile, "--namespace", NS, "--name", name]);
-  return stdout.trim();
+  return collectorToken(keyFile, NS, name);
 }
 
 interface Collector {
@@ -154,49 +144,24 @@ policy:
    */
   async agent(name: string, grpcPort: number, options: { claim?: string; terminal?: boolean } = {}): Promise<Agent> {
     const claim = options.claim ?? name;
-    const root = path.join(this.dir, `vm-${name}`);
-    cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
-    for (const dir of ["sys/devices/virtual/net", "sys/devices/virtual/block", "sys/block", "dev/pts", "run", "home", "etc", "state"]) {
-      mkdirSync(path.join(root, dir), { recursive: true });
-    }
-    cpSync(PASSWD, path.join(root, "etc/passwd"));
-    const pts = path.join(root, "dev/pts/0");
-    if (options.terminal) {
-      writeFileSync(pts, "");
-      chownSync(pts, HUMAN_UID, HUMAN_UID);
-      const anHourAgo = Date.now() / 1000 - 3600;
-      utimesSync(pts, anHourAgo, anHourAgo);
-    }
-    // No Jupyter, code-server, GPU or logind in this machine: their sources are off, not failing.
-    writeFileSync(path.join(root, "agent.yaml"), "disabledSignals: [jupyter, code_server, gpu, inhibitors]\n");
-    const socket = path.join(root, "agent.sock");
-    const proc = start(
-      agentBundle,
-      [
-        "run", "--config", path.join(root, "agent.yaml"), "--insecure",
-        "--collector", `127.0.0.1:${grpcPort}`,
-        "--namespace", NS, "--name", claim,
-        "--report-interval", "1s",
-        "--state-dir", path.join(root, "state"), "--socket", socket,
-        "--proc-root", path.join(root, "proc"), "--sys-root", path.join(root, "sys"), "--dev-root", path.join(root, "dev"),
-        "--run-root", path.join(root, "run"), "--home-root", path.join(root, "home"), "--etc-root", path.join(root, "etc"),
-      ],
-      { WS_AGENT_TOKEN: await tokenFor(claim) },
-    );
-    this.procs.push(proc);
-    return {
-      proc,
-      root,
-      socket,
-      lease: async (...args) => {
-        try {
-          const { stdout, stderr } = await run(process.execPath, [agentBundle, "lease", ...args, "--json"], { env: { ...process.env, WS_AGENT_SOCKET: socket } });
-          return { code: 0, json: JSON.parse(stdout), stderr };
-        } catch (error) {
-          const failed = error as { code?: number; stdout?: string; stderr?: string };
-          return { code: failed.code ?? -1, json: failed.stdout ? JSON.parse(failed.stdout) : null, stderr: failed.stderr ?? "" };
-        }
+    const pts = path.join(this.dir, `vm-${name}`, "dev/pts/0");
+    const agent = startFrozenAgent({
+      root: path.join(this.dir, `vm-${name}`),
+      namespace: NS,
+      name: claim,
+      grpcPort,
+      token: await tokenFor(claim),
+      prepare: () => {
+        if (!options.terminal) return;
+        writeFileSync(pts, "");
+        chownSync(pts, HUMAN_UID, HUMAN_UID);
+        const anHourAgo = Date.now() / 1000 - 3600;
+        utimesSync(pts, anHourAgo, anHourAgo);
       },
+    });
+    this.procs.push(agent.proc);
+    return {
+      ...agent,
       typeOnTerminal: () => {
         if (!options.terminal) throw new Error(`agent ${name} has no terminal`);
         const now = Date.now() / 1000;

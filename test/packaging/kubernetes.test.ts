@@ -148,6 +148,7 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(config.grpc.listen).toBe("0.0.0.0:7443");
     expect(config.http.listen).toBe("0.0.0.0:8080");
     expect(config.kubernetes.kubeconfig).toBeUndefined(); // in-cluster service account
+    expect(config.kubernetes.ownerLabel).toBe("platform.example.com/user"); // the field guides' owner label
     const policy = parseCollectorPolicyConfig(config.policyYaml);
     if (!policy.ok) throw new Error(`policy: ${policy.errors.join("; ")}`);
     expect(policy.config.defaults.mode).toBe(overlay === "enforce" ? "enforce" : "observe");

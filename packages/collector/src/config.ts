@@ -2,6 +2,7 @@
 // policy section is handed to the engine's own parser.
 import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration } from "@ws/protocol";
+import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
@@ -17,7 +18,14 @@ export interface CollectorConfig {
     /** Per-VM policy annotations ("ns/name" → { "idle-timeout": "1h", ... }); labels too. */
     vms: Record<string, { labels: Record<string, string>; annotations: Record<string, string> }>;
   };
-  kubernetes: { kubeconfig?: string; leaseNamespace: string; leaseName: string; identity: string };
+  kubernetes: {
+    kubeconfig?: string;
+    leaseNamespace: string;
+    leaseName: string;
+    identity: string;
+    /** The VM label naming its owner (Events, the status page, workstation_vm_info). */
+    ownerLabel: string;
+  };
   /** The raw `policy:` section (defaults and profiles), parsed by the engine. */
   policyYaml: string;
   recordTrace?: string;
@@ -127,6 +135,7 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
       ...(flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig") ? { kubeconfig: flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig")! } : {}),
       leaseNamespace: str(kubeFile, "leaseNamespace", "kubernetes.leaseNamespace") ?? env.POD_NAMESPACE ?? "ws-system",
       leaseName: str(kubeFile, "leaseName", "kubernetes.leaseName") ?? "ws-collector",
+      ownerLabel: str(kubeFile, "ownerLabel", "kubernetes.ownerLabel") ?? DEFAULT_OWNER_LABEL,
       identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
     },
     policyYaml,

@@ -12,7 +12,7 @@ import { statusFor } from "./engine/status.js";
 import type { Action, Decision, Explanation, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, StopTrigger, VmRecord } from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
-import type { FleetCounters, FleetReader, VmView } from "./view.js";
+import type { FleetCounters, FleetReader, VmPlatformDetails, VmView } from "./view.js";
 import { readingsFromReport } from "./whatif/readings.js";
 
 export interface Actuator {
@@ -44,6 +44,8 @@ export interface FleetOptions {
   acting?: () => boolean;
   /** Called with every input the engine sees, for --record-trace. */
   record?: (event: TraceInput) => void;
+  /** Owner, what a stop frees, declared GPUs: what the platform knows of the VM (Kubernetes). */
+  vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
 }
 
 export type { TraceInput };
@@ -240,10 +242,11 @@ export class Fleet implements AgentSink, FleetReader {
     switch (action.kind) {
       case "notice":
         if (!action.repeat) this.counterValues.notices++;
+        const frees = this.options.vmDetails?.(entry.key)?.frees;
         directive.notice = {
           id: action.id,
           stopInSeconds: action.stopInSeconds,
-          reason: action.reason,
+          reason: frees ? `${action.reason}; ${frees}` : action.reason,
           keepRunningHint: action.hint,
           idleSeconds: action.idleSeconds,
           mode: action.mode === "observe" ? PolicyMode.OBSERVE : PolicyMode.ENFORCE,
@@ -323,9 +326,12 @@ export class Fleet implements AgentSink, FleetReader {
       if (family) signals[family] = true;
     }
     const leases = record?.memory.leases ?? [];
+    const details = this.options.vmDetails?.(entry.key);
+    const declaredGpus = details?.gpuCount !== undefined && details.gpuCount > 0 ? details.gpuCount : undefined;
     return {
       namespace: entry.key.namespace,
       name: entry.key.name,
+      ...(details?.owner !== undefined ? { owner: details.owner } : {}),
       state: record?.state ?? "Unknown",
       mode: entry.policy.mode,
       autostop: entry.policy.autostopEnabled,
@@ -347,7 +353,7 @@ export class Fleet implements AgentSink, FleetReader {
         .map((m) => ({ mount: m.mountPoint, usedRatio: Number(m.usedBytes) / Number(m.sizeBytes) })),
       leases: leases.filter((l) => l.expiresAtMs > now).map((l) => ({ id: l.id, user: l.user, uid: l.uid, reason: l.reason, expiresAtMs: l.expiresAtMs, clamped: l.clamped })),
       policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
-      ...(report?.gpu ? { gpuCount: report.gpu.gpus.length } : {}),
+      ...(declaredGpus !== undefined ? { gpuCount: declaredGpus } : report?.gpu ? { gpuCount: report.gpu.gpus.length } : {}),
       // Only a report of the current stream: after a reconnect the previous one is stale.
       ...(entry.session && entry.latest && entry.latest.receivedAtMs >= entry.session.connectedAtMs
         ? { readings: readingsFromReport(entry.latest.report, entry.latest.receivedAtMs) }

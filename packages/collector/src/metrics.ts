@@ -110,7 +110,11 @@ export function createMetrics(
   perVm("workstation_disk_used_ratio", "Used share of a guest filesystem (0..1).", ["mount"], (set) => {
     for (const v of views()) for (const d of v.disks) set({ ...vmOf(v), mount: d.mount }, d.usedRatio);
   });
-  perVm("workstation_gpus", "GPUs attached to the VM, as its agent last reported them.", [], (set) => {
+  // Issue 20: the one per-VM series with an owner label; its value is always 1, one series per VM.
+  perVm("workstation_vm_info", "1 for every VM; label owner is the VM's owner label value (empty when it has none).", ["owner"], (set) => {
+    for (const v of views()) set({ ...vmOf(v), owner: v.owner ?? "" }, 1);
+  });
+  perVm("workstation_gpus", "GPUs of the VM: those its domain declares (Kubernetes), else those its agent last reported.", [], (set) => {
     for (const v of views()) if (v.gpuCount !== undefined) set(vmOf(v), v.gpuCount);
   });
 

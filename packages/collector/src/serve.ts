@@ -17,6 +17,7 @@ import { runStopCommand } from "./standalone/stop-command.js";
 import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
+import type { VmPlatformDetails } from "./view.js";
 import { createWebServer } from "./web/server.js";
 
 export interface Io {
@@ -33,6 +34,8 @@ export interface CollectorMode {
   policySource: PolicySource;
   restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
   vmRunning?: (vm: VmKey) => boolean | undefined;
+  /** Owner, what a stop frees, declared GPUs (Kubernetes: from the VirtualMachine). */
+  vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
   /** True while this replica may act and should receive agents (the leader). */
   leader: () => boolean;
   /** Starts watches and elections once the fleet exists; returns how to stop them. */
@@ -106,6 +109,7 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     acting: mode.leader,
     ...(mode.restore ? { restore: mode.restore } : {}),
     ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
+    ...(mode.vmDetails ? { vmDetails: mode.vmDetails } : {}),
     authenticate: async (vm, token, peer) => {
       if (!mode.leader()) return { ok: false, code: grpc.status.UNAVAILABLE, kind: "not-leader", reason: "this collector replica is not the leader; reconnect" };
       if (!verifyToken(key, vm.namespace, vm.name, token)) {

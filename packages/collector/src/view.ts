@@ -12,9 +12,24 @@ export interface LeaseView {
   clamped: boolean;
 }
 
+/**
+ * What the platform says about a VM beyond its policy (Kubernetes mode: read from the
+ * VirtualMachine by kube/vm-resources.ts; standalone: nothing). Issue 20.
+ */
+export interface VmPlatformDetails {
+  /** The owner label's value (`platform.example.com/user` by default). */
+  owner?: string;
+  /** What a stop gives back, for the notice: "stopping frees 8 CPU, 64Gi memory, 1 × nvidia.com/A100-PCIE-40GB". */
+  frees?: string;
+  /** GPUs the VM's domain declares (`gpus` devices): what a stop frees, known before any agent reports. */
+  gpuCount?: number;
+}
+
 export interface VmView {
   namespace: string;
   name: string;
+  /** The VM's owner as the platform labels it (issue 20); absent when unknown. */
+  owner?: string;
   state: string;
   mode: string;
   autostop: boolean;
@@ -34,7 +49,10 @@ export interface VmView {
   disks: Array<{ mount: string; usedRatio: number }>;
   leases: LeaseView[];
   policyErrors: string[];
-  /** GPUs in the agent's last Report (kept while the agent is away: it is the VM's hardware). */
+  /**
+   * GPUs of the VM: the ones its domain declares when it declares any (Kubernetes), else the ones
+   * in the agent's last Report (kept while the agent is away: it is the VM's hardware).
+   */
   gpuCount?: number;
   /**
    * The idleness-deciding values of the latest Report, only while the agent is

@@ -78,6 +78,15 @@ function sample(text: string, series: string): number | undefined {
 }
 
 describe("createMetrics", () => {
+  it("workstation_vm_info: one series per VM, value 1, the owner label value or empty", async () => {
+    const { fleet, registry } = setup();
+    fleet.vms = [view("alice-gpu-workstation", { owner: "alice" }), view("cirros-smoke")];
+    const text = await registry.metrics();
+    expect(sample(text, 'workstation_vm_info{namespace="lab",vm="alice-gpu-workstation",owner="alice"}')).toBe(1);
+    expect(sample(text, 'workstation_vm_info{namespace="lab",vm="cirros-smoke",owner=""}')).toBe(1);
+    expect(text.split("\n").filter((l) => l.startsWith("workstation_vm_info{"))).toHaveLength(2);
+  });
+
   it("exports the per-VM decision, signals and raw readings", async () => {
     const { fleet, registry } = setup();
     fleet.vms = [view("ada")];

@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Faults, reasonForStatus, type ActiveFault, type FaultSpec } from "./faults.js";
-import { WorkstationSeeder, kubevirtController, parseStopBody, type SeededWorkstation, type WorkstationSeed } from "./kubevirt.js";
+import { WorkstationSeeder, kubevirtController, parseStopBody, type SeededWorkstation, type VmiTermination, type WorkstationSeed } from "./kubevirt.js";
 import { JsonPatchError, applyJsonPatch, applyMergePatch, type Json } from "./patch.js";
 import { apiVersionOf, findResource, resourceByKind, type ResourceType } from "./resources.js";
 import { SelectorError, matchesRequirements, parseFieldSelector, parseLabelSelector } from "./selectors.js";
@@ -32,6 +32,11 @@ export interface FakeKubeOptions {
   namespace?: string;
   /** How long the stand-in virt-controller takes to tear down a stopped VM's VMI (default 0). */
   stopDelayMs?: number;
+  /**
+   * Milliseconds per second of a VMI's terminationGracePeriodSeconds that a stopped VMI stays
+   * terminating before it is gone (default 0: at once; the grace is recorded either way).
+   */
+  graceSecondMs?: number;
   /** Send a BOOKMARK this often on watches that allow them (default: never). */
   bookmarkIntervalMs?: number;
   /** Authorize every resource request against these RBAC rules (403 Forbidden otherwise). Default: allow all. */
@@ -76,6 +81,8 @@ export interface FakeKube {
   /** Makes every resourceVersion handed out so far too old to watch from (410 Expired). */
   compact(): void;
   seedWorkstation(seed: WorkstationSeed): SeededWorkstation;
+  /** Every VMI a stop tore down, with the terminationGracePeriodSeconds its guest was given. */
+  readonly vmiTerminations: readonly VmiTermination[];
   startWorkstation(namespace: string, name: string, options?: { podIp?: string; extraPodIps?: string[] }): void;
   close(): Promise<void>;
 }
@@ -160,7 +167,7 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
   const store = new ObjectStore();
   const faults = new Faults();
   const requests: RequestRecord[] = [];
-  const kubevirt = kubevirtController(store, { stopDelayMs: options.stopDelayMs ?? 0 });
+  const kubevirt = kubevirtController(store, { stopDelayMs: options.stopDelayMs ?? 0, graceSecondMs: options.graceSecondMs ?? 0 });
   const seeder = new WorkstationSeeder(store);
   const openWatches = new Map<http.ServerResponse, string>();
 
@@ -556,6 +563,7 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     },
     compact: () => store.compact(),
     seedWorkstation: (seed) => seeder.seed(seed),
+    vmiTerminations: kubevirt.terminations,
     startWorkstation(namespace, name, startOptions) {
       seeder.start(namespace, name, startOptions);
     },

@@ -66,15 +66,59 @@ export function parseStopBody(raw: string): StopOptionsBody {
   return body as StopOptionsBody;
 }
 
+/** KubeVirt's default VMI terminationGracePeriodSeconds (v1.DefaultGracePeriodSeconds) when the spec has none. */
+export const DEFAULT_VMI_GRACE_SECONDS = 30;
+
+/** One VMI torn down by a stop, with the grace its guest was given. */
+export interface VmiTermination {
+  namespace: string;
+  name: string;
+  /** The VMI's spec.terminationGracePeriodSeconds when the teardown began (after the stop's own patch). */
+  gracePeriodSeconds: number;
+  /** Date.now() when the teardown began and when the VMI was gone (undefined while terminating). */
+  beganAtMs: number;
+  goneAtMs?: number;
+}
+
 export interface KubevirtController {
   /** Handles PUT .../virtualmachines/{name}/stop. Throws ApiError like virt-api does. */
   stop(namespace: string, name: string, body: StopOptionsBody): void;
+  /** Every VMI teardown so far, in order. */
+  readonly terminations: VmiTermination[];
   /** Stops pending controller work (timers). */
   close(): void;
 }
 
-export function kubevirtController(store: ObjectStore, options: { stopDelayMs: number }): KubevirtController {
+export interface KubevirtControllerOptions {
+  /** How long virt-controller takes to act on a recorded stop. */
+  stopDelayMs: number;
+  /**
+   * Wall-clock milliseconds per second of the VMI's terminationGracePeriodSeconds: the VMI (with
+   * its launcher pod) stays, terminating, for grace × this before it is gone, as virt-handler
+   * waits for the guest to shut down. 0 (the default): gone at once, the grace only recorded.
+   */
+  graceSecondMs?: number;
+}
+
+export function kubevirtController(store: ObjectStore, options: KubevirtControllerOptions): KubevirtController {
   const timers = new Set<NodeJS.Timeout>();
+  const terminations: VmiTermination[] = [];
+  const graceSecondMs = options.graceSecondMs ?? 0;
+
+  function later(ms: number, work: () => void): void {
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      work();
+    }, ms);
+    timers.add(timer);
+  }
+
+  function launcherPodsOf(namespace: string, name: string): KubeObject[] {
+    return store.list(POD, namespace).filter((pod) => {
+      const labels = pod.metadata.labels ?? {};
+      return labels["kubevirt.io"] === "virt-launcher" && labels["vm.kubevirt.io/name"] === name;
+    });
+  }
 
   function setPrintableStatus(namespace: string, name: string, printableStatus: string, extra: Spec = {}): void {
     const vm = store.get(VM, namespace, name);
@@ -83,15 +127,32 @@ export function kubevirtController(store: ObjectStore, options: { stopDelayMs: n
     store.update(VM, { ...vm, status });
   }
 
-  /** What virt-controller does once a stop is recorded: the VMI and its launcher pod go away. */
+  /**
+   * What virt-controller and virt-handler do once a stop is recorded: the VMI is deleted, the
+   * guest gets the VMI's terminationGracePeriodSeconds to shut down, then the VMI and its
+   * launcher pod are gone and the VM reads Stopped.
+   */
   function finishStop(namespace: string, name: string): void {
-    for (const pod of store.list(POD, namespace)) {
-      const labels = pod.metadata.labels ?? {};
-      if (labels["kubevirt.io"] === "virt-launcher" && labels["vm.kubevirt.io/name"] === name) {
-        store.delete(POD, namespace, pod.metadata.name ?? "");
-      }
-    }
+    const vmi = store.get(VMI, namespace, name);
+    if (!vmi) return removeInstance(namespace, name, undefined);
+    if (vmi.metadata.deletionTimestamp) return; // already terminating
+    const specGrace = specOf(vmi)["terminationGracePeriodSeconds"];
+    const grace = typeof specGrace === "number" ? specGrace : DEFAULT_VMI_GRACE_SECONDS;
+    const termination: VmiTermination = { namespace, name, gracePeriodSeconds: grace, beganAtMs: Date.now() };
+    terminations.push(termination);
+    const waitMs = grace * graceSecondMs;
+    if (waitMs <= 0) return removeInstance(namespace, name, termination);
+    const deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    const terminating = (obj: KubeObject): KubeObject => ({ ...obj, metadata: { ...obj.metadata, deletionTimestamp, deletionGracePeriodSeconds: grace } });
+    store.update(VMI, terminating(vmi));
+    for (const pod of launcherPodsOf(namespace, name)) store.update(POD, terminating(pod));
+    later(waitMs, () => removeInstance(namespace, name, termination));
+  }
+
+  function removeInstance(namespace: string, name: string, termination: VmiTermination | undefined): void {
+    for (const pod of launcherPodsOf(namespace, name)) store.delete(POD, namespace, pod.metadata.name ?? "");
     if (store.get(VMI, namespace, name)) store.delete(VMI, namespace, name);
+    if (termination) termination.goneAtMs = Date.now();
     const vm = store.get(VM, namespace, name);
     if (!vm) return;
     const status: Spec = { ...statusOf(vm), printableStatus: "Stopped", ready: false };
@@ -100,11 +161,7 @@ export function kubevirtController(store: ObjectStore, options: { stopDelayMs: n
   }
 
   function scheduleFinish(namespace: string, name: string): void {
-    const timer = setTimeout(() => {
-      timers.delete(timer);
-      finishStop(namespace, name);
-    }, options.stopDelayMs);
-    timers.add(timer);
+    later(options.stopDelayMs, () => finishStop(namespace, name));
   }
 
   function requestStopThroughStatus(vm: KubeObject, vmi: KubeObject): void {
@@ -115,6 +172,7 @@ export function kubevirtController(store: ObjectStore, options: { stopDelayMs: n
   }
 
   return {
+    terminations,
     stop(namespace, name, body) {
       const vm = store.get(VM, namespace, name);
       if (!vm) throw notFound(VM, name);

@@ -68,6 +68,17 @@ export const RESOURCES: readonly ResourceType[] = [
     hasStatusSubresource: true,
     tracksGeneration: true,
   },
+  {
+    // CDI's DataVolume: only stored and served here (the field guides' root disks); the PVC CDI
+    // would make of it is seeded by the test.
+    group: "cdi.kubevirt.io",
+    version: "v1beta1",
+    plural: "datavolumes",
+    kind: "DataVolume",
+    listKind: "DataVolumeList",
+    hasStatusSubresource: true,
+    tracksGeneration: true,
+  },
 ];
 
 export function findResource(group: string, version: string, plural: string): ResourceType | undefined {

@@ -89,12 +89,23 @@ export interface LastStop {
   signals: unknown;
   /** Which collector instance stopped it. */
   by: string;
+  /** What the stop gave back (CPU, memory, GPUs by device name), issue 20. */
+  frees?: Record<string, unknown>;
+  /** The VM's owner label value, issue 20. */
+  owner?: string;
 }
 
 /** `<prefix>last-stop` as JSON: {"when":"…Z","reason":…,"signals":…,"by":…}. */
 export function lastStopAnnotations(prefix: string, stop: LastStop): Record<string, string> {
   return {
-    [`${prefix}last-stop`]: JSON.stringify({ when: isoSeconds(stop.whenMs), reason: stop.reason, signals: stop.signals, by: stop.by }),
+    [`${prefix}last-stop`]: JSON.stringify({
+      when: isoSeconds(stop.whenMs),
+      reason: stop.reason,
+      signals: stop.signals,
+      ...(stop.frees !== undefined ? { frees: stop.frees } : {}),
+      ...(stop.owner !== undefined ? { owner: stop.owner } : {}),
+      by: stop.by,
+    }),
   };
 }
 

@@ -5,7 +5,7 @@ export { DEFAULT_BACKOFF, Semaphore, backoffDelayMs, isRetryableStatus } from ".
 export type { BackoffPolicy, Sleep } from "./backoff.js";
 export { KubeInventory } from "./inventory.js";
 export type { InventoryChange, InventoryOptions, InventoryVm, VmVolume } from "./inventory.js";
-export { VmStopper, stopPath } from "./stop.js";
+export { VmStopper, stopGracePeriod, stopPath } from "./stop.js";
 export type { StopVmOptions, StopVmResult, VmStopperOptions } from "./stop.js";
 export { DEFAULT_ANNOTATION_PREFIX, allowsEphemeralStop, claimsToCheck, describeVerdict, stopSafety } from "./safety.js";
 export type { PvcFacts, SafetyInput, SafetyVerdict } from "./safety.js";
@@ -17,5 +17,6 @@ export { LeaderElector } from "./leader.js";
 export type { ElectionTimers, LeaderElectorOptions } from "./leader.js";
 export { checkPeerIdentity, normalizeIp, parsePeerAddress } from "./identity.js";
 export type { PeerAddress, PeerIdentityVerdict } from "./identity.js";
-export { isStopInEffect, vmFacts } from "./vm-model.js";
-export type { VmFacts } from "./vm-model.js";
+export { isStopInEffect, resourcesOf, terminationGracePeriodOf, vmFacts } from "./vm-model.js";
+export type { DeviceCount, VmAttachment, VmFacts, VmResources } from "./vm-model.js";
+export { DEFAULT_OWNER_LABEL, describeFreed, freedParts, freedRecord, gpuCountOf, vmOwner } from "./vm-resources.js";

@@ -1,9 +1,12 @@
 /**
  * Is it safe to stop this VM? (pure) Stopping must never lose a user's work: every volume that
  * holds data must live on a PersistentVolumeClaim that is Bound. A containerDisk, emptyDisk or
- * `ephemeral` volume is thrown away with the VMI, so such a VM is refused unless its owner says
- * otherwise with the `<prefix>allow-ephemeral-stop: "true"` annotation. Volumes that only carry
- * configuration in (cloud-init, ConfigMaps, Secrets, service account, downward API) hold no state.
+ * `ephemeral` volume the guest can write is thrown away with the VMI, so such a VM is refused
+ * unless its owner says otherwise with the `<prefix>allow-ephemeral-stop: "true"` annotation.
+ * Volumes that only carry configuration in (cloud-init, ConfigMaps, Secrets, service account,
+ * downward API) hold no state, and neither does a volume the guest cannot write: one attached as a
+ * `cdrom` (an installer ISO, as in the single-node desktop guide) or as a disk marked
+ * `readonly: true`. The safety reads the domain's devices, not only the volume list.
  */
 import type { VmVolume } from "./vm-model.js";
 
@@ -18,6 +21,8 @@ export interface PvcFacts {
 export interface SafetyInput {
   annotations: Record<string, string>;
   volumes: readonly VmVolume[];
+  /** Names of the VM's dataVolumeTemplates (DataVolumes the VM owns); absent: none. */
+  dataVolumeTemplates?: readonly string[];
 }
 
 export type SafetyVerdict =
@@ -39,11 +44,20 @@ const CONFIGURATION_SOURCES = new Set([
 /** Volume sources whose data lives on a PVC of their own. */
 const CLAIM_SOURCES = new Set(["persistentVolumeClaim", "dataVolume", "memoryDump"]);
 
-const WHY_EPHEMERAL: Record<string, string> = {
-  containerDisk: "is a containerDisk: its writes are lost when the VM stops",
-  emptyDisk: "is an emptyDisk: it is created empty on every start",
-  ephemeral: "is an ephemeral overlay on a PVC: its writes are lost when the VM stops",
+/** What each ephemeral source is, and what a stop does to what the guest wrote on it. */
+const WHY_EPHEMERAL: Record<string, { what: string; loss: string }> = {
+  containerDisk: { what: "a containerDisk", loss: "its writes are lost when the VM stops" },
+  emptyDisk: { what: "an emptyDisk", loss: "it is created empty on every start" },
+  ephemeral: { what: "an ephemeral overlay on a PVC", loss: "its writes are lost when the VM stops" },
 };
+
+/** "a read-only cdrom", "a disk marked readonly: true", "a writable disk", "no device". */
+function describeAttachment(volume: VmVolume): string {
+  if (volume.attachment === "none") return "no disk device (it cannot be proven read-only)";
+  if (volume.attachment === "cdrom") return volume.readOnly ? "a read-only cdrom" : "a cdrom with readonly: false (writable)";
+  if (volume.attachment === "filesystem") return "a shared filesystem (writable)";
+  return volume.readOnly ? `a ${volume.attachment} marked readonly: true` : `a writable ${volume.attachment}`;
+}
 
 /** The PVCs a safety check must read: every claim-backed volume's claim, once. */
 export function claimsToCheck(volumes: readonly VmVolume[]): string[] {
@@ -60,7 +74,9 @@ export function stopSafety(vm: SafetyInput, pvcs: ReadonlyMap<string, PvcFacts>,
   const notes: string[] = [];
   const allowEphemeral = allowsEphemeralStop(vm.annotations, prefix);
   const persistentClaims: string[] = [];
+  const templates = new Set(vm.dataVolumeTemplates ?? []);
   for (const volume of vm.volumes) {
+    // KubeVirt names a volume's disk after the volume, so this names the disk too.
     const label = `volume ${JSON.stringify(volume.name)}`;
     if (CONFIGURATION_SOURCES.has(volume.source)) continue;
     if (CLAIM_SOURCES.has(volume.source)) {
@@ -72,10 +88,24 @@ export function stopSafety(vm: SafetyInput, pvcs: ReadonlyMap<string, PvcFacts>,
       if (!pvc) reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} was not checked`);
       else if (pvc.phase === null) reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} does not exist`);
       else if (pvc.phase !== "Bound") reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} is ${pvc.phase}, not Bound`);
-      else persistentClaims.push(volume.claimName);
+      else {
+        persistentClaims.push(volume.claimName);
+        if (volume.source === "dataVolume" && templates.has(volume.claimName)) {
+          notes.push(`${label}: DataVolume ${JSON.stringify(volume.claimName)} comes from the VM's dataVolumeTemplates (a stop keeps it; deleting the VM would delete it)`);
+        }
+      }
       continue;
     }
-    const why = WHY_EPHEMERAL[volume.source] ?? `is a ${volume.source} volume, which the collector cannot prove persistent`;
+    if (volume.readOnly) {
+      // The guest cannot write it, so a stop loses nothing of it: the medium comes back on the next start.
+      notes.push(`${label} (${volume.source}) is attached as ${describeAttachment(volume)}: it holds no state, a stop loses nothing of it`);
+      continue;
+    }
+    const known = WHY_EPHEMERAL[volume.source];
+    const attached = `attached as ${describeAttachment(volume)}`;
+    const why = known
+      ? `is ${known.what}, ${attached}: ${known.loss}`
+      : `is a ${volume.source} volume, which the collector cannot prove persistent (${attached})`;
     if (allowEphemeral) notes.push(`${label} ${why} (allowed by ${prefix}allow-ephemeral-stop)`);
     else reasons.push(`${label} ${why}; set annotation ${prefix}allow-ephemeral-stop: "true" to allow stopping anyway`);
   }

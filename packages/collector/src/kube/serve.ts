@@ -19,6 +19,9 @@ import { checkStopSafety } from "./pvcs.js";
 import { describeVerdict } from "./safety.js";
 import { VmStopper } from "./stop.js";
 import { isStopInEffect } from "./vm-model.js";
+import { describeFreed, freedRecord, gpuCountOf, vmOwner } from "./vm-resources.js";
+import type { InventoryVm } from "./inventory.js";
+import type { VmPlatformDetails } from "../view.js";
 
 /** The Event `action` for each reason the engine emits; unknown reasons are recorded as "Decide". */
 const ACTION_FOR_REASON: Record<string, string> = {
@@ -34,6 +37,16 @@ const ACTION_FOR_REASON: Record<string, string> = {
   AgentLost: "Observe",
   AgentBack: "Observe",
 };
+
+/** Event reasons whose note says what a stop frees (or would free). */
+const FREES_FOR_REASON: Record<string, string> = { IdleStopPending: "stopping frees", IdleWouldStop: "a stop would free" };
+
+/** How long the guest gets to shut down, as the Stopped Event says it (pure). */
+export function graceNote(facts: Pick<InventoryVm, "terminationGracePeriodSeconds">): string {
+  return facts.terminationGracePeriodSeconds === null
+    ? "the guest got the VMI's own shutdown grace period (KubeVirt's default: the VM sets none)"
+    : `the guest got its own terminationGracePeriodSeconds (${facts.terminationGracePeriodSeconds}s) to shut down`;
+}
 
 /** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
 const LAST_STOP_READINGS = 20;
@@ -98,6 +111,17 @@ export async function kubernetesMode(
     if (!result.ok) log("warn", `${what} failed: ${result.message}`);
   };
   const tracked = (labels: Record<string, string>) => labels[`${prefix}autostop`] !== undefined;
+  // Issue 20: the owner label (platform.example.com/user in the field guides) and what a stop frees.
+  const ownerOf = (facts: InventoryVm) => vmOwner(facts.labels, config.kubernetes.ownerLabel);
+  const withOwner = (facts: InventoryVm, note: string) => {
+    const owner = ownerOf(facts);
+    return owner ? `${note} (owner ${owner})` : note;
+  };
+  const detailsOf = (facts: InventoryVm): VmPlatformDetails => {
+    const owner = ownerOf(facts);
+    const frees = describeFreed(facts.resources);
+    return { ...(owner ? { owner } : {}), ...(frees ? { frees } : {}), gpuCount: gpuCountOf(facts.resources) };
+  };
 
   return {
     name: "kubernetes",
@@ -118,6 +142,10 @@ export async function kubernetesMode(
       for (const problem of restored.problems) log("warn", `${vm.namespace}/${vm.name}: ${problem}`);
       return restored.record;
     },
+    vmDetails: (vm) => {
+      const facts = vmOf(vm);
+      return facts ? detailsOf(facts) : undefined;
+    },
     vmRunning: (vm) => {
       const facts = vmOf(vm);
       return facts ? !isStopInEffect(facts, facts.vmi) && facts.vmi !== null : undefined;
@@ -130,7 +158,7 @@ export async function kubernetesMode(
       const verdict = checkPeerIdentity(peer, vm, facts.launcherPodIps);
       if (verdict.ok) return { ok: true };
       void audit
-        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Warning", reason: "IdentityRejected", action: AUDIT_REASONS.IdentityRejected.action, note: verdict.reason })
+        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Warning", reason: "IdentityRejected", action: AUDIT_REASONS.IdentityRejected.action, note: withOwner(facts, verdict.reason) })
         .then(writeFailed("identity event"));
       return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: verdict.reason };
     },
@@ -143,23 +171,33 @@ export async function kubernetesMode(
           if ("transient" in verdict && verdict.transient) return { outcome: "failed", message: `safety check could not complete: ${verdict.reasons.join("; ")}` };
           const message = describeVerdict(verdict);
           void audit
-            .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Warning", reason: "StopRefused", action: "Stop", note: `refused to stop: ${message}` })
+            .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Warning", reason: "StopRefused", action: "Stop", note: withOwner(facts, `refused to stop: ${message}`) })
             .then(writeFailed("StopRefused event"));
           return { outcome: "refused", message };
         }
-        const result = await stopper.stopVm(vm.namespace, vm.name, {});
+        // No gracePeriod is sent: the VMI keeps the VM's own terminationGracePeriodSeconds (stop.ts).
+        const grace = facts.terminationGracePeriodSeconds;
+        const result = await stopper.stopVm(vm.namespace, vm.name, grace === null ? {} : { minimumGracePeriodSeconds: grace });
         if (!result.ok) return { outcome: "failed", message: result.message };
+        const freed = describeFreed(facts.resources, "freed");
+        const stoppedNote = [`stopped: ${reason}`, ...(freed ? [freed] : []), graceNote(facts), `kept: ${describeVerdict(verdict)}`].join("; ");
         void audit
-          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Normal", reason: "Stopped", action: "Stop", note: `stopped: ${reason}` })
+          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Normal", reason: "Stopped", action: "Stop", note: withOwner(facts, stoppedNote) })
           .then(writeFailed("Stopped event"));
-        void audit.recordLastStop(vm, { whenMs: nowMs(), reason, signals: lastStopSignals(evidence) }).then(writeFailed("last-stop annotation"));
+        const owner = ownerOf(facts);
+        void audit
+          .recordLastStop(vm, { whenMs: nowMs(), reason, signals: lastStopSignals(evidence), frees: freedRecord(facts.resources), ...(owner ? { owner } : {}) })
+          .then(writeFailed("last-stop annotation"));
         return { outcome: "accepted", message: result.alreadyStopped ? `${result.message} after ${result.attempts} stop request(s)` : `stop accepted after ${result.attempts} attempt(s)` };
       },
       event(vm, type, reason, message) {
         const facts = vmOf(vm);
         if (!facts) return;
+        const lead = FREES_FOR_REASON[reason];
+        const frees = lead ? describeFreed(facts.resources, lead) : null;
+        const note = withOwner(facts, frees ? `${message}; ${frees}` : message);
         void audit
-          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: type as AuditEventType, reason, action: ACTION_FOR_REASON[reason] ?? "Decide", note: message })
+          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: type as AuditEventType, reason, action: ACTION_FOR_REASON[reason] ?? "Decide", note })
           .then(writeFailed(`${reason} event`));
       },
       persist(vm, values) {

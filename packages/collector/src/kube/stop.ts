@@ -6,6 +6,12 @@
  * the VM and its VMI and counts as success when the stop is in effect. Retried with jittered
  * exponential backoff on 409/429/5xx/timeouts, a bounded number of times, each request bounded
  * in time, with few requests in flight across all VMs and one stop at a time per VM.
+ *
+ * The guest's shutdown time: KubeVirt's StopOptions body is `{ gracePeriod?, dryRun? }`; with a
+ * gracePeriod, virt-api first patches the VMI's spec.terminationGracePeriodSeconds to it, without
+ * one the VMI keeps its own (the VM template's). The field guides give their GPU workstation 120 s
+ * to shut down, so a stop never sends a shorter gracePeriod than the VM's own: by default it sends
+ * none, and a requested one below the VM's own is raised to it.
  */
 import { DEFAULT_BACKOFF, Semaphore, backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
 import { describeError, httpStatusOf, parseRetryAfter, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
@@ -14,6 +20,19 @@ import { isStopInEffect, vmFacts, vmiFacts } from "./vm-model.js";
 export interface StopVmOptions {
   /** Passed to KubeVirt as `gracePeriod`: seconds the guest gets to shut down. Absent: the VMI's own. */
   gracePeriodSeconds?: number;
+  /** The VM's own terminationGracePeriodSeconds: a requested grace period is never shorter. */
+  minimumGracePeriodSeconds?: number;
+}
+
+/**
+ * The `gracePeriod` to send (pure): none unless one is requested, and never less than the VM's
+ * own terminationGracePeriodSeconds. Undefined means "send no gracePeriod": the VMI's own applies.
+ */
+export function stopGracePeriod(options: StopVmOptions): number | undefined {
+  const requested = options.gracePeriodSeconds;
+  if (requested === undefined) return undefined;
+  const own = options.minimumGracePeriodSeconds;
+  return own !== undefined && requested < own ? own : requested;
 }
 
 export interface StopVmResult {
@@ -81,10 +100,12 @@ export class VmStopper {
   }
 
   private async run(namespace: string, name: string, options: StopVmOptions): Promise<StopVmResult> {
-    const grace = options.gracePeriodSeconds;
-    if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) {
-      return { ok: false, alreadyStopped: false, attempts: 0, lastStatus: null, message: `gracePeriodSeconds must be a non-negative integer, got ${grace}` };
+    for (const [key, value] of [["gracePeriodSeconds", options.gracePeriodSeconds], ["minimumGracePeriodSeconds", options.minimumGracePeriodSeconds]] as const) {
+      if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
+        return { ok: false, alreadyStopped: false, attempts: 0, lastStatus: null, message: `${key} must be a non-negative integer, got ${value}` };
+      }
     }
+    const grace = stopGracePeriod(options);
     let last: Extract<AttemptOutcome, { kind: "retry" }> = { kind: "retry", status: null, message: "not attempted", retryAfterSeconds: null };
     for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
       if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, last.retryAfterSeconds));

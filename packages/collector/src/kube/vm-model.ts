@@ -10,7 +10,19 @@ export interface VmVolume {
   source: string;
   /** The PVC behind it: claimName, a DataVolume's name (its PVC has the same name), an ephemeral's claim. */
   claimName: string | null;
+  /**
+   * How the domain attaches it (spec.template.spec.domain.devices): as a `disk`, a `cdrom`, a
+   * `lun`, a virtiofs `filesystem`, or `none` when no device names it.
+   */
+  attachment: VmAttachment;
+  /**
+   * True only when the guest cannot write it: a cdrom (KubeVirt's cdrom `readonly` defaults to
+   * true), or a disk or lun marked `readonly: true`. Anything else, unknown included, is writable.
+   */
+  readOnly: boolean;
 }
+
+export type VmAttachment = "disk" | "cdrom" | "lun" | "filesystem" | "none";
 
 /** The parts of a VirtualMachine the collector acts on. */
 export interface VmFacts {
@@ -26,6 +38,15 @@ export interface VmFacts {
   running: boolean | null;
   printableStatus: string | null;
   volumes: VmVolume[];
+  /** Names of spec.dataVolumeTemplates: DataVolumes (and their PVCs) the VM owns. */
+  dataVolumeTemplates: string[];
+  /**
+   * spec.template.spec.terminationGracePeriodSeconds: how long the guest gets to shut down on a
+   * stop. Null when the VM does not say (KubeVirt then applies its own default to the VMI).
+   */
+  terminationGracePeriodSeconds: number | null;
+  /** What a running instance of this VM holds and a stop gives back (CPU, memory, GPUs). */
+  resources: VmResources;
   /** status.stateChangeRequests actions, e.g. ["Stop"]. */
   pendingStateChanges: string[];
 }
@@ -71,10 +92,50 @@ const SOURCE_KEYS = [
   "memoryDump",
 ] as const;
 
+/** The VMI template's spec (spec.template.spec), or {} when absent or malformed. */
+function templateSpecOf(vmSpec: unknown): Obj {
+  return asObj(asObj(asObj(vmSpec)["template"])["spec"]);
+}
+
+function devicesOf(vmSpec: unknown): Obj {
+  return asObj(asObj(templateSpecOf(vmSpec)["domain"])["devices"]);
+}
+
+function arrayOf(v: unknown): unknown[] {
+  return Array.isArray(v) ? v : [];
+}
+
+/**
+ * Each volume's device: KubeVirt names a volume's disk after it (disk.name == volume.name), as a
+ * disk, cdrom or lun target; a virtiofs filesystem names it too. KubeVirt rejects two devices for
+ * one volume; should a spec have them anyway, a writable one wins, so nothing is called read-only
+ * that the guest can write.
+ */
+function attachmentsOf(vmSpec: unknown): Map<string, { attachment: VmAttachment; readOnly: boolean }> {
+  const devices = devicesOf(vmSpec);
+  const out = new Map<string, { attachment: VmAttachment; readOnly: boolean }>();
+  const add = (name: string | null, attachment: VmAttachment, readOnly: boolean) => {
+    if (!name) return;
+    const seen = out.get(name);
+    if (!seen || (seen.readOnly && !readOnly)) out.set(name, { attachment, readOnly });
+  };
+  for (const raw of arrayOf(devices["disks"])) {
+    const disk = asObj(raw);
+    const name = asString(disk["name"]);
+    // KubeVirt's cdrom `readonly` defaults to true (CDRomTarget); disk and lun default to writable.
+    if ("cdrom" in disk) add(name, "cdrom", asObj(disk["cdrom"])["readonly"] !== false);
+    else if ("lun" in disk) add(name, "lun", asObj(disk["lun"])["readonly"] === true);
+    // A disk entry with no target is a virtio disk (KubeVirt's default).
+    else add(name, "disk", asObj(disk["disk"])["readonly"] === true);
+  }
+  for (const raw of arrayOf(devices["filesystems"])) add(asString(asObj(raw)["name"]), "filesystem", false);
+  return out;
+}
+
 export function volumesOf(vmSpec: unknown): VmVolume[] {
-  const template = asObj(asObj(vmSpec)["template"]);
-  const volumes = asObj(template["spec"])["volumes"];
+  const volumes = templateSpecOf(vmSpec)["volumes"];
   if (!Array.isArray(volumes)) return [];
+  const attachments = attachmentsOf(vmSpec);
   return volumes.map((raw) => {
     const v = asObj(raw);
     const name = asString(v["name"]) ?? "";
@@ -83,8 +144,82 @@ export function volumesOf(vmSpec: unknown): VmVolume[] {
     if (source === "dataVolume") claimName = asString(asObj(v["dataVolume"])["name"]);
     else if (source === "persistentVolumeClaim" || source === "memoryDump") claimName = asString(asObj(v[source])["claimName"]);
     else if (source === "ephemeral") claimName = asString(asObj(asObj(v["ephemeral"])["persistentVolumeClaim"])["claimName"]);
-    return { name, source, claimName };
+    const attached = attachments.get(name) ?? { attachment: "none" as const, readOnly: false };
+    return { name, source, claimName, ...attached };
   });
+}
+
+/** spec.dataVolumeTemplates[].metadata.name. */
+export function dataVolumeTemplatesOf(vmSpec: unknown): string[] {
+  return arrayOf(asObj(vmSpec)["dataVolumeTemplates"])
+    .map((t) => asString(asObj(asObj(t)["metadata"])["name"]))
+    .filter((n): n is string => n !== null && n !== "");
+}
+
+export function terminationGracePeriodOf(vmSpec: unknown): number | null {
+  const grace = templateSpecOf(vmSpec)["terminationGracePeriodSeconds"];
+  return typeof grace === "number" && Number.isInteger(grace) && grace >= 0 ? grace : null;
+}
+
+/** A Kubernetes quantity as the object wrote it ("8", "64Gi", 2), or null. */
+function quantity(v: unknown): string | null {
+  if (typeof v === "number" && Number.isFinite(v) && v >= 0) return String(v);
+  if (typeof v === "string" && /^[0-9.]+[a-zA-Z]{0,2}$/.test(v.trim()) && v.length <= 32) return v.trim();
+  return null;
+}
+
+function positiveInt(v: unknown): number {
+  return typeof v === "number" && Number.isInteger(v) && v > 0 ? v : 1;
+}
+
+/** A device kind a stop gives back: its resource name and how many. */
+export interface DeviceCount {
+  deviceName: string;
+  count: number;
+}
+
+export interface VmResources {
+  /**
+   * CPU as the VM asks for it: the domain's resources.requests.cpu (then limits.cpu) as written
+   * ("8"), or "N vCPU" from domain.cpu sockets × cores × threads; null when the VM does not say.
+   */
+  cpu: string | null;
+  /** resources.requests.memory, then domain.memory.guest, then resources.limits.memory; or null. */
+  memory: string | null;
+  /** domain.devices.gpus by deviceName, in the VM's order. */
+  gpus: DeviceCount[];
+  /** domain.devices.hostDevices by deviceName (PCI or mediated devices other than `gpus`). */
+  hostDevices: DeviceCount[];
+}
+
+/** At most this many device kinds are kept: a VM spec is not a place for hundreds. */
+const MAX_DEVICE_KINDS = 8;
+
+function countDevices(list: unknown): DeviceCount[] {
+  const counts = new Map<string, number>();
+  for (const raw of arrayOf(list)) {
+    const deviceName = asString(asObj(raw)["deviceName"]);
+    if (!deviceName || deviceName.length > 253) continue;
+    if (!counts.has(deviceName) && counts.size >= MAX_DEVICE_KINDS) continue;
+    counts.set(deviceName, (counts.get(deviceName) ?? 0) + 1);
+  }
+  return [...counts].map(([deviceName, count]) => ({ deviceName, count }));
+}
+
+/** What the VM's running instance holds: read from its template, the same for every start. */
+export function resourcesOf(vmSpec: unknown): VmResources {
+  const domain = asObj(templateSpecOf(vmSpec)["domain"]);
+  const resources = asObj(domain["resources"]);
+  const requests = asObj(resources["requests"]);
+  const limits = asObj(resources["limits"]);
+  let cpu = quantity(requests["cpu"]) ?? quantity(limits["cpu"]);
+  if (cpu === null && "cpu" in domain) {
+    const topology = asObj(domain["cpu"]);
+    cpu = `${positiveInt(topology["sockets"]) * positiveInt(topology["cores"]) * positiveInt(topology["threads"])} vCPU`;
+  }
+  const memory = quantity(requests["memory"]) ?? quantity(asObj(domain["memory"])["guest"]) ?? quantity(limits["memory"]);
+  const devices = devicesOf(vmSpec);
+  return { cpu, memory, gpus: countDevices(devices["gpus"]), hostDevices: countDevices(devices["hostDevices"]) };
 }
 
 export function vmFacts(obj: unknown): VmFacts | null {
@@ -105,6 +240,9 @@ export function vmFacts(obj: unknown): VmFacts | null {
     ...effectiveRunStrategy(o["spec"]),
     printableStatus: asString(status["printableStatus"]),
     volumes: volumesOf(o["spec"]),
+    dataVolumeTemplates: dataVolumeTemplatesOf(o["spec"]),
+    terminationGracePeriodSeconds: terminationGracePeriodOf(o["spec"]),
+    resources: resourcesOf(o["spec"]),
     pendingStateChanges: changes.map((c) => asString(asObj(c)["action"])).filter((a): a is string => a !== null),
   };
 }

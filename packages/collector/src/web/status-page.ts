@@ -13,7 +13,7 @@ export function renderStatusPage(views: VmView[], nowMs: number, info: { version
     .map((v) => {
       const leases = v.leases.map((l) => `${escapeHtml(l.user)} ${when(l.expiresAtMs, nowMs)}${l.clamped ? " (clamped)" : ""}`).join("<br>") || "—";
       return `<tr class="${escapeHtml(v.state)}">
-<td>${escapeHtml(v.namespace)}/${escapeHtml(v.name)}</td>
+<td>${escapeHtml(v.namespace)}/${escapeHtml(v.name)}${v.owner !== undefined ? `<br><small>owner ${escapeHtml(v.owner)}</small>` : ""}</td>
 <td>${escapeHtml(v.state)}${v.mode === "observe" ? " <small>(observe)</small>" : ""}</td>
 <td>${v.connected ? "yes" : "no"}</td>
 <td>${v.idleSeconds === undefined ? "—" : formatDuration(v.idleSeconds)} / ${formatDuration(v.idleTimeoutSeconds)}</td>

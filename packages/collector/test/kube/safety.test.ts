@@ -8,9 +8,12 @@ import { fakeCluster, type FakeKube } from "./helpers.js";
 const PREFIX = "workstation.aik8s.run/";
 const ALLOW = { [`${PREFIX}allow-ephemeral-stop`]: "true" };
 
-function vol(name: string, source: string, claimName: string | null = null): VmVolume {
-  return { name, source, claimName };
+function vol(name: string, source: string, claimName: string | null = null, attachment: Pick<VmVolume, "attachment" | "readOnly"> = { attachment: "disk", readOnly: false }): VmVolume {
+  return { name, source, claimName, ...attachment };
 }
+
+const CDROM = { attachment: "cdrom", readOnly: true } as const;
+const READONLY_DISK = { attachment: "disk", readOnly: true } as const;
 
 function pvcs(entries: Record<string, string | null>): Map<string, PvcFacts> {
   return new Map(Object.entries(entries).map(([name, phase]) => [name, { name, phase }]));
@@ -81,16 +84,74 @@ describe("stopSafety (pure)", () => {
       safe: false,
     },
     { name: "claim source without a claim", volumes: [vol("broken", "persistentVolumeClaim", null)], pvcs: {}, safe: false, mentions: ["names no claim"] },
+    {
+      name: "containerDisk installer ISO as a cdrom beside a Bound root (the desktop guide)",
+      volumes: [root, vol("installer", "containerDisk", null, CDROM)],
+      pvcs: { "ws-root": "Bound" },
+      safe: true,
+      mentions: ['volume "installer" (containerDisk) is attached as a read-only cdrom: it holds no state'],
+    },
+    {
+      name: "containerDisk as a disk marked readonly: true",
+      volumes: [root, vol("tools", "containerDisk", null, READONLY_DISK)],
+      pvcs: { "ws-root": "Bound" },
+      safe: true,
+      mentions: ['volume "tools" (containerDisk) is attached as a disk marked readonly: true'],
+    },
+    {
+      name: "ephemeral overlay attached read-only",
+      volumes: [root, vol("golden", "ephemeral", "golden", READONLY_DISK)],
+      pvcs: { "ws-root": "Bound" },
+      safe: true,
+      mentions: ['volume "golden" (ephemeral)'],
+    },
+    {
+      name: "a cdrom with readonly: false is writable",
+      volumes: [root, vol("installer", "containerDisk", null, { attachment: "cdrom", readOnly: false })],
+      pvcs: { "ws-root": "Bound" },
+      safe: false,
+      mentions: ['volume "installer" is a containerDisk, attached as a cdrom with readonly: false (writable): its writes are lost'],
+    },
+    {
+      name: "a writable containerDisk root still refuses, naming the disk (CirrOS)",
+      volumes: [vol("root", "containerDisk")],
+      pvcs: {},
+      safe: false,
+      mentions: ['volume "root" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops'],
+    },
+    {
+      name: "a containerDisk no device names cannot be proven read-only",
+      volumes: [root, vol("orphan", "containerDisk", null, { attachment: "none", readOnly: false })],
+      pvcs: { "ws-root": "Bound" },
+      safe: false,
+      mentions: ["no disk device"],
+    },
+    {
+      name: "only a read-only ISO: nothing the user did survives",
+      volumes: [vol("installer", "containerDisk", null, CDROM)],
+      pvcs: {},
+      safe: false,
+      mentions: ["no volume is backed by a PVC"],
+    },
   ];
 
   for (const c of cases) {
     it(c.name, () => {
       const verdict = stopSafety({ annotations: c.annotations ?? {}, volumes: c.volumes }, pvcs(c.pvcs), PREFIX);
-      expect(verdict.safe).toBe(c.safe);
+      expect(verdict.safe, describeVerdict(verdict)).toBe(c.safe);
       const text = describeVerdict(verdict);
       for (const m of c.mentions ?? []) expect(text).toContain(m);
     });
   }
+
+  it("names a DataVolume that comes from the VM's dataVolumeTemplates", () => {
+    const verdict = stopSafety({ annotations: {}, volumes: [root], dataVolumeTemplates: ["ws-root"] }, pvcs({ "ws-root": "Bound" }), PREFIX);
+    expect(verdict).toEqual({
+      safe: true,
+      persistentClaims: ["ws-root"],
+      notes: [`volume "rootdisk": DataVolume "ws-root" comes from the VM's dataVolumeTemplates (a stop keeps it; deleting the VM would delete it)`],
+    });
+  });
 
   it("a custom annotation prefix is honoured", () => {
     const v = stopSafety({ annotations: { "ws.example.org/allow-ephemeral-stop": "true" }, volumes: [vol("r", "containerDisk")] }, new Map(), "ws.example.org/");
@@ -121,15 +182,61 @@ describe("stopSafety (pure)", () => {
         },
       }),
     ).toEqual([
-      { name: "a", source: "dataVolume", claimName: "dv" },
-      { name: "b", source: "persistentVolumeClaim", claimName: "pvc" },
-      { name: "c", source: "ephemeral", claimName: "base" },
-      { name: "d", source: "containerDisk", claimName: null },
-      { name: "e", source: "emptyDisk", claimName: null },
-      { name: "f", source: "cloudInitNoCloud", claimName: null },
-      { name: "g", source: "someFutureSource", claimName: null },
+      { name: "a", source: "dataVolume", claimName: "dv", attachment: "none", readOnly: false },
+      { name: "b", source: "persistentVolumeClaim", claimName: "pvc", attachment: "none", readOnly: false },
+      { name: "c", source: "ephemeral", claimName: "base", attachment: "none", readOnly: false },
+      { name: "d", source: "containerDisk", claimName: null, attachment: "none", readOnly: false },
+      { name: "e", source: "emptyDisk", claimName: null, attachment: "none", readOnly: false },
+      { name: "f", source: "cloudInitNoCloud", claimName: null, attachment: "none", readOnly: false },
+      { name: "g", source: "someFutureSource", claimName: null, attachment: "none", readOnly: false },
     ]);
     expect(volumesOf(null)).toEqual([]);
+    // The domain's devices say how each volume is attached; cdrom is read-only unless it says otherwise.
+    const attached = volumesOf({
+      template: {
+        spec: {
+          domain: {
+            devices: {
+              disks: [
+                { name: "a", disk: { bus: "virtio" } },
+                { name: "b", disk: { bus: "virtio", readonly: true } },
+                { name: "c", cdrom: { bus: "sata" } },
+                { name: "d", cdrom: { bus: "sata", readonly: false } },
+                { name: "e", lun: {} },
+                { name: "f" },
+              ],
+              filesystems: [{ name: "g", virtiofs: {} }],
+            },
+          },
+          volumes: ["a", "b", "c", "d", "e", "f", "g"].map((name) => ({ name, containerDisk: { image: "x" } })),
+        },
+      },
+    });
+    expect(attached.map((v) => [v.name, v.attachment, v.readOnly])).toEqual([
+      ["a", "disk", false],
+      ["b", "disk", true],
+      ["c", "cdrom", true],
+      ["d", "cdrom", false],
+      ["e", "lun", false],
+      ["f", "disk", false],
+      ["g", "filesystem", false],
+    ]);
+    // Two devices for one volume (KubeVirt rejects it): the writable one wins.
+    const twice = volumesOf({
+      template: {
+        spec: {
+          domain: { devices: { disks: [{ name: "iso", cdrom: {} }, { name: "iso", disk: {} }], filesystems: [{ name: "ro", virtiofs: {} }] } },
+          volumes: [
+            { name: "iso", containerDisk: { image: "x" } },
+            { name: "ro", containerDisk: { image: "x" } },
+          ],
+        },
+      },
+    });
+    expect(twice.map((v) => [v.name, v.attachment, v.readOnly])).toEqual([
+      ["iso", "disk", false],
+      ["ro", "filesystem", false],
+    ]);
     expect(volumesOf({ template: { spec: { volumes: "nope" } } })).toEqual([]);
   });
 });

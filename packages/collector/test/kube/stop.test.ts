@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { VmStopper } from "../../src/kube/stop.js";
+import { VmStopper, stopGracePeriod } from "../../src/kube/stop.js";
 import { eventually, fakeCluster, maxOverlap, recordingSleep, resourceByKind, type FakeKube } from "./helpers.js";
 import { createKubeClients, loadKubeConfig, type KubeClients } from "../../src/kube/client.js";
 import { selfSignedCertificate } from "../../../../test/support/fake-kube/tls.js";
@@ -37,7 +37,34 @@ function accepted(name: string) {
   return stopPuts(name).filter((r) => r.status === 202);
 }
 
+describe("stopGracePeriod (pure): never shorter than the VM's own terminationGracePeriodSeconds", () => {
+  it("sends none unless asked, so the VMI keeps its own", () => {
+    expect(stopGracePeriod({})).toBeUndefined();
+    expect(stopGracePeriod({ minimumGracePeriodSeconds: 120 })).toBeUndefined();
+  });
+  it("raises a shorter request to the VM's own, keeps a longer one", () => {
+    expect(stopGracePeriod({ gracePeriodSeconds: 0, minimumGracePeriodSeconds: 120 })).toBe(120);
+    expect(stopGracePeriod({ gracePeriodSeconds: 30, minimumGracePeriodSeconds: 120 })).toBe(120);
+    expect(stopGracePeriod({ gracePeriodSeconds: 300, minimumGracePeriodSeconds: 120 })).toBe(300);
+    expect(stopGracePeriod({ gracePeriodSeconds: 45 })).toBe(45);
+  });
+});
+
 describe("stopVm against the fake API server", () => {
+  it("a requested grace period below the VM's own goes out as the VM's own", async () => {
+    const name = freshVm();
+    const result = await new VmStopper(clients, { ...recordingSleep() }).stopVm(NS, name, { gracePeriodSeconds: 5, minimumGracePeriodSeconds: 120 });
+    expect(result.ok).toBe(true);
+    expect(stopPuts(name)[0]!.body).toEqual({ gracePeriod: 120 });
+  });
+
+  it("refuses a malformed minimum grace period without sending anything", async () => {
+    const name = freshVm();
+    const result = await new VmStopper(clients, { ...recordingSleep() }).stopVm(NS, name, { minimumGracePeriodSeconds: 1.5 });
+    expect(result).toMatchObject({ ok: false, attempts: 0, message: "minimumGracePeriodSeconds must be a non-negative integer, got 1.5" });
+    expect(stopPuts(name)).toHaveLength(0);
+  });
+
   it("stops a running VM: runStrategy Halted, VMI and launcher pod gone, one PUT", async () => {
     const name = freshVm();
     const stopper = new VmStopper(clients, { ...recordingSleep() });

@@ -1,0 +1,88 @@
+/**
+ * The bundled agent as a Kubernetes-mode e2e test runs it: a frozen machine (a captured /proc,
+ * no Jupyter, code-server, GPU or logind) under its own roots, reporting every second to a
+ * collector on localhost, with its VM's token. Shared by the Kubernetes-mode e2e tests.
+ */
+import { execFile } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { agentBundle, collectorBundle, repoRoot, start, type Proc } from "./process.js";
+
+const run = promisify(execFile);
+
+export const PROC_SNAPSHOT = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/snapshot-1");
+export const PASSWD = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/passwd");
+
+/** A fresh collector token key (`ws-collector keygen`) in a temp dir; `remove()` deletes it. */
+export async function collectorTokenKey(): Promise<{ file: string; remove(): void }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "ws-kube-key-"));
+  const file = path.join(dir, "token.key");
+  const { stdout } = await run(process.execPath, [collectorBundle, "keygen"]);
+  writeFileSync(file, stdout, { mode: 0o600 });
+  return { file, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** `ws-collector token`: the per-VM token cloud-init would hand the agent. */
+export async function collectorToken(keyFile: string, namespace: string, name: string): Promise<string> {
+  const { stdout } = await run(process.execPath, [collectorBundle, "token", "--key-file", keyFile, "--namespace", namespace, "--name", name]);
+  return stdout.trim();
+}
+
+export interface FrozenAgent {
+  proc: Proc;
+  root: string;
+  socket: string;
+  /** `ws-agent lease ARGS --json` as a user of the VM would run it. */
+  lease(...args: string[]): Promise<{ code: number; json: unknown; stderr: string }>;
+}
+
+/** Lays out the agent's roots under `root` (a frozen machine) and starts the shipped agent. */
+export function startFrozenAgent(options: {
+  root: string;
+  namespace: string;
+  name: string;
+  grpcPort: number;
+  token: string;
+  /** Called with the laid-out root before the agent starts (e.g. to give a user a terminal). */
+  prepare?: (root: string) => void;
+}): FrozenAgent {
+  const { root } = options;
+  cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
+  for (const dir of ["sys/devices/virtual/net", "sys/devices/virtual/block", "sys/block", "dev/pts", "run", "home", "etc", "state"]) {
+    mkdirSync(path.join(root, dir), { recursive: true });
+  }
+  cpSync(PASSWD, path.join(root, "etc/passwd"));
+  // No Jupyter, code-server, GPU or logind in this machine: their sources are off, not failing.
+  writeFileSync(path.join(root, "agent.yaml"), "disabledSignals: [jupyter, code_server, gpu, inhibitors]\n");
+  options.prepare?.(root);
+  const socket = path.join(root, "agent.sock");
+  const proc = start(
+    agentBundle,
+    [
+      "run", "--config", path.join(root, "agent.yaml"), "--insecure",
+      "--collector", `127.0.0.1:${options.grpcPort}`,
+      "--namespace", options.namespace, "--name", options.name,
+      "--report-interval", "1s",
+      "--state-dir", path.join(root, "state"), "--socket", socket,
+      "--proc-root", path.join(root, "proc"), "--sys-root", path.join(root, "sys"), "--dev-root", path.join(root, "dev"),
+      "--run-root", path.join(root, "run"), "--home-root", path.join(root, "home"), "--etc-root", path.join(root, "etc"),
+    ],
+    { WS_AGENT_TOKEN: options.token },
+  );
+  return {
+    proc,
+    root,
+    socket,
+    lease: async (...args) => {
+      try {
+        const { stdout, stderr } = await run(process.execPath, [agentBundle, "lease", ...args, "--json"], { env: { ...process.env, WS_AGENT_SOCKET: socket } });
+        return { code: 0, json: JSON.parse(stdout), stderr };
+      } catch (error) {
+        const failed = error as { code?: number; stdout?: string; stderr?: string };
+        return { code: failed.code ?? -1, json: failed.stdout ? JSON.parse(failed.stdout) : null, stderr: failed.stderr ?? "" };
+      }
+    },
+  };
+}
