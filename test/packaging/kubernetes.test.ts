@@ -8,6 +8,7 @@ import { parse, parseAllDocuments } from "yaml";
 import { resolveCollectorConfig } from "../../packages/collector/src/config.js";
 import { parseCollectorPolicyConfig } from "../../packages/collector/src/engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX, parseKnobs } from "../../packages/collector/src/engine/policy.js";
+import { LEADER_LABEL, LEADER_LABEL_VALUE } from "../../packages/collector/src/kube/leader-label.js";
 import { repoRoot } from "../support/process.js";
 import { ApiTypes, loadClientNodeModels, loadCrdSchema } from "./lib/api-types.js";
 import { rootVersion } from "./lib/artifacts.js";
@@ -25,7 +26,7 @@ const overlayDir = (name: string) => path.join(repoRoot, "packaging/kubernetes-o
 const ALLOWED_VERBS: Record<string, string[]> = {
   "kubevirt.io/virtualmachines": ["get", "list", "watch", "patch"],
   "kubevirt.io/virtualmachineinstances": ["get", "list", "watch"],
-  "/pods": ["get", "list", "watch"],
+  "/pods": ["get", "list", "watch", "patch"],
   "/persistentvolumeclaims": ["get", "list", "watch"],
   "subresources.kubevirt.io/virtualmachines/stop": ["update"],
   "/events": ["create", "patch"],
@@ -69,7 +70,7 @@ const configText = (overlay: string): string => one(overlay, "ConfigMap").data["
 describe.each(OVERLAYS)("overlay %s", (overlay) => {
   it("renders objects of the expected kinds, all named and labelled part-of ws", () => {
     const kinds = objects(overlay).map((o) => o.kind).sort();
-    const expected = ["ConfigMap", "Deployment", "Namespace", "NetworkPolicy", "PrometheusRule", "Secret", "Service", "Service", "ServiceAccount", "ServiceMonitor"];
+    const expected = ["ConfigMap", "Deployment", "Namespace", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Secret", "Service", "Service", "ServiceAccount", "ServiceMonitor"];
     if (overlay !== "standalone") expected.push("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding");
     expect(kinds).toEqual(expected.sort());
     for (const object of objects(overlay)) {
@@ -84,10 +85,14 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(problems).toEqual([]);
   });
 
-  it("runs 2 leader-elected replicas (1 standalone), Recreate, ready only on the leader", () => {
+  it("runs 2 leader-elected replicas (1 standalone), rolling with a surge, every healthy replica Ready", () => {
     const spec = deployment(overlay).spec;
     expect(spec.replicas).toBe(overlay === "standalone" ? 1 : 2);
-    expect(spec.strategy).toEqual({ type: "Recreate" });
+    // A new pod is Ready as a standby, so a surge can roll without ever dropping below the replica count.
+    expect(spec.strategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    const pdb = one(overlay, "PodDisruptionBudget");
+    expect(pdb.spec.maxUnavailable).toBe(1);
+    expect(pdb.spec.selector.matchLabels).toEqual(spec.selector.matchLabels);
     const c = container(overlay);
     expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
     expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
@@ -102,6 +107,10 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(c.resources.requests.memory).toBeTruthy();
     expect(c.resources.limits.memory).toBeTruthy();
     expect(c.image).toBe(`registry.example.com/ws/ws-collector:${rootVersion}`);
+    // app.kubernetes.io/version on the objects and the pods says which release runs, equal to the image tag.
+    expect(deployment(overlay).metadata.labels["app.kubernetes.io/version"]).toBe(rootVersion);
+    expect(spec.template.metadata.labels["app.kubernetes.io/version"]).toBe(rootVersion);
+    expect(spec.selector.matchLabels["app.kubernetes.io/version"]).toBeUndefined();
   });
 
   it("runs as non-root with a read-only root filesystem, no capabilities, RuntimeDefault seccomp", () => {
@@ -155,14 +164,18 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     if (overlay === "standalone") expect(policy.config.defaults.autostopEnabled).toBe(true);
   });
 
-  it("serves gRPC and HTTP through a Service that selects the collector's pods", () => {
+  it("serves gRPC and HTTP through a Service that selects the leader's pod (standalone: the one pod)", () => {
     const service = one(overlay, "Service", "ws-collector");
     expect(service.spec.ports).toEqual([
       { name: "grpc", port: 7443, targetPort: "grpc", protocol: "TCP" },
       { name: "http", port: 8080, targetPort: "http", protocol: "TCP" },
     ]);
     const podLabels = deployment(overlay).spec.template.metadata.labels;
-    for (const [key, value] of Object.entries(service.spec.selector)) expect(podLabels[key], key).toBe(value);
+    // The leader label is set at run time by the leader (kube/leader-label.ts), never in the template.
+    expect(podLabels[LEADER_LABEL]).toBeUndefined();
+    const leaderLabels = overlay === "standalone" ? {} : { [LEADER_LABEL]: LEADER_LABEL_VALUE };
+    expect(service.spec.selector).toEqual({ ...deployment(overlay).spec.selector.matchLabels, ...leaderLabels });
+    for (const [key, value] of Object.entries(service.spec.selector)) if (key !== LEADER_LABEL) expect(podLabels[key], key).toBe(value);
   });
 
   it("lets only VM pods reach gRPC, and the monitoring namespace reach HTTP", () => {
@@ -202,8 +215,11 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
         }
       }
     }
+    // Pods are written (labelled) only in the collector's own namespace, never cluster-wide.
+    const podWriters = roles.filter((role) => (role.rules as Obj[]).some((rule) => (rule.resources as string[]).includes("pods") && (rule.verbs as string[]).includes("patch")));
+    expect(podWriters.map((role) => `${role.kind}/${role.metadata.namespace}`)).toEqual(["Role/ws-system"]);
     // What the collector cannot work without.
-    for (const needed of ["update subresources.kubevirt.io/virtualmachines/stop", "watch kubevirt.io/virtualmachines", "update coordination.k8s.io/leases"]) {
+    for (const needed of ["update subresources.kubevirt.io/virtualmachines/stop", "watch kubevirt.io/virtualmachines", "update coordination.k8s.io/leases", "patch /pods"]) {
       expect(granted).toContain(needed);
     }
     const sa = one(overlay, "ServiceAccount");

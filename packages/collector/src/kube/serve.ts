@@ -15,6 +15,7 @@ import { contextNamespace, createKubeClients, describeError, loadKubeConfig } fr
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
 import { LeaderElector } from "./leader.js";
+import { LeaderLabel } from "./leader-label.js";
 import { checkStopSafety } from "./pvcs.js";
 import { describeVerdict } from "./safety.js";
 import { VmStopper } from "./stop.js";
@@ -75,6 +76,13 @@ export async function kubernetesMode(
   const audit = new KubeAudit(clients, { reportingInstance: config.kubernetes.identity, nowMs, annotationPrefix: prefix });
   const leaseNamespace = config.kubernetes.kubeconfig ? config.kubernetes.leaseNamespace : (contextNamespace(kc) ?? config.kubernetes.leaseNamespace);
   let fleetRef: Fleet | undefined;
+  // The agents' Service selects this label: the leader carries it, nobody else (kube/leader-label.ts).
+  const leaderLabel = new LeaderLabel(clients, {
+    namespace: leaseNamespace,
+    podName: config.kubernetes.identity,
+    onError: (message) => log("warn", `leader label: ${message}`),
+    onInfo: (message) => log("info", `leader label: ${message}`),
+  });
 
   const elector = new LeaderElector(clients, {
     namespace: leaseNamespace,
@@ -85,9 +93,11 @@ export async function kubernetesMode(
       log("info", "became the leader: acting on VMs", { identity: config.kubernetes.identity });
       // Timers resume from the annotations the previous leader wrote.
       fleetRef?.resetRecords();
+      void leaderLabel.want(true);
     },
     onStoppedLeading: (reason) => {
       log("warn", `lost the leadership (${reason}): no longer acting; agents will reconnect to the leader`);
+      void leaderLabel.want(false);
       fleetRef?.closeAllSessions(grpc.status.UNAVAILABLE, "this collector replica is no longer the leader; reconnect");
     },
     onError: (message) => log("warn", `leader election: ${message}`),
@@ -179,10 +189,12 @@ export async function kubernetesMode(
         throw new Error(`cannot watch VirtualMachines: ${describeError(error)}`);
       }
       for (const vm of inventory.list()) if (tracked(vm.labels)) fleet.track(vm);
+      void leaderLabel.start();
       elector.start();
       log("info", "kubernetes inventory synced", { vms: inventory.list().length, lease: `${leaseNamespace}/${config.kubernetes.leaseName}` });
       return async () => {
         await elector.stop({ release: true });
+        await leaderLabel.close();
         await inventory.stop();
       };
     },
