@@ -10,7 +10,8 @@ import { persistedAnnotations, restoreRecord } from "../engine/persist.js";
 import type { Fleet, StopEvidence } from "../fleet.js";
 import type { CollectorMode } from "../serve.js";
 import type { CollectorStats } from "../stats.js";
-import { AUDIT_REASONS, KubeAudit, type AuditEventType } from "./audit.js";
+import { isEventReason } from "../engine/events.js";
+import { KubeAudit, auditEvent, type AuditEventType } from "./audit.js";
 import { contextNamespace, createKubeClients, describeError, loadKubeConfig } from "./client.js";
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
@@ -20,21 +21,6 @@ import { checkStopSafety } from "./pvcs.js";
 import { describeVerdict } from "./safety.js";
 import { VmStopper } from "./stop.js";
 import { isStopInEffect } from "./vm-model.js";
-
-/** The Event `action` for each reason the engine emits; unknown reasons are recorded as "Decide". */
-const ACTION_FOR_REASON: Record<string, string> = {
-  IdleStopPending: "Notify",
-  IdleStop: "Stop",
-  IdleStopCancelled: "CancelStop",
-  IdleWouldStop: "ObserveStop",
-  IdleStopRefused: "Stop",
-  IdleStopFailed: "Stop",
-  PolicyInvalid: "ReadPolicy",
-  PolicyValid: "ReadPolicy",
-  BadPolicy: "ReadPolicy",
-  AgentLost: "Observe",
-  AgentBack: "Observe",
-};
 
 /** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
 const LAST_STOP_READINGS = 20;
@@ -140,7 +126,7 @@ export async function kubernetesMode(
       const verdict = checkPeerIdentity(peer, vm, facts.launcherPodIps);
       if (verdict.ok) return { ok: true };
       void audit
-        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Warning", reason: "IdentityRejected", action: AUDIT_REASONS.IdentityRejected.action, note: verdict.reason })
+        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent("IdentityRejected", verdict.reason))
         .then(writeFailed("identity event"));
       return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: verdict.reason };
     },
@@ -151,16 +137,13 @@ export async function kubernetesMode(
         const verdict = await checkStopSafety(clients, facts, prefix);
         if (!verdict.safe) {
           if ("transient" in verdict && verdict.transient) return { outcome: "failed", message: `safety check could not complete: ${verdict.reasons.join("; ")}` };
-          const message = describeVerdict(verdict);
-          void audit
-            .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Warning", reason: "StopRefused", action: "Stop", note: `refused to stop: ${message}` })
-            .then(writeFailed("StopRefused event"));
-          return { outcome: "refused", message };
+          // The engine audits the refusal (IdleStopRefused, with this message): one Event, not two.
+          return { outcome: "refused", message: describeVerdict(verdict) };
         }
         const result = await stopper.stopVm(vm.namespace, vm.name, {});
         if (!result.ok) return { outcome: "failed", message: result.message };
         void audit
-          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Normal", reason: "Stopped", action: "Stop", note: `stopped: ${reason}` })
+          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent("Stopped", `stopped: ${reason}`))
           .then(writeFailed("Stopped event"));
         void audit.recordLastStop(vm, { whenMs: nowMs(), reason, signals: lastStopSignals(evidence) }).then(writeFailed("last-stop annotation"));
         return { outcome: "accepted", message: result.alreadyStopped ? `${result.message} after ${result.attempts} stop request(s)` : `stop accepted after ${result.attempts} attempt(s)` };
@@ -168,8 +151,12 @@ export async function kubernetesMode(
       event(vm, type, reason, message) {
         const facts = vmOf(vm);
         if (!facts) return;
+        if (!isEventReason(reason)) {
+          log("warn", `not recording an Event with reason ${reason}: it is not in engine/events.ts's list`);
+          return;
+        }
         void audit
-          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: type as AuditEventType, reason, action: ACTION_FOR_REASON[reason] ?? "Decide", note: message })
+          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent(reason, message, type as AuditEventType))
           .then(writeFailed(`${reason} event`));
       },
       persist(vm, values) {

@@ -83,8 +83,8 @@ describe("the collector under exactly this RBAC", () => {
 
       const audit = new KubeAudit(clients, { reportingInstance: "ws-collector-0", nowMs: () => Date.UTC(2025, 0, 1), ...recordingSleep() });
       const target = { namespace: "users", name: "alice", uid: vm.metadata.uid ?? "" };
-      expect((await audit.recordEvent(target, auditEvent("StopPending", "idle"))).ok).toBe(true);
-      expect((await audit.recordEvent(target, auditEvent("StopPending", "idle"))).ok).toBe(true);
+      expect((await audit.recordEvent(target, auditEvent("IdleStopPending", "idle"))).ok).toBe(true);
+      expect((await audit.recordEvent(target, auditEvent("IdleStopPending", "idle"))).ok).toBe(true);
       expect((await audit.patchAnnotations(target, persistedAnnotations({ state: "Stopping", lastActiveMs: Date.UTC(2025, 0, 1), noticeId: undefined, stopDeadlineMs: undefined }))).ok).toBe(true);
 
       const stopper = new VmStopper(clients, recordingSleep());
