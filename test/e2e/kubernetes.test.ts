@@ -416,6 +416,34 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(Number((await collector.metrics()).match(/^workstation_reports_received_total (\d+)/m)?.[1])).toBeGreaterThan(IDLE_TIMEOUT_S);
   });
 
+  it("refuses to stop a VM whose root disk is a containerDisk, with one Event saying why", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "ephemeral",
+      podIp: "127.0.0.1",
+      volumes: [
+        { name: "rootdisk", containerDisk: { image: "quay.io/containerdisks/debian:12" } },
+        { name: "cloudinit", cloudInitNoCloud: { userData: "#cloud-config\n" } },
+      ],
+    });
+    const collector = await s.collector("collector-0");
+    await s.leader(collector);
+    const agent = await s.agent("ephemeral", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+    const refused = await s.waitForEvent("ephemeral", "IdleStopRefused", NOTICE_WAIT_MS + STOP_WAIT_MS);
+    expect(refused["type"]).toBe("Warning");
+    expect(refused["note"]).toMatch(/containerDisk/);
+    await eventually(() => s.annotation("ephemeral", "state") === "Active", 30_000, "state Active again after the refusal");
+    await moreReports(collector, 3);
+    // One Event for one refusal: the engine's IdleStopRefused, not a second one from the edge.
+    const warnings = s.events("ephemeral").filter((event) => event["type"] === "Warning");
+    expect(warnings.map((event) => event["reason"])).toEqual(["IdleStopRefused"]);
+    expect(s.stopPuts("ephemeral")).toHaveLength(0);
+    expect(s.runStrategy("ephemeral")).toBe("Always");
+  });
+
   it("cancels the pending stop when the VM is used during the grace period", async (context) => {
     const { expect } = context;
     const s = await Scenario.create(context);

@@ -1,7 +1,8 @@
 // The Kubernetes packaging: every overlay rendered by the real `kubectl kustomize`, every object
 // checked against its API type, least-privilege RBAC compared with the engine's verb list, the
 // collector config read by the collector's own parser, and the example VM and the Dockerfile.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
@@ -230,9 +231,53 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     }
   });
 
-  it("includes the ServiceMonitor and the alert rules for the Prometheus Operator", () => {
-    expect(one(overlay, "ServiceMonitor").spec.endpoints[0].path).toBe("/metrics");
-    expect((one(overlay, "PrometheusRule").spec.groups as Obj[]).length).toBeGreaterThan(0);
+  it("includes the ServiceMonitor and the alert rules, labelled for kube-prometheus-stack's default selectors", () => {
+    const monitor = one(overlay, "ServiceMonitor");
+    const rule = one(overlay, "PrometheusRule");
+    expect(monitor.spec.endpoints[0].path).toBe("/metrics");
+    expect((rule.spec.groups as Obj[]).length).toBeGreaterThan(0);
+    // The chart selects both by release=<its Helm release name>; the overlay's ws-monitoring sets it.
+    for (const object of [monitor, rule]) {
+      expect(object.metadata.labels.release, object.kind).toBe("kube-prometheus-stack");
+      expect(object.metadata.labels["app.kubernetes.io/version"], object.kind).toBe(rootVersion);
+      expect(object.metadata.labels["app.kubernetes.io/part-of"], object.kind).toBe("ws");
+    }
+    // The settings object itself is local to kustomize, never applied.
+    expect(find(overlay, "ConfigMap", "ws-monitoring")).toEqual([]);
+    for (const alert of (rule.spec.groups as Obj[]).flatMap((group) => group.rules as Obj[])) {
+      expect(alert.annotations.runbook_url).toBe(`https://github.com/aik8s/ws/blob/main/docs/alerts.md#${String(alert.alert).toLowerCase()}`);
+    }
+    // The metrics Service selects every replica (not the leader label): each is scraped.
+    const metrics = one(overlay, "Service", "ws-collector-metrics");
+    expect(metrics.spec.selector).toEqual(deployment(overlay).spec.selector.matchLabels);
+    expect(monitor.spec.selector.matchLabels).toEqual({ "app.kubernetes.io/name": "ws-collector", "app.kubernetes.io/component": "metrics" });
+  });
+});
+
+describe("the monitoring settings", () => {
+  it("are overridden in an overlay: another release label and runbook base reach every object", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "ws15-overlay-"));
+    try {
+      const observe = readFileSync(path.join(overlayDir("observe"), "kustomization.yaml"), "utf8");
+      const base = path.relative(dir, path.join(repoRoot, "packaging"));
+      const mine = observe
+        .replaceAll("../../", `${base}/`)
+        .replace("release=kube-prometheus-stack", "release=monitoring")
+        .replace("runbookBase=https://github.com/aik8s/ws/blob/main/docs/alerts.md", "runbookBase=https://wiki.example.org/ws/alerts");
+      expect(mine).not.toBe(observe);
+      writeFileSync(path.join(dir, "kustomization.yaml"), mine);
+      const result = run("kubectl", ["kustomize", dir]);
+      expect(result.status, result.output).toBe(0);
+      const objects = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as Obj);
+      const rule = objects.find((o) => o.kind === "PrometheusRule")!;
+      expect(objects.find((o) => o.kind === "ServiceMonitor")!.metadata.labels.release).toBe("monitoring");
+      expect(rule.metadata.labels.release).toBe("monitoring");
+      const urls = (rule.spec.groups as Obj[]).flatMap((group) => (group.rules as Obj[]).map((r) => r.annotations.runbook_url as string));
+      expect(urls.length).toBeGreaterThan(5);
+      for (const url of urls) expect(url).toMatch(/^https:\/\/wiki\.example\.org\/ws\/alerts#workstation[a-z]+$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
