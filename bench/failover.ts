@@ -176,8 +176,13 @@ async function oneRun(signal: "SIGKILL" | "SIGTERM"): Promise<Timings> {
       if (timings.leads === undefined && /^workstation_collector_leader 1$/m.test(await text(`http://127.0.0.1:${second.httpPort}/metrics`))) timings.leads = since();
       const labelled = kube.store.list(POD, COLLECTOR_NS).filter((pod) => pod.metadata.labels?.[LEADER_LABEL] === "true").map((pod) => pod.metadata.name);
       if (timings.labelled === undefined && labelled.length === 1 && labelled[0] === second.name) timings.labelled = since();
-      if (timings.endpoint === undefined && service.readyPorts().join() === String(second.grpcPort)) timings.endpoint = since();
+      const endpoint = () => {
+        if (timings.endpoint === undefined && service!.readyPorts().join() === String(second.grpcPort)) timings.endpoint = since();
+      };
+      endpoint();
       const fresh = [...(await reportedAt(second)).values()].filter((at) => at > killedWallMs).length;
+      // The Service may have switched while the reports were read: look again before timing them.
+      endpoint();
       if (timings.first === undefined && fresh > 0) timings.first = since();
       if (fresh === vmCount) timings.all = since();
       await delay(POLL_MS);
