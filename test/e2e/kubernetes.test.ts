@@ -17,6 +17,8 @@ import { parseAllDocuments } from "yaml";
 import { LEADER_LABEL } from "../../packages/collector/src/kube/leader-label.js";
 import { resourceByKind, startFakeKube, type FakeKube, type FakeKubeOptions, type KubeObject, type RequestRecord } from "../support/fake-kube/index.js";
 import { policyForServiceAccount } from "../support/fake-kube/rbac.js";
+import { startPrometheus } from "../support/prometheus.js";
+import { dashboardQueries, withGrafanaVariables } from "../prometheus/promql.js";
 import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
 import { agentBundle, collectorBundle, eventually, freePort, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
 
@@ -646,6 +648,60 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     // The handed-back Lease means the hand-overs did not wait for the Lease to expire.
     expect(oldA.proc.output()).toMatch(/shutting down/);
     expect(s.kube.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`)).toEqual([]);
+  });
+
+  it("gives a Prometheus scraping both replicas one series per VM, so every documented query and panel works", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { rbac: SHIPPED_RBAC });
+    const vms = ["prom-a", "prom-b"];
+    for (const vm of vms) s.seed(vm);
+    const first = await s.collector("replica-a", { pod: true });
+    await s.leader(first);
+    const second = await s.collector("replica-b", { pod: true });
+    const service = await s.service([first, second]);
+    for (const vm of vms) await s.agent(vm, service.port);
+    const prometheus = await startPrometheus({
+      targets: [first, second].map((r) => `127.0.0.1:${r.httpPort}`),
+      scrapeIntervalSeconds: 1,
+      ruleFiles: [path.join(repoRoot, "packaging/prometheus/workstation-alerts.yaml")],
+    });
+    s.onClose(() => prometheus.stop());
+
+    const onePerVm = async (leader: Collector) => {
+      const active = await prometheus.until('count by (namespace, vm) (workstation_state{state="Active"} == 1)', (r) => (r.length === vms.length ? r : undefined));
+      for (const sample of active) expect(sample.value[1], `${sample.metric["vm"]}`).toBe("1");
+      // Both replicas are scraped and say who leads.
+      const expected = [first, second]
+        .filter((r) => r.proc.child.exitCode === null && r.proc.child.signalCode === null)
+        .map((r) => `127.0.0.1:${r.httpPort}=${r === leader ? 1 : 0}`)
+        .sort();
+      const said = (samples: Array<{ metric: Record<string, string>; value: [number, string] }>) => samples.map((sample) => `${sample.metric["instance"]}=${sample.value[1]}`).sort();
+      await prometheus.until("workstation_collector_leader", (r) => said(r).join() === expected.join(), 30_000).catch(() => undefined);
+      expect(said(await prometheus.query("workstation_collector_leader"))).toEqual(expected);
+      // Each VM's state series come from one replica, the leader.
+      const series = await prometheus.query('count by (instance) (workstation_state{namespace="users"})');
+      expect(series.map((sample) => sample.metric["instance"])).toEqual([`127.0.0.1:${leader.httpPort}`]);
+      expect(Number(series[0]!.value[1])).toBe(vms.length * 6);
+      // The documented queries (docs/metrics.md) and every dashboard panel run without an error:
+      // with a standby's per-VM series, the joins would fail ("many-to-many matching not allowed").
+      const documented = readFileSync(path.join(repoRoot, "docs/metrics.md"), "utf8").split("## Useful queries")[1]!.split("\n## ")[0]!;
+      const queries = [...documented.matchAll(/: `([^`]+)`/g)].map((m) => m[1]!);
+      expect(queries.length).toBeGreaterThanOrEqual(4);
+      for (const expr of queries) await prometheus.query(expr);
+      const dashboard = JSON.parse(readFileSync(path.join(repoRoot, "packaging/grafana/workstation-dashboard.json"), "utf8"));
+      for (const { expr } of dashboardQueries(dashboard)) await prometheus.query(withGrafanaVariables(expr));
+      // A one-to-one join: a second series for any VM on either side would be an error here.
+      const joined = await prometheus.query('workstation_state{state="Active"} * on(namespace, vm) workstation_idle_seconds');
+      expect(joined.map((sample) => sample.metric["vm"]).sort()).toEqual(vms);
+    };
+    await onePerVm(first);
+
+    // A hand-over (the leader terminated in a rollout): the new leader's series replace the old.
+    await first.proc.stop("SIGTERM");
+    await second.proc.waitFor(/became the leader/, 60_000);
+    await prometheus.until('count(count by (instance) (workstation_state{namespace="users"}))', (r) => (r[0]?.value[1] === "1" ? r : undefined));
+    await prometheus.until(`count by (instance) (workstation_state{namespace="users"})`, (r) => (r[0]?.metric["instance"] === `127.0.0.1:${second.httpPort}` ? r : undefined));
+    await onePerVm(second);
   });
 
   it("keeps a pending stop's deadline across a collector restart, and cancels it for a VM used meanwhile", async (context) => {
