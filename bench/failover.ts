@@ -14,7 +14,8 @@
 // removes its label), and times from the signal:
 //   leads      the standby's workstation_collector_leader is 1
 //   labelled   its pod carries the leader label, and no other pod does
-//   endpoint   the Service routes to it alone (the Service polls readiness and labels every 500 ms)
+//   endpoint   the Service routes to it alone (it polls readiness and labels every 500 ms and
+//              records when its endpoints change)
 //   first      the first Report handled by the new leader (a VM's lastReportAtMs after the kill)
 //   all        every VM's Report handled by the new leader
 // Polled every 25 ms: each figure is up to 25 ms late.
@@ -176,17 +177,14 @@ async function oneRun(signal: "SIGKILL" | "SIGTERM"): Promise<Timings> {
       if (timings.leads === undefined && /^workstation_collector_leader 1$/m.test(await text(`http://127.0.0.1:${second.httpPort}/metrics`))) timings.leads = since();
       const labelled = kube.store.list(POD, COLLECTOR_NS).filter((pod) => pod.metadata.labels?.[LEADER_LABEL] === "true").map((pod) => pod.metadata.name);
       if (timings.labelled === undefined && labelled.length === 1 && labelled[0] === second.name) timings.labelled = since();
-      const endpoint = () => {
-        if (timings.endpoint === undefined && service!.readyPorts().join() === String(second.grpcPort)) timings.endpoint = since();
-      };
-      endpoint();
       const fresh = [...(await reportedAt(second)).values()].filter((at) => at > killedWallMs).length;
-      // The Service may have switched while the reports were read: look again before timing them.
-      endpoint();
       if (timings.first === undefined && fresh > 0) timings.first = since();
       if (fresh === vmCount) timings.all = since();
       await delay(POLL_MS);
     }
+    // The Service records when its endpoints changed: the first time after the kill it routed to the new leader alone.
+    const switched = service.changes().find((change) => change.atMs > t0 && change.ports.join() === String(second.grpcPort));
+    timings.endpoint = switched ? (switched.atMs - t0) / 1000 : NaN;
     return timings as Timings;
   } finally {
     await Promise.all(procs.map((proc) => proc.stop("SIGTERM", 5_000).catch(() => null)));

@@ -44,6 +44,8 @@ export interface FakeService {
   readyPorts(): number[];
   /** Connections forwarded so far, per backend port. */
   connections(): Map<number, number>;
+  /** Every change of the endpoints, with when (performance.now()) it was seen. */
+  changes(): Array<{ atMs: number; ports: number[] }>;
   close(): Promise<void>;
 }
 
@@ -63,10 +65,13 @@ export async function startFakeService(backends: ServiceBackend[], options: { pr
   let closed = false;
   const sockets = new Set<net.Socket>();
   const forwarded = new Map<number, number>();
+  const history: Array<{ atMs: number; ports: number[] }> = [];
 
   const probe = async () => {
     const results = await Promise.all(backends.map(async (backend) => ((await isReady(backend.readinessPort, probeIntervalMs * 2)) ? backend : null)));
-    ready = results.filter((backend): backend is ServiceBackend => backend !== null && selects(options.selector, backend));
+    const next = results.filter((backend): backend is ServiceBackend => backend !== null && selects(options.selector, backend));
+    if (next.map((b) => b.port).join() !== ready.map((b) => b.port).join()) history.push({ atMs: performance.now(), ports: next.map((b) => b.port) });
+    ready = next;
   };
   await probe();
   let probing: Promise<void> = Promise.resolve();
@@ -103,6 +108,7 @@ export async function startFakeService(backends: ServiceBackend[], options: { pr
     port: (server.address() as AddressInfo).port,
     readyPorts: () => ready.map((backend) => backend.port),
     connections: () => new Map(forwarded),
+    changes: () => history.map((change) => ({ ...change, ports: [...change.ports] })),
     async close() {
       closed = true;
       clearInterval(timer);
