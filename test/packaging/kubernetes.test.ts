@@ -255,23 +255,37 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
 });
 
 describe("the monitoring settings", () => {
-  it("are overridden in an overlay: another release label and runbook base reach every object", () => {
+  it("are overridden in a site overlay layered on observe, as docs/install.md shows", () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "ws15-overlay-"));
     try {
-      const observe = readFileSync(path.join(overlayDir("observe"), "kustomization.yaml"), "utf8");
-      const base = path.relative(dir, path.join(repoRoot, "packaging"));
-      const mine = observe
-        .replaceAll("../../", `${base}/`)
-        .replace("release=kube-prometheus-stack", "release=monitoring")
-        .replace("runbookBase=https://github.com/aik8s/ws/blob/main/docs/alerts.md", "runbookBase=https://wiki.example.org/ws/alerts");
-      expect(mine).not.toBe(observe);
-      writeFileSync(path.join(dir, "kustomization.yaml"), mine);
+      const rel = (to: string) => path.relative(dir, path.join(repoRoot, to));
+      writeFileSync(
+        path.join(dir, "kustomization.yaml"),
+        `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ${rel("packaging/kubernetes-overlays/observe")}
+components:
+  - ${rel("packaging/prometheus/settings")}
+configMapGenerator:
+  - name: ws-monitoring
+    behavior: replace
+    literals:
+      - release=monitoring
+      - runbookBase=https://wiki.example.org/ws/alerts
+    options:
+      disableNameSuffixHash: true
+      annotations:
+        config.kubernetes.io/local-config: "true"
+`,
+      );
       const result = run("kubectl", ["kustomize", dir]);
       expect(result.status, result.output).toBe(0);
       const objects = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as Obj);
       const rule = objects.find((o) => o.kind === "PrometheusRule")!;
       expect(objects.find((o) => o.kind === "ServiceMonitor")!.metadata.labels.release).toBe("monitoring");
       expect(rule.metadata.labels.release).toBe("monitoring");
+      expect(objects.filter((o) => o.kind === "ConfigMap").map((o) => o.metadata.name)).not.toContain("ws-monitoring");
       const urls = (rule.spec.groups as Obj[]).flatMap((group) => (group.rules as Obj[]).map((r) => r.annotations.runbook_url as string));
       expect(urls.length).toBeGreaterThan(5);
       for (const url of urls) expect(url).toMatch(/^https:\/\/wiki\.example\.org\/ws\/alerts#workstation[a-z]+$/);
@@ -354,11 +368,14 @@ describe("the collector image", () => {
         return { keyword: keyword!.toUpperCase(), args: rest.join(" ") };
       });
 
-  it("builds on a pinned Node.js >= 20 slim image", () => {
+  it("builds on a pinned Node.js >= 20 slim image (by default; a build arg may name an equal one)", () => {
     const from = instructions().filter((i) => i.keyword === "FROM");
     expect(from.length).toBe(1);
-    const match = /^node:(\d+)\.(\d+)\.(\d+)-bookworm-slim(@sha256:[0-9a-f]{64})?$/.exec(from[0]!.args);
-    expect(match, `FROM ${from[0]!.args} is not a pinned node:X.Y.Z-bookworm-slim`).not.toBeNull();
+    expect(from[0]!.args).toBe("${NODE_IMAGE}");
+    const arg = instructions().find((i) => i.keyword === "ARG" && i.args.startsWith("NODE_IMAGE="))!;
+    const base = arg.args.slice("NODE_IMAGE=".length);
+    const match = /^node:(\d+)\.(\d+)\.(\d+)-bookworm-slim(@sha256:[0-9a-f]{64})?$/.exec(base);
+    expect(match, `ARG NODE_IMAGE=${base} is not a pinned node:X.Y.Z-bookworm-slim`).not.toBeNull();
     expect(Number(match![1])).toBeGreaterThanOrEqual(20);
   });
 
