@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs the benchmarks: `node bench/run.mjs [all|protocol|agent|latency|collector] [options for that benchmark]`.
+// Runs the benchmarks: `node bench/run.mjs [all|protocol|agent|latency|collector|failover] [options for that benchmark]`.
 //
 // 1. builds the shipped bundles (scripts/build.mjs) unless --no-build: the benchmarks run them;
 // 2. bundles bench/<name>.ts with esbuild into bench/.cache/ (TypeScript sources, @ws/protocol);
@@ -11,8 +11,8 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const BENCHMARKS = ["protocol", "agent", "latency", "collector"];
-const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector"]);
+const BENCHMARKS = ["protocol", "agent", "latency", "collector", "failover"];
+const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector", "failover"]);
 /** Entry points a benchmark starts as processes of its own. */
 const HELPERS = { collector: ["loadgen"] };
 

@@ -3,7 +3,7 @@
 //   packaging/dist/ws-agent_<version>_all.deb
 // from the bundle `node scripts/build.mjs` made (packages/guest-agent/dist/ws-agent.cjs), the
 // units and udev rule in packaging/systemd/, and packaging/deb/ (maintainer scripts, default
-// config, README, copyright). The man pages are made from the bundle's own --help texts.
+// config, README, copyright, changelog, lintian overrides). The man pages are made from the bundle's own --help texts.
 //
 // Usage: node scripts/build-deb.mjs [--out DIR]
 // Reproducible: every file's time is SOURCE_DATE_EPOCH when set (else now), the man pages are
@@ -15,7 +15,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { debianVersion } from "../packaging/deb/debian-version.mjs";
+import { debianPackageVersion } from "../packaging/deb/debian-version.mjs";
 import { helpToMan } from "../packaging/deb/manpage.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -31,7 +31,14 @@ function fail(message) {
 }
 
 const version = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")).version;
-const debVersion = debianVersion(version) ?? fail(`package.json version "${version}" is not semver`);
+const debVersion = debianPackageVersion(version) ?? fail(`package.json version "${version}" is not semver`);
+const maintainer = process.env.DEB_MAINTAINER ?? "ws maintainers <ws@aik8s.run>";
+// The Debian changelog is kept in packaging/deb/changelog; its top entry must be this package.
+const changelog = readFileSync(path.join(root, "packaging/deb/changelog"), "utf8");
+const changelogTop = /^ws-agent \(([^)]+)\) /.exec(changelog);
+if (!changelogTop || changelogTop[1] !== debVersion) {
+  fail(`packaging/deb/changelog starts with ${changelogTop ? `version ${changelogTop[1]}` : "no ws-agent entry"}, but the package is ${debVersion}: add an entry for it (dch -v ${debVersion})`);
+}
 const bundle = path.join(root, "packages/guest-agent/dist/ws-agent.cjs");
 if (!existsSync(bundle)) fail(`${path.relative(root, bundle)} is missing: run 'node scripts/build.mjs' first`);
 if (spawnSync("dpkg-deb", ["--version"]).error) fail("dpkg-deb is not installed (Debian package dpkg)");
@@ -73,6 +80,9 @@ copy("packaging/systemd/99-ws-agent-grow.rules", "lib/udev/rules.d/99-ws-agent-g
 copy("packaging/deb/config.yaml", "etc/ws-agent/config.yaml");
 copy("packaging/deb/README.md", "usr/share/doc/ws-agent/README.md");
 copy("packaging/deb/copyright", "usr/share/doc/ws-agent/copyright");
+// gzip -9n: no name, no time in the header (reproducible).
+put("usr/share/doc/ws-agent/changelog.Debian.gz", gzipSync(changelog, { level: 9 }));
+copy("packaging/deb/lintian-overrides", "usr/share/lintian/overrides/ws-agent");
 
 // Man pages from the --help texts.
 function helpOf(...args) {
@@ -107,9 +117,9 @@ const installedKiB = entries.reduce((sum, p) => sum + (lstatSync(p).isFile() ? M
 const control = `Package: ws-agent
 Version: ${debVersion}
 Architecture: all
-Maintainer: ${process.env.DEB_MAINTAINER ?? "ws maintainers <root@localhost>"}
+Maintainer: ${maintainer}
 Installed-Size: ${installedKiB}
-Depends: nodejs (>= 18), init-system-helpers
+Depends: nodejs (>= 18), init-system-helpers (>= 1.54~)
 Recommends: cloud-guest-utils, e2fsprogs, fdisk
 Suggests: cloud-init, xfsprogs, btrfs-progs, lvm2, libnotify-bin
 Section: admin

@@ -14,6 +14,8 @@ PACKAGES=(
   prometheus-node-exporter              # bench/: the agent's cost is measured beside node_exporter
   debootstrap systemd-container         # packaging: a Debian root to install the .deb into, booted with systemd-nspawn
   shellcheck man-db                     # packaging: maintainer scripts, man pages
+  lintian dpkg-dev                      # packaging: the .deb is lintian clean; dpkg-parsechangelog reads its changelog
+  buildah                               # packaging: the collector image, built and run without a Docker daemon
   qemu-system-x86 qemu-utils genisoimage  # test:vm: boot the guest image (TCG), overlays and resizes, the cloud-init seed
   procps
 )

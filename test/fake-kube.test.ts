@@ -1,7 +1,11 @@
 // The fake Kubernetes API server, checked over raw HTTP: the protocol the collector's client relies on.
 import { readFileSync } from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resourceByKind, startFakeKube, type FakeKube } from "./support/fake-kube/index.js";
+import { startFakeService } from "./support/fake-kube/service.js";
 import { selfSignedCertificate } from "./support/fake-kube/tls.js";
 
 let fake: FakeKube;
@@ -305,5 +309,68 @@ describe("the stand-in virt-controller's VMI teardown on a stop", () => {
     const created = await api("POST", "/apis/cdi.kubevirt.io/v1beta1/namespaces/fk/datavolumes", { metadata: { name: "desktop-root" }, spec: { source: { blank: {} } } });
     expect(created.status).toBe(201);
     expect(created.json).toMatchObject({ apiVersion: "cdi.kubevirt.io/v1beta1", kind: "DataVolume", metadata: { name: "desktop-root", namespace: "fk" } });
+  });
+});
+
+describe("fake Service", () => {
+  /** A backend: a TCP server that answers its name, and a /readyz that says `ready`. */
+  async function backend(name: string, ready: () => boolean) {
+    const tcp = net.createServer((socket) => socket.end(name));
+    const probe = http.createServer((_req, res) => {
+      res.writeHead(ready() ? 200 : 503);
+      res.end();
+    });
+    await Promise.all([new Promise<void>((r) => tcp.listen(0, "127.0.0.1", r)), new Promise<void>((r) => probe.listen(0, "127.0.0.1", r))]);
+    return {
+      port: (tcp.address() as AddressInfo).port,
+      readinessPort: (probe.address() as AddressInfo).port,
+      pod: name,
+      close: () => Promise.all([new Promise((r) => tcp.close(r)), new Promise((r) => probe.close(r))]),
+    };
+  }
+  const ask = (port: number) =>
+    new Promise<string>((resolve) => {
+      let text = "";
+      const socket = net.connect(port, "127.0.0.1");
+      socket.on("data", (chunk) => (text += chunk.toString()));
+      socket.on("close", () => resolve(text));
+      socket.on("error", () => resolve(""));
+    });
+
+  it("routes to Ready pods that carry every selected label, following label changes", async () => {
+    const POD = resourceByKind("Pod");
+    const labels = { app: "c" };
+    for (const name of ["a", "b"]) fake.store.create(POD, { metadata: { name, namespace: "svc", labels }, spec: { containers: [{ name: "c", image: "i" }] } });
+    let bReady = true;
+    const a = await backend("a", () => true);
+    const b = await backend("b", () => bReady);
+    const service = await startFakeService([a, b], { probeIntervalMs: 50, selector: { store: fake.store, namespace: "svc", labels: { app: "c", leader: "true" } } });
+    try {
+      // No pod labelled: no endpoint, connections are refused.
+      expect(service.readyPorts()).toEqual([]);
+      expect(await ask(service.port)).toBe("");
+      const label = (name: string, value: string | null) => {
+        const pod = fake.store.get(POD, "svc", name)!;
+        const next = { ...(pod.metadata.labels ?? {}) };
+        if (value === null) delete next["leader"];
+        else next["leader"] = value;
+        fake.store.update(POD, { ...pod, metadata: { ...pod.metadata, labels: next } });
+      };
+      label("b", "true");
+      await until("b as the endpoint", () => service.readyPorts().join() === String(b.port));
+      expect(await ask(service.port)).toBe("b");
+      // Labelled but not Ready: not an endpoint.
+      bReady = false;
+      await until("no endpoint", () => service.readyPorts().length === 0);
+      label("b", null);
+      label("a", "true");
+      await until("a as the endpoint", () => service.readyPorts().join() === String(a.port));
+      expect(await ask(service.port)).toBe("a");
+      expect(service.changes().map((change) => change.ports)).toEqual([[b.port], [], [a.port]]);
+      expect(service.connections().get(a.port)).toBe(1);
+    } finally {
+      await service.close();
+      await Promise.all([a.close(), b.close()]);
+    }
   });
 });

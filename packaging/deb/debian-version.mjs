@@ -7,3 +7,12 @@ export function debianVersion(version) {
   if (!match) return null;
   return match[1] + (match[2] ? `~${match[2].replace(/-/g, ".")}` : "") + (match[3] ? `+${match[3]}` : "");
 }
+
+/** The Debian revision of this packaging (the "-1" of 0.1.0-1): a package, not a native one. */
+export const DEBIAN_REVISION = "1";
+
+/** @returns {string | null} the package's full version, upstream and revision (0.1.0 → 0.1.0-1) */
+export function debianPackageVersion(version) {
+  const upstream = debianVersion(version);
+  return upstream === null ? null : `${upstream}-${DEBIAN_REVISION}`;
+}

@@ -104,10 +104,11 @@ apt-get install -y -q "$1" || { apt-get update -q && apt-get install -y -q "$1";
 rm -f "$1"'
 
 # $1: the package version expected. Fails unless the agent is installed, answers, and its units
-# are enabled. (A Debian "~" pre-release is the agent's "-" pre-release.)
+# are enabled. (The Debian revision "-N" is not the agent's; a Debian "~" pre-release is the
+# agent's "-" pre-release.)
 # shellcheck disable=SC2016 # expanded on the image
 verify_script='set -e
-expected="ws-agent $(printf "%s" "$1" | sed "s/~/-/")"
+expected="ws-agent $(printf "%s" "$1" | sed "s/-[^-]*$//; s/~/-/")"
 actual=$(ws-agent version)
 [ "$actual" = "$expected" ] || { echo "ws-agent version says \"$actual\", expected \"$expected\"" >&2; exit 1; }
 [ "$(readlink -f /usr/bin/ws-lease)" = /usr/lib/ws-agent/ws-agent.cjs ] || { echo "/usr/bin/ws-lease is not the agent" >&2; exit 1; }

@@ -7,18 +7,35 @@
 // CPU, network and disk show no activity, and an empty /dev/pts unless a scenario gives a user a
 // terminal. Activity is made the way a person makes it: a keystroke (the terminal's atime) or a
 // lease taken with `ws-agent lease` over the agent's socket.
-import { chownSync, existsSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
-import { resourceByKind, startFakeKube, type FakeKube, type KubeObject, type RequestRecord } from "../support/fake-kube/index.js";
+import { parseAllDocuments } from "yaml";
+import { LEADER_LABEL } from "../../packages/collector/src/kube/leader-label.js";
+import { resourceByKind, startFakeKube, type FakeKube, type FakeKubeOptions, type KubeObject, type RequestRecord } from "../support/fake-kube/index.js";
+import { policyForServiceAccount } from "../support/fake-kube/rbac.js";
+import { startPrometheus } from "../support/prometheus.js";
+import { dashboardQueries, withGrafanaVariables } from "../prometheus/promql.js";
 import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
 import { collectorToken, collectorTokenKey, startFrozenAgent } from "../support/kube-agent.js";
-import { collectorBundle, eventually, freePort, getText, requireBundles, start, type Proc } from "../support/process.js";
+import { collectorBundle, eventually, freePort, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
 
 const VM = resourceByKind("VirtualMachine");
 const EVENT = resourceByKind("Event");
 const LEASE = resourceByKind("Lease");
+const POD = resourceByKind("Pod");
+/** The collector's namespace, where its pods and its Lease live. */
+const COLLECTOR_NS = "ws-system";
+
+type Manifest = Record<string, any>; // shipped YAML: shapes are asserted, not typed
+const manifests = (file: string): Manifest[] =>
+  parseAllDocuments(readFileSync(path.join(repoRoot, "packaging/kubernetes", file), "utf8")).map((doc) => doc.toJS() as Manifest);
+/** The shipped RBAC for the collector's ServiceAccount: the collectors run under exactly these rules. */
+const SHIPPED_RBAC = policyForServiceAccount(manifests("rbac.yaml"), { namespace: COLLECTOR_NS, name: "ws-collector" });
+/** The labels the Deployment gives its pods, and the agents' Service's selector, as shipped. */
+const POD_LABELS: Record<string, string> = manifests("deployment.yaml")[0]!.spec.template.metadata.labels;
+const SERVICE_SELECTOR: Record<string, string> = manifests("service.yaml")[0]!.spec.selector;
 const NS = "users";
 const PREFIX = "workstation.aik8s.run/";
 /** wsbusy in the passwd fixture: a human account (uid ≥ 1000). */
@@ -76,8 +93,8 @@ class Scenario {
     this.dir = mkdtempSync(path.join(os.tmpdir(), "ws-kube-e2e-"));
   }
 
-  static async create(context: TestContext): Promise<Scenario> {
-    const scenario = new Scenario(await startFakeKube());
+  static async create(context: TestContext, options: FakeKubeOptions = {}): Promise<Scenario> {
+    const scenario = new Scenario(await startFakeKube(options));
     context.onTestFailed(() => console.error(scenario.diagnostics()));
     context.onTestFinished(() => scenario.close());
     return scenario;
@@ -97,9 +114,21 @@ class Scenario {
     this.kube.seedWorkstation({ namespace: NS, name, podIp });
   }
 
-  async collector(podName: string, options: { grpcPort?: number; httpPort?: number } = {}): Promise<Collector> {
+  /**
+   * A collector replica. With `pod`, it runs as a Deployment pod would: a Pod object named after
+   * it with the shipped template's labels exists in the collector's namespace (once: a container
+   * restarted in the same pod reuses it).
+   */
+  async collector(podName: string, options: { grpcPort?: number; httpPort?: number; pod?: boolean } = {}): Promise<Collector> {
     const grpcPort = options.grpcPort ?? (await freePort());
     const httpPort = options.httpPort ?? (await freePort());
+    if (options.pod && !this.kube.store.get(POD, COLLECTOR_NS, podName)) {
+      this.kube.store.create(POD, {
+        metadata: { name: podName, namespace: COLLECTOR_NS, labels: { ...POD_LABELS } },
+        spec: { containers: [{ name: "collector", image: "ws-collector" }] },
+        status: { phase: "Running", podIP: "127.0.0.1" },
+      });
+    }
     const config = path.join(this.dir, `collector-${podName}.yaml`);
     writeFileSync(
       config,
@@ -109,7 +138,7 @@ http: { listen: "127.0.0.1:${httpPort}" }
 tokenKeyFile: ${JSON.stringify(keyFile)}
 reportInterval: 1s
 tick: 1s
-kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }
+kubernetes: { leaseNamespace: ${COLLECTOR_NS}, leaseName: ws-collector }
 policy:
   defaults:
     autostop: enabled
@@ -133,8 +162,9 @@ policy:
     };
   }
 
+  /** Waits until `collector` leads (every replica is Ready, so readiness does not tell). */
   async leader(collector: Collector): Promise<void> {
-    await eventually(async () => (await collector.ready()) === 200, 60_000, `${collector.podName} to become the leader (/readyz 200)`);
+    await eventually(async () => /^workstation_collector_leader 1$/m.test(await collector.metrics()), 60_000, `${collector.podName} to become the leader`);
   }
 
   /**
@@ -168,6 +198,24 @@ policy:
         utimesSync(pts, now, now - 3600);
       },
     };
+  }
+
+  /** The agents' Service as shipped: its selector (leader label included) over these replicas' pods. */
+  async service(replicas: Collector[]): Promise<FakeService> {
+    const service = await startFakeService(
+      replicas.map((r) => ({ port: r.grpcPort, readinessPort: r.httpPort, pod: r.podName })),
+      { selector: { store: this.kube.store, namespace: COLLECTOR_NS, labels: SERVICE_SELECTOR } },
+    );
+    this.onClose(() => service.close());
+    return service;
+  }
+
+  /** Names of the collector pods that carry the leader label now. */
+  labelled(): string[] {
+    return this.kube.store
+      .list(POD, COLLECTOR_NS)
+      .filter((pod) => pod.metadata.labels?.[LEADER_LABEL] === "true")
+      .map((pod) => pod.metadata.name ?? "");
   }
 
   onClose(closer: () => Promise<void>): void {
@@ -335,6 +383,34 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(Number((await collector.metrics()).match(/^workstation_reports_received_total (\d+)/m)?.[1])).toBeGreaterThan(IDLE_TIMEOUT_S);
   });
 
+  it("refuses to stop a VM whose root disk is a containerDisk, with one Event saying why", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "ephemeral",
+      podIp: "127.0.0.1",
+      volumes: [
+        { name: "rootdisk", containerDisk: { image: "quay.io/containerdisks/debian:12" } },
+        { name: "cloudinit", cloudInitNoCloud: { userData: "#cloud-config\n" } },
+      ],
+    });
+    const collector = await s.collector("collector-0");
+    await s.leader(collector);
+    const agent = await s.agent("ephemeral", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+    const refused = await s.waitForEvent("ephemeral", "IdleStopRefused", NOTICE_WAIT_MS + STOP_WAIT_MS);
+    expect(refused["type"]).toBe("Warning");
+    expect(refused["note"]).toMatch(/containerDisk/);
+    await eventually(() => s.annotation("ephemeral", "state") === "Active", 30_000, "state Active again after the refusal");
+    await moreReports(collector, 3);
+    // One Event for one refusal: the engine's IdleStopRefused, not a second one from the edge.
+    const warnings = s.events("ephemeral").filter((event) => event["type"] === "Warning");
+    expect(warnings.map((event) => event["reason"])).toEqual(["IdleStopRefused"]);
+    expect(s.stopPuts("ephemeral")).toHaveLength(0);
+    expect(s.runStrategy("ephemeral")).toBe("Always");
+  });
+
   it("cancels the pending stop when the VM is used during the grace period", async (context) => {
     const { expect } = context;
     const s = await Scenario.create(context);
@@ -405,40 +481,55 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(counter(metrics, "workstation_kube_requests_total", 'verb="PUT",code="timeout"')).toBe(2);
   });
 
-  it("lets only the leader replica act, and the other takes over when it dies", async (context) => {
+  it("keeps both replicas Ready, routes agents by the leader's label, and fails over when the leader dies", async (context) => {
     const { expect } = context;
-    const s = await Scenario.create(context);
+    const s = await Scenario.create(context, { rbac: SHIPPED_RBAC });
     s.seed("shared");
-    const first = await s.collector("replica-a");
+    const first = await s.collector("replica-a", { pod: true });
     await s.leader(first);
-    const second = await s.collector("replica-b");
+    const second = await s.collector("replica-b", { pod: true });
     await second.proc.waitFor(/kubernetes inventory synced/, 30_000);
-    // Both are up; one holds the Lease and is Ready, the other waits.
+    // Both are Ready (the Deployment rolls and reports Available); only the Lease holder carries the label.
     expect(await first.ready()).toBe(200);
-    expect(await second.ready()).toBe(503);
-    expect(s.kube.store.get(LEASE, "ws-system", "ws-collector")?.["spec"]).toMatchObject({ holderIdentity: "replica-a" });
+    expect(await second.ready()).toBe(200);
+    expect((await getText(`http://127.0.0.1:${second.httpPort}/readyz`)).body).toBe("ready (standby)\n");
+    expect(s.kube.store.get(LEASE, COLLECTOR_NS, "ws-collector")?.["spec"]).toMatchObject({ holderIdentity: "replica-a" });
+    await eventually(() => s.labelled().join() === "replica-a", 30_000, "the leader label on replica-a alone");
 
-    // Agents reach the replicas through a Service, which sends them to the Ready one.
-    const service: FakeService = await startFakeService([
-      { port: first.grpcPort, readinessPort: first.httpPort },
-      { port: second.grpcPort, readinessPort: second.httpPort },
-    ]);
-    s.onClose(() => service.close());
+    // Agents reach the replicas through the shipped Service, whose selector includes the leader label.
+    const service = await s.service([first, second]);
+    await eventually(() => service.readyPorts().join() === String(first.grpcPort), 10_000, "the Service's one endpoint: replica-a");
     const agent = await s.agent("shared", service.port);
     await agent.proc.waitFor(/connected to collector/, 60_000);
 
     const pending = await s.waitForEvent("shared", "IdleStopPending", NOTICE_WAIT_MS);
     expect(pending["reportingInstance"]).toBe("replica-a");
     expect(second.proc.output()).not.toMatch(/became the leader/);
+    // The standby exports its own health and no VM.
+    const standby = await second.metrics();
+    expect(standby).toMatch(/^workstation_collector_leader 0$/m);
+    expect(standby).not.toMatch(/vm="shared"/);
+    expect(await first.metrics()).toMatch(/^workstation_state\{namespace="users",vm="shared",state="StoppingPending"\} 1$/m);
     const noticeId = s.annotation("shared", "notice-id");
     const deadline = Date.parse(s.annotation("shared", "stop-deadline") ?? "");
 
-    // The leader dies without handing the Lease back; the other replica waits it out and acts.
+    // The leader dies without handing back the Lease or its label; its pod keeps the label
+    // (a dead container is not Ready, so the Service drops it), the other replica waits the
+    // Lease out, leads, labels itself and takes the label off the dead leader's pod.
     await first.proc.stop("SIGKILL");
     await second.proc.waitFor(/became the leader/, 60_000);
-    await eventually(async () => (await second.ready()) === 200, 30_000, "replica-b Ready");
-    expect(s.kube.store.get(LEASE, "ws-system", "ws-collector")?.["spec"]).toMatchObject({ holderIdentity: "replica-b" });
+    await eventually(() => s.labelled().join() === "replica-b", 30_000, "the leader label moved to replica-b alone");
+    expect(second.proc.output()).toMatch(/removed the stale leader label from pod ws-system\/replica-a/);
+    expect(s.kube.store.get(LEASE, COLLECTOR_NS, "ws-collector")?.["spec"]).toMatchObject({ holderIdentity: "replica-b" });
+    await eventually(() => service.readyPorts().join() === String(second.grpcPort), 10_000, "the Service's one endpoint: replica-b");
+    await moreReports(second, 2);
 
+    // The container of replica-a restarts in the same pod, as a standby: Ready, and no label.
+    const restarted = await s.collector("replica-a", { pod: true, grpcPort: first.grpcPort, httpPort: first.httpPort });
+    expect((await getText(`http://127.0.0.1:${restarted.httpPort}/readyz`)).body).toBe("ready (standby)\n");
+    expect(s.labelled()).toEqual(["replica-b"]);
+
+    // No lost timer: the stop comes at the deadline the first leader announced, once, by the new leader.
     const lastStop = await s.waitForStop("shared", STOP_WAIT_MS + 60_000);
     expect(lastStop.by).toBe("replica-b");
     expect(Date.parse(lastStop.when)).toBeGreaterThanOrEqual(Math.floor(deadline / 1000) * 1000);
@@ -447,6 +538,135 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(s.events("shared", "IdleStopPending")).toHaveLength(1);
     expect(s.events("shared", "IdleStop").map((event) => event["reportingInstance"])).toEqual(["replica-b"]);
     expect(first.proc.output()).not.toMatch(/stopping:/);
+    expect(restarted.proc.output()).not.toMatch(/became the leader/);
+    // Everything happened under the shipped RBAC.
+    expect(s.kube.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`)).toEqual([]);
+  });
+
+  it("keeps exactly one actor through a rolling update (surge: a third replica appears, then the old ones go)", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { rbac: SHIPPED_RBAC });
+    s.seed("rolled");
+    const replicas = new Map<string, Collector>();
+    // One Service over every pod the rollout will have: the endpoints follow pods and labels.
+    const names = ["old-a", "old-b", "new-c", "new-d"];
+    const ports = new Map(await Promise.all(names.map(async (name) => [name, { grpcPort: await freePort(), httpPort: await freePort() }] as const)));
+    const service = await startFakeService(
+      names.map((name) => ({ port: ports.get(name)!.grpcPort, readinessPort: ports.get(name)!.httpPort, pod: name })),
+      { selector: { store: s.kube.store, namespace: COLLECTOR_NS, labels: SERVICE_SELECTOR } },
+    );
+    s.onClose(() => service.close());
+    const add = async (name: string) => {
+      const replica = await s.collector(name, { pod: true, ...ports.get(name)! });
+      replicas.set(name, replica);
+      await replica.proc.waitFor(/collector serving/, 60_000);
+      await eventually(async () => (await replica.ready()) === 200, 30_000, `${name} Ready`);
+      return replica;
+    };
+    const oldA = await add("old-a");
+    await s.leader(oldA);
+    const oldB = await add("old-b");
+    await eventually(() => s.labelled().join() === "old-a", 30_000, "the leader label on old-a");
+
+    // Sampled all along: never two pods labelled, never two replicas acting.
+    const violations: string[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const labelled = s.labelled();
+        if (labelled.length > 1) violations.push(`labelled: ${labelled.join(", ")}`);
+        const leading: string[] = [];
+        for (const [name, replica] of replicas) {
+          const metrics = await replica.metrics().catch(() => "");
+          if (/^workstation_collector_leader 1$/m.test(metrics)) leading.push(name);
+        }
+        if (leading.length > 1) violations.push(`leading: ${leading.join(", ")}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+
+    const agent = await s.agent("rolled", service.port);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+    await s.waitForEvent("rolled", "IdleStopPending", NOTICE_WAIT_MS);
+    const deadline = Date.parse(s.annotation("rolled", "stop-deadline") ?? "");
+
+    // The rollout, as the Deployment controller does it with maxSurge 1, maxUnavailable 0.
+    const newC = await add("new-c");
+    await oldA.proc.stop("SIGTERM");
+    const newD = await add("new-d");
+    await oldB.proc.stop("SIGTERM");
+    for (const replica of [newC, newD]) expect(await replica.ready()).toBe(200);
+    const survivor = await eventually(() => (s.labelled().length === 1 && s.labelled()[0]!.startsWith("new-") ? s.labelled()[0] : undefined), 60_000, "one labelled new pod");
+    const leader = replicas.get(survivor)!;
+    await eventually(() => service.readyPorts().join() === String(leader.grpcPort), 10_000, `the Service's one endpoint: ${survivor}`);
+    // The agent followed the label to the new leader.
+    await moreReports(leader, 2);
+
+    const lastStop = await s.waitForStop("rolled", STOP_WAIT_MS + 60_000);
+    sampling = false;
+    await sampler;
+    expect(violations).toEqual([]);
+    expect(Date.parse(lastStop.when)).toBeGreaterThanOrEqual(Math.floor(deadline / 1000) * 1000);
+    expect(s.stopPuts("rolled").map((put) => put.status)).toEqual([202]);
+    expect(s.events("rolled", "IdleStopPending")).toHaveLength(1);
+    expect(s.events("rolled", "IdleStop")).toHaveLength(1);
+    // The handed-back Lease means the hand-overs did not wait for the Lease to expire.
+    expect(oldA.proc.output()).toMatch(/shutting down/);
+    expect(s.kube.requests.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`)).toEqual([]);
+  });
+
+  it("gives a Prometheus scraping both replicas one series per VM, so every documented query and panel works", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { rbac: SHIPPED_RBAC });
+    const vms = ["prom-a", "prom-b"];
+    for (const vm of vms) s.seed(vm);
+    const first = await s.collector("replica-a", { pod: true });
+    await s.leader(first);
+    const second = await s.collector("replica-b", { pod: true });
+    const service = await s.service([first, second]);
+    for (const vm of vms) await s.agent(vm, service.port);
+    const prometheus = await startPrometheus({
+      targets: [first, second].map((r) => `127.0.0.1:${r.httpPort}`),
+      scrapeIntervalSeconds: 1,
+      ruleFiles: [path.join(repoRoot, "packaging/prometheus/workstation-alerts.yaml")],
+    });
+    s.onClose(() => prometheus.stop());
+
+    const onePerVm = async (leader: Collector) => {
+      const active = await prometheus.until('count by (namespace, vm) (workstation_state{state="Active"} == 1)', (r) => (r.length === vms.length ? r : undefined));
+      for (const sample of active) expect(sample.value[1], `${sample.metric["vm"]}`).toBe("1");
+      // Both replicas are scraped and say who leads.
+      const expected = [first, second]
+        .filter((r) => r.proc.child.exitCode === null && r.proc.child.signalCode === null)
+        .map((r) => `127.0.0.1:${r.httpPort}=${r === leader ? 1 : 0}`)
+        .sort();
+      const said = (samples: Array<{ metric: Record<string, string>; value: [number, string] }>) => samples.map((sample) => `${sample.metric["instance"]}=${sample.value[1]}`).sort();
+      await prometheus.until("workstation_collector_leader", (r) => said(r).join() === expected.join(), 30_000).catch(() => undefined);
+      expect(said(await prometheus.query("workstation_collector_leader"))).toEqual(expected);
+      // Each VM's state series come from one replica, the leader.
+      const series = await prometheus.query('count by (instance) (workstation_state{namespace="users"})');
+      expect(series.map((sample) => sample.metric["instance"])).toEqual([`127.0.0.1:${leader.httpPort}`]);
+      expect(Number(series[0]!.value[1])).toBe(vms.length * 6);
+      // The documented queries (docs/metrics.md) and every dashboard panel run without an error:
+      // with a standby's per-VM series, the joins would fail ("many-to-many matching not allowed").
+      const documented = readFileSync(path.join(repoRoot, "docs/metrics.md"), "utf8").split("## Useful queries")[1]!.split("\n## ")[0]!;
+      const queries = [...documented.matchAll(/: `([^`]+)`/g)].map((m) => m[1]!);
+      expect(queries.length).toBeGreaterThanOrEqual(4);
+      for (const expr of queries) await prometheus.query(expr);
+      const dashboard = JSON.parse(readFileSync(path.join(repoRoot, "packaging/grafana/workstation-dashboard.json"), "utf8"));
+      for (const { expr } of dashboardQueries(dashboard)) await prometheus.query(withGrafanaVariables(expr));
+      // A one-to-one join: a second series for any VM on either side would be an error here.
+      const joined = await prometheus.query('workstation_state{state="Active"} * on(namespace, vm) workstation_idle_seconds');
+      expect(joined.map((sample) => sample.metric["vm"]).sort()).toEqual(vms);
+    };
+    await onePerVm(first);
+
+    // A hand-over (the leader terminated in a rollout): the new leader's series replace the old.
+    await first.proc.stop("SIGTERM");
+    await second.proc.waitFor(/became the leader/, 60_000);
+    await prometheus.until('count(count by (instance) (workstation_state{namespace="users"}))', (r) => (r[0]?.value[1] === "1" ? r : undefined));
+    await prometheus.until(`count by (instance) (workstation_state{namespace="users"})`, (r) => (r[0]?.metric["instance"] === `127.0.0.1:${second.httpPort}` ? r : undefined));
+    await onePerVm(second);
   });
 
   it("keeps a pending stop's deadline across a collector restart, and cancels it for a VM used meanwhile", async (context) => {

@@ -8,7 +8,7 @@ import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlink
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { debianVersion } from "../../packaging/deb/debian-version.mjs";
+import { debianPackageVersion } from "../../packaging/deb/debian-version.mjs";
 import { collectorBundle, eventually, freePort, repoRoot, start, type Proc } from "../support/process.js";
 import { buildDeb, rootVersion } from "./lib/artifacts.js";
 import { Container } from "./lib/container.js";
@@ -78,7 +78,7 @@ describe("installing into a chroot (an image build: no systemd running)", () => 
   it("installs with dpkg: files, modes, the two names, the conffile", () => {
     const result = inChroot("dpkg", "-i", "/var/tmp/ws-agent.deb");
     expect(result.status, result.output).toBe(0);
-    expect(inChroot("dpkg-query", "-W", "-f", "${Version} ${Status}", "ws-agent").stdout).toBe(`${debianVersion(rootVersion)} install ok installed`);
+    expect(inChroot("dpkg-query", "-W", "-f", "${Version} ${Status}", "ws-agent").stdout).toBe(`${debianPackageVersion(rootVersion)} install ok installed`);
     expect(statSync(at("usr/lib/ws-agent/ws-agent.cjs")).mode & 0o7777).toBe(0o755);
     for (const name of ["ws-agent", "ws-lease"]) expect(readlinkSync(at(`usr/bin/${name}`))).toBe("../lib/ws-agent/ws-agent.cjs");
     for (const unit of UNITS) expect(statSync(at(`lib/systemd/system/${unit}`)).mode & 0o7777, unit).toBe(0o644);
@@ -197,7 +197,7 @@ describe("booted with systemd", () => {
   it("the golden-image script installs and verifies the package on a running system", () => {
     const result = inside("/var/tmp/golden-image-build.sh", "--local", "--deb", "/var/tmp/ws-agent.deb", "--no-seal");
     expect(result.status, result.output).toBe(0);
-    expect(result.stdout + result.stderr).toContain(`verified: ws-agent ${debianVersion(rootVersion)} installed, probe works, units enabled`);
+    expect(result.stdout + result.stderr).toContain(`verified: ws-agent ${debianPackageVersion(rootVersion)} installed, probe works, units enabled`);
     expect(result.stderr).toContain("NOT sealed (--no-seal)");
     for (const unit of UNITS) expect(inside("systemctl", "is-enabled", unit).stdout.trim(), unit).toBe("enabled");
   });

@@ -3,10 +3,11 @@
 // the ws-lease name dispatch through the symlink.
 import { createHash } from "node:crypto";
 import { lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { gunzipSync } from "node:zlib";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { debianVersion } from "../../packaging/deb/debian-version.mjs";
+import { debianPackageVersion, debianVersion } from "../../packaging/deb/debian-version.mjs";
 import { helpToMan, roffEscape, splitUsage } from "../../packaging/deb/manpage.mjs";
 import { repoRoot } from "../support/process.js";
 import { buildDeb, rootVersion } from "./lib/artifacts.js";
@@ -32,12 +33,15 @@ function field(name: string): string {
 }
 
 describe("the .deb", () => {
-  it("is named and versioned from the root package.json, architecture all", () => {
-    expect(path.basename(deb)).toBe(`ws-agent_${debianVersion(rootVersion)}_all.deb`);
+  it("is named and versioned from the root package.json with a Debian revision, architecture all", () => {
+    expect(path.basename(deb)).toBe(`ws-agent_${debianPackageVersion(rootVersion)}_all.deb`);
     expect(field("Package")).toBe("ws-agent");
-    expect(field("Version")).toBe(debianVersion(rootVersion));
+    expect(field("Version")).toBe(`${debianVersion(rootVersion)}-1`);
     expect(field("Architecture")).toBe("all");
     expect(field("Depends")).toMatch(/(^|, )nodejs \(>= 18\)(,|$)/);
+    expect(field("Depends")).toMatch(/(^|, )init-system-helpers \(>= [^)]+\)(,|$)/);
+    // A real address that reaches people, not root@localhost.
+    expect(field("Maintainer")).toBe("ws maintainers <ws@aik8s.run>");
     expect(Number(field("Installed-Size"))).toBeGreaterThan(100);
   });
 
@@ -62,7 +66,9 @@ describe("the .deb", () => {
         "/usr/bin/ws-lease",
         "/usr/lib/ws-agent/ws-agent.cjs",
         "/usr/share/doc/ws-agent/README.md",
+        "/usr/share/doc/ws-agent/changelog.Debian.gz",
         "/usr/share/doc/ws-agent/copyright",
+        "/usr/share/lintian/overrides/ws-agent",
         "/usr/share/man/man1/ws-lease.1.gz",
         "/usr/share/man/man8/ws-agent.8.gz",
       ].sort(),
@@ -112,6 +118,32 @@ describe("the .deb", () => {
     for (const script of ["postinst", "prerm", "postrm"]) {
       expect(lstatSync(path.join(control, script)).mode & 0o777, script).toBe(0o755);
     }
+  });
+
+  it("is lintian clean, pedantic tags included (the two overrides say why)", () => {
+    requireCommand("lintian", "lintian");
+    const result = run("lintian", ["--pedantic", "--display-info", "--fail-on", "error,warning,info,pedantic", deb]);
+    const tags = result.stdout.split("\n").filter((line) => /^[EWIPX]: /.test(line));
+    expect(tags, result.output).toEqual([]);
+    expect(result.status, result.output).toBe(0);
+    // Only the overrides the package ships, each with its reason.
+    const overrides = run("lintian", ["--pedantic", "--display-info", "--show-overrides", deb]).stdout.split("\n").filter((line) => line.startsWith("O: "));
+    expect(overrides.map((line) => line.replace(/ \[.*$/, "")).sort()).toEqual([
+      "O: ws-agent: initial-upload-closes-no-bugs",
+      "O: ws-agent: package-supports-alternative-init-but-no-init.d-script",
+    ]);
+  });
+
+  it("carries a Debian changelog whose top entry is this version, and a machine-readable copyright", () => {
+    const changelog = gunzipSync(readFileSync(path.join(tree, "usr/share/doc/ws-agent/changelog.Debian.gz"))).toString("utf8");
+    expect(changelog.split("\n")[0]).toBe(`ws-agent (${debianPackageVersion(rootVersion)}) unstable; urgency=medium`);
+    expect(changelog).toMatch(/^ -- ws maintainers <ws@aik8s\.run> {2}\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}$/m);
+    const parsed = run("dpkg-parsechangelog", ["-l", "-", "-S", "Version"], { input: changelog });
+    expect(parsed.stdout.trim(), parsed.output).toBe(debianPackageVersion(rootVersion));
+    const copyright = readFileSync(path.join(tree, "usr/share/doc/ws-agent/copyright"), "utf8");
+    expect(copyright).toMatch(/^Format: https:\/\/www\.debian\.org\/doc\/packaging-manuals\/copyright-format\/1\.0\/$/m);
+    expect(copyright).toMatch(/^Copyright: \d{4}/m);
+    expect(copyright).toMatch(/^License: Apache-2\.0$/m);
   });
 
   it("has maintainer scripts that shellcheck finds clean as POSIX sh", () => {

@@ -1,13 +1,15 @@
 // The Kubernetes packaging: every overlay rendered by the real `kubectl kustomize`, every object
 // checked against its API type, least-privilege RBAC compared with the engine's verb list, the
 // collector config read by the collector's own parser, and the example VM and the Dockerfile.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { resolveCollectorConfig } from "../../packages/collector/src/config.js";
 import { parseCollectorPolicyConfig } from "../../packages/collector/src/engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX, parseKnobs } from "../../packages/collector/src/engine/policy.js";
+import { LEADER_LABEL, LEADER_LABEL_VALUE } from "../../packages/collector/src/kube/leader-label.js";
 import { repoRoot } from "../support/process.js";
 import { ApiTypes, loadClientNodeModels, loadCrdSchema } from "./lib/api-types.js";
 import { rootVersion } from "./lib/artifacts.js";
@@ -25,7 +27,7 @@ const overlayDir = (name: string) => path.join(repoRoot, "packaging/kubernetes-o
 const ALLOWED_VERBS: Record<string, string[]> = {
   "kubevirt.io/virtualmachines": ["get", "list", "watch", "patch"],
   "kubevirt.io/virtualmachineinstances": ["get", "list", "watch"],
-  "/pods": ["get", "list", "watch"],
+  "/pods": ["get", "list", "watch", "patch"],
   "/persistentvolumeclaims": ["get", "list", "watch"],
   "subresources.kubevirt.io/virtualmachines/stop": ["update"],
   "/events": ["create", "patch"],
@@ -69,7 +71,7 @@ const configText = (overlay: string): string => one(overlay, "ConfigMap").data["
 describe.each(OVERLAYS)("overlay %s", (overlay) => {
   it("renders objects of the expected kinds, all named and labelled part-of ws", () => {
     const kinds = objects(overlay).map((o) => o.kind).sort();
-    const expected = ["ConfigMap", "Deployment", "Namespace", "NetworkPolicy", "PrometheusRule", "Secret", "Service", "Service", "ServiceAccount", "ServiceMonitor"];
+    const expected = ["ConfigMap", "Deployment", "Namespace", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Secret", "Service", "Service", "ServiceAccount", "ServiceMonitor"];
     if (overlay !== "standalone") expected.push("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding");
     expect(kinds).toEqual(expected.sort());
     for (const object of objects(overlay)) {
@@ -84,10 +86,14 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(problems).toEqual([]);
   });
 
-  it("runs 2 leader-elected replicas (1 standalone), Recreate, ready only on the leader", () => {
+  it("runs 2 leader-elected replicas (1 standalone), rolling with a surge, every healthy replica Ready", () => {
     const spec = deployment(overlay).spec;
     expect(spec.replicas).toBe(overlay === "standalone" ? 1 : 2);
-    expect(spec.strategy).toEqual({ type: "Recreate" });
+    // A new pod is Ready as a standby, so a surge can roll without ever dropping below the replica count.
+    expect(spec.strategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    const pdb = one(overlay, "PodDisruptionBudget");
+    expect(pdb.spec.maxUnavailable).toBe(1);
+    expect(pdb.spec.selector.matchLabels).toEqual(spec.selector.matchLabels);
     const c = container(overlay);
     expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
     expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
@@ -102,6 +108,10 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(c.resources.requests.memory).toBeTruthy();
     expect(c.resources.limits.memory).toBeTruthy();
     expect(c.image).toBe(`registry.example.com/ws/ws-collector:${rootVersion}`);
+    // app.kubernetes.io/version on the objects and the pods says which release runs, equal to the image tag.
+    expect(deployment(overlay).metadata.labels["app.kubernetes.io/version"]).toBe(rootVersion);
+    expect(spec.template.metadata.labels["app.kubernetes.io/version"]).toBe(rootVersion);
+    expect(spec.selector.matchLabels["app.kubernetes.io/version"]).toBeUndefined();
   });
 
   it("runs as non-root with a read-only root filesystem, no capabilities, RuntimeDefault seccomp", () => {
@@ -156,14 +166,18 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     if (overlay === "standalone") expect(policy.config.defaults.autostopEnabled).toBe(true);
   });
 
-  it("serves gRPC and HTTP through a Service that selects the collector's pods", () => {
+  it("serves gRPC and HTTP through a Service that selects the leader's pod (standalone: the one pod)", () => {
     const service = one(overlay, "Service", "ws-collector");
     expect(service.spec.ports).toEqual([
       { name: "grpc", port: 7443, targetPort: "grpc", protocol: "TCP" },
       { name: "http", port: 8080, targetPort: "http", protocol: "TCP" },
     ]);
     const podLabels = deployment(overlay).spec.template.metadata.labels;
-    for (const [key, value] of Object.entries(service.spec.selector)) expect(podLabels[key], key).toBe(value);
+    // The leader label is set at run time by the leader (kube/leader-label.ts), never in the template.
+    expect(podLabels[LEADER_LABEL]).toBeUndefined();
+    const leaderLabels = overlay === "standalone" ? {} : { [LEADER_LABEL]: LEADER_LABEL_VALUE };
+    expect(service.spec.selector).toEqual({ ...deployment(overlay).spec.selector.matchLabels, ...leaderLabels });
+    for (const [key, value] of Object.entries(service.spec.selector)) if (key !== LEADER_LABEL) expect(podLabels[key], key).toBe(value);
   });
 
   it("lets only VM pods reach gRPC, and the monitoring namespace reach HTTP", () => {
@@ -203,8 +217,11 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
         }
       }
     }
+    // Pods are written (labelled) only in the collector's own namespace, never cluster-wide.
+    const podWriters = roles.filter((role) => (role.rules as Obj[]).some((rule) => (rule.resources as string[]).includes("pods") && (rule.verbs as string[]).includes("patch")));
+    expect(podWriters.map((role) => `${role.kind}/${role.metadata.namespace}`)).toEqual(["Role/ws-system"]);
     // What the collector cannot work without.
-    for (const needed of ["update subresources.kubevirt.io/virtualmachines/stop", "watch kubevirt.io/virtualmachines", "update coordination.k8s.io/leases"]) {
+    for (const needed of ["update subresources.kubevirt.io/virtualmachines/stop", "watch kubevirt.io/virtualmachines", "update coordination.k8s.io/leases", "patch /pods"]) {
       expect(granted).toContain(needed);
     }
     const sa = one(overlay, "ServiceAccount");
@@ -215,9 +232,67 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     }
   });
 
-  it("includes the ServiceMonitor and the alert rules for the Prometheus Operator", () => {
-    expect(one(overlay, "ServiceMonitor").spec.endpoints[0].path).toBe("/metrics");
-    expect((one(overlay, "PrometheusRule").spec.groups as Obj[]).length).toBeGreaterThan(0);
+  it("includes the ServiceMonitor and the alert rules, labelled for kube-prometheus-stack's default selectors", () => {
+    const monitor = one(overlay, "ServiceMonitor");
+    const rule = one(overlay, "PrometheusRule");
+    expect(monitor.spec.endpoints[0].path).toBe("/metrics");
+    expect((rule.spec.groups as Obj[]).length).toBeGreaterThan(0);
+    // The chart selects both by release=<its Helm release name>; the overlay's ws-monitoring sets it.
+    for (const object of [monitor, rule]) {
+      expect(object.metadata.labels.release, object.kind).toBe("kube-prometheus-stack");
+      expect(object.metadata.labels["app.kubernetes.io/version"], object.kind).toBe(rootVersion);
+      expect(object.metadata.labels["app.kubernetes.io/part-of"], object.kind).toBe("ws");
+    }
+    // The settings object itself is local to kustomize, never applied.
+    expect(find(overlay, "ConfigMap", "ws-monitoring")).toEqual([]);
+    for (const alert of (rule.spec.groups as Obj[]).flatMap((group) => group.rules as Obj[])) {
+      expect(alert.annotations.runbook_url).toBe(`https://github.com/aik8s/ws/blob/main/docs/alerts.md#${String(alert.alert).toLowerCase()}`);
+    }
+    // The metrics Service selects every replica (not the leader label): each is scraped.
+    const metrics = one(overlay, "Service", "ws-collector-metrics");
+    expect(metrics.spec.selector).toEqual(deployment(overlay).spec.selector.matchLabels);
+    expect(monitor.spec.selector.matchLabels).toEqual({ "app.kubernetes.io/name": "ws-collector", "app.kubernetes.io/component": "metrics" });
+  });
+});
+
+describe("the monitoring settings", () => {
+  it("are overridden in a site overlay layered on observe, as docs/install.md shows", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "ws15-overlay-"));
+    try {
+      const rel = (to: string) => path.relative(dir, path.join(repoRoot, to));
+      writeFileSync(
+        path.join(dir, "kustomization.yaml"),
+        `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ${rel("packaging/kubernetes-overlays/observe")}
+components:
+  - ${rel("packaging/prometheus/settings")}
+configMapGenerator:
+  - name: ws-monitoring
+    behavior: replace
+    literals:
+      - release=monitoring
+      - runbookBase=https://wiki.example.org/ws/alerts
+    options:
+      disableNameSuffixHash: true
+      annotations:
+        config.kubernetes.io/local-config: "true"
+`,
+      );
+      const result = run("kubectl", ["kustomize", dir]);
+      expect(result.status, result.output).toBe(0);
+      const objects = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as Obj);
+      const rule = objects.find((o) => o.kind === "PrometheusRule")!;
+      expect(objects.find((o) => o.kind === "ServiceMonitor")!.metadata.labels.release).toBe("monitoring");
+      expect(rule.metadata.labels.release).toBe("monitoring");
+      expect(objects.filter((o) => o.kind === "ConfigMap").map((o) => o.metadata.name)).not.toContain("ws-monitoring");
+      const urls = (rule.spec.groups as Obj[]).flatMap((group) => (group.rules as Obj[]).map((r) => r.annotations.runbook_url as string));
+      expect(urls.length).toBeGreaterThan(5);
+      for (const url of urls) expect(url).toMatch(/^https:\/\/wiki\.example\.org\/ws\/alerts#workstation[a-z]+$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -294,11 +369,14 @@ describe("the collector image", () => {
         return { keyword: keyword!.toUpperCase(), args: rest.join(" ") };
       });
 
-  it("builds on a pinned Node.js >= 20 slim image", () => {
+  it("builds on a pinned Node.js >= 20 slim image (by default; a build arg may name an equal one)", () => {
     const from = instructions().filter((i) => i.keyword === "FROM");
     expect(from.length).toBe(1);
-    const match = /^node:(\d+)\.(\d+)\.(\d+)-bookworm-slim(@sha256:[0-9a-f]{64})?$/.exec(from[0]!.args);
-    expect(match, `FROM ${from[0]!.args} is not a pinned node:X.Y.Z-bookworm-slim`).not.toBeNull();
+    expect(from[0]!.args).toBe("${NODE_IMAGE}");
+    const arg = instructions().find((i) => i.keyword === "ARG" && i.args.startsWith("NODE_IMAGE="))!;
+    const base = arg.args.slice("NODE_IMAGE=".length);
+    const match = /^node:(\d+)\.(\d+)\.(\d+)-bookworm-slim(@sha256:[0-9a-f]{64})?$/.exec(base);
+    expect(match, `ARG NODE_IMAGE=${base} is not a pinned node:X.Y.Z-bookworm-slim`).not.toBeNull();
     expect(Number(match![1])).toBeGreaterThanOrEqual(20);
   });
 

@@ -68,7 +68,7 @@ describe("Grafana dashboard", () => {
   it("is importable: unique panel ids, a Prometheus datasource variable on every query, namespace and vm filters", () => {
     const ids = (dashboard.panels as Array<{ id: number }>).map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
-    expect(dashboard.templating.list.map((v: { name: string }) => v.name)).toEqual(["datasource", "namespace", "vm"]);
+    expect(dashboard.templating.list.map((v: { name: string }) => v.name)).toEqual(["datasource", "cluster", "namespace", "vm"]);
     for (const panel of dashboard.panels as Array<{ type: string; datasource?: { uid: string }; targets?: Array<{ datasource: { uid: string } }> }>) {
       if (panel.type === "row") continue;
       expect(panel.datasource?.uid).toBe("${datasource}");
@@ -76,5 +76,31 @@ describe("Grafana dashboard", () => {
     }
     const perVm = queries.filter((q) => q.expr.includes('vm=~"$vm"'));
     expect(perVm.length).toBeGreaterThan(10);
+  });
+
+  it("filters every selector by the cluster variable, and joins VMs within one cluster", () => {
+    for (const { panel, expr } of queries) {
+      for (const match of expr.matchAll(/\b(workstation_[a-z_]+)(?!\w|\s*\()(\{[^}]*\})?/g)) {
+        expect(match[2] ?? "", `${panel}: ${match[1]} without the cluster filter in ${expr}`).toContain('cluster=~"$cluster"');
+      }
+      for (const on of expr.matchAll(/\bon\s*\(([^)]*)\)/g)) expect(on[1], `${panel}: ${expr}`).toMatch(/^cluster, /);
+    }
+    const variable = (name: string) => dashboard.templating.list.find((v: { name: string }) => v.name === name);
+    expect(variable("cluster").query.query).toBe("label_values(workstation_collector_leader, cluster)");
+    // A single Prometheus has no cluster label: "All" must then match the empty value.
+    expect(variable("cluster").allValue).toBe(".*");
+    expect(variable("namespace").query.query).toContain('cluster=~"$cluster"');
+  });
+
+  it("marks stops, refused stops and observe-mode would-stops as annotations", () => {
+    const annotations = dashboard.annotations.list as Array<{ name: string; expr: string; enable: boolean; datasource: { uid: string }; titleFormat: string }>;
+    expect(annotations.map((a) => a.name)).toEqual(["Stops", "Refused stops", "Would stop (observe)"]);
+    for (const annotation of annotations) {
+      expect(annotation.enable).toBe(true);
+      expect(annotation.datasource.uid).toBe("${datasource}");
+      expect(annotation.titleFormat).toBeTruthy();
+    }
+    expect(annotations[0]!.expr).toContain('workstation_stop_outcomes_total{cluster=~"$cluster", namespace=~"$namespace", vm=~"$vm", outcome="accepted"}');
+    expect(annotations[2]!.expr).toContain('mode="observe"');
   });
 });

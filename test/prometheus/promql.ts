@@ -26,8 +26,10 @@ interface Panel {
   panels?: Panel[];
 }
 
-export function dashboardQueries(dashboard: { panels: Panel[] }): Array<{ panel: string; expr: string }> {
+/** Every query of a dashboard: its panels' targets, and its annotations (as "annotation NAME"). */
+export function dashboardQueries(dashboard: { panels: Panel[]; annotations?: { list?: Array<{ name?: string; expr?: string }> } }): Array<{ panel: string; expr: string }> {
   const out: Array<{ panel: string; expr: string }> = [];
+  for (const annotation of dashboard.annotations?.list ?? []) if (annotation.expr) out.push({ panel: `annotation ${annotation.name ?? "(unnamed)"}`, expr: annotation.expr });
   const visit = (panels: Panel[]) => {
     for (const panel of panels) {
       for (const target of panel.targets ?? []) if (target.expr) out.push({ panel: panel.title ?? "(untitled)", expr: target.expr });
@@ -44,6 +46,7 @@ export function withGrafanaVariables(expr: string): string {
     .replaceAll("$__rate_interval", "1m")
     .replaceAll("$__range", "10m")
     .replaceAll("$__interval", "15s")
+    .replaceAll("$cluster", ".*")
     .replaceAll("$namespace", ".*")
     .replaceAll("$vm", ".*");
 }

@@ -36,8 +36,11 @@ export function createMetrics(
   let scrapeViews: VmView[] | undefined;
   let cachedAt = -1;
   let cachedViews: VmView[] = [];
+  // A standby exports no per-VM series: with every replica scraped, each VM has one series set
+  // (the leader's), and the documented joins stay one-to-one.
   const views = (): VmView[] => {
     if (scrapeViews) return scrapeViews;
+    if (!leader()) return [];
     const now = nowMs();
     if (now !== cachedAt) {
       cachedAt = now;
@@ -224,7 +227,7 @@ export function createMetrics(
   const render = registry.metrics.bind(registry);
   registry.metrics = async () => {
     const began = performance.now();
-    scrapeViews = fleet.views(nowMs());
+    scrapeViews = leader() ? fleet.views(nowMs()) : [];
     try {
       return await render();
     } finally {

@@ -130,7 +130,9 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     fleet,
     registry,
     nowMs,
-    ready: mode.leader,
+    // Every replica that got this far is Ready (the inventory synced, both ports open); the
+    // leader's pod label, not readiness, routes the agents (kube/leader-label.ts).
+    ready: () => true,
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
   });
   const http = splitHostPort(config.http.listen);

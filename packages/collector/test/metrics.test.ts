@@ -200,6 +200,22 @@ describe("createMetrics", () => {
     expect(sample(await registry.metrics(), "workstation_collector_leader")).toBe(1);
   });
 
+  it("exports no per-VM series while standing by, and all of them once leading", async () => {
+    let leading = false;
+    const { fleet, stats, registry } = setup({ leader: () => leading });
+    fleet.vms = [view("ada"), view("bob")];
+    stats.countStopOutcome({ namespace: "lab", name: "ada" }, "accepted");
+    const standby = await registry.metrics();
+    const perVm = (text: string) => text.split("\n").filter((line) => !line.startsWith("#") && /\bvm="/.test(line));
+    expect(perVm(standby)).toEqual([]);
+    // Its own health still shows: that it waits, and how it talks to the API.
+    expect(sample(standby, "workstation_collector_leader")).toBe(0);
+    leading = true;
+    const leader = await registry.metrics();
+    expect(perVm(leader).some((line) => line.startsWith('workstation_state{namespace="lab",vm="ada",state='))).toBe(true);
+    expect(perVm(leader).some((line) => line.startsWith('workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="accepted"} 1'))).toBe(true);
+  });
+
   it("passes promtool check metrics with every series present", async () => {
     const { fleet, stats, registry } = setup();
     fleet.vms = [view("ada"), view("bob", { state: "StoppingPending", mode: "observe", policyErrors: ["idle-timeout: bad"] })];

@@ -3,6 +3,7 @@ import path from "node:path";
 import { readFileSync } from "node:fs";
 import { agentBundle, repoRoot } from "../../support/process.js";
 import { existsSync } from "node:fs";
+import { debianPackageVersion } from "../../../packaging/deb/debian-version.mjs";
 import { requireCommand, runOk } from "./tools.js";
 
 export const rootVersion: string = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
@@ -16,7 +17,7 @@ export function buildDeb(outDir: string): string {
   requireAgentBundle();
   requireCommand("dpkg-deb", "dpkg");
   runOk(process.execPath, [path.join(repoRoot, "scripts/build-deb.mjs"), "--out", outDir], { env: { ...process.env, SOURCE_DATE_EPOCH: "1767225600" } });
-  return path.join(outDir, `ws-agent_${rootVersion}_all.deb`);
+  return path.join(outDir, `ws-agent_${debianPackageVersion(rootVersion)}_all.deb`);
 }
 
 /** scripts/build-sea.mjs to `outFile`. */

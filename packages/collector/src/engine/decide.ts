@@ -12,6 +12,7 @@ import { formatDuration, SourceState } from "@ws/protocol";
 import { advanceIdleClock, type CountedReading } from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
+import type { EventReason } from "./events.js";
 import { describeErrors, describeFallback } from "./policy.js";
 import type {
   Action,
@@ -83,7 +84,7 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
       rec.sinceMs = nowMs;
     }
   };
-  const event = (type: "Normal" | "Warning", eventReason: string, message: string) =>
+  const event = (type: "Normal" | "Warning", eventReason: EventReason, message: string) =>
     actions.push({ kind: "event", type, reason: eventReason, message });
   const clearNotice = (why: string) => {
     if (!rec.notice) return;

@@ -4,6 +4,7 @@
 // and state; this file is the shape.
 
 import type { Report } from "@ws/protocol";
+import type { EventReason } from "./events.js";
 
 // --- policy -------------------------------------------------------------------
 
@@ -360,7 +361,8 @@ export interface CancelStopAction {
 export interface EventAction {
   kind: "event";
   type: EventType;
-  reason: string;
+  /** One of engine/events.ts's EVENT_REASONS. */
+  reason: EventReason;
   message: string;
 }
 

@@ -11,6 +11,7 @@ import { randomBytes } from "node:crypto";
 import { PatchStrategy, V1MicroTime, setHeaderOptions } from "@kubernetes/client-node";
 import { DEFAULT_BACKOFF, backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
 import { describeError, httpStatusOf, retryAfterSecondsOf, type KubeClients } from "./client.js";
+import { EVENT_REASONS, type EventReason } from "../engine/events.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "./safety.js";
 
 /** The VM an Event is about. */
@@ -24,32 +25,23 @@ export type AuditEventType = "Normal" | "Warning";
 
 export interface AuditEvent {
   type: AuditEventType;
-  /** UpperCamelCase, e.g. StopPending. */
-  reason: string;
+  /** One of engine/events.ts's EVENT_REASONS, e.g. IdleStopPending. */
+  reason: EventReason;
   /** What the collector did or tried, e.g. Stop. */
   action: string;
   /** The explanation; cut to the API's 1 kB limit. */
   note: string;
 }
 
-/** The reasons the collector uses, with their Event type and action. */
-export const AUDIT_REASONS = {
-  StopPending: { type: "Normal", action: "Notify" },
-  StopCancelled: { type: "Normal", action: "CancelStop" },
-  Stopped: { type: "Normal", action: "Stop" },
-  WouldStop: { type: "Normal", action: "ObserveStop" },
-  StopFailed: { type: "Warning", action: "Stop" },
-  StopRefused: { type: "Warning", action: "Stop" },
-  BadPolicy: { type: "Warning", action: "ReadPolicy" },
-  IdentityRejected: { type: "Warning", action: "Authenticate" },
-} as const satisfies Record<string, { type: AuditEventType; action: string }>;
+/** The reasons the collector uses, with their Event types and action: the one list, engine/events.ts. */
+export const AUDIT_REASONS = EVENT_REASONS;
 
-export type AuditReason = keyof typeof AUDIT_REASONS;
+export type AuditReason = EventReason;
 
-/** An AuditEvent for one of AUDIT_REASONS. */
-export function auditEvent(reason: AuditReason, note: string): AuditEvent {
-  const { type, action } = AUDIT_REASONS[reason];
-  return { type, reason, action, note };
+/** An AuditEvent for one of AUDIT_REASONS (its first type unless `type` says which). */
+export function auditEvent(reason: AuditReason, note: string, type?: AuditEventType): AuditEvent {
+  const info = AUDIT_REASONS[reason];
+  return { type: type ?? info.types[0], reason, action: info.action, note };
 }
 
 export interface AuditWriteResult {

@@ -14,6 +14,8 @@ export type { SafetyCheck } from "./pvcs.js";
 export { AUDIT_REASONS, KubeAudit, auditEvent, lastStopAnnotations, truncateUtf8 } from "./audit.js";
 export type { AuditEvent, AuditEventType, AuditReason, AuditTarget, AuditWriteResult, KubeAuditOptions, LastStop } from "./audit.js";
 export { LeaderElector } from "./leader.js";
+export { LEADER_LABEL, LEADER_LABEL_VALUE, LeaderLabel, leaderLabelPatch } from "./leader-label.js";
+export type { LeaderLabelOptions } from "./leader-label.js";
 export type { ElectionTimers, LeaderElectorOptions } from "./leader.js";
 export { checkPeerIdentity, normalizeIp, parsePeerAddress } from "./identity.js";
 export type { PeerAddress, PeerIdentityVerdict } from "./identity.js";

@@ -10,11 +10,13 @@ import { persistedAnnotations, restoreRecord } from "../engine/persist.js";
 import type { Fleet, StopEvidence } from "../fleet.js";
 import type { CollectorMode } from "../serve.js";
 import type { CollectorStats } from "../stats.js";
-import { AUDIT_REASONS, KubeAudit, type AuditEventType } from "./audit.js";
+import { isEventReason } from "../engine/events.js";
+import { KubeAudit, auditEvent, type AuditEventType } from "./audit.js";
 import { contextNamespace, createKubeClients, describeError, loadKubeConfig } from "./client.js";
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
 import { LeaderElector } from "./leader.js";
+import { LeaderLabel } from "./leader-label.js";
 import { checkStopSafety } from "./pvcs.js";
 import { describeVerdict } from "./safety.js";
 import { VmStopper } from "./stop.js";
@@ -22,21 +24,6 @@ import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, freedRecord, gpuCountOf, vmOwner } from "./vm-resources.js";
 import type { InventoryVm } from "./inventory.js";
 import type { VmPlatformDetails } from "../view.js";
-
-/** The Event `action` for each reason the engine emits; unknown reasons are recorded as "Decide". */
-const ACTION_FOR_REASON: Record<string, string> = {
-  IdleStopPending: "Notify",
-  IdleStop: "Stop",
-  IdleStopCancelled: "CancelStop",
-  IdleWouldStop: "ObserveStop",
-  IdleStopRefused: "Stop",
-  IdleStopFailed: "Stop",
-  PolicyInvalid: "ReadPolicy",
-  PolicyValid: "ReadPolicy",
-  BadPolicy: "ReadPolicy",
-  AgentLost: "Observe",
-  AgentBack: "Observe",
-};
 
 /** Event reasons whose note says what a stop frees (or would free). */
 const FREES_FOR_REASON: Record<string, string> = { IdleStopPending: "stopping frees", IdleWouldStop: "a stop would free" };
@@ -88,6 +75,13 @@ export async function kubernetesMode(
   const audit = new KubeAudit(clients, { reportingInstance: config.kubernetes.identity, nowMs, annotationPrefix: prefix });
   const leaseNamespace = config.kubernetes.kubeconfig ? config.kubernetes.leaseNamespace : (contextNamespace(kc) ?? config.kubernetes.leaseNamespace);
   let fleetRef: Fleet | undefined;
+  // The agents' Service selects this label: the leader carries it, nobody else (kube/leader-label.ts).
+  const leaderLabel = new LeaderLabel(clients, {
+    namespace: leaseNamespace,
+    podName: config.kubernetes.identity,
+    onError: (message) => log("warn", `leader label: ${message}`),
+    onInfo: (message) => log("info", `leader label: ${message}`),
+  });
 
   const elector = new LeaderElector(clients, {
     namespace: leaseNamespace,
@@ -98,9 +92,11 @@ export async function kubernetesMode(
       log("info", "became the leader: acting on VMs", { identity: config.kubernetes.identity });
       // Timers resume from the annotations the previous leader wrote.
       fleetRef?.resetRecords();
+      void leaderLabel.want(true);
     },
     onStoppedLeading: (reason) => {
       log("warn", `lost the leadership (${reason}): no longer acting; agents will reconnect to the leader`);
+      void leaderLabel.want(false);
       fleetRef?.closeAllSessions(grpc.status.UNAVAILABLE, "this collector replica is no longer the leader; reconnect");
     },
     onError: (message) => log("warn", `leader election: ${message}`),
@@ -158,7 +154,7 @@ export async function kubernetesMode(
       const verdict = checkPeerIdentity(peer, vm, facts.launcherPodIps);
       if (verdict.ok) return { ok: true };
       void audit
-        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Warning", reason: "IdentityRejected", action: AUDIT_REASONS.IdentityRejected.action, note: withOwner(facts, verdict.reason) })
+        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent("IdentityRejected", withOwner(facts, verdict.reason)))
         .then(writeFailed("identity event"));
       return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: verdict.reason };
     },
@@ -169,11 +165,8 @@ export async function kubernetesMode(
         const verdict = await checkStopSafety(clients, facts, prefix);
         if (!verdict.safe) {
           if ("transient" in verdict && verdict.transient) return { outcome: "failed", message: `safety check could not complete: ${verdict.reasons.join("; ")}` };
-          const message = describeVerdict(verdict);
-          void audit
-            .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Warning", reason: "StopRefused", action: "Stop", note: withOwner(facts, `refused to stop: ${message}`) })
-            .then(writeFailed("StopRefused event"));
-          return { outcome: "refused", message };
+          // The engine audits the refusal (IdleStopRefused, with this message): one Event, not two.
+          return { outcome: "refused", message: describeVerdict(verdict) };
         }
         // No gracePeriod is sent: the VMI keeps the VM's own terminationGracePeriodSeconds (stop.ts).
         const grace = facts.terminationGracePeriodSeconds;
@@ -182,7 +175,7 @@ export async function kubernetesMode(
         const freed = describeFreed(facts.resources, "freed");
         const stoppedNote = [`stopped: ${reason}`, ...(freed ? [freed] : []), graceNote(facts), `kept: ${describeVerdict(verdict)}`].join("; ");
         void audit
-          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: "Normal", reason: "Stopped", action: "Stop", note: withOwner(facts, stoppedNote) })
+          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent("Stopped", withOwner(facts, stoppedNote)))
           .then(writeFailed("Stopped event"));
         const owner = ownerOf(facts);
         void audit
@@ -193,11 +186,15 @@ export async function kubernetesMode(
       event(vm, type, reason, message) {
         const facts = vmOf(vm);
         if (!facts) return;
+        if (!isEventReason(reason)) {
+          log("warn", `not recording an Event with reason ${reason}: it is not in engine/events.ts's list`);
+          return;
+        }
         const lead = FREES_FOR_REASON[reason];
         const frees = lead ? describeFreed(facts.resources, lead) : null;
         const note = withOwner(facts, frees ? `${message}; ${frees}` : message);
         void audit
-          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, { type: type as AuditEventType, reason, action: ACTION_FOR_REASON[reason] ?? "Decide", note })
+          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent(reason, note, type as AuditEventType))
           .then(writeFailed(`${reason} event`));
       },
       persist(vm, values) {
@@ -217,10 +214,12 @@ export async function kubernetesMode(
         throw new Error(`cannot watch VirtualMachines: ${describeError(error)}`);
       }
       for (const vm of inventory.list()) if (tracked(vm.labels)) fleet.track(vm);
+      void leaderLabel.start();
       elector.start();
       log("info", "kubernetes inventory synced", { vms: inventory.list().length, lease: `${leaseNamespace}/${config.kubernetes.leaseName}` });
       return async () => {
         await elector.stop({ release: true });
+        await leaderLabel.close();
         await inventory.stop();
       };
     },

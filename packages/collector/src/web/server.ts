@@ -27,7 +27,8 @@ export function createWebServer(options: WebOptions): http.Server {
         case "/healthz":
           return send(200, "text/plain", "ok\n");
         case "/readyz":
-          return options.ready() ? send(200, "text/plain", "ready\n") : send(503, "text/plain", "not leader\n");
+          if (!options.ready()) return send(503, "text/plain", "not ready\n");
+          return send(200, "text/plain", options.info().leader ? "ready (leader)\n" : "ready (standby)\n");
         case "/api/vms":
           return send(200, "application/json", JSON.stringify({ vms: options.fleet.views(options.nowMs()) }, null, 2));
         case "/":

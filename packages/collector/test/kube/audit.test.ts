@@ -60,11 +60,11 @@ async function vmAnnotations(): Promise<Record<string, string>> {
 describe("audit Events on the VM", () => {
   it("creates an events.k8s.io/v1 Event regarding the VM, readable back through the API", async () => {
     const clock = { now: Date.UTC(2025, 2, 3, 10, 0, 0, 123) };
-    const result = await audit(clock).recordEvent(target, auditEvent("StopPending", "idle for 2h0m (no tty input, kernels idle); stopping at 10:10 unless activity or `ws-lease 8h`"));
+    const result = await audit(clock).recordEvent(target, auditEvent("IdleStopPending", "idle for 2h0m (no tty input, kernels idle); stopping at 10:10 unless activity or `ws-lease 8h`"));
     expect(result).toMatchObject({ ok: true, attempts: 1 });
     const [event] = await eventsFor("alice");
     expect(event).toMatchObject({
-      reason: "StopPending",
+      reason: "IdleStopPending",
       type: "Normal",
       action: "Notify",
       reportingController: "ws-collector",
@@ -79,14 +79,14 @@ describe("audit Events on the VM", () => {
   it("uses Warning for refusals and bad policy, and cuts notes to the API's 1 kB", async () => {
     const clock = { now: Date.UTC(2025, 2, 3, 11) };
     const long = "volume \"scratch\" is an emptyDisk; ".repeat(80);
-    expect((await audit(clock).recordEvent(target, auditEvent("StopRefused", long))).ok).toBe(true);
-    expect((await audit(clock).recordEvent(target, auditEvent("BadPolicy", "idle-timeout: \"2 hours\" is not a duration; keeping 2h"))).ok).toBe(true);
+    expect((await audit(clock).recordEvent(target, auditEvent("IdleStopRefused", long))).ok).toBe(true);
+    expect((await audit(clock).recordEvent(target, auditEvent("PolicyInvalid", "idle-timeout: \"2 hours\" is not a duration; keeping 2h"))).ok).toBe(true);
     const events = await eventsFor("alice");
-    const refused = events.find((e) => e.reason === "StopRefused")!;
+    const refused = events.find((e) => e.reason === "IdleStopRefused")!;
     expect(refused.type).toBe("Warning");
     expect(Buffer.byteLength(refused.note, "utf8")).toBeLessThanOrEqual(1024);
     expect(refused.note.endsWith("…")).toBe(true);
-    expect(events.find((e) => e.reason === "BadPolicy")?.type).toBe("Warning");
+    expect(events.find((e) => e.reason === "PolicyInvalid")?.type).toBe("Warning");
   });
 
   it("folds a repeat within the series window into the first Event's series", async () => {
@@ -114,12 +114,12 @@ describe("audit Events on the VM", () => {
   it("starts a new Event when the one it would extend has expired", async () => {
     const clock = { now: Date.UTC(2025, 2, 3, 13) };
     const a = audit(clock);
-    await a.recordEvent(target, auditEvent("StopCancelled", "tty input on pts/0"));
-    const first = (await eventsFor("alice")).find((e) => e.reason === "StopCancelled")!;
+    await a.recordEvent(target, auditEvent("IdleStopCancelled", "tty input on pts/0"));
+    const first = (await eventsFor("alice")).find((e) => e.reason === "IdleStopCancelled")!;
     fake.store.delete(resourceByKind("Event"), NS, first.metadata.name);
     clock.now += 1_000;
-    expect((await a.recordEvent(target, auditEvent("StopCancelled", "tty input on pts/0"))).ok).toBe(true);
-    expect((await eventsFor("alice")).filter((e) => e.reason === "StopCancelled")).toHaveLength(1);
+    expect((await a.recordEvent(target, auditEvent("IdleStopCancelled", "tty input on pts/0"))).ok).toBe(true);
+    expect((await eventsFor("alice")).filter((e) => e.reason === "IdleStopCancelled")).toHaveLength(1);
   });
 
   it("retries 500/429 and gives up cleanly (never throws) when the API keeps failing", async () => {

@@ -8,11 +8,12 @@ import { KubeAudit, auditEvent } from "../../src/kube/audit.js";
 import { createKubeClients, loadKubeConfig, type KubeClients } from "../../src/kube/client.js";
 import { KubeInventory } from "../../src/kube/inventory.js";
 import { LeaderElector } from "../../src/kube/leader.js";
+import { LEADER_LABEL, LeaderLabel } from "../../src/kube/leader-label.js";
 import { checkStopSafety } from "../../src/kube/pvcs.js";
 import { VmStopper } from "../../src/kube/stop.js";
 import { startFakeKube, type FakeKube } from "../../../../test/support/fake-kube/index.js";
 import { policyForServiceAccount } from "../../../../test/support/fake-kube/rbac.js";
-import { eventually, recordingSleep } from "./helpers.js";
+import { eventually, recordingSleep, resourceByKind } from "./helpers.js";
 
 const manifestPath = fileURLToPath(new URL("../../../../packaging/kubernetes/rbac.yaml", import.meta.url));
 const documents = parseAllDocuments(readFileSync(manifestPath, "utf8")).map((d) => d.toJS() as Record<string, any>);
@@ -44,6 +45,7 @@ describe("rbac.yaml, read as data", () => {
         "subresources.kubevirt.io virtualmachines/stop update",
         "core pods list",
         "core pods watch",
+        "core pods patch",
         "core persistentvolumeclaims get",
         "events.k8s.io events create",
         "events.k8s.io events patch",
@@ -81,8 +83,8 @@ describe("the collector under exactly this RBAC", () => {
 
       const audit = new KubeAudit(clients, { reportingInstance: "ws-collector-0", nowMs: () => Date.UTC(2025, 0, 1), ...recordingSleep() });
       const target = { namespace: "users", name: "alice", uid: vm.metadata.uid ?? "" };
-      expect((await audit.recordEvent(target, auditEvent("StopPending", "idle"))).ok).toBe(true);
-      expect((await audit.recordEvent(target, auditEvent("StopPending", "idle"))).ok).toBe(true);
+      expect((await audit.recordEvent(target, auditEvent("IdleStopPending", "idle"))).ok).toBe(true);
+      expect((await audit.recordEvent(target, auditEvent("IdleStopPending", "idle"))).ok).toBe(true);
       expect((await audit.patchAnnotations(target, persistedAnnotations({ state: "Stopping", lastActiveMs: Date.UTC(2025, 0, 1), noticeId: undefined, stopDeadlineMs: undefined }))).ok).toBe(true);
 
       const stopper = new VmStopper(clients, recordingSleep());
@@ -98,6 +100,17 @@ describe("the collector under exactly this RBAC", () => {
       await elector.step();
       expect(elector.isLeader()).toBe(true);
       await elector.stop({ release: true });
+
+      // The leader's label on its own pod, and off a dead leader's pod, in the collector's namespace.
+      const POD = resourceByKind("Pod");
+      for (const [name, labels] of [["ws-collector-0", {}], ["ws-collector-dead", { [LEADER_LABEL]: "true" }]] as const) {
+        fake.store.create(POD, { metadata: { name, namespace: "ws-system", labels: { "app.kubernetes.io/name": "ws-collector", ...labels } }, spec: { containers: [{ name: "c", image: "i" }] } });
+      }
+      const label = new LeaderLabel(clients, { namespace: "ws-system", podName: "ws-collector-0", ...recordingSleep() });
+      await label.want(true);
+      expect(fake.store.get(POD, "ws-system", "ws-collector-0")?.metadata.labels?.[LEADER_LABEL]).toBe("true");
+      expect(fake.store.get(POD, "ws-system", "ws-collector-dead")?.metadata.labels?.[LEADER_LABEL]).toBeUndefined();
+      await label.close();
 
       await eventually("alice's VMI gone from the inventory", () => inventory.get("users", "alice")?.vmi === null);
     } finally {
@@ -122,7 +135,9 @@ describe("the collector under exactly this RBAC", () => {
     expect(await call("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/users/virtualmachines/bob/start", {})).toBe(403);
     expect(await call("PUT", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines/bob", { metadata: { name: "bob" } })).toBe(403);
     expect(await call("POST", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines", { metadata: { name: "new" } })).toBe(403);
+    // Pods are patched (the leader label) only in the collector's own namespace.
     expect(await call("PATCH", "/api/v1/namespaces/users/pods/x", {}, "application/merge-patch+json")).toBe(403);
+    expect(await call("PATCH", "/api/v1/namespaces/kube-system/pods/x", {}, "application/merge-patch+json")).toBe(403);
     expect(await call("GET", "/api/v1/namespaces/users/pods/x")).toBe(403);
     expect(await call("GET", "/api/v1/persistentvolumeclaims")).toBe(403);
     expect(await call("GET", "/apis/coordination.k8s.io/v1/namespaces/ws-system/leases/someone-elses")).toBe(403);

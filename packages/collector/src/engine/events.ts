@@ -1,0 +1,48 @@
+/**
+ * The one list of Event reasons the collector can emit, with their type, their `action` and
+ * what each means. The engine's event actions and the Kubernetes edge take reasons from here
+ * (typed), the Events are written with the action named here, and docs/kubernetes.md's table of
+ * Events is tested against this list (test/docs/event-reasons.test.ts): every reason here is in
+ * the docs, and no other.
+ *
+ * Events expire (the apiserver keeps them about an hour by default): they are for `kubectl
+ * describe vm` now, not history. History is in Prometheus (workstation_stops_total and friends)
+ * and `ws-collector whatif`.
+ */
+import type { EventType } from "./types.js";
+
+export interface EventReasonInfo {
+  /** The Event types this reason is sent with. */
+  types: readonly EventType[];
+  /** The Event's `action`: what the collector did or tried. */
+  action: string;
+  /** One line for people: docs/kubernetes.md's table says the same. */
+  meaning: string;
+}
+
+export const EVENT_REASONS = {
+  IdleStopPending: { types: ["Normal"], action: "Notify", meaning: "idle: the notice went to the VM, with when the stop will happen and how to keep it running" },
+  IdleStopCancelled: { types: ["Normal"], action: "CancelStop", meaning: "activity, a lease or a policy change cancelled the pending stop" },
+  IdleStop: { types: ["Normal", "Warning"], action: "Stop", meaning: "the grace period is over: the stop is asked for, with the signals that decided (Warning when the trigger is a lost agent)" },
+  Stopped: { types: ["Normal"], action: "Stop", meaning: "the KubeVirt stop subresource accepted the stop (Kubernetes mode)" },
+  IdleWouldStop: { types: ["Normal"], action: "ObserveStop", meaning: "observe mode: the same decision as IdleStop, nothing stopped" },
+  IdleStopRefused: { types: ["Warning"], action: "Stop", meaning: "the safety check refused the stop (which volume, why); the idle clock restarts" },
+  IdleStopFailed: { types: ["Warning"], action: "Stop", meaning: "the stop request failed; it is asked again after 1, 2, 4… (≤ 10) minutes" },
+  PolicyInvalid: { types: ["Warning"], action: "ReadPolicy", meaning: "a policy annotation did not parse; the last valid policy stays in force" },
+  PolicyValid: { types: ["Normal"], action: "ReadPolicy", meaning: "the policy annotations are valid again" },
+  AgentLost: { types: ["Warning"], action: "Observe", meaning: "no Report for agent-lost-after; the VM is not stopped for it (by default)" },
+  AgentBack: { types: ["Normal"], action: "Observe", meaning: "the agent reports again after AgentLost" },
+  IdentityRejected: { types: ["Warning"], action: "Authenticate", meaning: "an agent stream came from another address than the pod of the VM it claimed (Kubernetes mode)" },
+} as const satisfies Record<string, EventReasonInfo>;
+
+export type EventReason = keyof typeof EVENT_REASONS;
+
+export function isEventReason(reason: string): reason is EventReason {
+  return Object.hasOwn(EVENT_REASONS, reason);
+}
+
+/** docs/kubernetes.md's table of Events, as this list has it (a test keeps the docs equal to it). */
+export function eventReasonsTable(): string {
+  const rows = Object.entries(EVENT_REASONS).map(([reason, info]) => `| \`${reason}\` | ${info.types.join(", ")} | \`${info.action}\` | ${info.meaning} |`);
+  return ["| reason | type | action | when |", "|---|---|---|---|", ...rows].join("\n");
+}
