@@ -54,7 +54,8 @@ export class LeaseSocketServer {
       await mkdir(directory, { recursive: true, mode: 0o755 });
       await chmod(directory, 0o755);
     }
-    await prepareProofDir(options.proofDir, options.ownUid ?? process.getuid?.() ?? 0);
+    const left = await prepareProofDir(options.proofDir, options.ownUid ?? process.getuid?.() ?? 0);
+    if (left.length > 0) options.log(`leases: left in ${options.proofDir} what is not a file or an empty directory: ${left.join(", ")}`);
     await removeStaleSocket(options.socketPath);
     const server = createServer({ allowHalfOpen: false });
     const instance = new LeaseSocketServer(server, options);
