@@ -42,6 +42,11 @@ export function proofDirFor(socketPath: string): string {
   return path.join(path.dirname(socketPath), PROOF_DIR_NAME);
 }
 
+/** Root's own socket beside the public one: mode 0600, so the kernel admits root alone and root is never locked out. */
+export function rootSocketFor(socketPath: string): string {
+  return path.join(path.dirname(socketPath), "root.sock");
+}
+
 export function newProofChallenge(): ProofChallenge {
   return { nonce: randomBytes(16).toString("hex"), name: randomBytes(16).toString("hex") };
 }
