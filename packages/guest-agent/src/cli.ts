@@ -152,11 +152,13 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
   const config = loadConfig(values, io.env, true);
   const log = logfmtLogger((line) => io.stderr.write(line), systemClock.nowMs);
   const runtime = new AgentRuntime(config, systemClock, log);
-  await runtime.start();
-  const signal = await new Promise<string>((resolve) => {
+  // Listening before start(): a SIGTERM that comes while the agent starts must stop it cleanly too.
+  const signalled = new Promise<string>((resolve) => {
     process.once("SIGTERM", () => resolve("SIGTERM"));
     process.once("SIGINT", () => resolve("SIGINT"));
   });
+  await runtime.start();
+  const signal = await signalled;
   log("info", `received ${signal}, shutting down`);
   // A second signal, or a stop that takes too long, ends the agent without waiting further.
   const stopped = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS);

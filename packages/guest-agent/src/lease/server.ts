@@ -49,10 +49,11 @@ export interface SocketServerOptions {
 }
 
 const DEFAULTS = {
-  maxUnverified: 64,
+  // Generous: a silent connection costs one descriptor, and below this bound nobody is pushed out.
+  maxUnverified: 512,
   firstRequestTimeoutMs: 3_000,
   maxPerUid: 8,
-  maxConnections: 256,
+  maxConnections: 1024,
   idleTimeoutMs: 10_000,
   maxRequestsPerConnection: 16,
   maxRootConnections: 64,
