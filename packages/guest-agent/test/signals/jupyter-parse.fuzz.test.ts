@@ -50,7 +50,7 @@ describe("Jupyter JSON parsers under fuzzing", () => {
   it("parseKernels / parseTerminals / parseStatus / parseApiInfo: ages ≥ 0, counts are non-negative integers", () => {
     fc.assert(
       fc.property(inputs, (text) => {
-        for (const parse of [() => parseKernels(text, NOW), () => parseTerminals(text, NOW), () => parseStatus(text, NOW), () => parseApiInfo(text)]) {
+        for (const parse of [() => parseKernels(text, NOW), () => parseTerminals(text, NOW), () => parseStatus(text, NOW), () => parseApiInfo(text)] as Array<() => unknown>) {
           neverQuotes(parse);
           parsesOrRefuses(parse, (result) => expectFiniteNumbers(result, { nonNegative: true }));
         }
