@@ -271,50 +271,68 @@ function asUserPathError(shown: string, error: unknown): UserPathError {
 
 // ---- lanes: bound the pool threads user paths can hold ----
 
-/** How many walks may be in flight; libuv has 4 pool threads and these must never take them all. */
-export const LANES = 2;
-let busy = 0;
-const waiting: Array<() => void> = [];
-/** Walks that started and have not finished, with their start time: a stuck one shows here. */
-const inFlight = new Map<number, number>();
-let nextWalk = 0;
+/**
+ * At most `size` pieces of work at once; the rest wait in order. A waiter whose AbortSignal fires
+ * leaves the queue with a "timed-out" UserPathError, so a stuck lane never makes callers pile up.
+ */
+export class Lanes {
+  private busy = 0;
+  private readonly waiting: Array<() => void> = [];
+  /** Work that started and has not finished, with its start time: a stuck one shows here. */
+  private readonly inFlight = new Map<number, number>();
+  private nextId = 0;
 
-async function inLane<T>(options: UserPathOptions, work: () => Promise<T>): Promise<T> {
-  const shown = path.join(options.trusted, ...options.segments);
-  if (busy >= LANES) await waitForLane(shown, options.signal);
-  else busy++;
-  const id = nextWalk++;
-  inFlight.set(id, performance.now());
-  try {
-    return await work();
-  } finally {
-    inFlight.delete(id);
-    const next = waiting.shift();
-    if (next) next();
-    else busy--;
+  constructor(readonly size: number) {}
+
+  async run<T>(shown: string, signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+    if (this.busy >= this.size) await this.waitForLane(shown, signal);
+    else this.busy++;
+    const id = this.nextId++;
+    this.inFlight.set(id, performance.now());
+    try {
+      return await work();
+    } finally {
+      this.inFlight.delete(id);
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.busy--;
+    }
+  }
+
+  /** Work running longer than olderThanMs. */
+  stuck(olderThanMs: number, nowMs = performance.now()): number {
+    let count = 0;
+    for (const started of this.inFlight.values()) if (nowMs - started > olderThanMs) count++;
+    return count;
+  }
+
+  private waitForLane(shown: string, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onAbort = (): void => {
+        const index = this.waiting.indexOf(grant);
+        if (index >= 0) this.waiting.splice(index, 1);
+        reject(new UserPathError(shown, "timed-out", "gave up: other reads of user files are stuck (a hanging filesystem?)"));
+      };
+      const grant = (): void => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiting.push(grant);
+    });
   }
 }
 
-function waitForLane(shown: string, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      const index = waiting.indexOf(grant);
-      if (index >= 0) waiting.splice(index, 1);
-      reject(new UserPathError(shown, "timed-out", "gave up: other reads of user files are stuck (a hanging filesystem?)"));
-    };
-    const grant = (): void => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    };
-    if (signal?.aborted) return onAbort();
-    signal?.addEventListener("abort", onAbort, { once: true });
-    waiting.push(grant);
-  });
+/** How many walks may be in flight; libuv has 4 pool threads and these must never take them all. */
+export const LANES = 2;
+const lanes = new Lanes(LANES);
+
+function inLane<T>(options: UserPathOptions, work: () => Promise<T>): Promise<T> {
+  return lanes.run(path.join(options.trusted, ...options.segments), options.signal, work);
 }
 
 /** Walks running longer than olderThanMs: a filesystem that hangs (shutdown uses it to decide how to exit). */
-export function stuckUserPathReads(olderThanMs: number, nowMs = performance.now()): number {
-  let stuck = 0;
-  for (const started of inFlight.values()) if (nowMs - started > olderThanMs) stuck++;
-  return stuck;
+export function stuckUserPathReads(olderThanMs: number): number {
+  return lanes.stuck(olderThanMs);
 }

@@ -250,7 +250,7 @@ export class LeaseSocketServer {
           if (!admitted) {
             const proof = await whoIsCalling();
             if (!admit(proof)) {
-              const who = proof.ok ? `uid ${proof.uid}` : "callers who cannot prove who they are";
+              const who = proof.ok ? `you (uid ${proof.uid})` : "callers who cannot prove who they are";
               answer(errorAnswer("busy", `${who} already hold ${maxPerUid} connections to the agent; close some (or wait ${Math.round((this.options.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs) / 1000)}s) and try again`));
               socket.end();
               turnedAway = true;

@@ -8,7 +8,7 @@ import { chown, lchown, mkdir, mkdtemp, open, rm, symlink, truncate, writeFile }
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listUserDir, readUserFile, statUserFile, UserPathError, type UserPathProblem } from "../../src/fs/user-file.js";
+import { Lanes, listUserDir, readUserFile, statUserFile, UserPathError, type UserPathProblem } from "../../src/fs/user-file.js";
 
 const USER = 4242;
 const OTHER = 4343;
@@ -146,5 +146,27 @@ describe("readUserFile / statUserFile / listUserDir", () => {
     // A file that is not there at all must not leak either.
     const handle = await open(path.join(home, "dir", "ok.json"), "r");
     await handle.close();
+  });
+});
+
+describe("Lanes: a stuck read holds its lane, never the others' threads", () => {
+  it("runs at most `size` at once, lets a waiter give up at its deadline, and counts what is stuck", async () => {
+    const lanes = new Lanes(2);
+    const never = new Promise<never>(() => undefined); // a read the kernel never answers
+    void lanes.run("/stuck/1", undefined, () => never);
+    void lanes.run("/stuck/2", undefined, () => never);
+    const deadline = new AbortController();
+    const waiting = lanes.run("/home/alice/x", deadline.signal, async () => "ran");
+    deadline.abort();
+    await expect(waiting).rejects.toMatchObject({ problem: "timed-out", message: expect.stringContaining("/home/alice/x: gave up") });
+    expect(lanes.stuck(-1)).toBe(2);
+
+    const free = new Lanes(1);
+    let release!: () => void;
+    const first = free.run("/a", undefined, () => new Promise<string>((resolve) => (release = () => resolve("first"))));
+    const second = free.run("/b", undefined, async () => "second");
+    release();
+    expect(await Promise.all([first, second])).toEqual(["first", "second"]);
+    expect(free.stuck(-1)).toBe(0);
   });
 });
