@@ -86,6 +86,8 @@ export interface UserDirListing {
   /** device:inode, to notice one directory reached twice (a home linked under two names). */
   identity: string;
   names: string[];
+  /** With `read`: each selected name's content, or why it was refused. */
+  files?: Map<string, UserFile | UserPathError>;
 }
 
 export interface UserFile extends UserFileStat {
@@ -98,22 +100,34 @@ const DIRECTORY_FLAGS = OPEN_FLAGS | constants.O_DIRECTORY;
 /** Reads a regular file a user controls, at most maxBytes of it (larger files are refused, not truncated). */
 export async function readUserFile(options: UserPathOptions & { maxBytes: number }): Promise<UserFile> {
   return inLane(options, async () => {
-    const { handle, info, file } = await openLeaf(options);
+    const { segments } = options;
+    if (segments.length < 2) throw new Error("a user file needs a user directory and a name below the trusted directory");
+    const parent = await openDirectories(options, segments.length - 1);
     try {
-      if (info.size > options.maxBytes) throw new UserPathError(file, "too-large", `${info.size} bytes, more than the ${options.maxBytes} a file of this kind may have`);
-      const data = Buffer.alloc(Math.max(0, info.size));
-      let filled = 0;
-      // The file may grow after fstat: read no more than the size checked, so the cap holds.
-      while (filled < data.length) {
-        const { bytesRead } = await handle.read(data, filled, data.length - filled, filled);
-        if (bytesRead === 0) break;
-        filled += bytesRead;
-      }
-      return { ...statOf(file, info), data: data.subarray(0, filled) };
+      return await readLeaf(parent, segments[segments.length - 1]!, options, options.maxBytes);
     } finally {
-      await handle.close().catch(() => undefined);
+      await parent.handle.close().catch(() => undefined);
     }
   });
+}
+
+/** Opens `name` in the open directory, checks it, reads it whole (at most maxBytes, else refused). */
+async function readLeaf(parent: OpenDirectory, name: string, options: UserPathOptions, maxBytes: number): Promise<UserFile> {
+  const { handle, info, file } = await openFileIn(parent, name, options);
+  try {
+    if (info.size > maxBytes) throw new UserPathError(file, "too-large", `${info.size} bytes, more than the ${maxBytes} a file of this kind may have`);
+    const data = Buffer.alloc(Math.max(0, info.size));
+    let filled = 0;
+    // The file may grow after fstat: read no more than the size checked, so the cap holds.
+    while (filled < data.length) {
+      const { bytesRead } = await handle.read(data, filled, data.length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+    }
+    return { ...statOf(file, info), data: data.subarray(0, filled) };
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
 }
 
 /** fstat of a regular file a user controls, opened the same safe way (nothing is read). */
@@ -125,8 +139,12 @@ export async function statUserFile(options: UserPathOptions): Promise<UserFileSt
   });
 }
 
-/** Names in a directory a user controls (the directory and each one above it checked like a file's). */
-export async function listUserDir(options: UserPathOptions): Promise<UserDirListing> {
+/**
+ * Names in a directory a user controls (the directory and each one above it checked like a
+ * file's). With `read`, the regular files whose names it selects are read in the same walk,
+ * relative to the directory's descriptor: one walk for a runtime dir and its files.
+ */
+export async function listUserDir(options: UserPathOptions & { read?: { names: (name: string) => boolean; maxBytes: number } }): Promise<UserDirListing> {
   return inLane(options, async () => {
     const { handle, uid, dir } = await openDirectories(options, options.segments.length);
     try {
@@ -134,7 +152,16 @@ export async function listUserDir(options: UserPathOptions): Promise<UserDirList
       const names = await readdir(fdPath(handle)).catch((error: unknown) => {
         throw asUserPathError(dir, error);
       });
-      return { path: dir, uid, identity: `${info.dev}:${info.ino}`, names: names.sort() };
+      names.sort();
+      const listing: UserDirListing = { path: dir, uid, identity: `${info.dev}:${info.ino}`, names };
+      if (options.read) {
+        const { names: wanted, maxBytes } = options.read;
+        listing.files = new Map();
+        for (const name of names.filter(wanted)) {
+          listing.files.set(name, await readLeaf({ handle, uid, dir }, name, options, maxBytes).catch((error: unknown) => asUserPathError(path.join(dir, name), error)));
+        }
+      }
+      return listing;
     } finally {
       await handle.close().catch(() => undefined);
     }
@@ -150,18 +177,32 @@ function statOf(file: string, info: Stats): UserFileStat {
   return { path: file, uid: info.uid, size: info.size, mtimeMs: info.mtimeMs, atimeMs: info.atimeMs };
 }
 
+interface OpenDirectory {
+  handle: FileHandle;
+  /** The user the walk belongs to. */
+  uid: number;
+  /** Its path, for messages. */
+  dir: string;
+}
+
 async function openLeaf(options: UserPathOptions): Promise<{ handle: FileHandle; info: Stats; file: string }> {
   const { segments } = options;
   if (segments.length < 2) throw new Error("a user file needs a user directory and a name below the trusted directory");
   const parent = await openDirectories(options, segments.length - 1);
-  const file = path.join(parent.dir, segments[segments.length - 1]!);
-  let handle: FileHandle;
   try {
-    handle = await open(path.join(fdPath(parent.handle), segments[segments.length - 1]!), OPEN_FLAGS);
-  } catch (error) {
-    throw asUserPathError(file, error);
+    return await openFileIn(parent, segments[segments.length - 1]!, options);
   } finally {
     await parent.handle.close().catch(() => undefined);
+  }
+}
+
+async function openFileIn(parent: OpenDirectory, name: string, options: UserPathOptions): Promise<{ handle: FileHandle; info: Stats; file: string }> {
+  const file = path.join(parent.dir, name);
+  let handle: FileHandle;
+  try {
+    handle = await open(path.join(fdPath(parent.handle), name), OPEN_FLAGS);
+  } catch (error) {
+    throw asUserPathError(file, error);
   }
   try {
     const info = await handle.stat();
@@ -175,7 +216,7 @@ async function openLeaf(options: UserPathOptions): Promise<{ handle: FileHandle;
 }
 
 /** Opens trusted/segments[0..count) as directories; returns the last one's handle and the user's uid. */
-async function openDirectories(options: UserPathOptions, count: number): Promise<{ handle: FileHandle; uid: number; dir: string }> {
+async function openDirectories(options: UserPathOptions, count: number): Promise<OpenDirectory> {
   let dir = options.trusted;
   let handle: FileHandle;
   try {

@@ -7,7 +7,7 @@
  */
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
-import { isMissingUserPath, listUserDir, readUserFile, type UserPathOptions } from "../fs/user-file.js";
+import { isMissingUserPath, listUserDir, UserPathError, type UserFile, type UserPathOptions } from "../fs/user-file.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import { isMissing, listHomeDirs } from "./jupyter-homes.js";
@@ -34,6 +34,8 @@ export interface RuntimeDir {
   path: string;
   where: Pick<UserPathOptions, "trusted" | "segments">;
   names: string[];
+  /** The runtime files in it, read in the same walk (or why each was refused). */
+  files: Map<string, UserFile | UserPathError>;
 }
 
 /** A runtime file is a few hundred bytes; a huge one is not Jupyter's. */
@@ -53,11 +55,11 @@ export async function runtimeDirs(roots: Roots, users: Users, signal?: AbortSign
   const dirs: RuntimeDir[] = [];
   for (const where of candidates) {
     try {
-      const listing = await listUserDir({ ...where, ...(signal ? { signal } : {}) });
+      const listing = await listUserDir({ ...where, read: { names: isRuntimeFileName, maxBytes: MAX_RUNTIME_FILE_BYTES }, ...(signal ? { signal } : {}) });
       // The same directory reached twice (a home linked under two names) is read once.
       if (seen.has(listing.identity)) continue;
       seen.add(listing.identity);
-      dirs.push({ path: listing.path, where, names: listing.names });
+      dirs.push({ path: listing.path, where, names: listing.names, files: listing.files ?? new Map() });
     } catch (error) {
       if (!isMissingUserPath(error)) problems.push(errorMessage(error));
     }
@@ -73,19 +75,12 @@ export async function discoverServers(roots: Roots, users: Users, signal?: Abort
     for (const name of dir.names.filter(isRuntimeFileName)) {
       const file = path.join(dir.path, name);
       const pidFromName = runtimeFilePid(name)!;
-      let read: { text: string; uid: number };
-      try {
-        const found = await readUserFile({
-          trusted: dir.where.trusted,
-          segments: [...dir.where.segments, name],
-          maxBytes: MAX_RUNTIME_FILE_BYTES,
-          ...(signal ? { signal } : {}),
-        });
-        read = { text: found.data.toString("utf8"), uid: found.uid };
-      } catch (error) {
-        if (!isMissingUserPath(error)) problems.push(errorMessage(error));
+      const found = dir.files.get(name);
+      if (found === undefined || found instanceof UserPathError) {
+        if (found && !isMissingUserPath(found)) problems.push(found.message);
         continue;
       }
+      const read = { text: found.data.toString("utf8"), uid: found.uid };
       let info: RuntimeInfo;
       try {
         info = parseRuntimeFile(read.text);

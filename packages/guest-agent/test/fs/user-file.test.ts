@@ -121,6 +121,16 @@ describe("readUserFile / statUserFile / listUserDir", () => {
     });
   });
 
+  it("lists a directory and reads the files it selects in the same walk, each checked like readUserFile", async () => {
+    const listing = await listUserDir({ trusted, segments: ["alice", "dir"], read: { names: (name) => name.endsWith(".json"), maxBytes: 64 } });
+    const files = listing.files!;
+    expect([...files.keys()].sort()).toEqual(listing.names.filter((name) => name.endsWith(".json")).sort());
+    expect((files.get("ok.json") as { data: Buffer }).data.toString()).toBe('{"port": 1}');
+    expect(files.get("fifo.json")).toMatchObject({ problem: "not-regular" });
+    expect(files.get("link.json")).toMatchObject({ problem: "symlink" });
+    expect(files.get("theirs.json")).toMatchObject({ problem: "wrong-owner" });
+  });
+
   it("says missing for an absent path, the ordinary case when scanning homes", async () => {
     expect((await problemOf(readUserFile(at("nope", "x.json")))).problem).toBe("missing");
   });
