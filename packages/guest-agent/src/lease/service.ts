@@ -69,6 +69,8 @@ export class LeaseService {
   private vmStatus: Received<VmStatus> | undefined;
   private collector: { connected: boolean; address: string; sinceMonoMs: number | undefined } = { connected: false, address: "", sinceMonoMs: undefined };
   private saving: Promise<void> = Promise.resolve();
+  /** Ids in the last leases.json that was saved: what a restart would bring back. */
+  private onDisk = new Set<string>();
   private readonly confirmationWaiters = new Set<() => void>();
   private server: LeaseSocketServer | undefined;
   private listenFailures = 0;
@@ -92,6 +94,7 @@ export class LeaseService {
     const state = await loadLeaseState(options.stateDir, now.wallMs, options.log);
     service.capFromPolicy = state.maxKeepRunningSeconds;
     service.leases = state.leases.map((lease) => restoredLease(lease, now));
+    service.onDisk = new Set(state.leases.map((lease) => lease.id));
     if (service.leases.length > 0) options.log(`leases: restored ${service.leases.length} lease(s) from ${options.stateDir}`);
     service.pruneExpired(now);
     await service.listen();
@@ -217,6 +220,7 @@ export class LeaseService {
       const now = this.now();
       const state = { leases: this.leases.map((lease) => storedLease(lease, now)), ...(this.capFromPolicy !== undefined ? { maxKeepRunningSeconds: this.capFromPolicy } : {}) };
       await saveLeaseState(this.options.stateDir, state);
+      this.onDisk = new Set(state.leases.map((lease) => lease.id));
     });
     this.saving = run.catch(() => undefined);
     return run;
@@ -248,7 +252,7 @@ export class LeaseService {
   private async take(request: Extract<Request, { op: "take" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {
     const caller = await whoIsCalling();
     if (!caller.ok) return errorAnswer("unverified", `the agent could not verify which user you are: ${caller.reason}`);
-    let now = this.now();
+    const now = this.now();
     this.pruneExpired(now);
     const cap = this.cap();
     const refusal = checkTake(request, caller.uid, cap.seconds, this.leases);
@@ -276,14 +280,21 @@ export class LeaseService {
     try {
       await this.persistOrThrow();
     } catch (error) {
+      // Another take's save may already have written this lease: then it is durable after all.
+      if (this.onDisk.has(lease.id)) return this.granted(lease, request, user, caller.uid, cap);
       this.leases = this.leases.filter((candidate) => candidate.id !== lease.id);
       this.audit.record([{ action: "refused", lease, detail: `not saved: ${diskProblem(error)}` }], this.now().wallMs);
       return this.notSaved("lease", error);
     }
-    this.options.log(`lease ${lease.id} granted to ${user} (uid ${caller.uid}) for ${formatLeaseDuration(lease.requestedSeconds)}${lease.reason ? `: ${lease.reason}` : ""}`);
+    return this.granted(lease, request, user, caller.uid, cap);
+  }
+
+  /** The lease is on disk: say so, report it, and wait a moment for the collector's answer. */
+  private async granted(lease: LeaseRecord, request: Extract<Request, { op: "take" }>, user: string, uid: number, cap: { seconds: number; source: CapSource }): Promise<Answer> {
+    this.options.log(`lease ${lease.id} granted to ${user} (uid ${uid}) for ${formatLeaseDuration(lease.requestedSeconds)}${lease.reason ? `: ${lease.reason}` : ""}`);
     this.options.onLeasesChanged?.();
     if (request.waitSeconds > 0 && this.collector.connected) await this.waitForConfirmation(lease.id, request.waitSeconds);
-    now = this.now();
+    const now = this.now();
     const current = this.leases.find((candidate) => candidate.id === lease.id) ?? lease;
     return { ok: true, op: "take", lease: leaseView(current, now), capSeconds: cap.seconds, capSource: cap.source, collectorConnected: this.collector.connected };
   }
