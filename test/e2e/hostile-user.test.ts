@@ -256,6 +256,50 @@ describe("a hostile user on the VM", () => {
     expect(await agent.stop()).toBe(0);
   });
 
+  it("counts connections by the kernel-attested uid: ws13a's ninth proven connection is refused, ws13b and root are not", async () => {
+    const agent = startAgent("per-uid");
+    await agent.waitFor(/agent started/, 60_000);
+    // ws13a answers the identity challenge honestly (as ws-lease does) and keeps each connection open.
+    const prover = path.join(dir, "prover.cjs");
+    writeFileSync(
+      prover,
+      `const fs = require("node:fs"), net = require("node:net"), path = require("node:path");
+       const socketPath = ${JSON.stringify(machine.socket)}, proofDir = path.join(path.dirname(socketPath), "proof");
+       const answers = [];
+       const one = () => new Promise((resolve) => {
+         const s = net.connect(socketPath); let buffer = ""; let challenged = false;
+         s.on("error", () => resolve("error"));
+         s.on("data", (chunk) => {
+           buffer += chunk; const lines = buffer.split("\\n"); buffer = lines.pop();
+           for (const line of lines) {
+             if (!challenged) {
+               challenged = true; const c = JSON.parse(line);
+               const fd = fs.openSync(path.join(proofDir, c.proof), fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600);
+               fs.writeSync(fd, c.nonce); fs.closeSync(fd);
+               s.write(JSON.stringify({ op: "status" }) + "\\n");
+             } else resolve(JSON.parse(line).ok ? "ok" : JSON.parse(line).error.message);
+           }
+         });
+       });
+       (async () => { for (let i = 0; i < 9; i++) answers.push(await one()); console.log(JSON.stringify(answers)); setInterval(() => {}, 1000); })();`,
+    );
+    chmodSync(prover, 0o644);
+    const proving = spawn(process.execPath, [prover], { uid: attacker.uid, gid: attacker.gid, stdio: ["ignore", "pipe", "inherit"] });
+    children.push(proving);
+    const answers = await new Promise<string[]>((resolve, reject) => {
+      proving.stdout!.on("data", (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as string[]));
+      proving.on("exit", (code) => reject(new Error(`ws13a's client exited (${code}) before answering`)));
+    });
+    expect(answers.slice(0, 8)).toEqual(Array(8).fill("ok"));
+    expect(answers[8]).toBe(`you (uid ${attacker.uid}) already hold 8 connections to the agent; close some (or wait 10s) and try again`);
+    // The limit is ws13a's alone.
+    const other = wsLeaseAs(bystander, ["status", "--json"]);
+    expect(other.status, other.stderr).toBe(0);
+    expect(wsLeaseAs("root", ["status", "--json"]).status).toBe(0);
+    proving.kill("SIGKILL");
+    expect(await agent.stop()).toBe(0);
+  });
+
   it("with the state dir on a full 64 KiB tmpfs, ws-lease 2h exits 1 saying why, and every earlier lease survives a restart", async () => {
     const stateDir = path.join(dir, "tiny-state");
     mkdirSync(stateDir, { recursive: true });
