@@ -4,7 +4,7 @@
 //
 //   node bench/run.mjs trust [--no-build] [--calls N]
 import { execFileSync, spawnSync } from "node:child_process";
-import { chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, closeSync, constants, fstatSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -37,11 +37,29 @@ async function cpuMicrosPerCall(what: () => Promise<unknown>): Promise<number> {
   return (used.user + used.system) / CALLS;
 }
 
+/**
+ * The same walk (six opens relative to the previous descriptor, an fstat each) made with
+ * synchronous calls: what the safe reader would cost on the main thread. Not what the agent does:
+ * a hung network filesystem under a home would then freeze the whole agent (docs/security.md).
+ */
+function syncWalk(): void {
+  const flags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+  let fd = openSync(trusted, constants.O_RDONLY | constants.O_DIRECTORY);
+  for (const name of [...segments, "jpserver-4242.json"]) {
+    const next = openSync(`/proc/self/fd/${fd}/${name}`, flags);
+    fstatSync(next);
+    closeSync(fd);
+    fd = next;
+  }
+  closeSync(fd);
+}
+
 const rows: Array<[string, number]> = [
   ["fs.readFile (no checks: what wave 1 did, less its fstat)", await cpuMicrosPerCall(() => readFile(file))],
   ["readUserFile, a 300-byte runtime file (6 opens via /proc/self/fd, fstat each)", await cpuMicrosPerCall(() => readUserFile({ trusted, segments: [...segments, "jpserver-4242.json"], maxBytes: 65536 }))],
   ["readUserFile, a FIFO (refused after fstat)", await cpuMicrosPerCall(() => readUserFile({ trusted, segments: [...segments, "jpserver-1.json"], maxBytes: 65536 }))],
   ["statUserFile (code-server heartbeat)", await cpuMicrosPerCall(() => statUserFile({ trusted, segments: [...segments, "jpserver-4242.json"] }))],
+  ["the same walk with synchronous calls (reference only: not used, see above)", await cpuMicrosPerCall(async () => syncWalk())],
 ];
 
 /**
