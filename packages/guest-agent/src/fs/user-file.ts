@@ -88,11 +88,16 @@ export interface UserDirListing {
   names: string[];
   /** With `read`: each selected name's content, or why it was refused. */
   files?: Map<string, UserFile | UserPathError>;
+  /** With `read`: selected names beyond maxFiles, not read. */
+  skipped?: number;
 }
 
 export interface UserFile extends UserFileStat {
   data: Buffer;
 }
+
+/** Files read from one directory in one walk, unless the caller says otherwise. */
+export const MAX_FILES_PER_DIRECTORY = 64;
 
 const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
 const DIRECTORY_FLAGS = OPEN_FLAGS | constants.O_DIRECTORY;
@@ -120,7 +125,9 @@ async function readLeaf(parent: OpenDirectory, name: string, options: UserPathOp
     let filled = 0;
     // The file may grow after fstat: read no more than the size checked, so the cap holds.
     while (filled < data.length) {
-      const { bytesRead } = await handle.read(data, filled, data.length - filled, filled);
+      const { bytesRead } = await handle.read(data, filled, data.length - filled, filled).catch((error: unknown) => {
+        throw asUserPathError(file, error);
+      });
       if (bytesRead === 0) break;
       filled += bytesRead;
     }
@@ -144,7 +151,7 @@ export async function statUserFile(options: UserPathOptions): Promise<UserFileSt
  * file's). With `read`, the regular files whose names it selects are read in the same walk,
  * relative to the directory's descriptor: one walk for a runtime dir and its files.
  */
-export async function listUserDir(options: UserPathOptions & { read?: { names: (name: string) => boolean; maxBytes: number } }): Promise<UserDirListing> {
+export async function listUserDir(options: UserPathOptions & { read?: { names: (name: string) => boolean; maxBytes: number; maxFiles?: number } }): Promise<UserDirListing> {
   return inLane(options, async () => {
     const { handle, uid, dir } = await openDirectories(options, options.segments.length);
     try {
@@ -155,9 +162,13 @@ export async function listUserDir(options: UserPathOptions & { read?: { names: (
       names.sort();
       const listing: UserDirListing = { path: dir, uid, identity: `${info.dev}:${info.ino}`, names };
       if (options.read) {
-        const { names: wanted, maxBytes } = options.read;
+        const { names: wanted, maxBytes, maxFiles = MAX_FILES_PER_DIRECTORY } = options.read;
         listing.files = new Map();
-        for (const name of names.filter(wanted)) {
+        const selected = names.filter(wanted);
+        // A user may plant thousands of matching names: the work per sample stays bounded.
+        if (selected.length > maxFiles) listing.skipped = selected.length - maxFiles;
+        for (const name of selected.slice(0, maxFiles)) {
+          if (options.signal?.aborted) break; // the source's deadline passed: nobody waits for the rest
           listing.files.set(name, await readLeaf({ handle, uid, dir }, name, options, maxBytes).catch((error: unknown) => asUserPathError(path.join(dir, name), error)));
         }
       }

@@ -129,6 +129,10 @@ describe("readUserFile / statUserFile / listUserDir", () => {
     expect(files.get("fifo.json")).toMatchObject({ problem: "not-regular" });
     expect(files.get("link.json")).toMatchObject({ problem: "symlink" });
     expect(files.get("theirs.json")).toMatchObject({ problem: "wrong-owner" });
+    // Thousands of planted names cost no more than maxFiles reads.
+    const capped = await listUserDir({ trusted, segments: ["alice", "dir"], read: { names: (name) => name.endsWith(".json"), maxBytes: 64, maxFiles: 2 } });
+    expect(capped.files!.size).toBe(2);
+    expect(capped.skipped).toBe(files.size - 2);
   });
 
   it("says missing for an absent path, the ordinary case when scanning homes", async () => {
