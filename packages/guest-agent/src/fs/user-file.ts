@@ -23,7 +23,7 @@
  *   AbortSignal fires (the sampler's per-source deadline).
  */
 import { constants, type Stats } from "node:fs";
-import { lstat, open, readdir, type FileHandle } from "node:fs/promises";
+import { lstat, open, opendir, type FileHandle } from "node:fs/promises";
 import path from "node:path";
 
 export type UserPathProblem =
@@ -90,11 +90,16 @@ export interface UserDirListing {
   files?: Map<string, UserFile | UserPathError>;
   /** With `read`: selected names beyond maxFiles, not read. */
   skipped?: number;
+  /** The directory holds more than MAX_ENTRIES_SCANNED entries: only that many were looked at. */
+  truncated?: boolean;
 }
 
 export interface UserFile extends UserFileStat {
   data: Buffer;
 }
+
+/** Entries looked at in one directory: a user's directory of a million files costs no more than this. */
+export const MAX_ENTRIES_SCANNED = 4096;
 
 /** Files read from one directory in one walk, unless the caller says otherwise. */
 export const MAX_FILES_PER_DIRECTORY = 64;
@@ -156,11 +161,12 @@ export async function listUserDir(options: UserPathOptions & { read?: { names: (
     const { handle, uid, dir } = await openDirectories(options, options.segments.length);
     try {
       const info = await handle.stat();
-      const names = await readdir(fdPath(handle)).catch((error: unknown) => {
+      const { names, complete } = await readNames(fdPath(handle), MAX_ENTRIES_SCANNED).catch((error: unknown) => {
         throw asUserPathError(dir, error);
       });
       names.sort();
       const listing: UserDirListing = { path: dir, uid, identity: `${info.dev}:${info.ino}`, names };
+      if (!complete) listing.truncated = true;
       if (options.read) {
         const { names: wanted, maxBytes, maxFiles = MAX_FILES_PER_DIRECTORY } = options.read;
         listing.files = new Map();
@@ -177,6 +183,21 @@ export async function listUserDir(options: UserPathOptions & { read?: { names: (
       await handle.close().catch(() => undefined);
     }
   });
+}
+
+/** Up to `limit` names, streamed (readdir would hold them all in memory at once). */
+async function readNames(dir: string, limit: number): Promise<{ names: string[]; complete: boolean }> {
+  const names: string[] = [];
+  const handle = await opendir(dir, { bufferSize: 128 });
+  try {
+    for (let entry = await handle.read(); entry !== null; entry = await handle.read()) {
+      if (names.length >= limit) return { names, complete: false };
+      names.push(entry.name);
+    }
+    return { names, complete: true };
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
 }
 
 /** A missing file or directory is the ordinary case when scanning homes: not worth a message. */

@@ -7,7 +7,7 @@
  */
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
-import { isMissingUserPath, listUserDir, MAX_FILES_PER_DIRECTORY, UserPathError, type UserFile, type UserPathOptions } from "../fs/user-file.js";
+import { isMissingUserPath, listUserDir, MAX_ENTRIES_SCANNED, MAX_FILES_PER_DIRECTORY, UserPathError, type UserFile, type UserPathOptions } from "../fs/user-file.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import { isMissing, listHomeDirs } from "./jupyter-homes.js";
@@ -60,6 +60,7 @@ export async function runtimeDirs(roots: Roots, users: Users, signal?: AbortSign
       if (seen.has(listing.identity)) continue;
       seen.add(listing.identity);
       dirs.push({ path: listing.path, where, names: listing.names, files: listing.files ?? new Map() });
+      if (listing.truncated) problems.push(`${listing.path}: more than ${MAX_ENTRIES_SCANNED} entries: only the first ${MAX_ENTRIES_SCANNED} were looked at`);
       if (listing.skipped) problems.push(`${listing.path}: ${listing.skipped} more runtime files than the ${MAX_FILES_PER_DIRECTORY} read per directory: not read`);
     } catch (error) {
       if (!isMissingUserPath(error)) problems.push(errorMessage(error));

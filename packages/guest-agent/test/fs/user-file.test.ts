@@ -8,7 +8,7 @@ import { chown, lchown, mkdir, mkdtemp, open, rm, symlink, truncate, writeFile }
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Lanes, listUserDir, readUserFile, statUserFile, UserPathError, type UserPathProblem } from "../../src/fs/user-file.js";
+import { Lanes, listUserDir, MAX_ENTRIES_SCANNED, readUserFile, statUserFile, UserPathError, type UserPathProblem } from "../../src/fs/user-file.js";
 
 const USER = 4242;
 const OTHER = 4343;
@@ -133,6 +133,16 @@ describe("readUserFile / statUserFile / listUserDir", () => {
     const capped = await listUserDir({ trusted, segments: ["alice", "dir"], read: { names: (name) => name.endsWith(".json"), maxBytes: 64, maxFiles: 2 } });
     expect(capped.files!.size).toBe(2);
     expect(capped.skipped).toBe(files.size - 2);
+  });
+
+  it("looks at no more than MAX_ENTRIES_SCANNED entries of a directory a user filled", async () => {
+    const crowded = path.join(home, "crowded");
+    await mkdir(crowded);
+    await chown(crowded, USER, USER);
+    for (let i = 0; i < MAX_ENTRIES_SCANNED + 10; i++) await writeFile(path.join(crowded, `jpserver-${i}.json`), "");
+    const listing = await listUserDir({ trusted, segments: ["alice", "crowded"] });
+    expect(listing.names).toHaveLength(MAX_ENTRIES_SCANNED);
+    expect(listing.truncated).toBe(true);
   });
 
   it("says missing for an absent path, the ordinary case when scanning homes", async () => {
