@@ -87,7 +87,8 @@ export async function cleanProofDir(dir: string): Promise<string[]> {
       else await unlink(entry);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
-      if (code !== "ENOENT") left.push(`${entry} (${code ?? "error"})`);
+      // The name is a user's choice: quoted, so a newline or an escape in it cannot forge a log line.
+      if (code !== "ENOENT") left.push(`${JSON.stringify(entry)} (${code ?? "error"})`);
     }
   }
   return left;

@@ -57,7 +57,7 @@ describe("the proof directory", () => {
     await mkdir(path.join(dir, "full"));
     await writeFile(path.join(dir, "full", "inner"), "x");
     const left = await prepareProofDir(dir, 0);
-    expect(left).toEqual([`${path.join(dir, "full")} (ENOTEMPTY)`]);
+    expect(left).toEqual([`${JSON.stringify(path.join(dir, "full"))} (ENOTEMPTY)`]);
     expect(await readdir(dir)).toEqual(["full"]);
     expect(await readdir(outsideDir)).toEqual(["precious"]);
     await rm(path.join(dir, "full"), { recursive: true });
