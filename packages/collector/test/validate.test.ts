@@ -1,9 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
-import { HelloSchema, ReportSchema } from "@ws/protocol";
+import { HelloSchema, PROTOCOL_VERSION, ReportSchema } from "@ws/protocol";
 import { validateHello, validateReport, ValidationError } from "../src/agents/validate.js";
 
 describe("validateHello", () => {
+  it("accepts the protocol version it speaks, and a Hello that predates the field", () => {
+    for (const protocolVersion of [0, PROTOCOL_VERSION]) {
+      expect(validateHello(create(HelloSchema, { vm: { namespace: "a", name: "x" }, token: "t", protocolVersion }))).toEqual({ namespace: "a", name: "x" });
+    }
+  });
   it("accepts a proper identity", () => {
     expect(validateHello(create(HelloSchema, { vm: { namespace: "team-a", name: "alice-ws" }, token: "t" }))).toEqual({ namespace: "team-a", name: "alice-ws" });
   });
@@ -12,6 +17,8 @@ describe("validateHello", () => {
     [{ vm: { namespace: "a", name: "Bad_Name" }, token: "t" }, /VM name/],
     [{ vm: { namespace: "a", name: "x" }, token: "" }, /no token/],
     [{ token: "t" }, /namespace/],
+    [{ vm: { namespace: "a", name: "x" }, token: "t", protocolVersion: 2 }, /protocol_version 2 is unknown to this collector, which speaks version 1/],
+    [{ vm: { namespace: "a", name: "x" }, token: "t", protocolVersion: 0xffffffff }, /protocol_version 4294967295 is unknown/],
   ])("refuses %j", (hello, message) => {
     expect(() => validateHello(create(HelloSchema, hello))).toThrow(message);
   });

@@ -8,6 +8,7 @@ import { logfmtLogger, ReportSchema, SourceState } from "@ws/protocol";
 import { AgentRuntime } from "./agent/runtime.js";
 import { systemClock } from "./clock.js";
 import { ConfigError, DEFAULT_CONFIG_PATH, resolveAgentConfig, type AgentConfig, type ConfigOverrides } from "./config.js";
+import { stuckUserPathReads } from "./fs/user-file.js";
 import { growCommand } from "./grow/command.js";
 import { leaseCommand } from "./lease/cli.js";
 import { createStoredLeasesSignal } from "./lease/stored-signal.js";
@@ -151,17 +152,41 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
   const config = loadConfig(values, io.env, true);
   const log = logfmtLogger((line) => io.stderr.write(line), systemClock.nowMs);
   const runtime = new AgentRuntime(config, systemClock, log);
-  await runtime.start();
-  await new Promise<void>((resolve) => {
-    const shutdown = (signal: string) => {
-      log("info", `received ${signal}, shutting down`);
-      resolve();
-    };
-    process.once("SIGTERM", () => shutdown("SIGTERM"));
-    process.once("SIGINT", () => shutdown("SIGINT"));
+  // Listening before start(): a SIGTERM that comes while the agent starts must stop it cleanly too.
+  const signalled = new Promise<string>((resolve) => {
+    process.once("SIGTERM", () => resolve("SIGTERM"));
+    process.once("SIGINT", () => resolve("SIGINT"));
   });
-  await runtime.stop();
+  await runtime.start();
+  const signal = await signalled;
+  log("info", `received ${signal}, shutting down`);
+  // A second signal, or a stop that takes too long, ends the agent without waiting further.
+  const stopped = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS);
+  if (!stopped) log("warn", `shutdown took longer than ${SHUTDOWN_DEADLINE_MS / 1000}s; exiting without waiting for it`);
+  const stuck = stuckUserPathReads(1_000);
+  if (stuck > 0) {
+    // exit() joins libuv's pool threads, so with one stuck in the kernel a clean exit would hang forever.
+    log("error", `${stuck} read(s) of user files are stuck in the kernel (a hanging filesystem); exiting with SIGKILL`);
+    process.kill(process.pid, "SIGKILL");
+  }
   return 0;
+}
+
+/** How long `run` waits for the stream, the lease socket and pending writes to close after SIGTERM. */
+const SHUTDOWN_DEADLINE_MS = 5_000;
+
+async function boundedStop(runtime: AgentRuntime, deadlineMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const giveUp = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), deadlineMs);
+    process.once("SIGTERM", () => resolve(false));
+    process.once("SIGINT", () => resolve(false));
+  });
+  try {
+    return await Promise.race([runtime.stop().then(() => true, () => false), giveUp]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function probeCommand(argv: string[], io: Io): Promise<number> {

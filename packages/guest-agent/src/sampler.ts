@@ -29,15 +29,30 @@ const STATE: Record<SignalOutcome<unknown>["state"], SourceState> = {
   failed: SourceState.FAILED,
 };
 
+/**
+ * One source under its own deadline: at budgetMs it is reported failed ("timed out") and its
+ * signal is aborted, so whatever it still waits for (an HTTP answer, a free lane for user-file
+ * reads) is given up rather than piling up behind the next sample.
+ */
 async function collectWithin<T>(signal: Signal<T>, ctx: SignalContext, budgetMs: number): Promise<SignalOutcome<T>> {
+  const own = new AbortController();
+  const abortOwn = (): void => own.abort();
+  ctx.signal.addEventListener("abort", abortOwn, { once: true });
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<SignalOutcome<T>>((resolve) => {
-    timer = setTimeout(() => resolve({ state: "failed", message: `timed out after ${budgetMs} ms` }), budgetMs);
+    timer = setTimeout(() => {
+      own.abort();
+      resolve({ state: "failed", message: `timed out after ${budgetMs} ms` });
+    }, budgetMs);
   });
   try {
-    return await Promise.race([signal.collect(ctx).catch((error: unknown) => ({ state: "failed" as const, message: errorMessage(error) })), timeout]);
+    const collected = Promise.resolve()
+      .then(() => signal.collect({ ...ctx, signal: own.signal }))
+      .catch((error: unknown) => ({ state: "failed" as const, message: errorMessage(error) }));
+    return await Promise.race([collected, timeout]);
   } finally {
     clearTimeout(timer);
+    ctx.signal.removeEventListener("abort", abortOwn);
   }
 }
 

@@ -1,5 +1,5 @@
 // Every field from an agent is checked before anything uses it. Pure.
-import type { Hello, Report } from "@ws/protocol";
+import { PROTOCOL_VERSION, type Hello, type Report } from "@ws/protocol";
 
 const K8S_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 /** An age over ~10 years is garbage, not a long-idle VM. */
@@ -16,6 +16,12 @@ export function validateHello(hello: Hello): { namespace: string; name: string }
   if (!K8S_NAME.test(ns) || ns.length > 63) throw new ValidationError(`hello: invalid VM namespace ${JSON.stringify(ns.slice(0, 80))}`);
   if (!K8S_NAME.test(name)) throw new ValidationError(`hello: invalid VM name ${JSON.stringify(name.slice(0, 80))}`);
   if (hello.token === "") throw new ValidationError("hello: no token");
+  // 0 is "unset" (an agent that predates the field); anything else must be a version spoken here.
+  if (hello.protocolVersion !== 0 && hello.protocolVersion !== PROTOCOL_VERSION) {
+    throw new ValidationError(
+      `hello: protocol_version ${hello.protocolVersion} is unknown to this collector, which speaks version ${PROTOCOL_VERSION}: install a ws-agent and ws-collector of matching releases`,
+    );
+  }
   if (hello.agentVersion.length > 64) throw new ValidationError("hello: agent_version too long");
   if (hello.bootId.length > 64) throw new ValidationError("hello: boot_id too long");
   if (hello.hostname.length > 253) throw new ValidationError("hello: hostname too long");

@@ -33,7 +33,13 @@ export function parseDurationValue(
   let seconds: number;
   if (typeof value === "number") {
     if (!options.allowBareSeconds) throw new ValueError(`${value} has no unit: write ${value}s, ${value}m or ${value}h`);
-    seconds = parseDuration(String(value), { allowBareSeconds: true, allowZero: options.allowZero ?? false });
+    try {
+      seconds = parseDuration(String(value), { allowBareSeconds: true, allowZero: options.allowZero ?? false });
+    } catch (error) {
+      // A YAML number (idle-timeout: 0) is a bad value like any other, not a crash of the config load.
+      if (error instanceof DurationError) throw new ValueError(error.message);
+      throw error;
+    }
   } else {
     try {
       seconds = parseDuration(asText(value), {
@@ -115,6 +121,8 @@ export function parseByteRate(value: unknown): number {
   }
   const factor = BYTE_PREFIX[(match[2] ?? "").toLowerCase()] ?? 1;
   const rate = Number(match[1]) * factor;
+  // 400 digits make Infinity, which is what "off" means: a typo must not switch the threshold off.
+  if (!Number.isFinite(rate)) throw new ValueError(`${JSON.stringify(value)} is too large to be a rate`);
   if (rate <= 0) throw new ValueError(`${JSON.stringify(value)} must be above zero (or "off")`);
   return rate;
 }

@@ -1,7 +1,8 @@
 // lease-audit.log: one append-only line per thing that happened to a lease
 // (who, when, how long, why, what). logfmt, so grep, journald-style tools and
 // people all read it.
-import { appendFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open } from "node:fs/promises";
 import path from "node:path";
 import { formatLeaseDuration } from "./format.js";
 import type { AuditEvent } from "./leases.js";
@@ -31,7 +32,11 @@ export function formatAuditLine(event: AuditEvent, wallMs: number): string {
   return fields.map(([key, value]) => `${key}=${quote(value)}`).join(" ") + "\n";
 }
 
-/** Appends lines in order; a failing disk is logged, never thrown into the agent. */
+/**
+ * Appends lines in order. record() is for what already happened (an expiry, a collector's
+ * answer): a failing disk is logged, never thrown into the agent. append() is for what may
+ * only happen once it is on disk (a lease granted): it fsyncs and rejects on failure.
+ */
 export class AuditLog {
   private queue: Promise<void> = Promise.resolve();
 
@@ -45,14 +50,36 @@ export class AuditLog {
   }
 
   record(events: AuditEvent[], wallMs: number): void {
-    if (events.length === 0) return;
+    void this.append(events, wallMs).catch((error: Error) => this.log(`leases: cannot append to ${this.file}: ${error.message}`));
+  }
+
+  /** Resolves once the lines are written and fsynced; rejects (with the errno code) if they could not be. */
+  append(events: AuditEvent[], wallMs: number): Promise<void> {
+    if (events.length === 0) return this.queue;
     const text = events.map((event) => formatAuditLine(event, wallMs)).join("");
-    this.queue = this.queue
-      .then(() => appendFile(this.file, text, { mode: 0o600, flag: "a" }))
-      .catch((error: Error) => this.log(`leases: cannot append to ${this.file}: ${error.message}`));
+    const run = this.queue.then(() => appendDurably(this.file, text));
+    this.queue = run.catch(() => undefined);
+    return run;
   }
 
   flush(): Promise<void> {
     return this.queue;
+  }
+}
+
+async function appendDurably(file: string, text: string): Promise<void> {
+  const handle = await open(file, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+  try {
+    const before = (await handle.stat()).size;
+    try {
+      await handle.writeFile(text, "utf8");
+      await handle.sync();
+    } catch (error) {
+      // A full disk may take half a line: cut it off so the log stays one event per line.
+      await handle.truncate(before).catch(() => undefined);
+      throw error;
+    }
+  } finally {
+    await handle.close();
   }
 }

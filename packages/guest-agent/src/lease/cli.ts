@@ -5,7 +5,7 @@ import { DurationError, parseDuration } from "@ws/protocol";
 import { systemClock, type Clock } from "../clock.js";
 import { AgentProtocolError, AgentUnavailableError, callAgent, DEFAULT_SOCKET_PATH, type OutgoingRequest } from "./client.js";
 import { formatCancelled, formatLeaseList, formatOverCap, formatStatus, formatTaken, type Moment } from "./format.js";
-import { DEFAULT_MAX_KEEP_RUNNING_SECONDS, isLeaseId, MAX_REASON_LENGTH } from "./leases.js";
+import { DEFAULT_MAX_KEEP_RUNNING_SECONDS, isLeaseId, MAX_REASON_LENGTH, MIN_LEASE_SECONDS } from "./leases.js";
 import type { Answer, ErrorAnswer } from "./wire.js";
 
 export interface LeaseIo {
@@ -276,6 +276,7 @@ async function takeCommand(argv: string[], io: LeaseIo, socketPath: string, mome
   const text = positionals[0]!;
   if (!/^\d/.test(text)) throw new UsageError(`unknown command "${text}": expected a duration (8h, 90m, 1h30m), status, list or cancel`);
   const seconds = parseDuration(text);
+  if (seconds < MIN_LEASE_SECONDS) throw new UsageError(`"${text}" is shorter than ${MIN_LEASE_SECONDS}s: a lease that short keeps nothing running (try 30m or 2h)`);
   const reason = typeof values.reason === "string" ? values.reason : "";
   if (reason.length > MAX_REASON_LENGTH) throw new UsageError(`--reason is ${reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`);
   const answer = await request(socketPath, { op: "take", seconds, reason, wait: CONFIRM_WAIT_SECONDS });

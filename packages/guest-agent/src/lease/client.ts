@@ -1,8 +1,9 @@
 // The CLI's side of the lease socket: connect, answer the identity challenge
 // when the request needs to know who we are, send one request, read one answer.
+import { existsSync } from "node:fs";
 import { connect } from "node:net";
 import { StringDecoder } from "node:string_decoder";
-import { proofDirFor, writeProof } from "./peer-proof.js";
+import { proofDirFor, rootSocketFor, writeProof } from "./peer-proof.js";
 import { MAX_LINE_BYTES, parseChallenge, takeLines, type Answer } from "./wire.js";
 
 export const DEFAULT_SOCKET_PATH = "/run/ws-agent/agent.sock";
@@ -34,9 +35,13 @@ export type OutgoingRequest =
 const UNAVAILABLE_CODES = new Set(["ENOENT", "ECONNREFUSED", "ENOTDIR", "ECONNRESET", "EPIPE"]);
 
 export async function callAgent(socketPath: string, request: OutgoingRequest, timeoutMs = 20_000): Promise<Answer> {
-  const needsIdentity = request.op === "take" || request.op === "cancel";
+  // Root has a socket of its own that no user can fill; everyone else proves their uid on every
+  // connection (the agent counts connections per uid, so even list and status carry the proof).
+  const rootSocket = rootSocketFor(socketPath);
+  const asRoot = process.getuid?.() === 0 && existsSync(rootSocket);
+  const needsIdentity = !asRoot;
   return new Promise<Answer>((resolve, reject) => {
-    const socket = connect(socketPath);
+    const socket = connect(asRoot ? rootSocket : socketPath);
     const decoder = new StringDecoder("utf8");
     let buffer = "";
     let challenged = false;

@@ -172,6 +172,9 @@ export type TakeRefusal =
   | { code: "too_many"; message: string };
 
 /** Whether a lease of `seconds` for `uid` may be taken, given the cap and what is already held. */
+/** Shorter than a report interval's resolution means nothing; below a second it is a mistake. */
+export const MIN_LEASE_SECONDS = 1;
+
 export function checkTake(
   request: { seconds: number; reason: string },
   uid: number,
@@ -180,6 +183,9 @@ export function checkTake(
 ): TakeRefusal | undefined {
   if (!Number.isFinite(request.seconds) || request.seconds <= 0) {
     return { code: "bad_duration", message: "the duration must be a positive number of seconds" };
+  }
+  if (request.seconds < MIN_LEASE_SECONDS) {
+    return { code: "bad_duration", message: `a lease shorter than ${MIN_LEASE_SECONDS}s keeps nothing running; ask for at least ${MIN_LEASE_SECONDS}s (such as 30m)` };
   }
   if (request.seconds > capSeconds) {
     return { code: "over_cap", message: `longer than the keep-running cap of ${capSeconds}s`, capSeconds };

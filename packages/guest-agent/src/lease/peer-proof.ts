@@ -23,7 +23,7 @@
 // - O_NONBLOCK: a FIFO planted under the name cannot hang the server.
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import { constants } from "node:fs";
-import { chmod, lstat, mkdir, open, readdir, rm, unlink } from "node:fs/promises";
+import { chmod, lstat, mkdir, open, readdir, rmdir, unlink } from "node:fs/promises";
 import path from "node:path";
 
 export const PROOF_DIR_NAME = "proof";
@@ -42,6 +42,11 @@ export function proofDirFor(socketPath: string): string {
   return path.join(path.dirname(socketPath), PROOF_DIR_NAME);
 }
 
+/** Root's own socket beside the public one: mode 0600, so the kernel admits root alone and root is never locked out. */
+export function rootSocketFor(socketPath: string): string {
+  return path.join(path.dirname(socketPath), "root.sock");
+}
+
 export function newProofChallenge(): ProofChallenge {
   return { nonce: randomBytes(16).toString("hex"), name: randomBytes(16).toString("hex") };
 }
@@ -53,17 +58,40 @@ export function isProofName(name: string): boolean {
 /**
  * Creates (or repairs) the proof directory: owned by the agent's uid, mode
  * 1733. Refuses a symlink or a directory someone else owns, since then the
- * sticky-bit guarantees belong to them.
+ * sticky-bit guarantees belong to them. Returns what the cleanup left behind.
  */
-export async function prepareProofDir(dir: string, ownUid: number): Promise<void> {
+export async function prepareProofDir(dir: string, ownUid: number): Promise<string[]> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const info = await lstat(dir);
   if (!info.isDirectory()) throw new Error(`${dir} is not a directory`);
   if (info.uid !== ownUid) throw new Error(`${dir} is owned by uid ${info.uid}, not by the agent (uid ${ownUid}); remove it`);
   if ((info.mode & 0o7777) !== PROOF_DIR_MODE) await chmod(dir, PROOF_DIR_MODE);
-  // No connection is in flight yet: whatever is there was left by clients of an earlier run, or
-  // put there to fill the directory. rm does not follow symlinks, so nothing outside is touched.
-  for (const name of await readdir(dir)) await rm(path.join(dir, name), { recursive: true, force: true });
+  return cleanProofDir(dir);
+}
+
+/**
+ * No connection is in flight at start-up: whatever is in the directory was left by clients of an
+ * earlier run, or put there to fill it. Every user can write here, so nothing is removed
+ * recursively and nothing is followed: each entry directly inside is lstat'ed, a non-directory
+ * is unlinked (unlink removes a link itself, never its target), an empty directory is rmdir'ed
+ * (rmdir of a link fails), and anything else is left and named. A directory swapped for a link
+ * between the lstat and the removal makes the call fail; it cannot lead outside.
+ */
+export async function cleanProofDir(dir: string): Promise<string[]> {
+  const left: string[] = [];
+  for (const name of await readdir(dir)) {
+    const entry = path.join(dir, name);
+    try {
+      const info = await lstat(entry);
+      if (info.isDirectory()) await rmdir(entry);
+      else await unlink(entry);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      // The name is a user's choice: quoted, so a newline or an escape in it cannot forge a log line.
+      if (code !== "ENOENT") left.push(`${JSON.stringify(entry)} (${code ?? "error"})`);
+    }
+  }
+  return left;
 }
 
 export type ProofResult = { ok: true; uid: number } | { ok: false; reason: string };

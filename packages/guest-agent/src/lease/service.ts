@@ -69,6 +69,8 @@ export class LeaseService {
   private vmStatus: Received<VmStatus> | undefined;
   private collector: { connected: boolean; address: string; sinceMonoMs: number | undefined } = { connected: false, address: "", sinceMonoMs: undefined };
   private saving: Promise<void> = Promise.resolve();
+  /** Ids in the last leases.json that was saved: what a restart would bring back. */
+  private onDisk = new Set<string>();
   private readonly confirmationWaiters = new Set<() => void>();
   private server: LeaseSocketServer | undefined;
   private listenFailures = 0;
@@ -92,6 +94,7 @@ export class LeaseService {
     const state = await loadLeaseState(options.stateDir, now.wallMs, options.log);
     service.capFromPolicy = state.maxKeepRunningSeconds;
     service.leases = state.leases.map((lease) => restoredLease(lease, now));
+    service.onDisk = new Set(state.leases.map((lease) => lease.id));
     if (service.leases.length > 0) options.log(`leases: restored ${service.leases.length} lease(s) from ${options.stateDir}`);
     service.pruneExpired(now);
     await service.listen();
@@ -204,18 +207,30 @@ export class LeaseService {
     void this.persist();
   }
 
+  /** Saves in the background; a failure is logged and the leases stay in memory. */
   private persist(): Promise<void> {
+    return this.persistOrThrow().catch((error: unknown) => {
+      this.options.log(`leases: cannot save to ${this.options.stateDir}: ${(error as Error).message}; leases are kept in memory`);
+    });
+  }
+
+  /** Saves leases.json durably (write, fsync, rename, fsync the directory); rejects if that failed. */
+  private persistOrThrow(): Promise<void> {
     const run = this.saving.then(async () => {
       const now = this.now();
       const state = { leases: this.leases.map((lease) => storedLease(lease, now)), ...(this.capFromPolicy !== undefined ? { maxKeepRunningSeconds: this.capFromPolicy } : {}) };
-      try {
-        await saveLeaseState(this.options.stateDir, state);
-      } catch (error) {
-        this.options.log(`leases: cannot save to ${this.options.stateDir}: ${(error as Error).message}; leases are kept in memory`);
-      }
+      await saveLeaseState(this.options.stateDir, state);
+      this.onDisk = new Set(state.leases.map((lease) => lease.id));
     });
-    this.saving = run;
+    this.saving = run.catch(() => undefined);
     return run;
+  }
+
+  /** The answer for a change that could not be made durable; the log line says what failed. */
+  private notSaved(what: string, error: unknown): Answer {
+    const reason = diskProblem(error);
+    this.options.log(`leases: ${what} refused: cannot write to ${this.options.stateDir}: ${(error as Error).message}`);
+    return errorAnswer("not_saved", `the agent could not save the ${what}: ${reason}; nothing was changed (ask an administrator to look at ${this.options.stateDir})`);
   }
 
   private async handle(request: Request, whoIsCalling: WhoIsCalling): Promise<Answer> {
@@ -237,7 +252,7 @@ export class LeaseService {
   private async take(request: Extract<Request, { op: "take" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {
     const caller = await whoIsCalling();
     if (!caller.ok) return errorAnswer("unverified", `the agent could not verify which user you are: ${caller.reason}`);
-    let now = this.now();
+    const now = this.now();
     this.pruneExpired(now);
     const cap = this.cap();
     const refusal = checkTake(request, caller.uid, cap.seconds, this.leases);
@@ -253,13 +268,33 @@ export class LeaseService {
     }
     const user = await this.userName(caller.uid);
     const lease = newLease({ id: this.newId(), uid: caller.uid, user, reason: cleanText(request.reason), requestedSeconds: request.seconds }, now);
+    // Confirmed only once durable: first the audit line, then leases.json. On any failure the
+    // lease is refused and what was stored before is untouched (the atomic write never touches
+    // leases.json until its replacement is fully on disk).
+    try {
+      await this.audit.append([{ action: "granted", lease }], now.wallMs);
+    } catch (error) {
+      return this.notSaved("lease", error);
+    }
     this.leases.push(lease);
-    this.audit.record([{ action: "granted", lease }], now.wallMs);
-    this.options.log(`lease ${lease.id} granted to ${user} (uid ${caller.uid}) for ${formatLeaseDuration(lease.requestedSeconds)}${lease.reason ? `: ${lease.reason}` : ""}`);
-    await this.persist();
+    try {
+      await this.persistOrThrow();
+    } catch (error) {
+      // Another take's save may already have written this lease: then it is durable after all.
+      if (this.onDisk.has(lease.id)) return this.granted(lease, request, user, caller.uid, cap);
+      this.leases = this.leases.filter((candidate) => candidate.id !== lease.id);
+      this.audit.record([{ action: "refused", lease, detail: `not saved: ${diskProblem(error)}` }], this.now().wallMs);
+      return this.notSaved("lease", error);
+    }
+    return this.granted(lease, request, user, caller.uid, cap);
+  }
+
+  /** The lease is on disk: say so, report it, and wait a moment for the collector's answer. */
+  private async granted(lease: LeaseRecord, request: Extract<Request, { op: "take" }>, user: string, uid: number, cap: { seconds: number; source: CapSource }): Promise<Answer> {
+    this.options.log(`lease ${lease.id} granted to ${user} (uid ${uid}) for ${formatLeaseDuration(lease.requestedSeconds)}${lease.reason ? `: ${lease.reason}` : ""}`);
     this.options.onLeasesChanged?.();
     if (request.waitSeconds > 0 && this.collector.connected) await this.waitForConfirmation(lease.id, request.waitSeconds);
-    now = this.now();
+    const now = this.now();
     const current = this.leases.find((candidate) => candidate.id === lease.id) ?? lease;
     return { ok: true, op: "take", lease: leaseView(current, now), capSeconds: cap.seconds, capSource: cap.source, collectorConnected: this.collector.connected };
   }
@@ -283,14 +318,21 @@ export class LeaseService {
     }
     if (chosen.length > 0) {
       const ids = new Set(chosen.map((lease) => lease.id));
+      const before = this.leases;
       this.leases = this.leases.filter((lease) => !ids.has(lease.id));
       const byUser = caller.uid === 0 ? "root" : await this.userName(caller.uid);
+      // A cancel that is not on disk would come back after a restart: it is refused the same way.
+      try {
+        await this.persistOrThrow();
+      } catch (error) {
+        this.leases = before;
+        return this.notSaved("cancellation", error);
+      }
       this.audit.record(
         chosen.map((lease) => (lease.uid === caller.uid ? { action: "cancelled", lease } : { action: "cancelled", lease, byUid: caller.uid, byUser })),
         now.wallMs,
       );
       for (const lease of chosen) this.options.log(`lease ${lease.id} of ${lease.user} cancelled by ${byUser} (uid ${caller.uid})`);
-      await this.persist();
       this.options.onLeasesChanged?.();
     }
     return { ok: true, op: "cancel", cancelled: chosen.map((lease) => leaseView(lease, now)) };
@@ -432,4 +474,24 @@ function stateName(state: VmState): StateName {
 
 function modeName(mode: PolicyMode): ModeName {
   return mode === PolicyMode.ENFORCE ? "enforce" : mode === PolicyMode.OBSERVE ? "observe" : "unknown";
+}
+
+/** What a failed write means, in the words a user can act on. */
+export function diskProblem(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  switch (code) {
+    case "ENOSPC":
+      return "the disk is full";
+    case "EDQUOT":
+      return "the disk quota is exhausted";
+    case "EROFS":
+      return "the disk is read-only";
+    case "EIO":
+      return "the disk reported an I/O error";
+    case "EACCES":
+    case "EPERM":
+      return "the agent may not write its state directory";
+    default:
+      return code ? `the write failed (${code})` : `the write failed (${(error as Error | undefined)?.message ?? String(error)})`;
+  }
 }

@@ -35,6 +35,7 @@ export type ErrorCode =
   | "forbidden"
   | "unverified"
   | "busy"
+  | "not_saved"
   | "internal";
 
 export interface ErrorAnswer {

@@ -3,19 +3,20 @@
  * browser has the editor open, whether or not anyone types. A fresh heartbeat therefore means
  * "connected" (weak evidence for the collector), never "working".
  */
-import { lstat } from "node:fs/promises";
 import path from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CodeServerInstanceSchema, CodeServerSignalSchema } from "@ws/protocol";
+import { isMissingUserPath, statUserFile } from "../fs/user-file.js";
 import type { Users } from "../users.js";
-import { isMissing, listHomeDirs } from "./jupyter-homes.js";
+import { listHomeDirs } from "./jupyter-homes.js";
 import { absent, errorMessage, failed, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
 
 export type CodeServerSignalValue = MessageInitShape<typeof CodeServerSignalSchema>;
 type InstanceInit = MessageInitShape<typeof CodeServerInstanceSchema>;
 
 /** code-server's default data dir, relative to a home (its --user-data-dir default). */
-export const HEARTBEAT_PATH = path.join(".local", "share", "code-server", "heartbeat");
+export const HEARTBEAT_SEGMENTS = [".local", "share", "code-server", "heartbeat"] as const;
+export const HEARTBEAT_PATH = path.join(...HEARTBEAT_SEGMENTS);
 
 export interface HeartbeatFileStat {
   uid: number;
@@ -39,16 +40,11 @@ export function createCodeServerSignal(): Signal<CodeServerSignalValue> {
       const { homes, problems } = await listHomeDirs(ctx.roots, ctx.users);
       const instances: InstanceInit[] = [];
       for (const home of homes) {
-        const file = path.join(home, HEARTBEAT_PATH);
         try {
-          const info = await lstat(file);
-          if (!info.isFile()) {
-            problems.push(`${file}: not a regular file`);
-            continue;
-          }
-          instances.push(heartbeatInstance(file, info, ctx.users, ctx.clock.nowMs()));
+          const info = await statUserFile({ trusted: home.trusted, segments: [home.name, ...HEARTBEAT_SEGMENTS], signal: ctx.signal });
+          instances.push(heartbeatInstance(info.path, info, ctx.users, ctx.clock.nowMs()));
         } catch (error) {
-          if (!isMissing(error)) problems.push(`${file}: ${errorMessage(error)}`);
+          if (!isMissingUserPath(error)) problems.push(errorMessage(error));
         }
       }
       const message = problems.length > 0 ? problems.join("; ") : undefined;

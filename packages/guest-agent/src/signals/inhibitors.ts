@@ -10,9 +10,10 @@
  * double-quoted with shell escaping on top. logind writes "Do not parse." in the header;
  * it is the only way to see locks without a bus, and its keys have not changed since 2012.
  */
-import { readdir, readFile, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { InhibitorSchema, InhibitorSignalSchema } from "@ws/protocol";
+import { isMissingUserPath, readUserFile, UserPathError } from "../fs/user-file.js";
 import { under } from "../roots.js";
 import { errorMessage, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
 
@@ -157,15 +158,15 @@ export function createInhibitorsSignal(): Signal<InhibitorSignalValue> {
       for (const name of names) {
         const file = under(dir, name);
         try {
-          const info = await stat(file);
-          if (info.size > MAX_FILE_BYTES) throw new Error(`${info.size} bytes, larger than any lock file`);
-          const lock = parseInhibitorFile(await readFile(file, "utf8"));
+          // logind's files, root's alone; read the safe way anyway (the .ref FIFOs sit beside them).
+          const read = await readUserFile({ trusted: ctx.roots.run, segments: ["systemd", "inhibit", name], maxBytes: MAX_FILE_BYTES, owners: "root", signal: ctx.signal });
+          const lock = parseInhibitorFile(read.data.toString("utf8"));
           if (lock.problems.length > 0) notes.push(`${file}: ${lock.problems.join(", ")}`);
           const holderAlive = lock.pid === undefined ? undefined : await processExists(ctx, lock.pid);
           files.push({ id: name, lock, holderAlive });
         } catch (error) {
           // Released between readdir() and here: logind deleted it, not a problem.
-          if (!isMissing(error)) notes.push(`${file}: ${errorMessage(error)}`);
+          if (!isMissing(error) && !isMissingUserPath(error)) notes.push(error instanceof UserPathError ? error.message : `${file}: ${errorMessage(error)}`);
         }
       }
 

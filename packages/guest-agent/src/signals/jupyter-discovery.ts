@@ -5,8 +5,9 @@
  *   /run/user/UID/jupyter               ($XDG_RUNTIME_DIR/jupyter: older jupyter_core, platformdirs)
  * A file whose process is gone is stale (a crashed or killed server leaves it behind) and skipped.
  */
-import { open, readdir, realpath, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
+import { isMissingUserPath, listUserDir, MAX_ENTRIES_SCANNED, MAX_FILES_PER_DIRECTORY, UserPathError, type UserFile, type UserPathOptions } from "../fs/user-file.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import { isMissing, listHomeDirs } from "./jupyter-homes.js";
@@ -28,51 +29,60 @@ export interface Discovery {
   problems: string[];
 }
 
+/** A runtime directory found, with the names in it and how to reach them safely. */
+export interface RuntimeDir {
+  path: string;
+  where: Pick<UserPathOptions, "trusted" | "segments">;
+  names: string[];
+  /** The runtime files in it, read in the same walk (or why each was refused). */
+  files: Map<string, UserFile | UserPathError>;
+}
+
 /** A runtime file is a few hundred bytes; a huge one is not Jupyter's. */
 const MAX_RUNTIME_FILE_BYTES = 64 * 1024;
+const HOME_RUNTIME = [".local", "share", "jupyter", "runtime"];
 
-export async function runtimeDirs(roots: Roots, users: Users): Promise<{ dirs: string[]; problems: string[] }> {
+export async function runtimeDirs(roots: Roots, users: Users, signal?: AbortSignal): Promise<{ dirs: RuntimeDir[]; problems: string[] }> {
   const { homes, problems } = await listHomeDirs(roots, users);
-  const candidates = homes.map((home) => path.join(home, ".local", "share", "jupyter", "runtime"));
+  const candidates: Array<RuntimeDir["where"]> = homes.map((home) => ({ trusted: home.trusted, segments: [home.name, ...HOME_RUNTIME] }));
   const userRunDir = under(roots.run, "user");
   try {
-    for (const uid of await readdir(userRunDir)) candidates.push(path.join(userRunDir, uid, "jupyter"));
+    for (const uid of (await readdir(userRunDir)).sort()) candidates.push({ trusted: userRunDir, segments: [uid, "jupyter"] });
   } catch (error) {
     if (!isMissing(error)) problems.push(`${userRunDir}: ${errorMessage(error)}`);
   }
-  const dirs = new Set<string>();
-  for (const candidate of candidates) {
+  const seen = new Set<string>();
+  const dirs: RuntimeDir[] = [];
+  for (const where of candidates) {
     try {
-      dirs.add(await realpath(candidate));
+      const listing = await listUserDir({ ...where, read: { names: isRuntimeFileName, maxBytes: MAX_RUNTIME_FILE_BYTES }, ...(signal ? { signal } : {}) });
+      // The same directory reached twice (a home linked under two names) is read once.
+      if (seen.has(listing.identity)) continue;
+      seen.add(listing.identity);
+      dirs.push({ path: listing.path, where, names: listing.names, files: listing.files ?? new Map() });
+      if (listing.truncated) problems.push(`${listing.path}: more than ${MAX_ENTRIES_SCANNED} entries: only the first ${MAX_ENTRIES_SCANNED} were looked at`);
+      if (listing.skipped) problems.push(`${listing.path}: ${listing.skipped} more runtime files than the ${MAX_FILES_PER_DIRECTORY} read per directory: not read`);
     } catch (error) {
-      if (!isMissing(error)) problems.push(`${candidate}: ${errorMessage(error)}`);
+      if (!isMissingUserPath(error)) problems.push(errorMessage(error));
     }
   }
-  return { dirs: [...dirs].sort(), problems };
+  return { dirs: dirs.sort((a, b) => a.path.localeCompare(b.path)), problems };
 }
 
-export async function discoverServers(roots: Roots, users: Users): Promise<Discovery> {
-  const { dirs, problems } = await runtimeDirs(roots, users);
+export async function discoverServers(roots: Roots, users: Users, signal?: AbortSignal): Promise<Discovery> {
+  const { dirs, problems } = await runtimeDirs(roots, users, signal);
   const servers: DiscoveredServer[] = [];
   const staleFiles: string[] = [];
   for (const dir of dirs) {
-    let names: string[];
-    try {
-      names = (await readdir(dir)).filter(isRuntimeFileName).sort();
-    } catch (error) {
-      if (!isMissing(error)) problems.push(`${dir}: ${errorMessage(error)}`);
-      continue;
-    }
-    for (const name of names) {
-      const file = path.join(dir, name);
+    for (const name of dir.names.filter(isRuntimeFileName)) {
+      const file = path.join(dir.path, name);
       const pidFromName = runtimeFilePid(name)!;
-      let read: { text: string; uid: number };
-      try {
-        read = await readSmallFile(file);
-      } catch (error) {
-        if (!isMissing(error)) problems.push(`${file}: ${errorMessage(error)}`);
+      const found = dir.files.get(name);
+      if (found === undefined || found instanceof UserPathError) {
+        if (found && !isMissingUserPath(found)) problems.push(found.message);
         continue;
       }
+      const read = { text: found.data.toString("utf8"), uid: found.uid };
       let info: RuntimeInfo;
       try {
         info = parseRuntimeFile(read.text);
@@ -91,18 +101,6 @@ export async function discoverServers(roots: Roots, users: Users): Promise<Disco
     }
   }
   return { servers, staleFiles, problems };
-}
-
-async function readSmallFile(file: string): Promise<{ text: string; uid: number }> {
-  const handle = await open(file, "r");
-  try {
-    const info = await handle.stat();
-    if (!info.isFile()) throw new Error("not a regular file");
-    if (info.size > MAX_RUNTIME_FILE_BYTES) throw new Error(`${info.size} bytes: too large for a runtime file`);
-    return { text: await handle.readFile("utf8"), uid: info.uid };
-  } finally {
-    await handle.close();
-  }
 }
 
 async function processExists(roots: Roots, pid: number): Promise<boolean> {

@@ -4,6 +4,9 @@
  *
  * Passwd homes are absolute paths on the machine; they are read under the root that holds
  * etc (dirname of roots.etc: "/" in production, the fixture tree in tests).
+ *
+ * A home is named as a trusted parent (root's directory) and the home's own name, the form
+ * the safe reader (fs/user-file.ts) walks: nothing below the parent is followed if it is a link.
  */
 import { readdir } from "node:fs/promises";
 import path from "node:path";
@@ -11,8 +14,17 @@ import type { Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import { errorMessage } from "./types.js";
 
+export interface HomeDir {
+  /** trusted/name, for messages. */
+  path: string;
+  /** The directory the home is in, which root controls (/home, the parent of a passwd home). */
+  trusted: string;
+  /** The home's own name inside `trusted`. */
+  name: string;
+}
+
 export interface HomeListing {
-  homes: string[];
+  homes: HomeDir[];
   /** Reasons some homes could not be listed (the home root unreadable); empty when all went well. */
   problems: string[];
 }
@@ -21,22 +33,31 @@ export function filesystemRoot(roots: Roots): string {
   return path.dirname(path.resolve(roots.etc));
 }
 
+export function homeDir(absolute: string): HomeDir {
+  const resolved = path.resolve(absolute);
+  return { path: resolved, trusted: path.dirname(resolved), name: path.basename(resolved) };
+}
+
 export async function listHomeDirs(roots: Roots, users: Users): Promise<HomeListing> {
-  const homes = new Set<string>();
+  const homes = new Map<string, HomeDir>();
   const problems: string[] = [];
+  const add = (absolute: string): void => {
+    const home = homeDir(absolute);
+    homes.set(home.path, home);
+  };
   try {
     for (const entry of await readdir(roots.home, { withFileTypes: true })) {
-      if (entry.isDirectory() || entry.isSymbolicLink()) homes.add(path.resolve(roots.home, entry.name));
+      if (entry.isDirectory() || entry.isSymbolicLink()) add(path.join(roots.home, entry.name));
     }
   } catch (error) {
     if (!isMissing(error)) problems.push(`${roots.home}: ${errorMessage(error)}`);
   }
   const fsRoot = filesystemRoot(roots);
   for (const user of users.all()) {
-    if (user.home.startsWith("/") && user.home !== "/") homes.add(path.join(fsRoot, user.home));
+    if (user.home.startsWith("/") && path.resolve(user.home) !== "/") add(path.join(fsRoot, user.home));
   }
-  homes.add(path.join(fsRoot, "root"));
-  return { homes: [...homes].sort(), problems };
+  add(path.join(fsRoot, "root"));
+  return { homes: [...homes.values()].sort((a, b) => a.path.localeCompare(b.path)), problems };
 }
 
 /** Absent files and directories are the normal case when scanning every home, not problems. */

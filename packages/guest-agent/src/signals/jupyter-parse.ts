@@ -227,9 +227,10 @@ function tryUrl(text: string): URL | undefined {
 function parseJson(text: string, what: string): unknown {
   try {
     return JSON.parse(text);
-  } catch (error) {
-    const snippet = text.length > 80 ? `${text.slice(0, 80)}…` : text;
-    throw new Error(`${what}: not JSON (${(error as Error).message}): ${JSON.stringify(snippet)}`);
+  } catch {
+    // Neither the text nor V8's message (which quotes the text) goes into the error: a runtime
+    // file may be a link to a root-only file, and errors travel into Reports and logs.
+    throw new Error(`${what}: not JSON (${text.length} characters)`);
   }
 }
 
@@ -253,7 +254,8 @@ function asObject(value: unknown, what: string): Record<string, unknown> {
 function describe(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "a list";
-  return typeof value === "object" ? "an object" : `${typeof value} ${JSON.stringify(value)}`;
+  // The kind only, never the value: see parseJson.
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
 function optionalString(value: unknown): string | undefined {

@@ -65,7 +65,7 @@ export function createJupyterSignal(options: JupyterSignalOptions): Signal<Jupyt
     async collect(ctx: SignalContext): Promise<SignalOutcome<JupyterSignalValue>> {
       let discovered: Awaited<ReturnType<typeof discoverServers>>;
       try {
-        discovered = await discoverServers(ctx.roots, ctx.users);
+        discovered = await discoverServers(ctx.roots, ctx.users, ctx.signal);
       } catch (error) {
         return failed(`discovery: ${errorMessage(error)}`);
       }

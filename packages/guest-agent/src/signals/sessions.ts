@@ -7,7 +7,7 @@
  * the second crosses into a new 8-second-aligned slot (tty_update_time), so both ages may
  * overstate by up to 8 s. docs/signals/sessions.md has what was measured.
  */
-import { readFile, readdir, stat } from "node:fs/promises";
+import { lstat, readFile, readdir, stat } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { SessionKind, type SessionSignalSchema, type TerminalSessionSchema } from "@ws/protocol";
 import { under } from "../roots.js";
@@ -104,7 +104,9 @@ export function createSessionsSignal(): Signal<SessionSignalValue> {
       const loginTtys = (logins ?? []).map((login) => login.line).filter(isSafeTtyName);
       for (const name of new Set([...loginTtys, ...(pts ?? [])])) {
         try {
-          const info = await stat(under(ctx.roots.dev, name));
+          // lstat: /dev is root's, but a utmp line names any path under it; a link there is not a tty.
+          const info = await lstat(under(ctx.roots.dev, name));
+          if (info.isSymbolicLink()) continue;
           ttys.set(name, { uid: info.uid, atimeMs: info.atimeMs, mtimeMs: info.mtimeMs });
         } catch (error) {
           // A session that ended between reading utmp and stat(): nothing to time.

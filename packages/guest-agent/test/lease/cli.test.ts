@@ -64,6 +64,9 @@ describe("usage", () => {
       [["cancel", "0a1b2c3d", "--all"], "not both"],
       [["list", "x"], "list takes no arguments"],
       [["take"], "take needs a duration"],
+      [["0s"], "is zero: a duration must be positive"],
+      [["0h"], "is zero"],
+      [["0.5s"], '"0.5s" is shorter than 1s: a lease that short keeps nothing running'],
     ];
     for (const [argv, message] of cases) {
       const result = await runCli(argv, "/nonexistent");

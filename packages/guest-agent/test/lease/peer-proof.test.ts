@@ -48,6 +48,20 @@ describe("the proof directory", () => {
     await symlink(dir, linked);
     await expect(prepareProofDir(linked, 0)).rejects.toThrow(/not a directory/);
   });
+
+  it("never removes recursively and never follows a link: a full directory stays, a linked one's files stay", async () => {
+    const outsideDir = path.join(base, "outside-dir");
+    await mkdir(outsideDir, { recursive: true });
+    await writeFile(path.join(outsideDir, "precious"), "keep me");
+    await symlink(outsideDir, path.join(dir, "dir-link"));
+    await mkdir(path.join(dir, "full"));
+    await writeFile(path.join(dir, "full", "inner"), "x");
+    const left = await prepareProofDir(dir, 0);
+    expect(left).toEqual([`${JSON.stringify(path.join(dir, "full"))} (ENOTEMPTY)`]);
+    expect(await readdir(dir)).toEqual(["full"]);
+    expect(await readdir(outsideDir)).toEqual(["precious"]);
+    await rm(path.join(dir, "full"), { recursive: true });
+  });
 });
 
 describe("verifyProof", () => {

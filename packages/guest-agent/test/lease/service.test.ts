@@ -171,21 +171,58 @@ describe("LeaseService", () => {
     expectOk(await callAgent(h.socketPath, { op: "status" }), "status");
   });
 
-  it("bounds connections: the one too many is told to come back, the rest are served", async () => {
+  it("connections held open without a request lock nobody out: the oldest are pushed out, root has its own socket", async () => {
     const h = await harness();
     const held: Socket[] = [];
+    const pushedOut: string[] = [];
     try {
-      for (let i = 0; i < 32; i++) {
+      // More silent connections than the agent lets wait (512).
+      for (let i = 0; i < 520; i++) {
         const socket = connect(h.socketPath);
+        socket.on("error", () => undefined);
+        socket.on("data", (chunk) => {
+          if (chunk.toString().includes('"busy"')) pushedOut.push(String(i));
+        });
         held.push(socket);
         await new Promise<void>((resolve) => socket.once("data", () => resolve()));
       }
-      const refused = await rawLines(h.socketPath, [], 0);
-      expect(JSON.parse(refused[0]!)).toMatchObject({ ok: false, error: { code: "busy" } });
+      // A newcomer on the shared socket is served (it pushes out the oldest silent one) ...
+      const served = await rawLines(h.socketPath, [JSON.stringify({ op: "status" })], 1);
+      expect(JSON.parse(served[1]!)).toMatchObject({ ok: true, op: "status" });
+      await eventually(async () => pushedOut.length >= 9, "the oldest silent connections to be pushed out");
+      expect(pushedOut.slice(0, 9)).toEqual(["0", "1", "2", "3", "4", "5", "6", "7", "8"]);
+      // ... and root goes through its own socket (0600: the kernel admits root alone).
+      expect((await stat(path.join(path.dirname(h.socketPath), "root.sock"))).mode & 0o777).toBe(0o600);
+      expectOk(await callAgent(h.socketPath, { op: "status" }), "status");
     } finally {
       for (const socket of held) socket.destroy();
     }
-    await eventually(async () => (await callAgent(h.socketPath, { op: "status" })).ok, "the agent to serve again");
+  });
+
+  it("counts connections per proven uid: the ninth open one of the same caller is told to close some", async () => {
+    const h = await harness();
+    const held: Socket[] = [];
+    try {
+      // Callers without a proof share one bucket (uid -1), limited like any uid.
+      for (let i = 0; i < 8; i++) {
+        const socket = connect(h.socketPath);
+        held.push(socket);
+        const answered = new Promise<void>((resolve) => {
+          let lines = 0;
+          socket.on("data", (chunk) => {
+            lines += chunk.toString().split("\n").length - 1;
+            if (lines >= 2) resolve();
+          });
+        });
+        socket.write(JSON.stringify({ op: "status" }) + "\n");
+        await answered;
+      }
+      const refused = await rawLines(h.socketPath, [JSON.stringify({ op: "status" })], 1);
+      expect(JSON.parse(refused[1]!)).toMatchObject({ ok: false, error: { code: "busy", message: expect.stringContaining("already hold 8 connections") } });
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+    await eventually(async () => JSON.parse((await rawLines(h.socketPath, [JSON.stringify({ op: "status" })], 1))[1]!).ok === true, "the agent to serve again");
   });
 
   it("cancel: by id, unknown id, --all; reports the change", async () => {

@@ -41,6 +41,7 @@ async function heartbeat(home: string, ageSeconds: number, uid: number): Promise
   await mkdir(path.dirname(file), { recursive: true });
   await writeFile(file, "");
   await chown(file, uid, uid);
+  await chown(home, uid, uid); // the agent trusts a file in a home only when the home's owner (or root) owns it
   const when = new Date(NOW_MS - ageSeconds * 1000);
   await utimes(file, when, when);
   return file;
@@ -105,7 +106,7 @@ describe("code-server signal", () => {
     await mkdir(odd, { recursive: true });
     const outcome = await createCodeServerSignal().collect(await contextFor(roots));
     expect(outcome.state).toBe("ok");
-    expect(outcome.message).toBe(`${odd}: not a regular file`);
+    expect(outcome.message).toBe(`${odd}: a directory, not a regular file: ignored`);
     if (outcome.state === "ok") expect(outcome.value.instances?.map((i) => i.user)).toEqual(["alice"]);
   });
 

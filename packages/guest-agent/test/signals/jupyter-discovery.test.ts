@@ -65,7 +65,7 @@ describe("Jupyter runtime file discovery", () => {
 
     const { dirs, problems } = await runtimeDirs(roots, await loadUsers(roots));
     expect(problems).toEqual([]);
-    expect(dirs).toEqual(
+    expect(dirs.map((dir) => dir.path)).toEqual(
       [
         path.join(roots.home, "alice", RUNTIME),
         path.join(roots.home, "zed", RUNTIME),

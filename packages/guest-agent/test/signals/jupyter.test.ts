@@ -132,6 +132,8 @@ describe("jupyter signal on real Jupyter Servers", () => {
       RunningJupyter,
     ];
     await chown(plain.runtimeFile, 1000, 1000);
+    // As in a real home: alice owns it (the agent trusts a file in a home only from its owner or root).
+    await chown(path.join(machine, "home", "alice"), 1000, 1000);
     // A crash leaves the runtime file of a process that no longer exists.
     await crashed.crash();
     staleFile = path.join(machine, "root", JUPYTER_RUNTIME, path.basename(crashed.runtimeFile));
