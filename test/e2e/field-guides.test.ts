@@ -239,9 +239,9 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
 
     // CirrOS: warned like any idle VM, then the stop is refused, naming the disk and why.
     await c.waitForEvent(NS, "cirros-smoke", "IdleStopPending", 60_000);
-    const refused = await c.waitForEvent(NS, "cirros-smoke", "StopRefused", STOP_WAIT_MS);
+    const refused = await c.waitForEvent(NS, "cirros-smoke", "IdleStopRefused", STOP_WAIT_MS);
     expect(refused["type"]).toBe("Warning");
-    expect(refused["note"]).toContain('refused to stop: volume "root" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops');
+    expect(refused["note"]).toContain('stop refused: volume "root" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops');
     expect(refused["note"]).toContain(`${PREFIX}allow-ephemeral-stop`);
     expect(c.stopPuts(NS, "cirros-smoke")).toHaveLength(0);
     expect(c.runStrategy(NS, "cirros-smoke")).toBe("Always");
