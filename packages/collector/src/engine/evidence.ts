@@ -28,6 +28,9 @@ export const EMPTY_MEMORY: EvidenceMemory = Object.freeze({ sources: {}, inhibit
 /** A code-server heartbeat younger than this means a browser is still connected (code-server writes it every minute). */
 const CODE_SERVER_FRESH_SECONDS = 5 * 60;
 
+/** Two ages of one report closer than this name the same moment (Jupyter rounds to the millisecond; the agent to its own ms). */
+const SAME_TIME_MS = 1_000;
+
 function safeAge(seconds: number | undefined): number | undefined {
   if (seconds === undefined || !Number.isFinite(seconds)) return undefined;
   return Math.max(0, seconds);
@@ -176,7 +179,13 @@ function jupyterEvidence(report: Report, policy: Policy, time: ReportTime): Sour
       }
     }
     const serverAt = time.at(server.lastActivityAgeSeconds);
-    if (serverAt !== undefined) {
+    // /api/status takes the latest of API traffic, kernels and terminals: when it is a terminal's
+    // time, it is that terminal's output again, counted only as output.
+    const terminalOutput = server.terminals.some((terminal) => {
+      const terminalAt = time.at(terminal.lastActivityAgeSeconds);
+      return terminalAt !== undefined && serverAt !== undefined && Math.abs(terminalAt - serverAt) <= SAME_TIME_MS;
+    });
+    if (serverAt !== undefined && !(terminalOutput && !policy.thresholds.ttyOutputCounts)) {
       readings.push({ signal: "jupyter-server", strength: "weak", atMs: serverAt, detail: `server activity on ${server.url}${owner} (API traffic, kernel messages or terminal output)` });
     }
   }
