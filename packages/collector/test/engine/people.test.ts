@@ -6,8 +6,9 @@ import { extractEvidence } from "../../src/engine/evidence.js";
 import { SIGNAL_TABLE, isHumanSignal, showsPersonAfter } from "../../src/engine/strength.js";
 import { HOUR, MINUTE, SECOND, Sim, T0, actionsOf, report, testPolicy, transitions, ttySession } from "./sim.js";
 
-const busyCpu = (extra: Parameters<typeof report>[0] = {}) =>
-  report({ system: { cpuCount: 4, cpuBusyRatio: 1, userProcessCpuCores: 4, uptimeSeconds: 86_400, topProcesses: [{ pid: 7, uid: 1000, user: "alice", command: "python3", cpuCores: 4 }] }, ...extra });
+type ReportInit = NonNullable<Parameters<typeof report>[0]>;
+const busyCpu = (extra: Omit<ReportInit, "system"> = {}) =>
+  report({ system: { cpuCount: 4, cpuBusyRatio: 1, userProcessCpuCores: 4, uptimeSeconds: 86_400, topProcesses: [{ pid: 7, uid: 1000, user: "alice", command: "python3", cpuCores: 4 }] }, ...extra } as ReportInit);
 const typing = () => report({ sessions: { sessions: [ttySession(0)] } });
 const everyMinute = (makeReport: () => ReturnType<typeof report>) => ({ tickMs: MINUTE, reportEveryMs: MINUTE, makeReport });
 
