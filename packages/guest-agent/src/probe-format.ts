@@ -74,7 +74,7 @@ export function summarize(report: Report, source: string): string {
 export function describeSources(report: Report): string {
   const lines = report.sources.map((s) => {
     const detail = s.state === SourceState.OK ? summarize(report, s.source) : s.message;
-    return `${s.source.padEnd(12)} ${(STATE_WORD[s.state] ?? "?").padEnd(9)} ${detail}`;
+    return `${s.source.padEnd(16)} ${(STATE_WORD[s.state] ?? "?").padEnd(9)} ${detail}`;
   });
   return lines.join("\n") + "\n";
 }
