@@ -1,0 +1,98 @@
+/**
+ * The desktop signal's I/O part on a built tree: which nodes it opens, what it refuses, and that
+ * draining a descriptor with nothing queued returns at once (EAGAIN) instead of holding one of
+ * libuv's pool threads. The development machine has no input devices and no /dev/uinput, so a
+ * real evdev device is exercised only by the real-VM test (test/vm, QMP input-send-event).
+ */
+import { execFileSync } from "node:child_process";
+import { constants } from "node:fs";
+import { cp, mkdir, mkdtemp, open, rm, symlink, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import pty from "node-pty";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { manualClock } from "../../src/clock.js";
+import { defaultRoots, type Roots } from "../../src/roots.js";
+import { INPUT_EVENT_BYTES } from "../../src/signals/desktop-parse.js";
+import { createDesktopSignal, drainEvents } from "../../src/signals/desktop.js";
+import type { SignalContext } from "../../src/signals/types.js";
+import { usersFrom } from "../../src/users.js";
+
+let root: string;
+let roots: Roots;
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(os.tmpdir(), "ws16-desktop-"));
+  roots = { ...defaultRoots, dev: path.join(root, "dev"), sys: path.join(root, "sys"), run: path.join(root, "run") };
+  await cp(new URL("../fixtures/desktop/", import.meta.url), path.join(roots.sys, "class/input"), { recursive: true });
+  await mkdir(path.join(roots.dev, "input"), { recursive: true });
+  // event0: the power button, not a person's input: never opened.
+  await writeFile(path.join(roots.dev, "input/event0"), "");
+  // event1: the keyboard's name, but a regular file planted there.
+  await writeFile(path.join(roots.dev, "input/event1"), "not a device");
+  // event2: the mouse's name, a symbolic link.
+  await symlink("/dev/null", path.join(roots.dev, "input/event2"));
+  // event3: the tablet's name, a real input character device (13:67) with no device behind it.
+  execFileSync("mknod", [path.join(roots.dev, "input/event3"), "c", "13", "67"]);
+});
+
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+const context = (r: Roots): SignalContext => ({ roots: r, clock: manualClock(), users: usersFrom([]), signal: new AbortController().signal });
+
+describe("desktop signal", () => {
+  it("is absent on a guest without /dev/input", async () => {
+    const outcome = await createDesktopSignal().collect(context({ ...roots, dev: path.join(root, "nothing") }));
+    expect(outcome).toEqual({ state: "absent", message: `${path.join(root, "nothing", "input")} does not exist: the guest has no input devices` });
+  });
+
+  it("opens only keyboards, mice and tablets, and refuses planted files, links and devices that are not there", async () => {
+    const signal = createDesktopSignal({ lockReader: async () => undefined });
+    const outcome = await signal.collect(context(roots));
+    expect(outcome.state).toBe("absent");
+    const message = outcome.state === "absent" ? outcome.message : "";
+    expect(message).toMatch(/no keyboard, mouse or tablet/);
+    expect(message).toMatch(/event1: not an input device \(not a character device\)/);
+    expect(message).toMatch(/event2: ELOOP/);
+    expect(message).toMatch(/event3: ENXIO/);
+    expect(message).not.toMatch(/event0/);
+    await signal.close();
+  });
+
+  it("drains a non-blocking character device with nothing queued at once (EAGAIN), many times over", async () => {
+    const terminal = pty.spawn("/bin/sleep", ["30"], {});
+    try {
+      const handle = await open(terminal.ptsName, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+      try {
+        // Ten times the four pool threads: a blocking read would never let these all resolve.
+        const results = await Promise.all(Array.from({ length: 40 }, () => drainEvents(handle)));
+        expect(results.every((result) => "events" in result && result.events === 0)).toBe(true);
+      } finally {
+        await handle.close();
+      }
+    } finally {
+      terminal.kill();
+    }
+  });
+
+  it("keeps only the last event's time from what is queued, and finds nothing more on the next drain", async () => {
+    const fifo = path.join(root, "events.fifo");
+    execFileSync("mkfifo", [fifo]);
+    // O_RDWR: the FIFO has a writer for as long as it is open, so empty reads are EAGAIN, not EOF.
+    const handle = await open(fifo, constants.O_RDWR | constants.O_NONBLOCK);
+    try {
+      const events = Buffer.alloc(2 * INPUT_EVENT_BYTES);
+      events.writeBigInt64LE(1_764_000_000n, 0);
+      events.writeUInt16LE(0x01, 16);
+      events.writeBigInt64LE(1_764_000_002n, INPUT_EVENT_BYTES);
+      events.writeBigInt64LE(500_000n, INPUT_EVENT_BYTES + 8);
+      await handle.write(events);
+      expect(await drainEvents(handle)).toEqual({ events: 2, lastEventWallMs: 1_764_000_002_500 });
+      expect(await drainEvents(handle)).toEqual({ events: 0, lastEventWallMs: undefined });
+    } finally {
+      await handle.close();
+    }
+  });
+});
