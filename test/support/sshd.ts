@@ -43,6 +43,10 @@ export interface RunningSshd {
   log(): string;
   /** argv (without the program) for `ssh -tt` into this server as `user`, remote command optional. */
   sshArgs(user: string, remoteCommand?: string[]): string[];
+  /** argv for a session without a pty (`ssh -T`, what IDEs open); `options` are extra -o settings. */
+  sshNoTtyArgs(user: string, remoteCommand: string[], options?: string[]): string[];
+  /** argv for `sftp` into this server as `user` (batch commands from stdin). */
+  sftpArgs(user: string): string[];
   stop(): Promise<void>;
 }
 
@@ -85,6 +89,8 @@ export async function startSshd(options: SshdOptions): Promise<RunningSshd> {
         "PrintLastLog no",
         "UseDNS no",
         "LogLevel VERBOSE",
+        // sftp as Debian configures it: its own process under the session (remote-sessions tests).
+        "Subsystem sftp /usr/lib/openssh/sftp-server",
         "",
       ].join("\n"),
     );
@@ -164,6 +170,23 @@ function running(
     clientKey,
     knownHosts,
     log,
+    sshNoTtyArgs(user, remoteCommand, options = []) {
+      return ["-T", ...options.flatMap((option) => ["-o", option]), ...this.sshArgs(user, remoteCommand).filter((arg) => arg !== "-tt")];
+    },
+    sftpArgs(user) {
+      return [
+        "-F", "/dev/null",
+        "-b", "-",
+        "-i", clientKey,
+        "-P", String(port),
+        "-o", "IdentitiesOnly=yes",
+        "-o", "BatchMode=yes",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", `UserKnownHostsFile=${knownHosts}`,
+        "-o", "LogLevel=ERROR",
+        `${user}@127.0.0.1`,
+      ];
+    },
     sshArgs(user, remoteCommand = []) {
       return [
         "-F", "/dev/null",

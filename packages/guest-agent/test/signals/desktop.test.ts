@@ -64,7 +64,9 @@ describe("desktop signal", () => {
   it("drains a non-blocking character device with nothing queued at once (EAGAIN), many times over", async () => {
     const terminal = pty.spawn("/bin/sleep", ["30"], {});
     try {
-      const handle = await open(terminal.ptsName, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+      const ptsName = (terminal as unknown as { ptsName?: string }).ptsName;
+      expect(ptsName, "node-pty gives the slave side's name").toMatch(/^\/dev\/pts\/\d+$/);
+      const handle = await open(ptsName!, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
       try {
         // Ten times the four pool threads: a blocking read would never let these all resolve.
         const results = await Promise.all(Array.from({ length: 40 }, () => drainEvents(handle)));
