@@ -11,6 +11,7 @@
  * Everything read here is written by the kernel; the title is set by a process the user owns,
  * so it is only believed when the uid, the parent and the parent's title all agree.
  */
+import { readFileSync } from "node:fs";
 import { open, readdir, readFile, readlink } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { RemoteSessionSchema, RemoteSessionSignalSchema } from "@ws/protocol";
@@ -127,11 +128,9 @@ async function findSessionProcesses(roots: Roots, users: Users, notes: string[])
     notes.push(`${roots.proc}: ${errorMessage(error)}`);
     return undefined;
   }
-  const sshd: string[] = [];
-  for (const pid of pids) {
-    const comm = await readFile(under(roots.proc, pid, "comm"), "utf8").catch(() => "");
-    if (SSHD_COMMS.has(comm.trim())) sshd.push(pid);
-  }
+  // Synchronous on purpose: a comm file is 16 bytes the kernel serves from memory, and one
+  // promise read per process costs ten times the CPU (bench/signals.ts, docs/benchmarks.md).
+  const sshd = pids.filter((pid) => SSHD_COMMS.has(readComm(roots, pid)));
   const sessions: SessionProcess[] = [];
   for (const pid of sshd) {
     if (sessions.length >= MAX_SESSIONS) break;
@@ -144,6 +143,14 @@ async function findSessionProcesses(roots: Roots, users: Users, notes: string[])
     }
   }
   return sessions;
+}
+
+function readComm(roots: Roots, pid: string): string {
+  try {
+    return readFileSync(under(roots.proc, pid, "comm"), "utf8").trim();
+  } catch {
+    return "";
+  }
 }
 
 async function readSessionProcess(roots: Roots, users: Users, pid: string): Promise<SessionProcess | undefined> {
