@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import { defaultRoots, type Roots } from "../../src/roots.js";
 import { INPUT_EVENT_BYTES } from "../../src/signals/desktop-parse.js";
-import { createDesktopSignal, drainEvents } from "../../src/signals/desktop.js";
+import { createDesktopSignal, drainEvents, readLogindLock } from "../../src/signals/desktop.js";
 import type { SignalContext } from "../../src/signals/types.js";
 import { usersFrom } from "../../src/users.js";
 
@@ -96,5 +96,19 @@ describe("desktop signal", () => {
     } finally {
       await handle.close();
     }
+  });
+
+  it("asks logind about locks only when it lists a graphical session", async () => {
+    const run = path.join(root, "run");
+    const never = new AbortController().signal;
+    // No logind state at all, or only text sessions: nothing is spawned, no lock state.
+    expect(await readLogindLock({ ...roots, run }, never)).toBeUndefined();
+    await mkdir(path.join(run, "systemd/sessions"), { recursive: true });
+    await writeFile(path.join(run, "systemd/sessions/3"), "UID=1000\nUSER=alice\nTYPE=tty\n");
+    expect(await readLogindLock({ ...roots, run }, never)).toBeUndefined();
+    // A graphical session: loginctl is asked. This machine runs no logind, so it answers with an
+    // error, which the signal reports as "lock state unknown" instead of guessing.
+    await writeFile(path.join(run, "systemd/sessions/c1"), "UID=1000\nUSER=alice\nTYPE=x11\nACTIVE=1\n");
+    await expect(readLogindLock({ ...roots, run }, never)).rejects.toThrow(/loginctl show-session/);
   });
 });
