@@ -171,36 +171,14 @@ function running(
     knownHosts,
     log,
     sshNoTtyArgs(user, remoteCommand, options = []) {
-      return ["-T", ...options.flatMap((option) => ["-o", option]), ...this.sshArgs(user, remoteCommand).filter((arg) => arg !== "-tt")];
+      return ["-F", "/dev/null", "-T", ...options.flatMap((option) => ["-o", option]), "-p", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`, ...remoteCommand];
     },
     sftpArgs(user) {
-      return [
-        "-F", "/dev/null",
-        "-b", "-",
-        "-i", clientKey,
-        "-P", String(port),
-        "-o", "IdentitiesOnly=yes",
-        "-o", "BatchMode=yes",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", `UserKnownHostsFile=${knownHosts}`,
-        "-o", "LogLevel=ERROR",
-        `${user}@127.0.0.1`,
-      ];
+      // sftp spells the port -P.
+      return ["-F", "/dev/null", "-b", "-", "-P", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`];
     },
     sshArgs(user, remoteCommand = []) {
-      return [
-        "-F", "/dev/null",
-        "-tt",
-        "-i", clientKey,
-        "-p", String(port),
-        "-o", "IdentitiesOnly=yes",
-        "-o", "BatchMode=yes",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", `UserKnownHostsFile=${knownHosts}`,
-        "-o", "LogLevel=ERROR",
-        `${user}@127.0.0.1`,
-        ...remoteCommand,
-      ];
+      return ["-F", "/dev/null", "-tt", "-p", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`, ...remoteCommand];
     },
     async stop() {
       // The listener only: sessions still open keep their own sshd processes until the client
@@ -214,6 +192,18 @@ function running(
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** What every client (ssh, sftp) of the test server is given: its key, its host key, no prompts. */
+function clientOptions(clientKey: string, knownHosts: string): string[] {
+  return [
+    "-i", clientKey,
+    "-o", "IdentitiesOnly=yes",
+    "-o", "BatchMode=yes",
+    "-o", "StrictHostKeyChecking=yes",
+    "-o", `UserKnownHostsFile=${knownHosts}`,
+    "-o", "LogLevel=ERROR",
+  ];
 }
 
 async function assertOpenSshInstalled(): Promise<void> {

@@ -2,24 +2,13 @@
 // real output of `ws-collector replay` on the trace it names: the traces in docs/examples are
 // the rules of docs/policy.md and docs/signals/*.md, replayed.
 import { readdir, readFile } from "node:fs/promises";
-import { Writable } from "node:stream";
+import { sink } from "./sink.js";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { replayCommand } from "../../src/replay/command.js";
 
 const ROOT = fileURLToPath(new URL("../../../../", import.meta.url));
 const BLOCK = /<!-- replay-output:start[^>]*-->\n```\n\$ ws-collector replay ([^\n]*)\n([\s\S]*?)```\n<!-- replay-output:end -->/g;
-
-function sink(): Writable & { text: string } {
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      stream.text += String(chunk);
-      done();
-    },
-  }) as Writable & { text: string };
-  stream.text = "";
-  return stream;
-}
 
 async function documentedBlocks(): Promise<Array<{ doc: string; argv: string[]; expected: string }>> {
   const docs = ["docs/policy.md", ...(await readdir(`${ROOT}docs/signals`)).filter((name) => name.endsWith(".md")).map((name) => `docs/signals/${name}`)];
