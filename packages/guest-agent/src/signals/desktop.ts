@@ -48,8 +48,6 @@ interface OpenDevice {
   name: string;
   kind: InputDeviceKind;
   handle: FileHandle;
-  /** dev:ino of the node opened: a node replaced by another device is opened afresh. */
-  identity: string;
   lastInputMonoMs?: number;
 }
 
@@ -62,6 +60,7 @@ export interface DesktopOptions {
 
 export function createDesktopSignal(options: DesktopOptions = {}): Signal<DesktopSignalValue> & { close(): Promise<void> } {
   const devices = new Map<string, OpenDevice>();
+  /** Nodes not opened, and why ("" for a device that is not a person's input): not retried until they go away. */
   const refused = new Map<string, string>();
   let previousReadMonoMs: number | undefined;
   const readLock = options.lockReader ?? readLogindLock;
@@ -82,23 +81,24 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
         return { state: "failed", message: `${dir}: ${errorMessage(error)}` };
       }
       const notes: string[] = [];
-      // Devices that went away.
+      // Devices that went away; a node that comes back is looked at afresh.
       for (const [node, device] of devices) {
         if (!nodes.includes(node)) {
           await device.handle.close().catch(() => undefined);
           devices.delete(node);
         }
       }
+      for (const node of refused.keys()) if (!nodes.includes(node)) refused.delete(node);
       for (const node of nodes) {
-        if (!devices.has(node)) {
-          const opened = await openInputDevice(ctx.roots, node).catch((error: unknown) => errorMessage(error));
-          if (typeof opened === "string") {
-            if (refused.get(node) !== opened) notes.push(`${node}: ${opened}`);
-            refused.set(node, opened);
-          } else if (opened) {
-            devices.set(node, opened);
-            refused.delete(node);
-          }
+        if (devices.has(node) || refused.has(node)) continue;
+        const opened = await openInputDevice(ctx.roots, node).catch((error: unknown) => errorMessage(error));
+        if (typeof opened === "string") {
+          notes.push(`${node}: ${opened}`);
+          refused.set(node, opened);
+        } else if (opened) {
+          devices.set(node, opened);
+        } else {
+          refused.set(node, "");
         }
       }
       const nowMono = ctx.clock.monotonicMs();
@@ -117,7 +117,8 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
       }
       previousReadMonoMs = nowMono;
       if (devices.size === 0) {
-        const reason = refused.size > 0 ? ` (${[...refused].map(([node, why]) => `${node}: ${why}`).join("; ")})` : "";
+        const named = [...refused].filter(([, why]) => why !== "");
+        const reason = named.length > 0 ? ` (${named.map(([node, why]) => `${node}: ${why}`).join("; ")})` : "";
         return absent(`no keyboard, mouse or tablet under ${dir}${reason}`);
       }
       let locked = false;
@@ -156,7 +157,7 @@ export async function openInputDevice(roots: Roots, node: string): Promise<OpenD
   try {
     const info = await handle.stat();
     if (!info.isCharacterDevice() || deviceMajor(info.rdev) !== INPUT_MAJOR) throw new Error(`not an input device (${info.isCharacterDevice() ? `major ${deviceMajor(info.rdev)}` : "not a character device"})`);
-    return { node, name, kind, handle, identity: `${info.dev}:${info.ino}` };
+    return { node, name, kind, handle };
   } catch (error) {
     await handle.close().catch(() => undefined);
     throw error;
