@@ -70,7 +70,8 @@ export function readingsFromReport(report: Report, receivedAtMs: number): Report
     for (const kernel of server.kernels) {
       if (kernel.executionState === "busy") busy++;
       if (kernel.connections > 0) connected++;
-      note("jupyter-kernel", kernel.lastActivityAgeSeconds);
+      // The engine does not read a busy kernel's last_activity (its own output moves it).
+      if (kernel.executionState !== "busy") note("jupyter-kernel", kernel.lastActivityAgeSeconds);
     }
     for (const terminal of server.terminals) note("jupyter-terminal", terminal.lastActivityAgeSeconds);
   }
