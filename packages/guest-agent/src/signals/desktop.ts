@@ -64,19 +64,20 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
   const refused = new Map<string, string>();
   let previousReadMonoMs: number | undefined;
   const readLock = options.lockReader ?? readLogindLock;
+  const closeAll = async () => {
+    for (const device of devices.values()) await device.handle.close().catch(() => undefined);
+    devices.clear();
+  };
   return {
     name: "desktop",
-    async close() {
-      for (const device of devices.values()) await device.handle.close().catch(() => undefined);
-      devices.clear();
-    },
+    close: closeAll,
     async collect(ctx: SignalContext): Promise<SignalOutcome<DesktopSignalValue>> {
       const dir = under(ctx.roots.dev, "input");
       let nodes: string[];
       try {
         nodes = (await readdir(dir)).filter((name) => /^event\d+$/.test(name)).sort(byEventNumber).slice(0, MAX_DEVICES);
       } catch (error) {
-        await this.close();
+        await closeAll();
         if ((error as NodeJS.ErrnoException).code === "ENOENT") return absent(`${dir} does not exist: the guest has no input devices`);
         return { state: "failed", message: `${dir}: ${errorMessage(error)}` };
       }
