@@ -40,6 +40,8 @@ const MAX_FDS_SCANNED = 64;
 /** /proc/net/tcp of a busy server is large; what is past this is not read. */
 const MAX_NET_TCP_BYTES = 4 * 1024 * 1024;
 const MAX_SESSIONS = 256;
+/** A process named sshd by its user may carry megabytes of arguments: a title is read this far. */
+const MAX_TITLE_BYTES = 4096;
 
 /** One session process as found in /proc. */
 export interface SessionProcess {
@@ -154,7 +156,7 @@ function readComm(roots: Roots, pid: string): string {
 }
 
 async function readSessionProcess(roots: Roots, users: Users, pid: string): Promise<SessionProcess | undefined> {
-  const titleUser = sshSessionTitleUser(await readFile(under(roots.proc, pid, "cmdline"), "utf8"));
+  const titleUser = sshSessionTitleUser(await readCapped(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES));
   if (titleUser === undefined) return undefined;
   const uid = parseStatusUid(await readFile(under(roots.proc, pid, "status"), "utf8"));
   const entry = users.byUid(uid);
@@ -164,7 +166,7 @@ async function readSessionProcess(roots: Roots, users: Users, pid: string): Prom
   // ...and sshd's root monitor for that user is its parent.
   const parent = String(stat.ppid);
   const parentUid = parseStatusUid(await readFile(under(roots.proc, parent, "status"), "utf8"));
-  if (parentUid !== 0 || !isSshMonitorTitle(await readFile(under(roots.proc, parent, "cmdline"), "utf8"), titleUser)) return undefined;
+  if (parentUid !== 0 || !isSshMonitorTitle(await readCapped(under(roots.proc, parent, "cmdline"), MAX_TITLE_BYTES), titleUser)) return undefined;
   const io = parseProcIo(await readFile(under(roots.proc, pid, "io"), "utf8"));
   return { pid: stat.pid, uid, user: titleUser, startTicks: stat.startTicks, io, socketInodes: await socketInodes(roots, pid), command: await firstChildCommand(roots, pid) };
 }
