@@ -79,9 +79,10 @@ const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describe("remote sessions with a real sshd", () => {
   it("finds sessions without a pty with owner, peer, program and age; tells traffic from keep-alives", async () => {
     const signal = createRemoteSessionsSignal();
-    const first = await until("both sessions", async () => {
+    // sshd's session process exists a moment before it starts the command: wait for both.
+    const first = await until("both sessions running cat", async () => {
       const sessions = await sample(signal);
-      return of(sessions, KEEPALIVE_USER) && of(sessions, TYPING_USER) ? sessions : undefined;
+      return of(sessions, KEEPALIVE_USER)?.command === "cat" && of(sessions, TYPING_USER)?.command === "cat" ? sessions : undefined;
     });
     const users = await loadUsers(defaultRoots);
     expect(of(first, KEEPALIVE_USER)).toMatchObject({ uid: users.byName(KEEPALIVE_USER)!.uid, remoteHost: "127.0.0.1", command: "cat" });
@@ -104,7 +105,10 @@ describe("remote sessions with a real sshd", () => {
     const sftp = spawn("/usr/bin/sftp", sshd.sftpArgs(SFTP_USER), { stdio: ["pipe", "pipe", "pipe"] });
     children.push(sftp);
     const signal = createRemoteSessionsSignal();
-    const opened = await until("the sftp session", async () => of(await sample(signal), SFTP_USER));
+    const opened = await until("the sftp session", async () => {
+      const session = of(await sample(signal), SFTP_USER);
+      return session?.command === "sftp-server" ? session : undefined;
+    });
     expect(opened.command).toBe("sftp-server");
     await delay(2_500);
     const idle = of(await sample(signal), SFTP_USER)!;
