@@ -43,7 +43,7 @@ const MAX_NAME = 80;
 const LOGINCTL = "/usr/bin/loginctl";
 const LOGINCTL_TIMEOUT_MS = 2_000;
 
-interface OpenDevice {
+export interface OpenDevice {
   node: string;
   name: string;
   kind: InputDeviceKind;
@@ -56,6 +56,8 @@ export type LockReader = (roots: Roots, signal: AbortSignal) => Promise<boolean 
 
 export interface DesktopOptions {
   lockReader?: LockReader;
+  /** How a node is opened (default openInputDevice); tests hand in FIFOs, which carry events the same way. */
+  openDevice?: (roots: Roots, node: string) => Promise<OpenDevice | undefined>;
 }
 
 export function createDesktopSignal(options: DesktopOptions = {}): Signal<DesktopSignalValue> & { close(): Promise<void> } {
@@ -64,6 +66,7 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
   const refused = new Map<string, string>();
   let previousReadMonoMs: number | undefined;
   const readLock = options.lockReader ?? readLogindLock;
+  const openDevice = options.openDevice ?? openInputDevice;
   const closeAll = async () => {
     for (const device of devices.values()) await device.handle.close().catch(() => undefined);
     devices.clear();
@@ -92,7 +95,7 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
       for (const node of refused.keys()) if (!nodes.includes(node)) refused.delete(node);
       for (const node of nodes) {
         if (devices.has(node) || refused.has(node)) continue;
-        const opened = await openInputDevice(ctx.roots, node).catch((error: unknown) => errorMessage(error));
+        const opened = await openDevice(ctx.roots, node).catch((error: unknown) => errorMessage(error));
         if (typeof opened === "string") {
           notes.push(`${node}: ${opened}`);
           refused.set(node, opened);

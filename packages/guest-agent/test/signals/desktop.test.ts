@@ -11,6 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import pty from "node-pty";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { InputDeviceKind } from "@ws/protocol";
 import { manualClock } from "../../src/clock.js";
 import { defaultRoots, type Roots } from "../../src/roots.js";
 import { INPUT_EVENT_BYTES } from "../../src/signals/desktop-parse.js";
@@ -110,5 +111,49 @@ describe("desktop signal", () => {
     // error, which the signal reports as "lock state unknown" instead of guessing.
     await writeFile(path.join(run, "systemd/sessions/c1"), "UID=1000\nUSER=alice\nTYPE=x11\nACTIVE=1\n");
     await expect(readLogindLock({ ...roots, run }, never)).rejects.toThrow(/loginctl show-session/);
+  });
+
+  it("keeps each device's last input as an age that resets on events and grows without them; a device that goes away is dropped", async () => {
+    const dev = path.join(root, "fifo-dev");
+    await mkdir(path.join(dev, "input"), { recursive: true });
+    const fifo = path.join(dev, "input/event7");
+    execFileSync("mkfifo", [fifo]);
+    const writer = await open(fifo, constants.O_RDWR | constants.O_NONBLOCK);
+    const clock = manualClock(1_764_000_000_000);
+    const signal = createDesktopSignal({
+      lockReader: async () => false,
+      // The real opener insists on an input character device; a FIFO carries the same bytes.
+      openDevice: async (_roots, node) => ({ node, name: "test tablet", kind: InputDeviceKind.TABLET, handle: await open(path.join(dev, "input", node), constants.O_RDONLY | constants.O_NONBLOCK) }),
+    });
+    const ctx: SignalContext = { roots: { ...roots, dev }, clock, users: usersFrom([]), signal: new AbortController().signal };
+    const ageOf = async () => {
+      const outcome = await signal.collect(ctx);
+      if (outcome.state !== "ok") throw new Error(`desktop ${outcome.state}: ${outcome.message}`);
+      return outcome.value.devices?.[0]?.inputAgeSeconds;
+    };
+    const eventAt = (wallMs: number) => {
+      const buffer = Buffer.alloc(INPUT_EVENT_BYTES);
+      buffer.writeBigInt64LE(BigInt(Math.floor(wallMs / 1000)), 0);
+      buffer.writeBigInt64LE(BigInt((wallMs % 1000) * 1000), 8);
+      buffer.writeUInt16LE(0x03, 16); // EV_ABS
+      return buffer;
+    };
+    try {
+      expect(await ageOf()).toBeUndefined(); // opened: no input seen yet
+      clock.advance(15_000);
+      await writer.write(eventAt(clock.nowMs() - 4_000));
+      expect(await ageOf()).toBe(4);
+      clock.advance(15_000);
+      expect(await ageOf()).toBe(19);
+      // An event stamped long before the previous read (a clock step) is bounded by that read.
+      clock.advance(15_000);
+      await writer.write(eventAt(clock.nowMs() - 3_600_000));
+      expect(await ageOf()).toBe(15);
+      await rm(fifo);
+      expect((await signal.collect(ctx)).state).toBe("absent");
+    } finally {
+      await writer.close();
+      await signal.close();
+    }
   });
 });
