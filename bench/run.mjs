@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const BENCHMARKS = ["protocol", "agent", "latency", "collector", "failover", "trust"];
+const BENCHMARKS = ["protocol", "agent", "latency", "collector", "failover", "trust", "signals"];
 const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector", "failover"]);
 /** Entry points a benchmark starts as processes of its own. */
 const HELPERS = { collector: ["loadgen"] };

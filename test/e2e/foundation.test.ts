@@ -134,7 +134,7 @@ describe("collector and agent, as shipped", () => {
     const result = spawnSync(process.execPath, [copy, "probe", "--json", "--window", "200ms", "--state-dir", path.join(alone, "state")], { cwd: alone, encoding: "utf8", timeout: 60_000 });
     const report = JSON.parse(result.stdout);
     expect(report.sources.map((s: { source: string }) => s.source).sort()).toEqual(
-      ["code_server", "disk", "gpu", "inhibitors", "jupyter", "leases", "sessions", "system"],
+      ["code_server", "desktop", "disk", "gpu", "inhibitors", "jupyter", "leases", "remote_sessions", "sessions", "system"],
     );
     expect(report.system.cpuCount).toBeGreaterThan(0);
     rmSync(alone, { recursive: true, force: true });

@@ -7,7 +7,7 @@
  */
 import { spawn, execFile } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chown, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import http from "node:http";
 import https from "node:https";
 import net from "node:net";
@@ -29,6 +29,10 @@ export interface JupyterServerOptions {
   /** Listen on this unix socket instead of a TCP port (jupyter_server --sock). */
   sock?: string;
   readyTimeoutMs?: number;
+  /** Run the server as this account (as a user's own server runs), not as the test's user. */
+  runAs?: { uid: number; gid: number };
+  /** The shell its terminals start (default /bin/sh). */
+  shell?: string;
 }
 
 export interface RunningJupyter extends JupyterEndpoint {
@@ -73,11 +77,15 @@ export async function startJupyterServer(options: JupyterServerOptions): Promise
       "--ServerApp.port_retries=50",
     );
   }
-  if (process.getuid?.() === 0) args.push("--allow-root");
+  if (process.getuid?.() === 0 && !options.runAs) args.push("--allow-root");
+  if (options.runAs) {
+    for (const dir of [scratch, rootDir, options.runtimeDir]) await chown(dir, options.runAs.uid, options.runAs.gid);
+  }
 
   const child = spawn(JUPYTER_PYTHON, args, {
     cwd: rootDir,
     stdio: ["ignore", "pipe", "pipe"],
+    ...(options.runAs ? { uid: options.runAs.uid, gid: options.runAs.gid } : {}),
     env: {
       PATH: "/usr/sbin:/usr/bin:/sbin:/bin",
       HOME: scratch,
@@ -88,7 +96,7 @@ export async function startJupyterServer(options: JupyterServerOptions): Promise
       JUPYTER_PLATFORM_DIRS: "0",
       IPYTHONDIR: path.join(scratch, "ipython"),
       PYDEVD_DISABLE_FILE_VALIDATION: "1",
-      SHELL: "/bin/sh",
+      SHELL: options.shell ?? "/bin/sh",
     },
   });
   let log = "";
@@ -303,6 +311,29 @@ export async function startTerminal(server: JupyterEndpoint): Promise<{ name: st
 
 export async function shutdownTerminal(server: JupyterEndpoint, name: string): Promise<void> {
   await jupyterJson(server, "DELETE", `api/terminals/${name}`);
+}
+
+/** A browser's terminal tab: terminado's JSON messages over /terminals/websocket/NAME. */
+export interface TerminalSession {
+  /** Keystrokes, as the browser sends them (["stdin", text]). */
+  type(text: string): void;
+  /** Everything the terminal printed so far. */
+  output(): string;
+  close(): void;
+}
+
+export async function connectTerminal(server: JupyterEndpoint, name: string): Promise<TerminalSession> {
+  const socket = await openWebSocket(server, `terminals/websocket/${name}`);
+  let printed = "";
+  socket.onText = (text) => {
+    const message = JSON.parse(text) as [string, unknown];
+    if (message[0] === "stdout" && typeof message[1] === "string") printed = (printed + message[1]).slice(-64_000);
+  };
+  return {
+    type: (text) => socket.sendText(JSON.stringify(["stdin", text])),
+    output: () => printed,
+    close: () => socket.close(),
+  };
 }
 
 // --- Kernel websocket -----------------------------------------------------------------------

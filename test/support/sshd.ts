@@ -43,6 +43,10 @@ export interface RunningSshd {
   log(): string;
   /** argv (without the program) for `ssh -tt` into this server as `user`, remote command optional. */
   sshArgs(user: string, remoteCommand?: string[]): string[];
+  /** argv for a session without a pty (`ssh -T`, what IDEs open); `options` are extra -o settings. */
+  sshNoTtyArgs(user: string, remoteCommand: string[], options?: string[]): string[];
+  /** argv for `sftp` into this server as `user` (batch commands from stdin). */
+  sftpArgs(user: string): string[];
   stop(): Promise<void>;
 }
 
@@ -85,6 +89,8 @@ export async function startSshd(options: SshdOptions): Promise<RunningSshd> {
         "PrintLastLog no",
         "UseDNS no",
         "LogLevel VERBOSE",
+        // sftp as Debian configures it: its own process under the session (remote-sessions tests).
+        "Subsystem sftp /usr/lib/openssh/sftp-server",
         "",
       ].join("\n"),
     );
@@ -164,20 +170,15 @@ function running(
     clientKey,
     knownHosts,
     log,
+    sshNoTtyArgs(user, remoteCommand, options = []) {
+      return ["-F", "/dev/null", "-T", ...options.flatMap((option) => ["-o", option]), "-p", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`, ...remoteCommand];
+    },
+    sftpArgs(user) {
+      // sftp spells the port -P.
+      return ["-F", "/dev/null", "-b", "-", "-P", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`];
+    },
     sshArgs(user, remoteCommand = []) {
-      return [
-        "-F", "/dev/null",
-        "-tt",
-        "-i", clientKey,
-        "-p", String(port),
-        "-o", "IdentitiesOnly=yes",
-        "-o", "BatchMode=yes",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", `UserKnownHostsFile=${knownHosts}`,
-        "-o", "LogLevel=ERROR",
-        `${user}@127.0.0.1`,
-        ...remoteCommand,
-      ];
+      return ["-F", "/dev/null", "-tt", "-p", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`, ...remoteCommand];
     },
     async stop() {
       // The listener only: sessions still open keep their own sshd processes until the client
@@ -191,6 +192,18 @@ function running(
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** What every client (ssh, sftp) of the test server is given: its key, its host key, no prompts. */
+function clientOptions(clientKey: string, knownHosts: string): string[] {
+  return [
+    "-i", clientKey,
+    "-o", "IdentitiesOnly=yes",
+    "-o", "BatchMode=yes",
+    "-o", "StrictHostKeyChecking=yes",
+    "-o", `UserKnownHostsFile=${knownHosts}`,
+    "-o", "LogLevel=ERROR",
+  ];
 }
 
 async function assertOpenSshInstalled(): Promise<void> {

@@ -53,10 +53,12 @@ import type { VmView } from "../../packages/collector/src/view.js";
 
 /** A Report as the trace records it (protobuf JSON), with the fields the tests read. */
 export interface TracedReport {
+  sources?: Array<{ source?: string; state?: string; message?: string }>;
   system?: { uptimeSeconds?: number };
   sessions?: { sessions?: Array<{ kind?: string; user?: string; uid?: number; tty?: string; inputAgeSeconds?: number }> };
   inhibitors?: { locks?: Array<{ what?: string; who?: string; why?: string; mode?: string; uid?: number }> };
   leases?: { leases?: Array<{ id?: string; uid?: number; user?: string; reason?: string }> };
+  desktop?: { locked?: boolean; devices?: Array<{ node?: string; name?: string; kind?: string; inputAgeSeconds?: number }> };
 }
 
 export interface TraceLine {

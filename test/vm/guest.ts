@@ -31,6 +31,10 @@ export interface QemuSpec {
   qmpSockets: string[];
   cpus?: number;
   memoryMiB?: number;
+  /** -machine value (default q35; "q35,i8042=off" leaves the guest without PS/2 keyboard and mouse). */
+  machine?: string;
+  /** More QEMU arguments (input devices: "-device", "qemu-xhci", "-device", "usb-tablet"). */
+  extraArgs?: string[];
 }
 
 /** The name QMP's block_resize knows the root disk by. */
@@ -40,7 +44,7 @@ export function qemuArgs(spec: QemuSpec): string[] {
   return [
     "-accel", "tcg",
     "-cpu", "max",
-    "-machine", "q35",
+    "-machine", spec.machine ?? "q35",
     "-smp", String(spec.cpus ?? 2),
     "-m", String(spec.memoryMiB ?? 1024),
     "-nodefaults",
@@ -58,6 +62,7 @@ export function qemuArgs(spec: QemuSpec): string[] {
     "-device", `virtio-net-pci,netdev=net0,mac=${spec.mac}`,
     "-serial", `file:${spec.serialLog}`,
     ...spec.qmpSockets.flatMap((socket) => ["-qmp", `unix:${socket},server=on,wait=off`]),
+    ...(spec.extraArgs ?? []),
   ];
 }
 
@@ -94,6 +99,8 @@ export interface GuestOptions {
   sshKey: string;
   /** The QMP socket the collector's stop command presses the power button through. */
   stopSocket: string;
+  machine?: string;
+  extraArgs?: string[];
 }
 
 export interface GuestExit {
@@ -141,6 +148,8 @@ export class Guest {
       sshPort,
       serialLog,
       qmpSockets: [qmpSocket, options.stopSocket],
+      ...(options.machine ? { machine: options.machine } : {}),
+      ...(options.extraArgs ? { extraArgs: options.extraArgs } : {}),
     });
     const child = spawn(tool("qemu"), args, { stdio: ["ignore", "pipe", "pipe"] });
     const guest = new Guest(options, sshPort, serialLog, qmpSocket, child);

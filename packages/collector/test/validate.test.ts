@@ -44,6 +44,9 @@ describe("validateReport", () => {
     [{ system: { cpuBusyRatio: Number.POSITIVE_INFINITY } }, /cpu_busy_ratio/],
     [{ leases: { leases: [{ id: "x", requestedSeconds: 1e12 }] } }, /requested_seconds/],
     [{ sampleAgeSeconds: 1e20 }, /sample_age_seconds/],
+    [{ desktop: { devices: [{ node: "event1", inputAgeSeconds: -5 }] } }, /desktop\.input_age_seconds/],
+    [{ remoteSessions: { sessions: [{ user: "a", interactionAgeSeconds: Number.NaN }] } }, /remote_sessions\.interaction_age_seconds/],
+    [{ remoteSessions: { sessions: Array.from({ length: 5000 }, () => ({ user: "a" })) } }, /remote_sessions has 5000 entries/],
   ])("refuses %j", (report, message) => {
     expect(() => validateReport(create(ReportSchema, report as never))).toThrow(ValidationError);
     expect(() => validateReport(create(ReportSchema, report as never))).toThrow(message);

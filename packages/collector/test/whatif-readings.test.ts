@@ -43,6 +43,16 @@ const REPORTS = {
     },
     codeServer: { instances: [{ user: "ada", heartbeatAgeSeconds: 30 }] },
   }),
+  "desktop input and SSH sessions without a terminal": report({
+    desktop: { devices: [{ node: "event3", name: "QEMU USB Tablet", inputAgeSeconds: 12 }, { node: "event1", name: "kbd" }] },
+    remoteSessions: {
+      sessions: [
+        { user: "ada", pid: 10, remoteHost: "10.0.0.2", command: "node", loginAgeSeconds: 900, interactionAgeSeconds: 30 },
+        { user: "bob", pid: 11, remoteHost: "10.0.0.3", command: "", loginAgeSeconds: 50 },
+      ],
+    },
+  }),
+  "a locked desktop": report({ desktop: { locked: true, devices: [{ node: "event3", name: "QEMU USB Tablet", inputAgeSeconds: 2 }] } }),
   "GPUs, one unreadable and held": report({
     gpu: {
       gpus: [

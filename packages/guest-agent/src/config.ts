@@ -45,7 +45,7 @@ export const ENV_KEYS = {
   WS_AGENT_SOCKET: "lease socket path",
 } as const;
 
-export const SIGNAL_NAMES = ["jupyter", "sessions", "code_server", "gpu", "system", "inhibitors", "leases", "disk"];
+export const SIGNAL_NAMES = ["jupyter", "sessions", "code_server", "gpu", "system", "inhibitors", "leases", "disk", "desktop", "remote_sessions"];
 
 /** What flags may set (already split from argv by the CLI). */
 export interface ConfigOverrides {

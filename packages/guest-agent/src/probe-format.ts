@@ -28,6 +28,16 @@ export function summarize(report: Report, source: string): string {
       const youngest = Math.min(...sessions.map((s) => s.inputAgeSeconds ?? Infinity));
       return `${sessions.length} terminal(s), last input ${Number.isFinite(youngest) ? age(youngest) : "never"}`;
     }
+    case "remote_sessions": {
+      const sessions = report.remoteSessions?.sessions ?? [];
+      const youngest = Math.min(...sessions.map((s) => s.interactionAgeSeconds ?? Infinity));
+      return `${sessions.length} session(s) without a terminal, last interaction ${Number.isFinite(youngest) ? age(youngest) : "never"}`;
+    }
+    case "desktop": {
+      const devices = report.desktop?.devices ?? [];
+      const youngest = Math.min(...devices.map((d) => d.inputAgeSeconds ?? Infinity));
+      return `${devices.length} input device(s), last input ${Number.isFinite(youngest) ? age(youngest) : "never"}${report.desktop?.locked ? ", screen locked" : ""}`;
+    }
     case "code_server": {
       const instances = report.codeServer?.instances ?? [];
       return instances.map((i) => `${i.user}: heartbeat ${age(i.heartbeatAgeSeconds)}`).join(", ") || "no heartbeat";
@@ -64,7 +74,7 @@ export function summarize(report: Report, source: string): string {
 export function describeSources(report: Report): string {
   const lines = report.sources.map((s) => {
     const detail = s.state === SourceState.OK ? summarize(report, s.source) : s.message;
-    return `${s.source.padEnd(12)} ${(STATE_WORD[s.state] ?? "?").padEnd(9)} ${detail}`;
+    return `${s.source.padEnd(16)} ${(STATE_WORD[s.state] ?? "?").padEnd(9)} ${detail}`;
   });
   return lines.join("\n") + "\n";
 }

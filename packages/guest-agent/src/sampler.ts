@@ -15,6 +15,8 @@ const REPORT_FIELD: Record<SourceName, keyof Report> = {
   inhibitors: "inhibitors",
   leases: "leases",
   disk: "disk",
+  desktop: "desktop",
+  remote_sessions: "remoteSessions",
 };
 
 export interface Sample {

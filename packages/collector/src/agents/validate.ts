@@ -96,6 +96,13 @@ export function validateReport(report: Report): void {
       throw new ValidationError(`report: lease ${lease.id.slice(0, 40)} requested_seconds = ${lease.requestedSeconds} is not a valid duration`);
     }
   }
+  checkList(report.desktop?.devices ?? [], "desktop.devices");
+  for (const device of report.desktop?.devices ?? []) checkAge(device.inputAgeSeconds, "desktop.input_age_seconds");
+  checkList(report.remoteSessions?.sessions ?? [], "remote_sessions");
+  for (const session of report.remoteSessions?.sessions ?? []) {
+    checkAge(session.loginAgeSeconds, "remote_sessions.login_age_seconds");
+    checkAge(session.interactionAgeSeconds, "remote_sessions.interaction_age_seconds");
+  }
   checkList(report.disk?.mounts ?? [], "disk.mounts");
   checkList(report.inhibitors?.locks ?? [], "inhibitors.locks");
 }

@@ -4,8 +4,12 @@
 // is connected") moves it too, but never past the last strong evidence plus
 // weak-activity-max. Terminal output (when it counts at all) never cancels a
 // pending stop, and output right after a notice is the notice itself.
+// Background work counts only up to unattended-max after the last human
+// evidence (strength.ts says which readings are which).
 
-import type { EngineState, Policy, SignalReading, VmRecord } from "./types.js";
+import { formatDuration } from "@ws/protocol";
+import { isBackgroundSignal, isHumanSignal, isOutputSignal } from "./strength.js";
+import type { EngineState, IdleClock, Policy, SignalReading, VmRecord } from "./types.js";
 
 export type CountedReading = SignalReading & { counted: boolean; note?: string };
 
@@ -14,6 +18,7 @@ export interface ClockUpdate {
   lastWeakAtMs: number | undefined;
   lastActivityAtMs: number | undefined;
   lastActivityDetail: string | undefined;
+  lastActivityWeak: boolean;
   readings: CountedReading[];
 }
 
@@ -44,13 +49,13 @@ function maxDefined(...values: Array<number | undefined>): number | undefined {
 }
 
 export function advanceIdleClock(
-  record: Pick<VmRecord, "lastStrongAtMs" | "lastWeakAtMs" | "lastActivityAtMs" | "lastActivityDetail" | "lastNoticeSentAtMs">,
+  record: IdleClock & Pick<VmRecord, "lastNoticeSentAtMs">,
   readings: readonly SignalReading[],
   policy: Policy,
   state: EngineState,
   nowMs: number,
 ): ClockUpdate {
-  const counted: CountedReading[] = [];
+  const considered: Array<{ reading: SignalReading; creditedAtMs?: number; note?: string }> = [];
   let lastStrong = record.lastStrongAtMs;
   let strongDetail: { atMs: number; detail: string } | undefined;
   const echoUntil = record.lastNoticeSentAtMs === undefined ? undefined : record.lastNoticeSentAtMs + noticeEchoWindowMs(policy);
@@ -58,17 +63,17 @@ export function advanceIdleClock(
   for (const reading of readings) {
     if (reading.strength !== "strong") continue;
     const atMs = Math.min(reading.atMs, nowMs);
-    if (reading.signal === "tty-output") {
+    if (isOutputSignal(reading.signal)) {
       if (state !== "Active") {
-        counted.push({ ...reading, counted: false, note: "terminal output does not cancel a pending stop (the notice itself is output)" });
+        considered.push({ reading, note: "terminal output does not cancel a pending stop (the notice itself is output)" });
         continue;
       }
       if (echoUntil !== undefined && record.lastNoticeSentAtMs !== undefined && atMs >= record.lastNoticeSentAtMs && atMs <= echoUntil) {
-        counted.push({ ...reading, counted: false, note: "output right after a notice: the notice itself" });
+        considered.push({ reading, note: "output right after a notice: the notice itself" });
         continue;
       }
     }
-    counted.push({ ...reading, counted: true });
+    considered.push({ reading, creditedAtMs: atMs });
     if (lastStrong === undefined || atMs > lastStrong) lastStrong = atMs;
     if (strongDetail === undefined || atMs > strongDetail.atMs) strongDetail = { atMs, detail: reading.detail };
   }
@@ -83,25 +88,93 @@ export function advanceIdleClock(
     const atMs = Math.min(reading.atMs, nowMs);
     if (lastWeak === undefined || atMs > lastWeak) lastWeak = atMs;
     if (weakCap === undefined) {
-      counted.push({ ...reading, counted: false, note: "weak evidence counts only after some strong evidence" });
+      considered.push({ reading, note: "weak evidence counts only after some strong evidence" });
       continue;
     }
     const credited = Math.min(atMs, weakCap);
-    const capped = atMs > weakCap;
-    counted.push(
-      capped
-        ? { ...reading, counted: credited > (record.lastActivityAtMs ?? -Infinity), note: "weak evidence is past weak-activity-max after the last strong evidence" }
-        : { ...reading, counted: true },
+    considered.push(
+      atMs > weakCap
+        ? { reading, creditedAtMs: credited, note: `weak evidence is past weak-activity-max (${formatDuration(policy.weakActivityMaxSeconds)}) after the last strong evidence` }
+        : { reading, creditedAtMs: credited },
     );
     if (weakCredit === undefined || credited > weakCredit.atMs) weakCredit = { atMs: credited, detail: `${reading.detail} (weak)` };
   }
 
   const lastActivity = advancedBeyondJitter(record.lastActivityAtMs, maxDefined(lastStrong, weakCredit?.atMs));
   let detail = record.lastActivityDetail;
+  let weak = record.lastActivityWeak ?? false;
   // A reading that reaches the clock names it, even when it only ties with a baseline ("started watching").
   if (lastActivity !== undefined) {
-    if (strongDetail && strongDetail.atMs === lastActivity) detail = strongDetail.detail;
-    else if (weakCredit && weakCredit.atMs === lastActivity && lastActivity !== record.lastActivityAtMs) detail = weakCredit.detail;
+    if (strongDetail && strongDetail.atMs === lastActivity) {
+      detail = strongDetail.detail;
+      weak = false;
+    } else if (weakCredit && weakCredit.atMs === lastActivity && lastActivity !== record.lastActivityAtMs) {
+      detail = weakCredit.detail;
+      weak = true;
+    }
   }
-  return { lastStrongAtMs: lastStrong, lastWeakAtMs: lastWeak, lastActivityAtMs: lastActivity, lastActivityDetail: detail, readings: counted };
+  // "counted" means the reading moved the idle clock: it is later than where the clock stood
+  // before this report (beyond the age jitter), and the clock moved.
+  const moved = lastActivity !== record.lastActivityAtMs;
+  const before = record.lastActivityAtMs ?? -Infinity;
+  const counted: CountedReading[] = considered.map(({ reading, creditedAtMs, note }) => {
+    if (creditedAtMs === undefined) return { ...reading, counted: false, ...(note ? { note } : {}) };
+    if (moved && creditedAtMs > before + AGE_JITTER_MS) return { ...reading, counted: true, ...(note ? { note } : {}) };
+    return { ...reading, counted: false, note: note ?? "not newer than the idle clock: already counted, or older than what it holds" };
+  });
+  return { lastStrongAtMs: lastStrong, lastWeakAtMs: lastWeak, lastActivityAtMs: lastActivity, lastActivityDetail: detail, lastActivityWeak: weak, readings: counted };
+}
+
+/** What every clock of a record becomes with one report's readings. */
+export interface ClocksUpdate {
+  /** The idle clock the decision uses: with unattended-max over, the attended one. */
+  clock: ClockUpdate;
+  /** The idle clock without background work. */
+  attended: ClockUpdate;
+  lastHumanAtMs: number | undefined;
+  /** unattended-max is over: background work no longer holds the VM. */
+  unattended: boolean;
+}
+
+/** When unattended-max ends for a record (undefined: it never does). */
+export function unattendedUntilMs(lastHumanAtMs: number | undefined, policy: Policy): number | undefined {
+  if (policy.unattendedMaxSeconds === null || lastHumanAtMs === undefined) return undefined;
+  return lastHumanAtMs + policy.unattendedMaxSeconds * 1000;
+}
+
+/**
+ * Advances the idle clock, the attended clock (the same without background work) and the
+ * last human evidence. Once unattended-max has passed since the last human evidence, the
+ * attended clock is the idle clock: background work no longer keeps the VM.
+ */
+export function advanceClocks(
+  record: Pick<VmRecord, "lastStrongAtMs" | "lastWeakAtMs" | "lastActivityAtMs" | "lastActivityDetail" | "lastActivityWeak" | "lastNoticeSentAtMs" | "lastHumanAtMs" | "attended">,
+  readings: readonly SignalReading[],
+  policy: Policy,
+  state: EngineState,
+  nowMs: number,
+): ClocksUpdate {
+  const attendedBefore = record.attended ?? clockOf(record);
+  const foreground = readings.filter((reading) => !isBackgroundSignal(reading.signal));
+  const attended = advanceIdleClock({ ...attendedBefore, lastNoticeSentAtMs: record.lastNoticeSentAtMs }, foreground, policy, state, nowMs);
+  let human: number | undefined;
+  for (const reading of readings) if (isHumanSignal(reading.signal)) human = maxDefined(human, Math.min(reading.atMs, nowMs));
+  const lastHumanAtMs = advancedBeyondJitter(record.lastHumanAtMs, human);
+  const until = unattendedUntilMs(lastHumanAtMs, policy);
+  const unattended = until !== undefined && nowMs >= until;
+  if (!unattended) return { clock: advanceIdleClock(record, readings, policy, state, nowMs), attended, lastHumanAtMs, unattended };
+  const note = `no human evidence for ${formatDuration((nowMs - lastHumanAtMs!) / 1000)} (unattended-max ${formatDuration(policy.unattendedMaxSeconds!)}): background work no longer holds the VM`;
+  const background = readings.filter((reading) => isBackgroundSignal(reading.signal)).map((reading) => ({ ...reading, counted: false, note }));
+  return { clock: { ...attended, readings: [...attended.readings, ...background] }, attended, lastHumanAtMs, unattended };
+}
+
+/** The idle clock part of a record. */
+export function clockOf(record: IdleClock): IdleClock {
+  return {
+    lastStrongAtMs: record.lastStrongAtMs,
+    lastWeakAtMs: record.lastWeakAtMs,
+    lastActivityAtMs: record.lastActivityAtMs,
+    lastActivityDetail: record.lastActivityDetail,
+    lastActivityWeak: record.lastActivityWeak,
+  };
 }

@@ -9,11 +9,12 @@
 // Active/StoppingPending ──no report for agent-lost-after──▶ AgentLost
 
 import { formatDuration, SourceState } from "@ws/protocol";
-import { advanceIdleClock, type CountedReading } from "./activity.js";
+import { advanceClocks, clockOf, type CountedReading, unattendedUntilMs } from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
 import type { EventReason } from "./events.js";
 import { describeErrors, describeFallback } from "./policy.js";
+import { isBackgroundVeto } from "./strength.js";
 import type {
   Action,
   Decision,
@@ -71,409 +72,535 @@ function bootedAfter(evidence: Evidence | undefined, uptimeSeconds: number | und
   return evidence.sampledAtMs - uptimeSeconds * 1000 > stoppedAtMs;
 }
 
+/** One decision in the making: what decide() was given and what it has built so far. */
+interface Step {
+  nowMs: number;
+  policy: Policy;
+  observation: Observation;
+  prev: VmRecord;
+  from: EngineState;
+  rec: VmRecord;
+  actions: Action[];
+  received: Observation["latestReport"];
+  isNewReport: boolean;
+  evidence: Evidence | undefined;
+  reason: string;
+  counted: CountedReading[];
+  /** Vetoes in force, background work bounded by unattended-max (set once the clocks ran). */
+  vetoes: Veto[];
+  /** unattended-max is over: the background work that no longer holds the VM. */
+  unattended: Veto[] | undefined;
+}
+
 export function decide(nowMs: number, policy: Policy, observation: Observation, previous?: VmRecord): Decision {
   const prev = previous ?? initialRecord(nowMs);
-  const from = prev.state;
-  const actions: Action[] = [];
-  const rec: VmRecord = { ...prev, agentConnected: observation.agentConnected };
-  let reason = "";
-  let counted: CountedReading[] = [];
-  const transition = (to: EngineState) => {
-    if (rec.state !== to) {
-      rec.state = to;
-      rec.sinceMs = nowMs;
-    }
-  };
-  const event = (type: "Normal" | "Warning", eventReason: EventReason, message: string) =>
-    actions.push({ kind: "event", type, reason: eventReason, message });
-  const clearNotice = (why: string) => {
-    if (!rec.notice) return;
-    actions.push({ kind: "notice-cleared", id: rec.notice.id, reason: why });
-    rec.notice = undefined;
-  };
-
-  // --- policy errors: reported when they change, not on every decision (no policyStatus: no errors)
-  {
-    const { errors, fallback } = observation.policyStatus ?? { errors: [], fallback: "none" as const };
-    const key = errors.length > 0 ? `${fallback}|${describeErrors(errors)}` : "";
-    if (key !== prev.policyErrorsKey) {
-      if (errors.length > 0) {
-        actions.push({ kind: "policy-error", errors: [...errors], fallback });
-        event("Warning", "PolicyInvalid", `${describeErrors(errors)}. The VM keeps ${describeFallback(fallback)}.`);
-      } else {
-        event("Normal", "PolicyValid", "the policy annotations are valid again and in force");
-      }
-      rec.policyErrorsKey = key;
-    }
-  }
-
-  // --- the latest report
   const received = observation.latestReport;
-  const isNewReport = received !== undefined && (prev.lastReportAtMs === undefined || received.receivedAtMs > prev.lastReportAtMs);
-  const evidence = received ? extractEvidence(received, policy, prev.memory) : undefined;
-  if (isNewReport && evidence && received) {
-    rec.lastReportAtMs = received.receivedAtMs;
-    rec.memory = evidence.memory;
-    rec.awaitingFreshReport = false;
+  const step: Step = {
+    nowMs,
+    policy,
+    observation,
+    prev,
+    from: prev.state,
+    rec: { ...prev, agentConnected: observation.agentConnected },
+    actions: [],
+    received,
+    isNewReport: received !== undefined && (prev.lastReportAtMs === undefined || received.receivedAtMs > prev.lastReportAtMs),
+    // The caller (vm/step.ts) may pass the evidence it extracted once when the Report arrived.
+    evidence: observation.evidence ?? (received ? extractEvidence(received, policy, prev.memory) : undefined),
+    reason: "",
+    counted: [],
+    vetoes: [],
+    unattended: undefined,
+  };
+  notePolicyErrors(step);
+  if (step.isNewReport && step.evidence && received) {
+    step.rec.lastReportAtMs = received.receivedAtMs;
+    step.rec.memory = step.evidence.memory;
+    step.rec.awaitingFreshReport = false;
   }
-  const enterActive = (baselineMs: number) => {
-    transition("Active");
-    rec.lastActivityAtMs = Math.max(rec.lastActivityAtMs ?? baselineMs, baselineMs);
-    rec.lastStrongAtMs = Math.max(rec.lastStrongAtMs ?? baselineMs, baselineMs);
-    rec.lastActivityDetail ??= "the collector started watching";
+  if (applyStopResult(step) === "stopped" || noteNotRunning(step) || !comeBack(step)) return finish(step);
+  runClocks(step);
+  sendLeaseDecisions(step);
+  noticeLostAgent(step);
+  switch (step.rec.state) {
+    case "Active":
+      decideActive(step);
+      break;
+    case "StoppingPending":
+      decidePending(step);
+      break;
+    case "Stopping":
+      decideStopping(step);
+      break;
+    case "AgentLost":
+    case "Unknown":
+      decideUnseen(step);
+      break;
+    case "Stopped":
+      break;
+  }
+  return finish(step);
+}
+
+// --- the parts every state shares -----------------------------------------------------
+
+function transition(step: Step, to: EngineState): void {
+  if (step.rec.state !== to) {
+    step.rec.state = to;
+    step.rec.sinceMs = step.nowMs;
+  }
+}
+
+function event(step: Step, type: "Normal" | "Warning", reason: EventReason, message: string): void {
+  step.actions.push({ kind: "event", type, reason, message });
+}
+
+function clearNotice(step: Step, why: string): void {
+  if (!step.rec.notice) return;
+  step.actions.push({ kind: "notice-cleared", id: step.rec.notice.id, reason: why });
+  step.rec.notice = undefined;
+}
+
+function idleMs(step: Step): number | undefined {
+  return step.rec.lastActivityAtMs === undefined ? undefined : Math.max(0, step.nowMs - step.rec.lastActivityAtMs);
+}
+
+/** The idle clock's last mover, in words; weak evidence says that nobody used it. */
+function lastSeen(step: Step): string {
+  const { rec, nowMs, policy } = step;
+  if (!rec.lastActivityDetail) return "none seen";
+  const ago = `${rec.lastActivityDetail}, ${duration(idleMs(step) ?? 0)} ago`;
+  if (!rec.lastActivityWeak || rec.lastStrongAtMs === undefined) return ago;
+  return `${ago}: connected, but nobody has used it for ${duration(nowMs - rec.lastStrongAtMs)}; weak evidence counts for at most ${formatDuration(policy.weakActivityMaxSeconds)}`;
+}
+
+function blindNote(step: Step): string {
+  const blind = step.evidence?.blind ?? [];
+  return blind.length > 0 ? `; cannot read: ${blind.map((entry) => entry.source).join(", ")}` : "";
+}
+
+/** Why background work no longer holds the VM, for notices and stops. */
+function unattendedNote(step: Step): string {
+  if (!step.unattended || step.rec.lastHumanAtMs === undefined || step.policy.unattendedMaxSeconds === null) return "";
+  const work = step.unattended.length > 0 ? ` (${describeVetoes(step.unattended)})` : "";
+  return `; no human evidence for ${duration(step.nowMs - step.rec.lastHumanAtMs)} (unattended-max ${formatDuration(step.policy.unattendedMaxSeconds)}): background work${work} no longer holds the VM; ws-lease keeps it running`;
+}
+
+/** Sets the clocks to start from `baselineMs` (or later), as a VM that just became Active. */
+function enterActive(step: Step, baselineMs: number): void {
+  const { rec } = step;
+  transition(step, "Active");
+  rec.lastActivityAtMs = Math.max(rec.lastActivityAtMs ?? baselineMs, baselineMs);
+  rec.lastStrongAtMs = Math.max(rec.lastStrongAtMs ?? baselineMs, baselineMs);
+  rec.lastActivityDetail ??= "the collector started watching";
+  rec.lastHumanAtMs = Math.max(rec.lastHumanAtMs ?? baselineMs, baselineMs);
+  const attended = rec.attended ?? clockOf(rec);
+  rec.attended = {
+    ...attended,
+    lastActivityAtMs: Math.max(attended.lastActivityAtMs ?? baselineMs, baselineMs),
+    lastStrongAtMs: Math.max(attended.lastStrongAtMs ?? baselineMs, baselineMs),
+    lastActivityDetail: attended.lastActivityDetail ?? rec.lastActivityDetail,
+  };
+  rec.notice = undefined;
+  rec.stop = undefined;
+  rec.agentLostWouldStopRecorded = false;
+}
+
+/** Every clock restarts now (a refused stop): the refusal repeats at most once per idle-timeout. */
+function restartClocks(step: Step, detail: string): void {
+  const { rec, nowMs } = step;
+  rec.lastActivityAtMs = nowMs;
+  rec.lastStrongAtMs = nowMs;
+  rec.lastActivityDetail = detail;
+  rec.lastActivityWeak = false;
+  rec.attended = clockOf(rec);
+}
+
+// --- before the state machine ------------------------------------------------------------
+
+/** Policy errors are reported when they change, not on every decision (no policyStatus: no errors). */
+function notePolicyErrors(step: Step): void {
+  const { errors, fallback } = step.observation.policyStatus ?? { errors: [], fallback: "none" as const };
+  const key = errors.length > 0 ? `${fallback}|${describeErrors(errors)}` : "";
+  if (key === step.prev.policyErrorsKey) return;
+  if (errors.length > 0) {
+    step.actions.push({ kind: "policy-error", errors: [...errors], fallback });
+    event(step, "Warning", "PolicyInvalid", `${describeErrors(errors)}. The VM keeps ${describeFallback(fallback)}.`);
+  } else {
+    event(step, "Normal", "PolicyValid", "the policy annotations are valid again and in force");
+  }
+  step.rec.policyErrorsKey = key;
+}
+
+/** The outcome of a stop the engine asked for. */
+function applyStopResult(step: Step): "stopped" | undefined {
+  const { rec, observation, nowMs } = step;
+  if (rec.state !== "Stopping" || !rec.stop || !observation.stopResult) return undefined;
+  const result = observation.stopResult;
+  if (result.outcome === "accepted") {
+    step.reason = `the stop was accepted${result.message ? ` (${result.message})` : ""}`;
+    rec.stop = undefined;
+    transition(step, "Stopped");
+    return "stopped";
+  }
+  if (result.outcome === "refused") {
+    step.reason = `the stop was refused: ${result.message}; the idle clock restarts so the refusal repeats at most once per idle-timeout`;
+    event(step, "Warning", "IdleStopRefused", `stop refused: ${result.message}`);
+    rec.stop = undefined;
+    restartClocks(step, "a refused stop");
+    transition(step, "Active");
+  } else {
+    rec.stop = { ...rec.stop, lastFailure: { atMs: nowMs, message: result.message } };
+    event(step, "Warning", "IdleStopFailed", `stop failed: ${result.message}; asking again in ${duration(stopRetryDelayMs(rec.stop.attempts))}`);
+  }
+  return undefined;
+}
+
+/** The VM is not running: whatever we thought, it is stopped now. True when that decides. */
+function noteNotRunning(step: Step): boolean {
+  const { rec } = step;
+  if (step.observation.vmRunning !== false) return false;
+  if (rec.state !== "Stopped") {
+    step.reason = rec.state === "Stopping" ? "the stop was carried out: the VM is not running" : "the VM is not running (stopped outside ws)";
+    // Not a cancellation: the stop happened (nobody is left to tell).
     rec.notice = undefined;
     rec.stop = undefined;
-    rec.agentLostWouldStopRecorded = false;
-  };
-
-  // --- the outcome of a stop the engine asked for
-  if (rec.state === "Stopping" && rec.stop && observation.stopResult) {
-    const result = observation.stopResult;
-    if (result.outcome === "accepted") {
-      reason = `the stop was accepted${result.message ? ` (${result.message})` : ""}`;
-      rec.stop = undefined;
-      transition("Stopped");
-      return finish();
-    }
-    if (result.outcome === "refused") {
-      reason = `the stop was refused: ${result.message}; the idle clock restarts so the refusal repeats at most once per idle-timeout`;
-      event("Warning", "IdleStopRefused", `stop refused: ${result.message}`);
-      rec.stop = undefined;
-      rec.lastActivityAtMs = nowMs;
-      rec.lastStrongAtMs = nowMs;
-      rec.lastActivityDetail = "a refused stop";
-      transition("Active");
-    } else {
-      rec.stop = { ...rec.stop, lastFailure: { atMs: nowMs, message: result.message } };
-      event("Warning", "IdleStopFailed", `stop failed: ${result.message}; asking again in ${duration(stopRetryDelayMs(rec.stop.attempts))}`);
-    }
+    transition(step, "Stopped");
+  } else {
+    step.reason = "the VM is stopped";
   }
+  return true;
+}
 
-  // --- the VM is not running: whatever we thought, it is stopped now
-  if (observation.vmRunning === false) {
-    if (rec.state !== "Stopped") {
-      if (rec.state === "Stopping") reason = "the stop was carried out: the VM is not running";
-      else reason = "the VM is not running (stopped outside ws)";
-      // Not a cancellation: the stop happened (nobody is left to tell).
-      rec.notice = undefined;
-      rec.stop = undefined;
-      transition("Stopped");
-    } else {
-      reason = "the VM is stopped";
-    }
-    return finish();
-  }
-
-  // --- coming back: after a stop, a first report, or a lost agent
+/** Coming back after a stop, a first report or a lost agent. False when the VM stays stopped. */
+function comeBack(step: Step): boolean {
+  const { rec, prev, received, isNewReport, evidence, observation } = step;
   if (rec.state === "Stopped") {
     const uptime = received?.report.system?.uptimeSeconds;
     const runningAgain = observation.vmRunning === true || (isNewReport && bootedAfter(evidence, uptime, prev.sinceMs));
     if (!runningAgain) {
-      reason = "the VM is stopped";
-      return finish();
+      step.reason = "the VM is stopped";
+      return false;
     }
     rec.lastActivityAtMs = undefined;
     rec.lastStrongAtMs = undefined;
+    rec.lastHumanAtMs = undefined;
+    rec.attended = undefined;
+    rec.lastActivityWeak = false;
     rec.lastActivityDetail = "the VM was started again";
-    if (isNewReport && received) enterActive(received.receivedAtMs);
-    else transition("Unknown");
-    reason = "the VM runs again: the idle clock starts afresh";
+    if (isNewReport && received) enterActive(step, received.receivedAtMs);
+    else transition(step, "Unknown");
+    step.reason = "the VM runs again: the idle clock starts afresh";
   }
   if (rec.state === "Unknown" && isNewReport && received) {
-    enterActive(received.receivedAtMs);
-    reason ||= "first report from the agent: the idle clock starts";
+    enterActive(step, received.receivedAtMs);
+    step.reason ||= "first report from the agent: the idle clock starts";
   }
   if (rec.state === "AgentLost" && isNewReport && received && prev.lastReportAtMs !== undefined) {
-    // The lost time is missing data, not idleness: the idle clock did not run meanwhile.
+    // The lost time is missing data, not idleness: no clock ran meanwhile.
     const gapMs = received.receivedAtMs - prev.lastReportAtMs;
-    if (rec.lastActivityAtMs !== undefined) rec.lastActivityAtMs += gapMs;
-    if (rec.lastStrongAtMs !== undefined) rec.lastStrongAtMs += gapMs;
-    enterActive(received.receivedAtMs - gapMs);
-    reason = `reports resumed after ${duration(gapMs)}; the idle clock did not run while the agent was lost`;
-    event("Normal", "AgentBack", reason);
+    const shift = (atMs: number | undefined) => (atMs === undefined ? undefined : atMs + gapMs);
+    rec.lastActivityAtMs = shift(rec.lastActivityAtMs);
+    rec.lastStrongAtMs = shift(rec.lastStrongAtMs);
+    rec.lastHumanAtMs = shift(rec.lastHumanAtMs);
+    if (rec.attended) rec.attended = { ...rec.attended, lastActivityAtMs: shift(rec.attended.lastActivityAtMs), lastStrongAtMs: shift(rec.attended.lastStrongAtMs) };
+    enterActive(step, received.receivedAtMs - gapMs);
+    step.reason = `reports resumed after ${duration(gapMs)}; the idle clock did not run while the agent was lost`;
+    event(step, "Normal", "AgentBack", step.reason);
   }
+  return true;
+}
 
-  // --- the idle clock
+/** The idle clock, the attended clock and the last human evidence; then the vetoes in force. */
+function runClocks(step: Step): void {
+  const { rec, evidence, received, policy, nowMs } = step;
   if (evidence && received && (rec.state === "Active" || rec.state === "StoppingPending" || rec.state === "Stopping")) {
-    const update = advanceIdleClock(rec, evidence.readings, policy, rec.state, nowMs);
-    rec.lastStrongAtMs = update.lastStrongAtMs;
-    rec.lastWeakAtMs = update.lastWeakAtMs;
-    rec.lastActivityAtMs = update.lastActivityAtMs;
-    rec.lastActivityDetail = update.lastActivityDetail;
-    counted = update.readings;
+    const update = advanceClocks({ ...rec, lastHumanAtMs: rec.lastHumanAtMs ?? rec.firstSeenMs }, evidence.readings, policy, rec.state, nowMs);
+    rec.lastStrongAtMs = update.clock.lastStrongAtMs;
+    rec.lastWeakAtMs = update.clock.lastWeakAtMs;
+    rec.lastActivityAtMs = update.clock.lastActivityAtMs;
+    rec.lastActivityDetail = update.clock.lastActivityDetail;
+    rec.lastActivityWeak = update.clock.lastActivityWeak;
+    rec.attended = clockOf(update.attended);
+    rec.lastHumanAtMs = update.lastHumanAtMs;
+    step.counted = update.clock.readings;
   } else if (evidence) {
-    counted = evidence.readings.map((reading) => ({ ...reading, counted: false }));
+    step.counted = evidence.readings.map((reading) => ({ ...reading, counted: false }));
   }
-  const idleMs = (): number | undefined => (rec.lastActivityAtMs === undefined ? undefined : Math.max(0, nowMs - rec.lastActivityAtMs));
-  const timeoutMs = policy.idleTimeoutSeconds * 1000;
-  const vetoes = rec.state === "Stopped" ? [] : vetoesAt(evidence, nowMs);
-  const lastSeen = () => (rec.lastActivityDetail ? `${rec.lastActivityDetail}, ${duration(idleMs() ?? 0)} ago` : "none seen");
+  step.vetoes = heldVetoes(step);
+}
 
-  // --- lease decisions: whenever a lease is new, unanswered, or its answer changed
-  if (evidence && received && isNewReport) {
-    const key = leaseDecisionsKey(evidence.leases);
-    const unconfirmed = (received.report.leases?.leases ?? []).some((lease) => !lease.confirmed);
-    if (key !== prev.leaseDecisionsKey || unconfirmed) {
-      if (evidence.leases.length > 0 || prev.leaseDecisionsKey !== "") {
-        actions.push({ kind: "lease-decisions", decisions: evidence.leases.map((view) => leaseDecision(view, policy, nowMs)) });
-      }
-      rec.leaseDecisionsKey = key;
-    }
+/** Vetoes that hold now; background work only until unattended-max after the last human evidence. */
+function heldVetoes(step: Step): Veto[] {
+  const { rec, evidence, policy, nowMs } = step;
+  if (rec.state === "Stopped" || !evidence) return [];
+  const until = unattendedUntilMs(rec.lastHumanAtMs, policy);
+  const bounded = evidence.vetoes.map((veto) =>
+    until !== undefined && isBackgroundVeto(veto.kind) ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) } : veto,
+  );
+  const ended = bounded.filter((veto) => isBackgroundVeto(veto.kind) && veto.untilMs !== undefined && veto.untilMs <= nowMs && until !== undefined && nowMs >= until);
+  step.unattended = until !== undefined && nowMs >= until ? ended : undefined;
+  return vetoesAt({ ...evidence, vetoes: bounded }, nowMs);
+}
+
+/** Lease decisions: whenever a lease is new, unanswered, or its answer changed. */
+function sendLeaseDecisions(step: Step): void {
+  const { evidence, received, isNewReport, prev, rec, policy, nowMs } = step;
+  if (!evidence || !received || !isNewReport) return;
+  const key = leaseDecisionsKey(evidence.leases);
+  const unconfirmed = (received.report.leases?.leases ?? []).some((lease) => !lease.confirmed);
+  if (key === prev.leaseDecisionsKey && !unconfirmed) return;
+  if (evidence.leases.length > 0 || prev.leaseDecisionsKey !== "") {
+    step.actions.push({ kind: "lease-decisions", decisions: evidence.leases.map((view) => leaseDecision(view, policy, nowMs)) });
   }
+  rec.leaseDecisionsKey = key;
+}
 
-  // --- a silent agent is lost, never idle
-  if ((rec.state === "Active" || rec.state === "StoppingPending") && rec.lastReportAtMs !== undefined) {
-    const silentMs = nowMs - rec.lastReportAtMs;
-    if (silentMs >= policy.agentLostAfterSeconds * 1000) {
-      clearNotice("the agent is lost: nothing is stopped while the collector cannot see the VM");
-      transition("AgentLost");
-      reason = `no report for ${duration(silentMs)} (agent-lost-after ${formatDuration(policy.agentLostAfterSeconds)}): a VM the collector cannot see is never stopped`;
-      if (policy.stopWhenAgentLostAfterSeconds !== null) reason += ` unless it stays lost for stop-when-agent-lost-after ${formatDuration(policy.stopWhenAgentLostAfterSeconds)}`;
-      event("Warning", "AgentLost", reason);
-    }
-  }
+/** A silent agent is lost, never idle. */
+function noticeLostAgent(step: Step): void {
+  const { rec, policy, nowMs } = step;
+  if ((rec.state !== "Active" && rec.state !== "StoppingPending") || rec.lastReportAtMs === undefined) return;
+  const silentMs = nowMs - rec.lastReportAtMs;
+  if (silentMs < policy.agentLostAfterSeconds * 1000) return;
+  clearNotice(step, "the agent is lost: nothing is stopped while the collector cannot see the VM");
+  transition(step, "AgentLost");
+  step.reason = `no report for ${duration(silentMs)} (agent-lost-after ${formatDuration(policy.agentLostAfterSeconds)}): a VM the collector cannot see is never stopped`;
+  if (policy.stopWhenAgentLostAfterSeconds !== null) step.reason += ` unless it stays lost for stop-when-agent-lost-after ${formatDuration(policy.stopWhenAgentLostAfterSeconds)}`;
+  event(step, "Warning", "AgentLost", step.reason);
+}
 
-  const startNotice = () => {
-    const idle = idleMs() ?? 0;
-    const deadlineMs = nowMs + policy.gracePeriodSeconds * 1000;
-    const notice: PendingNotice = {
-      id: noticeId(nowMs, policy.mode),
-      sentAtMs: nowMs,
-      lastSentAtMs: nowMs,
-      deadlineMs,
-      idleSinceMs: rec.lastActivityAtMs ?? nowMs,
-      mode: policy.mode,
-      reason: `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}); last activity: ${lastSeen()}${blindNote()}`,
-    };
-    rec.notice = notice;
-    transition("StoppingPending");
-    pushNotice(notice, false);
-    const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
-    reason = `idle ${duration(idle)} ≥ idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} and no veto: notice sent, ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`;
-    event("Normal", "IdleStopPending", `${notice.reason}; ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`);
+// --- notices and stops ----------------------------------------------------------------------
+
+function startNotice(step: Step): void {
+  const { rec, policy, nowMs } = step;
+  const idle = idleMs(step) ?? 0;
+  const notice: PendingNotice = {
+    id: noticeId(nowMs, policy.mode),
+    sentAtMs: nowMs,
+    lastSentAtMs: nowMs,
+    deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
+    idleSinceMs: rec.lastActivityAtMs ?? nowMs,
+    mode: policy.mode,
+    reason: `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}); last activity: ${lastSeen(step)}${unattendedNote(step)}${blindNote(step)}`,
   };
-  const pushNotice = (notice: PendingNotice, repeat: boolean) => {
-    // The agent writes every notice to the terminals: remember when, so that output is not taken for activity.
-    rec.lastNoticeSentAtMs = nowMs;
+  rec.notice = notice;
+  transition(step, "StoppingPending");
+  pushNotice(step, notice, false);
+  const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
+  step.reason = `idle ${duration(idle)} ≥ idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} and no veto: notice sent, ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`;
+  event(step, "Normal", "IdleStopPending", `${notice.reason}; ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`);
+}
+
+function pushNotice(step: Step, notice: PendingNotice, repeat: boolean): void {
+  const { rec, policy, nowMs } = step;
+  // The agent writes every notice to the terminals: remember when, so that output is not taken for activity.
+  rec.lastNoticeSentAtMs = nowMs;
+  step.actions.push({
+    kind: "notice",
+    id: notice.id,
+    deadlineMs: notice.deadlineMs,
+    stopInSeconds: Math.max(0, (notice.deadlineMs - nowMs) / 1000),
+    idleSeconds: (idleMs(step) ?? 0) / 1000,
+    reason: notice.reason,
+    hint: `any activity cancels it; to keep the VM running without activity: ws-lease 2h (at most ${formatDuration(policy.maxKeepRunningSeconds)})`,
+    mode: notice.mode,
+    repeat,
+  });
+}
+
+function requestStop(step: Step, trigger: StopTrigger, why: string): void {
+  const { rec, nowMs } = step;
+  rec.stop = { decidedAtMs: nowMs, trigger, reason: why, attempts: 1, lastAttemptAtMs: nowMs, idleSinceMs: rec.lastActivityAtMs };
+  // The notice ends in the stop it announced: no "cleared" to the agent, which would read as a reprieve.
+  rec.notice = undefined;
+  transition(step, "Stopping");
+  const idle = idleMs(step);
+  step.actions.push({ kind: "stop", trigger, reason: why, idleSeconds: idle === undefined ? undefined : idle / 1000, attempt: 1 });
+  event(step, trigger === "agent-lost" ? "Warning" : "Normal", "IdleStop", why);
+}
+
+function recordWouldStop(step: Step, trigger: StopTrigger, why: string): void {
+  const idle = idleMs(step);
+  step.actions.push({ kind: "would-stop", trigger, reason: why, idleSeconds: idle === undefined ? undefined : idle / 1000 });
+  event(step, "Normal", "IdleWouldStop", `observe mode, nothing stopped: ${why}`);
+}
+
+// --- one function per state -----------------------------------------------------------------
+
+function decideActive(step: Step): void {
+  const { rec, policy } = step;
+  const idle = idleMs(step) ?? 0;
+  if (!policy.autostopEnabled) {
+    step.reason ||= `autostop is disabled: tracked, never stopped (idle ${duration(idle)})`;
+  } else if (rec.awaitingFreshReport) {
+    step.reason ||= "restored after a collector restart: waiting for a fresh report before deciding";
+  } else if (idle < policy.idleTimeoutSeconds * 1000) {
+    step.reason ||= `idle ${duration(idle)} of ${formatDuration(policy.idleTimeoutSeconds)}; last activity: ${lastSeen(step)}`;
+  } else if (step.vetoes.length > 0) {
+    step.reason ||= `idle ${duration(idle)} ≥ idle-timeout, but held: ${describeVetoes(step.vetoes)}`;
+  } else {
+    startNotice(step);
+  }
+}
+
+function decidePending(step: Step): void {
+  const { rec, policy, nowMs, observation, prev } = step;
+  const notice = rec.notice;
+  const idle = idleMs(step) ?? 0;
+  if (!notice) {
+    // A record without its notice cannot be trusted to stop: start over.
+    transition(step, "Active");
+    step.reason = "pending stop without a notice: back to Active";
+    return;
+  }
+  if (!policy.autostopEnabled) {
+    clearNotice(step, "autostop was disabled");
+    transition(step, "Active");
+    step.reason = "autostop was disabled: the pending stop is cancelled";
+    event(step, "Normal", "IdleStopCancelled", step.reason);
+    return;
+  }
+  const activityAfterNotice = rec.lastActivityAtMs !== undefined && rec.lastActivityAtMs > notice.idleSinceMs;
+  if (activityAfterNotice || idle < policy.idleTimeoutSeconds * 1000) {
+    const why = activityAfterNotice ? `activity: ${rec.lastActivityDetail ?? "seen"}` : `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`;
+    clearNotice(step, why);
+    transition(step, "Active");
+    step.reason = `pending stop cancelled: ${why}`;
+    event(step, "Normal", "IdleStopCancelled", step.reason);
+    return;
+  }
+  if (step.vetoes.length > 0) {
+    const why = describeVetoes(step.vetoes);
+    clearNotice(step, why);
+    transition(step, "Active");
+    step.reason = `pending stop cancelled, held: ${why}`;
+    event(step, "Normal", "IdleStopCancelled", step.reason);
+    return;
+  }
+  if (notice.mode === "observe" && policy.mode === "enforce") {
+    // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
+    clearNotice(step, "the policy changed from observe to enforce; a new notice follows");
+    startNotice(step);
+    return;
+  }
+  if (rec.awaitingFreshReport) {
+    step.reason = "restored after a collector restart: waiting for a fresh report before the pending stop can go ahead";
+    return;
+  }
+  if (nowMs >= notice.deadlineMs) {
+    const why = `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}) and the grace period of the notice ${notice.id} is over with no activity, lease or other veto; last activity: ${lastSeen(step)}${unattendedNote(step)}${blindNote(step)}`;
+    if (policy.mode === "enforce") {
+      requestStop(step, "idle", why);
+      step.reason = `stop now: ${why}`;
+    } else if (notice.wouldStopAtMs === undefined) {
+      rec.notice = { ...notice, wouldStopAtMs: nowMs };
+      recordWouldStop(step, "idle", why);
+      step.reason = `would stop now (observe mode): ${why}`;
+    } else {
+      step.reason = `observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; still idle`;
+    }
+    return;
+  }
+  const repeatDue = nowMs - notice.lastSentAtMs >= policy.noticeRepeatSeconds * 1000;
+  const reconnected = observation.agentConnected && !prev.agentConnected;
+  if (repeatDue || reconnected) {
+    rec.notice = { ...notice, lastSentAtMs: nowMs };
+    pushNotice(step, rec.notice, true);
+  }
+  step.reason = `${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(notice.deadlineMs - nowMs)} unless there is activity or a lease (notice ${notice.id})`;
+}
+
+function decideStopping(step: Step): void {
+  const { rec, nowMs, isNewReport } = step;
+  const stop = rec.stop;
+  if (!stop) return;
+  if (stop.trigger === "agent-lost" && isNewReport) {
+    const why = "the agent reports again";
+    step.actions.push({ kind: "cancel-stop", reason: why });
+    rec.stop = undefined;
+    enterActive(step, rec.lastReportAtMs ?? nowMs);
+    step.reason = `stop cancelled: ${why}; the idle clock starts afresh`;
+    event(step, "Normal", "IdleStopCancelled", step.reason);
+    return;
+  }
+  if (rec.lastActivityAtMs !== undefined && (stop.idleSinceMs === undefined || rec.lastActivityAtMs > stop.idleSinceMs)) {
+    const why = `activity after the stop was decided: ${rec.lastActivityDetail ?? "seen"}`;
+    step.actions.push({ kind: "cancel-stop", reason: why });
+    transition(step, "Active");
+    rec.stop = undefined;
+    step.reason = `stop cancelled: ${why}`;
+    event(step, "Normal", "IdleStopCancelled", step.reason);
+    return;
+  }
+  if (stop.lastFailure && nowMs - stop.lastFailure.atMs >= stopRetryDelayMs(stop.attempts)) {
+    rec.stop = { ...stop, attempts: stop.attempts + 1, lastAttemptAtMs: nowMs, lastFailure: undefined };
+    const idle = idleMs(step);
+    step.actions.push({ kind: "stop", trigger: stop.trigger, reason: stop.reason, idleSeconds: idle === undefined ? undefined : idle / 1000, attempt: rec.stop.attempts });
+    step.reason = `asking again for the stop (attempt ${rec.stop.attempts}) after: ${stop.lastFailure.message}`;
+  } else {
+    step.reason ||= `waiting for the stop to be carried out (${stop.reason})`;
+  }
+}
+
+/** AgentLost and Unknown: the collector cannot see the VM. */
+function decideUnseen(step: Step): void {
+  const { rec, policy, nowMs, observation } = step;
+  const limit = policy.stopWhenAgentLostAfterSeconds;
+  const silentSince = rec.state === "AgentLost" ? rec.lastReportAtMs : observation.vmRunning === true ? rec.sinceMs : undefined;
+  if (silentSince === undefined) {
+    step.reason ||= rec.state === "Unknown" ? "waiting for the first report" : "the agent is lost: never stopped";
+    return;
+  }
+  const silentMs = nowMs - silentSince;
+  if (limit === null || !policy.autostopEnabled || silentMs < limit * 1000) {
+    step.reason ||= `no report for ${duration(silentMs)}: a VM the collector cannot see is ${limit === null ? "never stopped" : `stopped only after stop-when-agent-lost-after ${formatDuration(limit)}`}`;
+    return;
+  }
+  const why = `no report for ${duration(silentMs)} ≥ stop-when-agent-lost-after ${formatDuration(limit)}`;
+  if (policy.mode === "enforce") {
+    requestStop(step, "agent-lost", why);
+    step.reason = `stop now: ${why}`;
+  } else if (!rec.agentLostWouldStopRecorded) {
+    rec.agentLostWouldStopRecorded = true;
+    recordWouldStop(step, "agent-lost", why);
+    step.reason = `would stop now (observe mode): ${why}`;
+  } else {
+    step.reason = `observe mode: would have stopped (${why})`;
+  }
+}
+
+function finish(step: Step): Decision {
+  const { rec, policy, nowMs, evidence, actions, from } = step;
+  rec.activeSignals = rec.state === "Stopped" ? [] : activeSignalNames(evidence, nowMs, Math.max(30, 2 * policy.reportIntervalSeconds));
+  if (rec.state !== from) {
     actions.push({
-      kind: "notice",
-      id: notice.id,
-      deadlineMs: notice.deadlineMs,
-      stopInSeconds: Math.max(0, (notice.deadlineMs - nowMs) / 1000),
-      idleSeconds: (idleMs() ?? 0) / 1000,
-      reason: notice.reason,
-      hint: `any activity cancels it; to keep the VM running without activity: ws-lease 2h (at most ${formatDuration(policy.maxKeepRunningSeconds)})`,
-      mode: notice.mode,
-      repeat,
+      kind: "persist",
+      values: { state: rec.state, lastActiveMs: rec.lastActivityAtMs, noticeId: rec.notice?.id, stopDeadlineMs: rec.notice?.deadlineMs },
     });
-  };
-  const blindNote = () => {
-    const blind = evidence?.blind ?? [];
-    return blind.length > 0 ? `; cannot read: ${blind.map((entry) => entry.source).join(", ")}` : "";
-  };
-  const requestStop = (trigger: StopTrigger, why: string) => {
-    rec.stop = {
-      decidedAtMs: nowMs,
-      trigger,
-      reason: why,
-      attempts: 1,
-      lastAttemptAtMs: nowMs,
-      idleSinceMs: rec.lastActivityAtMs,
-    };
-    // The notice ends in the stop it announced: no "cleared" to the agent, which would read as a reprieve.
-    rec.notice = undefined;
-    transition("Stopping");
-    const idle = idleMs();
-    actions.push({ kind: "stop", trigger, reason: why, idleSeconds: idle === undefined ? undefined : idle / 1000, attempt: 1 });
-    event(trigger === "agent-lost" ? "Warning" : "Normal", "IdleStop", why);
-  };
-  const recordWouldStop = (trigger: StopTrigger, why: string) => {
-    const idle = idleMs();
-    actions.push({ kind: "would-stop", trigger, reason: why, idleSeconds: idle === undefined ? undefined : idle / 1000 });
-    event("Normal", "IdleWouldStop", `observe mode, nothing stopped: ${why}`);
-  };
-
-  // --- the state machine
-  switch (rec.state) {
-    case "Active": {
-      const idle = idleMs() ?? 0;
-      if (!policy.autostopEnabled) {
-        reason ||= `autostop is disabled: tracked, never stopped (idle ${duration(idle)})`;
-      } else if (rec.awaitingFreshReport) {
-        reason ||= "restored after a collector restart: waiting for a fresh report before deciding";
-      } else if (idle < timeoutMs) {
-        reason ||= `idle ${duration(idle)} of ${formatDuration(policy.idleTimeoutSeconds)}; last activity: ${lastSeen()}`;
-      } else if (vetoes.length > 0) {
-        reason ||= `idle ${duration(idle)} ≥ idle-timeout, but held: ${describeVetoes(vetoes)}`;
-      } else {
-        startNotice();
-      }
-      break;
-    }
-    case "StoppingPending": {
-      const notice = rec.notice;
-      const idle = idleMs() ?? 0;
-      if (!notice) {
-        // A record without its notice cannot be trusted to stop: start over.
-        transition("Active");
-        reason = "pending stop without a notice: back to Active";
-        break;
-      }
-      if (!policy.autostopEnabled) {
-        clearNotice("autostop was disabled");
-        transition("Active");
-        reason = "autostop was disabled: the pending stop is cancelled";
-        event("Normal", "IdleStopCancelled", reason);
-        break;
-      }
-      const activityAfterNotice = rec.lastActivityAtMs !== undefined && rec.lastActivityAtMs > notice.idleSinceMs;
-      if (activityAfterNotice || idle < timeoutMs) {
-        const why = activityAfterNotice ? `activity: ${rec.lastActivityDetail ?? "seen"}` : `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`;
-        clearNotice(why);
-        transition("Active");
-        reason = `pending stop cancelled: ${why}`;
-        event("Normal", "IdleStopCancelled", reason);
-        break;
-      }
-      if (vetoes.length > 0) {
-        const why = describeVetoes(vetoes);
-        clearNotice(why);
-        transition("Active");
-        reason = `pending stop cancelled, held: ${why}`;
-        event("Normal", "IdleStopCancelled", reason);
-        break;
-      }
-      if (notice.mode === "observe" && policy.mode === "enforce") {
-        // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
-        clearNotice("the policy changed from observe to enforce; a new notice follows");
-        startNotice();
-        break;
-      }
-      if (rec.awaitingFreshReport) {
-        reason = "restored after a collector restart: waiting for a fresh report before the pending stop can go ahead";
-        break;
-      }
-      if (nowMs >= notice.deadlineMs) {
-        const why = `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}) and the grace period of the notice ${notice.id} is over with no activity, lease or other veto; last activity: ${lastSeen()}${blindNote()}`;
-        if (policy.mode === "enforce") {
-          requestStop("idle", why);
-          reason = `stop now: ${why}`;
-        } else if (notice.wouldStopAtMs === undefined) {
-          rec.notice = { ...notice, wouldStopAtMs: nowMs };
-          recordWouldStop("idle", why);
-          reason = `would stop now (observe mode): ${why}`;
-        } else {
-          reason = `observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; still idle`;
-        }
-        break;
-      }
-      const repeatDue = nowMs - notice.lastSentAtMs >= policy.noticeRepeatSeconds * 1000;
-      const reconnected = observation.agentConnected && !prev.agentConnected;
-      if (repeatDue || reconnected) {
-        rec.notice = { ...notice, lastSentAtMs: nowMs };
-        pushNotice(rec.notice, true);
-      }
-      reason = `${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(notice.deadlineMs - nowMs)} unless there is activity or a lease (notice ${notice.id})`;
-      break;
-    }
-    case "Stopping": {
-      const stop = rec.stop;
-      if (!stop) break;
-      if (stop.trigger === "agent-lost" && isNewReport) {
-        const why = "the agent reports again";
-        actions.push({ kind: "cancel-stop", reason: why });
-        rec.stop = undefined;
-        enterActive(rec.lastReportAtMs ?? nowMs);
-        reason = `stop cancelled: ${why}; the idle clock starts afresh`;
-        event("Normal", "IdleStopCancelled", reason);
-        break;
-      }
-      if (rec.lastActivityAtMs !== undefined && (stop.idleSinceMs === undefined || rec.lastActivityAtMs > stop.idleSinceMs)) {
-        const why = `activity after the stop was decided: ${rec.lastActivityDetail ?? "seen"}`;
-        actions.push({ kind: "cancel-stop", reason: why });
-        transition("Active");
-        rec.stop = undefined;
-        reason = `stop cancelled: ${why}`;
-        event("Normal", "IdleStopCancelled", reason);
-        break;
-      }
-      if (stop.lastFailure && nowMs - stop.lastFailure.atMs >= stopRetryDelayMs(stop.attempts)) {
-        rec.stop = { ...stop, attempts: stop.attempts + 1, lastAttemptAtMs: nowMs, lastFailure: undefined };
-        const idle = idleMs();
-        actions.push({ kind: "stop", trigger: stop.trigger, reason: stop.reason, idleSeconds: idle === undefined ? undefined : idle / 1000, attempt: rec.stop.attempts });
-        reason = `asking again for the stop (attempt ${rec.stop.attempts}) after: ${stop.lastFailure.message}`;
-      } else {
-        reason ||= `waiting for the stop to be carried out (${stop.reason})`;
-      }
-      break;
-    }
-    case "AgentLost":
-    case "Unknown": {
-      const limit = policy.stopWhenAgentLostAfterSeconds;
-      const silentSince = rec.state === "AgentLost" ? rec.lastReportAtMs : observation.vmRunning === true ? rec.sinceMs : undefined;
-      if (silentSince === undefined) {
-        reason ||= rec.state === "Unknown" ? "waiting for the first report" : "the agent is lost: never stopped";
-        break;
-      }
-      const silentMs = nowMs - silentSince;
-      if (limit === null || !policy.autostopEnabled || silentMs < limit * 1000) {
-        reason ||= `no report for ${duration(silentMs)}: a VM the collector cannot see is ${limit === null ? "never stopped" : `stopped only after stop-when-agent-lost-after ${formatDuration(limit)}`}`;
-        break;
-      }
-      const why = `no report for ${duration(silentMs)} ≥ stop-when-agent-lost-after ${formatDuration(limit)}`;
-      if (policy.mode === "enforce") {
-        requestStop("agent-lost", why);
-        reason = `stop now: ${why}`;
-      } else if (!rec.agentLostWouldStopRecorded) {
-        rec.agentLostWouldStopRecorded = true;
-        recordWouldStop("agent-lost", why);
-        reason = `would stop now (observe mode): ${why}`;
-      } else {
-        reason = `observe mode: would have stopped (${why})`;
-      }
-      break;
-    }
-    case "Stopped":
-      break;
   }
-
-  return finish();
-
-  function finish(): Decision {
-    rec.activeSignals = rec.state === "Stopped" ? [] : activeSignalNames(evidence, nowMs, Math.max(30, 2 * policy.reportIntervalSeconds));
-    if (rec.state !== from) {
-      actions.push({
-        kind: "persist",
-        values: {
-          state: rec.state,
-          lastActiveMs: rec.lastActivityAtMs,
-          noticeId: rec.notice?.id,
-          stopDeadlineMs: rec.notice?.deadlineMs,
-        },
-      });
-    }
-    const idle = rec.lastActivityAtMs === undefined || rec.state === "Stopped" || rec.state === "Unknown" ? undefined : Math.max(0, nowMs - rec.lastActivityAtMs);
-    const activeVetoes = rec.state === "Stopped" ? [] : vetoesAt(evidence, nowMs);
-    const stopAtMs = scheduledStopAt(rec, policy, activeVetoes, nowMs);
-    const explanation: Explanation = {
-      atMs: nowMs,
-      from,
-      to: rec.state,
-      idleSeconds: idle === undefined ? undefined : idle / 1000,
-      idleTimeoutSeconds: policy.idleTimeoutSeconds,
-      lastActivityAtMs: rec.lastActivityAtMs,
-      lastActivity: rec.lastActivityDetail,
-      readings: counted,
-      vetoes: activeVetoes,
-      blind: evidence?.blind ?? [],
-      stopAtMs,
-      reason: reason || `${rec.state}`,
-    };
-    const summary = summarize(rec.state, explanation, policy);
-    rec.summary = summary;
-    rec.scheduledStopAtMs = stopAtMs;
-    return { next: rec, actions, explanation, summary, wakeAtMs: wakeAt(rec, policy, activeVetoes, nowMs) };
-  }
+  const idle = rec.lastActivityAtMs === undefined || rec.state === "Stopped" || rec.state === "Unknown" ? undefined : Math.max(0, nowMs - rec.lastActivityAtMs);
+  const activeVetoes = heldVetoes(step);
+  const stopAtMs = scheduledStopAt(rec, policy, activeVetoes, nowMs);
+  const explanation: Explanation = {
+    atMs: nowMs,
+    from,
+    to: rec.state,
+    idleSeconds: idle === undefined ? undefined : idle / 1000,
+    idleTimeoutSeconds: policy.idleTimeoutSeconds,
+    lastActivityAtMs: rec.lastActivityAtMs,
+    lastActivity: rec.lastActivityDetail,
+    ...(rec.lastHumanAtMs === undefined ? {} : { lastHumanAtMs: rec.lastHumanAtMs }),
+    ...(step.unattended ? { unattended: true } : {}),
+    readings: step.counted,
+    vetoes: activeVetoes,
+    blind: evidence?.blind ?? [],
+    stopAtMs,
+    reason: step.reason || `${rec.state}`,
+  };
+  const summary = summarize(rec.state, explanation, policy);
+  rec.summary = summary;
+  rec.scheduledStopAtMs = stopAtMs;
+  return { next: rec, actions, explanation, summary, wakeAtMs: wakeAt(rec, policy, activeVetoes, nowMs) };
 }
 
 /** When the VM would be stopped if nothing changes; undefined when no stop is scheduled. */

@@ -7,7 +7,7 @@
 // bounded time, and leases last seen are carried forward while the lease
 // source cannot be read.
 
-import { type Report, SourceState } from "@ws/protocol";
+import { InputDeviceKind, type Report, SourceState } from "@ws/protocol";
 import { formatDuration } from "@ws/protocol";
 import { clampLease, describeLease, leaseView } from "./leases.js";
 import type {
@@ -27,6 +27,9 @@ export const EMPTY_MEMORY: EvidenceMemory = Object.freeze({ sources: {}, inhibit
 
 /** A code-server heartbeat younger than this means a browser is still connected (code-server writes it every minute). */
 const CODE_SERVER_FRESH_SECONDS = 5 * 60;
+
+/** Two ages of one report closer than this name the same moment (Jupyter rounds to the millisecond; the agent to its own ms). */
+const SAME_TIME_MS = 1_000;
 
 function safeAge(seconds: number | undefined): number | undefined {
   if (seconds === undefined || !Number.isFinite(seconds)) return undefined;
@@ -54,186 +57,284 @@ export function blindHoldSeconds(policy: Policy): number {
   return Math.max(policy.weakActivityMaxSeconds, policy.idleTimeoutSeconds);
 }
 
-export function extractEvidence(received: ReceivedReport, policy: Policy, memory: EvidenceMemory = EMPTY_MEMORY): Evidence {
-  const { report, receivedAtMs } = received;
-  const sampledAtMs = receivedAtMs - (safeAge(report.sampleAgeSeconds) ?? 0) * 1000;
-  const at = (age: number | undefined): number | undefined => {
-    const clean = safeAge(age);
-    return clean === undefined ? undefined : sampledAtMs - clean * 1000;
-  };
-  const thresholds = policy.thresholds;
-  const readings: SignalReading[] = [];
-  const vetoes: Veto[] = [];
-  const live = new Map<string, boolean>();
+/** What one source contributes to the evidence of a report. */
+interface SourceEvidence {
+  readings: SignalReading[];
+  vetoes: Veto[];
+  /** The source holds something that could become activity (kernels, sessions, a busy GPU…): if it goes blind, that holds the VM for a while. */
+  live: boolean;
+}
 
-  // --- terminals
+/** The clock of one report: a reported age → a time on the collector's clock. */
+interface ReportTime {
+  sampledAtMs: number;
+  at(age: number | undefined): number | undefined;
+}
+
+function reportTime(received: ReceivedReport): ReportTime {
+  const sampledAtMs = received.receivedAtMs - (safeAge(received.report.sampleAgeSeconds) ?? 0) * 1000;
+  return {
+    sampledAtMs,
+    at: (age) => {
+      const clean = safeAge(age);
+      return clean === undefined ? undefined : sampledAtMs - clean * 1000;
+    },
+  };
+}
+
+const none = (live = false): SourceEvidence => ({ readings: [], vetoes: [], live });
+
+/** Terminals: keystrokes always; output only with tty-output-counts. */
+function terminalEvidence(report: Report, policy: Policy, time: ReportTime): SourceEvidence {
+  const readings: SignalReading[] = [];
   for (const session of report.sessions?.sessions ?? []) {
     const who = `${session.user || `uid ${session.uid}`}${session.remoteHost ? ` from ${session.remoteHost}` : ""}`;
-    const inputAt = at(session.inputAgeSeconds);
+    const inputAt = time.at(session.inputAgeSeconds);
     if (inputAt !== undefined) readings.push({ signal: "tty-input", strength: "strong", atMs: inputAt, detail: `input on ${session.tty} (${who})` });
-    const outputAt = at(session.outputAgeSeconds);
-    if (thresholds.ttyOutputCounts && outputAt !== undefined) {
+    const outputAt = time.at(session.outputAgeSeconds);
+    if (policy.thresholds.ttyOutputCounts && outputAt !== undefined) {
       readings.push({ signal: "tty-output", strength: "strong", atMs: outputAt, detail: `output on ${session.tty} (${who})` });
     }
   }
-  live.set("sessions", (report.sessions?.sessions.length ?? 0) > 0);
+  return { readings, vetoes: [], live: (report.sessions?.sessions.length ?? 0) > 0 };
+}
 
-  // --- Jupyter
-  let jupyterLive = false;
-  const serverMemory: Array<[string, { reachable: boolean; live: boolean; message: string }]> = [];
+/** Keyboard, mouse and tablet input in the guest; none while the screen is locked. */
+function desktopEvidence(report: Report, policy: Policy, time: ReportTime): SourceEvidence {
+  const desktop = report.desktop;
+  if (!desktop || desktop.locked) return none();
+  const readings: SignalReading[] = [];
+  for (const device of desktop.devices) {
+    const inputAt = time.at(device.inputAgeSeconds);
+    if (inputAt === undefined) continue;
+    const kind = INPUT_KIND_WORD[device.kind] ?? "input device";
+    readings.push({ signal: "desktop-input", strength: "strong", atMs: inputAt, detail: `desktop ${kind} input${device.name ? ` (${device.name})` : ""}` });
+  }
+  // Input within the idle timeout is use a blind source would be hiding.
+  const live = readings.some((reading) => reading.atMs > time.sampledAtMs - policy.idleTimeoutSeconds * 1000);
+  return { readings, vetoes: [], live };
+}
+
+const INPUT_KIND_WORD: Record<number, string> = {
+  [InputDeviceKind.KEYBOARD]: "keyboard",
+  [InputDeviceKind.MOUSE]: "mouse",
+  [InputDeviceKind.TABLET]: "tablet",
+};
+
+/** SSH sessions without a terminal: open is weak ("connected"), traffic beyond keep-alives is strong. */
+function remoteSessionEvidence(report: Report, time: ReportTime): SourceEvidence {
+  const readings: SignalReading[] = [];
+  const sessions = report.remoteSessions?.sessions ?? [];
+  for (const session of sessions) {
+    const who = `${session.user || `uid ${session.uid}`}${session.remoteHost ? ` from ${session.remoteHost}` : ""}`;
+    const what = session.command ? `running ${session.command}` : "forwarding ports";
+    readings.push({ signal: "remote-connected", strength: "weak", atMs: time.sampledAtMs, detail: `SSH session without a terminal is open (${who}, ${what})` });
+    const interactionAt = time.at(session.interactionAgeSeconds);
+    if (interactionAt !== undefined) {
+      readings.push({ signal: "remote-session", strength: "strong", atMs: interactionAt, detail: `traffic in an SSH session without a terminal (${who}, ${what})` });
+    }
+  }
+  return { readings, vetoes: [], live: sessions.length > 0 };
+}
+
+/** Jupyter servers: kernels and terminals; each server also gets its own blind-source memory entry. */
+function jupyterEvidence(report: Report, policy: Policy, time: ReportTime): SourceEvidence & { servers: Array<[string, { reachable: boolean; live: boolean; message: string }]> } {
+  const readings: SignalReading[] = [];
+  const vetoes: Veto[] = [];
+  const servers: Array<[string, { reachable: boolean; live: boolean; message: string }]> = [];
+  let live = false;
   for (const server of report.jupyter?.servers ?? []) {
     const owner = server.user ? ` (${server.user})` : "";
     const serverLive = server.kernels.length + server.terminals.length > 0;
-    jupyterLive ||= serverLive;
-    serverMemory.push([`jupyter ${server.url}`, { reachable: server.reachable, live: serverLive, message: server.error }]);
+    live ||= serverLive;
+    servers.push([`jupyter ${server.url}`, { reachable: server.reachable, live: serverLive, message: server.error }]);
     if (!server.reachable) continue;
     for (const kernel of server.kernels) {
       const name = `kernel ${kernel.name || "?"} ${kernel.id.slice(0, 8)} on ${server.url}${owner}`;
       if (kernel.executionState === "busy") {
-        readings.push({ signal: "jupyter-busy", strength: "strong", atMs: sampledAtMs, detail: `${name} is busy` });
+        // A busy kernel's last_activity moves with its own output: the busy reading says all there is.
+        readings.push({ signal: "jupyter-busy", strength: "strong", atMs: time.sampledAtMs, detail: `${name} is busy` });
         vetoes.push({ kind: "jupyter-busy", detail: `${name} is busy` });
+      } else {
+        const activityAt = time.at(kernel.lastActivityAgeSeconds);
+        if (activityAt !== undefined) readings.push({ signal: "jupyter-kernel", strength: "strong", atMs: activityAt, detail: `${name} activity` });
       }
-      const activityAt = at(kernel.lastActivityAgeSeconds);
-      if (activityAt !== undefined) readings.push({ signal: "jupyter-kernel", strength: "strong", atMs: activityAt, detail: `${name} activity` });
       if (kernel.connections > 0) {
         readings.push({
           signal: "jupyter-connected",
           strength: "weak",
-          atMs: sampledAtMs,
+          atMs: time.sampledAtMs,
           detail: `${name} has ${kernel.connections} browser connection${kernel.connections === 1 ? "" : "s"}`,
         });
       }
     }
-    for (const terminal of server.terminals) {
-      const activityAt = at(terminal.lastActivityAgeSeconds);
-      if (activityAt !== undefined) {
-        readings.push({ signal: "jupyter-terminal", strength: "strong", atMs: activityAt, detail: `terminal ${terminal.name} on ${server.url}${owner}` });
+    // A terminal's last_activity moves with its output (`watch nvidia-smi` keeps it fresh): it is
+    // output, counted only with tty-output-counts. Typing into it shows as tty-input on its pty.
+    if (policy.thresholds.ttyOutputCounts) {
+      for (const terminal of server.terminals) {
+        const activityAt = time.at(terminal.lastActivityAgeSeconds);
+        if (activityAt !== undefined) {
+          readings.push({ signal: "jupyter-terminal", strength: "strong", atMs: activityAt, detail: `output of terminal ${terminal.name} on ${server.url}${owner}` });
+        }
       }
     }
-    const serverAt = at(server.lastActivityAgeSeconds);
-    if (serverAt !== undefined) readings.push({ signal: "jupyter-server", strength: "weak", atMs: serverAt, detail: `API traffic on ${server.url}${owner}` });
+    const serverAt = time.at(server.lastActivityAgeSeconds);
+    // /api/status takes the latest of API traffic, kernels and terminals: when it is a terminal's
+    // time, it is that terminal's output again, counted only as output.
+    const terminalOutput = server.terminals.some((terminal) => {
+      const terminalAt = time.at(terminal.lastActivityAgeSeconds);
+      return terminalAt !== undefined && serverAt !== undefined && Math.abs(terminalAt - serverAt) <= SAME_TIME_MS;
+    });
+    if (serverAt !== undefined && !(terminalOutput && !policy.thresholds.ttyOutputCounts)) {
+      readings.push({ signal: "jupyter-server", strength: "weak", atMs: serverAt, detail: `server activity on ${server.url}${owner} (API traffic, kernel messages or terminal output)` });
+    }
   }
-  live.set("jupyter", jupyterLive);
+  return { readings, vetoes, live, servers };
+}
 
-  // --- code-server
-  let codeServerLive = false;
+function codeServerEvidence(report: Report, time: ReportTime): SourceEvidence {
+  const readings: SignalReading[] = [];
+  let live = false;
   for (const instance of report.codeServer?.instances ?? []) {
-    const heartbeatAt = at(instance.heartbeatAgeSeconds);
+    const heartbeatAt = time.at(instance.heartbeatAgeSeconds);
     if (heartbeatAt === undefined) continue;
-    codeServerLive ||= (safeAge(instance.heartbeatAgeSeconds) ?? Infinity) < CODE_SERVER_FRESH_SECONDS;
+    live ||= (safeAge(instance.heartbeatAgeSeconds) ?? Infinity) < CODE_SERVER_FRESH_SECONDS;
     readings.push({ signal: "code-server", strength: "weak", atMs: heartbeatAt, detail: `code-server browser connected (${instance.user || `uid ${instance.uid}`})` });
   }
-  live.set("code_server", codeServerLive);
+  return { readings, vetoes: [], live };
+}
 
-  // --- GPU
-  let gpuLive = false;
-  if (report.gpu) {
-    const gpuAt = sampledAtMs - (safeAge(report.gpu.sampleAgeSeconds) ?? 0) * 1000;
-    const processes = report.gpu.processes;
-    gpuLive = processes.length > 0;
-    for (const gpu of report.gpu.gpus) {
-      const label = `GPU ${gpu.index}${gpu.name ? ` (${gpu.name})` : ""}`;
-      const utilization = gpu.utilizationRatio;
-      if (utilization !== undefined && Number.isFinite(utilization)) {
-        if (utilization >= thresholds.gpuUtilizationRatio) {
-          const detail = `${label} at ${percent(utilization)} (threshold ${percent(thresholds.gpuUtilizationRatio)})`;
-          readings.push({ signal: "gpu", strength: "strong", atMs: gpuAt, detail });
-          vetoes.push({ kind: "gpu", detail });
-          gpuLive = true;
-        }
-        continue;
-      }
-      // [N/A] (MIG, some vGPUs): the device cannot say whether it works. Processes holding it are
-      // taken as work, because unreadable is not idle.
-      const holders = processes.filter((process) => !gpu.uuid || !process.gpuUuid || process.gpuUuid === gpu.uuid);
-      if (holders.length > 0) {
-        const names = holders.map((process) => `${process.processName || process.pid}${process.user ? ` (${process.user})` : ""}`).join(", ");
-        const detail = `${label} utilization unreadable and held by ${names}: counted as busy`;
+function gpuEvidence(report: Report, policy: Policy, time: ReportTime): SourceEvidence {
+  if (!report.gpu) return none();
+  const readings: SignalReading[] = [];
+  const vetoes: Veto[] = [];
+  const threshold = policy.thresholds.gpuUtilizationRatio;
+  const gpuAt = time.sampledAtMs - (safeAge(report.gpu.sampleAgeSeconds) ?? 0) * 1000;
+  const processes = report.gpu.processes;
+  let live = processes.length > 0;
+  for (const gpu of report.gpu.gpus) {
+    const label = `GPU ${gpu.index}${gpu.name ? ` (${gpu.name})` : ""}`;
+    const utilization = gpu.utilizationRatio;
+    if (utilization !== undefined && Number.isFinite(utilization)) {
+      if (utilization >= threshold) {
+        const detail = `${label} at ${percent(utilization)} (threshold ${percent(threshold)})`;
         readings.push({ signal: "gpu", strength: "strong", atMs: gpuAt, detail });
         vetoes.push({ kind: "gpu", detail });
+        live = true;
       }
+      continue;
+    }
+    // [N/A] (MIG, some vGPUs): the device cannot say whether it works. Processes holding it are
+    // taken as work, because unreadable is not idle.
+    const holders = processes.filter((process) => !gpu.uuid || !process.gpuUuid || process.gpuUuid === gpu.uuid);
+    if (holders.length > 0) {
+      const names = holders.map((process) => `${process.processName || process.pid}${process.user ? ` (${process.user})` : ""}`).join(", ");
+      const detail = `${label} utilization unreadable and held by ${names}: counted as busy`;
+      readings.push({ signal: "gpu", strength: "strong", atMs: gpuAt, detail });
+      vetoes.push({ kind: "gpu", detail });
     }
   }
-  live.set("gpu", gpuLive);
+  return { readings, vetoes, live };
+}
 
-  // --- background work
-  let systemLive = false;
+function systemEvidence(report: Report, policy: Policy, time: ReportTime): SourceEvidence {
   const system = report.system;
-  if (system) {
-    const background = (signal: "cpu" | "user-cpu" | "network" | "disk", value: number | undefined, threshold: number, describe: (v: number) => string) => {
-      if (value === undefined || !Number.isFinite(value) || value < threshold) return;
-      const detail = describe(value);
-      readings.push({ signal, strength: "strong", atMs: sampledAtMs, detail });
-      vetoes.push({ kind: signal, detail });
-      systemLive = true;
-    };
-    background("cpu", system.cpuBusyRatio, thresholds.cpuBusyRatio, (v) => `CPU ${percent(v)} busy (threshold ${percent(thresholds.cpuBusyRatio)})`);
-    background("user-cpu", system.userProcessCpuCores, thresholds.userProcessCpuCores, (v) => {
-      const top = system.topProcesses[0];
-      const busiest = top ? `; busiest ${top.command} (${top.user || `uid ${top.uid}`}) ${top.cpuCores.toFixed(2)}` : "";
-      return `users' processes use ${v.toFixed(2)} cores (threshold ${thresholds.userProcessCpuCores})${busiest}`;
-    });
-    background(
-      "network",
-      sumDefined(system.networkReceiveBytesPerSecond, system.networkTransmitBytesPerSecond),
-      thresholds.networkBytesPerSecond,
-      (v) => `network ${bytesPerSecond(v)} (threshold ${bytesPerSecond(thresholds.networkBytesPerSecond)})`,
-    );
-    background(
-      "disk",
-      sumDefined(system.diskReadBytesPerSecond, system.diskWriteBytesPerSecond),
-      thresholds.diskBytesPerSecond,
-      (v) => `disk ${bytesPerSecond(v)} (threshold ${bytesPerSecond(thresholds.diskBytesPerSecond)})`,
-    );
-  }
-  live.set("system", systemLive);
+  if (!system) return none();
+  const thresholds = policy.thresholds;
+  const result = none();
+  const background = (signal: "cpu" | "user-cpu" | "network" | "disk", value: number | undefined, threshold: number, describe: (v: number) => string) => {
+    if (value === undefined || !Number.isFinite(value) || value < threshold) return;
+    const detail = describe(value);
+    result.readings.push({ signal, strength: "strong", atMs: time.sampledAtMs, detail });
+    result.vetoes.push({ kind: signal, detail });
+    result.live = true;
+  };
+  background("cpu", system.cpuBusyRatio, thresholds.cpuBusyRatio, (v) => `CPU ${percent(v)} busy (threshold ${percent(thresholds.cpuBusyRatio)})`);
+  background("user-cpu", system.userProcessCpuCores, thresholds.userProcessCpuCores, (v) => {
+    const top = system.topProcesses[0];
+    const busiest = top ? `; busiest ${top.command} (${top.user || `uid ${top.uid}`}) ${top.cpuCores.toFixed(2)}` : "";
+    return `users' processes use ${v.toFixed(2)} cores (threshold ${thresholds.userProcessCpuCores})${busiest}`;
+  });
+  background(
+    "network",
+    sumDefined(system.networkReceiveBytesPerSecond, system.networkTransmitBytesPerSecond),
+    thresholds.networkBytesPerSecond,
+    (v) => `network ${bytesPerSecond(v)} (threshold ${bytesPerSecond(thresholds.networkBytesPerSecond)})`,
+  );
+  background(
+    "disk",
+    sumDefined(system.diskReadBytesPerSecond, system.diskWriteBytesPerSecond),
+    thresholds.diskBytesPerSecond,
+    (v) => `disk ${bytesPerSecond(v)} (threshold ${bytesPerSecond(thresholds.diskBytesPerSecond)})`,
+  );
+  return result;
+}
 
-  const sourceStates = new Map(report.sources.map((status) => [status.source, status]));
-
-  // --- idle inhibitor locks: no age on the wire, so the cap counts from the first time the collector saw the lock
+/** Idle inhibitor locks carry no age on the wire, so the cap counts from the first time the collector saw the lock. */
+function inhibitorEvidence(report: Report, policy: Policy, time: ReportTime, memory: EvidenceMemory, readable: boolean) {
   const inhibitors: InhibitorView[] = [];
-  const inhibitorsFirstSeenMs: Record<string, number> = {};
-  const inhibitorsReadable = sourceStates.get("inhibitors")?.state !== SourceState.FAILED;
+  const firstSeen: Record<string, number> = {};
   for (const lock of report.inhibitors?.locks ?? []) {
     if (!lock.what.split(":").includes("idle")) continue;
     const key = `${lock.uid}/${lock.pid}/${lock.who}/${lock.why}`;
-    const firstSeenAtMs = memory.inhibitorsFirstSeenMs[key] ?? sampledAtMs;
-    inhibitorsFirstSeenMs[key] = firstSeenAtMs;
+    const firstSeenAtMs = memory.inhibitorsFirstSeenMs[key] ?? time.sampledAtMs;
+    firstSeen[key] = firstSeenAtMs;
     inhibitors.push({ key, who: lock.who, why: lock.why, uid: lock.uid, firstSeenAtMs, expiresAtMs: firstSeenAtMs + policy.maxKeepRunningSeconds * 1000 });
   }
-  live.set("inhibitors", inhibitors.length > 0);
-  for (const view of inhibitors) {
-    vetoes.push({ kind: "inhibitor", detail: `idle inhibitor lock by ${view.who || `uid ${view.uid}`}${view.why ? ` ("${view.why}")` : ""}`, untilMs: view.expiresAtMs });
-  }
+  const vetoes: Veto[] = inhibitors.map((view) => ({
+    kind: "inhibitor",
+    detail: `idle inhibitor lock by ${view.who || `uid ${view.uid}`}${view.why ? ` ("${view.why}")` : ""}`,
+    untilMs: view.expiresAtMs,
+  }));
+  return {
+    inhibitors,
+    vetoes,
+    live: inhibitors.length > 0,
+    firstSeenMs: readable ? firstSeen : { ...memory.inhibitorsFirstSeenMs, ...firstSeen },
+  };
+}
 
-  // --- leases
-  const leaseSourceFailed = sourceStates.get("leases")?.state === SourceState.FAILED;
+/** Leases; while the lease source cannot be read, the last known ones are carried forward. */
+function leaseEvidence(report: Report, policy: Policy, time: ReportTime, memory: EvidenceMemory, sourceFailed: boolean) {
   let leases: LeaseView[];
-  let leasesCarried = false;
-  if (leaseSourceFailed && (report.leases?.leases.length ?? 0) === 0) {
+  let carried = false;
+  if (sourceFailed && (report.leases?.leases.length ?? 0) === 0) {
     leases = memory.leases.map((view) => clampLease(view, policy));
-    leasesCarried = leases.length > 0;
+    carried = leases.length > 0;
   } else {
-    leases = (report.leases?.leases ?? []).map((lease) => leaseView(lease, sampledAtMs, policy));
+    leases = (report.leases?.leases ?? []).map((lease) => leaseView(lease, time.sampledAtMs, policy));
   }
-  for (const view of leases) {
-    if (!view.accepted) continue;
-    vetoes.push({
+  const vetoes: Veto[] = leases
+    .filter((view) => view.accepted)
+    .map((view) => ({
       kind: "lease",
-      detail: `${describeLease(view)}${view.clamped ? ` (clamped to ${formatDuration(policy.maxKeepRunningSeconds)})` : ""}${leasesCarried ? " — last known; leases unreadable now" : ""}`,
+      detail: `${describeLease(view)}${view.clamped ? ` (clamped to ${formatDuration(policy.maxKeepRunningSeconds)})` : ""}${carried ? " — last known; leases unreadable now" : ""}`,
       untilMs: view.expiresAtMs,
-    });
-  }
-  live.set("leases", false);
+    }));
+  return { leases, vetoes, remembered: sourceFailed ? (leases.length > 0 ? leases : memory.leases) : leases };
+}
 
-  // --- blind sources
+/**
+ * Sources that failed: one that had something live when last read holds the VM for
+ * blindHoldSeconds; the rest are listed. Also the source memory for the next report.
+ */
+function blindEvidence(
+  report: Report,
+  policy: Policy,
+  time: ReportTime,
+  memory: EvidenceMemory,
+  live: ReadonlyMap<string, boolean>,
+  servers: ReadonlyArray<[string, { reachable: boolean; live: boolean; message: string }]>,
+  jupyterRead: boolean,
+) {
   const sources: Record<string, SourceMemory> = { ...memory.sources };
   const blind: BlindSource[] = [];
+  const vetoes: Veto[] = [];
   const holdMs = blindHoldSeconds(policy) * 1000;
   const noteBlind = (key: string, message: string) => {
     // Read the memory from before this report: server entries were just cleared above.
     const previous = memory.sources[key] ?? { liveAtLastOk: false };
-    const sinceMs = previous.blindSinceMs ?? sampledAtMs;
+    const sinceMs = previous.blindSinceMs ?? time.sampledAtMs;
     sources[key] = { ...previous, blindSinceMs: sinceMs, lastMessage: message };
     const entry: BlindSource = { source: key, message, sinceMs };
     if (previous.liveAtLastOk) {
@@ -243,7 +344,7 @@ export function extractEvidence(received: ReceivedReport, policy: Policy, memory
     blind.push(entry);
   };
   const noteOk = (key: string, isLive: boolean) => {
-    sources[key] = { liveAtLastOk: isLive, lastOkAtMs: sampledAtMs };
+    sources[key] = { liveAtLastOk: isLive, lastOkAtMs: time.sampledAtMs };
   };
   for (const status of report.sources) {
     if (status.source === "disk") continue;
@@ -251,28 +352,49 @@ export function extractEvidence(received: ReceivedReport, policy: Policy, memory
     else if (status.state === SourceState.FAILED) noteBlind(status.source, status.message);
     else sources[status.source] = { liveAtLastOk: false };
   }
-  if (report.jupyter && sourceStates.get("jupyter")?.state !== SourceState.FAILED) {
+  if (jupyterRead) {
     // Servers that went away are gone, not blind.
     for (const key of Object.keys(sources)) if (key.startsWith("jupyter ")) delete sources[key];
   }
-  for (const [key, server] of serverMemory) {
+  for (const [key, server] of servers) {
     if (server.reachable) noteOk(key, server.live);
     else noteBlind(key, server.message || "unreachable");
   }
+  return { sources, blind, vetoes };
+}
+
+export function extractEvidence(received: ReceivedReport, policy: Policy, memory: EvidenceMemory = EMPTY_MEMORY): Evidence {
+  const { report, receivedAtMs } = received;
+  const time = reportTime(received);
+  const sourceStates = new Map(report.sources.map((status) => [status.source, status]));
+  const failed = (source: string) => sourceStates.get(source)?.state === SourceState.FAILED;
+
+  const jupyter = jupyterEvidence(report, policy, time);
+  const perSource: Array<[string, SourceEvidence]> = [
+    ["sessions", terminalEvidence(report, policy, time)],
+    ["desktop", desktopEvidence(report, policy, time)],
+    ["remote_sessions", remoteSessionEvidence(report, time)],
+    ["jupyter", jupyter],
+    ["code_server", codeServerEvidence(report, time)],
+    ["gpu", gpuEvidence(report, policy, time)],
+    ["system", systemEvidence(report, policy, time)],
+  ];
+  const inhibitors = inhibitorEvidence(report, policy, time, memory, !failed("inhibitors"));
+  const leases = leaseEvidence(report, policy, time, memory, failed("leases"));
+  const live = new Map<string, boolean>(perSource.map(([source, evidence]) => [source, evidence.live]));
+  live.set("inhibitors", inhibitors.live);
+  live.set("leases", false);
+  const blind = blindEvidence(report, policy, time, memory, live, jupyter.servers, report.jupyter !== undefined && !failed("jupyter"));
 
   return {
-    sampledAtMs,
+    sampledAtMs: time.sampledAtMs,
     receivedAtMs,
-    readings,
-    vetoes,
-    blind,
-    leases,
-    inhibitors,
-    memory: {
-      sources,
-      inhibitorsFirstSeenMs: inhibitorsReadable ? inhibitorsFirstSeenMs : { ...memory.inhibitorsFirstSeenMs, ...inhibitorsFirstSeenMs },
-      leases: leaseSourceFailed ? (leases.length > 0 ? leases : memory.leases) : leases,
-    },
+    readings: perSource.flatMap(([, evidence]) => evidence.readings),
+    vetoes: [...perSource.flatMap(([, evidence]) => evidence.vetoes), ...inhibitors.vetoes, ...leases.vetoes, ...blind.vetoes],
+    blind: blind.blind,
+    leases: leases.leases,
+    inhibitors: inhibitors.inhibitors,
+    memory: { sources: blind.sources, inhibitorsFirstSeenMs: inhibitors.firstSeenMs, leases: leases.remembered },
   };
 }
 

@@ -30,6 +30,7 @@ export const BUILTIN_DEFAULT_POLICY: Policy = Object.freeze({
   gracePeriodSeconds: 10 * 60,
   maxKeepRunningSeconds: 24 * 3600,
   weakActivityMaxSeconds: 4 * 3600,
+  unattendedMaxSeconds: 24 * 3600,
   agentLostAfterSeconds: 5 * 60,
   stopWhenAgentLostAfterSeconds: null,
   reportIntervalSeconds: 15,
@@ -100,6 +101,12 @@ export const POLICY_KNOBS: readonly Knob[] = [
     name: "weak-activity-max",
     help: "how long weak evidence keeps a VM after the last strong evidence (default 4h; 0s: never)",
     set: (t, raw, s) => void (t.weakActivityMaxSeconds = duration(raw, s, { allowZero: true })),
+  },
+  {
+    name: "unattended-max",
+    help: "how long background work (CPU, GPU, network, disk, a busy kernel) holds a VM after the last human evidence (default 24h; off)",
+    set: (t, raw, s) =>
+      void (t.unattendedMaxSeconds = parseOptionalDuration(raw, { allowBareSeconds: s === "config", ...(s === "annotation" ? { minSeconds: 60 } : {}) })),
   },
   {
     name: "agent-lost-after",

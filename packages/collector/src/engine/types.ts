@@ -37,6 +37,8 @@ export interface Policy {
   maxKeepRunningSeconds: number;
   /** How long weak evidence may keep a VM after the last strong evidence. */
   weakActivityMaxSeconds: number;
+  /** How long background work (CPU, GPU, network, disk, a busy kernel) holds a VM after the last human evidence; null: no bound. */
+  unattendedMaxSeconds: number | null;
   agentLostAfterSeconds: number;
   /** null: a VM whose agent is lost is never stopped. */
   stopWhenAgentLostAfterSeconds: number | null;
@@ -163,6 +165,15 @@ export interface EvidenceMemory {
   leases: LeaseView[];
 }
 
+/** The idle clock's parts, as a record keeps them. */
+export interface IdleClock {
+  lastStrongAtMs?: number;
+  lastWeakAtMs?: number;
+  lastActivityAtMs?: number;
+  lastActivityDetail?: string;
+  lastActivityWeak?: boolean;
+}
+
 /** Everything the engine knows about one VM. decide() returns a new one; the old one is never changed. */
 export interface VmRecord {
   state: EngineState;
@@ -177,6 +188,12 @@ export interface VmRecord {
   lastWeakAtMs?: number;
   /** What moved the idle clock last, in words. */
   lastActivityDetail?: string;
+  /** The idle clock's last mover was weak evidence ("connected"), not use. */
+  lastActivityWeak?: boolean;
+  /** The last human evidence (a keystroke, a click, an execution request): unattended-max counts from here. */
+  lastHumanAtMs?: number;
+  /** The idle clock without background work: what the idle clock becomes once unattended-max is over. */
+  attended?: IdleClock;
   notice?: PendingNotice;
   /** The last notice sent, kept after it clears so the terminal echo of the notice is not taken for activity. */
   lastNoticeSentAtMs?: number;
@@ -225,6 +242,11 @@ export interface Observation {
   vmRunning?: boolean;
   /** The outcome of the stop the engine asked for, passed once after it is known. */
   stopResult?: StopResult;
+  /**
+   * extractEvidence(latestReport, policy, previous.memory), computed once by the caller when the
+   * Report arrived and kept for later decisions on the same Report; absent: decide() extracts it.
+   */
+  evidence?: Evidence;
   /** Errors of the VM's current policy annotations (the policy passed in is then the fallback). Absent: no errors. */
   policyStatus?: { errors: readonly PolicyError[]; fallback: PolicyFallback };
 }
@@ -234,6 +256,9 @@ export interface Observation {
 export type SignalName =
   | "tty-input"
   | "tty-output"
+  | "desktop-input"
+  | "remote-session"
+  | "remote-connected"
   | "jupyter-busy"
   | "jupyter-kernel"
   | "jupyter-terminal"
@@ -304,6 +329,10 @@ export interface Explanation {
   idleTimeoutSeconds: number;
   lastActivityAtMs: number | undefined;
   lastActivity: string | undefined;
+  /** The last human evidence; with unattended-max, background work holds the VM until this + unattended-max. */
+  lastHumanAtMs?: number | undefined;
+  /** unattended-max is over: background work no longer holds the VM. */
+  unattended?: boolean;
   /** Every reading of the latest report, with whether it moved the clock. */
   readings: Array<SignalReading & { counted: boolean; note?: string }>;
   vetoes: Veto[];

@@ -8,7 +8,17 @@ import { create } from "@bufbuild/protobuf";
 import { ReportSchema, SourceState, type Report } from "@ws/protocol";
 
 /** Activity that the agent reports as an age; exported as a time on the collector's clock. */
-export const ACTIVITY_SIGNALS = ["tty-input", "tty-output", "jupyter-kernel", "jupyter-terminal", "jupyter-server", "code-server"] as const;
+export const ACTIVITY_SIGNALS = [
+  "tty-input",
+  "tty-output",
+  "desktop-input",
+  "remote-session",
+  "remote-connected",
+  "jupyter-kernel",
+  "jupyter-terminal",
+  "jupyter-server",
+  "code-server",
+] as const;
 export type ActivitySignal = (typeof ACTIVITY_SIGNALS)[number];
 
 export interface ReportReadings {
@@ -61,6 +71,12 @@ export function readingsFromReport(report: Report, receivedAtMs: number): Report
     note("tty-input", session.inputAgeSeconds);
     note("tty-output", session.outputAgeSeconds);
   }
+  // Locked: the engine takes no desktop reading.
+  if (!report.desktop?.locked) for (const device of report.desktop?.devices ?? []) note("desktop-input", device.inputAgeSeconds);
+  for (const session of report.remoteSessions?.sessions ?? []) {
+    note("remote-connected", 0);
+    note("remote-session", session.interactionAgeSeconds);
+  }
   let busy = 0;
   let connected = 0;
   for (const server of report.jupyter?.servers ?? []) {
@@ -70,7 +86,8 @@ export function readingsFromReport(report: Report, receivedAtMs: number): Report
     for (const kernel of server.kernels) {
       if (kernel.executionState === "busy") busy++;
       if (kernel.connections > 0) connected++;
-      note("jupyter-kernel", kernel.lastActivityAgeSeconds);
+      // The engine does not read a busy kernel's last_activity (its own output moves it).
+      if (kernel.executionState !== "busy") note("jupyter-kernel", kernel.lastActivityAgeSeconds);
     }
     for (const terminal of server.terminals) note("jupyter-terminal", terminal.lastActivityAgeSeconds);
   }
@@ -138,6 +155,9 @@ export function reportFromReadings(readings: ReportReadings, atMs: number, optio
   const hasJupyter = kernels.length > 0 || terminalAge !== undefined || serverAge !== undefined;
 
   const heartbeatAge = age("code-server");
+  const desktopAge = age("desktop-input");
+  const remoteConnected = age("remote-connected") !== undefined;
+  const remoteAge = age("remote-session");
   const gpus = [];
   for (let index = 0; index < readings.gpuCount; index++) {
     const ratio = readings.gpuUtilization[String(index)];
@@ -153,8 +173,12 @@ export function reportFromReadings(readings: ReportReadings, atMs: number, optio
     sequence: 1n,
     intervalSeconds: options.intervalSeconds,
     sampleAgeSeconds: 0,
-    sources: ["sessions", "jupyter", "code_server", "gpu", "system", "inhibitors", "leases"].map(ok),
+    sources: ["sessions", "desktop", "remote_sessions", "jupyter", "code_server", "gpu", "system", "inhibitors", "leases"].map(ok),
     sessions: { sessions },
+    desktop: { devices: desktopAge !== undefined ? [{ node: "event0", name: "whatif", inputAgeSeconds: desktopAge }] : [] },
+    remoteSessions: {
+      sessions: remoteConnected || remoteAge !== undefined ? [{ user: "whatif", ...(remoteAge !== undefined ? { interactionAgeSeconds: remoteAge } : {}) }] : [],
+    },
     jupyter: {
       servers: hasJupyter
         ? [

@@ -30,13 +30,15 @@ describe("extractEvidence", () => {
     );
     const sampled = T0 - 10 * SECOND;
     expect(evidence.sampledAtMs).toBe(sampled);
+    // A terminal's last_activity is its output as much as its input: not counted by default.
     expect(evidence.readings.map((r) => [r.signal, r.strength, r.atMs])).toEqual([
       ["jupyter-kernel", "strong", sampled - 20 * SECOND],
       ["jupyter-connected", "weak", sampled],
-      ["jupyter-terminal", "strong", sampled - 40 * SECOND],
       ["jupyter-server", "weak", sampled - 1 * SECOND],
       ["gpu", "strong", sampled - 5 * SECOND],
     ]);
+    const withOutput = extractEvidence({ report: report({ jupyter: { servers: [{ url: "http://j/", reachable: true, terminals: [{ name: "1", lastActivityAgeSeconds: 40 }] }] } }), receivedAtMs: T0 }, testPolicy({ thresholds: { ttyOutputCounts: true } }));
+    expect(withOutput.readings.map((r) => [r.signal, r.atMs, r.detail])).toEqual([["jupyter-terminal", T0 - 40 * SECOND, "output of terminal 1 on http://j/"]]);
   });
 
   it("treats negative or non-finite ages as no age at all rather than as the future", () => {

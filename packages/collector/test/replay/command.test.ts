@@ -1,22 +1,11 @@
 import { readFile } from "node:fs/promises";
-import { Writable } from "node:stream";
+import { sink } from "./sink.js";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { replayCommand } from "../../src/replay/command.js";
 
 const ROOT = fileURLToPath(new URL("../../../../", import.meta.url));
 const EXAMPLE = "docs/examples/idle-then-stop.trace.jsonl";
-
-function sink(): Writable & { text: string } {
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      stream.text += String(chunk);
-      done();
-    },
-  }) as Writable & { text: string };
-  stream.text = "";
-  return stream;
-}
 
 /** Runs the command with files from `files` (by path) or, failing that, from the repository. */
 async function run(argv: string[], files: Record<string, string> = {}) {

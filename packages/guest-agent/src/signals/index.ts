@@ -1,10 +1,12 @@
 // The signal set the agent samples, built from its configuration.
 import type { AgentConfig } from "../config.js";
 import { createCodeServerSignal } from "./codeserver.js";
+import { createDesktopSignal } from "./desktop.js";
 import { createDiskSignal } from "./disk.js";
 import { createGpuSignal } from "./gpu.js";
 import { createInhibitorsSignal } from "./inhibitors.js";
 import { createJupyterSignal } from "./jupyter.js";
+import { createRemoteSessionsSignal } from "./remote-sessions.js";
 import { createSessionsSignal } from "./sessions.js";
 import { createSystemSignal } from "./system.js";
 import type { Signal } from "./types.js";
@@ -14,6 +16,8 @@ export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
   return [
     createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs }),
     createSessionsSignal(),
+    createRemoteSessionsSignal(),
+    createDesktopSignal(),
     createCodeServerSignal(),
     createGpuSignal({ command: config.gpu.command, intervalMs: config.gpu.intervalMs, timeoutMs: config.gpu.timeoutMs }),
     createSystemSignal(),

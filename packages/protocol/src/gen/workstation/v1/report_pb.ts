@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/report.proto.
  */
 export const file_workstation_v1_report: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3Jrc3RhdGlvbi92MS9yZXBvcnQucHJvdG8SDndvcmtzdGF0aW9uLnYxIvkDCgZSZXBvcnQSEAoIc2VxdWVuY2UYASABKAQSGAoQaW50ZXJ2YWxfc2Vjb25kcxgCIAEoARIaChJzYW1wbGVfYWdlX3NlY29uZHMYAyABKAESLQoHc291cmNlcxgEIAMoCzIcLndvcmtzdGF0aW9uLnYxLlNvdXJjZVN0YXR1cxIuCgdqdXB5dGVyGAogASgLMh0ud29ya3N0YXRpb24udjEuSnVweXRlclNpZ25hbBIvCghzZXNzaW9ucxgLIAEoCzIdLndvcmtzdGF0aW9uLnYxLlNlc3Npb25TaWduYWwSNQoLY29kZV9zZXJ2ZXIYDCABKAsyIC53b3Jrc3RhdGlvbi52MS5Db2RlU2VydmVyU2lnbmFsEiYKA2dwdRgNIAEoCzIZLndvcmtzdGF0aW9uLnYxLkdwdVNpZ25hbBIsCgZzeXN0ZW0YDiABKAsyHC53b3Jrc3RhdGlvbi52MS5TeXN0ZW1TaWduYWwSMwoKaW5oaWJpdG9ycxgPIAEoCzIfLndvcmtzdGF0aW9uLnYxLkluaGliaXRvclNpZ25hbBIrCgZsZWFzZXMYECABKAsyGy53b3Jrc3RhdGlvbi52MS5MZWFzZVNpZ25hbBIoCgRkaXNrGBEgASgLMhoud29ya3N0YXRpb24udjEuRGlza1NpZ25hbCJ1CgxTb3VyY2VTdGF0dXMSDgoGc291cmNlGAEgASgJEioKBXN0YXRlGAIgASgOMhsud29ya3N0YXRpb24udjEuU291cmNlU3RhdGUSDwoHbWVzc2FnZRgDIAEoCRIYChBkdXJhdGlvbl9zZWNvbmRzGAQgASgBIj8KDUp1cHl0ZXJTaWduYWwSLgoHc2VydmVycxgBIAMoCzIdLndvcmtzdGF0aW9uLnYxLkp1cHl0ZXJTZXJ2ZXIitwIKDUp1cHl0ZXJTZXJ2ZXISCwoDdXJsGAEgASgJEhQKDHJ1bnRpbWVfZmlsZRgCIAEoCRILCgNwaWQYAyABKA0SCwoDdWlkGAQgASgNEgwKBHVzZXIYBSABKAkSEQoJcmVhY2hhYmxlGAYgASgIEg0KBWVycm9yGAcgASgJEg8KB3ZlcnNpb24YCCABKAkSJgoZbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcxgJIAEoAUgAiAEBEi4KB2tlcm5lbHMYCiADKAsyHS53b3Jrc3RhdGlvbi52MS5KdXB5dGVyS2VybmVsEjIKCXRlcm1pbmFscxgLIAMoCzIfLndvcmtzdGF0aW9uLnYxLkp1cHl0ZXJUZXJtaW5hbEIcChpfbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcyKdAQoNSnVweXRlcktlcm5lbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhcKD2V4ZWN1dGlvbl9zdGF0ZRgDIAEoCRImChlsYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzGAQgASgBSACIAQESEwoLY29ubmVjdGlvbnMYBSABKA1CHAoaX2xhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMiZQoPSnVweXRlclRlcm1pbmFsEgwKBG5hbWUYASABKAkSJgoZbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcxgCIAEoAUgAiAEBQhwKGl9sYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzIkIKDVNlc3Npb25TaWduYWwSMQoIc2Vzc2lvbnMYASADKAsyHy53b3Jrc3RhdGlvbi52MS5UZXJtaW5hbFNlc3Npb24iqgIKD1Rlcm1pbmFsU2Vzc2lvbhIpCgRraW5kGAEgASgOMhsud29ya3N0YXRpb24udjEuU2Vzc2lvbktpbmQSDAoEdXNlchgCIAEoCRILCgN1aWQYAyABKA0SCwoDdHR5GAQgASgJEhMKC3JlbW90ZV9ob3N0GAUgASgJEgsKA3BpZBgGIAEoDRIeChFsb2dpbl9hZ2Vfc2Vjb25kcxgHIAEoAUgAiAEBEh4KEWlucHV0X2FnZV9zZWNvbmRzGAggASgBSAGIAQESHwoSb3V0cHV0X2FnZV9zZWNvbmRzGAkgASgBSAKIAQFCFAoSX2xvZ2luX2FnZV9zZWNvbmRzQhQKEl9pbnB1dF9hZ2Vfc2Vjb25kc0IVChNfb3V0cHV0X2FnZV9zZWNvbmRzIkkKEENvZGVTZXJ2ZXJTaWduYWwSNQoJaW5zdGFuY2VzGAEgAygLMiIud29ya3N0YXRpb24udjEuQ29kZVNlcnZlckluc3RhbmNlIoUBChJDb2RlU2VydmVySW5zdGFuY2USDAoEdXNlchgBIAEoCRILCgN1aWQYAiABKA0SFgoOaGVhcnRiZWF0X2ZpbGUYAyABKAkSIgoVaGVhcnRiZWF0X2FnZV9zZWNvbmRzGAQgASgBSACIAQFCGAoWX2hlYXJ0YmVhdF9hZ2Vfc2Vjb25kcyJ5CglHcHVTaWduYWwSIQoEZ3B1cxgBIAMoCzITLndvcmtzdGF0aW9uLnYxLkdwdRItCglwcm9jZXNzZXMYAiADKAsyGi53b3Jrc3RhdGlvbi52MS5HcHVQcm9jZXNzEhoKEnNhbXBsZV9hZ2Vfc2Vjb25kcxgDIAEoASKqAgoDR3B1Eg0KBWluZGV4GAEgASgNEgwKBHV1aWQYAiABKAkSDAoEbmFtZRgDIAEoCRIeChF1dGlsaXphdGlvbl9yYXRpbxgEIAEoAUgAiAEBEiUKGG1lbW9yeV91dGlsaXphdGlvbl9yYXRpbxgFIAEoAUgBiAEBEh4KEW1lbW9yeV91c2VkX2J5dGVzGAYgASgESAKIAQESHwoSbWVtb3J5X3RvdGFsX2J5dGVzGAcgASgESAOIAQESEAoIbWlnX21vZGUYCCABKAlCFAoSX3V0aWxpemF0aW9uX3JhdGlvQhsKGV9tZW1vcnlfdXRpbGl6YXRpb25fcmF0aW9CFAoSX21lbW9yeV91c2VkX2J5dGVzQhUKE19tZW1vcnlfdG90YWxfYnl0ZXMikgEKCkdwdVByb2Nlc3MSCwoDcGlkGAEgASgNEhAKCGdwdV91dWlkGAIgASgJEhQKDHByb2Nlc3NfbmFtZRgDIAEoCRILCgN1aWQYBCABKA0SDAoEdXNlchgFIAEoCRIeChF1c2VkX21lbW9yeV9ieXRlcxgGIAEoBEgAiAEBQhQKEl91c2VkX21lbW9yeV9ieXRlcyKEBQoMU3lzdGVtU2lnbmFsEhEKCWNwdV9jb3VudBgBIAEoDRIbCg5jcHVfYnVzeV9yYXRpbxgCIAEoAUgAiAEBEg0KBWxvYWQxGAMgASgBEg0KBWxvYWQ1GAQgASgBEg4KBmxvYWQxNRgFIAEoARItCiBuZXR3b3JrX3JlY2VpdmVfYnl0ZXNfcGVyX3NlY29uZBgGIAEoAUgBiAEBEi4KIW5ldHdvcmtfdHJhbnNtaXRfYnl0ZXNfcGVyX3NlY29uZBgHIAEoAUgCiAEBEicKGmRpc2tfcmVhZF9ieXRlc19wZXJfc2Vjb25kGAggASgBSAOIAQESKAobZGlza193cml0ZV9ieXRlc19wZXJfc2Vjb25kGAkgASgBSASIAQESGgoSbWVtb3J5X3RvdGFsX2J5dGVzGAogASgEEh4KFm1lbW9yeV9hdmFpbGFibGVfYnl0ZXMYCyABKAQSFgoOdXB0aW1lX3NlY29uZHMYDCABKAESIwoWdXNlcl9wcm9jZXNzX2NwdV9jb3JlcxgNIAEoAUgFiAEBEjMKDXRvcF9wcm9jZXNzZXMYDiADKAsyHC53b3Jrc3RhdGlvbi52MS5Qcm9jZXNzVXNhZ2VCEQoPX2NwdV9idXN5X3JhdGlvQiMKIV9uZXR3b3JrX3JlY2VpdmVfYnl0ZXNfcGVyX3NlY29uZEIkCiJfbmV0d29ya190cmFuc21pdF9ieXRlc19wZXJfc2Vjb25kQh0KG19kaXNrX3JlYWRfYnl0ZXNfcGVyX3NlY29uZEIeChxfZGlza193cml0ZV9ieXRlc19wZXJfc2Vjb25kQhkKF191c2VyX3Byb2Nlc3NfY3B1X2NvcmVzIm8KDFByb2Nlc3NVc2FnZRILCgNwaWQYASABKA0SCwoDdWlkGAIgASgNEgwKBHVzZXIYAyABKAkSDwoHY29tbWFuZBgEIAEoCRIRCgljcHVfY29yZXMYBSABKAESEwoLYWdlX3NlY29uZHMYBiABKAEiOwoPSW5oaWJpdG9yU2lnbmFsEigKBWxvY2tzGAEgAygLMhkud29ya3N0YXRpb24udjEuSW5oaWJpdG9yIlsKCUluaGliaXRvchILCgN3aG8YASABKAkSCwoDd2h5GAIgASgJEgwKBHdoYXQYAyABKAkSDAoEbW9kZRgEIAEoCRILCgN1aWQYBSABKA0SCwoDcGlkGAYgASgNIjQKC0xlYXNlU2lnbmFsEiUKBmxlYXNlcxgBIAMoCzIVLndvcmtzdGF0aW9uLnYxLkxlYXNlIoEBCgVMZWFzZRIKCgJpZBgBIAEoCRILCgN1aWQYAiABKA0SDAoEdXNlchgDIAEoCRIOCgZyZWFzb24YBCABKAkSGQoRcmVxdWVzdGVkX3NlY29uZHMYBSABKAESEwoLYWdlX3NlY29uZHMYBiABKAESEQoJY29uZmlybWVkGAcgASgIIjMKCkRpc2tTaWduYWwSJQoGbW91bnRzGAEgAygLMhUud29ya3N0YXRpb24udjEuTW91bnQifgoFTW91bnQSEwoLbW91bnRfcG9pbnQYASABKAkSDgoGZGV2aWNlGAIgASgJEg8KB2ZzX3R5cGUYAyABKAkSEgoKc2l6ZV9ieXRlcxgEIAEoBBISCgp1c2VkX2J5dGVzGAUgASgEEhcKD2F2YWlsYWJsZV9ieXRlcxgGIAEoBCqNAQoLU291cmNlU3RhdGUSHAoYU09VUkNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASEwoPU09VUkNFX1NUQVRFX09LEAESFwoTU09VUkNFX1NUQVRFX0FCU0VOVBACEhcKE1NPVVJDRV9TVEFURV9GQUlMRUQQAxIZChVTT1VSQ0VfU1RBVEVfRElTQUJMRUQQBCpYCgtTZXNzaW9uS2luZBIcChhTRVNTSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIVChFTRVNTSU9OX0tJTkRfVVRNUBABEhQKEFNFU1NJT05fS0lORF9QVFkQAmIGcHJvdG8z");
+  fileDesc("Cht3b3Jrc3RhdGlvbi92MS9yZXBvcnQucHJvdG8SDndvcmtzdGF0aW9uLnYxIucECgZSZXBvcnQSEAoIc2VxdWVuY2UYASABKAQSGAoQaW50ZXJ2YWxfc2Vjb25kcxgCIAEoARIaChJzYW1wbGVfYWdlX3NlY29uZHMYAyABKAESLQoHc291cmNlcxgEIAMoCzIcLndvcmtzdGF0aW9uLnYxLlNvdXJjZVN0YXR1cxIuCgdqdXB5dGVyGAogASgLMh0ud29ya3N0YXRpb24udjEuSnVweXRlclNpZ25hbBIvCghzZXNzaW9ucxgLIAEoCzIdLndvcmtzdGF0aW9uLnYxLlNlc3Npb25TaWduYWwSNQoLY29kZV9zZXJ2ZXIYDCABKAsyIC53b3Jrc3RhdGlvbi52MS5Db2RlU2VydmVyU2lnbmFsEiYKA2dwdRgNIAEoCzIZLndvcmtzdGF0aW9uLnYxLkdwdVNpZ25hbBIsCgZzeXN0ZW0YDiABKAsyHC53b3Jrc3RhdGlvbi52MS5TeXN0ZW1TaWduYWwSMwoKaW5oaWJpdG9ycxgPIAEoCzIfLndvcmtzdGF0aW9uLnYxLkluaGliaXRvclNpZ25hbBIrCgZsZWFzZXMYECABKAsyGy53b3Jrc3RhdGlvbi52MS5MZWFzZVNpZ25hbBIoCgRkaXNrGBEgASgLMhoud29ya3N0YXRpb24udjEuRGlza1NpZ25hbBIuCgdkZXNrdG9wGBIgASgLMh0ud29ya3N0YXRpb24udjEuRGVza3RvcFNpZ25hbBI8Cg9yZW1vdGVfc2Vzc2lvbnMYEyABKAsyIy53b3Jrc3RhdGlvbi52MS5SZW1vdGVTZXNzaW9uU2lnbmFsInUKDFNvdXJjZVN0YXR1cxIOCgZzb3VyY2UYASABKAkSKgoFc3RhdGUYAiABKA4yGy53b3Jrc3RhdGlvbi52MS5Tb3VyY2VTdGF0ZRIPCgdtZXNzYWdlGAMgASgJEhgKEGR1cmF0aW9uX3NlY29uZHMYBCABKAEiPwoNSnVweXRlclNpZ25hbBIuCgdzZXJ2ZXJzGAEgAygLMh0ud29ya3N0YXRpb24udjEuSnVweXRlclNlcnZlciK3AgoNSnVweXRlclNlcnZlchILCgN1cmwYASABKAkSFAoMcnVudGltZV9maWxlGAIgASgJEgsKA3BpZBgDIAEoDRILCgN1aWQYBCABKA0SDAoEdXNlchgFIAEoCRIRCglyZWFjaGFibGUYBiABKAgSDQoFZXJyb3IYByABKAkSDwoHdmVyc2lvbhgIIAEoCRImChlsYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzGAkgASgBSACIAQESLgoHa2VybmVscxgKIAMoCzIdLndvcmtzdGF0aW9uLnYxLkp1cHl0ZXJLZXJuZWwSMgoJdGVybWluYWxzGAsgAygLMh8ud29ya3N0YXRpb24udjEuSnVweXRlclRlcm1pbmFsQhwKGl9sYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzIp0BCg1KdXB5dGVyS2VybmVsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFwoPZXhlY3V0aW9uX3N0YXRlGAMgASgJEiYKGWxhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMYBCABKAFIAIgBARITCgtjb25uZWN0aW9ucxgFIAEoDUIcChpfbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcyJlCg9KdXB5dGVyVGVybWluYWwSDAoEbmFtZRgBIAEoCRImChlsYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzGAIgASgBSACIAQFCHAoaX2xhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMiQgoNU2Vzc2lvblNpZ25hbBIxCghzZXNzaW9ucxgBIAMoCzIfLndvcmtzdGF0aW9uLnYxLlRlcm1pbmFsU2Vzc2lvbiKqAgoPVGVybWluYWxTZXNzaW9uEikKBGtpbmQYASABKA4yGy53b3Jrc3RhdGlvbi52MS5TZXNzaW9uS2luZBIMCgR1c2VyGAIgASgJEgsKA3VpZBgDIAEoDRILCgN0dHkYBCABKAkSEwoLcmVtb3RlX2hvc3QYBSABKAkSCwoDcGlkGAYgASgNEh4KEWxvZ2luX2FnZV9zZWNvbmRzGAcgASgBSACIAQESHgoRaW5wdXRfYWdlX3NlY29uZHMYCCABKAFIAYgBARIfChJvdXRwdXRfYWdlX3NlY29uZHMYCSABKAFIAogBAUIUChJfbG9naW5fYWdlX3NlY29uZHNCFAoSX2lucHV0X2FnZV9zZWNvbmRzQhUKE19vdXRwdXRfYWdlX3NlY29uZHMiSQoQQ29kZVNlcnZlclNpZ25hbBI1CglpbnN0YW5jZXMYASADKAsyIi53b3Jrc3RhdGlvbi52MS5Db2RlU2VydmVySW5zdGFuY2UihQEKEkNvZGVTZXJ2ZXJJbnN0YW5jZRIMCgR1c2VyGAEgASgJEgsKA3VpZBgCIAEoDRIWCg5oZWFydGJlYXRfZmlsZRgDIAEoCRIiChVoZWFydGJlYXRfYWdlX3NlY29uZHMYBCABKAFIAIgBAUIYChZfaGVhcnRiZWF0X2FnZV9zZWNvbmRzInkKCUdwdVNpZ25hbBIhCgRncHVzGAEgAygLMhMud29ya3N0YXRpb24udjEuR3B1Ei0KCXByb2Nlc3NlcxgCIAMoCzIaLndvcmtzdGF0aW9uLnYxLkdwdVByb2Nlc3MSGgoSc2FtcGxlX2FnZV9zZWNvbmRzGAMgASgBIqoCCgNHcHUSDQoFaW5kZXgYASABKA0SDAoEdXVpZBgCIAEoCRIMCgRuYW1lGAMgASgJEh4KEXV0aWxpemF0aW9uX3JhdGlvGAQgASgBSACIAQESJQoYbWVtb3J5X3V0aWxpemF0aW9uX3JhdGlvGAUgASgBSAGIAQESHgoRbWVtb3J5X3VzZWRfYnl0ZXMYBiABKARIAogBARIfChJtZW1vcnlfdG90YWxfYnl0ZXMYByABKARIA4gBARIQCghtaWdfbW9kZRgIIAEoCUIUChJfdXRpbGl6YXRpb25fcmF0aW9CGwoZX21lbW9yeV91dGlsaXphdGlvbl9yYXRpb0IUChJfbWVtb3J5X3VzZWRfYnl0ZXNCFQoTX21lbW9yeV90b3RhbF9ieXRlcyKSAQoKR3B1UHJvY2VzcxILCgNwaWQYASABKA0SEAoIZ3B1X3V1aWQYAiABKAkSFAoMcHJvY2Vzc19uYW1lGAMgASgJEgsKA3VpZBgEIAEoDRIMCgR1c2VyGAUgASgJEh4KEXVzZWRfbWVtb3J5X2J5dGVzGAYgASgESACIAQFCFAoSX3VzZWRfbWVtb3J5X2J5dGVzIoQFCgxTeXN0ZW1TaWduYWwSEQoJY3B1X2NvdW50GAEgASgNEhsKDmNwdV9idXN5X3JhdGlvGAIgASgBSACIAQESDQoFbG9hZDEYAyABKAESDQoFbG9hZDUYBCABKAESDgoGbG9hZDE1GAUgASgBEi0KIG5ldHdvcmtfcmVjZWl2ZV9ieXRlc19wZXJfc2Vjb25kGAYgASgBSAGIAQESLgohbmV0d29ya190cmFuc21pdF9ieXRlc19wZXJfc2Vjb25kGAcgASgBSAKIAQESJwoaZGlza19yZWFkX2J5dGVzX3Blcl9zZWNvbmQYCCABKAFIA4gBARIoChtkaXNrX3dyaXRlX2J5dGVzX3Blcl9zZWNvbmQYCSABKAFIBIgBARIaChJtZW1vcnlfdG90YWxfYnl0ZXMYCiABKAQSHgoWbWVtb3J5X2F2YWlsYWJsZV9ieXRlcxgLIAEoBBIWCg51cHRpbWVfc2Vjb25kcxgMIAEoARIjChZ1c2VyX3Byb2Nlc3NfY3B1X2NvcmVzGA0gASgBSAWIAQESMwoNdG9wX3Byb2Nlc3NlcxgOIAMoCzIcLndvcmtzdGF0aW9uLnYxLlByb2Nlc3NVc2FnZUIRCg9fY3B1X2J1c3lfcmF0aW9CIwohX25ldHdvcmtfcmVjZWl2ZV9ieXRlc19wZXJfc2Vjb25kQiQKIl9uZXR3b3JrX3RyYW5zbWl0X2J5dGVzX3Blcl9zZWNvbmRCHQobX2Rpc2tfcmVhZF9ieXRlc19wZXJfc2Vjb25kQh4KHF9kaXNrX3dyaXRlX2J5dGVzX3Blcl9zZWNvbmRCGQoXX3VzZXJfcHJvY2Vzc19jcHVfY29yZXMibwoMUHJvY2Vzc1VzYWdlEgsKA3BpZBgBIAEoDRILCgN1aWQYAiABKA0SDAoEdXNlchgDIAEoCRIPCgdjb21tYW5kGAQgASgJEhEKCWNwdV9jb3JlcxgFIAEoARITCgthZ2Vfc2Vjb25kcxgGIAEoASI7Cg9JbmhpYml0b3JTaWduYWwSKAoFbG9ja3MYASADKAsyGS53b3Jrc3RhdGlvbi52MS5JbmhpYml0b3IiWwoJSW5oaWJpdG9yEgsKA3dobxgBIAEoCRILCgN3aHkYAiABKAkSDAoEd2hhdBgDIAEoCRIMCgRtb2RlGAQgASgJEgsKA3VpZBgFIAEoDRILCgNwaWQYBiABKA0iNAoLTGVhc2VTaWduYWwSJQoGbGVhc2VzGAEgAygLMhUud29ya3N0YXRpb24udjEuTGVhc2UigQEKBUxlYXNlEgoKAmlkGAEgASgJEgsKA3VpZBgCIAEoDRIMCgR1c2VyGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIZChFyZXF1ZXN0ZWRfc2Vjb25kcxgFIAEoARITCgthZ2Vfc2Vjb25kcxgGIAEoARIRCgljb25maXJtZWQYByABKAgiMwoKRGlza1NpZ25hbBIlCgZtb3VudHMYASADKAsyFS53b3Jrc3RhdGlvbi52MS5Nb3VudCJ+CgVNb3VudBITCgttb3VudF9wb2ludBgBIAEoCRIOCgZkZXZpY2UYAiABKAkSDwoHZnNfdHlwZRgDIAEoCRISCgpzaXplX2J5dGVzGAQgASgEEhIKCnVzZWRfYnl0ZXMYBSABKAQSFwoPYXZhaWxhYmxlX2J5dGVzGAYgASgEIk0KDURlc2t0b3BTaWduYWwSLAoHZGV2aWNlcxgBIAMoCzIbLndvcmtzdGF0aW9uLnYxLklucHV0RGV2aWNlEg4KBmxvY2tlZBgCIAEoCCKOAQoLSW5wdXREZXZpY2USDAoEbm9kZRgBIAEoCRIMCgRuYW1lGAIgASgJEi0KBGtpbmQYAyABKA4yHy53b3Jrc3RhdGlvbi52MS5JbnB1dERldmljZUtpbmQSHgoRaW5wdXRfYWdlX3NlY29uZHMYBCABKAFIAIgBAUIUChJfaW5wdXRfYWdlX3NlY29uZHMiRgoTUmVtb3RlU2Vzc2lvblNpZ25hbBIvCghzZXNzaW9ucxgBIAMoCzIdLndvcmtzdGF0aW9uLnYxLlJlbW90ZVNlc3Npb24i7AEKDVJlbW90ZVNlc3Npb24SDAoEdXNlchgBIAEoCRILCgN1aWQYAiABKA0SCwoDcGlkGAMgASgNEhMKC3JlbW90ZV9ob3N0GAQgASgJEg8KB2NvbW1hbmQYBSABKAkSHgoRbG9naW5fYWdlX3NlY29uZHMYBiABKAFIAIgBARIkChdpbnRlcmFjdGlvbl9hZ2Vfc2Vjb25kcxgHIAEoAUgBiAEBEhUKDXRyYWZmaWNfYnl0ZXMYCCABKARCFAoSX2xvZ2luX2FnZV9zZWNvbmRzQhoKGF9pbnRlcmFjdGlvbl9hZ2Vfc2Vjb25kcyqNAQoLU291cmNlU3RhdGUSHAoYU09VUkNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASEwoPU09VUkNFX1NUQVRFX09LEAESFwoTU09VUkNFX1NUQVRFX0FCU0VOVBACEhcKE1NPVVJDRV9TVEFURV9GQUlMRUQQAxIZChVTT1VSQ0VfU1RBVEVfRElTQUJMRUQQBCpYCgtTZXNzaW9uS2luZBIcChhTRVNTSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIVChFTRVNTSU9OX0tJTkRfVVRNUBABEhQKEFNFU1NJT05fS0lORF9QVFkQAiqPAQoPSW5wdXREZXZpY2VLaW5kEiEKHUlOUFVUX0RFVklDRV9LSU5EX1VOU1BFQ0lGSUVEEAASHgoaSU5QVVRfREVWSUNFX0tJTkRfS0VZQk9BUkQQARIbChdJTlBVVF9ERVZJQ0VfS0lORF9NT1VTRRACEhwKGElOUFVUX0RFVklDRV9LSU5EX1RBQkxFVBADYgZwcm90bzM");
 
 /**
  * Report is one snapshot of every signal the agent reads.
@@ -91,6 +91,16 @@ export type Report = Message<"workstation.v1.Report"> & {
    * @generated from field: workstation.v1.DiskSignal disk = 17;
    */
   disk?: DiskSignal | undefined;
+
+  /**
+   * @generated from field: workstation.v1.DesktopSignal desktop = 18;
+   */
+  desktop?: DesktopSignal | undefined;
+
+  /**
+   * @generated from field: workstation.v1.RemoteSessionSignal remote_sessions = 19;
+   */
+  remoteSessions?: RemoteSessionSignal | undefined;
 };
 
 /**
@@ -106,7 +116,7 @@ export const ReportSchema: GenMessage<Report> = /*@__PURE__*/
 export type SourceStatus = Message<"workstation.v1.SourceStatus"> & {
   /**
    * Signal family: jupyter, sessions, code_server, gpu, system, inhibitors,
-   * leases, disk.
+   * leases, disk, desktop, remote_sessions.
    *
    * @generated from field: string source = 1;
    */
@@ -880,6 +890,159 @@ export const MountSchema: GenMessage<Mount> = /*@__PURE__*/
   messageDesc(file_workstation_v1_report, 20);
 
 /**
+ * Keyboard, mouse and tablet input in the guest: what a VNC or SPICE client's
+ * input becomes. Only when input happened is ever read (evdev event times, read
+ * and discarded); never which key or where.
+ *
+ * @generated from message workstation.v1.DesktopSignal
+ */
+export type DesktopSignal = Message<"workstation.v1.DesktopSignal"> & {
+  /**
+   * @generated from field: repeated workstation.v1.InputDevice devices = 1;
+   */
+  devices: InputDevice[];
+
+  /**
+   * A graphical session is locked (logind LockedHint): input then unlocks or
+   * wakes the screen and does not count as use.
+   *
+   * @generated from field: bool locked = 2;
+   */
+  locked: boolean;
+};
+
+/**
+ * Describes the message workstation.v1.DesktopSignal.
+ * Use `create(DesktopSignalSchema)` to create a new message.
+ */
+export const DesktopSignalSchema: GenMessage<DesktopSignal> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_report, 21);
+
+/**
+ * @generated from message workstation.v1.InputDevice
+ */
+export type InputDevice = Message<"workstation.v1.InputDevice"> & {
+  /**
+   * "event2".
+   *
+   * @generated from field: string node = 1;
+   */
+  node: string;
+
+  /**
+   * The kernel's device name ("QEMU USB Tablet"), at most 80 characters.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: workstation.v1.InputDeviceKind kind = 3;
+   */
+  kind: InputDeviceKind;
+
+  /**
+   * Since the last event the agent saw on the device; unset while it has seen
+   * none since it opened the device.
+   *
+   * @generated from field: optional double input_age_seconds = 4;
+   */
+  inputAgeSeconds?: number | undefined;
+};
+
+/**
+ * Describes the message workstation.v1.InputDevice.
+ * Use `create(InputDeviceSchema)` to create a new message.
+ */
+export const InputDeviceSchema: GenMessage<InputDevice> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_report, 22);
+
+/**
+ * SSH sessions with no pty: VS Code Remote-SSH, JetBrains Gateway, `ssh host
+ * cmd`, sftp, port forwards. One entry per sshd session process.
+ *
+ * @generated from message workstation.v1.RemoteSessionSignal
+ */
+export type RemoteSessionSignal = Message<"workstation.v1.RemoteSessionSignal"> & {
+  /**
+   * @generated from field: repeated workstation.v1.RemoteSession sessions = 1;
+   */
+  sessions: RemoteSession[];
+};
+
+/**
+ * Describes the message workstation.v1.RemoteSessionSignal.
+ * Use `create(RemoteSessionSignalSchema)` to create a new message.
+ */
+export const RemoteSessionSignalSchema: GenMessage<RemoteSessionSignal> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_report, 23);
+
+/**
+ * @generated from message workstation.v1.RemoteSession
+ */
+export type RemoteSession = Message<"workstation.v1.RemoteSession"> & {
+  /**
+   * @generated from field: string user = 1;
+   */
+  user: string;
+
+  /**
+   * @generated from field: uint32 uid = 2;
+   */
+  uid: number;
+
+  /**
+   * The sshd session process ("sshd: user@notty").
+   *
+   * @generated from field: uint32 pid = 3;
+   */
+  pid: number;
+
+  /**
+   * The peer's address, from the session's TCP socket; empty when unknown.
+   *
+   * @generated from field: string remote_host = 4;
+   */
+  remoteHost: string;
+
+  /**
+   * The first program the session runs (comm: "sftp-server", "bash", "node");
+   * empty for a session that only forwards ports.
+   *
+   * @generated from field: string command = 5;
+   */
+  command: string;
+
+  /**
+   * @generated from field: optional double login_age_seconds = 6;
+   */
+  loginAgeSeconds?: number | undefined;
+
+  /**
+   * Since the last sample interval whose traffic was more than keep-alives
+   * (docs/signals/remote-sessions.md has the rule), or since the session
+   * opened when none was seen.
+   *
+   * @generated from field: optional double interaction_age_seconds = 7;
+   */
+  interactionAgeSeconds?: number | undefined;
+
+  /**
+   * Bytes the session process read and wrote (its /proc/PID/io rchar + wchar).
+   *
+   * @generated from field: uint64 traffic_bytes = 8;
+   */
+  trafficBytes: bigint;
+};
+
+/**
+ * Describes the message workstation.v1.RemoteSession.
+ * Use `create(RemoteSessionSchema)` to create a new message.
+ */
+export const RemoteSessionSchema: GenMessage<RemoteSession> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_report, 24);
+
+/**
  * @generated from enum workstation.v1.SourceState
  */
 export enum SourceState {
@@ -952,4 +1115,37 @@ export enum SessionKind {
  */
 export const SessionKindSchema: GenEnum<SessionKind> = /*@__PURE__*/
   enumDesc(file_workstation_v1_report, 1);
+
+/**
+ * @generated from enum workstation.v1.InputDeviceKind
+ */
+export enum InputDeviceKind {
+  /**
+   * @generated from enum value: INPUT_DEVICE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: INPUT_DEVICE_KIND_KEYBOARD = 1;
+   */
+  KEYBOARD = 1,
+
+  /**
+   * @generated from enum value: INPUT_DEVICE_KIND_MOUSE = 2;
+   */
+  MOUSE = 2,
+
+  /**
+   * Absolute pointer: QEMU's usb-tablet, virtio-tablet (what VNC clients drive).
+   *
+   * @generated from enum value: INPUT_DEVICE_KIND_TABLET = 3;
+   */
+  TABLET = 3,
+}
+
+/**
+ * Describes the enum workstation.v1.InputDeviceKind.
+ */
+export const InputDeviceKindSchema: GenEnum<InputDeviceKind> = /*@__PURE__*/
+  enumDesc(file_workstation_v1_report, 2);
 

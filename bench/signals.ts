@@ -1,0 +1,35 @@
+// CPU cost of one collect() of the people's signals on this machine's real /proc and /dev:
+// remote_sessions (a pass over every process's comm, plus the sshd sessions found) and desktop
+// (the /dev/input listing and drains), beside sessions and system for scale. CPU time
+// (user + system of this process) per collect, not wall time: the machine is shared.
+import { readdirSync } from "node:fs";
+import { systemClock } from "../packages/guest-agent/src/clock.js";
+import { defaultRoots } from "../packages/guest-agent/src/roots.js";
+import { createDesktopSignal } from "../packages/guest-agent/src/signals/desktop.js";
+import { createRemoteSessionsSignal } from "../packages/guest-agent/src/signals/remote-sessions.js";
+import { createSessionsSignal } from "../packages/guest-agent/src/signals/sessions.js";
+import { createSystemSignal } from "../packages/guest-agent/src/signals/system.js";
+import type { Signal, SignalContext } from "../packages/guest-agent/src/signals/types.js";
+import { loadUsers } from "../packages/guest-agent/src/users.js";
+
+const ROUNDS = Number(process.argv[2] ?? 50);
+const context: SignalContext = { roots: defaultRoots, clock: systemClock, users: await loadUsers(defaultRoots), signal: new AbortController().signal };
+const processes = readdirSync("/proc").filter((name) => /^\d+$/.test(name)).length;
+
+async function cost(signal: Signal<unknown>): Promise<{ cpuMs: number; state: string; detail: string }> {
+  const first = await signal.collect(context); // warm-up (and the baseline for rates)
+  const before = process.cpuUsage();
+  let last = first;
+  for (let round = 0; round < ROUNDS; round++) last = await signal.collect(context);
+  const used = process.cpuUsage(before);
+  const value = "value" in last ? (last.value as Record<string, unknown[] | undefined>) : {};
+  const entries = (value.sessions ?? value.devices ?? []).length;
+  return { cpuMs: (used.user + used.system) / 1000 / ROUNDS, state: last.state, detail: last.state === "ok" ? `${entries} entries` : (last.message ?? "") };
+}
+
+console.log(`### People's signals: CPU per collect (${processes} processes on the machine, ${ROUNDS} rounds)\n`);
+console.log("| signal | CPU ms per collect | outcome |\n|---|---|---|");
+for (const signal of [createRemoteSessionsSignal(), createDesktopSignal(), createSessionsSignal(), createSystemSignal()] as Array<Signal<unknown>>) {
+  const { cpuMs, state, detail } = await cost(signal);
+  console.log(`| ${signal.name} | ${cpuMs.toFixed(2)} | ${state}${detail ? `: ${detail.slice(0, 60)}` : ""} |`);
+}

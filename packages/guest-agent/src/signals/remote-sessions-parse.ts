@@ -1,0 +1,144 @@
+/**
+ * Pure parts of the remote-sessions signal: which processes are SSH sessions without a
+ * terminal, where they come from (/proc/net/tcp), and whether an interval's traffic was more
+ * than keep-alives. docs/signals/remote-sessions.md has the rule and what it was measured on.
+ */
+
+/** /proc/PID/io counters the rule needs. */
+export interface IoCounters {
+  /** Bytes passed to read()-like calls (sockets and pipes included). */
+  readBytes: number;
+  writtenBytes: number;
+  readCalls: number;
+  writeCalls: number;
+}
+
+/** Parses /proc/PID/io ("rchar: 896\nwchar: 640\nsyscr: 6\n..."). Pure. */
+export function parseProcIo(text: string): IoCounters {
+  const fields = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    const match = /^(\w+):\s+(\d+)\s*$/.exec(line);
+    if (match) fields.set(match[1]!, Number(match[2]));
+  }
+  const need = (name: string): number => {
+    const value = fields.get(name);
+    if (value === undefined || !Number.isSafeInteger(value)) throw new Error(`no ${name} line`);
+    return value;
+  };
+  return { readBytes: need("rchar"), writtenBytes: need("wchar"), readCalls: need("syscr"), writeCalls: need("syscw") };
+}
+
+/**
+ * The process title sshd gives a session's unprivileged process: "sshd: alice@notty" (a
+ * session without a pty), "sshd: alice" (only port forwards, `ssh -N`); OpenSSH 9.8 and later
+ * name the binary sshd-session. Terminal sessions ("@pts/3") are the sessions signal's.
+ * Returns the user name in the title, or undefined for any other process.
+ */
+export function sshSessionTitleUser(cmdline: string): string | undefined {
+  // setproctitle pads the argv area with NULs or spaces.
+  const title = cmdline.replace(/\0+$/, "").replace(/[\0 ]+$/, "");
+  const match = /^sshd(?:-session)?: ([a-z_][a-z0-9_.-]{0,63}\$?)(@notty)?$/i.exec(title);
+  return match ? match[1] : undefined;
+}
+
+/** sshd's privileged monitor for a user's connection: "sshd: alice [priv]". */
+export function isSshMonitorTitle(cmdline: string, user: string): boolean {
+  const title = cmdline.replace(/[\0 ]+$/, "");
+  return /^sshd(?:-session)?: /.test(title) && title.endsWith(` ${user} [priv]`) && title.slice(title.indexOf(": ") + 2, -" [priv]".length) === user;
+}
+
+/** One TCP socket of /proc/net/tcp or tcp6: its inode and the peer address. */
+export interface TcpSocket {
+  inode: number;
+  remoteAddress: string;
+  remotePort: number;
+}
+
+/**
+ * Parses /proc/net/tcp or /proc/net/tcp6. Pure. Addresses are hex in the kernel's byte order
+ * (little-endian 32-bit words on the machines the agent runs on); an IPv4 peer on an IPv6
+ * socket (::ffff:a.b.c.d) is written as the IPv4 address. Malformed lines are skipped.
+ */
+export function parseProcNetTcp(text: string): TcpSocket[] {
+  const sockets: TcpSocket[] = [];
+  for (const line of text.split("\n").slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields.length < 10) continue;
+    const remote = fields[2]!;
+    const inode = Number(fields[9]);
+    const [hexAddress, hexPort] = remote.split(":");
+    if (!hexAddress || !hexPort || !/^[0-9A-F]+$/i.test(hexAddress) || !/^[0-9A-F]{4}$/i.test(hexPort) || !Number.isSafeInteger(inode) || inode <= 0) continue;
+    const address = hexAddress.length === 8 ? ipv4FromHex(hexAddress) : hexAddress.length === 32 ? ipv6FromHex(hexAddress) : undefined;
+    if (address === undefined) continue;
+    sockets.push({ inode, remoteAddress: address, remotePort: parseInt(hexPort, 16) });
+  }
+  return sockets;
+}
+
+function ipv4FromHex(hex: string): string {
+  // One little-endian 32-bit word: "0100007F" is 127.0.0.1.
+  const bytes = [6, 4, 2, 0].map((at) => parseInt(hex.slice(at, at + 2), 16));
+  return bytes.join(".");
+}
+
+function ipv6FromHex(hex: string): string {
+  // Four little-endian 32-bit words.
+  const bytes: number[] = [];
+  for (let word = 0; word < 4; word++) {
+    const chunk = hex.slice(word * 8, word * 8 + 8);
+    for (const at of [6, 4, 2, 0]) bytes.push(parseInt(chunk.slice(at, at + 2), 16));
+  }
+  const mapped = bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
+  if (mapped) return bytes.slice(12).join(".");
+  const groups: string[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16));
+  // The shortest form (RFC 5952): the longest run of zero groups becomes "::".
+  let bestStart = -1;
+  let bestLength = 0;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== "0") {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === "0") j++;
+    if (j - i > bestLength && j - i > 1) {
+      bestStart = i;
+      bestLength = j - i;
+    }
+    i = j;
+  }
+  if (bestStart < 0) return groups.join(":");
+  return `${groups.slice(0, bestStart).join(":")}::${groups.slice(bestStart + bestLength).join(":")}`;
+}
+
+/** "socket:[24116]" → 24116. Pure. */
+export function socketInode(link: string): number | undefined {
+  const match = /^socket:\[(\d+)\]$/.exec(link);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * The most one read() or write() of a keep-alive moves on the wire: an SSH keep-alive request
+ * or its reply is one small packet (52 and 28 bytes measured with chacha20-poly1305; under
+ * 96 with every OpenSSH cipher and MAC). Every system call of the session process is allowed
+ * this much; what it moved beyond that is payload: data a person or their IDE exchanged.
+ */
+export const KEEPALIVE_BYTES_PER_CALL = 96;
+
+/** Payload beyond this in one sample interval counts as interaction (a keystroke round trip of an IDE moves kilobytes). */
+export const INTERACTION_PAYLOAD_BYTES = 512;
+
+/** Bytes moved beyond keep-alives between two readings of one session process. Pure. */
+export function payloadBytes(previous: IoCounters, current: IoCounters): number {
+  const bytes = current.readBytes - previous.readBytes + (current.writtenBytes - previous.writtenBytes);
+  const calls = current.readCalls - previous.readCalls + (current.writeCalls - previous.writeCalls);
+  // Counters only grow; a smaller one means another process (pid reuse): nothing to compare.
+  if (bytes < 0 || calls < 0) return 0;
+  return Math.max(0, bytes - KEEPALIVE_BYTES_PER_CALL * calls);
+}
+
+/** Whether the traffic between two readings looks like interaction rather than keep-alives. Pure. */
+export function isInteraction(previous: IoCounters, current: IoCounters): boolean {
+  return payloadBytes(previous, current) >= INTERACTION_PAYLOAD_BYTES;
+}
