@@ -24,7 +24,7 @@ function reasonsInSources(): Map<string, string[]> {
   const sources = filesUnder(path.join(repoRoot, "packages/collector/src"), (f) => f.endsWith(".ts") && !f.endsWith("engine/events.ts"));
   for (const file of sources) {
     const text = readFileSync(file, "utf8");
-    const patterns = [/\bevent\(\s*(?:"(?:Normal|Warning)"|trigger[^,]*),\s*"([A-Za-z]+)"/g, /\bauditEvent\(\s*"([A-Za-z]+)"/g, /\breason:\s*"([A-Z][A-Za-z]+)",\s*action:/g];
+    const patterns = [/\bevent\(\s*(?:step,\s*)?(?:"(?:Normal|Warning)"|trigger[^,]*),\s*"([A-Za-z]+)"/g, /\bauditEvent\(\s*"([A-Za-z]+)"/g, /\breason:\s*"([A-Z][A-Za-z]+)",\s*action:/g];
     for (const pattern of patterns) {
       for (const match of text.matchAll(pattern)) found.set(match[1]!, [...(found.get(match[1]!) ?? []), path.relative(repoRoot, file)]);
     }
