@@ -4,9 +4,16 @@
  * which network interfaces and disks are real hardware). Rates need two
  * readings: the previous one lives in the closure, so the first sample after
  * start has no rates.
+ *
+ * Every read here is synchronous on purpose. procfs and sysfs build these files
+ * in memory and never wait on a disk, so a blocking read costs the kernel's
+ * work and nothing else, while a promise-based readFile or readdir goes through
+ * libuv's thread pool: measured on the benchmark machine, 1.0 ms of CPU for the
+ * five small /proc files against 0.09 ms synchronously, 0.13 against 0.03 ms
+ * for the three /sys listings, 1.1 against 0.19 ms for ten /proc/PID/status.
+ * None of these paths is writable by a user.
  */
-import { readFileSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { closeSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { SystemSignalSchema } from "@ws/protocol";
 import { under, type Roots } from "../roots.js";
@@ -60,11 +67,11 @@ export function createSystemSignal(): Signal<SystemSignalValue> {
   return {
     name: "system",
     async collect(ctx: SignalContext): Promise<SignalOutcome<SystemSignalValue>> {
-      const reading = await readSystem(ctx.roots, ctx.clock.monotonicMs());
+      const reading = readSystem(ctx.roots, ctx.clock.monotonicMs());
       const value = systemValue(previous, reading);
       const busy = busyProcessesSince(previous.processes, reading.processes);
       if (busy !== undefined && reading.uptimeSeconds !== undefined) {
-        const owned = await withOwners(ctx.roots, busy.usage, reading.problems);
+        const owned = withOwners(ctx.roots, busy.usage, reading.problems);
         Object.assign(value, userProcessCpu(owned, ctx.users, busy.seconds, reading.uptimeSeconds));
       }
       previous = {
@@ -114,21 +121,21 @@ export function busyProcessesSince(previous: ProcessReading | undefined, current
   };
 }
 
-async function readSystem(roots: Roots, atMs: number): Promise<SystemReading> {
+function readSystem(roots: Roots, atMs: number): SystemReading {
   const problems: string[] = [];
-  const parsed = async <T>(relative: string, parse: (text: string) => T): Promise<T | undefined> => {
+  const parsed = <T>(relative: string, parse: (text: string) => T): T | undefined => {
     const file = under(roots.proc, relative);
     try {
-      return parse(await readFile(file, "utf8"));
+      return parse(readFileSync(file, "utf8"));
     } catch (error) {
       problems.push(`${file}: ${errorMessage(error)}`);
       return undefined;
     }
   };
-  const listing = async (relative: string): Promise<Set<string> | undefined> => {
+  const listing = (relative: string): Set<string> | undefined => {
     const dir = under(roots.sys, relative);
     try {
-      return new Set(await readdir(dir));
+      return new Set(readdirSync(dir));
     } catch (error) {
       problems.push(`${dir}: ${errorMessage(error)}`);
       return undefined;
@@ -136,18 +143,16 @@ async function readSystem(roots: Roots, atMs: number): Promise<SystemReading> {
   };
 
   // Uptime first: a process that is not in the listing below then started after it (see ProcessSnapshot).
-  const uptimeSeconds = await parsed("uptime", parseUptime);
-  const [stat, loadavg, memory, interfaces, disks, virtualInterfaces, blockDevices, virtualBlockDevices, processes] = await Promise.all([
-    parsed("stat", parseProcStat),
-    parsed("loadavg", parseLoadavg),
-    parsed("meminfo", parseMeminfo),
-    parsed("net/dev", parseNetDev),
-    parsed("diskstats", parseDiskstats),
-    listing("devices/virtual/net"),
-    listing("block"),
-    listing("devices/virtual/block"),
-    readProcesses(roots, problems),
-  ]);
+  const uptimeSeconds = parsed("uptime", parseUptime);
+  const stat = parsed("stat", parseProcStat);
+  const loadavg = parsed("loadavg", parseLoadavg);
+  const memory = parsed("meminfo", parseMeminfo);
+  const interfaces = parsed("net/dev", parseNetDev);
+  const disks = parsed("diskstats", parseDiskstats);
+  const virtualInterfaces = listing("devices/virtual/net");
+  const blockDevices = listing("block");
+  const virtualBlockDevices = listing("devices/virtual/block");
+  const processes = readProcesses(roots, problems);
 
   const reading: SystemReading = { problems };
   if (stat) reading.stat = stat;
@@ -179,16 +184,33 @@ async function readSystem(roots: Roots, atMs: number): Promise<SystemReading> {
 }
 
 /**
- * Every process's stat. Processes that exit while being read are skipped; so are
- * unparsable entries, with a note. The reads are synchronous on purpose: procfs
- * builds these files in memory and never waits on a disk, and one promise-based
- * readFile per process costs about five times the CPU in thread-pool round trips
- * (measured: 7.3 ms against 1.3 ms for 100 processes).
+ * A /proc/PID file is a few hundred bytes (stat) to a couple of KiB (status):
+ * one buffer, reused, holds any of them without an allocation per read.
  */
-async function readProcesses(roots: Roots, problems: string[]): Promise<ProcessStat[] | undefined> {
+const PROCESS_FILE_BUFFER = Buffer.alloc(16 * 1024);
+
+/** One read of a small procfs file into the shared buffer (procfs fills it in one read). Throws when the file is gone. */
+function readProcessFile(file: string): string {
+  const fd = openSync(file, "r");
+  try {
+    const length = readSync(fd, PROCESS_FILE_BUFFER, 0, PROCESS_FILE_BUFFER.length, 0);
+    return PROCESS_FILE_BUFFER.toString("utf8", 0, length);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Every process's stat. Processes that exit while being read are skipped; so are
+ * unparsable entries, with a note. One promise-based readFile per process costs
+ * about five times the CPU in thread-pool round trips (measured: 7.3 ms against
+ * 1.3 ms for 100 processes); openSync/readSync into one buffer saves another
+ * fifth against readFileSync (1.21 against 1.49 ms for 102 processes).
+ */
+function readProcesses(roots: Roots, problems: string[]): ProcessStat[] | undefined {
   let names: string[];
   try {
-    names = (await readdir(roots.proc)).filter((name) => /^\d+$/.test(name));
+    names = readdirSync(roots.proc).filter((name) => /^\d+$/.test(name));
   } catch (error) {
     problems.push(`${roots.proc}: ${errorMessage(error)}`);
     return undefined;
@@ -198,7 +220,7 @@ async function readProcesses(roots: Roots, problems: string[]): Promise<ProcessS
   for (const pid of names) {
     let text: string;
     try {
-      text = readFileSync(under(roots.proc, pid, "stat"), "utf8");
+      text = readProcessFile(under(roots.proc, pid, "stat"));
     } catch {
       continue; // exited between the listing and the read
     }
@@ -213,23 +235,21 @@ async function readProcesses(roots: Roots, problems: string[]): Promise<ProcessS
 }
 
 /** The owner of each busy process, from /proc/PID/status; processes gone by now are dropped. */
-async function withOwners(roots: Roots, usage: ProcessCpu[], problems: string[]): Promise<OwnedProcessCpu[]> {
-  const owned = await Promise.all(
-    usage.map(async (entry) => {
-      const file = under(roots.proc, String(entry.process.pid), "status");
-      let text: string;
-      try {
-        text = await readFile(file, "utf8");
-      } catch {
-        return undefined; // exited since its stat was read
-      }
-      try {
-        return { ...entry, uid: parseStatusUid(text) };
-      } catch (error) {
-        problems.push(`${file}: ${errorMessage(error)}`);
-        return undefined;
-      }
-    }),
-  );
-  return owned.filter((entry): entry is OwnedProcessCpu => entry !== undefined);
+function withOwners(roots: Roots, usage: ProcessCpu[], problems: string[]): OwnedProcessCpu[] {
+  const owned: OwnedProcessCpu[] = [];
+  for (const entry of usage) {
+    const file = under(roots.proc, String(entry.process.pid), "status");
+    let text: string;
+    try {
+      text = readProcessFile(file);
+    } catch {
+      continue; // exited since its stat was read
+    }
+    try {
+      owned.push({ ...entry, uid: parseStatusUid(text) });
+    } catch (error) {
+      problems.push(`${file}: ${errorMessage(error)}`);
+    }
+  }
+  return owned;
 }
