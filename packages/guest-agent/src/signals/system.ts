@@ -13,7 +13,7 @@
  * for the three /sys listings, 1.1 against 0.19 ms for ten /proc/PID/status.
  * None of these paths is writable by a user.
  */
-import { closeSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { SystemSignalSchema } from "@ws/protocol";
 import { under, type Roots } from "../roots.js";
@@ -22,6 +22,7 @@ import { parseDiskstats } from "./proc-diskstats.js";
 import { parseLoadavg, type LoadAverages } from "./proc-loadavg.js";
 import { parseMeminfo, type MemoryInfo } from "./proc-meminfo.js";
 import { parseNetDev } from "./proc-netdev.js";
+import { ProcessStatFiles, readProcessFile } from "./proc-files.js";
 import { parsePidStat, parseStatusUid, type ProcessStat } from "./proc-pid.js";
 import { cpuBusyRatio, processCpuTicks, summedRate, userProcessCpu, type OwnedProcessCpu, type ProcessCpu, type ProcessSnapshot } from "./proc-rates.js";
 import { parseProcStat, type ProcStat } from "./proc-stat.js";
@@ -73,10 +74,15 @@ export type PreviousReading = Pick<SystemReading, "stat" | "network" | "disk" | 
 
 export function createSystemSignal(): Signal<SystemSignalValue> {
   let previous: PreviousReading = {};
+  let statFiles: ProcessStatFiles | undefined;
   return {
     name: "system",
     async collect(ctx: SignalContext): Promise<SignalOutcome<SystemSignalValue>> {
-      const reading = readSystem(ctx.roots, ctx.clock.monotonicMs());
+      if (statFiles?.procRoot !== ctx.roots.proc) {
+        statFiles?.retainOnly(new Set());
+        statFiles = new ProcessStatFiles(ctx.roots.proc);
+      }
+      const reading = readSystem(ctx.roots, statFiles, ctx.clock.monotonicMs());
       const value = systemValue(previous, reading);
       const busy = busyProcessesSince(previous.processes, reading.processes);
       if (busy !== undefined && reading.uptimeSeconds !== undefined) {
@@ -145,7 +151,7 @@ export function userSliceCoresSince(previous: UserSliceReading | undefined, curr
   return userSliceCores(previous.usage, current.usage, (current.atMs - previous.atMs) / 1000, isHuman);
 }
 
-function readSystem(roots: Roots, atMs: number): SystemReading {
+function readSystem(roots: Roots, statFiles: ProcessStatFiles, atMs: number): SystemReading {
   const problems: string[] = [];
   const parsed = <T>(relative: string, parse: (text: string) => T): T | undefined => {
     const file = under(roots.proc, relative);
@@ -177,7 +183,7 @@ function readSystem(roots: Roots, atMs: number): SystemReading {
   const blockDevices = listing("block");
   const virtualBlockDevices = listing("devices/virtual/block");
   const cgroups = readCgroups(roots.sys, problems);
-  const processes = readProcesses(roots, problems, cgroups?.kernelPids);
+  const processes = readProcesses(roots, statFiles, problems, cgroups?.kernelPids);
 
   const reading: SystemReading = { problems };
   if (cgroups) reading.userSlices = { atMs, usage: cgroups.userSlices };
@@ -210,54 +216,38 @@ function readSystem(roots: Roots, atMs: number): SystemReading {
 }
 
 /**
- * A /proc/PID file is a few hundred bytes (stat) to a couple of KiB (status):
- * one buffer, reused, holds any of them without an allocation per read.
- */
-const PROCESS_FILE_BUFFER = Buffer.alloc(16 * 1024);
-
-/** One read of a small procfs file into the shared buffer (procfs fills it in one read). Throws when the file is gone. */
-function readProcessFile(file: string): string {
-  const fd = openSync(file, "r");
-  try {
-    const length = readSync(fd, PROCESS_FILE_BUFFER, 0, PROCESS_FILE_BUFFER.length, 0);
-    return PROCESS_FILE_BUFFER.toString("utf8", 0, length);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/**
  * Every process's stat. Processes that exit while being read are skipped; so are
  * unparsable entries, with a note. One promise-based readFile per process costs
  * about five times the CPU in thread-pool round trips (measured: 7.3 ms against
- * 1.3 ms for 100 processes); openSync/readSync into one buffer saves another
- * fifth against readFileSync (1.21 against 1.49 ms for 102 processes). Pids in `skip` (the
- * kernel threads of the root cgroup, see cgroup-cpu.ts) are not read at all.
+ * 1.3 ms for 100 processes); the files kept open between samples (proc-files.ts)
+ * halve what is left. Pids in `skip` (the kernel threads of the root cgroup, see
+ * cgroup-cpu.ts) are not read at all.
  */
-function readProcesses(roots: Roots, problems: string[], skip: ReadonlySet<number> = new Set()): ProcessStat[] | undefined {
+function readProcesses(roots: Roots, statFiles: ProcessStatFiles, problems: string[], skip: ReadonlySet<number> = new Set()): ProcessStat[] | undefined {
   let names: string[];
   try {
-    names = readdirSync(roots.proc).filter((name) => /^\d+$/.test(name));
+    names = readdirSync(roots.proc);
   } catch (error) {
     problems.push(`${roots.proc}: ${errorMessage(error)}`);
     return undefined;
   }
+  const listed = new Set<number>();
   const unparsable: string[] = [];
   const stats: ProcessStat[] = [];
-  for (const pid of names) {
-    if (skip.has(Number(pid))) continue;
-    let text: string;
-    try {
-      text = readProcessFile(under(roots.proc, pid, "stat"));
-    } catch {
-      continue; // exited between the listing and the read
-    }
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    if (skip.has(pid)) continue;
+    listed.add(pid);
+    const text = statFiles.read(pid);
+    if (text === undefined) continue; // exited between the listing and the read
     try {
       stats.push(parsePidStat(text));
     } catch (error) {
       unparsable.push(`${pid}: ${errorMessage(error)}`);
     }
   }
+  statFiles.retainOnly(listed);
   if (unparsable.length > 0) problems.push(`${roots.proc}: unparsable stat of process ${unparsable.join(", ")}`);
   return stats;
 }
