@@ -9,9 +9,11 @@
 // `ws-agent run` sampling every --interval with every signal on, and Debian's
 // prometheus-node-exporter scraped by this harness at the same interval.
 // CPU is utime+stime from /proc/PID/stat, memory VmRSS/VmHWM from
-// /proc/PID/status. Processes the agent starts are counted with strace -f
-// (clone/execve only, filtered in the kernel with --seccomp-bpf) when strace
-// is installed, else by polling /proc/PID/task/*/children.
+// /proc/PID/status. Processes the agent starts are counted by polling
+// /proc/PID/task/*/children every 50 ms, or with --spawn-census strace by strace -f
+// (clone/execve only, filtered in the kernel with --seccomp-bpf): exact, but it costs
+// the agent about 7 ms of CPU per sample at 15 s (measured side by side), so CPU
+// figures from such a run are not the agent's own.
 //
 // --soak DURATION runs as long, at a 1 s interval unless --interval says otherwise, and asks
 // whether memory stays flat: RSS from the baseline (--soak-baseline, default 10 min, or a third
@@ -42,9 +44,13 @@ const STRACE = "/usr/bin/strace";
 const BENCH_USER = "wstestbench";
 
 const USAGE =
-  "usage: node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2] [--agent-node-flags='--max-semi-space-size=1 ...'] [--agent-env MALLOC_ARENA_MAX=2]\n" +
+  "usage: node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2] [--agent-node-flags='--lite-mode ...'] [--agent-env MALLOC_ARENA_MAX=2] [--spawn-census poll|strace]\n" +
   "       node bench/run.mjs agent --soak 2h [--interval 1s] [--soak-baseline 10m] [--heap-snapshots yes|no] [same options]";
-const args = benchArgs(process.argv.slice(2), ["interval", "duration", "warmup", "agent-node-flags", "agent-env", "soak", "soak-baseline", "heap-snapshots"], USAGE);
+const args = benchArgs(process.argv.slice(2), ["interval", "duration", "warmup", "agent-node-flags", "agent-env", "soak", "soak-baseline", "heap-snapshots", "spawn-census"], USAGE);
+if (args["spawn-census"] !== undefined && !["poll", "strace"].includes(args["spawn-census"])) {
+  process.stderr.write(`--spawn-census: "${args["spawn-census"]}" is not poll or strace\n${USAGE}\n`);
+  process.exit(2);
+}
 /** Node flags for the agent process, to try what a systemd unit could set (memory limits, profiling). */
 const agentNodeFlags = (args["agent-node-flags"] ?? "").split(/\s+/).filter(Boolean);
 /** Extra environment for the agent ("MALLOC_ARENA_MAX=2,NAME=VALUE"), as a unit's Environment= would set. */
@@ -144,7 +150,8 @@ async function main(): Promise<void> {
   ];
   const agentEnv = { ...agentExtraEnv, WS_AGENT_TOKEN: collector.tokenFor("bench", "agent-cost"), WS_AGENT_CONFIG: agentConfig };
   const traceFile = path.join(dir, "spawns.strace");
-  const traced = straceWorks();
+  const traced = args["spawn-census"] === "strace";
+  if (traced && !straceWorks()) throw new Error(`--spawn-census strace: ${STRACE} is missing or cannot trace here (install the Debian package strace; ptrace must be allowed)`);
   const agentProc: Launched = traced
     ? launch(STRACE, ["-f", "--seccomp-bpf", "-qq", "-e", "trace=clone,clone3,fork,vfork,execve", "-e", "signal=none", "-o", traceFile, process.execPath, ...agentArgs], { env: agentEnv })
     : launch(process.execPath, agentArgs, { env: agentEnv });
@@ -241,10 +248,10 @@ async function main(): Promise<void> {
   let censusMethod: string;
   if (traced) {
     spawned = parseSpawnTrace(readFileSync(traceFile, "utf8"), agentPid).processes;
-    censusMethod = "strace -f (every clone/execve)";
+    censusMethod = "strace -f (every clone/execve; strace costs the agent CPU of its own, about 7 ms per sample at 15 s, included in the CPU rows above)";
   } else {
     spawned = [...polledChildren.entries()].map(([pid, program]) => ({ pid, program, execOk: true }));
-    censusMethod = "polling /proc/PID/task/*/children every 50 ms (may miss very short-lived children)";
+    censusMethod = "polling /proc/PID/task/*/children every 50 ms (may miss very short-lived children; `--spawn-census strace` counts every one)";
   }
 
   const first = ticks[warmupIntervals]!;
