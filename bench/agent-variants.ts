@@ -4,18 +4,21 @@
 // how the steps of issue 18 were compared; benchmark 1 (bench/agent.ts) gives the figures
 // against node_exporter.
 //
-//   node bench/run.mjs agent-variants --variants FILE.json [--interval 15s] [--duration 4m] [--warmup 2]
+//   node bench/run.mjs agent-variants --variants FILE.json [--interval 15s] [--duration 4m] [--warmup 2] [--jupyter-kernels 2]
 //
 // FILE.json: [{ "name": "lite mode", "bundle": "path/to/ws-agent.cjs" (default: the built one),
 //   "nodeFlags": ["--lite-mode"], "disabledSignals": ["gpu"], "wrap": ["/usr/bin/strace", "-f", ...],
 //   "env": { "NAME": "VALUE" } }, ...]
-// Every variant reads this machine's /proc, /sys, /home and /etc, as the agent does in a VM.
+// Every variant reads this machine's /proc, /sys and /etc, as the agent does in a VM, and a home
+// root of its own where, with --jupyter-kernels N (default 2; 0 for none), a real Jupyter Server
+// with N kernels runs, found through its runtime file as in benchmark 1.
 // CPU is utime+stime of the agent process (the wrapped program's, not the wrapper's), split
 // main thread / other threads; memory is VmRSS, VmHWM and the anonymous / file-backed split of
 // /proc/PID/smaps_rollup (file-backed: mostly the node binary's own pages).
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { startJupyterServer, startKernel } from "../test/support/jupyter.js";
 import { benchArgs, seconds } from "./lib/args.js";
 import { startCollector } from "./lib/collector.js";
 import { delay, launch, pollFor, type Launched } from "./lib/launch.js";
@@ -25,8 +28,8 @@ import { childPids, cpuByThread, cpuSeconds, isAlive, memory } from "./lib/procf
 import { sampleValue } from "./lib/promtext.js";
 import { bytes, fmt, markdownTable } from "./lib/table.js";
 
-const USAGE = "usage: node bench/run.mjs agent-variants --variants FILE.json [--interval 15s] [--duration 4m] [--warmup 2]";
-const args = benchArgs(process.argv.slice(2), ["variants", "interval", "duration", "warmup"], USAGE);
+const USAGE = "usage: node bench/run.mjs agent-variants --variants FILE.json [--interval 15s] [--duration 4m] [--warmup 2] [--jupyter-kernels 2]";
+const args = benchArgs(process.argv.slice(2), ["variants", "interval", "duration", "warmup", "jupyter-kernels"], USAGE);
 if (args.variants === undefined) {
   process.stderr.write(`--variants FILE.json is required\n${USAGE}\n`);
   process.exit(2);
@@ -34,6 +37,11 @@ if (args.variants === undefined) {
 const intervalSeconds = seconds(args.interval, 15, "interval");
 const durationSeconds = seconds(args.duration, 240, "duration");
 const warmupIntervals = Number(args.warmup ?? 2);
+const jupyterKernels = Number(args["jupyter-kernels"] ?? 2);
+if (!Number.isInteger(jupyterKernels) || jupyterKernels < 0) {
+  process.stderr.write(`--jupyter-kernels: expected a whole number, got "${args["jupyter-kernels"]}"\n${USAGE}\n`);
+  process.exit(2);
+}
 
 interface Variant {
   name: string;
@@ -83,6 +91,14 @@ async function main(): Promise<void> {
     policyYaml: ["  defaults:", "    autostop: enabled", "    mode: observe", "    idle-timeout: 2h"].join("\n"),
   });
   cleanups.push(() => collector.stop());
+  const homeRoot = path.join(dir, "home");
+  const runtimeDir = path.join(homeRoot, "wsbench", ".local/share/jupyter/runtime");
+  mkdirSync(runtimeDir, { recursive: true });
+  if (jupyterKernels > 0) {
+    const jupyter = await startJupyterServer({ runtimeDir });
+    cleanups.push(() => jupyter.stop());
+    for (let i = 0; i < jupyterKernels; i++) await startKernel(jupyter);
+  }
 
   const agents = variants.map((variant, index) => {
     const name = `variant-${index}`;
@@ -97,6 +113,7 @@ async function main(): Promise<void> {
       "--report-interval", `${intervalSeconds}s`,
       "--state-dir", path.join(dir, name),
       "--socket", path.join(dir, `${name}.sock`),
+      "--home-root", homeRoot,
     ];
     const env = { ...(variant.env ?? {}), WS_AGENT_TOKEN: collector.tokenFor("bench", name), WS_AGENT_CONFIG: config };
     const wrap = variant.wrap ?? [];
@@ -145,7 +162,8 @@ async function main(): Promise<void> {
     machineLine(machine),
     "",
     `${agents.length} agents reporting every ${intervalSeconds} s to one collector, measured over the same ${fmt(windowSeconds / 60, 3)} minutes after ${warmupIntervals} warm-up intervals ` +
-      `(${received} Reports received, ${fmt(samplesEach, 3)} per agent expected). CPU per sample is the agent's utime+stime over the window divided by the intervals in it.`,
+      `(${received} Reports received, ${fmt(samplesEach, 3)} per agent expected). CPU per sample is the agent's utime+stime over the window divided by the intervals in it. ` +
+      (jupyterKernels > 0 ? `A Jupyter Server with ${jupyterKernels} kernels ran in the agents' home root.` : "No Jupyter Server ran."),
     "",
     markdownTable(["variant", "CPU per sample", "main / other threads", "RSS at start of window", "RSS at end", "peak RSS (VmHWM)", "anonymous / file-backed at end"], rows),
     "",
