@@ -149,7 +149,8 @@ async function main(): Promise<void> {
     return [
       agent.variant.name,
       `${fmt((cpu / samplesEach) * 1000)} ms`,
-      `${fmt((main / samplesEach) * 1000)} / ${fmt(((cpu - main) / samplesEach) * 1000)} ms`,
+      // Threads are read a moment apart from the process total: at tick resolution the difference can dip below zero.
+      `${fmt((main / samplesEach) * 1000)} / ${fmt((Math.max(0, cpu - main) / samplesEach) * 1000)} ms`,
       bytes(start[index]!.rss),
       bytes(mem.rssBytes),
       bytes(mem.hwmBytes),
@@ -162,7 +163,8 @@ async function main(): Promise<void> {
     machineLine(machine),
     "",
     `${agents.length} agents reporting every ${intervalSeconds} s to one collector, measured over the same ${fmt(windowSeconds / 60, 3)} minutes after ${warmupIntervals} warm-up intervals ` +
-      `(${received} Reports received, ${fmt(samplesEach, 3)} per agent expected). CPU per sample is the agent's utime+stime over the window divided by the intervals in it. ` +
+      `(${received} Reports received, ${fmt(samplesEach, 3)} per agent expected). CPU per sample is the agent's utime+stime over the window divided by the intervals in it; ` +
+      `the kernel counts CPU in 10 ms ticks, so each figure is ±${fmt(10 / samplesEach, 2)} ms. ` +
       (jupyterKernels > 0 ? `A Jupyter Server with ${jupyterKernels} kernels ran in the agents' home root.` : "No Jupyter Server ran."),
     "",
     markdownTable(["variant", "CPU per sample", "main / other threads", "RSS at start of window", "RSS at end", "peak RSS (VmHWM)", "anonymous / file-backed at end"], rows),
