@@ -20,6 +20,7 @@ import os from "node:os";
 import path from "node:path";
 import { startJupyterServer, startKernel } from "../test/support/jupyter.js";
 import { benchArgs, seconds } from "./lib/args.js";
+import { runBenchmark, type Cleanup } from "./lib/main.js";
 import { startCollector } from "./lib/collector.js";
 import { delay, launch, pollFor, type Launched } from "./lib/launch.js";
 import { describeMachine, machineLine } from "./lib/machine.js";
@@ -78,7 +79,7 @@ const mainThreadSeconds = (pid: number): number => {
   return main ? main.userSeconds + main.systemSeconds : 0;
 };
 
-const cleanups: Array<() => Promise<unknown> | unknown> = [];
+const cleanups: Cleanup[] = [];
 
 async function main(): Promise<void> {
   requireBundles();
@@ -173,19 +174,4 @@ async function main(): Promise<void> {
   process.stdout.write(out.join("\n") + "\n");
 }
 
-async function cleanup(): Promise<void> {
-  for (const step of cleanups.reverse()) {
-    try {
-      await step();
-    } catch (error) {
-      process.stderr.write(`cleanup: ${(error as Error).message}\n`);
-    }
-  }
-}
-
-main()
-  .catch((error) => {
-    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-    process.exitCode = 1;
-  })
-  .finally(cleanup);
+runBenchmark(main, cleanups);

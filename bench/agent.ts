@@ -28,6 +28,7 @@ import { startJupyterServer, startKernel, type RunningJupyter } from "../test/su
 import { spawnPty, type PtySession } from "../test/support/pty.js";
 import { SSH, startSshd, type RunningSshd } from "../test/support/sshd.js";
 import { benchArgs, seconds } from "./lib/args.js";
+import { runBenchmark, type Cleanup } from "./lib/main.js";
 import { freePort, startCollector, type RunningCollector } from "./lib/collector.js";
 import { delay, launch, pollFor, type Launched } from "./lib/launch.js";
 import { describeMachine, machineLine } from "./lib/machine.js";
@@ -94,7 +95,7 @@ interface Tick {
   scrapes: number;
 }
 
-const cleanups: Array<() => Promise<void> | void> = [];
+const cleanups: Cleanup[] = [];
 
 async function main(): Promise<void> {
   requireBundles();
@@ -425,19 +426,4 @@ function threadBreakdown(before: Map<string, CpuSplit>, after: Map<string, CpuSp
   return `${perSample("main thread")} / ${perSample("other threads")} ms`;
 }
 
-async function cleanup(): Promise<void> {
-  for (const step of cleanups.reverse()) {
-    try {
-      await step();
-    } catch (error) {
-      process.stderr.write(`cleanup: ${(error as Error).message}\n`);
-    }
-  }
-}
-
-main()
-  .catch((error) => {
-    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-    process.exitCode = 1;
-  })
-  .finally(cleanup);
+runBenchmark(main, cleanups);
