@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs the benchmarks: `node bench/run.mjs [all|protocol|agent|latency|collector] [options for that benchmark]`.
+// Runs the benchmarks: `node bench/run.mjs [all|protocol|agent|latency|collector|agent-variants|sample-wall] [options for that benchmark]`.
 //
 // 1. builds the shipped bundles (scripts/build.mjs) unless --no-build: the benchmarks run them;
 // 2. bundles bench/<name>.ts with esbuild into bench/.cache/ (TypeScript sources, @ws/protocol);
@@ -13,8 +13,8 @@ import { build } from "esbuild";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BENCHMARKS = ["protocol", "agent", "latency", "collector"];
 /** Run only by name, not by `all`: they need options of their own. */
-const BY_NAME_ONLY = ["agent-variants"];
-const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector", "agent-variants"]);
+const BY_NAME_ONLY = ["agent-variants", "sample-wall"];
+const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector", "agent-variants", "sample-wall"]);
 /** Entry points a benchmark starts as processes of its own. */
 const HELPERS = { collector: ["loadgen"] };
 
