@@ -1,6 +1,7 @@
 // Benchmark 1: what the agent costs a VM, next to node_exporter in the same run.
 //
 //   node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2]
+//   node bench/run.mjs agent --soak 2h [--interval 1s] [--soak-baseline 10m] [--heap-snapshots yes|no]
 //
 // On this machine, at the same time: the built collector (standalone, the
 // agent's peer), a real sshd with one logged-in ssh session on a
@@ -8,17 +9,26 @@
 // `ws-agent run` sampling every --interval with every signal on, and Debian's
 // prometheus-node-exporter scraped by this harness at the same interval.
 // CPU is utime+stime from /proc/PID/stat, memory VmRSS/VmHWM from
-// /proc/PID/status. Processes the agent starts are counted with strace -f
-// (clone/execve only, filtered in the kernel with --seccomp-bpf) when strace
-// is installed, else by polling /proc/PID/task/*/children.
+// /proc/PID/status. Processes the agent starts are counted by polling
+// /proc/PID/task/*/children every 50 ms, or with --spawn-census strace by strace -f
+// (clone/execve only, filtered in the kernel with --seccomp-bpf): exact, but it costs
+// the agent about 7 ms of CPU per sample at 15 s (measured side by side), so CPU
+// figures from such a run are not the agent's own.
+//
+// --soak DURATION runs as long, at a 1 s interval unless --interval says otherwise, and asks
+// whether memory stays flat: RSS from the baseline (--soak-baseline, default 10 min, or a third
+// of a shorter soak) to the end, and two V8 heap snapshots (the agent started with
+// --heapsnapshot-signal=SIGUSR2, signalled at the baseline and at the end) summarized by
+// constructor and compared.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { startJupyterServer, startKernel, type RunningJupyter } from "../test/support/jupyter.js";
 import { spawnPty, type PtySession } from "../test/support/pty.js";
 import { SSH, startSshd, type RunningSshd } from "../test/support/sshd.js";
 import { benchArgs, seconds } from "./lib/args.js";
+import { runBenchmark, type Cleanup } from "./lib/main.js";
 import { freePort, startCollector, type RunningCollector } from "./lib/collector.js";
 import { delay, launch, pollFor, type Launched } from "./lib/launch.js";
 import { describeMachine, machineLine } from "./lib/machine.js";
@@ -26,6 +36,7 @@ import { agentBundle, requireBundles } from "./lib/paths.js";
 import { childPids, commOf, cpuByThread, type CpuSplit, cpuSeconds, cpuSplit, isAlive, memory, processCount } from "./lib/procfs.js";
 import { sampleValue } from "./lib/promtext.js";
 import { describeSpawned, parseSpawnTrace, type SpawnedProcess } from "./lib/spawn-trace.js";
+import { heapGrowth, readHeapSnapshot, type HeapSummary } from "./lib/heap-snapshot.js";
 import { summarize } from "./lib/stats.js";
 import { bytes, fmt, markdownTable, ratio } from "./lib/table.js";
 
@@ -33,8 +44,14 @@ const NODE_EXPORTER = "/usr/bin/prometheus-node-exporter";
 const STRACE = "/usr/bin/strace";
 const BENCH_USER = "wstestbench";
 
-const USAGE = "usage: node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2] [--agent-node-flags='--max-semi-space-size=1 ...'] [--agent-env MALLOC_ARENA_MAX=2]";
-const args = benchArgs(process.argv.slice(2), ["interval", "duration", "warmup", "agent-node-flags", "agent-env"], USAGE);
+const USAGE =
+  "usage: node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2] [--agent-node-flags='--lite-mode ...'] [--agent-env MALLOC_ARENA_MAX=2] [--spawn-census poll|strace]\n" +
+  "       node bench/run.mjs agent --soak 2h [--interval 1s] [--soak-baseline 10m] [--heap-snapshots yes|no] [same options]";
+const args = benchArgs(process.argv.slice(2), ["interval", "duration", "warmup", "agent-node-flags", "agent-env", "soak", "soak-baseline", "heap-snapshots", "spawn-census"], USAGE);
+if (args["spawn-census"] !== undefined && !["poll", "strace"].includes(args["spawn-census"])) {
+  process.stderr.write(`--spawn-census: "${args["spawn-census"]}" is not poll or strace\n${USAGE}\n`);
+  process.exit(2);
+}
 /** Node flags for the agent process, to try what a systemd unit could set (memory limits, profiling). */
 const agentNodeFlags = (args["agent-node-flags"] ?? "").split(/\s+/).filter(Boolean);
 /** Extra environment for the agent ("MALLOC_ARENA_MAX=2,NAME=VALUE"), as a unit's Environment= would set. */
@@ -51,8 +68,21 @@ const agentExtraEnv = Object.fromEntries(
       return [pair.slice(0, at), pair.slice(at + 1)];
     }),
 );
-const intervalSeconds = seconds(args.interval, 15, "interval");
-const durationSeconds = seconds(args.duration, 600, "duration");
+const soakSeconds = args.soak === undefined ? undefined : seconds(args.soak, 0, "soak");
+if (soakSeconds !== undefined && args.duration !== undefined) {
+  process.stderr.write(`--soak is the duration of a soak run: give --soak or --duration, not both\n${USAGE}\n`);
+  process.exit(2);
+}
+const intervalSeconds = seconds(args.interval, soakSeconds === undefined ? 15 : 1, "interval");
+const durationSeconds = soakSeconds ?? seconds(args.duration, 600, "duration");
+/** When the soak's first heap snapshot and baseline RSS are taken: 10 min in, or a third of a shorter soak. */
+const soakBaselineSeconds =
+  soakSeconds === undefined ? undefined : Math.min(seconds(args["soak-baseline"], 600, "soak-baseline"), soakSeconds < 1800 ? soakSeconds / 3 : Infinity);
+if (args["heap-snapshots"] !== undefined && !["yes", "no"].includes(args["heap-snapshots"])) {
+  process.stderr.write(`--heap-snapshots: "${args["heap-snapshots"]}" is not yes or no\n${USAGE}\n`);
+  process.exit(2);
+}
+const heapSnapshots = soakSeconds !== undefined && args["heap-snapshots"] !== "no";
 const warmupIntervals = Number(args.warmup ?? 2);
 
 interface Tick {
@@ -65,7 +95,7 @@ interface Tick {
   scrapes: number;
 }
 
-const cleanups: Array<() => Promise<void> | void> = [];
+const cleanups: Cleanup[] = [];
 
 async function main(): Promise<void> {
   requireBundles();
@@ -106,8 +136,11 @@ async function main(): Promise<void> {
 
   const agentConfig = path.join(dir, "agent.yaml");
   writeFileSync(agentConfig, "# everything comes from flags\n");
+  const snapshotDir = path.join(dir, "heap");
+  mkdirSync(snapshotDir);
   const agentArgs = [
     ...agentNodeFlags,
+    ...(heapSnapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${snapshotDir}`] : []),
     agentBundle, "run", "--insecure",
     "--collector", collector.grpcAddress,
     "--namespace", "bench", "--name", "agent-cost",
@@ -118,7 +151,8 @@ async function main(): Promise<void> {
   ];
   const agentEnv = { ...agentExtraEnv, WS_AGENT_TOKEN: collector.tokenFor("bench", "agent-cost"), WS_AGENT_CONFIG: agentConfig };
   const traceFile = path.join(dir, "spawns.strace");
-  const traced = straceWorks();
+  const traced = args["spawn-census"] === "strace";
+  if (traced && !straceWorks()) throw new Error(`--spawn-census strace: ${STRACE} is missing or cannot trace here (install the Debian package strace; ptrace must be allowed)`);
   const agentProc: Launched = traced
     ? launch(STRACE, ["-f", "--seccomp-bpf", "-qq", "-e", "trace=clone,clone3,fork,vfork,execve", "-e", "signal=none", "-o", traceFile, process.execPath, ...agentArgs], { env: agentEnv })
     : launch(process.execPath, agentArgs, { env: agentEnv });
@@ -185,6 +219,8 @@ async function main(): Promise<void> {
   await record();
   let threadsBefore = cpuByThread(agentPid);
   let splitBefore = cpuSplit(agentPid);
+  const baselineInterval = soakBaselineSeconds === undefined ? undefined : Math.max(warmupIntervals, Math.round(soakBaselineSeconds / intervalSeconds));
+  let soakStart: SoakPoint | undefined;
   for (let i = 1; i <= totalIntervals; i++) {
     const target = began + i * intervalSeconds * 1000;
     await scrapeExporter();
@@ -195,12 +231,14 @@ async function main(): Promise<void> {
       threadsBefore = cpuByThread(agentPid);
       splitBefore = cpuSplit(agentPid);
     }
+    if (i === baselineInterval) soakStart = await soakPoint(agentPid, ticks.at(-1)!, heapSnapshots ? snapshotDir : undefined);
     if (i % Math.max(1, Math.round(60 / intervalSeconds)) === 0) {
       process.stderr.write(`bench agent: ${i}/${totalIntervals} intervals, agent RSS ${bytes(ticks.at(-1)!.agentRss)}\n`);
     }
   }
   clearInterval(poller);
   const agentHwm = memory(agentPid).hwmBytes;
+  const soakEnd = soakStart === undefined ? undefined : await soakPoint(agentPid, ticks.at(-1)!, heapSnapshots ? snapshotDir : undefined);
   const exporterHwm = memory(exporter.pid).hwmBytes;
   const threadsAfter = cpuByThread(agentPid);
   const splitAfter = cpuSplit(agentPid);
@@ -211,10 +249,10 @@ async function main(): Promise<void> {
   let censusMethod: string;
   if (traced) {
     spawned = parseSpawnTrace(readFileSync(traceFile, "utf8"), agentPid).processes;
-    censusMethod = "strace -f (every clone/execve)";
+    censusMethod = "strace -f (every clone/execve; strace costs the agent CPU of its own, about 7 ms per sample at 15 s, included in the CPU rows above)";
   } else {
     spawned = [...polledChildren.entries()].map(([pid, program]) => ({ pid, program, execOk: true }));
-    censusMethod = "polling /proc/PID/task/*/children every 50 ms (may miss very short-lived children)";
+    censusMethod = "polling /proc/PID/task/*/children every 50 ms (may miss very short-lived children; `--spawn-census strace` counts every one)";
   }
 
   const first = ticks[warmupIntervals]!;
@@ -279,10 +317,94 @@ async function main(): Promise<void> {
       `on a machine without it the attempt still forks once per cadence and fails with ENOENT. ` +
       `Targets (issue 9): RSS ≤ 60 MB → ${last.agentRss <= 60e6 ? "met" : `missed: ${fmt(last.agentRss / 1e6)} MB, ${fmt(100 * (last.agentRss / 60e6 - 1), 2)} % over`}; ` +
       `CPU per sample ≤ node_exporter's per scrape → ${agentPerSample <= exporterPerScrape ? "met" : `missed: ${ratio(agentPerSample, exporterPerScrape)} of node_exporter's`}; ` +
-      `no process per sample except the GPU tool → ${spawned.every((p) => p.program === "nvidia-smi") ? "met" : "missed"}.`,
+      `no process per sample except the GPU tool → ${
+        traced
+          ? spawned.every((p) => p.program === "nvidia-smi") ? "met" : "missed"
+          : "not decided by polling (a child caught between fork and exec still has the agent's name; `--spawn-census strace` names every program)"
+      }.`,
     "",
   );
+  if (soakStart !== undefined && soakEnd !== undefined) out.push(...soakSection(ticks, soakStart, soakEnd));
   process.stdout.write(out.join("\n") + "\n");
+}
+
+/** The agent's memory at one moment of a soak, and the heap snapshot taken then (after the RSS was read). */
+interface SoakPoint {
+  atSeconds: number;
+  rssBytes: number;
+  /** RSS right after the snapshot: writing one costs the agent memory of its own. */
+  rssAfterSnapshotBytes?: number;
+  heap?: HeapSummary;
+  snapshotFile?: string;
+}
+
+async function soakPoint(pid: number, tick: Tick, snapshotDir: string | undefined): Promise<SoakPoint> {
+  const point: SoakPoint = { atSeconds: tick.atSeconds, rssBytes: memory(pid).rssBytes };
+  if (snapshotDir === undefined) return point;
+  const before = new Set(readdirSync(snapshotDir));
+  process.kill(pid, "SIGUSR2");
+  // Node writes the snapshot on the agent's main thread: done once the file stops growing.
+  const file = await pollFor("the agent's heap snapshot", () => readdirSync(snapshotDir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name)), 60_000);
+  let size = -1;
+  await pollFor(
+    "the heap snapshot to be complete",
+    () => {
+      const now = statSync(path.join(snapshotDir, file)).size;
+      const done = now > 0 && now === size;
+      size = now;
+      return done;
+    },
+    120_000,
+    1_000,
+  );
+  point.rssAfterSnapshotBytes = memory(pid).rssBytes;
+  point.heap = readHeapSnapshot(path.join(snapshotDir, file));
+  point.snapshotFile = file;
+  return point;
+}
+
+/** A change in bytes with its sign. */
+function change(value: number): string {
+  return `${value < 0 ? "−" : "+"}${bytes(Math.abs(value))}`;
+}
+
+function soakSection(ticks: Tick[], start: SoakPoint, end: SoakPoint): string[] {
+  const out: string[] = [];
+  const minutes = (s: number) => fmt(s / 60, 3);
+  out.push(
+    `### Soak: memory from ${minutes(start.atSeconds)} to ${minutes(end.atSeconds)} min`,
+    "",
+    `RSS growth from the baseline to the end: ${change(end.rssBytes - start.rssBytes)} (${bytes(start.rssBytes)} → ${bytes(end.rssBytes)}; target ≤ 2 MB). ` +
+      (start.rssAfterSnapshotBytes !== undefined
+        ? `Writing the baseline heap snapshot itself moved the agent's RSS from ${bytes(start.rssBytes)} to ${bytes(start.rssAfterSnapshotBytes)}; ` +
+          `from right after it to the end: ${change(end.rssBytes - start.rssAfterSnapshotBytes)}. ` +
+          "The memory the snapshot took is free inside the agent afterwards and is reused before the RSS grows again, so with snapshots " +
+          "the RSS figures understate growth: take them from a run with `--heap-snapshots no`, and the snapshots for what the JavaScript heap holds."
+        : ""),
+    "",
+  );
+  const step = Math.max(1, Math.floor(ticks.length / 12));
+  const timeline = ticks.filter((_, i) => i % step === 0 || i === ticks.length - 1);
+  out.push(markdownTable(["minute", "agent RSS", "node_exporter RSS", "agent Reports so far"], timeline.map((tick) => [minutes(tick.atSeconds), bytes(tick.agentRss), bytes(tick.exporterRss), tick.reports])), "");
+  if (start.heap && end.heap) {
+    out.push(
+      `Heap snapshots (\`--heapsnapshot-signal=SIGUSR2\`): ${start.heap.nodes} objects, ${bytes(start.heap.totalSelfBytes)} at the baseline; ` +
+        `${end.heap.nodes} objects, ${bytes(end.heap.totalSelfBytes)} at the end (${change(end.heap.totalSelfBytes - start.heap.totalSelfBytes)}). ` +
+        "The kinds of object whose total size changed most:",
+      "",
+      markdownTable(
+        ["kind (V8 type and constructor)", "count before → after", "self size before → after", "change"],
+        heapGrowth(start.heap, end.heap).map((row) => [
+          row.key.replace(/\|/g, "\\|").slice(0, 60),
+          `${row.countBefore} → ${row.countAfter}`,
+          `${bytes(row.bytesBefore)} → ${bytes(row.bytesAfter)}`,
+          change(row.bytesAfter - row.bytesBefore),
+        ]),
+      ),
+      "",
+    );
+  }
+  return out;
 }
 
 /** strace can trace here (ptrace may be forbidden in a container): a one-line probe. */
@@ -304,19 +426,4 @@ function threadBreakdown(before: Map<string, CpuSplit>, after: Map<string, CpuSp
   return `${perSample("main thread")} / ${perSample("other threads")} ms`;
 }
 
-async function cleanup(): Promise<void> {
-  for (const step of cleanups.reverse()) {
-    try {
-      await step();
-    } catch (error) {
-      process.stderr.write(`cleanup: ${(error as Error).message}\n`);
-    }
-  }
-}
-
-main()
-  .catch((error) => {
-    process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
-    process.exitCode = 1;
-  })
-  .finally(cleanup);
+runBenchmark(main, cleanups);

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs the benchmarks: `node bench/run.mjs [all|protocol|agent|latency|collector|failover] [options for that benchmark]`.
+// Runs the benchmarks: `node bench/run.mjs [all|protocol|agent|latency|collector|failover|trust|signals|agent-variants|sample-wall] [options for that benchmark]`.
 //
 // 1. builds the shipped bundles (scripts/build.mjs) unless --no-build: the benchmarks run them;
 // 2. bundles bench/<name>.ts with esbuild into bench/.cache/ (TypeScript sources, @ws/protocol);
@@ -12,7 +12,9 @@ import { build } from "esbuild";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BENCHMARKS = ["protocol", "agent", "latency", "collector", "failover", "trust", "signals"];
-const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector", "failover"]);
+/** Run only by name, not by `all`: they need options of their own. */
+const BY_NAME_ONLY = ["agent-variants", "sample-wall"];
+const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector", "failover", "agent-variants", "sample-wall"]);
 /** Entry points a benchmark starts as processes of its own. */
 const HELPERS = { collector: ["loadgen"] };
 
@@ -20,8 +22,8 @@ const argv = process.argv.slice(2);
 const noBuild = argv.includes("--no-build");
 const rest = argv.filter((arg) => arg !== "--no-build");
 const which = rest[0] && !rest[0].startsWith("-") ? rest.shift() : "all";
-if (which === "--help" || which === "help" || (which !== "all" && !BENCHMARKS.includes(which))) {
-  console.error(`usage: node bench/run.mjs [all|${BENCHMARKS.join("|")}] [--no-build] [benchmark options]`);
+if (which === "--help" || which === "help" || (which !== "all" && !BENCHMARKS.includes(which) && !BY_NAME_ONLY.includes(which))) {
+  console.error(`usage: node bench/run.mjs [all|${[...BENCHMARKS, ...BY_NAME_ONLY].join("|")}] [--no-build] [benchmark options]`);
   process.exit(which === "--help" || which === "help" ? 0 : 2);
 }
 const selected = which === "all" ? BENCHMARKS : [which];

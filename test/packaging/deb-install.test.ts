@@ -168,6 +168,8 @@ describe("booted with systemd", () => {
     expect(inside("systemctl", "show", "ws-agent.service", "-p", "MemoryMax").stdout.trim()).toBe(`MemoryMax=${192 * 1024 * 1024}`);
     const environ = inside("sh", "-c", "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value ws-agent.service)/environ").stdout;
     expect(environ.split("\n")).toContain("NODE_OPTIONS=--max-old-space-size=96");
+    // The unit's V8 flags (lite mode: ~10 MiB less RSS, docs/benchmarks.md) reach Debian's node.
+    expect(agentProcesses()[0]).toContain("/usr/bin/node --lite-mode --no-expose-wasm /usr/lib/ws-agent/ws-agent.cjs run");
     // The lease socket answers under systemd's hardening (ProtectSystem=strict, RuntimeDirectory).
     const status = inside("ws-lease", "status");
     expect(status.status, status.output).toBe(0);

@@ -5,20 +5,24 @@ import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
 import { logfmtLogger, ReportSchema, SourceState } from "@ws/protocol";
-import { AgentRuntime } from "./agent/runtime.js";
 import { systemClock } from "./clock.js";
 import { ConfigError, DEFAULT_CONFIG_PATH, resolveAgentConfig, type AgentConfig, type ConfigOverrides } from "./config.js";
 import { stuckUserPathReads } from "./fs/user-file.js";
-import { growCommand } from "./grow/command.js";
-import { leaseCommand } from "./lease/cli.js";
 import { createStoredLeasesSignal } from "./lease/stored-signal.js";
 import type { Signal } from "./signals/types.js";
 import { describeSources } from "./probe-format.js";
 import { takeSample } from "./sampler.js";
-import { sealCommand } from "./seal/command.js";
 import { createSignals } from "./signals/index.js";
 import { loadUsers } from "./users.js";
 import { AGENT_VERSION } from "./version.js";
+
+// The seal, grow, lease and run code paths are loaded only when their command runs: esbuild wraps
+// a dynamically imported module in a lazy initializer, so `ws-lease status` in a user's shell and
+// `ws-agent probe` do not evaluate the seal/grow planners or the agent runtime, and `run` does not
+// evaluate the seal/grow/lease-CLI code it never calls.
+const leaseCommand = async (argv: string[], io: Io): Promise<number> => (await import("./lease/cli.js")).leaseCommand(argv, io);
+const sealCommand = async (argv: string[], io: Io): Promise<number> => (await import("./seal/command.js")).sealCommand(argv, io);
+const growCommand = async (argv: string[], io: Io): Promise<number> => (await import("./grow/command.js")).growCommand(argv, io);
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -151,12 +155,13 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
   }
   const config = loadConfig(values, io.env, true);
   const log = logfmtLogger((line) => io.stderr.write(line), systemClock.nowMs);
-  const runtime = new AgentRuntime(config, systemClock, log);
   // Listening before start(): a SIGTERM that comes while the agent starts must stop it cleanly too.
   const signalled = new Promise<string>((resolve) => {
     process.once("SIGTERM", () => resolve("SIGTERM"));
     process.once("SIGINT", () => resolve("SIGINT"));
   });
+  const { AgentRuntime } = await import("./agent/runtime.js");
+  const runtime = new AgentRuntime(config, systemClock, log);
   await runtime.start();
   const signal = await signalled;
   log("info", `received ${signal}, shutting down`);
@@ -175,7 +180,7 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
 /** How long `run` waits for the stream, the lease socket and pending writes to close after SIGTERM. */
 const SHUTDOWN_DEADLINE_MS = 5_000;
 
-async function boundedStop(runtime: AgentRuntime, deadlineMs: number): Promise<boolean> {
+async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const giveUp = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), deadlineMs);

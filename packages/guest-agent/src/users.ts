@@ -1,3 +1,4 @@
+import { readFileSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { under, type Roots } from "./roots.js";
 
@@ -54,4 +55,40 @@ export async function loadUsers(roots: Roots): Promise<Users> {
   } catch {
     return usersFrom([]);
   }
+}
+
+/** The passwd table as of the last change of the file. */
+export interface UsersCache {
+  /** The current table: one stat of the file, and a read only when it changed since the last call. */
+  current(): Users;
+}
+
+/**
+ * <etc>/passwd, re-read only when it changes. The file changes when accounts do,
+ * not every sample, and parsing it each sample cost 0.3–0.7 ms of CPU
+ * (benchmark 1's profile: 4 % of the agent's JavaScript time). Changed means a
+ * different inode (useradd and vipw replace the file), size, mtime or ctime.
+ * An unreadable file gives an empty table, as loadUsers does, and is tried
+ * again on the next call.
+ */
+export function createUsersCache(roots: Roots): UsersCache {
+  const file = under(roots.etc, "passwd");
+  let version: string | undefined;
+  let users = usersFrom([]);
+  return {
+    current(): Users {
+      let seen: string;
+      try {
+        const info = statSync(file);
+        seen = `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
+        if (seen === version) return users;
+        users = usersFrom(parsePasswd(readFileSync(file, "utf8")));
+        version = seen;
+      } catch {
+        users = usersFrom([]);
+        version = undefined;
+      }
+      return users;
+    },
+  };
 }

@@ -11,7 +11,7 @@ import { LeaseService } from "../lease/service.js";
 import { takeSample, type Sample } from "../sampler.js";
 import { createSignals } from "../signals/index.js";
 import { ok, type Signal } from "../signals/types.js";
-import { loadUsers } from "../users.js";
+import { createUsersCache, type UsersCache } from "../users.js";
 import { AGENT_VERSION } from "../version.js";
 import { AgentConnection, type LogFn } from "./connection.js";
 
@@ -29,6 +29,7 @@ export class AgentRuntime {
   private connection!: AgentConnection;
   private leases!: LeaseService;
   private signals: Array<Signal<unknown>> = [];
+  private readonly users: UsersCache;
 
   constructor(
     private readonly config: AgentConfig,
@@ -36,10 +37,11 @@ export class AgentRuntime {
     private readonly log: LogFn,
   ) {
     this.intervalSeconds = config.reportIntervalSeconds;
+    this.users = createUsersCache(config.roots);
   }
 
   async start(): Promise<void> {
-    const users = await loadUsers(this.config.roots);
+    const users = this.users.current();
     this.leases = await LeaseService.open({
       stateDir: this.config.roots.state,
       socketPath: this.config.socketPath,
@@ -113,7 +115,7 @@ export class AgentRuntime {
     if (this.sampling) return;
     this.sampling = true;
     try {
-      const users = await loadUsers(this.config.roots);
+      const users = this.users.current();
       this.latest = await takeSample(
         this.signals,
         this.config.disabledSignals,

@@ -98,6 +98,53 @@ describe("system signal over a captured /proc and /sys", () => {
     ]);
   });
 
+  it("where systemd keeps the cgroup tree, skips the root cgroup's kernel threads and counts people's user slices", async () => {
+    const cgroup = path.join(roots.sys, "fs", "cgroup");
+    const slice = (uid: number) => path.join(cgroup, "user.slice", `user-${uid}.slice`);
+    const usage = async (uid: number, usec: number) => {
+      await mkdir(slice(uid), { recursive: true });
+      const text = (await readFile(path.join(fixtures, "..", "cgroup", "systemd-user-slice.cpu.stat"), "utf8")).replace(/^usage_usec \d+$/m, `usage_usec ${Math.round(usec)}`);
+      await writeFile(path.join(slice(uid), "cpu.stat"), text);
+    };
+    try {
+      await mkdir(path.join(cgroup, "init.scope"), { recursive: true });
+      await writeFile(path.join(cgroup, "cgroup.procs"), "2\n");
+      const clock = manualClock();
+      const ctx = await context(clock);
+      const signal = createSystemSignal();
+      await useSnapshot("snapshot-1");
+      await usage(0, 1_000_000);
+      await usage(1003, 1_000_000);
+      const first = await signal.collect(ctx);
+      expect(first.state, first.message).toBe("ok");
+
+      await useSnapshot("snapshot-2");
+      // pid 2 sits in the root cgroup: a kernel thread, never read (a garbled stat would fail the signal).
+      await cp(path.join(fixtures, "malformed", "pid-stat-truncated"), path.join(roots.proc, "2", "stat"));
+      // The login of uid 1003 used 2 cores over the interval, more than its processes still alive show; root's slice does not count.
+      await usage(0, 1_000_000 + 50 * INTERVAL_SECONDS * 1e6);
+      await usage(1003, 1_000_000 + 2 * INTERVAL_SECONDS * 1e6);
+      clock.advance(INTERVAL_SECONDS * 1000);
+      const outcome = await signal.collect(ctx);
+      expect(outcome.state, outcome.message).toBe("ok");
+      const value = valueOf(outcome);
+      expect(value.userProcessCpuCores).toBeCloseTo(2, 6);
+      // The busiest processes still come from /proc.
+      expect(value.topProcesses?.map((process) => process.pid)).toEqual([BUSY, LATE, PARENT]);
+
+      // A slice that used less than its processes show leaves the per-process figure.
+      await useSnapshot("snapshot-1");
+      const again = createSystemSignal();
+      await again.collect(ctx);
+      await useSnapshot("snapshot-2");
+      clock.advance(INTERVAL_SECONDS * 1000);
+      const lower = valueOf(await again.collect(ctx));
+      expect(lower.userProcessCpuCores).toBeCloseTo((232 + 217 + 77) / 100 / INTERVAL_SECONDS, 10);
+    } finally {
+      await rm(path.join(roots.sys, "fs"), { recursive: true, force: true });
+    }
+  });
+
   it("skips a process that vanished between listing and reading", async () => {
     const clock = manualClock();
     const ctx = await context(clock);
