@@ -5,11 +5,12 @@ import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer, type AuthResult, type VmKey } from "./agents/server.js";
-import { loadKey } from "./cli.js";
+import { loadKey } from "./key-file.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
 import type { VmRecord } from "./engine/types.js";
-import { Fleet, type Actuator } from "./fleet.js";
+import { Fleet } from "./fleet.js";
+import type { CollectorMode } from "./mode.js";
 import { createMetrics } from "./metrics.js";
 import { staticPolicySource, type PolicySource } from "./policy-source.js";
 import { TraceRecorder } from "./replay/recorder.js";
@@ -22,21 +23,6 @@ import { createWebServer } from "./web/server.js";
 export interface Io {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
-}
-
-/** What differs between standalone and Kubernetes mode. */
-export interface CollectorMode {
-  name: "standalone" | "kubernetes";
-  actuator: Actuator;
-  /** Extra identity checks after the token (Kubernetes: the source IP is the VM's launcher pod). */
-  authenticate?: (vm: VmKey, peer: string) => Promise<AuthResult> | AuthResult;
-  policySource: PolicySource;
-  restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
-  vmRunning?: (vm: VmKey) => boolean | undefined;
-  /** True while this replica may act and should receive agents (the leader). */
-  leader: () => boolean;
-  /** Starts watches and elections once the fleet exists; returns how to stop them. */
-  start?: (fleet: Fleet) => Promise<() => Promise<void>>;
 }
 
 /** The `policy:` section, parsed by the engine; any error stops the start with every problem listed. */
@@ -135,7 +121,7 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     web.listen(http.port, http.host, () => resolve());
   });
   const httpPort = (web.address() as AddressInfo).port;
-  fleet.start(config.tickSeconds);
+  fleet.start();
   log("info", "collector serving", {
     mode: mode.name,
     version: COLLECTOR_VERSION,

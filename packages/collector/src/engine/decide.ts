@@ -109,7 +109,8 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
   // --- the latest report
   const received = observation.latestReport;
   const isNewReport = received !== undefined && (prev.lastReportAtMs === undefined || received.receivedAtMs > prev.lastReportAtMs);
-  const evidence = received ? extractEvidence(received, policy, prev.memory) : undefined;
+  // The caller (vm/step.ts) passes the evidence it extracted once when the Report arrived.
+  const evidence = observation.evidence ?? (received ? extractEvidence(received, policy, prev.memory) : undefined);
   if (isNewReport && evidence && received) {
     rec.lastReportAtMs = received.receivedAtMs;
     rec.memory = evidence.memory;

@@ -224,6 +224,11 @@ export interface Observation {
   vmRunning?: boolean;
   /** The outcome of the stop the engine asked for, passed once after it is known. */
   stopResult?: StopResult;
+  /**
+   * extractEvidence(latestReport, policy, previous.memory), computed once by the caller when the
+   * Report arrived and kept for later decisions on the same Report; absent: decide() extracts it.
+   */
+  evidence?: Evidence;
   /** Errors of the VM's current policy annotations (the policy passed in is then the fallback). Absent: no errors. */
   policyStatus?: { errors: readonly PolicyError[]; fallback: PolicyFallback };
 }

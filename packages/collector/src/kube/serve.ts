@@ -8,7 +8,7 @@ import type { CollectorConfig } from "../config.js";
 import type { CollectorPolicyConfig } from "../engine/config.js";
 import { persistedAnnotations, restoreRecord } from "../engine/persist.js";
 import type { Fleet, StopEvidence } from "../fleet.js";
-import type { CollectorMode } from "../serve.js";
+import type { CollectorMode } from "../mode.js";
 import type { CollectorStats } from "../stats.js";
 import { AUDIT_REASONS, KubeAudit, type AuditEventType } from "./audit.js";
 import { contextNamespace, createKubeClients, describeError, loadKubeConfig } from "./client.js";
