@@ -107,7 +107,7 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     : grpc.ServerCredentials.createInsecure();
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
-  const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, { leader: mode.leader });
+  const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, { leader: mode.leader, mode: mode.name });
   const web = createWebServer({
     fleet,
     registry,
