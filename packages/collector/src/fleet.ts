@@ -163,8 +163,9 @@ export class Fleet implements AgentSink, FleetReader {
     }
   }
 
-  closeAllSessions(code: grpc.status, details: string): void {
-    for (const entry of this.vms.values()) entry.session?.close(code, details);
+  /** Ends every agent stream; with retryAfterMs each agent is told when to come back (it adds jitter). */
+  closeAllSessions(code: grpc.status, details: string, retryAfterMs?: number): void {
+    for (const entry of this.vms.values()) entry.session?.close(code, details, retryAfterMs);
   }
 
   authenticate(vm: VmKey, token: string, peer: string): Promise<AuthResult> | AuthResult {
@@ -185,7 +186,11 @@ export class Fleet implements AgentSink, FleetReader {
   report(session: AgentSession, report: Report, receivedAtMs: number, truncated: readonly string[] = []): void {
     const entry = this.entryFor(session.vm);
     if (entry.session !== session) return;
-    entry.truncated = [...truncated];
+    if (truncated.join() !== entry.truncated.join()) {
+      // Logged when it starts or changes, not on every Report of a misbehaving agent.
+      if (truncated.length > 0) this.options.log("warn", `${entry.id}: report cut to the per-agent limits: ${truncated.join(", ")}`, { vm: entry.id });
+      entry.truncated = [...truncated];
+    }
     this.options.record?.({ atMs: receivedAtMs, vm: entry.id, report });
     this.evaluate(entry, receivedAtMs, { kind: "report", received: { report, receivedAtMs } }, true);
   }

@@ -35,6 +35,9 @@ const ACTION_FOR_REASON: Record<string, string> = {
   AgentBack: "Observe",
 };
 
+/** The retry hint agents get when this replica steps down. */
+const LEADER_CHANGE_RETRY_MS = 5_000;
+
 /** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
 const LAST_STOP_READINGS = 20;
 
@@ -88,7 +91,8 @@ export async function kubernetesMode(
     },
     onStoppedLeading: (reason) => {
       log("warn", `lost the leadership (${reason}): no longer acting; agents will reconnect to the leader`);
-      fleetRef?.closeAllSessions(grpc.status.UNAVAILABLE, "this collector replica is no longer the leader; reconnect");
+      // The agents come back spread over 2.5–7.5 s (the hint ±50 %), by when the new leader is elected, not as one burst.
+      fleetRef?.closeAllSessions(grpc.status.UNAVAILABLE, "this collector replica is no longer the leader; reconnect", LEADER_CHANGE_RETRY_MS);
     },
     onError: (message) => log("warn", `leader election: ${message}`),
   });
