@@ -24,6 +24,8 @@ export interface LoadStats {
   /** Streams ended by the collector (or the network) so far. */
   ended: number;
   reconnects: number;
+  /** Stream ends that carried a retry hint (the collector admitting Hellos at its limit). */
+  refusedBusy: number;
   reportsSent: number;
   directives: number;
   /** Report → Directive round trips since the previous stats call, in ms. */
@@ -60,6 +62,7 @@ let reportsSent = 0;
 let directives = 0;
 let ended = 0;
 let reconnects = 0;
+let refusedBusy = 0;
 let closing = false;
 let address = "";
 let namespace = "";
@@ -101,7 +104,7 @@ function connect(vm: Vm): void {
       const sentAt = vm.pendingSentAt.shift();
       if (sentAt !== undefined && roundTrips.length < MAX_ROUND_TRIPS) roundTrips.push(performance.now() - sentAt);
     },
-    onEnd(reason) {
+    onEnd(reason, retryAfterMs) {
       ended++;
       vm.ended = true;
       clearTimeout(vm.timer);
@@ -109,8 +112,10 @@ function connect(vm: Vm): void {
       endReasons.set(reason, (endReasons.get(reason) ?? 0) + 1);
       if (closing) return;
       if (vm.connected && performance.now() - vm.connectedAtMs > HEALTHY_STREAM_MS) vm.attempt = 0;
-      const delay = backoffDelayMs(vm.attempt, defaultBackoff, Math.random);
-      vm.attempt++;
+      // As the agent does (guest-agent connection.ts): a retry hint from a busy collector, ±50 %, else the backoff.
+      const delay = retryAfterMs !== undefined ? Math.round(retryAfterMs * (0.5 + Math.random())) : backoffDelayMs(vm.attempt, defaultBackoff, Math.random);
+      if (retryAfterMs !== undefined) refusedBusy++;
+      else vm.attempt++;
       setTimeout(() => {
         if (closing) return;
         reconnects++;
@@ -154,6 +159,7 @@ function stats(): LoadStats {
     connected: vms.filter((vm) => vm.connected && !vm.ended).length,
     ended,
     reconnects,
+    refusedBusy,
     reportsSent,
     directives,
     roundTripsMs: roundTrips,

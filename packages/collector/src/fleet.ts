@@ -221,6 +221,11 @@ export class Fleet implements AgentSink, FleetReader {
     return this.sortedEntries().map((entry) => this.viewOf(entry, nowMs));
   }
 
+  /** The VM's loop state (record, latest Report, last decision), read-only: for per-VM pages and tests. */
+  loopState(vm: VmKey): Readonly<VmLoopState> | undefined {
+    return this.vms.get(vmId(vm))?.loop;
+  }
+
   /** One view by VM, for per-VM pages. */
   view(vm: VmKey, nowMs: number): VmView | undefined {
     const entry = this.vms.get(vmId(vm));

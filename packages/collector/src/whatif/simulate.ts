@@ -40,6 +40,8 @@ export interface SimulationOptions {
   policy: Policy;
   grid: StepGrid;
   falseStopWindowSeconds: number;
+  /** Every decision of the replay, in order (the test that holds live, replay and whatif to one loop reads them). */
+  onDecision?: (decision: Decision) => void;
 }
 
 /** The most engine calls between two steps (timers that fire between reports). */
@@ -112,6 +114,7 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
 
   const run = (nowMs: number, input: StepInput): Decision => {
     const decision = step(loop, nowMs, input);
+    options.onDecision?.(decision);
     const stop = decision.actions.find((action) => action.kind === "stop" || action.kind === "would-stop");
     if (stop && (stop.kind === "stop" || stop.kind === "would-stop")) {
       stopped = { atMs: nowMs, trigger: stop.trigger, reason: stop.reason, gpus, record: decision.next };
