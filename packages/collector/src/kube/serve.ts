@@ -18,6 +18,7 @@ import { LeaderElector } from "./leader.js";
 import { checkStopSafety } from "./pvcs.js";
 import { describeVerdict } from "./safety.js";
 import { VmStopper } from "./stop.js";
+import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
 
 /** The Event `action` for each reason the engine emits; unknown reasons are recorded as "Decide". */
@@ -34,6 +35,9 @@ const ACTION_FOR_REASON: Record<string, string> = {
   AgentLost: "Observe",
   AgentBack: "Observe",
 };
+
+/** State-annotation PATCHes in flight at once (kube/write-queue.ts). */
+const STATE_WRITE_CONCURRENCY = 8;
 
 /** The retry hint agents get when this replica steps down. */
 const LEADER_CHANGE_RETRY_MS = 5_000;
@@ -98,6 +102,17 @@ export async function kubernetesMode(
   });
 
   const vmOf = (vm: VmKey) => inventory.get(vm.namespace, vm.name);
+  // State annotations: bounded PATCHes in flight, a VM's waiting write merged with its newer one.
+  const stateWrites = new WriteQueue<Record<string, string | null>>({
+    concurrency: STATE_WRITE_CONCURRENCY,
+    merge: (older, newer) => ({ ...older, ...newer }),
+    write: async (id, annotations) => {
+      // A replica that stepped down meanwhile leaves the VM to the new leader (it restores and writes on its transitions).
+      if (!elector.isLeader()) return;
+      const [namespace = "", name = ""] = id.split("/");
+      writeFailed("state annotations")(await audit.patchAnnotations({ namespace, name }, annotations));
+    },
+  });
   const writeFailed = (what: string) => (result: { ok: boolean; message: string }) => {
     if (!result.ok) log("warn", `${what} failed: ${result.message}`);
   };
@@ -167,7 +182,7 @@ export async function kubernetesMode(
           .then(writeFailed(`${reason} event`));
       },
       persist(vm, values) {
-        void audit.patchAnnotations(vm, persistedAnnotations(values, prefix)).then(writeFailed("state annotations"));
+        stateWrites.push(`${vm.namespace}/${vm.name}`, persistedAnnotations(values, prefix));
       },
     },
     start: async (fleet) => {
