@@ -9,10 +9,25 @@ import { tokenFor } from "../packages/collector/src/token.js";
 import { backoffDelayMs, defaultBackoff } from "../packages/guest-agent/src/backoff.js";
 import type { Report } from "@ws/protocol";
 import { openAgentStream, type AgentStream } from "./lib/agent-stream.js";
-import { reportFor, TYPICAL_VM } from "./lib/reports.js";
+import { hostileReport, reportFor, TYPICAL_VM } from "./lib/reports.js";
+import { MAX_STRING, REPORT_LIMITS } from "../packages/collector/src/agents/validate.js";
+import { MAX_MESSAGE_BYTES } from "@ws/protocol";
 
 export type LoadCommand =
-  | { cmd: "open"; address: string; keyText: string; namespace: string; count: number; perSecond: number; intervalSeconds: number; reportLater?: boolean }
+  | {
+      cmd: "open";
+      address: string;
+      keyText: string;
+      namespace: string;
+      count: number;
+      perSecond: number;
+      intervalSeconds: number;
+      reportLater?: boolean;
+      /** The Report these VMs send (default: the typical ones); hostile VMs' round trips are not timed. */
+      hostile?: "largest-allowed" | "gpu-flood";
+      /** This group's own interval (default: the fleet's). */
+      ownIntervalSeconds?: number;
+    }
   | { cmd: "start-reporting" }
   | { cmd: "interval"; seconds: number }
   | { cmd: "stats" }
@@ -47,6 +62,10 @@ interface Vm {
   template: Report;
   pendingSentAt: number[];
   timer?: NodeJS.Timeout;
+  /** Not timed: the hostile agents of the memory benchmark. */
+  hostile: boolean;
+  /** Its own report interval (hostile groups), else the fleet's. */
+  intervalMs?: number;
 }
 
 const TEMPLATES = Array.from({ length: 16 }, (_, i) => reportFor(TYPICAL_VM, 100 + i));
@@ -71,11 +90,12 @@ const endReasons = new Map<string, number>();
 
 function schedule(vm: Vm): void {
   clearTimeout(vm.timer);
+  const every = vm.intervalMs ?? intervalMs;
   // A random phase, as VMs booted at different times report at different moments.
   vm.timer = setTimeout(() => {
     send(vm);
-    vm.timer = setInterval(() => send(vm), intervalMs);
-  }, Math.random() * intervalMs);
+    vm.timer = setInterval(() => send(vm), every);
+  }, Math.random() * every);
 }
 
 function send(vm: Vm): void {
@@ -102,7 +122,7 @@ function connect(vm: Vm): void {
         return;
       }
       const sentAt = vm.pendingSentAt.shift();
-      if (sentAt !== undefined && roundTrips.length < MAX_ROUND_TRIPS) roundTrips.push(performance.now() - sentAt);
+      if (sentAt !== undefined && !vm.hostile && roundTrips.length < MAX_ROUND_TRIPS) roundTrips.push(performance.now() - sentAt);
     },
     onEnd(reason, retryAfterMs) {
       ended++;
@@ -131,6 +151,7 @@ async function open(command: Extract<LoadCommand, { cmd: "open" }>): Promise<voi
   address = command.address;
   namespace = command.namespace;
   const key = Buffer.from(command.keyText, "utf8");
+  const hostile = command.hostile ? hostileReport(command.hostile, REPORT_LIMITS, MAX_STRING, MAX_MESSAGE_BYTES) : undefined;
   const batch = Math.max(1, Math.round(command.perSecond / 20));
   for (let i = 0; i < command.count; i++) {
     const name = `vm-${String(vms.length).padStart(5, "0")}`;
@@ -142,8 +163,10 @@ async function open(command: Extract<LoadCommand, { cmd: "open" }>): Promise<voi
       attempt: 0,
       connectedAtMs: 0,
       sequence: 0n,
-      template: TEMPLATES[vms.length % TEMPLATES.length]!,
+      template: hostile ?? TEMPLATES[vms.length % TEMPLATES.length]!,
       pendingSentAt: [],
+      hostile: hostile !== undefined,
+      ...(command.ownIntervalSeconds ? { intervalMs: command.ownIntervalSeconds * 1000 } : {}),
       stream: undefined as unknown as AgentStream,
     };
     vms.push(vm);

@@ -329,6 +329,9 @@ export function createMetrics(
   counterFrom("workstation_report_truncations_total", "Report fields cut to the per-agent limits, by field (docs/collector-limits.md).", ["field"], (inc) => {
     for (const [field, value] of stats.truncations) inc({ field }, value);
   });
+  counterFrom("workstation_reports_rate_limited_total", "Reports dropped because one agent stream sent them faster than the per-stream limit (2 per second sustained, 10 at once).", [], (inc) =>
+    inc({}, stats.reportsRateLimited),
+  );
   counterFrom("workstation_auth_failures_total", "Agent streams refused, by reason.", ["reason"], (inc) => {
     for (const [reason, value] of stats.authFailures) inc({ reason }, value);
   });

@@ -9,6 +9,8 @@ export class CollectorStats {
   truncations = new Map<string, number>();
   /** Hellos answered RESOURCE_EXHAUSTED with a retry hint (the admission limit was reached). */
   streamsRefusedBusy = 0;
+  /** Reports dropped because one stream sent faster than MAX_REPORTS_PER_SECOND. */
+  reportsRateLimited = 0;
   kubeRequests = new Map<string, number>();
   /** Decision durations since the last scrape; the metrics module drains them into a histogram. */
   pendingDecisionSeconds: number[] = [];

@@ -63,10 +63,13 @@ export interface AgentServerOptions {
   hellosPerSecond?: number;
   /** Hellos admitted at once before the rate applies (default: one second's worth). */
   helloBurst?: number;
+  /** Reports one stream may send per second, sustained, and at once (defaults MAX_REPORTS_PER_SECOND, REPORT_BURST). */
+  reportsPerSecond?: number;
+  reportBurst?: number;
 }
 
 /**
- * Admission of Hellos: a token bucket on the injected clock. A refused agent is told to come back
+ * Admission of Hellos (and, per stream, of Reports): a token bucket on the injected clock. A refused agent is told to come back
  * when the agents refused before it will have been admitted (the backlog over the rate), at least
  * a second; the agent spreads that ±50 %.
  */
@@ -98,6 +101,10 @@ export class HelloAdmission {
     return Math.max(1_000, Math.round((this.backlog / this.ratePerSecond) * 1000));
   }
 }
+
+/** Reports one stream may send per second, sustained (agents send one per interval, 15 s by default), and in a burst. */
+export const MAX_REPORTS_PER_SECOND = 2;
+export const REPORT_BURST = 10;
 
 const retryMetadata = (ms: number): grpc.Metadata => {
   const metadata = new grpc.Metadata();
@@ -152,6 +159,7 @@ export class AgentServer {
     const { sink, stats, log, nowMs } = this.options;
     let session: AgentSession | undefined;
     let authenticating = false;
+    const reportBudget = new HelloAdmission(this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND, this.options.reportBurst ?? REPORT_BURST, nowMs);
     const peer = stream.peer();
     const helloTimer = setTimeout(() => {
       if (!session) stream.fail(grpc.status.DEADLINE_EXCEEDED, "no Hello within the time allowed");
@@ -230,6 +238,11 @@ export class AgentServer {
         return;
       }
       stats.reportsReceived++;
+      // One agent cannot buy more of the event loop than its share: Reports beyond the rate are dropped (the next one is newer anyway).
+      if (reportBudget.admit() !== undefined) {
+        stats.reportsRateLimited++;
+        return;
+      }
       sink.report(session, payload.value, nowMs(), truncated);
     });
 

@@ -26,7 +26,7 @@ interface Running {
 
 let running: Running | undefined;
 
-async function startCollector(options: { hellosPerSecond?: number; helloBurst?: number } = {}): Promise<Running> {
+async function startCollector(options: { hellosPerSecond?: number; helloBurst?: number; reportsPerSecond?: number; reportBurst?: number } = {}): Promise<Running> {
   const stats = new CollectorStats();
   const fleet = new Fleet({
     log: () => {},
@@ -119,7 +119,8 @@ describe("one agent's cost to the collector", () => {
   });
 
   it("keeps a VM's remembered sources bounded when every Report names thousands of new ones", async () => {
-    const collector = await startCollector();
+    // The per-stream Report rate is lifted here: every one of the 80 must reach the VM's loop.
+    const collector = await startCollector({ reportsPerSecond: 1_000, reportBurst: 1_000 });
     const directives: Directive[] = [];
     const stream = await connect(collector, "flood", directives);
     for (let round = 0; round < 80; round++) {
@@ -138,6 +139,23 @@ describe("one agent's cost to the collector", () => {
     expect(remembered.length).toBeLessThanOrEqual(REPORT_LIMITS.sources + MAX_REMEMBERED_SOURCES);
     expect(remembered.filter((key) => key.startsWith("src-79-"))).toHaveLength(REPORT_LIMITS.sources);
     expect(collector.stats.truncations.get("sources")).toBe(80);
+  });
+
+  it("drops a stream's Reports beyond its rate, counted, without closing it", async () => {
+    const collector = await startCollector();
+    const directives: Directive[] = [];
+    const stream = await connect(collector, "chatty", directives);
+    for (let i = 0; i < 50; i++) stream.sendReport(create(ReportSchema, { sequence: BigInt(i + 1), intervalSeconds: 15 } as never));
+    await until("the 50 Reports received", () => (collector.stats.reportsReceived >= 50 ? true : undefined));
+    // The burst allowance (10) plus what the rate refilled while they arrived.
+    expect(collector.stats.reportsRateLimited).toBeGreaterThanOrEqual(50 - 10 - 5);
+    // Each Report let through is answered; the dropped ones are not.
+    await until("the admitted Reports answered", () => (directives.length - 1 === 50 - collector.stats.reportsRateLimited ? true : undefined));
+    // The stream stays open: the next Report after a pause is answered.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const before = directives.length;
+    stream.sendReport(create(ReportSchema, { sequence: 51n, intervalSeconds: 15 } as never));
+    await until("the Report after the pause answered", () => (directives.length > before ? true : undefined));
   });
 
   it("tells agents past the admission rate to come back later, with a retry hint", async () => {
