@@ -6,6 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer, type AuthResult, type VmKey } from "./agents/server.js";
 import { loadKey } from "./key-file.js";
+import { budgetedLogger } from "./log-budget.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
 import type { VmRecord } from "./engine/types.js";
@@ -68,7 +69,10 @@ function splitHostPort(address: string): { host: string; port: number } {
 
 export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const nowMs = () => Date.now();
-  const log = logfmtLogger((line) => io.stderr.write(line), nowMs);
+  const log = budgetedLogger(
+    logfmtLogger((line) => io.stderr.write(line), nowMs),
+    { nowMs },
+  );
   const key = loadKey(config.tokenKeyFile);
   const policy = loadPolicyConfig(config);
   const stats = new CollectorStats();
