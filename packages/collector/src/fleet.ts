@@ -19,7 +19,7 @@ import type { CollectorStats } from "./stats.js";
 import type { FleetCounters, FleetReader, VmSeriesSource, VmView } from "./view.js";
 import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
 import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
-import { newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
+import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
 
 export interface Actuator {
@@ -313,7 +313,8 @@ export class Fleet implements AgentSink, FleetReader {
     // steps down, or a stop finishing after it lost the Lease, must not act on the VM. The
     // input still lands in the VM's state, so a later leadership decides on it.
     if (this.options.acting && !this.options.acting()) {
-      applyWithoutDeciding(entry.loop, input);
+      // A standby keeps the inputs (the latest Report, the connection): the leader it becomes starts from them.
+      applyInput(entry.loop, input, false);
       entry.version++;
       return;
     }
@@ -408,32 +409,6 @@ export class Fleet implements AgentSink, FleetReader {
   private countStop(trigger: string, mode: string): void {
     const key = `${trigger}|${mode}`;
     this.counterValues.stops.set(key, (this.counterValues.stops.get(key) ?? 0) + 1);
-  }
-}
-
-/** A standby keeps the inputs (the latest Report, the connection) without deciding: the leader it becomes starts from them. */
-function applyWithoutDeciding(loop: VmLoopState, input: StepInput): void {
-  switch (input.kind) {
-    case "report":
-      loop.latest = input.received;
-      loop.connected = true;
-      loop.evidence = undefined;
-      return;
-    case "connected":
-      loop.connected = true;
-      return;
-    case "disconnected":
-      loop.connected = false;
-      return;
-    case "policy":
-      loop.policy = input.policy;
-      loop.policyStatus = input.status && input.status.errors.length > 0 ? input.status : undefined;
-      return;
-    case "platform":
-      loop.running = input.running;
-      return;
-    default:
-      return;
   }
 }
 

@@ -55,34 +55,41 @@ export const MAX_REMEMBERED_SOURCES = 64;
 /** Idle inhibitor locks whose first sighting is remembered. */
 export const MAX_REMEMBERED_INHIBITORS = 64;
 
-/** Applies `input` to the VM's state and decides. The returned decision's record is already the VM's record. */
-export function step(vm: VmLoopState, nowMs: number, input: StepInput): Decision {
-  let stopResult: StopResult | undefined;
+/**
+ * Lands `input` in the VM's state without deciding; returns the stop result it carries. With
+ * `extract` (step() does) a Report's evidence is extracted here, once; without it (a standby
+ * replica that decides nothing) the evidence is left to be extracted when a decision needs it.
+ */
+export function applyInput(vm: VmLoopState, input: StepInput, extract = true): StopResult | undefined {
   switch (input.kind) {
     case "report":
       vm.latest = input.received;
       vm.connected = true;
-      vm.evidence = { evidence: extractEvidence(input.received, vm.policy, vm.record?.memory), of: input.received, policy: vm.policy };
-      break;
+      vm.evidence = extract ? { evidence: extractEvidence(input.received, vm.policy, vm.record?.memory), of: input.received, policy: vm.policy } : undefined;
+      return undefined;
     case "connected":
       vm.connected = true;
-      break;
+      return undefined;
     case "disconnected":
       vm.connected = false;
-      break;
+      return undefined;
     case "policy":
       vm.policy = input.policy;
       vm.policyStatus = input.status && input.status.errors.length > 0 ? input.status : undefined;
-      break;
+      return undefined;
     case "platform":
       vm.running = input.running;
-      break;
+      return undefined;
     case "stop-result":
-      stopResult = input.result;
-      break;
+      return input.result;
     case "wake":
-      break;
+      return undefined;
   }
+}
+
+/** Applies `input` to the VM's state and decides. The returned decision's record is already the VM's record. */
+export function step(vm: VmLoopState, nowMs: number, input: StepInput): Decision {
+  const stopResult = applyInput(vm, input);
   const kept = vm.evidence && vm.evidence.of === vm.latest && vm.evidence.policy === vm.policy ? vm.evidence.evidence : undefined;
   const observation: Observation = {
     agentConnected: vm.connected,
