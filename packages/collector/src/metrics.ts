@@ -176,7 +176,11 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
 /** Every per-VM metric name, for the docs check. */
 export const PER_VM_METRIC_NAMES: readonly string[] = [IDLE_SECONDS, ...PER_VM_FAMILIES.map((family) => family.name)];
 
+const NEEDS_ESCAPE = /[\\\n"]/;
+
 function escapeLabel(value: string): string {
+  // Nearly every value (states, signal names, numbers) needs nothing: test once, replace rarely.
+  if (!NEEDS_ESCAPE.test(value)) return value;
   return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
 }
 
