@@ -37,6 +37,8 @@ export function openAgentStream(address: string, vm: { namespace: string; name: 
   const end = (reason: string, retryAfter?: number) => {
     if (ended) return;
     ended = true;
+    // As the agent does after every stream end: the connection goes with it (a refused agent must not leave one open on both sides).
+    client.close();
     handlers.onEnd(reason, retryAfter);
   };
   call.on("data", (message: CollectorMessage) => {
