@@ -9,10 +9,25 @@ import { tokenFor } from "../packages/collector/src/token.js";
 import { backoffDelayMs, defaultBackoff } from "../packages/guest-agent/src/backoff.js";
 import type { Report } from "@ws/protocol";
 import { openAgentStream, type AgentStream } from "./lib/agent-stream.js";
-import { reportFor, TYPICAL_VM } from "./lib/reports.js";
+import { hostileReport, reportFor, TYPICAL_VM } from "./lib/reports.js";
+import { MAX_STRING, REPORT_LIMITS } from "../packages/collector/src/agents/validate.js";
+import { MAX_MESSAGE_BYTES } from "@ws/protocol";
 
 export type LoadCommand =
-  | { cmd: "open"; address: string; keyText: string; namespace: string; count: number; perSecond: number; intervalSeconds: number; reportLater?: boolean }
+  | {
+      cmd: "open";
+      address: string;
+      keyText: string;
+      namespace: string;
+      count: number;
+      perSecond: number;
+      intervalSeconds: number;
+      reportLater?: boolean;
+      /** The Report these VMs send (default: the typical ones); hostile VMs' round trips are not timed. */
+      hostile?: "largest-allowed" | "gpu-flood";
+      /** This group's own interval (default: the fleet's). */
+      ownIntervalSeconds?: number;
+    }
   | { cmd: "start-reporting" }
   | { cmd: "interval"; seconds: number }
   | { cmd: "stats" }
@@ -24,6 +39,8 @@ export interface LoadStats {
   /** Streams ended by the collector (or the network) so far. */
   ended: number;
   reconnects: number;
+  /** Stream ends that carried a retry hint (the collector admitting Hellos at its limit). */
+  refusedBusy: number;
   reportsSent: number;
   directives: number;
   /** Report → Directive round trips since the previous stats call, in ms. */
@@ -45,6 +62,10 @@ interface Vm {
   template: Report;
   pendingSentAt: number[];
   timer?: NodeJS.Timeout;
+  /** Not timed: the hostile agents of the memory benchmark. */
+  hostile: boolean;
+  /** Its own report interval (hostile groups), else the fleet's. */
+  intervalMs?: number;
 }
 
 const TEMPLATES = Array.from({ length: 16 }, (_, i) => reportFor(TYPICAL_VM, 100 + i));
@@ -60,6 +81,7 @@ let reportsSent = 0;
 let directives = 0;
 let ended = 0;
 let reconnects = 0;
+let refusedBusy = 0;
 let closing = false;
 let address = "";
 let namespace = "";
@@ -68,11 +90,12 @@ const endReasons = new Map<string, number>();
 
 function schedule(vm: Vm): void {
   clearTimeout(vm.timer);
+  const every = vm.intervalMs ?? intervalMs;
   // A random phase, as VMs booted at different times report at different moments.
   vm.timer = setTimeout(() => {
     send(vm);
-    vm.timer = setInterval(() => send(vm), intervalMs);
-  }, Math.random() * intervalMs);
+    vm.timer = setInterval(() => send(vm), every);
+  }, Math.random() * every);
 }
 
 function send(vm: Vm): void {
@@ -99,9 +122,9 @@ function connect(vm: Vm): void {
         return;
       }
       const sentAt = vm.pendingSentAt.shift();
-      if (sentAt !== undefined && roundTrips.length < MAX_ROUND_TRIPS) roundTrips.push(performance.now() - sentAt);
+      if (sentAt !== undefined && !vm.hostile && roundTrips.length < MAX_ROUND_TRIPS) roundTrips.push(performance.now() - sentAt);
     },
-    onEnd(reason) {
+    onEnd(reason, retryAfterMs) {
       ended++;
       vm.ended = true;
       clearTimeout(vm.timer);
@@ -109,8 +132,10 @@ function connect(vm: Vm): void {
       endReasons.set(reason, (endReasons.get(reason) ?? 0) + 1);
       if (closing) return;
       if (vm.connected && performance.now() - vm.connectedAtMs > HEALTHY_STREAM_MS) vm.attempt = 0;
-      const delay = backoffDelayMs(vm.attempt, defaultBackoff, Math.random);
-      vm.attempt++;
+      // As the agent does (guest-agent connection.ts): a retry hint from a busy collector, ±50 %, else the backoff.
+      const delay = retryAfterMs !== undefined ? Math.round(retryAfterMs * (0.5 + Math.random())) : backoffDelayMs(vm.attempt, defaultBackoff, Math.random);
+      if (retryAfterMs !== undefined) refusedBusy++;
+      else vm.attempt++;
       setTimeout(() => {
         if (closing) return;
         reconnects++;
@@ -126,6 +151,7 @@ async function open(command: Extract<LoadCommand, { cmd: "open" }>): Promise<voi
   address = command.address;
   namespace = command.namespace;
   const key = Buffer.from(command.keyText, "utf8");
+  const hostile = command.hostile ? hostileReport(command.hostile, REPORT_LIMITS, MAX_STRING, MAX_MESSAGE_BYTES) : undefined;
   const batch = Math.max(1, Math.round(command.perSecond / 20));
   for (let i = 0; i < command.count; i++) {
     const name = `vm-${String(vms.length).padStart(5, "0")}`;
@@ -137,8 +163,10 @@ async function open(command: Extract<LoadCommand, { cmd: "open" }>): Promise<voi
       attempt: 0,
       connectedAtMs: 0,
       sequence: 0n,
-      template: TEMPLATES[vms.length % TEMPLATES.length]!,
+      template: hostile ?? TEMPLATES[vms.length % TEMPLATES.length]!,
       pendingSentAt: [],
+      hostile: hostile !== undefined,
+      ...(command.ownIntervalSeconds ? { intervalMs: command.ownIntervalSeconds * 1000 } : {}),
       stream: undefined as unknown as AgentStream,
     };
     vms.push(vm);
@@ -154,6 +182,7 @@ function stats(): LoadStats {
     connected: vms.filter((vm) => vm.connected && !vm.ended).length,
     ended,
     reconnects,
+    refusedBusy,
     reportsSent,
     directives,
     roundTripsMs: roundTrips,

@@ -10,6 +10,7 @@ import {
   clientConstructor,
   openBidi,
   PROTOCOL_VERSION,
+  retryAfterMs,
   type CollectorMessage,
   type Directive,
   type Report,
@@ -24,7 +25,8 @@ export interface AgentStream {
 
 export interface AgentStreamHandlers {
   onDirective(directive: Directive): void;
-  onEnd(reason: string): void;
+  /** `retryAfterMs`: the collector's retry hint (RESOURCE_EXHAUSTED when it is admitting agents at its limit). */
+  onEnd(reason: string, retryAfterMs?: number): void;
 }
 
 export function openAgentStream(address: string, vm: { namespace: string; name: string }, token: string, handlers: AgentStreamHandlers): AgentStream {
@@ -32,15 +34,17 @@ export function openAgentStream(address: string, vm: { namespace: string; name: 
   const client = new Client(address, grpc.credentials.createInsecure(), { ...clientChannelOptions(), "grpc.use_local_subchannel_pool": 1 });
   const call = openBidi(client, AgentService, "connect", new grpc.Metadata());
   let ended = false;
-  const end = (reason: string) => {
+  const end = (reason: string, retryAfter?: number) => {
     if (ended) return;
     ended = true;
-    handlers.onEnd(reason);
+    // As the agent does after every stream end: the connection goes with it (a refused agent must not leave one open on both sides).
+    client.close();
+    handlers.onEnd(reason, retryAfter);
   };
   call.on("data", (message: CollectorMessage) => {
     if (message.payload.case === "directive") handlers.onDirective(message.payload.value);
   });
-  call.on("error", (error: grpc.ServiceError) => end(`${grpc.status[error.code] ?? error.code}: ${error.details}`));
+  call.on("error", (error: grpc.ServiceError) => end(`${grpc.status[error.code] ?? error.code}: ${error.details}`, retryAfterMs(error.metadata)));
   call.on("end", () => end("collector closed the stream"));
   call.write(
     create(AgentMessageSchema, {

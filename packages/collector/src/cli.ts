@@ -5,7 +5,8 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { replayCommand } from "./replay/command.js";
 import { CollectorConfigError, resolveCollectorConfig } from "./config.js";
 import { serve } from "./serve.js";
-import { generateKey, keyFromFile, KeyError, tokenFor } from "./token.js";
+import { loadKey } from "./key-file.js";
+import { generateKey, KeyError, tokenFor } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
 
 export interface Io {
@@ -103,16 +104,6 @@ async function serveCommand(argv: string[], io: Io): Promise<number> {
   return serve(config, io);
 }
 
-function loadKey(path: string): Buffer {
-  let contents: Buffer;
-  try {
-    contents = readFileSync(path);
-  } catch (error) {
-    throw new KeyError(`cannot read key file ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message} (create one with: ws-collector keygen > ${path})`);
-  }
-  return keyFromFile(contents, path);
-}
-
 function tokenCommand(argv: string[], io: Io): number {
   const { values } = parse(argv, {
     namespace: { type: "string", short: "n" },
@@ -183,4 +174,3 @@ export async function main(argv: string[], io: Io): Promise<number> {
   }
 }
 
-export { loadKey };

@@ -10,7 +10,7 @@ export interface CollectorConfig {
   http: { listen: string };
   tokenKeyFile: string;
   reportIntervalSeconds: number;
-  /** How often timers (idle timeout, grace, agent lost) are evaluated between reports. */
+  /** Accepted so existing config files load; unused since VMs are evaluated on events and at their deadlines (vm/deadlines.ts). */
   tickSeconds: number;
   standalone: {
     /** argv with {namespace} and {name} placeholders; absent → the stop is a log line only. */

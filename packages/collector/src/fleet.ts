@@ -1,19 +1,26 @@
-// The collector's per-VM bookkeeping: feeds observations to the pure engine,
-// executes the actions it returns, and answers agents with Directives.
+// The collector's registry of VMs: it routes each input (a Report, a stream
+// opening or closing, a policy change, the platform's view, a stop's outcome,
+// a deadline) through the VM's one loop (vm/step.ts), schedules the VM at the
+// deadline its decision named (vm/deadlines.ts), and executes what the decision
+// asks: the Directive to the agent (vm/directive.ts), stops, Events, persisted
+// state. Nothing here scans every VM on a timer.
+//
+// Transitions and notices go out to the listeners of onTransition(): the one
+// place other edges (webhooks, per-VM pages) hook in.
 import * as grpc from "@grpc/grpc-js";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { DirectiveSchema, PolicyMode, type Directive, type Report } from "@ws/protocol";
+import { create } from "@bufbuild/protobuf";
+import { DirectiveSchema, type Directive, type Report } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
 import { vmId } from "./agents/server.js";
-import { decide } from "./engine/decide.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
-import { toEffectivePolicy } from "./engine/policy.js";
-import { statusFor } from "./engine/status.js";
-import type { Action, Decision, Explanation, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, StopTrigger, VmRecord } from "./engine/types.js";
+import type { Action, Decision, EngineState, Explanation, Policy, PolicyError, PolicyFallback, StopResult, StopTrigger, VmRecord } from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
-import type { FleetCounters, FleetReader, VmPlatformDetails, VmView } from "./view.js";
-import { readingsFromReport } from "./whatif/readings.js";
+import type { FleetCounters, FleetReader, VmPlatformDetails, VmSeriesSource, VmView } from "./view.js";
+import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
+import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
+import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
+import { vmView } from "./vm/view.js";
 
 export interface Actuator {
   /** Carries out a stop; resolves with what happened (never rejects). */
@@ -27,6 +34,23 @@ export interface StopEvidence {
   trigger: StopTrigger;
   explanation: Explanation | undefined;
 }
+
+/**
+ * One decision of one VM, after its actions were executed: what webhooks, per-VM pages and
+ * history hook into (Fleet.onTransition). `from === to` with actions is a notice repeat, a
+ * lease decision or an event without a state change.
+ */
+export interface VmTransition {
+  vm: VmKey;
+  atMs: number;
+  from: EngineState;
+  to: EngineState;
+  decision: Decision;
+  /** The view after the decision. */
+  view: () => VmView;
+}
+
+export type TransitionListener = (transition: VmTransition) => void;
 
 export interface FleetOptions {
   log: Logger;
@@ -44,6 +68,8 @@ export interface FleetOptions {
   acting?: () => boolean;
   /** Called with every input the engine sees, for --record-trace. */
   record?: (event: TraceInput) => void;
+  /** Timers for the deadlines (tests inject a virtual clock's). */
+  timers?: DeadlineTimers;
   /** Owner, what a stop frees, declared GPUs: what the platform knows of the VM (Kubernetes). */
   vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
 }
@@ -52,71 +78,96 @@ export type { TraceInput };
 
 interface VmEntry {
   key: VmKey;
+  id: string;
+  loop: VmLoopState;
   session?: AgentSession;
-  latest?: ReceivedReport;
-  record?: VmRecord;
-  policy: Policy;
   lastValidPolicy?: Policy;
   policyErrors: PolicyError[];
   fallback: PolicyFallback;
-  pendingStopResult?: StopResult;
   stopInFlight: boolean;
   agentVersion: string;
   peer: string;
-  lastDecision?: Decision;
   knownLeases: Set<string>;
-}
-
-const SIGNAL_FAMILIES = ["tty", "jupyter", "code-server", "gpu", "background", "lease", "inhibitor"] as const;
-function familyOf(signal: string): (typeof SIGNAL_FAMILIES)[number] | undefined {
-  if (signal.startsWith("tty")) return "tty";
-  if (signal.startsWith("jupyter")) return "jupyter";
-  if (signal === "code-server") return "code-server";
-  if (signal === "gpu") return "gpu";
-  if (["cpu", "user-cpu", "network", "disk"].includes(signal)) return "background";
-  if (signal === "lease") return "lease";
-  if (signal === "inhibitor") return "inhibitor";
-  return undefined;
+  /** What validation cut from the latest Report. */
+  truncated: string[];
+  /** Bumped on every change the view can show (/metrics rebuilds the VM's series then). */
+  version: number;
+  /** The record must be restored (from annotations) before the next decision: new, or a new leadership. */
+  needsRestore: boolean;
 }
 
 export class Fleet implements AgentSink, FleetReader {
   private readonly vms = new Map<string, VmEntry>();
   private readonly counterValues: FleetCounters = { stops: new Map(), notices: 0, stopsCancelled: 0, leasesGranted: 0, policyErrors: 0 };
-  private timer: NodeJS.Timeout | undefined;
+  private readonly deadlines: DeadlineQueue<string>;
+  private readonly listeners: TransitionListener[] = [];
+  private sorted: VmEntry[] | undefined;
 
-  constructor(private readonly options: FleetOptions) {}
+  constructor(private readonly options: FleetOptions) {
+    this.deadlines = new DeadlineQueue<string>({
+      nowMs: options.nowMs,
+      ...(options.timers ? { timers: options.timers } : {}),
+      fire: (id, now) => {
+        const entry = this.vms.get(id);
+        if (entry) this.evaluate(entry, now, { kind: "wake" });
+      },
+    });
+  }
 
-  start(tickSeconds: number): void {
-    this.timer = setInterval(() => this.tick(), tickSeconds * 1000);
-    this.timer.unref?.();
+  /** Starts firing deadlines (decisions before start() are scheduled and fire from then on). */
+  start(): void {
+    this.deadlines.start();
   }
 
   stopTicking(): void {
-    clearInterval(this.timer);
+    this.deadlines.stop();
   }
 
-  /** Re-evaluates every VM: timers (idle timeout, grace, agent lost) fire here between reports. */
-  tick(): void {
-    if (this.options.acting && !this.options.acting()) return;
-    const now = this.options.nowMs();
-    for (const entry of this.vms.values()) this.evaluate(entry, now);
+  /** Hooks an edge on every decision that changed something (state, notice, lease, event). */
+  onTransition(listener: TransitionListener): () => void {
+    this.listeners.push(listener);
+    return () => {
+      const index = this.listeners.indexOf(listener);
+      if (index >= 0) this.listeners.splice(index, 1);
+    };
   }
 
-  /** Starts tracking a VM before its agent connects (Kubernetes inventory), or refreshes its policy. */
+  /** VMs with a deadline pending (for tests and the status page). */
+  get scheduledVms(): number {
+    return this.deadlines.size;
+  }
+
+  /** When the VM is due for its next timer decision, if any. */
+  nextDeadline(vm: VmKey): number | undefined {
+    return this.deadlines.dueAt(vmId(vm));
+  }
+
+  /** Starts tracking a VM before its agent connects (Kubernetes inventory), or refreshes its policy and platform view. */
   track(vm: VmKey): void {
-    const known = this.vms.get(vmId(vm));
     const entry = this.entryFor(vm);
-    if (known) this.applyPolicy(entry);
-    if (!this.options.acting || this.options.acting()) this.evaluate(entry, this.options.nowMs());
+    const policyChanged = this.applyPolicy(entry);
+    const running = this.options.vmRunning?.(entry.key);
+    const runningChanged = running !== entry.loop.running;
+    if (policyChanged) this.evaluate(entry, this.options.nowMs(), this.policyInput(entry));
+    if (runningChanged || !entry.loop.record) this.evaluate(entry, this.options.nowMs(), { kind: "platform", running });
   }
 
-  /** Forgets every record so they are restored again (a replica that just became leader). */
+  /**
+   * A replica that just became the leader: every record is restored again from what the
+   * previous leader persisted, and every VM is decided once, in slices (the deadline queue
+   * yields between them). Persisted state is written only on a transition.
+   */
   resetRecords(): void {
-    for (const entry of this.vms.values()) entry.record = undefined;
+    const now = this.options.nowMs();
+    for (const entry of this.vms.values()) {
+      entry.needsRestore = true;
+      this.deadlines.schedule(entry.id, now);
+    }
   }
 
-  closeAllSessions(code: grpc.status, details: string): void {
-    for (const entry of this.vms.values()) entry.session?.close(code, details);
+  /** Ends every agent stream; with retryAfterMs each agent is told when to come back (it adds jitter). */
+  closeAllSessions(code: grpc.status, details: string, retryAfterMs?: number): void {
+    for (const entry of this.vms.values()) entry.session?.close(code, details, retryAfterMs);
   }
 
   authenticate(vm: VmKey, token: string, peer: string): Promise<AuthResult> | AuthResult {
@@ -129,17 +180,21 @@ export class Fleet implements AgentSink, FleetReader {
     entry.agentVersion = session.hello.agentVersion;
     entry.peer = session.peer;
     const now = this.options.nowMs();
-    this.options.record?.({ atMs: now, vm: vmId(session.vm), event: "agent-connected" });
-    session.send(create(DirectiveSchema, { reportIntervalSeconds: entry.policy.reportIntervalSeconds, policy: toEffectivePolicy(entry.policy) }));
-    this.evaluate(entry, now);
+    this.options.record?.({ atMs: now, vm: entry.id, event: "agent-connected" });
+    session.send(create(DirectiveSchema, helloDirective(entry.loop.policy)));
+    this.evaluate(entry, now, { kind: "connected" });
   }
 
-  report(session: AgentSession, report: Report, receivedAtMs: number): void {
+  report(session: AgentSession, report: Report, receivedAtMs: number, truncated: readonly string[] = []): void {
     const entry = this.entryFor(session.vm);
     if (entry.session !== session) return;
-    entry.latest = { report, receivedAtMs };
-    this.options.record?.({ atMs: receivedAtMs, vm: vmId(session.vm), report });
-    this.evaluate(entry, receivedAtMs, true);
+    if (truncated.join() !== entry.truncated.join()) {
+      // Logged when it starts or changes, not on every Report of a misbehaving agent.
+      if (truncated.length > 0) this.options.log("warn", `${entry.id}: report cut to the per-agent limits: ${truncated.join(", ")}`, { vm: entry.id });
+      entry.truncated = [...truncated];
+    }
+    this.options.record?.({ atMs: receivedAtMs, vm: entry.id, report });
+    this.evaluate(entry, receivedAtMs, { kind: "report", received: { report, receivedAtMs } }, true);
   }
 
   disconnected(session: AgentSession): void {
@@ -147,8 +202,8 @@ export class Fleet implements AgentSink, FleetReader {
     if (!entry || entry.session !== session) return;
     entry.session = undefined;
     const now = this.options.nowMs();
-    this.options.record?.({ atMs: now, vm: vmId(session.vm), event: "agent-disconnected" });
-    this.evaluate(entry, now);
+    this.options.record?.({ atMs: now, vm: entry.id, event: "agent-disconnected" });
+    this.evaluate(entry, now, { kind: "disconnected" });
   }
 
   /** Forget a VM that no longer exists (its series go away with it). */
@@ -156,6 +211,8 @@ export class Fleet implements AgentSink, FleetReader {
     const entry = this.vms.get(vmId(vm));
     entry?.session?.close(grpc.status.NOT_FOUND, "the VM no longer exists");
     this.vms.delete(vmId(vm));
+    this.deadlines.cancel(vmId(vm));
+    this.sorted = undefined;
   }
 
   counters(): FleetCounters {
@@ -163,98 +220,150 @@ export class Fleet implements AgentSink, FleetReader {
   }
 
   views(nowMs: number): VmView[] {
-    return [...this.vms.values()].sort((a, b) => vmId(a.key).localeCompare(vmId(b.key))).map((entry) => this.viewOf(entry, nowMs));
+    return this.sortedEntries().map((entry) => this.viewOf(entry, nowMs));
+  }
+
+  /** The VM's loop state (record, latest Report, last decision), read-only: for per-VM pages and tests. */
+  loopState(vm: VmKey): Readonly<VmLoopState> | undefined {
+    return this.vms.get(vmId(vm))?.loop;
+  }
+
+  /** One view by VM, for per-VM pages. */
+  view(vm: VmKey, nowMs: number): VmView | undefined {
+    const entry = this.vms.get(vmId(vm));
+    return entry ? this.viewOf(entry, nowMs) : undefined;
+  }
+
+  *seriesSources(): Iterable<VmSeriesSource> {
+    for (const entry of this.sortedEntries()) {
+      yield { id: entry.id, version: entry.version, view: (nowMs: number) => this.viewOf(entry, nowMs) };
+    }
+  }
+
+  private sortedEntries(): VmEntry[] {
+    this.sorted ??= [...this.vms.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return this.sorted;
+  }
+
+  private viewOf(entry: VmEntry, nowMs: number): VmView {
+    return vmView(
+      {
+        key: entry.key,
+        loop: entry.loop,
+        connectedAtMs: entry.session?.connectedAtMs,
+        agentVersion: entry.agentVersion,
+        peer: entry.peer,
+        policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
+        truncated: entry.truncated,
+        platform: this.options.vmDetails?.(entry.key),
+      },
+      nowMs,
+    );
   }
 
   private entryFor(vm: VmKey): VmEntry {
-    let entry = this.vms.get(vmId(vm));
+    const id = vmId(vm);
+    let entry = this.vms.get(id);
     if (!entry) {
       entry = {
-        key: vm,
-        policy: undefined as unknown as Policy,
+        key: { namespace: vm.namespace, name: vm.name },
+        id,
+        loop: newVmLoopState(undefined as unknown as Policy),
         policyErrors: [],
         fallback: "none",
         stopInFlight: false,
         agentVersion: "",
         peer: "",
         knownLeases: new Set(),
+        truncated: [],
+        version: 0,
+        needsRestore: true,
       };
       this.applyPolicy(entry);
-      this.vms.set(vmId(vm), entry);
+      entry.loop.policyStatus = this.policyInput(entry).status;
+      this.vms.set(id, entry);
+      this.sorted = undefined;
     }
     return entry;
   }
 
-  private applyPolicy(entry: VmEntry): void {
+  private policyInput(entry: VmEntry): Extract<StepInput, { kind: "policy" }> {
+    return { kind: "policy", policy: entry.loop.policy, status: entry.policyErrors.length ? { errors: entry.policyErrors, fallback: entry.fallback } : undefined };
+  }
+
+  /** Resolves the VM's policy from its metadata; true when it (or its errors) changed. */
+  private applyPolicy(entry: VmEntry): boolean {
     const resolved = resolveVmPolicy(this.options.policySource, entry.key, entry.lastValidPolicy);
     const errorsChanged = JSON.stringify(resolved.errors) !== JSON.stringify(entry.policyErrors);
-    entry.policy = resolved.policy;
+    const policyChanged = entry.loop.policy === undefined || JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
+    // The same policy keeps its object: the evidence kept for the latest Report stays valid.
+    if (policyChanged) entry.loop.policy = resolved.policy;
     entry.lastValidPolicy = resolved.lastValid ?? entry.lastValidPolicy;
     entry.policyErrors = resolved.errors;
     entry.fallback = resolved.fallback;
     if (errorsChanged && resolved.errors.length > 0) {
       this.counterValues.policyErrors += resolved.errors.length;
-      this.options.log("warn", `invalid policy for ${vmId(entry.key)}; keeping ${resolved.fallback}`, {
-        vm: vmId(entry.key),
+      this.options.log("warn", `invalid policy for ${entry.id}; keeping ${resolved.fallback}`, {
+        vm: entry.id,
         errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
       });
     }
+    return policyChanged || errorsChanged;
   }
 
-  private evaluate(entry: VmEntry, now: number, fromReport = false): void {
+  private evaluate(entry: VmEntry, now: number, input: StepInput, fromReport = false): void {
     // A replica that is not (or no longer) the leader decides nothing: a stream closing as it
-    // steps down, or a stop finishing after it lost the Lease, must not act on the VM.
-    if (this.options.acting && !this.options.acting()) return;
-    if (entry.record === undefined && this.options.restore) entry.record = this.options.restore(entry.key, now);
-    const began = performance.now();
-    const vmRunning = this.options.vmRunning?.(entry.key);
-    const decision = decide(
-      now,
-      entry.policy,
-      {
-        ...(entry.latest ? { latestReport: entry.latest } : {}),
-        agentConnected: entry.session !== undefined,
-        ...(vmRunning !== undefined ? { vmRunning } : {}),
-        ...(entry.pendingStopResult ? { stopResult: entry.pendingStopResult } : {}),
-        ...(entry.policyErrors.length ? { policyStatus: { errors: entry.policyErrors, fallback: entry.fallback } } : {}),
-      },
-      entry.record,
-    );
-    this.options.stats?.observeDecision((performance.now() - began) / 1000);
-    entry.pendingStopResult = undefined;
-    const previousState = entry.record?.state;
-    entry.record = decision.next;
-    entry.lastDecision = decision;
-    if (previousState !== decision.next.state) {
-      this.options.log("info", `${vmId(entry.key)}: ${previousState ?? "new"} → ${decision.next.state}: ${decision.summary}`, { vm: vmId(entry.key) });
+    // steps down, or a stop finishing after it lost the Lease, must not act on the VM. The
+    // input still lands in the VM's state, so a later leadership decides on it.
+    if (this.options.acting && !this.options.acting()) {
+      // A standby keeps the inputs (the latest Report, the connection): the leader it becomes starts from them.
+      applyInput(entry.loop, input, false);
+      entry.version++;
+      return;
     }
-    const directive: MessageInitShape<typeof DirectiveSchema> = {};
-    for (const action of decision.actions) this.execute(entry, action, directive, now);
-    if (entry.session && (fromReport || Object.keys(directive).length > 0)) {
-      directive.status = statusFor(entry.record!, entry.policy, now);
-      entry.session.send(create(DirectiveSchema, directive));
+    if (entry.needsRestore) {
+      entry.needsRestore = false;
+      entry.loop.record = this.options.restore?.(entry.key, now);
+    }
+    if (input.kind !== "platform") entry.loop.running = this.options.vmRunning?.(entry.key);
+    const began = performance.now();
+    const previousState = entry.loop.record?.state ?? "Unknown";
+    const decision = step(entry.loop, now, input);
+    this.options.stats?.observeDecision((performance.now() - began) / 1000);
+    entry.version++;
+    this.deadlines.schedule(entry.id, decision.wakeAtMs);
+    const next = decision.next.state;
+    if (previousState !== next || entry.loop.record === undefined) {
+      this.options.log("info", `${entry.id}: ${previousState} → ${next}: ${decision.summary}`, { vm: entry.id });
+    }
+    for (const action of decision.actions) this.execute(entry, action);
+    const fields = directiveFields(decision.actions);
+    const frees = fields.notice ? this.options.vmDetails?.(entry.key)?.frees : undefined;
+    if (fields.notice && frees) fields.notice.reason = `${fields.notice.reason}; ${frees}`;
+    if (entry.session && (fromReport || hasAgentContent(fields))) {
+      entry.session.send(create(DirectiveSchema, directiveWithStatus(fields, decision.next, entry.loop.policy, now)));
+    }
+    if ((previousState !== next || decision.actions.length > 0) && this.listeners.length > 0) {
+      const transition: VmTransition = { vm: entry.key, atMs: now, from: previousState, to: next, decision, view: () => this.viewOf(entry, now) };
+      for (const listener of this.listeners) {
+        try {
+          listener(transition);
+        } catch (error) {
+          this.options.log("warn", `transition listener failed: ${(error as Error).message}`, { vm: entry.id });
+        }
+      }
     }
   }
 
-  private execute(entry: VmEntry, action: Action, directive: MessageInitShape<typeof DirectiveSchema>, now: number): void {
+  private execute(entry: VmEntry, action: Action): void {
     const { log, actuator } = this.options;
-    const id = vmId(entry.key);
+    const id = entry.id;
     switch (action.kind) {
       case "notice":
         if (!action.repeat) this.counterValues.notices++;
-        const frees = this.options.vmDetails?.(entry.key)?.frees;
-        directive.notice = {
-          id: action.id,
-          stopInSeconds: action.stopInSeconds,
-          reason: frees ? `${action.reason}; ${frees}` : action.reason,
-          keepRunningHint: action.hint,
-          idleSeconds: action.idleSeconds,
-          mode: action.mode === "observe" ? PolicyMode.OBSERVE : PolicyMode.ENFORCE,
-        };
         return;
       case "notice-cleared":
         this.counterValues.stopsCancelled++;
-        directive.noticeCleared = { id: action.id, reason: action.reason };
         return;
       case "lease-decisions":
         for (const d of action.decisions) {
@@ -263,14 +372,8 @@ export class Fleet implements AgentSink, FleetReader {
             this.counterValues.leasesGranted++;
           }
         }
-        directive.leaseDecisions = action.decisions.map((d) => ({
-          id: d.id,
-          accepted: d.accepted,
-          clamped: d.clamped,
-          effectiveRemainingSeconds: d.effectiveRemainingSeconds,
-          maxKeepRunningSeconds: d.maxKeepRunningSeconds,
-          message: d.message,
-        }));
+        // Bounded: only the leases the agent still reports are remembered.
+        if (entry.knownLeases.size > action.decisions.length) entry.knownLeases = new Set(action.decisions.filter((d) => entry.knownLeases.has(d.id)).map((d) => d.id));
         return;
       case "would-stop":
         this.countStop(action.trigger, "observe");
@@ -281,12 +384,11 @@ export class Fleet implements AgentSink, FleetReader {
         this.countStop(action.trigger, "enforce");
         entry.stopInFlight = true;
         log("info", `${id}: stopping: ${action.reason}`, { vm: id, attempt: action.attempt });
-        void actuator.stop(entry.key, action.reason, { trigger: action.trigger, explanation: entry.lastDecision?.explanation }).then((result) => {
+        void actuator.stop(entry.key, action.reason, { trigger: action.trigger, explanation: entry.loop.lastDecision?.explanation }).then((result) => {
           entry.stopInFlight = false;
-          entry.pendingStopResult = result;
           this.options.stats?.countStopOutcome(entry.key, result.outcome);
           log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, { vm: id });
-          this.evaluate(entry, this.options.nowMs());
+          if (this.vms.get(id) === entry) this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
         });
         return;
       case "cancel-stop":
@@ -307,58 +409,11 @@ export class Fleet implements AgentSink, FleetReader {
         log("warn", `unknown engine action ${JSON.stringify(never)}`);
       }
     }
-    void now;
   }
 
   private countStop(trigger: string, mode: string): void {
     const key = `${trigger}|${mode}`;
     this.counterValues.stops.set(key, (this.counterValues.stops.get(key) ?? 0) + 1);
-  }
-
-  private viewOf(entry: VmEntry, now: number): VmView {
-    const record = entry.record;
-    const report = entry.latest?.report;
-    const explanation = entry.lastDecision?.explanation;
-    const active = new Set(record?.activeSignals ?? []);
-    const signals: Record<string, boolean> = Object.fromEntries(SIGNAL_FAMILIES.map((f) => [f, false]));
-    for (const signal of active) {
-      const family = familyOf(signal);
-      if (family) signals[family] = true;
-    }
-    const leases = record?.memory.leases ?? [];
-    const details = this.options.vmDetails?.(entry.key);
-    const declaredGpus = details?.gpuCount !== undefined && details.gpuCount > 0 ? details.gpuCount : undefined;
-    return {
-      namespace: entry.key.namespace,
-      name: entry.key.name,
-      ...(details?.owner !== undefined ? { owner: details.owner } : {}),
-      state: record?.state ?? "Unknown",
-      mode: entry.policy.mode,
-      autostop: entry.policy.autostopEnabled,
-      connected: entry.session !== undefined,
-      agentVersion: entry.agentVersion,
-      peer: entry.peer,
-      ...(record?.lastReportAtMs !== undefined ? { lastReportAtMs: record.lastReportAtMs } : {}),
-      ...(record?.lastActivityAtMs !== undefined ? { lastActivityAtMs: record.lastActivityAtMs, idleSeconds: Math.max(0, (now - record.lastActivityAtMs) / 1000) } : {}),
-      idleTimeoutSeconds: entry.policy.idleTimeoutSeconds,
-      ...(explanation?.stopAtMs !== undefined ? { stopDeadlineMs: explanation.stopAtMs } : {}),
-      activeSignals: [...active],
-      signals,
-      explanation: record?.summary ?? "",
-      gpus: (report?.gpu?.gpus ?? [])
-        .filter((g) => g.utilizationRatio !== undefined)
-        .map((g) => ({ gpu: String(g.index), utilizationRatio: g.utilizationRatio! })),
-      disks: (report?.disk?.mounts ?? [])
-        .filter((m) => m.sizeBytes > 0n)
-        .map((m) => ({ mount: m.mountPoint, usedRatio: Number(m.usedBytes) / Number(m.sizeBytes) })),
-      leases: leases.filter((l) => l.expiresAtMs > now).map((l) => ({ id: l.id, user: l.user, uid: l.uid, reason: l.reason, expiresAtMs: l.expiresAtMs, clamped: l.clamped })),
-      policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
-      ...(declaredGpus !== undefined ? { gpuCount: declaredGpus } : report?.gpu ? { gpuCount: report.gpu.gpus.length } : {}),
-      // Only a report of the current stream: after a reconnect the previous one is stale.
-      ...(entry.session && entry.latest && entry.latest.receivedAtMs >= entry.session.connectedAtMs
-        ? { readings: readingsFromReport(entry.latest.report, entry.latest.receivedAtMs) }
-        : {}),
-    };
   }
 }
 

@@ -5,11 +5,13 @@ import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer, type AuthResult, type VmKey } from "./agents/server.js";
-import { loadKey } from "./cli.js";
+import { loadKey } from "./key-file.js";
+import { budgetedLogger } from "./log-budget.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
 import type { VmRecord } from "./engine/types.js";
-import { Fleet, type Actuator } from "./fleet.js";
+import { Fleet } from "./fleet.js";
+import type { CollectorMode } from "./mode.js";
 import { createMetrics } from "./metrics.js";
 import { staticPolicySource, type PolicySource } from "./policy-source.js";
 import { TraceRecorder } from "./replay/recorder.js";
@@ -23,23 +25,6 @@ import { createWebServer } from "./web/server.js";
 export interface Io {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
-}
-
-/** What differs between standalone and Kubernetes mode. */
-export interface CollectorMode {
-  name: "standalone" | "kubernetes";
-  actuator: Actuator;
-  /** Extra identity checks after the token (Kubernetes: the source IP is the VM's launcher pod). */
-  authenticate?: (vm: VmKey, peer: string) => Promise<AuthResult> | AuthResult;
-  policySource: PolicySource;
-  restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
-  vmRunning?: (vm: VmKey) => boolean | undefined;
-  /** Owner, what a stop frees, declared GPUs (Kubernetes: from the VirtualMachine). */
-  vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
-  /** True while this replica may act and should receive agents (the leader). */
-  leader: () => boolean;
-  /** Starts watches and elections once the fleet exists; returns how to stop them. */
-  start?: (fleet: Fleet) => Promise<() => Promise<void>>;
 }
 
 /** The `policy:` section, parsed by the engine; any error stops the start with every problem listed. */
@@ -85,7 +70,10 @@ function splitHostPort(address: string): { host: string; port: number } {
 
 export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const nowMs = () => Date.now();
-  const log = logfmtLogger((line) => io.stderr.write(line), nowMs);
+  const log = budgetedLogger(
+    logfmtLogger((line) => io.stderr.write(line), nowMs),
+    { nowMs },
+  );
   const key = loadKey(config.tokenKeyFile);
   const policy = loadPolicyConfig(config);
   const stats = new CollectorStats();
@@ -125,7 +113,7 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     : grpc.ServerCredentials.createInsecure();
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
-  const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, { leader: mode.leader });
+  const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, { leader: mode.leader, mode: mode.name });
   const web = createWebServer({
     fleet,
     registry,
@@ -141,7 +129,7 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     web.listen(http.port, http.host, () => resolve());
   });
   const httpPort = (web.address() as AddressInfo).port;
-  fleet.start(config.tickSeconds);
+  fleet.start();
   log("info", "collector serving", {
     mode: mode.name,
     version: COLLECTOR_VERSION,

@@ -5,9 +5,19 @@ export class CollectorStats {
   reportDecodeFailures = 0;
   reportValidationFailures = 0;
   authFailures = new Map<string, number>();
+  /** Report fields cut to the per-agent limits, by field name (bounded: the fields are a fixed list). */
+  truncations = new Map<string, number>();
+  /** Hellos answered RESOURCE_EXHAUSTED with a retry hint (the admission limit was reached). */
+  streamsRefusedBusy = 0;
+  /** Reports dropped because one stream sent faster than MAX_REPORTS_PER_SECOND. */
+  reportsRateLimited = 0;
   kubeRequests = new Map<string, number>();
   /** Decision durations since the last scrape; the metrics module drains them into a histogram. */
   pendingDecisionSeconds: number[] = [];
+
+  countTruncation(field: string): void {
+    this.truncations.set(field, (this.truncations.get(field) ?? 0) + 1);
+  }
 
   countAuthFailure(reason: string): void {
     this.authFailures.set(reason, (this.authFailures.get(reason) ?? 0) + 1);

@@ -60,6 +60,8 @@ export interface VmView {
    * them so `ws-collector whatif` can replay history under other thresholds.
    */
   readings?: ReportReadings;
+  /** What validation cut from the latest Report to keep it within the per-agent limits (docs/collector-limits.md). */
+  truncated?: string[];
 }
 
 export interface FleetCounters {
@@ -70,7 +72,17 @@ export interface FleetCounters {
   policyErrors: number;
 }
 
+/** One VM as /metrics reads it: its series text is rebuilt only when `version` changes. */
+export interface VmSeriesSource {
+  readonly id: string;
+  /** Changes whenever anything the VM's view shows changes (time passing aside: idle seconds are computed at scrape time). */
+  readonly version: number;
+  view(nowMs: number): VmView;
+}
+
 export interface FleetReader {
   views(nowMs: number): VmView[];
   counters(): FleetCounters;
+  /** Every VM with its change version (absent: /metrics rebuilds every VM's series from views() at each scrape). */
+  seriesSources?(): Iterable<VmSeriesSource>;
 }

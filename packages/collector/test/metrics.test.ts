@@ -6,9 +6,9 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { createMetrics } from "../src/metrics.js";
+import { createMetrics, metricNames } from "../src/metrics.js";
 import { CollectorStats } from "../src/stats.js";
-import type { FleetCounters, FleetReader, VmView } from "../src/view.js";
+import type { FleetCounters, FleetReader, VmSeriesSource, VmView } from "../src/view.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const NOW = 1_700_000_000_000;
@@ -192,6 +192,52 @@ describe("createMetrics", () => {
     expect(sample(second, "workstation_scrape_duration_seconds_count")).toBe(1);
   });
 
+  it("exports no per-VM series and no fleet figures on a standby replica, only its own health", async () => {
+    let leading = false;
+    const { fleet, registry } = setup({ leader: () => leading });
+    fleet.vms = [view("ada")];
+    const standby = await registry.metrics();
+    expect(standby).not.toContain('vm="ada"');
+    expect(standby).not.toContain("workstation_reports_received_total");
+    expect(sample(standby, "workstation_collector_leader")).toBe(0);
+    expect(standby).toMatch(/^workstation_build_info\{version="[^"]+",mode="standalone"\} 1$/m);
+    expect(standby).toContain("process_resident_memory_bytes");
+    leading = true;
+    expect(await registry.metrics()).toContain('vm="ada"');
+  });
+
+  it("rebuilds a VM's series only when its version changes, and moves the idle clock at every scrape", async () => {
+    let now = NOW;
+    let version = 1;
+    let built = 0;
+    let current = view("ada");
+    const source: VmSeriesSource = {
+      id: "lab/ada",
+      get version() {
+        return version;
+      },
+      view: () => {
+        built++;
+        return current;
+      },
+    };
+    const fleet: FleetReader = { views: () => [current], counters: () => new StubFleet().counterValues, seriesSources: () => [source] };
+    const registry = createMetrics(fleet, new CollectorStats(), () => now, () => 1, { processMetrics: false });
+    const first = await registry.metrics();
+    now += 30_000;
+    const second = await registry.metrics();
+    expect(built).toBe(1);
+    expect(sample(first, 'workstation_idle_seconds{namespace="lab",vm="ada"}')).toBe(600);
+    expect(sample(second, 'workstation_idle_seconds{namespace="lab",vm="ada"}')).toBe(630);
+    current = view("ada", { state: "Stopped", idleSeconds: undefined });
+    version = 2;
+    const third = await registry.metrics();
+    expect(built).toBe(2);
+    expect(sample(third, 'workstation_state{namespace="lab",vm="ada",state="Stopped"}')).toBe(1);
+    // The idle clock does not run for a stopped VM.
+    expect(sample(third, 'workstation_idle_seconds{namespace="lab",vm="ada"}')).toBeUndefined();
+  });
+
   it("reports the leader state it is given", async () => {
     let leading = false;
     const { registry } = setup({ leader: () => leading });
@@ -234,7 +280,7 @@ describe("createMetrics", () => {
   it("is documented metric by metric in docs/metrics.md", async () => {
     const { registry } = setup();
     const docs = readFileSync(path.join(repoRoot, "docs/metrics.md"), "utf8");
-    const names = registry.getMetricsAsArray().map((metric) => metric.name);
+    const names = metricNames(registry);
     expect(names.length).toBeGreaterThan(30);
     const undocumented = names.filter((name) => !docs.includes(`\`${name}\``));
     expect(undocumented).toEqual([]);

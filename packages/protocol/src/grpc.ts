@@ -70,7 +70,7 @@ export interface BidiServerStream<In, Out> {
   metadata(): grpc.Metadata;
   write(message: Out): boolean;
   /** Ends the stream with a non-OK status. */
-  fail(code: grpc.status, details: string): void;
+  fail(code: grpc.status, details: string, metadata?: grpc.Metadata): void;
   /** Ends the stream with OK. */
   end(): void;
   onMessage(listener: (message: In) => void): void;
@@ -99,9 +99,9 @@ export function bidiHandler<In, Out>(
       peer: () => call.getPeer(),
       metadata: () => call.metadata,
       write: (message) => (ended ? false : call.write(message)),
-      fail: (code, details) => {
+      fail: (code, details, metadata) => {
         if (ended) return;
-        call.emit("error", { code, details });
+        call.emit("error", { code, details, ...(metadata ? { metadata } : {}) });
         finish("error");
       },
       end: () => {

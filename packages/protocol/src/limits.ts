@@ -35,3 +35,19 @@ export function clientChannelOptions(): Record<string, number> {
     "grpc.max_reconnect_backoff_ms": 1000,
   };
 }
+
+/**
+ * Trailing metadata key of a RESOURCE_EXHAUSTED (or UNAVAILABLE) status: the collector is busy
+ * and asks the agent to come back after this many milliseconds (the agent adds jitter).
+ */
+export const RETRY_AFTER_METADATA_KEY = "ws-retry-after-ms";
+/** The longest wait a retry hint can ask for; a larger value is taken as this. */
+export const MAX_RETRY_AFTER_MS = 5 * 60_000;
+
+/** The retry hint of a status's metadata, bounded; undefined when there is none or it is not a number. */
+export function retryAfterMs(metadata: { get(key: string): Array<string | Buffer> } | undefined): number | undefined {
+  const value = metadata?.get(RETRY_AFTER_METADATA_KEY)[0];
+  const ms = typeof value === "string" ? Number(value) : NaN;
+  if (!Number.isFinite(ms) || ms < 0) return undefined;
+  return Math.min(ms, MAX_RETRY_AFTER_MS);
+}

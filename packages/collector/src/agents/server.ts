@@ -6,6 +6,7 @@ import {
   AgentService,
   bidiHandler,
   CollectorMessageSchema,
+  RETRY_AFTER_METADATA_KEY,
   serverChannelOptions,
   serverDefinition,
   type AgentMessage,
@@ -15,7 +16,7 @@ import {
   type Report,
 } from "@ws/protocol";
 import type { CollectorStats } from "../stats.js";
-import { validateHello, validateReport, ValidationError } from "./validate.js";
+import { describeTruncation, validateHello, validateReport, ValidationError } from "./validate.js";
 
 export interface VmKey {
   namespace: string;
@@ -32,13 +33,15 @@ export interface AgentSession {
   readonly peer: string;
   readonly connectedAtMs: number;
   send(directive: Directive): void;
-  close(code: grpc.status, details: string): void;
+  /** Ends the stream; with retryAfterMs the agent is told when to come back (it adds jitter). */
+  close(code: grpc.status, details: string, retryAfterMs?: number): void;
 }
 
 export interface AgentSink {
   authenticate(vm: VmKey, token: string, peer: string): Promise<AuthResult> | AuthResult;
   connected(session: AgentSession): void;
-  report(session: AgentSession, report: Report, receivedAtMs: number): void;
+  /** `truncated`: what validation cut from the Report to the per-agent limits, in words. */
+  report(session: AgentSession, report: Report, receivedAtMs: number, truncated?: readonly string[]): void;
   disconnected(session: AgentSession, reason: string): void;
 }
 
@@ -52,13 +55,71 @@ export interface AgentServerOptions {
   nowMs: () => number;
   /** A stream that sends no Hello this long is closed. */
   helloTimeoutMs?: number;
+  /**
+   * Hellos admitted per second, on average (default 400): beyond it, in a reconnect burst, an
+   * agent is answered RESOURCE_EXHAUSTED with a retry hint instead of being served late, so the
+   * event loop stays free for Reports and for the leader Lease's renewals.
+   */
+  hellosPerSecond?: number;
+  /** Hellos admitted at once before the rate applies (default: one second's worth). */
+  helloBurst?: number;
+  /** Reports one stream may send per second, sustained, and at once (defaults MAX_REPORTS_PER_SECOND, REPORT_BURST). */
+  reportsPerSecond?: number;
+  reportBurst?: number;
 }
+
+/**
+ * Admission of Hellos (and, per stream, of Reports): a token bucket on the injected clock. A refused agent is told to come back
+ * when the agents refused before it will have been admitted (the backlog over the rate), at least
+ * a second; the agent spreads that ±50 %.
+ */
+export class HelloAdmission {
+  private tokens: number;
+  private backlog = 0;
+  private lastMs: number | undefined;
+
+  constructor(
+    private readonly ratePerSecond: number,
+    private readonly burst: number,
+    private readonly nowMs: () => number,
+  ) {
+    this.tokens = burst;
+  }
+
+  /** Admits one Hello (undefined), or says after how many ms to retry. */
+  admit(): number | undefined {
+    const now = this.nowMs();
+    const elapsed = this.lastMs === undefined ? 0 : Math.max(0, now - this.lastMs) / 1000;
+    this.lastMs = now;
+    this.tokens = Math.min(this.burst, this.tokens + elapsed * this.ratePerSecond);
+    this.backlog = Math.max(0, this.backlog - elapsed * this.ratePerSecond);
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return undefined;
+    }
+    this.backlog += 1;
+    return Math.max(1_000, Math.round((this.backlog / this.ratePerSecond) * 1000));
+  }
+}
+
+/** Reports one stream may send per second, sustained (agents send one per interval, 15 s by default), and in a burst. */
+export const MAX_REPORTS_PER_SECOND = 2;
+export const REPORT_BURST = 10;
+
+const retryMetadata = (ms: number): grpc.Metadata => {
+  const metadata = new grpc.Metadata();
+  metadata.set(RETRY_AFTER_METADATA_KEY, String(Math.round(ms)));
+  return metadata;
+};
 
 export class AgentServer {
   private readonly server = new grpc.Server(serverChannelOptions());
   private readonly sessions = new Map<string, AgentSession>();
+  private readonly admission: HelloAdmission;
 
   constructor(private readonly options: AgentServerOptions) {
+    const rate = options.hellosPerSecond ?? 400;
+    this.admission = new HelloAdmission(rate, options.helloBurst ?? rate, options.nowMs);
     this.server.addService(serverDefinition(AgentService), {
       connect: bidiHandler<AgentMessage, CollectorMessage>(
         (stream) => this.handle(stream),
@@ -98,6 +159,7 @@ export class AgentServer {
     const { sink, stats, log, nowMs } = this.options;
     let session: AgentSession | undefined;
     let authenticating = false;
+    const reportBudget = new HelloAdmission(this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND, this.options.reportBurst ?? REPORT_BURST, nowMs);
     const peer = stream.peer();
     const helloTimer = setTimeout(() => {
       if (!session) stream.fail(grpc.status.DEADLINE_EXCEEDED, "no Hello within the time allowed");
@@ -120,6 +182,12 @@ export class AgentServer {
           stream.fail(grpc.status.INVALID_ARGUMENT, (error as Error).message);
           return;
         }
+        const retryAfter = this.admission.admit();
+        if (retryAfter !== undefined) {
+          stats.streamsRefusedBusy++;
+          stream.fail(grpc.status.RESOURCE_EXHAUSTED, `collector busy admitting agents; retry in ${(retryAfter / 1000).toFixed(1)} s`, retryMetadata(retryAfter));
+          return;
+        }
         authenticating = true;
         void Promise.resolve(sink.authenticate(vm, payload.value.token, peer)).then((result) => {
           authenticating = false;
@@ -139,7 +207,7 @@ export class AgentServer {
             send: (directive) => {
               stream.write(create(CollectorMessageSchema, { payload: { case: "directive", value: directive } }));
             },
-            close: (code, details) => stream.fail(code, details),
+            close: (code, details, retryAfterMs) => stream.fail(code, details, retryAfterMs === undefined ? undefined : retryMetadata(retryAfterMs)),
           };
           const previous = this.sessions.get(vmId(vm));
           if (previous) previous.close(grpc.status.ABORTED, "replaced by a newer connection from the same VM");
@@ -155,8 +223,13 @@ export class AgentServer {
         stream.fail(grpc.status.FAILED_PRECONDITION, "only Reports may follow Hello");
         return;
       }
+      let truncated: readonly string[] = [];
       try {
-        validateReport(payload.value);
+        const cuts = validateReport(payload.value);
+        if (cuts.length > 0) {
+          for (const cut of cuts) stats.countTruncation(cut.field);
+          truncated = cuts.map(describeTruncation);
+        }
       } catch (error) {
         stats.reportValidationFailures++;
         const details = error instanceof ValidationError ? error.message : String(error);
@@ -165,7 +238,12 @@ export class AgentServer {
         return;
       }
       stats.reportsReceived++;
-      sink.report(session, payload.value, nowMs());
+      // One agent cannot buy more of the event loop than its share: Reports beyond the rate are dropped (the next one is newer anyway).
+      if (reportBudget.admit() !== undefined) {
+        stats.reportsRateLimited++;
+        return;
+      }
+      sink.report(session, payload.value, nowMs(), truncated);
     });
 
     stream.onEnd((reason) => {

@@ -8,7 +8,7 @@ import type { CollectorConfig } from "../config.js";
 import type { CollectorPolicyConfig } from "../engine/config.js";
 import { persistedAnnotations, restoreRecord } from "../engine/persist.js";
 import type { Fleet, StopEvidence } from "../fleet.js";
-import type { CollectorMode } from "../serve.js";
+import type { CollectorMode } from "../mode.js";
 import type { CollectorStats } from "../stats.js";
 import { isEventReason } from "../engine/events.js";
 import { KubeAudit, auditEvent, type AuditEventType } from "./audit.js";
@@ -20,6 +20,7 @@ import { LeaderLabel } from "./leader-label.js";
 import { checkStopSafety } from "./pvcs.js";
 import { describeVerdict } from "./safety.js";
 import { VmStopper } from "./stop.js";
+import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, freedRecord, gpuCountOf, vmOwner } from "./vm-resources.js";
 import type { InventoryVm } from "./inventory.js";
@@ -34,6 +35,12 @@ export function graceNote(facts: Pick<InventoryVm, "terminationGracePeriodSecond
     ? "the guest got the VMI's own shutdown grace period (KubeVirt's default: the VM sets none)"
     : `the guest got its own terminationGracePeriodSeconds (${facts.terminationGracePeriodSeconds}s) to shut down`;
 }
+
+/** State-annotation PATCHes in flight at once (kube/write-queue.ts). */
+const STATE_WRITE_CONCURRENCY = 8;
+
+/** The retry hint agents get when this replica steps down. */
+const LEADER_CHANGE_RETRY_MS = 5_000;
 
 /** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
 const LAST_STOP_READINGS = 20;
@@ -97,12 +104,24 @@ export async function kubernetesMode(
     onStoppedLeading: (reason) => {
       log("warn", `lost the leadership (${reason}): no longer acting; agents will reconnect to the leader`);
       void leaderLabel.want(false);
-      fleetRef?.closeAllSessions(grpc.status.UNAVAILABLE, "this collector replica is no longer the leader; reconnect");
+      // The agents come back spread over 2.5–7.5 s (the hint ±50 %), by when the new leader is elected, not as one burst.
+      fleetRef?.closeAllSessions(grpc.status.UNAVAILABLE, "this collector replica is no longer the leader; reconnect", LEADER_CHANGE_RETRY_MS);
     },
     onError: (message) => log("warn", `leader election: ${message}`),
   });
 
   const vmOf = (vm: VmKey) => inventory.get(vm.namespace, vm.name);
+  // State annotations: bounded PATCHes in flight, a VM's waiting write merged with its newer one.
+  const stateWrites = new WriteQueue<Record<string, string | null>>({
+    concurrency: STATE_WRITE_CONCURRENCY,
+    merge: (older, newer) => ({ ...older, ...newer }),
+    write: async (id, annotations) => {
+      // A replica that stepped down meanwhile leaves the VM to the new leader (it restores and writes on its transitions).
+      if (!elector.isLeader()) return;
+      const [namespace = "", name = ""] = id.split("/");
+      writeFailed("state annotations")(await audit.patchAnnotations({ namespace, name }, annotations));
+    },
+  });
   const writeFailed = (what: string) => (result: { ok: boolean; message: string }) => {
     if (!result.ok) log("warn", `${what} failed: ${result.message}`);
   };
@@ -198,7 +217,7 @@ export async function kubernetesMode(
           .then(writeFailed(`${reason} event`));
       },
       persist(vm, values) {
-        void audit.patchAnnotations(vm, persistedAnnotations(values, prefix)).then(writeFailed("state annotations"));
+        stateWrites.push(`${vm.namespace}/${vm.name}`, persistedAnnotations(values, prefix));
       },
     },
     start: async (fleet) => {

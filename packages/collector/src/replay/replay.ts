@@ -8,22 +8,11 @@
 // stopped for real). Its reports are then ignored until one shows strong
 // activity after the stop: the user came back, and would have started the VM.
 
-import { decide } from "../engine/decide.js";
 import { extractEvidence } from "../engine/evidence.js";
 import { BUILTIN_DEFAULT_POLICY, DEFAULT_ANNOTATION_PREFIX, policyFromAnnotations, resolvePolicy } from "../engine/policy.js";
-import type {
-  Action,
-  EngineState,
-  Explanation,
-  Observation,
-  Policy,
-  PolicyError,
-  PolicyFallback,
-  PolicyOverrides,
-  ReceivedReport,
-  StopResult,
-  VmRecord,
-} from "../engine/types.js";
+import type { Action, EngineState, Explanation, Policy, PolicyOverrides } from "../engine/types.js";
+import { showsPersonAfter } from "../engine/strength.js";
+import { newVmLoopState, step as stepVm, type StepInput, type VmLoopState } from "../vm/step.js";
 import { parseTrace, type TraceEvent } from "./trace.js";
 
 export interface ReplayOptions {
@@ -51,14 +40,9 @@ export type TimelineEntry =
 
 interface VmReplay {
   vm: string;
-  record: VmRecord | undefined;
-  policy: Policy;
+  /** The VM's one loop, as the live collector keeps it (vm/step.ts). */
+  loop: VmLoopState;
   lastValid: Policy | undefined;
-  policyStatus: { errors: PolicyError[]; fallback: PolicyFallback } | undefined;
-  latest: ReceivedReport | undefined;
-  connected: boolean;
-  /** false after a replayed stop, until the user would have started the VM again. */
-  running: boolean | undefined;
   stoppedAtMs: number | undefined;
 }
 
@@ -84,23 +68,15 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
   const vmFor = (vm: string): VmReplay => {
     let state = vms.get(vm);
     if (!state) {
-      state = { vm, record: undefined, policy: defaults, lastValid: undefined, policyStatus: undefined, latest: undefined, connected: false, running: undefined, stoppedAtMs: undefined };
+      state = { vm, loop: newVmLoopState(defaults), lastValid: undefined, stoppedAtMs: undefined };
       vms.set(vm, state);
     }
     return state;
   };
   const note = (vm: string, atMs: number, input: string) => timeline.push({ kind: "input", t: (atMs - originMs) / 1000, atMs, vm, input });
 
-  const step = (state: VmReplay, nowMs: number, stopResult?: StopResult) => {
-    const observation: Observation = {
-      agentConnected: state.connected,
-      ...(state.latest ? { latestReport: state.latest } : {}),
-      ...(state.running !== undefined ? { vmRunning: state.running } : {}),
-      ...(stopResult ? { stopResult } : {}),
-      ...(state.policyStatus ? { policyStatus: state.policyStatus } : {}),
-    };
-    const decision = decide(nowMs, state.policy, observation, state.record);
-    state.record = decision.next;
+  const step = (state: VmReplay, nowMs: number, input: StepInput) => {
+    const decision = stepVm(state.loop, nowMs, input);
     wakeAt.set(state.vm, decision.wakeAtMs);
     const { from, to } = decision.explanation;
     if (from !== to || decision.actions.length > 0) {
@@ -119,9 +95,9 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
     }
     if (decision.actions.some((action) => action.kind === "stop")) {
       // The replay carries out every stop at once.
-      state.running = false;
+      state.loop.running = false;
       state.stoppedAtMs = nowMs;
-      step(state, nowMs, { outcome: "accepted", message: "replay" });
+      step(state, nowMs, { kind: "stop-result", result: { outcome: "accepted", message: "replay" } });
     }
   };
 
@@ -131,37 +107,35 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
       case "policy": {
         const annotations = Object.fromEntries(Object.entries(event.annotations).map(([key, value]) => [key.includes("/") ? key : `${prefix}${key}`, value]));
         const resolved = resolvePolicy(state.lastValid, policyFromAnnotations({}, annotations, defaults, profiles, prefix));
-        state.policy = resolved.policy;
         state.lastValid = resolved.lastValid;
-        state.policyStatus = { errors: resolved.errors, fallback: resolved.fallback };
         note(event.vm, nowMs, `policy ${Object.entries(event.annotations).map(([key, value]) => `${key}=${value}`).join(" ") || "(no annotations)"}`);
-        break;
+        // Recorded with its errors even when there are none, as before: the engine reports a recovery.
+        step(state, nowMs, { kind: "policy", policy: resolved.policy, status: { errors: resolved.errors, fallback: resolved.fallback } });
+        return;
       }
       case "agent-connected":
       case "agent-disconnected":
-        state.connected = event.kind === "agent-connected";
         note(event.vm, nowMs, event.kind === "agent-connected" ? "agent connected" : "agent disconnected");
-        break;
+        step(state, nowMs, { kind: event.kind === "agent-connected" ? "connected" : "disconnected" });
+        return;
       case "report": {
         const received = { report: event.report, receivedAtMs: nowMs };
-        state.connected = true;
-        if (state.running === false && state.stoppedAtMs !== undefined) {
-          const evidence = extractEvidence(received, state.policy);
-          const comeback = evidence.readings.filter((reading) => reading.strength === "strong" && reading.atMs > (state.stoppedAtMs ?? Infinity));
+        if (state.loop.running === false && state.stoppedAtMs !== undefined) {
+          state.loop.connected = true;
+          const evidence = extractEvidence(received, state.loop.policy);
+          const comeback = evidence.readings.filter((reading) => showsPersonAfter(reading, state.stoppedAtMs ?? Infinity));
           if (comeback.length === 0) return; // the real VM kept running; the replayed one is stopped
           note(event.vm, nowMs, `activity after the replayed stop (${comeback[0]!.detail}): the user would have started the VM again`);
-          state.running = true;
+          state.loop.running = true;
           state.stoppedAtMs = undefined;
-          state.latest = received;
-          step(state, nowMs);
-          state.running = undefined;
+          step(state, nowMs, { kind: "report", received });
+          state.loop.running = undefined;
           return;
         }
-        state.latest = received;
-        break;
+        step(state, nowMs, { kind: "report", received });
+        return;
       }
     }
-    step(state, nowMs);
   };
 
   let nowMs = originMs;
@@ -175,7 +149,7 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
       const next = Math.min(nextTick, nextWake);
       if (next >= eventMs) break;
       nowMs = next;
-      for (const state of vms.values()) if (state.record) step(state, nowMs);
+      for (const state of vms.values()) if (state.loop.record) step(state, nowMs, { kind: "wake" });
     }
     nowMs = eventMs;
     // Every event at this instant, in file order.

@@ -3,9 +3,9 @@
 // VM then stays off (saving its VM- and GPU-hours) until the recording shows
 // someone using it again — they would have started it — or the VM going away,
 // or the end of the range. Activity soon after a stop marks it a likely false stop.
-import { decide } from "../engine/decide.js";
 import { extractEvidence, vetoesAt } from "../engine/evidence.js";
-import type { Decision, Observation, Policy, ReceivedReport, StopTrigger, VmRecord } from "../engine/types.js";
+import type { Decision, Policy, ReceivedReport, StopTrigger, VmRecord } from "../engine/types.js";
+import { newVmLoopState, step, type StepInput } from "../vm/step.js";
 import type { StepGrid, StepSample, VmHistory } from "./history.js";
 import { reportFromReadings } from "./readings.js";
 
@@ -40,6 +40,8 @@ export interface SimulationOptions {
   policy: Policy;
   grid: StepGrid;
   falseStopWindowSeconds: number;
+  /** Every decision of the replay, in order (the test that holds live, replay and whatif to one loop reads them). */
+  onDecision?: (decision: Decision) => void;
 }
 
 /** The most engine calls between two steps (timers that fire between reports). */
@@ -71,8 +73,8 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
   const { policy, grid } = options;
   const windowMs = options.falseStopWindowSeconds * 1000;
   const stops: SimulatedStop[] = [];
-  let record: VmRecord | undefined;
-  let latest: ReceivedReport | undefined;
+  // The VM's one loop, as the live collector keeps it (vm/step.ts).
+  let loop = newVmLoopState(policy);
   let stopped: Stopped | undefined;
   let gpus = 0;
   let reportedSteps = 0;
@@ -107,13 +109,12 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
     });
     stopped = undefined;
     // The VM boots afresh: a new record, as a collector sees a started VM.
-    record = undefined;
-    latest = undefined;
+    loop = newVmLoopState(policy);
   };
 
-  const run = (nowMs: number, observation: Observation): Decision => {
-    const decision = decide(nowMs, policy, observation, record);
-    record = decision.next;
+  const run = (nowMs: number, input: StepInput): Decision => {
+    const decision = step(loop, nowMs, input);
+    options.onDecision?.(decision);
     const stop = decision.actions.find((action) => action.kind === "stop" || action.kind === "would-stop");
     if (stop && (stop.kind === "stop" || stop.kind === "would-stop")) {
       stopped = { atMs: nowMs, trigger: stop.trigger, reason: stop.reason, gpus, record: decision.next };
@@ -142,15 +143,14 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
       }
     }
 
-    if (received) latest = received;
-    const observation: Observation = { agentConnected: sample?.connected === true, ...(latest ? { latestReport: latest } : {}) };
-    let decision = run(atMs, observation);
+    loop.connected = sample?.connected === true;
+    let decision = run(atMs, received ? { kind: "report", received } : { kind: "wake" });
     // Timers between two steps (notice deadline, idle timeout) fire at their time, as the collector's tick would.
     const nextMs = atMs + grid.stepMs;
     for (let wake = 0; wake < MAX_WAKES_PER_STEP && !stopped; wake++) {
       const wakeAt = decision.wakeAtMs;
       if (wakeAt === undefined || wakeAt >= nextMs || wakeAt <= decision.explanation.atMs) break;
-      decision = run(wakeAt, observation);
+      decision = run(wakeAt, { kind: "wake" });
     }
   }
   if (stopped) endStop(grid.startMs + (grid.count - 1) * grid.stepMs, "end-of-range");

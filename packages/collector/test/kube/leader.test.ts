@@ -194,16 +194,38 @@ describe("leader election on a Lease (stepped by hand)", () => {
     const leaseName = `lease-${++leaseSeq}`;
     const [a] = candidates(["collector-a"], clock, leaseName);
     await a!.elector.step();
-    fake.faults.add({ method: "GET", pathPattern: `/leases/${leaseName}`, hangMs: Infinity, times: 1 });
+    // A leader renews with one guarded replace (no read first): that is the request that hangs.
+    fake.faults.add({ method: "PUT", pathPattern: `/leases/${leaseName}`, hangMs: Infinity, times: 1 });
     clock.now += 5_000;
     const hung = a!.elector.step();
-    await eventually("the renewal to reach the server", () => fake.requestsMatching("GET", `/leases/${leaseName}`).some((r) => r.faulted));
+    await eventually("the renewal to reach the server", () => fake.requestsMatching("PUT", `/leases/${leaseName}`).some((r) => r.faulted));
     expect(a!.elector.isLeader()).toBe(true);
     clock.now += 5_000;
     // The request is still hanging, yet leadership ends at the deadline.
     expect(a!.elector.isLeader()).toBe(false);
     expect(a!.log).toEqual(["started", "stopped: no successful renewal within 10000 ms"]);
     await hung;
+  });
+
+  it("a leader renews with one request, and falls back to reading the Lease when someone else wrote it", async () => {
+    const clock = { now: Date.UTC(2025, 0, 1) };
+    const leaseName = `lease-${++leaseSeq}`;
+    const [a] = candidates(["collector-a"], clock, leaseName);
+    await a!.elector.step();
+    const before = fake.requests.length;
+    clock.now += 5_000;
+    await a!.elector.step();
+    const renewal = fake.requests.slice(before).filter((r) => r.path.includes(`/leases/${leaseName}`));
+    expect(renewal.map((r) => `${r.method} ${r.status}`)).toEqual(["PUT 200"]);
+    // Someone else writes the Lease (a conflicting resourceVersion): the direct renewal gets 409, the round reads and renews.
+    const current = fake.store.get(LEASE, NS, leaseName)!;
+    fake.store.update(LEASE, { ...current, metadata: { ...current.metadata, annotations: { touched: "yes" } } });
+    const next = fake.requests.length;
+    clock.now += 5_000;
+    await a!.elector.step();
+    expect(fake.requests.slice(next).filter((r) => r.path.includes(`/leases/${leaseName}`)).map((r) => `${r.method} ${r.status}`)).toEqual(["PUT 409", "GET 200", "PUT 200"]);
+    expect(a!.elector.isLeader()).toBe(true);
+    expect(leaseSpec(leaseName).holderIdentity).toBe("collector-a");
   });
 
   it("release hands the Lease over without waiting for expiry", async () => {

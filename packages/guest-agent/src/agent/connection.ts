@@ -16,6 +16,7 @@ import {
   type HelloSchema,
   type Logger,
   type Report,
+  retryAfterMs,
 } from "@ws/protocol";
 import { backoffDelayMs, defaultBackoff, type BackoffPolicy } from "../backoff.js";
 import type { AgentConfig } from "../config.js";
@@ -38,6 +39,8 @@ const HEALTHY_STREAM_MS = 30_000;
 export class AgentConnection {
   private stopped = false;
   private attempt = 0;
+  /** The collector's "come back after" of the last stream end, when it sent one. */
+  private retryHintMs: number | undefined;
   private call: grpc.ClientDuplexStream<never, CollectorMessage> | undefined;
   private client: grpc.Client | undefined;
   private sequence = 0n;
@@ -69,8 +72,14 @@ export class AgentConnection {
       this.closeClient();
       if (this.stopped) break;
       if (gotDirective && Date.now() - openedAt > HEALTHY_STREAM_MS) this.attempt = 0;
-      const delay = backoffDelayMs(this.attempt, this.options.backoff ?? defaultBackoff, this.options.random ?? Math.random);
-      this.attempt++;
+      // A busy collector names when to come back (RESOURCE_EXHAUSTED + retry hint): spread ±50 % so a burst does not return as one.
+      const hint = this.retryHintMs;
+      this.retryHintMs = undefined;
+      const delay =
+        hint !== undefined
+          ? Math.round(hint * (0.5 + (this.options.random ?? Math.random)()))
+          : backoffDelayMs(this.attempt, this.options.backoff ?? defaultBackoff, this.options.random ?? Math.random);
+      if (hint === undefined) this.attempt++;
       log("warn", `collector stream ended (${endReason}); reconnecting in ${(delay / 1000).toFixed(1)}s`, {
         collector: this.options.config.collector.address,
         attempt: this.attempt,
@@ -132,6 +141,7 @@ export class AgentConnection {
       }
     });
     call.on("error", (error: grpc.ServiceError) => {
+      this.retryHintMs = retryAfterMs(error.metadata);
       if (error.code === grpc.status.UNAUTHENTICATED || error.code === grpc.status.PERMISSION_DENIED) {
         log("error", `collector refused this agent: ${error.details} — check vm.namespace, vm.name and token in the config (ws-collector token prints the right one)`);
       }

@@ -1,0 +1,24 @@
+// What differs between standalone and Kubernetes mode: serve.ts runs either, kube/serve.ts builds
+// the Kubernetes one. Its own file, so that neither imports the other.
+import type { AuthResult, VmKey } from "./agents/server.js";
+import type { VmRecord } from "./engine/types.js";
+import type { Actuator, Fleet } from "./fleet.js";
+import type { PolicySource } from "./policy-source.js";
+import type { VmPlatformDetails } from "./view.js";
+
+export interface CollectorMode {
+  name: "standalone" | "kubernetes";
+  actuator: Actuator;
+  /** Extra identity checks after the token (Kubernetes: the source IP is the VM's launcher pod). */
+  authenticate?: (vm: VmKey, peer: string) => Promise<AuthResult> | AuthResult;
+  policySource: PolicySource;
+  restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
+  vmRunning?: (vm: VmKey) => boolean | undefined;
+  /** Owner, what a stop frees, declared GPUs (Kubernetes: from the VirtualMachine). */
+  vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
+  /** True while this replica may act and should receive agents (the leader). */
+  leader: () => boolean;
+  /** Starts watches and elections once the fleet exists; returns how to stop them. */
+  start?: (fleet: Fleet) => Promise<() => Promise<void>>;
+}
+

@@ -1,0 +1,148 @@
+// One VM's loop: the state the collector keeps about a VM between inputs, and
+// step(), the only caller of decide(). The live Fleet, `replay` and `whatif`
+// all drive a VM through step(), so the three cannot drift apart: the same
+// inputs at the same times give the same decisions.
+//
+// Evidence is extracted once per Report (here) and handed to decide(); a wake
+// with no new Report reuses it. Per-VM memory is bounded after every decision.
+import { decide } from "../engine/decide.js";
+import { extractEvidence } from "../engine/evidence.js";
+import type { Decision, Evidence, EvidenceMemory, Observation, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, VmRecord } from "../engine/types.js";
+
+export interface PolicyStatus {
+  errors: readonly PolicyError[];
+  fallback: PolicyFallback;
+}
+
+/** What the loop knows about one VM. Plain data: replay and whatif keep one per VM too. */
+export interface VmLoopState {
+  record: VmRecord | undefined;
+  policy: Policy;
+  /** Errors of the VM's policy annotations (absent: none). */
+  policyStatus: PolicyStatus | undefined;
+  latest: ReceivedReport | undefined;
+  connected: boolean;
+  /** The platform's view (Kubernetes: is a VMI running); undefined where nothing can tell (standalone). */
+  running: boolean | undefined;
+  /** The evidence of `latest` under `policy`, extracted when the Report arrived. */
+  evidence: KeptEvidence | undefined;
+  lastDecision: Decision | undefined;
+}
+
+interface KeptEvidence {
+  evidence: Evidence;
+  of: ReceivedReport;
+  policy: Policy;
+}
+
+/** What happened to the VM since its last step. */
+export type StepInput =
+  | { kind: "report"; received: ReceivedReport }
+  | { kind: "connected" }
+  | { kind: "disconnected" }
+  | { kind: "policy"; policy: Policy; status: PolicyStatus | undefined }
+  | { kind: "platform"; running: boolean | undefined }
+  | { kind: "stop-result"; result: StopResult }
+  /** A deadline the last decision named (wakeAtMs), or a re-evaluation with nothing new. */
+  | { kind: "wake" };
+
+export function newVmLoopState(policy: Policy, policyStatus?: PolicyStatus): VmLoopState {
+  return { record: undefined, policy, policyStatus, latest: undefined, connected: false, running: undefined, evidence: undefined, lastDecision: undefined };
+}
+
+/** Sources remembered between Reports beyond the ones the latest Report names (a failing agent's churn of names must not grow memory). */
+export const MAX_REMEMBERED_SOURCES = 64;
+/** Idle inhibitor locks whose first sighting is remembered. */
+export const MAX_REMEMBERED_INHIBITORS = 64;
+
+/**
+ * Lands `input` in the VM's state without deciding; returns the stop result it carries. With
+ * `extract` (step() does) a Report's evidence is extracted here, once; without it (a standby
+ * replica that decides nothing) the evidence is left to be extracted when a decision needs it.
+ */
+export function applyInput(vm: VmLoopState, input: StepInput, extract = true): StopResult | undefined {
+  switch (input.kind) {
+    case "report":
+      vm.latest = input.received;
+      vm.connected = true;
+      vm.evidence = extract ? { evidence: extractEvidence(input.received, vm.policy, vm.record?.memory), of: input.received, policy: vm.policy } : undefined;
+      return undefined;
+    case "connected":
+      vm.connected = true;
+      return undefined;
+    case "disconnected":
+      vm.connected = false;
+      return undefined;
+    case "policy":
+      vm.policy = input.policy;
+      vm.policyStatus = input.status && input.status.errors.length > 0 ? input.status : undefined;
+      return undefined;
+    case "platform":
+      vm.running = input.running;
+      return undefined;
+    case "stop-result":
+      return input.result;
+    case "wake":
+      return undefined;
+  }
+}
+
+/** Applies `input` to the VM's state and decides. The returned decision's record is already the VM's record. */
+export function step(vm: VmLoopState, nowMs: number, input: StepInput): Decision {
+  const stopResult = applyInput(vm, input);
+  const kept = vm.evidence && vm.evidence.of === vm.latest && vm.evidence.policy === vm.policy ? vm.evidence.evidence : undefined;
+  const observation: Observation = {
+    agentConnected: vm.connected,
+    ...(vm.latest ? { latestReport: vm.latest } : {}),
+    ...(kept ? { evidence: kept } : {}),
+    ...(vm.running !== undefined ? { vmRunning: vm.running } : {}),
+    ...(stopResult ? { stopResult } : {}),
+    ...(vm.policyStatus ? { policyStatus: vm.policyStatus } : {}),
+  };
+  const decision = decide(nowMs, vm.policy, observation, vm.record);
+  decision.next = boundedRecord(decision.next, vm.latest);
+  vm.record = decision.next;
+  vm.lastDecision = decision;
+  return decision;
+}
+
+/** The idle clock as the metrics, the status page and /api/vms show it: undefined when it does not run (stopped, unknown). */
+export function idleSecondsAt(record: VmRecord | undefined, nowMs: number): number | undefined {
+  if (!record || record.lastActivityAtMs === undefined) return undefined;
+  if (record.state === "Stopped" || record.state === "Unknown") return undefined;
+  return Math.max(0, (nowMs - record.lastActivityAtMs) / 1000);
+}
+
+/**
+ * The record with its evidence memory pruned: the sources the latest Report names are kept,
+ * others only up to MAX_REMEMBERED_SOURCES (the most recently seen first). The record is
+ * returned unchanged (same object) when nothing is over the bound.
+ */
+export function boundedRecord(record: VmRecord, latest: ReceivedReport | undefined): VmRecord {
+  const memory = record.memory;
+  const sourceKeys = Object.keys(memory.sources);
+  const inhibitorKeys = Object.keys(memory.inhibitorsFirstSeenMs);
+  if (sourceKeys.length <= MAX_REMEMBERED_SOURCES && inhibitorKeys.length <= MAX_REMEMBERED_INHIBITORS) return record;
+  return { ...record, memory: boundedMemory(memory, latest) };
+}
+
+function boundedMemory(memory: EvidenceMemory, latest: ReceivedReport | undefined): EvidenceMemory {
+  const named = new Set<string>();
+  for (const status of latest?.report.sources ?? []) named.add(status.source);
+  for (const server of latest?.report.jupyter?.servers ?? []) named.add(`jupyter ${server.url}`);
+  const seenAt = (key: string) => {
+    const source = memory.sources[key]!;
+    return Math.max(source.lastOkAtMs ?? -Infinity, source.blindSinceMs ?? -Infinity);
+  };
+  const others = Object.keys(memory.sources)
+    .filter((key) => !named.has(key))
+    .sort((a, b) => seenAt(b) - seenAt(a))
+    .slice(0, MAX_REMEMBERED_SOURCES);
+  const sources: EvidenceMemory["sources"] = {};
+  for (const key of Object.keys(memory.sources)) if (named.has(key)) sources[key] = memory.sources[key]!;
+  for (const key of others) sources[key] = memory.sources[key]!;
+  const inhibitors = Object.entries(memory.inhibitorsFirstSeenMs)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, MAX_REMEMBERED_INHIBITORS);
+  return { ...memory, sources, inhibitorsFirstSeenMs: Object.fromEntries(inhibitors) };
+}

@@ -1,0 +1,89 @@
+// The view model of one VM: what the status page, /api/vms and /metrics show.
+// Pure: built from the VM's loop state and its connection facts.
+import type { VmKey } from "../agents/server.js";
+import type { VmPlatformDetails, VmView } from "../view.js";
+import { readingsFromReport } from "../whatif/readings.js";
+import { idleSecondsAt, type VmLoopState } from "./step.js";
+
+/** The signal families of workstation_signal_active (every one is exported, 0 or 1). */
+export const SIGNAL_FAMILIES = ["tty", "jupyter", "code-server", "desktop", "remote-session", "gpu", "background", "lease", "inhibitor"] as const;
+
+function familyOf(signal: string): (typeof SIGNAL_FAMILIES)[number] | undefined {
+  if (signal.startsWith("tty")) return "tty";
+  if (signal.startsWith("jupyter")) return "jupyter";
+  if (signal === "code-server") return "code-server";
+  if (signal === "desktop-input") return "desktop";
+  if (signal === "remote-session" || signal === "remote-connected") return "remote-session";
+  if (signal === "gpu") return "gpu";
+  if (["cpu", "user-cpu", "network", "disk"].includes(signal)) return "background";
+  if (signal === "lease") return "lease";
+  if (signal === "inhibitor") return "inhibitor";
+  return undefined;
+}
+
+/** What the view needs beyond the loop state: the connection and the policy's errors. */
+export interface VmViewFacts {
+  key: VmKey;
+  loop: VmLoopState;
+  /** Set while the agent's stream is open: when it opened. */
+  connectedAtMs: number | undefined;
+  agentVersion: string;
+  peer: string;
+  policyErrors: readonly string[];
+  /** What validation cut from the latest Report ("gpu.processes: 515000 → 256"). */
+  truncated: readonly string[];
+  /** What the platform knows of the VM (Kubernetes: owner, declared GPUs). */
+  platform?: VmPlatformDetails | undefined;
+}
+
+export function vmView(facts: VmViewFacts, nowMs: number): VmView {
+  const { loop } = facts;
+  const record = loop.record;
+  const report = loop.latest?.report;
+  const explanation = loop.lastDecision?.explanation;
+  const active = new Set(record?.activeSignals ?? []);
+  const signals: Record<string, boolean> = Object.fromEntries(SIGNAL_FAMILIES.map((f) => [f, false]));
+  for (const signal of active) {
+    const family = familyOf(signal);
+    if (family) signals[family] = true;
+  }
+  const leases = record?.memory.leases ?? [];
+  const idleSeconds = idleSecondsAt(record, nowMs);
+  const connected = facts.connectedAtMs !== undefined;
+  const summary = record?.summary ?? "";
+  const declaredGpus = facts.platform?.gpuCount !== undefined && facts.platform.gpuCount > 0 ? facts.platform.gpuCount : undefined;
+  return {
+    namespace: facts.key.namespace,
+    name: facts.key.name,
+    ...(facts.platform?.owner !== undefined ? { owner: facts.platform.owner } : {}),
+    state: record?.state ?? "Unknown",
+    mode: loop.policy.mode,
+    autostop: loop.policy.autostopEnabled,
+    connected,
+    agentVersion: facts.agentVersion,
+    peer: facts.peer,
+    ...(record?.lastReportAtMs !== undefined ? { lastReportAtMs: record.lastReportAtMs } : {}),
+    ...(record?.lastActivityAtMs !== undefined ? { lastActivityAtMs: record.lastActivityAtMs } : {}),
+    ...(idleSeconds !== undefined ? { idleSeconds } : {}),
+    idleTimeoutSeconds: loop.policy.idleTimeoutSeconds,
+    ...(explanation?.stopAtMs !== undefined ? { stopDeadlineMs: explanation.stopAtMs } : {}),
+    activeSignals: [...active],
+    signals,
+    explanation: facts.truncated.length > 0 ? `${summary} · report truncated: ${facts.truncated.join(", ")}` : summary,
+    gpus: (report?.gpu?.gpus ?? [])
+      .filter((g) => g.utilizationRatio !== undefined)
+      .map((g) => ({ gpu: String(g.index), utilizationRatio: g.utilizationRatio! })),
+    disks: (report?.disk?.mounts ?? [])
+      .filter((m) => m.sizeBytes > 0n)
+      .map((m) => ({ mount: m.mountPoint, usedRatio: Number(m.usedBytes) / Number(m.sizeBytes) })),
+    leases: leases.filter((l) => l.expiresAtMs > nowMs).map((l) => ({ id: l.id, user: l.user, uid: l.uid, reason: l.reason, expiresAtMs: l.expiresAtMs, clamped: l.clamped })),
+    policyErrors: [...facts.policyErrors],
+    // The domain's declared GPUs are what a stop frees; the agent's count stands in where none are declared.
+    ...(declaredGpus !== undefined ? { gpuCount: declaredGpus } : report?.gpu ? { gpuCount: report.gpu.gpus.length } : {}),
+    // Only a report of the current stream: after a reconnect the previous one is stale.
+    ...(connected && loop.latest && loop.latest.receivedAtMs >= facts.connectedAtMs!
+      ? { readings: readingsFromReport(loop.latest.report, loop.latest.receivedAtMs) }
+      : {}),
+    ...(facts.truncated.length > 0 ? { truncated: [...facts.truncated] } : {}),
+  };
+}

@@ -1,0 +1,57 @@
+// A live Fleet on a virtual clock, with agent sessions that record the Directives they get:
+// the collector's real loop and scheduling, driven by a test instead of gRPC.
+import { create } from "@bufbuild/protobuf";
+import { HelloSchema, type Directive, type Report } from "@ws/protocol";
+import type { AgentSession, VmKey } from "../../src/agents/server.js";
+import type { Policy, StopResult } from "../../src/engine/types.js";
+import { Fleet, type VmTransition } from "../../src/fleet.js";
+import { staticPolicySource } from "../../src/policy-source.js";
+import { VirtualClock } from "./virtual-clock.js";
+
+export interface TestSession extends AgentSession {
+  directives: Directive[];
+  closed?: { code: number; details: string };
+}
+
+export function startFleet(policy: Policy, startMs: number, stopResult: StopResult = { outcome: "accepted", message: "test" }) {
+  const clock = new VirtualClock(startMs);
+  const transitions: VmTransition[] = [];
+  const stops: Array<{ vm: VmKey; atMs: number }> = [];
+  const logs: string[] = [];
+  const fleet = new Fleet({
+    log: (_level, message) => logs.push(message),
+    nowMs: clock.now,
+    timers: clock,
+    authenticate: () => ({ ok: true }),
+    policySource: staticPolicySource(policy, {}, "workstation.aik8s.run/", {}),
+    actuator: {
+      stop: async (vm) => {
+        stops.push({ vm, atMs: clock.nowMs });
+        return stopResult;
+      },
+      event: () => {},
+      persist: () => {},
+    },
+  });
+  fleet.onTransition((transition) => transitions.push(transition));
+  fleet.start();
+  const connect = (vm: VmKey): TestSession => {
+    const session: TestSession = {
+      vm,
+      hello: create(HelloSchema, { vm, token: "t", agentVersion: "test" }),
+      peer: "127.0.0.1:1",
+      connectedAtMs: clock.nowMs,
+      directives: [],
+      send(directive) {
+        this.directives.push(directive);
+      },
+      close(code, details) {
+        this.closed = { code, details };
+      },
+    };
+    fleet.connected(session);
+    return session;
+  };
+  const report = (session: TestSession, value: Report) => fleet.report(session, value, clock.nowMs);
+  return { clock, fleet, transitions, stops, logs, connect, report };
+}
