@@ -12,7 +12,10 @@ import { statusFor } from "./engine/status.js";
 import type { Action, Decision, Explanation, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, StopTrigger, VmRecord } from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
-import type { FleetCounters, FleetReader, VmView } from "./view.js";
+import type { FleetCounters, FleetReader, VmDetail, VmView } from "./view.js";
+import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keeplink/grant.js";
+import type { FleetObserver } from "./notify/outreach.js";
+import { randomBytes } from "node:crypto";
 import { readingsFromReport } from "./whatif/readings.js";
 
 export interface Actuator {
@@ -44,6 +47,8 @@ export interface FleetOptions {
   acting?: () => boolean;
   /** Called with every input the engine sees, for --record-trace. */
   record?: (event: TraceInput) => void;
+  /** Outreach hook (issue 17): history, webhooks, keep-running links. Absent: none of them. */
+  observer?: FleetObserver;
 }
 
 export type { TraceInput };
@@ -77,7 +82,7 @@ function familyOf(signal: string): (typeof SIGNAL_FAMILIES)[number] | undefined 
   return undefined;
 }
 
-export class Fleet implements AgentSink, FleetReader {
+export class Fleet implements AgentSink, FleetReader, KeepGranter {
   private readonly vms = new Map<string, VmEntry>();
   private readonly counterValues: FleetCounters = { stops: new Map(), notices: 0, stopsCancelled: 0, leasesGranted: 0, policyErrors: 0 };
   private timer: NodeJS.Timeout | undefined;
@@ -154,6 +159,7 @@ export class Fleet implements AgentSink, FleetReader {
     const entry = this.vms.get(vmId(vm));
     entry?.session?.close(grpc.status.NOT_FOUND, "the VM no longer exists");
     this.vms.delete(vmId(vm));
+    this.options.observer?.forget(vm); // outreach hook
   }
 
   counters(): FleetCounters {
@@ -220,8 +226,10 @@ export class Fleet implements AgentSink, FleetReader {
     );
     this.options.stats?.observeDecision((performance.now() - began) / 1000);
     entry.pendingStopResult = undefined;
-    const previousState = entry.record?.state;
+    const previousRecord = entry.record;
+    const previousState = previousRecord?.state;
     entry.record = decision.next;
+    this.options.observer?.decided(entry.key, decision, previousRecord, entry.policy, now); // outreach hook
     entry.lastDecision = decision;
     if (previousState !== decision.next.state) {
       this.options.log("info", `${vmId(entry.key)}: ${previousState ?? "new"} → ${decision.next.state}: ${decision.summary}`, { vm: vmId(entry.key) });
@@ -238,17 +246,21 @@ export class Fleet implements AgentSink, FleetReader {
     const { log, actuator } = this.options;
     const id = vmId(entry.key);
     switch (action.kind) {
-      case "notice":
+      case "notice": {
         if (!action.repeat) this.counterValues.notices++;
+        // outreach hook: observe mode warns nobody unless the policy asks (observe-notices).
+        if (this.options.observer && !this.options.observer.deliversNotice(action.mode, entry.policy)) return;
+        const link = this.options.observer?.noticeLink(entry.key, action.id, action.deadlineMs);
         directive.notice = {
           id: action.id,
           stopInSeconds: action.stopInSeconds,
           reason: action.reason,
-          keepRunningHint: action.hint,
+          keepRunningHint: link ? `${action.hint} Or open ${link}` : action.hint,
           idleSeconds: action.idleSeconds,
           mode: action.mode === "observe" ? PolicyMode.OBSERVE : PolicyMode.ENFORCE,
         };
         return;
+      }
       case "notice-cleared":
         this.counterValues.stopsCancelled++;
         directive.noticeCleared = { id: action.id, reason: action.reason };
@@ -281,6 +293,7 @@ export class Fleet implements AgentSink, FleetReader {
         void actuator.stop(entry.key, action.reason, { trigger: action.trigger, explanation: entry.lastDecision?.explanation }).then((result) => {
           entry.stopInFlight = false;
           entry.pendingStopResult = result;
+          this.options.observer?.stopped(entry.key, result, { reason: action.reason, trigger: action.trigger }, entry.policy, this.options.nowMs()); // outreach hook
           this.options.stats?.countStopOutcome(entry.key, result.outcome);
           log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, { vm: id });
           this.evaluate(entry, this.options.nowMs());
@@ -306,6 +319,49 @@ export class Fleet implements AgentSink, FleetReader {
     }
     void now;
   }
+
+  // --- outreach hook (issue 17): the VM page and keep-running links -----------------
+
+  detail(namespace: string, name: string, nowMs: number): VmDetail | undefined {
+    const entry = this.vms.get(vmId({ namespace, name }));
+    if (!entry) return undefined;
+    const notice = entry.record?.notice;
+    return {
+      view: this.viewOf(entry, nowMs),
+      explanation: entry.lastDecision?.explanation,
+      policy: entry.policy,
+      ...(notice
+        ? { notice: { id: notice.id, reason: notice.reason, deadlineMs: notice.deadlineMs, mode: notice.mode, ...(notice.wouldStopAtMs !== undefined ? { wouldStopAtMs: notice.wouldStopAtMs } : {}) } }
+        : {}),
+    };
+  }
+
+  keepContext(vm: VmKey, _nowMs: number): KeepContext | undefined {
+    const entry = this.vms.get(vmId(vm));
+    if (!entry) return undefined;
+    const notice = entry.record?.notice;
+    return {
+      state: entry.record?.state ?? "Unknown",
+      mode: entry.policy.mode,
+      connected: entry.session !== undefined,
+      owner: this.options.observer?.owner(vm) ?? "",
+      maxKeepRunningSeconds: entry.policy.maxKeepRunningSeconds,
+      ...(notice ? { notice: { id: notice.id, reason: notice.reason, deadlineMs: notice.deadlineMs } } : {}),
+    };
+  }
+
+  grantViaLink(vm: VmKey, grant: LinkGrant, _nowMs: number): GrantOutcome {
+    const entry = this.vms.get(vmId(vm));
+    if (!entry?.session) return { ok: false, message: "the VM's agent is not connected right now, so it cannot be told; nothing was changed" };
+    if (entry.record?.notice?.id !== grant.noticeId) return { ok: false, message: "this notice is no longer pending (the stop was cancelled or has happened); nothing was changed" };
+    const leaseId = randomBytes(4).toString("hex");
+    const seconds = Math.min(grant.seconds, entry.policy.maxKeepRunningSeconds);
+    entry.session.send(create(DirectiveSchema, { leaseGrants: [{ id: leaseId, seconds, user: grant.user, reason: grant.reason, via: "link", noticeId: grant.noticeId }] }));
+    this.options.log("info", `${vmId(vm)}: keep-running link used: lease ${leaseId} for ${seconds}s sent to the agent`, { vm: vmId(vm), notice: grant.noticeId });
+    return { ok: true, leaseId };
+  }
+
+  // --- end of outreach hook ------------------------------------------------------------
 
   private countStop(trigger: string, mode: string): void {
     const key = `${trigger}|${mode}`;
@@ -347,6 +403,7 @@ export class Fleet implements AgentSink, FleetReader {
         .map((m) => ({ mount: m.mountPoint, usedRatio: Number(m.usedBytes) / Number(m.sizeBytes) })),
       leases: leases.filter((l) => l.expiresAtMs > now).map((l) => ({ id: l.id, user: l.user, uid: l.uid, reason: l.reason, expiresAtMs: l.expiresAtMs, clamped: l.clamped })),
       policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
+      ...(this.options.observer ? { owner: this.options.observer.owner(entry.key) } : {}),
       ...(report?.gpu ? { gpuCount: report.gpu.gpus.length } : {}),
       // Only a report of the current stream: after a reconnect the previous one is stale.
       ...(entry.session && entry.latest && entry.latest.receivedAtMs >= entry.session.connectedAtMs

@@ -1,4 +1,5 @@
 // What the status page, /api/vms and /metrics read: a plain snapshot per VM.
+import type { Explanation, Policy } from "./engine/types.js";
 import type { ReportReadings } from "./whatif/readings.js";
 
 export type { ReportReadings };
@@ -42,6 +43,17 @@ export interface VmView {
    * them so `ws-collector whatif` can replay history under other thresholds.
    */
   readings?: ReportReadings;
+  /** The VM's owner, from the label or annotation notifications.ownerKey names ("" when none). */
+  owner?: string;
+}
+
+/** What the page of one VM shows beyond its row: the last decision's explanation and the policy. */
+export interface VmDetail {
+  view: VmView;
+  explanation: Explanation | undefined;
+  policy: Policy;
+  /** The pending notice, when a stop is pending. */
+  notice?: { id: string; reason: string; deadlineMs: number; mode: string; wouldStopAtMs?: number };
 }
 
 export interface FleetCounters {
@@ -55,4 +67,6 @@ export interface FleetCounters {
 export interface FleetReader {
   views(nowMs: number): VmView[];
   counters(): FleetCounters;
+  /** One VM in detail, for /vm/NAMESPACE/NAME; undefined when the collector does not know it. */
+  detail?(namespace: string, name: string, nowMs: number): VmDetail | undefined;
 }

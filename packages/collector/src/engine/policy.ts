@@ -34,6 +34,7 @@ export const BUILTIN_DEFAULT_POLICY: Policy = Object.freeze({
   stopWhenAgentLostAfterSeconds: null,
   reportIntervalSeconds: 15,
   noticeRepeatSeconds: 5 * 60,
+  observeNotices: false,
   thresholds: Object.freeze({
     gpuUtilizationRatio: 0.1,
     cpuBusyRatio: 0.5,
@@ -121,6 +122,11 @@ export const POLICY_KNOBS: readonly Knob[] = [
     name: "notice-repeat",
     help: "how often a pending notice is sent again (default 5m, at least 30s)",
     set: (t, raw, s) => void (t.noticeRepeatSeconds = duration(raw, s, { min: 30 })),
+  },
+  {
+    name: "observe-notices",
+    help: "enabled | disabled: observe mode also warns users (terminals, desktop, webhooks), for a dry run (default disabled)",
+    set: (t, raw) => void (t.observeNotices = parseSwitch(raw)),
   },
   {
     name: "gpu-utilization-threshold",

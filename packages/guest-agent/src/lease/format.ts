@@ -52,6 +52,11 @@ export function formatWhen(wallMs: number, moment: Moment): string {
 
 /** One word or phrase for where a lease stands with the collector. */
 export function leaseState(lease: LeaseView): string {
+  const via = lease.via === "link" ? "via link, " : "";
+  return via + confirmationState(lease);
+}
+
+function confirmationState(lease: LeaseView): string {
   if (lease.refused) return `refused by the collector${lease.message ? `: ${safeText(lease.message, 120)}` : ""}`;
   if (lease.clamped) {
     const cap = lease.maxKeepRunningSeconds ?? lease.holdSeconds;

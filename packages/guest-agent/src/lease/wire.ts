@@ -62,6 +62,8 @@ export interface LeaseView {
   refused: boolean;
   maxKeepRunningSeconds?: number;
   message?: string;
+  /** "link": granted through a keep-running link sent outside the VM. */
+  via?: "link";
 }
 
 export interface NoticeView {
