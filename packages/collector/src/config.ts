@@ -2,6 +2,7 @@
 // policy section is handed to the engine's own parser.
 import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration } from "@ws/protocol";
+import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
@@ -21,6 +22,8 @@ export interface CollectorConfig {
   /** The raw `policy:` section (defaults and profiles), parsed by the engine. */
   policyYaml: string;
   recordTrace?: string;
+  /** Webhooks, keep-running links, the owner label (docs/notifications.md). */
+  notifications: NotificationsConfig;
 }
 
 export class CollectorConfigError extends Error {
@@ -40,7 +43,7 @@ export interface CollectorFlags {
   stopCommand?: string[];
 }
 
-const TOP_KEYS = ["mode", "grpc", "http", "tokenKeyFile", "reportInterval", "tick", "standalone", "kubernetes", "policy", "recordTrace"];
+const TOP_KEYS = ["mode", "grpc", "http", "tokenKeyFile", "reportInterval", "tick", "standalone", "kubernetes", "policy", "recordTrace", "notifications"];
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
@@ -130,6 +133,7 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
       identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
     },
     policyYaml,
+    notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
     ...(flags.recordTrace ?? str(file, "recordTrace", "recordTrace") ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! } : {}),
   };
   for (const [label, address] of [["grpc.listen", config.grpc.listen], ["http.listen", config.http.listen]] as const) {

@@ -18,6 +18,10 @@ import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer } from "./web/server.js";
+import { KeepLinks } from "./keeplink/handler.js";
+import { deriveLinkKey } from "./keeplink/token.js";
+import { registerNotificationMetrics } from "./notify/metrics.js";
+import { Outreach } from "./notify/outreach.js";
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -97,9 +101,19 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
   const recorder = config.recordTrace
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
+  // Issue 17: history, webhooks and keep-running links, wired through the fleet's observer hook.
+  const linkKey = deriveLinkKey(key);
+  const outreach = new Outreach({
+    config: config.notifications,
+    log,
+    metadataFor: (vm) => mode.policySource.metadataFor(vm),
+    prefix: mode.policySource.prefix,
+    linkKey,
+  });
   const fleet = new Fleet({
     log,
     stats,
+    observer: outreach,
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -122,12 +136,23 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, { leader: mode.leader });
+  registerNotificationMetrics(registry, outreach.sender);
+  const keepLinks = new KeepLinks({
+    granter: fleet,
+    linkKey,
+    choicesHours: config.notifications.keepChoicesHours,
+    nowMs,
+    log,
+    audit: (vm, message) => mode.actuator.event(vm, "Normal", "KeepRunningLink", message),
+  });
   const web = createWebServer({
     fleet,
     registry,
     nowMs,
     ready: mode.leader,
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
+    history: outreach.history,
+    keepLinks,
   });
   const http = splitHostPort(config.http.listen);
   await new Promise<void>((resolve, reject) => {
@@ -142,6 +167,8 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
     http: `${http.host}:${httpPort}`,
     tls: Boolean(config.grpc.certFile),
+    webhooks: config.notifications.webhooks.length + Object.values(config.notifications.profiles).reduce((n, list) => n + list.length, 0),
+    keepLinks: config.notifications.publicUrl ? "on" : "off (notifications.publicUrl unset)",
     ...(mode.name === "standalone" ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" } : {}),
   });
   if (!config.grpc.certFile) log("warn", "gRPC without TLS: tokens travel in clear; set grpc.certFile/keyFile or use a mesh outside a test setup");
@@ -159,5 +186,6 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     web.closeAllConnections?.();
   });
   await recorder?.close();
+  outreach.sender.close();
   return 0;
 }
