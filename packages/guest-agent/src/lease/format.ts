@@ -128,12 +128,12 @@ export function formatOverCap(requestedSeconds: number, capSeconds: number, capS
 }
 
 const STATE_WORDS: Record<string, string> = {
-  active: "in use",
-  "stopping-pending": "idle, stop pending",
-  stopping: "stopping",
-  stopped: "stopped",
-  "agent-lost": "not heard from (agent lost)",
-  unknown: "not yet known",
+  Active: "in use",
+  StoppingPending: "idle, stop pending",
+  Stopping: "stopping",
+  Stopped: "stopped",
+  AgentLost: "not heard from (agent lost)",
+  Unknown: "not yet known",
 };
 
 export function formatStatus(status: StatusView, moment: Moment): string {

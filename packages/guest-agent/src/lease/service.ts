@@ -446,17 +446,17 @@ export function leaseView(lease: LeaseRecord, now: Instant): LeaseView {
 function stateName(state: VmState): StateName {
   switch (state) {
     case VmState.ACTIVE:
-      return "active";
+      return "Active";
     case VmState.STOPPING_PENDING:
-      return "stopping-pending";
+      return "StoppingPending";
     case VmState.STOPPING:
-      return "stopping";
+      return "Stopping";
     case VmState.STOPPED:
-      return "stopped";
+      return "Stopped";
     case VmState.AGENT_LOST:
-      return "agent-lost";
+      return "AgentLost";
     default:
-      return "unknown";
+      return "Unknown";
   }
 }
 

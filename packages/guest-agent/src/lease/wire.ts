@@ -78,7 +78,8 @@ export interface NoticeView {
 
 export type ModeName = "enforce" | "observe" | "unknown";
 
-export type StateName = "unknown" | "active" | "stopping-pending" | "stopping" | "stopped" | "agent-lost";
+/** Spelled as the collector's API (/api/vms, the state metric) spells them. */
+export type StateName = "Unknown" | "Active" | "StoppingPending" | "Stopping" | "Stopped" | "AgentLost";
 
 export interface VmStatusView {
   state: StateName;
