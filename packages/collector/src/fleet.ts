@@ -2,7 +2,7 @@
 // executes the actions it returns, and answers agents with Directives.
 import * as grpc from "@grpc/grpc-js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { DirectiveSchema, PolicyMode, type Directive, type Report } from "@ws/protocol";
+import { DirectiveSchema, PolicyMode, SourceState, type Directive, type Report } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
 import { vmId } from "./agents/server.js";
 import { decide } from "./engine/decide.js";
@@ -330,6 +330,11 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       view: this.viewOf(entry, nowMs),
       explanation: entry.lastDecision?.explanation,
       policy: entry.policy,
+      sources: (entry.latest?.report.sources ?? []).map((source) => ({
+        source: source.source,
+        state: SourceState[source.state]?.toLowerCase() ?? "unknown",
+        message: source.message,
+      })),
       ...(notice
         ? { notice: { id: notice.id, reason: notice.reason, deadlineMs: notice.deadlineMs, mode: notice.mode, ...(notice.wouldStopAtMs !== undefined ? { wouldStopAtMs: notice.wouldStopAtMs } : {}) } }
         : {}),

@@ -54,6 +54,8 @@ export interface VmDetail {
   policy: Policy;
   /** The pending notice, when a stop is pending. */
   notice?: { id: string; reason: string; deadlineMs: number; mode: string; wouldStopAtMs?: number };
+  /** Each signal source of the last report: ok, absent, failed (why) or disabled. */
+  sources: Array<{ source: string; state: string; message: string }>;
 }
 
 export interface FleetCounters {

@@ -49,17 +49,18 @@ class PointRing {
   }
 
   add(point: ChartPoint, spacingMs: number): void {
+    const state = Math.max(0, ENGINE_STATES.indexOf(point.state));
     const last = this.size > 0 ? (this.next - 1 + this.capacity) % this.capacity : -1;
-    // Within the spacing of the last point: replace it, so the ring covers the configured span.
-    const index = last >= 0 && point.atMs - this.times[last]! < spacingMs && point.atMs >= this.times[last]! ? last : this.next;
+    // Within the spacing of the last point and nothing changed (state, activity): skip it, so the
+    // ring covers the configured span. Changes always get a point: the chart shows each reset.
+    if (last >= 0 && point.atMs - this.times[last]! < spacingMs && this.states[last] === state && this.active[last]! > 0 === point.activeSignals > 0) return;
+    const index = this.next;
     this.times[index] = point.atMs;
     this.idle[index] = point.idleSeconds;
     this.active[index] = Math.min(255, point.activeSignals);
-    this.states[index] = Math.max(0, ENGINE_STATES.indexOf(point.state));
-    if (index === this.next) {
-      this.next = (this.next + 1) % this.capacity;
-      this.size = Math.min(this.capacity, this.size + 1);
-    }
+    this.states[index] = state;
+    this.next = (this.next + 1) % this.capacity;
+    this.size = Math.min(this.capacity, this.size + 1);
   }
 
   points(sinceMs: number): ChartPoint[] {

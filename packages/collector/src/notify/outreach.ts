@@ -99,9 +99,10 @@ export class Outreach implements FleetObserver {
   }
 
   private announce(transition: VmTransition, policy: Policy): void {
-    const what = transition.kind === "reminder" ? "notice (reminder)" : transition.kind;
+    const warns = warnsPeople(transition, policy);
+    const what = `${transition.kind === "reminder" ? "notice (reminder)" : transition.kind}${!warns && transition.kind !== "would-stop" ? " (observe mode: nobody warned)" : ""}`;
     this.history.transition(transition.vm, { atMs: transition.atMs, what, reason: transition.reason });
-    if (!warnsPeople(transition, policy)) return;
+    if (!warns) return;
     if (!this.options.config.send.includes(transition.kind)) return;
     const { labels, annotations } = this.options.metadataFor(transition.vm);
     const { targets, problems } = targetsFor(this.options.config, { profile: policy.profile, labels, annotations, prefix: this.options.prefix });

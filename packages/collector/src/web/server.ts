@@ -2,7 +2,7 @@
 // /api/vms, and the keep-running links /keep/NS/NAME (the only POST).
 import http from "node:http";
 import type { Registry } from "prom-client";
-import type { History } from "../history/history.js";
+import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
 import type { FleetReader } from "../view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
@@ -79,14 +79,21 @@ export function createWebServer(options: WebOptions): http.Server {
         const now = options.nowMs();
         const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
         if (!vm || !detail) return send(404, html, `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="/">All workstations</a></p>`);
-        const spanMs = options.chartSpanMs ?? 4 * 3600_000;
+        // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
+        const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
+        const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
+        const spanMs = Math.min(maxSpanMs, Math.max(10 * 60_000, now - oldest));
         return send(
           200,
           html,
           renderVmPage({
             detail,
             transitions: options.history?.transitions(vm) ?? [],
-            points: options.history?.points(vm, now - spanMs) ?? [],
+            // The recorded points, and where the VM is now (points are recorded on change and every spacing).
+            points: [
+              ...(options.history?.points(vm, now - spanMs) ?? []),
+              { atMs: now, idleSeconds: detail.view.idleSeconds ?? Number.NaN, activeSignals: detail.view.activeSignals.length, state: detail.view.state as ChartPoint["state"] },
+            ],
             chartSpanMs: spanMs,
             nowMs: now,
           }),

@@ -6,6 +6,7 @@ import { formatDuration } from "@ws/protocol";
 import type { ChartPoint, HistoryTransition } from "../history/history.js";
 import type { VmDetail } from "../view.js";
 import { renderChart } from "./chart.js";
+import { measuredRows } from "./signal-rows.js";
 import { at, escapeHtml, page, when } from "./html.js";
 
 export interface VmPageInput {
@@ -46,7 +47,18 @@ function signalsTable(input: VmPageInput): string {
   const blind = explanation.blind.map(
     (b) => `<tr class="blind" data-signal="${escapeHtml(b.source)}"><td>${escapeHtml(b.source)}</td><td>unreadable</td><td>${escapeHtml(b.message)}</td><td>since ${when(b.sinceMs, now)}</td><td class="${b.holdsUntilMs !== undefined ? "counted" : "ignored"}">${b.holdsUntilMs !== undefined ? "holds the VM" : "not counted"}</td><td>${b.holdsUntilMs !== undefined ? `it had live content when last read: missing data is not idleness (until ${when(b.holdsUntilMs, now)})` : "nothing was running there when last read"}</td></tr>`,
   );
-  const all = [...vetoes, ...rows, ...blind];
+  const shown = new Set<string>([...explanation.readings.map((r) => r.signal), ...explanation.vetoes.map((v) => v.kind)]);
+  const measured = input.detail.view.readings
+    ? measuredRows(input.detail.view.readings, input.detail.policy.thresholds, shown).map(
+        (m) => `<tr class="measured" data-signal="${escapeHtml(m.signal)}" data-counted="${m.counted}"><td>${escapeHtml(m.signal)}</td><td>measured</td><td>${escapeHtml(m.reading)}</td><td>last report</td><td class="${m.counted ? "counted" : "ignored"}">${m.counted ? "counted" : "not counted"}</td><td>${escapeHtml(m.why)}</td></tr>`,
+      )
+    : [];
+  const sources = input.detail.sources
+    .filter((s) => s.state !== "ok")
+    .map(
+      (s) => `<tr class="source" data-signal="${escapeHtml(s.source)}"><td>${escapeHtml(s.source)}</td><td>source</td><td>${escapeHtml(s.state)}${s.message ? `: ${escapeHtml(s.message)}` : ""}</td><td>last report</td><td class="ignored">not counted</td><td>${s.state === "absent" ? "nothing of this kind on the VM: not an error" : s.state === "disabled" ? "turned off in the agent's configuration" : "unreadable: see the blind sources above, missing data is never idleness"}</td></tr>`,
+    );
+  const all = [...vetoes, ...rows, ...blind, ...measured, ...sources];
   return `<table id="signals"><thead><tr><th>Signal</th><th>Kind</th><th>Latest reading</th><th>When</th><th>Counted?</th><th>Why</th></tr></thead><tbody>
 ${all.join("\n") || `<tr><td colspan="6">No signal shows any use in the latest report: every source was read and found idle.</td></tr>`}
 </tbody></table>
