@@ -446,35 +446,47 @@ async function runCommand(argv: string[], io: LeaseIo, socketPath: string): Prom
   const seconds = parseDuration(positionals[0]!);
   const reason = typeof values.reason === "string" ? values.reason : `while running: ${command.join(" ")}`.slice(0, MAX_REASON_LENGTH);
   if (reason.length > MAX_REASON_LENGTH) throw new UsageError(`--reason is ${reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`);
-  const answer = await request(socketPath, { op: "take", seconds, reason, wait: 0 });
-  if (!answer.ok) return refused(answer, io, seconds);
-  if (answer.op !== "take") throw new AgentProtocolError("the agent answered another question");
-  const leaseId = answer.lease.id;
-
-  const release = async (): Promise<void> => {
-    try {
-      const cancelled = await callAgent(socketPath, { op: "cancel", id: leaseId }, 10_000);
-      if (!cancelled.ok && cancelled.error.code !== "not_found") io.stderr.write(`ws-lease: could not release lease ${leaseId}: ${cancelled.error.message}\n`);
-    } catch (error) {
-      io.stderr.write(`ws-lease: could not release lease ${leaseId} (${(error as Error).message}); it ends by itself after ${positionals[0]}\n`);
-    }
-  };
-
-  const status = await new Promise<number>((resolve) => {
-    const child = spawn(command[0]!, command.slice(1), { stdio: "inherit" });
-    const forward = (signal: NodeJS.Signals) => () => void child.kill(signal);
-    const handlers = FORWARDED_SIGNALS.map((signal) => [signal, forward(signal)] as const);
-    for (const [signal, handler] of handlers) process.on(signal, handler);
-    const done = (code: number) => {
-      for (const [signal, handler] of handlers) process.off(signal, handler);
-      resolve(code);
+  // Signals are caught from the start: one that arrives while the lease is being taken still
+  // releases it (and reaches the command, once there is one).
+  let child: ReturnType<typeof spawn> | undefined;
+  let caught: NodeJS.Signals | undefined;
+  const handlers = FORWARDED_SIGNALS.map((signal) => {
+    const handler = () => {
+      caught ??= signal;
+      child?.kill(signal);
     };
-    child.once("error", (error: NodeJS.ErrnoException) => {
-      io.stderr.write(`ws-lease: cannot run ${JSON.stringify(command[0])}: ${error.code === "ENOENT" ? "command not found" : error.message}\n`);
-      done(error.code === "ENOENT" ? 127 : 126);
-    });
-    child.once("exit", (code, signal) => done(code ?? (signal ? signalStatus(signal) : 1)));
+    process.on(signal, handler);
+    return [signal, handler] as const;
   });
-  await release();
-  return status;
+  try {
+    const answer = await request(socketPath, { op: "take", seconds, reason, wait: 0 });
+    if (!answer.ok) return refused(answer, io, seconds);
+    if (answer.op !== "take") throw new AgentProtocolError("the agent answered another question");
+    const leaseId = answer.lease.id;
+
+    const release = async (): Promise<void> => {
+      try {
+        const cancelled = await callAgent(socketPath, { op: "cancel", id: leaseId }, 10_000);
+        if (!cancelled.ok && cancelled.error.code !== "not_found") io.stderr.write(`ws-lease: could not release lease ${leaseId}: ${cancelled.error.message}\n`);
+      } catch (error) {
+        io.stderr.write(`ws-lease: could not release lease ${leaseId} (${(error as Error).message}); it ends by itself after ${positionals[0]}\n`);
+      }
+    };
+    if (caught) {
+      await release();
+      return signalStatus(caught);
+    }
+    const status = await new Promise<number>((resolve) => {
+      child = spawn(command[0]!, command.slice(1), { stdio: "inherit" });
+      child.once("error", (error: NodeJS.ErrnoException) => {
+        io.stderr.write(`ws-lease: cannot run ${JSON.stringify(command[0])}: ${error.code === "ENOENT" ? "command not found" : error.message}\n`);
+        resolve(error.code === "ENOENT" ? 127 : 126);
+      });
+      child.once("exit", (code, signal) => resolve(code ?? (signal ? signalStatus(signal) : 1)));
+    });
+    await release();
+    return status;
+  } finally {
+    for (const [signal, handler] of handlers) process.off(signal, handler);
+  }
 }
