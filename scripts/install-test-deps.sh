@@ -15,6 +15,7 @@ PACKAGES=(
   debootstrap systemd-container         # packaging: a Debian root to install the .deb into, booted with systemd-nspawn
   shellcheck man-db                     # packaging: maintainer scripts, man pages
   qemu-system-x86 qemu-utils genisoimage  # test:vm: boot the guest image (TCG), overlays and resizes, the cloud-init seed
+  chromium                              # the collector's pages in a real browser (test/e2e/pages.test.ts, via playwright-core)
   procps
 )
 
