@@ -41,6 +41,7 @@ describe("policyFromAnnotations", () => {
         [`${P}stop-when-agent-lost-after`]: "2d",
         [`${P}report-interval`]: "30s",
         [`${P}notice-repeat`]: "2m",
+        [`${P}observe-notices`]: "enabled",
         [`${P}gpu-utilization-threshold`]: "5%",
         [`${P}cpu-busy-threshold`]: "0.75",
         [`${P}user-cpu-threshold`]: "2",
@@ -65,6 +66,7 @@ describe("policyFromAnnotations", () => {
       stopWhenAgentLostAfterSeconds: 172_800,
       reportIntervalSeconds: 30,
       noticeRepeatSeconds: 120,
+      observeNotices: true,
       thresholds: {
         gpuUtilizationRatio: 0.05,
         cpuBusyRatio: 0.75,
@@ -129,6 +131,7 @@ describe("policyFromAnnotations", () => {
       "stop-when-agent-lost-after",
       "report-interval",
       "notice-repeat",
+      "observe-notices",
       "gpu-utilization-threshold",
       "cpu-busy-threshold",
       "user-cpu-threshold",
