@@ -174,6 +174,9 @@ export const NON_POLICY_ANNOTATION_NAMES: readonly string[] = [
   "stop-deadline",
   "last-stop",
   "allow-ephemeral-stop",
+  // The VM's own webhook (notify/config.ts): read by the notifier, and never echoed (a URL may be a secret).
+  "notify-url",
+  "notify-format",
 ];
 
 /** Applies one set of knob values (annotations without the prefix, or a config section). */

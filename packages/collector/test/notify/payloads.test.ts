@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { ownerOf, parseNotificationsConfig, redactUrl, targetsFor } from "../../src/notify/config.js";
 import { transitionsOf, warnsPeople, type VmTransition } from "../../src/notify/events.js";
 import { jsonPayload, ntfyRequest, requestFor, slackPayload } from "../../src/notify/payloads.js";
+import { BUILTIN_DEFAULT_POLICY, policyFromAnnotations } from "../../src/engine/policy.js";
 
 const at = Date.parse("2026-12-01T10:00:00Z");
 const notice: VmTransition = {
@@ -106,6 +107,17 @@ describe("configuration", () => {
     expect(ownerOf(config, { "platform.example.com/user": "alice" }, {})).toBe("alice");
     expect(ownerOf(config, {}, { "platform.example.com/user": "bob" })).toBe("bob");
     expect(ownerOf(config, {}, {})).toBe("");
+  });
+
+  it("the webhook annotations are not policy errors (and their values are never echoed as one)", () => {
+    const parsed = policyFromAnnotations(
+      {},
+      { "workstation.aik8s.run/notify-url": "https://hooks.slack.com/services/SECRET", "workstation.aik8s.run/notify-format": "slack" },
+      BUILTIN_DEFAULT_POLICY,
+      {},
+      "workstation.aik8s.run/",
+    );
+    expect(parsed.errors).toEqual([]);
   });
 
   it("observe mode warns nobody unless observe-notices is on", () => {
