@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const BENCHMARKS = ["protocol", "agent", "latency", "collector"];
+const BENCHMARKS = ["protocol", "agent", "latency", "collector", "outreach"];
 const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector"]);
 /** Entry points a benchmark starts as processes of its own. */
 const HELPERS = { collector: ["loadgen"] };
