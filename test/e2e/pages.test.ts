@@ -3,7 +3,7 @@
 // saves screenshots under test-output/pages/, and checks what a person sees:
 // explanation rows, observe wording, the lease reason, the chart.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
@@ -19,6 +19,7 @@ let dir: string;
 let wsLease: string;
 let setup: StandaloneCollector;
 let browser: BrowserContext;
+let profile: string;
 const machines: Record<string, QuietMachine> = {};
 const running: Proc[] = [];
 const base = () => `http://127.0.0.1:${setup.httpPort}`;
@@ -32,12 +33,15 @@ beforeAll(async () => {
   symlinkSync(agentBundle, wsLease);
   setup = await standaloneCollector(dir, {
     policyDefaults: { autostop: "enabled", mode: "enforce", "idle-timeout": "4s", "grace-period": "10m" },
-    extra: `standalone:
+    extra: `notifications:
+  publicUrl: "http://127.0.0.1:HTTP_PORT"
+standalone:
   vms:
     lab/observed: { labels: { platform.example.com/user: alice }, annotations: { mode: observe } }
     lab/leased: { labels: { platform.example.com/user: bob } }
     research/pending: { labels: { platform.example.com/user: carol } }`,
   });
+  writeFileSync(setup.configFile, readFileSync(setup.configFile, "utf8").replace("HTTP_PORT", String(setup.httpPort)));
   const collector = start(collectorBundle, ["serve", "--config", setup.configFile]);
   running.push(collector);
   await collector.waitFor(/collector serving/);
@@ -60,7 +64,7 @@ beforeAll(async () => {
     const state = (name: string) => vms.find((v) => v.name === name)?.state;
     return state("observed") === "StoppingPending" && state("pending") === "StoppingPending" && vms.find((v) => v.name === "leased")?.leases.length === 1;
   }, 60_000, "the VMs to reach their states");
-  const profile = mkdtempSync(path.join(os.tmpdir(), "ws17-chromium-"));
+  profile = mkdtempSync(path.join(os.tmpdir(), "ws17-chromium-"));
   browser = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
@@ -71,6 +75,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
   await Promise.all(running.map((p) => p.stop()));
   await Promise.all(Object.values(machines).map((m) => m.remove()));
   rmSync(dir, { recursive: true, force: true });
@@ -140,6 +145,34 @@ describe("pages in a browser", () => {
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "vm-pending.png"), fullPage: true });
     const missing = await page.goto(`${base()}/vm/lab/nope`);
     expect(missing?.status()).toBe(404);
+    await page.close();
+  });
+
+  it("the keep-running link in a browser: the page, a button, the lease via link, and a reused link refused", async () => {
+    const status = spawnSync(process.execPath, [wsLease, "status", "--json"], { encoding: "utf8", env: { ...process.env, WS_AGENT_SOCKET: machines.pending!.socket } });
+    const hint = (JSON.parse(status.stdout) as { notice?: { keepRunningHint: string } }).notice?.keepRunningHint ?? "";
+    const link = /http:\/\/\S+\/keep\/research\/pending\?t=\S+/.exec(hint)?.[0];
+    expect(link, `the notice in the VM carries the link: ${hint}`).toBeDefined();
+    const page = await browser.newPage();
+    await page.goto(link!);
+    expect(await page.locator("h1").innerText()).toBe("Keep research/pending running?");
+    expect(await page.locator("#reason").innerText()).toMatch(/idle/);
+    expect(await page.locator('button[name="keep"]').allInnerTexts()).toEqual(["Keep 1h", "Keep 4h", "Keep 8h"]);
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, "keep-confirm.png"), fullPage: true });
+    await page.click('button:has-text("Keep 4h")');
+    expect(await page.locator("#granted").innerText()).toMatch(/A lease of 4h .* via link/);
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, "keep-granted.png"), fullPage: true });
+    await eventually(async () => {
+      await page.goto(`${base()}/vm/research/pending`);
+      return (await page.locator("#state").innerText()) === "Active" && (await page.locator("#leases .lease-reason").count()) === 1;
+    }, 30_000, "the pending stop cancelled by the link's lease");
+    expect(await page.locator("#leases .lease-reason").innerText()).toBe("kept running via link by carol");
+    expect(await page.locator("#transitions").innerText()).toMatch(/cancel/);
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, "vm-kept-via-link.png"), fullPage: true });
+    const again = await page.goto(link!);
+    expect(again?.status()).toBe(409);
+    expect(await page.locator("#refusal").innerText()).toMatch(/Nothing was changed/);
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, "keep-reused.png"), fullPage: true });
     await page.close();
   });
 });
