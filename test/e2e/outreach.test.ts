@@ -53,7 +53,7 @@ beforeAll(async () => {
     policyDefaults: { autostop: "enabled", mode: "enforce", "idle-timeout": "3s", "grace-period": "40s" },
     extra: `notifications:
   publicUrl: "http://127.0.0.1:${placeholderHttp}"
-  timeout: 1s
+  timeout: 20s
   retries: 2
   webhooks:
     - { url: "${receiver.url}/json", format: json }
@@ -133,7 +133,9 @@ describe("webhooks", () => {
     // The stop happened although the hanging receiver still holds requests about this VM open.
     expect(receiver.on("/hang").some((h) => (h.body as JsonHook).vm.name === "doomed")).toBe(true);
     expect(receiver.hanging()).toBeGreaterThan(0);
+    // And the other receivers heard of the stop while the hanging one still holds its requests.
     await eventually(() => jsonHooks("doomed").some((b) => b.event === "stop"), 30_000, "the stop webhook");
+    expect(receiver.hanging()).toBeGreaterThan(0);
     const failedAttempts = await eventually(() => {
       const attempts = receiver.on("/fail").filter((h) => (h.body as JsonHook).vm.name === "doomed" && (h.body as JsonHook).event === "notice");
       return attempts.length >= 3 ? attempts : undefined;

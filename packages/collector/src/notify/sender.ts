@@ -1,7 +1,9 @@
-// Delivers webhook requests off the decision path: a bounded queue, a few
-// deliveries at a time, a timeout per attempt, retries with jittered backoff
-// on 429/5xx/no answer. enqueue() returns at once and never throws, so a hung
-// receiver cannot delay a notice or a stop. Logs name the target, never its URL.
+// Delivers webhook requests off the decision path: one queue per receiver (so
+// a receiver that hangs delays only its own messages), a bound on everything
+// queued, a few deliveries at a time, a timeout per attempt, retries with
+// jittered backoff on 429/5xx/no answer. enqueue() returns at once and never
+// throws, so no receiver can delay a notice or a stop. Logs name the target,
+// never its URL.
 import type { Logger } from "@ws/protocol";
 import { backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "../kube/backoff.js";
 import type { WebhookFormat } from "./config.js";
@@ -22,9 +24,12 @@ export interface SenderOptions {
   log: Logger;
   timeoutMs: number;
   retries: number;
+  /** Messages queued in all, over every receiver. */
   queueSize: number;
-  /** Deliveries in flight at once. */
+  /** Deliveries in flight at once, in all (default 16). */
   concurrency?: number;
+  /** Deliveries in flight at once to one receiver (default 2). */
+  perReceiver?: number;
   backoff?: BackoffPolicy;
   random?: () => number;
   sleep?: Sleep;
@@ -34,8 +39,15 @@ export interface SenderOptions {
 
 export const WEBHOOK_BACKOFF: BackoffPolicy = { initialMs: 1000, maxMs: 30_000, factor: 2 };
 
+interface ReceiverQueue {
+  pending: WebhookRequest[];
+  inFlight: number;
+}
+
 export class WebhookSender {
-  private readonly queue: WebhookRequest[] = [];
+  /** By URL: the URL is a secret, kept in memory only as the key. */
+  private readonly receivers = new Map<string, ReceiverQueue>();
+  private queued = 0;
   private inFlight = 0;
   private closed = false;
   private readonly idleWaiters = new Set<() => void>();
@@ -47,30 +59,43 @@ export class WebhookSender {
   constructor(private readonly options: SenderOptions) {}
 
   get queueLength(): number {
-    return this.queue.length;
+    return this.queued;
   }
 
-  /** Queues a request; a full queue drops the oldest (a newer notice supersedes it). Never blocks. */
+  /**
+   * Queues a request; when everything queued reaches queueSize, the oldest
+   * message of the longest queue goes (the receiver that is behind; a newer
+   * notice supersedes it). Never blocks.
+   */
   enqueue(request: WebhookRequest): void {
     if (this.closed) return;
-    if (this.queue.length >= this.options.queueSize) {
-      const dropped = this.queue.shift()!;
+    if (this.queued >= this.options.queueSize) {
+      const longest = [...this.receivers.values()].reduce((a, b) => (b.pending.length > a.pending.length ? b : a));
+      const dropped = longest.pending.shift()!;
+      this.queued--;
       this.count("dropped", dropped.format);
       this.options.log("warn", `webhook ${dropped.name}: queue full (${this.options.queueSize}), dropped the ${dropped.about} message`, { webhook: dropped.name });
     }
-    this.queue.push(request);
+    let receiver = this.receivers.get(request.url);
+    if (!receiver) {
+      receiver = { pending: [], inFlight: 0 };
+      this.receivers.set(request.url, receiver);
+    }
+    receiver.pending.push(request);
+    this.queued++;
     this.pump();
   }
 
   /** Resolves when nothing is queued or in flight (tests, shutdown). */
   idle(): Promise<void> {
-    if (this.queue.length === 0 && this.inFlight === 0) return Promise.resolve();
+    if (this.queued === 0 && this.inFlight === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.add(resolve));
   }
 
   close(): void {
     this.closed = true;
-    for (const dropped of this.queue.splice(0)) this.count("dropped", dropped.format);
+    for (const receiver of this.receivers.values()) for (const dropped of receiver.pending.splice(0)) this.count("dropped", dropped.format);
+    this.queued = 0;
     this.wakeIdle();
   }
 
@@ -80,20 +105,28 @@ export class WebhookSender {
   }
 
   private pump(): void {
-    const limit = this.options.concurrency ?? 4;
-    while (this.inFlight < limit && this.queue.length > 0) {
-      const request = this.queue.shift()!;
-      this.inFlight++;
-      void this.deliver(request).finally(() => {
-        this.inFlight--;
-        this.pump();
-        this.wakeIdle();
-      });
+    const limit = this.options.concurrency ?? 16;
+    const perReceiver = this.options.perReceiver ?? 2;
+    for (const [url, receiver] of this.receivers) {
+      while (this.inFlight < limit && receiver.inFlight < perReceiver && receiver.pending.length > 0) {
+        const request = receiver.pending.shift()!;
+        this.queued--;
+        this.inFlight++;
+        receiver.inFlight++;
+        void this.deliver(request).finally(() => {
+          this.inFlight--;
+          receiver.inFlight--;
+          if (receiver.inFlight === 0 && receiver.pending.length === 0) this.receivers.delete(url);
+          this.pump();
+          this.wakeIdle();
+        });
+      }
+      if (this.inFlight >= limit) return;
     }
   }
 
   private wakeIdle(): void {
-    if (this.queue.length > 0 || this.inFlight > 0) return;
+    if (this.queued > 0 || this.inFlight > 0) return;
     for (const wake of [...this.idleWaiters]) wake();
     this.idleWaiters.clear();
   }

@@ -74,12 +74,27 @@ describe("WebhookSender", () => {
 
   it("a full queue drops the oldest message and counts it", async () => {
     receiver = await webhookReceiver();
-    const sender = new WebhookSender({ log, timeoutMs: 300, retries: 0, queueSize: 2, concurrency: 1 });
+    const sender = new WebhookSender({ log, timeoutMs: 300, retries: 0, queueSize: 2, perReceiver: 1 });
     for (let n = 1; n <= 4; n++) sender.enqueue(request("/hang", { n }));
     await sender.idle();
     // One in flight at once, two queued: of 4, the second was dropped for the fourth.
     expect(receiver.on("/hang").map((h) => (h.body as { n: number }).n)).toEqual([1, 3, 4]);
     expect(sender.counts.get("dropped|json")).toBe(1);
     expect(logs.join("\n")).toContain("queue full (2)");
+  });
+
+  it("a receiver that hangs delays only its own messages", async () => {
+    receiver = await webhookReceiver();
+    const sender = new WebhookSender({ log, timeoutMs: 5000, retries: 0, queueSize: 100 });
+    for (let n = 1; n <= 6; n++) sender.enqueue(request("/hang", { n }));
+    sender.enqueue(request("/ok", { n: 7 }));
+    // The healthy receiver gets its message while the hanging one holds its slots.
+    const deadline = Date.now() + 10_000;
+    while (receiver.on("/ok").length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(receiver.on("/ok")).toHaveLength(1);
+    expect(receiver.hanging()).toBe(2); // two at a time per receiver
+    expect(sender.queueLength).toBe(4);
+    sender.close();
+    expect(sender.counts.get("dropped|json")).toBe(4);
   });
 });
