@@ -78,7 +78,7 @@ export function createWebServer(options: WebOptions): http.Server {
         const vm = vmFromPath(url.pathname, "/vm/");
         const now = options.nowMs();
         const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
-        if (!vm || !detail) return send(404, html, `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="/">All workstations</a></p>`);
+        if (!vm || !detail) return send(404, html, `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`);
         // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
         const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
         const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
