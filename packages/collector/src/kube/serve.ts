@@ -28,6 +28,7 @@ const ACTION_FOR_REASON: Record<string, string> = {
   IdleWouldStop: "ObserveStop",
   IdleStopRefused: "Stop",
   IdleStopFailed: "Stop",
+  KeepRunningLink: "GrantLease",
   PolicyInvalid: "ReadPolicy",
   PolicyValid: "ReadPolicy",
   BadPolicy: "ReadPolicy",
