@@ -143,6 +143,12 @@ describe("pages in a browser", () => {
     await page.goto(`${base()}/vm/research/pending`);
     expect(await page.locator("#stop").innerText()).toMatch(/Stops at .* the VM's users are warned/);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "vm-pending.png"), fullPage: true });
+    const json = JSON.parse((await getText(`${base()}/api/vms/lab/leased`)).body) as { view: { owner: string; leases: Array<{ reason: string }> }; transitions: unknown[]; points: unknown[] };
+    expect(json.view.owner).toBe("bob");
+    expect(json.view.leases[0]?.reason).toBe("training resnet");
+    expect(json.transitions.length).toBeGreaterThan(0);
+    expect(json.points.length).toBeGreaterThan(0);
+    expect((await getText(`${base()}/api/vms/lab/nope`)).status).toBe(404);
     const missing = await page.goto(`${base()}/vm/lab/nope`);
     expect(missing?.status()).toBe(404);
     await page.close();

@@ -74,6 +74,19 @@ export function createWebServer(options: WebOptions): http.Server {
         return send(answer.status, html, answer.html);
       }
       if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+      if (url.pathname.startsWith("/api/vms/")) {
+        // One VM as JSON: what its page shows (explanation, policy, sources, transitions, chart points).
+        const vm = vmFromPath(url.pathname, "/api/vms/");
+        const now = options.nowMs();
+        const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+        if (!vm || !detail) return send(404, "application/json", JSON.stringify({ error: "no such VM" }) + "\n");
+        const spanMs = options.chartSpanMs ?? 4 * 3600_000;
+        return send(
+          200,
+          "application/json",
+          JSON.stringify({ ...detail, transitions: options.history?.transitions(vm) ?? [], points: options.history?.points(vm, now - spanMs) ?? [] }, null, 2),
+        );
+      }
       if (url.pathname.startsWith("/vm/")) {
         const vm = vmFromPath(url.pathname, "/vm/");
         const now = options.nowMs();
