@@ -100,7 +100,7 @@ const agentPage = helpToMan({
   commands: commandNames.map((name) => ({ name, help: helpOf(name, "--help") })),
   seeAlso: ["ws-lease(1)", "systemctl(1)", "journalctl(1)", "/usr/share/doc/ws-agent/README.md"],
 });
-const leasePage = helpToMan({ name: "ws-lease", section: 1, date, source, manual: "User Commands", help: helpOf("lease", "--help") });
+const leasePage = helpToMan({ name: "ws-lease", section: 1, date, source, manual: "User Commands", help: helpOf("lease", "--man") });
 put("usr/share/man/man8/ws-agent.8.gz", gzipSync(agentPage, { level: 9 }));
 put("usr/share/man/man1/ws-lease.1.gz", gzipSync(leasePage, { level: 9 }));
 

@@ -17,6 +17,7 @@ PACKAGES=(
   lintian dpkg-dev                      # packaging: the .deb is lintian clean; dpkg-parsechangelog reads its changelog
   buildah                               # packaging: the collector image, built and run without a Docker daemon
   qemu-system-x86 qemu-utils genisoimage  # test:vm: boot the guest image (TCG), overlays and resizes, the cloud-init seed
+  chromium                              # the collector's pages in a real browser (test/e2e/pages.test.ts, via playwright-core)
   procps
 )
 

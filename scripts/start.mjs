@@ -4,7 +4,8 @@
 // (observe mode, short demo timeouts so the state machine moves within
 // minutes), prints the URLs, and stops both on Ctrl-C.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -23,6 +24,26 @@ function run(command, args) {
   }
 }
 
+/** One clear line when a port is taken, naming the variable that moves it (no stack trace). */
+async function requireFreePort(port, variable) {
+  const problem = await new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once("error", (error) => resolve(error.code === "EADDRINUSE" ? "is already in use" : `cannot be opened (${error.code ?? error.message})`));
+    probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(undefined)));
+  });
+  if (problem) {
+    console.error(`npm start: port ${port} ${problem}; choose another with ${variable}, e.g. ${variable}=${port + 1} npm start`);
+    process.exit(1);
+  }
+}
+for (const [port, variable] of [[grpcPort, "WS_START_GRPC_PORT"], [httpPort, "WS_START_HTTP_PORT"]]) {
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    console.error(`npm start: ${variable} must be a port number (1-65535), not "${process.env[variable]}"`);
+    process.exit(1);
+  }
+  await requireFreePort(port, variable);
+}
+
 ensureNpmDependencies(root);
 run("node", ["scripts/build.mjs"]);
 
@@ -39,6 +60,9 @@ const configFile = path.join(work, "collector.yaml");
 writeFileSync(
   configFile,
   `# Written by npm start: a standalone collector with demo timeouts, observe mode.
+# Demo thresholds a person can watch: whole-machine CPU is off (the browser looking at the
+# status page would cross it and cancel every pending stop); users' processes count from
+# 1.5 cores, so a build or a training run still does. Observe mode warns nobody.
 mode: standalone
 grpc: { listen: "127.0.0.1:${grpcPort}" }
 http: { listen: "127.0.0.1:${httpPort}" }
@@ -52,6 +76,10 @@ policy:
     idle-timeout: 2m
     grace-period: 1m
     agent-lost-after: 30s
+    cpu-busy-threshold: "off"
+    user-cpu-threshold: "1.5"
+notifications:
+  publicUrl: "http://127.0.0.1:${httpPort}"
 `,
 );
 const token = spawnSync(process.execPath, [collectorBin, "token", "--key-file", keyFile, "--namespace", vm.namespace, "--name", vm.name], { encoding: "utf8" }).stdout.trim();
@@ -94,13 +122,22 @@ start("agent", [
   "--report-interval", "5s",
 ], { WS_AGENT_TOKEN: token, WS_AGENT_CONFIG: path.join(work, "agent.yaml") });
 writeFileSync(path.join(work, "agent.yaml"), "# npm start passes everything as flags\n");
+// ws-lease for this demo: a one-word command once its folder is on PATH.
+const binDir = path.join(work, "bin");
+mkdirSync(binDir, { recursive: true });
+const wsLease = path.join(binDir, "ws-lease");
+writeFileSync(wsLease, `#!/bin/sh\n# Written by npm start: ws-lease for the demo agent.\nWS_AGENT_SOCKET=${JSON.stringify(path.join(work, "agent.sock"))} exec ${JSON.stringify(process.execPath)} ${JSON.stringify(agentBin)} lease "$@"\n`);
+chmodSync(wsLease, 0o755);
 
 console.log(`
 ws is running: a standalone collector and an agent reporting this machine as ${vm.namespace}/${vm.name}.
   status page  http://127.0.0.1:${httpPort}/
   metrics      http://127.0.0.1:${httpPort}/metrics
   VMs as JSON  http://127.0.0.1:${httpPort}/api/vms
-  lease        WS_AGENT_SOCKET=${path.join(work, "agent.sock")} ${agentBin} lease 10m --reason demo
-Observe mode with a 2m idle timeout and 1m grace: leave the machine alone and watch the state move.
+  this VM       http://127.0.0.1:${httpPort}/vm/${vm.namespace}/${vm.name}
+  ws-lease     export PATH="${binDir}:$PATH"   then: ws-lease 10m --reason demo, ws-lease status, ws-lease run 2m -- sleep 60
+Observe mode with a 2m idle timeout and 1m grace: leave the machine alone and watch the state move
+("would stop at" on the VM's page; observe mode warns nobody, so no terminal is written to).
+Demo thresholds: users' processes above 1.5 cores count as work; whole-machine CPU does not.
 Press Ctrl-C to stop both.
 `);

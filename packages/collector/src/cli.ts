@@ -40,13 +40,16 @@ Runs the collector. In standalone mode (the default without a kubeconfig) the VM
 that connect, policy comes from the config file, and a stop is a log line or the configured
 stopCommand (argv, {namespace} and {name} replaced; never run through a shell).
 In kubernetes mode it watches VirtualMachines and stops them through the KubeVirt API.
+The config file's notifications: section sends webhooks (JSON, Slack, ntfy) with signed
+keep-running links (docs/notifications.md).
 
 Options:
   -c, --config FILE        Config file (default ${DEFAULT_CONFIG} when it exists)
       --standalone         Standalone mode (no Kubernetes)
       --kubeconfig FILE    Kubernetes mode with this kubeconfig (in a pod: in-cluster config)
       --grpc-listen ADDR   Agents' gRPC address (default 0.0.0.0:7443)
-      --http-listen ADDR   HTTP address for /metrics, /healthz, /readyz, / (default 0.0.0.0:8080)
+      --http-listen ADDR   HTTP address for /metrics, /healthz, /readyz, the pages / and
+                           /vm/NS/NAME, and /keep links (default 0.0.0.0:8080)
       --key-file FILE      Token key (default /etc/ws-collector/token.key; WS_COLLECTOR_KEY_FILE)
       --stop-command ARG   Standalone stop command, one argv entry per flag, e.g.
                            --stop-command virsh --stop-command shutdown --stop-command {name}

@@ -3,6 +3,7 @@
 import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
+import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
@@ -29,6 +30,8 @@ export interface CollectorConfig {
   /** The raw `policy:` section (defaults and profiles), parsed by the engine. */
   policyYaml: string;
   recordTrace?: string;
+  /** Webhooks, keep-running links, the owner label (docs/notifications.md). */
+  notifications: NotificationsConfig;
 }
 
 export class CollectorConfigError extends Error {
@@ -48,7 +51,7 @@ export interface CollectorFlags {
   stopCommand?: string[];
 }
 
-const TOP_KEYS = ["mode", "grpc", "http", "tokenKeyFile", "reportInterval", "tick", "standalone", "kubernetes", "policy", "recordTrace"];
+const TOP_KEYS = ["mode", "grpc", "http", "tokenKeyFile", "reportInterval", "tick", "standalone", "kubernetes", "policy", "recordTrace", "notifications"];
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
@@ -139,6 +142,7 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
       identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
     },
     policyYaml,
+    notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
     ...(flags.recordTrace ?? str(file, "recordTrace", "recordTrace") ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! } : {}),
   };
   for (const [label, address] of [["grpc.listen", config.grpc.listen], ["http.listen", config.http.listen]] as const) {

@@ -7,16 +7,19 @@
 //
 // Transitions and notices go out to the listeners of onTransition(): the one
 // place other edges (webhooks, per-VM pages) hook in.
+import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { DirectiveSchema, type Directive, type Report } from "@ws/protocol";
+import { DirectiveSchema, SourceState, type Directive, type Report } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
 import { vmId } from "./agents/server.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
 import type { Action, Decision, EngineState, Explanation, Policy, PolicyError, PolicyFallback, StopResult, StopTrigger, VmRecord } from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
-import type { FleetCounters, FleetReader, VmPlatformDetails, VmSeriesSource, VmView } from "./view.js";
+import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keeplink/grant.js";
+import type { FleetObserver } from "./notify/outreach.js";
+import type { FleetCounters, FleetReader, VmDetail, VmPlatformDetails, VmSeriesSource, VmView } from "./view.js";
 import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
 import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
@@ -72,6 +75,8 @@ export interface FleetOptions {
   timers?: DeadlineTimers;
   /** Owner, what a stop frees, declared GPUs: what the platform knows of the VM (Kubernetes). */
   vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
+  /** Outreach (docs/notifications.md): history, webhooks, keep-running links, who is warned. Absent: none of them. */
+  observer?: FleetObserver;
 }
 
 export type { TraceInput };
@@ -96,7 +101,7 @@ interface VmEntry {
   needsRestore: boolean;
 }
 
-export class Fleet implements AgentSink, FleetReader {
+export class Fleet implements AgentSink, FleetReader, KeepGranter {
   private readonly vms = new Map<string, VmEntry>();
   private readonly counterValues: FleetCounters = { stops: new Map(), notices: 0, stopsCancelled: 0, leasesGranted: 0, policyErrors: 0 };
   private readonly deadlines: DeadlineQueue<string>;
@@ -213,6 +218,7 @@ export class Fleet implements AgentSink, FleetReader {
     this.vms.delete(vmId(vm));
     this.deadlines.cancel(vmId(vm));
     this.sorted = undefined;
+    this.options.observer?.forget(vm);
   }
 
   counters(): FleetCounters {
@@ -255,7 +261,7 @@ export class Fleet implements AgentSink, FleetReader {
         peer: entry.peer,
         policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
         truncated: entry.truncated,
-        platform: this.options.vmDetails?.(entry.key),
+        platform: this.platformOf(entry.key),
       },
       nowMs,
     );
@@ -327,8 +333,10 @@ export class Fleet implements AgentSink, FleetReader {
     }
     if (input.kind !== "platform") entry.loop.running = this.options.vmRunning?.(entry.key);
     const began = performance.now();
-    const previousState = entry.loop.record?.state ?? "Unknown";
+    const previousRecord = entry.loop.record;
+    const previousState = previousRecord?.state ?? "Unknown";
     const decision = step(entry.loop, now, input);
+    this.options.observer?.decided(entry.key, decision, previousRecord, entry.loop.policy, now);
     this.options.stats?.observeDecision((performance.now() - began) / 1000);
     entry.version++;
     this.deadlines.schedule(entry.id, decision.wakeAtMs);
@@ -338,8 +346,7 @@ export class Fleet implements AgentSink, FleetReader {
     }
     for (const action of decision.actions) this.execute(entry, action);
     const fields = directiveFields(decision.actions);
-    const frees = fields.notice ? this.options.vmDetails?.(entry.key)?.frees : undefined;
-    if (fields.notice && frees) fields.notice.reason = `${fields.notice.reason}; ${frees}`;
+    this.addressNotice(entry, decision.actions, fields);
     if (entry.session && (fromReport || hasAgentContent(fields))) {
       entry.session.send(create(DirectiveSchema, directiveWithStatus(fields, decision.next, entry.loop.policy, now)));
     }
@@ -387,6 +394,7 @@ export class Fleet implements AgentSink, FleetReader {
         void actuator.stop(entry.key, action.reason, { trigger: action.trigger, explanation: entry.loop.lastDecision?.explanation }).then((result) => {
           entry.stopInFlight = false;
           this.options.stats?.countStopOutcome(entry.key, result.outcome);
+          this.options.observer?.stopped(entry.key, result, { reason: action.reason, trigger: action.trigger }, entry.loop.policy, this.options.nowMs());
           log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, { vm: id });
           if (this.vms.get(id) === entry) this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
         });
@@ -409,6 +417,77 @@ export class Fleet implements AgentSink, FleetReader {
         log("warn", `unknown engine action ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /**
+   * The notice as the VM's users get it: what a stop frees (Kubernetes), the keep-running link,
+   * or no notice at all where outreach says nobody is warned (observe mode by default).
+   */
+  private addressNotice(entry: VmEntry, actions: readonly Action[], fields: ReturnType<typeof directiveFields>): void {
+    const notice = actions.find((a): a is Extract<Action, { kind: "notice" }> => a.kind === "notice");
+    if (!notice || !fields.notice) return;
+    const observer = this.options.observer;
+    if (observer && !observer.deliversNotice(notice.mode, entry.loop.policy)) {
+      delete fields.notice;
+      return;
+    }
+    const frees = this.options.vmDetails?.(entry.key)?.frees;
+    if (frees) fields.notice.reason = `${fields.notice.reason}; ${frees}`;
+    const link = observer?.noticeLink(entry.key, notice.id, notice.deadlineMs);
+    if (link) fields.notice.keepRunningHint = `${fields.notice.keepRunningHint ?? ""} Or open ${link}`.trim();
+  }
+
+  /** What the platform knows of the VM, with the owner outreach reads where the platform names none (standalone). */
+  private platformOf(vm: VmKey): VmPlatformDetails | undefined {
+    const details = this.options.vmDetails?.(vm);
+    const owner = details?.owner ?? this.options.observer?.owner(vm);
+    return owner === undefined || owner === "" ? details : { ...details, owner };
+  }
+
+  // --- keep-running links and the VM page (docs/notifications.md) ---
+
+  detail(namespace: string, name: string, nowMs: number): VmDetail | undefined {
+    const entry = this.vms.get(vmId({ namespace, name }));
+    if (!entry) return undefined;
+    const notice = entry.loop.record?.notice;
+    return {
+      view: this.viewOf(entry, nowMs),
+      explanation: entry.loop.lastDecision?.explanation,
+      policy: entry.loop.policy,
+      sources: (entry.loop.latest?.report.sources ?? []).map((source) => ({
+        source: source.source,
+        state: SourceState[source.state]?.toLowerCase() ?? "unknown",
+        message: source.message,
+      })),
+      ...(notice
+        ? { notice: { id: notice.id, reason: notice.reason, deadlineMs: notice.deadlineMs, mode: notice.mode, ...(notice.wouldStopAtMs !== undefined ? { wouldStopAtMs: notice.wouldStopAtMs } : {}) } }
+        : {}),
+    };
+  }
+
+  keepContext(vm: VmKey, _nowMs: number): KeepContext | undefined {
+    const entry = this.vms.get(vmId(vm));
+    if (!entry) return undefined;
+    const notice = entry.loop.record?.notice;
+    return {
+      state: entry.loop.record?.state ?? "Unknown",
+      mode: entry.loop.policy.mode,
+      connected: entry.session !== undefined,
+      owner: this.platformOf(vm)?.owner ?? "",
+      maxKeepRunningSeconds: entry.loop.policy.maxKeepRunningSeconds,
+      ...(notice ? { notice: { id: notice.id, reason: notice.reason, deadlineMs: notice.deadlineMs } } : {}),
+    };
+  }
+
+  grantViaLink(vm: VmKey, grant: LinkGrant, _nowMs: number): GrantOutcome {
+    const entry = this.vms.get(vmId(vm));
+    if (!entry?.session) return { ok: false, message: "the VM's agent is not connected right now, so it cannot be told; nothing was changed" };
+    if (entry.loop.record?.notice?.id !== grant.noticeId) return { ok: false, message: "this notice is no longer pending (the stop was cancelled or has happened); nothing was changed" };
+    const leaseId = randomBytes(4).toString("hex");
+    const seconds = Math.min(grant.seconds, entry.loop.policy.maxKeepRunningSeconds);
+    entry.session.send(create(DirectiveSchema, { leaseGrants: [{ id: leaseId, seconds, user: grant.user, reason: grant.reason, via: "link", noticeId: grant.noticeId }] }));
+    this.options.log("info", `${entry.id}: keep-running link used: lease ${leaseId} for ${seconds}s sent to the agent`, { vm: entry.id, notice: grant.noticeId });
+    return { ok: true, leaseId };
   }
 
   private countStop(trigger: string, mode: string): void {

@@ -21,6 +21,10 @@ import { verifyToken } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import type { VmPlatformDetails } from "./view.js";
 import { createWebServer } from "./web/server.js";
+import { KeepLinks } from "./keeplink/handler.js";
+import { deriveLinkKey } from "./keeplink/token.js";
+import { registerNotificationMetrics } from "./notify/metrics.js";
+import { Outreach } from "./notify/outreach.js";
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -88,9 +92,19 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
   const recorder = config.recordTrace
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
+  // Issue 17: history, webhooks and keep-running links, wired through the fleet's observer hook.
+  const linkKey = deriveLinkKey(key);
+  const outreach = new Outreach({
+    config: config.notifications,
+    log,
+    metadataFor: (vm) => mode.policySource.metadataFor(vm),
+    prefix: mode.policySource.prefix,
+    linkKey,
+  });
   const fleet = new Fleet({
     log,
     stats,
+    observer: outreach,
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -114,6 +128,15 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, { leader: mode.leader, mode: mode.name });
+  registerNotificationMetrics(registry, outreach.sender);
+  const keepLinks = new KeepLinks({
+    granter: fleet,
+    linkKey,
+    choicesHours: config.notifications.keepChoicesHours,
+    nowMs,
+    log,
+    audit: (vm, message) => mode.actuator.event(vm, "Normal", "KeepRunningLink", message),
+  });
   const web = createWebServer({
     fleet,
     registry,
@@ -122,6 +145,8 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     // leader's pod label, not readiness, routes the agents (kube/leader-label.ts).
     ready: () => true,
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
+    history: outreach.history,
+    keepLinks,
   });
   const http = splitHostPort(config.http.listen);
   await new Promise<void>((resolve, reject) => {
@@ -136,6 +161,8 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
     http: `${http.host}:${httpPort}`,
     tls: Boolean(config.grpc.certFile),
+    webhooks: config.notifications.webhooks.length + Object.values(config.notifications.profiles).reduce((n, list) => n + list.length, 0),
+    keepLinks: config.notifications.publicUrl ? "on" : "off (notifications.publicUrl unset)",
     ...(mode.name === "standalone" ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" } : {}),
   });
   if (!config.grpc.certFile) log("warn", "gRPC without TLS: tokens travel in clear; set grpc.certFile/keyFile or use a mesh outside a test setup");
@@ -153,5 +180,6 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     web.closeAllConnections?.();
   });
   await recorder?.close();
+  outreach.sender.close();
   return 0;
 }

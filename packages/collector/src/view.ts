@@ -1,4 +1,5 @@
 // What the status page, /api/vms and /metrics read: a plain snapshot per VM.
+import type { Explanation, Policy } from "./engine/types.js";
 import type { ReportReadings } from "./whatif/readings.js";
 
 export type { ReportReadings };
@@ -64,6 +65,17 @@ export interface VmView {
   truncated?: string[];
 }
 
+/** What the page of one VM shows beyond its row: the last decision's explanation and the policy. */
+export interface VmDetail {
+  view: VmView;
+  explanation: Explanation | undefined;
+  policy: Policy;
+  /** The pending notice, when a stop is pending. */
+  notice?: { id: string; reason: string; deadlineMs: number; mode: string; wouldStopAtMs?: number };
+  /** Each signal source of the last report: ok, absent, failed (why) or disabled. */
+  sources: Array<{ source: string; state: string; message: string }>;
+}
+
 export interface FleetCounters {
   stops: Map<string, number>; // key: "reason|mode"
   notices: number;
@@ -85,4 +97,6 @@ export interface FleetReader {
   counters(): FleetCounters;
   /** Every VM with its change version (absent: /metrics rebuilds every VM's series from views() at each scrape). */
   seriesSources?(): Iterable<VmSeriesSource>;
+  /** One VM in detail, for /vm/NAMESPACE/NAME; undefined when the collector does not know it. */
+  detail?(namespace: string, name: string, nowMs: number): VmDetail | undefined;
 }

@@ -2,6 +2,8 @@
 // with their VM, histograms drained from the stats, promtool's lint, and the
 // docs listing every metric.
 import { spawnSync } from "node:child_process";
+import { registerNotificationMetrics } from "../src/notify/metrics.js";
+import { WebhookSender } from "../src/notify/sender.js";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -68,6 +70,8 @@ function setup(options: { leader?: () => boolean } = {}) {
   const fleet = new StubFleet();
   const stats = new CollectorStats();
   const registry = createMetrics(fleet, stats, () => NOW, () => 3, options);
+  // serve.ts adds the notification metrics to the same registry.
+  registerNotificationMetrics(registry, new WebhookSender({ log: () => {}, timeoutMs: 1000, retries: 0, queueSize: 1 }));
   return { fleet, stats, registry };
 }
 

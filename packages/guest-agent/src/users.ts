@@ -20,7 +20,7 @@ export interface Users {
 }
 
 export const FIRST_HUMAN_UID = 1000;
-const NOBODY_UID = 65534;
+export const NOBODY_UID = 65534;
 
 /** Parses /etc/passwd. Pure; malformed lines are skipped. */
 export function parsePasswd(text: string): UserEntry[] {

@@ -32,6 +32,7 @@ export const EVENT_REASONS = {
   PolicyValid: { types: ["Normal"], action: "ReadPolicy", meaning: "the policy annotations are valid again" },
   AgentLost: { types: ["Warning"], action: "Observe", meaning: "no Report for agent-lost-after; the VM is not stopped for it (by default)" },
   AgentBack: { types: ["Normal"], action: "Observe", meaning: "the agent reports again after AgentLost" },
+  KeepRunningLink: { types: ["Normal"], action: "GrantLease", meaning: "someone pressed a keep-running button of a notice's signed link: a lease went to the agent (who, for how long)" },
   IdentityRejected: { types: ["Warning"], action: "Authenticate", meaning: "an agent stream came from another address than the pod of the VM it claimed (Kubernetes mode)" },
 } as const satisfies Record<string, EventReasonInfo>;
 

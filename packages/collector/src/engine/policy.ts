@@ -35,6 +35,7 @@ export const BUILTIN_DEFAULT_POLICY: Policy = Object.freeze({
   stopWhenAgentLostAfterSeconds: null,
   reportIntervalSeconds: 15,
   noticeRepeatSeconds: 5 * 60,
+  observeNotices: false,
   thresholds: Object.freeze({
     gpuUtilizationRatio: 0.1,
     cpuBusyRatio: 0.5,
@@ -130,6 +131,11 @@ export const POLICY_KNOBS: readonly Knob[] = [
     set: (t, raw, s) => void (t.noticeRepeatSeconds = duration(raw, s, { min: 30 })),
   },
   {
+    name: "observe-notices",
+    help: "enabled | disabled: observe mode also warns users (terminals, desktop, webhooks), for a dry run (default disabled)",
+    set: (t, raw) => void (t.observeNotices = parseSwitch(raw)),
+  },
+  {
     name: "gpu-utilization-threshold",
     help: "GPU utilization that counts as work (default 10%; off)",
     set: (t, raw) => void (thresholds(t).gpuUtilizationRatio = parseRatio(raw)),
@@ -175,6 +181,9 @@ export const NON_POLICY_ANNOTATION_NAMES: readonly string[] = [
   "stop-deadline",
   "last-stop",
   "allow-ephemeral-stop",
+  // The VM's own webhook (notify/config.ts): read by the notifier, and never echoed (a URL may be a secret).
+  "notify-url",
+  "notify-format",
 ];
 
 /** Applies one set of knob values (annotations without the prefix, or a config section). */

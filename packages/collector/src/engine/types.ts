@@ -46,6 +46,11 @@ export interface Policy {
   reportIntervalSeconds: number;
   /** How often a pending notice is sent again (same id) while the stop is pending. */
   noticeRepeatSeconds: number;
+  /**
+   * Observe mode sends its notices (terminals, desktop, webhooks) too: a dry
+   * run with users. Off (unset) by default: observe mode warns nobody.
+   */
+  observeNotices?: boolean;
   thresholds: Thresholds;
 }
 

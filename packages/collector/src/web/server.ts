@@ -1,8 +1,12 @@
-// HTTP side: /metrics, /healthz, /readyz, the status page and /api/vms.
+// HTTP side: /metrics, /healthz, /readyz, the fleet page, /vm/NS/NAME,
+// /api/vms, and the keep-running links /keep/NS/NAME (the only POST).
 import http from "node:http";
 import type { Registry } from "prom-client";
+import type { ChartPoint, History } from "../history/history.js";
+import type { KeepLinks } from "../keeplink/handler.js";
 import type { FleetReader } from "../view.js";
-import { renderStatusPage } from "./status-page.js";
+import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
+import { renderVmPage } from "./vm-page.js";
 
 export interface WebOptions {
   fleet: FleetReader;
@@ -10,17 +14,104 @@ export interface WebOptions {
   nowMs: () => number;
   ready: () => boolean;
   info: () => { version: string; mode: string; leader: boolean };
+  /** Transitions and chart points for the VM pages. */
+  history?: History;
+  /** How far back the VM page's chart goes (default 4h). */
+  chartSpanMs?: number;
+  keepLinks?: KeepLinks;
+}
+
+/** A keep-link form is a few hundred bytes; anything larger is not one. */
+const MAX_FORM_BYTES = 4096;
+
+function readForm(req: http.IncomingMessage): Promise<URLSearchParams | undefined> {
+  return new Promise((resolve) => {
+    let size = 0;
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_FORM_BYTES) {
+        resolve(undefined);
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => resolve(new URLSearchParams(Buffer.concat(chunks).toString("utf8"))));
+    req.on("error", () => resolve(undefined));
+  });
+}
+
+/** /PREFIX/NAMESPACE/NAME → the VM, or undefined. */
+function vmFromPath(pathname: string, prefix: string): { namespace: string; name: string } | undefined {
+  const parts = pathname.slice(prefix.length).split("/");
+  if (parts.length !== 2 || !parts[0] || !parts[1]) return undefined;
+  try {
+    return { namespace: decodeURIComponent(parts[0]), name: decodeURIComponent(parts[1]) };
+  } catch {
+    return undefined;
+  }
 }
 
 export function createWebServer(options: WebOptions): http.Server {
   return http.createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://collector");
     const send = (status: number, type: string, body: string) => {
-      res.writeHead(status, { "content-type": type, "cache-control": "no-store" });
-      res.end(body);
+      res.writeHead(status, { "content-type": type, "cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" });
+      res.end(req.method === "HEAD" ? undefined : body);
     };
-    if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+    const html = "text/html; charset=utf-8";
     try {
+      if (url.pathname.startsWith("/keep/")) {
+        const vm = vmFromPath(url.pathname, "/keep/");
+        if (!options.keepLinks) return send(404, "text/plain", "keep-running links are not configured on this collector\n");
+        if (!vm) return send(404, "text/plain", "not found\n");
+        const form = req.method === "POST" ? await readForm(req) : undefined;
+        if (req.method === "POST" && !form) return send(413, "text/plain", "form too large\n");
+        const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
+        const keepSeconds = form?.get("keep");
+        const answer = options.keepLinks.handle({ method: req.method ?? "GET", vm, token, ...(keepSeconds != null ? { keepSeconds } : {}) });
+        return send(answer.status, html, answer.html);
+      }
+      if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+      if (url.pathname.startsWith("/api/vms/")) {
+        // One VM as JSON: what its page shows (explanation, policy, sources, transitions, chart points).
+        const vm = vmFromPath(url.pathname, "/api/vms/");
+        const now = options.nowMs();
+        const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+        if (!vm || !detail) return send(404, "application/json", JSON.stringify({ error: "no such VM" }) + "\n");
+        const spanMs = options.chartSpanMs ?? 4 * 3600_000;
+        return send(
+          200,
+          "application/json",
+          JSON.stringify({ ...detail, transitions: options.history?.transitions(vm) ?? [], points: options.history?.points(vm, now - spanMs) ?? [] }, null, 2),
+        );
+      }
+      if (url.pathname.startsWith("/vm/")) {
+        const vm = vmFromPath(url.pathname, "/vm/");
+        const now = options.nowMs();
+        const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+        if (!vm || !detail) return send(404, html, `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`);
+        // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
+        const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
+        const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
+        const spanMs = Math.min(maxSpanMs, Math.max(10 * 60_000, now - oldest));
+        return send(
+          200,
+          html,
+          renderVmPage({
+            detail,
+            transitions: options.history?.transitions(vm) ?? [],
+            // The recorded points, and where the VM is now (points are recorded on change and every spacing).
+            points: [
+              ...(options.history?.points(vm, now - spanMs) ?? []),
+              { atMs: now, idleSeconds: detail.view.idleSeconds ?? Number.NaN, activeSignals: detail.view.activeSignals.length, state: detail.view.state as ChartPoint["state"] },
+            ],
+            chartSpanMs: spanMs,
+            nowMs: now,
+          }),
+        );
+      }
       switch (url.pathname) {
         case "/metrics":
           return send(200, options.registry.contentType, await options.registry.metrics());
@@ -32,7 +123,7 @@ export function createWebServer(options: WebOptions): http.Server {
         case "/api/vms":
           return send(200, "application/json", JSON.stringify({ vms: options.fleet.views(options.nowMs()) }, null, 2));
         case "/":
-          return send(200, "text/html; charset=utf-8", renderStatusPage(options.fleet.views(options.nowMs()), options.nowMs(), options.info()));
+          return send(200, html, renderFleetPage(options.fleet.views(options.nowMs()), options.nowMs(), options.info(), parseFleetQuery(url.searchParams)));
         default:
           return send(404, "text/plain", "not found\n");
       }
@@ -41,3 +132,5 @@ export function createWebServer(options: WebOptions): http.Server {
     }
   });
 }
+
+const escapeText = (text: string) => text.replace(/[^\w.\-]/g, "?").slice(0, 253);

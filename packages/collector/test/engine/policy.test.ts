@@ -42,6 +42,7 @@ describe("policyFromAnnotations", () => {
         [`${P}stop-when-agent-lost-after`]: "2d",
         [`${P}report-interval`]: "30s",
         [`${P}notice-repeat`]: "2m",
+        [`${P}observe-notices`]: "enabled",
         [`${P}gpu-utilization-threshold`]: "5%",
         [`${P}cpu-busy-threshold`]: "0.75",
         [`${P}user-cpu-threshold`]: "2",
@@ -67,6 +68,7 @@ describe("policyFromAnnotations", () => {
       stopWhenAgentLostAfterSeconds: 172_800,
       reportIntervalSeconds: 30,
       noticeRepeatSeconds: 120,
+      observeNotices: true,
       thresholds: {
         gpuUtilizationRatio: 0.05,
         cpuBusyRatio: 0.75,
@@ -132,6 +134,7 @@ describe("policyFromAnnotations", () => {
       "stop-when-agent-lost-after",
       "report-interval",
       "notice-repeat",
+      "observe-notices",
       "gpu-utilization-threshold",
       "cpu-busy-threshold",
       "user-cpu-threshold",

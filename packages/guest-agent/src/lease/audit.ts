@@ -26,6 +26,7 @@ export function formatAuditLine(event: AuditEvent, wallMs: number): string {
     ["taken", new Date(lease.takenAtMs).toISOString()],
     ["reason", lease.reason],
   ];
+  if (lease.via !== undefined) fields.push(["via", lease.via]);
   if (event.byUid !== undefined) fields.push(["by_uid", String(event.byUid)]);
   if (event.byUser !== undefined) fields.push(["by_user", event.byUser]);
   if (event.detail !== undefined) fields.push(["detail", event.detail]);

@@ -1,5 +1,7 @@
 // ws-lease: keep this VM running for a while, see why it would stop, cancel.
 // Same program as ws-agent, dispatched on its name (ws-agent lease … too).
+import { spawn } from "node:child_process";
+import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
 import { DurationError, parseDuration } from "@ws/protocol";
 import { systemClock, type Clock } from "../clock.js";
@@ -7,6 +9,7 @@ import { AgentProtocolError, AgentUnavailableError, callAgent, DEFAULT_SOCKET_PA
 import { formatCancelled, formatLeaseList, formatOverCap, formatStatus, formatTaken, type Moment } from "./format.js";
 import { DEFAULT_MAX_KEEP_RUNNING_SECONDS, isLeaseId, MAX_REASON_LENGTH, MIN_LEASE_SECONDS } from "./leases.js";
 import type { Answer, ErrorAnswer } from "./wire.js";
+import { AGENT_VERSION } from "../version.js";
 
 export interface LeaseIo {
   stdout: { write(text: string): unknown };
@@ -22,6 +25,7 @@ export const LEASE_HELP = `NAME
 
 SYNOPSIS
     ws-lease DURATION [--reason TEXT] [--json]
+    ws-lease run DURATION [--reason TEXT] -- COMMAND [ARG...]
     ws-lease status [--json]
     ws-lease list [--json]
     ws-lease cancel [ID | --all] [--json]
@@ -53,6 +57,16 @@ COMMANDS
         --reason says why, for the other users and the audit log (at most
         ${MAX_REASON_LENGTH} characters).
 
+    run DURATION [--reason TEXT] -- COMMAND [ARG...]
+        Hold the VM while COMMAND runs, like systemd-inhibit: a lease is
+        taken, COMMAND runs with your terminal, and the lease is cancelled
+        when COMMAND ends; ws-lease exits with COMMAND's status (128+N when
+        it was killed by signal N). DURATION bounds the hold: if COMMAND runs
+        longer, it keeps running but no longer holds the VM. SIGINT, SIGTERM
+        and SIGHUP are passed to COMMAND, and the lease is released when it
+        ends; if ws-lease itself is killed with SIGKILL the lease simply runs
+        out after DURATION.
+
     status
         What a person wants to know: whether the VM is seen as idle and by
         which signals it is seen in use, when it would stop and why, the
@@ -68,10 +82,14 @@ COMMANDS
         one. --all cancels all of yours (root: everyone's).
 
 OPTIONS
-    --json      Print the agent's answer as JSON, for scripts.
+    --json      Print the agent's answer as JSON, for scripts. States are
+                spelled as the collector's API spells them (Active,
+                StoppingPending, Stopping, Stopped, AgentLost, Unknown).
     --reason TEXT
                 Why you need the VM (with DURATION).
-    -h, --help  This text, or a command's own help.
+    -h, --help  A short summary, or a command's own help.
+    --man       This manual (also: man ws-lease).
+    --version   The version.
 
 CONFIRMATION AND CLAMPING
     The lease is recorded on this VM at once, and survives an agent restart.
@@ -86,6 +104,8 @@ EXAMPLES
         Keep the VM for 8 hours.
     ws-lease 1h30m
         Keep it for an hour and a half.
+    ws-lease run 6h -- python train.py
+        Keep it while the training runs (at most 6 hours), then let it stop.
     ws-lease status
         See whether and when the VM would stop, and why.
     ws-lease list --json
@@ -112,6 +132,34 @@ FILES
 
 SEE ALSO
     systemctl status ws-agent, journalctl -u ws-agent
+`;
+
+/** What --help prints: the commands on one screen; the manual is --man (and man ws-lease). */
+export const LEASE_SHORT_HELP = `ws-lease - keep this VM running for a while, and see when it would stop
+
+Usage: ws-lease DURATION [--reason TEXT]     keep the VM running for DURATION (8h, 90m, 1h30m)
+       ws-lease run DURATION -- COMMAND...   hold it while COMMAND runs (at most DURATION)
+       ws-lease status                       whether and when it would stop, and why
+       ws-lease list                         the leases on this VM
+       ws-lease cancel [ID | --all]          cancel your lease(s)
+
+Options: --json (for scripts), --reason TEXT, -h/--help, --man, --version
+Each command has its own --help; the manual is: man ws-lease (or ws-lease --man).
+`;
+
+const RUN_HELP = `Usage: ws-lease run DURATION [--reason TEXT] -- COMMAND [ARG...]
+
+Holds this VM while COMMAND runs, then releases it, like systemd-inhibit.
+ws-lease exits with COMMAND's exit status (128+N if a signal N killed it).
+
+  DURATION       the longest the VM is held (8h, 90m; at most max-keep-running)
+  --reason TEXT  why (default: the command line)
+
+SIGINT, SIGTERM and SIGHUP go to COMMAND; the lease is released when it ends.
+If COMMAND outlives DURATION it keeps running, but no longer holds the VM.
+
+Example:
+  ws-lease run 6h -- python train.py --epochs 40
 `;
 
 const STATUS_HELP = `Usage: ws-lease status [--json]
@@ -178,8 +226,18 @@ export async function leaseCommand(argv: string[], io: LeaseIo, clock: Clock = s
     const [first, ...rest] = argv;
     switch (first) {
       case "help":
-        io.stdout.write(rest[0] ? (helpFor(rest[0]) ?? LEASE_HELP) : LEASE_HELP);
+        io.stdout.write(rest[0] ? (helpFor(rest[0]) ?? LEASE_SHORT_HELP) : LEASE_SHORT_HELP);
         return 0;
+      case "--man":
+        io.stdout.write(LEASE_HELP);
+        return 0;
+      case "--version":
+      case "-V":
+      case "version":
+        io.stdout.write(`ws-lease ${AGENT_VERSION}\n`);
+        return 0;
+      case "run":
+        return await runCommand(rest, io, socketPath);
       case "status":
         return await statusCommand(rest, io, socketPath, moment);
       case "list":
@@ -211,7 +269,7 @@ export async function leaseCommand(argv: string[], io: LeaseIo, clock: Clock = s
 }
 
 function helpFor(command: string): string | undefined {
-  return { status: STATUS_HELP, list: LIST_HELP, cancel: CANCEL_HELP, take: TAKE_HELP }[command];
+  return { status: STATUS_HELP, list: LIST_HELP, cancel: CANCEL_HELP, take: TAKE_HELP, run: RUN_HELP }[command];
 }
 
 export function agentUnavailableText(error: AgentUnavailableError): string {
@@ -262,7 +320,7 @@ async function request(socketPath: string, outgoing: OutgoingRequest): Promise<A
 async function takeCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment, explicit: boolean): Promise<number> {
   const { values, positionals } = parse(argv, { reason: { type: "string" } });
   if (values.help) {
-    io.stdout.write(explicit || positionals.length > 0 || values.reason !== undefined ? TAKE_HELP : LEASE_HELP);
+    io.stdout.write(explicit || positionals.length > 0 || values.reason !== undefined ? TAKE_HELP : LEASE_SHORT_HELP);
     return 0;
   }
   if (explicit && positionals.length === 0) throw new UsageError("take needs a duration: ws-lease take 8h");
@@ -361,4 +419,75 @@ async function yourLeaseIds(socketPath: string): Promise<string[]> {
   if (!answer.ok || answer.op !== "list") return [];
   const uid = process.getuid?.() ?? -1;
   return answer.leases.filter((lease) => lease.uid === uid).map((lease) => lease.id);
+}
+
+/** The exit status a shell reports for a process killed by `signal`. */
+function signalStatus(signal: NodeJS.Signals): number {
+  return 128 + (osConstants.signals[signal] ?? 0);
+}
+
+const FORWARDED_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+
+/**
+ * `ws-lease run DURATION -- COMMAND...`: take a lease, run COMMAND, cancel the
+ * lease when it ends, exit with its status. The lease is bounded by DURATION,
+ * so a ws-lease killed without a chance to clean up holds the VM no longer.
+ */
+async function runCommand(argv: string[], io: LeaseIo, socketPath: string): Promise<number> {
+  const split = argv.indexOf("--");
+  const own = split >= 0 ? argv.slice(0, split) : argv;
+  const command = split >= 0 ? argv.slice(split + 1) : [];
+  const { values, positionals } = parse(own, { reason: { type: "string" } });
+  if (values.help) {
+    io.stdout.write(RUN_HELP);
+    return 0;
+  }
+  if (positionals.length !== 1) throw new UsageError("run needs one duration, then -- and the command: ws-lease run 2h -- make test");
+  if (command.length === 0) throw new UsageError("run needs a command after --: ws-lease run 2h -- make test");
+  const seconds = parseDuration(positionals[0]!);
+  const reason = typeof values.reason === "string" ? values.reason : `while running: ${command.join(" ")}`.slice(0, MAX_REASON_LENGTH);
+  if (reason.length > MAX_REASON_LENGTH) throw new UsageError(`--reason is ${reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`);
+  // Signals are caught from the start: one that arrives while the lease is being taken still
+  // releases it (and reaches the command, once there is one).
+  let child: ReturnType<typeof spawn> | undefined;
+  let caught: NodeJS.Signals | undefined;
+  const handlers = FORWARDED_SIGNALS.map((signal) => {
+    const handler = () => {
+      caught ??= signal;
+      child?.kill(signal);
+    };
+    process.on(signal, handler);
+    return [signal, handler] as const;
+  });
+  try {
+    const answer = await request(socketPath, { op: "take", seconds, reason, wait: 0 });
+    if (!answer.ok) return refused(answer, io, seconds);
+    if (answer.op !== "take") throw new AgentProtocolError("the agent answered another question");
+    const leaseId = answer.lease.id;
+
+    const release = async (): Promise<void> => {
+      try {
+        const cancelled = await callAgent(socketPath, { op: "cancel", id: leaseId }, 10_000);
+        if (!cancelled.ok && cancelled.error.code !== "not_found") io.stderr.write(`ws-lease: could not release lease ${leaseId}: ${cancelled.error.message}\n`);
+      } catch (error) {
+        io.stderr.write(`ws-lease: could not release lease ${leaseId} (${(error as Error).message}); it ends by itself after ${positionals[0]}\n`);
+      }
+    };
+    if (caught) {
+      await release();
+      return signalStatus(caught);
+    }
+    const status = await new Promise<number>((resolve) => {
+      child = spawn(command[0]!, command.slice(1), { stdio: "inherit" });
+      child.once("error", (error: NodeJS.ErrnoException) => {
+        io.stderr.write(`ws-lease: cannot run ${JSON.stringify(command[0])}: ${error.code === "ENOENT" ? "command not found" : error.message}\n`);
+        resolve(error.code === "ENOENT" ? 127 : 126);
+      });
+      child.once("exit", (code, signal) => resolve(code ?? (signal ? signalStatus(signal) : 1)));
+    });
+    await release();
+    return status;
+  } finally {
+    for (const [signal, handler] of handlers) process.off(signal, handler);
+  }
 }

@@ -52,6 +52,11 @@ export function formatWhen(wallMs: number, moment: Moment): string {
 
 /** One word or phrase for where a lease stands with the collector. */
 export function leaseState(lease: LeaseView): string {
+  const via = lease.via === "link" ? "via link, " : "";
+  return via + confirmationState(lease);
+}
+
+function confirmationState(lease: LeaseView): string {
   if (lease.refused) return `refused by the collector${lease.message ? `: ${safeText(lease.message, 120)}` : ""}`;
   if (lease.clamped) {
     const cap = lease.maxKeepRunningSeconds ?? lease.holdSeconds;
@@ -123,12 +128,12 @@ export function formatOverCap(requestedSeconds: number, capSeconds: number, capS
 }
 
 const STATE_WORDS: Record<string, string> = {
-  active: "in use",
-  "stopping-pending": "idle, stop pending",
-  stopping: "stopping",
-  stopped: "stopped",
-  "agent-lost": "not heard from (agent lost)",
-  unknown: "not yet known",
+  Active: "in use",
+  StoppingPending: "idle, stop pending",
+  Stopping: "stopping",
+  Stopped: "stopped",
+  AgentLost: "not heard from (agent lost)",
+  Unknown: "not yet known",
 };
 
 export function formatStatus(status: StatusView, moment: Moment): string {

@@ -44,6 +44,8 @@ export interface LeaseRecord {
   maxKeepRunningSeconds?: number;
   /** The collector's message for this lease, if any. */
   collectorMessage?: string;
+  /** Granted by the collector on a keep-running link (Directive.lease_grants), not taken with ws-lease. */
+  via?: "link";
   /** Age `ageAtAnchorSeconds` at monotonic time `anchorMonoMs`. Never persisted. */
   anchorMonoMs: number;
   ageAtAnchorSeconds: number;
@@ -114,6 +116,7 @@ export function leaseOnWire(lease: LeaseRecord, now: Instant): MessageInitShape<
     requestedSeconds: lease.requestedSeconds,
     ageSeconds: leaseAgeSeconds(lease, now),
     confirmed: lease.confirmed,
+    via: lease.via ?? "",
   };
 }
 

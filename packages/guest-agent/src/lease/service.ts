@@ -9,7 +9,7 @@ import { PolicyMode, VmState, type Directive, type EffectivePolicy, type LeaseSi
 import type { Clock } from "../clock.js";
 import { NoticeDelivery } from "../notice/delivery.js";
 import { under, type Roots } from "../roots.js";
-import { loadUsers, type Users } from "../users.js";
+import { loadUsers, NOBODY_UID, type Users } from "../users.js";
 import { AuditLog } from "./audit.js";
 import { formatLeaseDuration } from "./format.js";
 import {
@@ -18,7 +18,9 @@ import {
   cleanText,
   DEFAULT_MAX_KEEP_RUNNING_SECONDS,
   isExpired,
+  isLeaseId,
   leaseAgeSeconds,
+  MAX_LEASES_TOTAL,
   leaseOnWire,
   mayCancel,
   newLease,
@@ -158,11 +160,38 @@ export class LeaseService {
     }
     this.audit.record(events, now.wallMs);
     for (const event of events) this.options.log(`lease ${event.lease.id} of ${event.lease.user}: ${event.action}${event.detail ? ` (${event.detail})` : ""}`);
+    if (directive.leaseGrants.length > 0) changed = this.acceptGrants(directive.leaseGrants, now) || changed;
     if (directive.status) this.vmStatus = { value: directive.status, receivedAtMonoMs: now.monoMs };
     if (directive.notice) void this.notifier.deliver(directive.notice, now.monoMs);
     if (directive.noticeCleared) void this.notifier.clear(directive.noticeCleared);
     if (changed) void this.persist();
     if (directive.leaseDecisions.length > 0) for (const wake of [...this.confirmationWaiters]) wake();
+  }
+
+  /**
+   * Leases the collector grants on a person's behalf (a keep-running link).
+   * The owner is the local account of the name the link was sent to, if there
+   * is one (so that person may cancel it), else nobody's: root may cancel it.
+   * A grant id already held is ignored, so a repeated Directive grants once.
+   */
+  private acceptGrants(grants: Directive["leaseGrants"], now: Instant): boolean {
+    const granted: LeaseRecord[] = [];
+    for (const grant of grants) {
+      if (!isLeaseId(grant.id) || this.leases.some((lease) => lease.id === grant.id)) continue;
+      if (!Number.isFinite(grant.seconds) || grant.seconds <= 0 || this.leases.length >= MAX_LEASES_TOTAL) continue;
+      const account = grant.user ? this.users.byName(grant.user) : undefined;
+      const user = account?.name ?? (grant.user ? cleanText(grant.user, 32) : "link");
+      const reason = cleanText(grant.reason || "kept running via link");
+      const seconds = Math.min(grant.seconds, this.cap().seconds);
+      const lease: LeaseRecord = { ...newLease({ id: grant.id, uid: account?.uid ?? NOBODY_UID, user, reason, requestedSeconds: seconds }, now), via: "link" };
+      this.leases.push(lease);
+      granted.push(lease);
+    }
+    if (granted.length === 0) return false;
+    this.audit.record(granted.map((lease) => ({ action: "granted", lease, detail: "via keep-running link" })), now.wallMs);
+    for (const lease of granted) this.options.log(`lease ${lease.id} granted via link to ${lease.user} for ${formatLeaseDuration(lease.requestedSeconds)}: ${lease.reason}`);
+    this.options.onLeasesChanged?.();
+    return true;
   }
 
   setCollectorConnected(connected: boolean, address: string): void {
@@ -452,23 +481,24 @@ export function leaseView(lease: LeaseRecord, now: Instant): LeaseView {
   };
   if (lease.maxKeepRunningSeconds !== undefined) view.maxKeepRunningSeconds = lease.maxKeepRunningSeconds;
   if (lease.collectorMessage !== undefined) view.message = lease.collectorMessage;
+  if (lease.via !== undefined) view.via = lease.via;
   return view;
 }
 
 function stateName(state: VmState): StateName {
   switch (state) {
     case VmState.ACTIVE:
-      return "active";
+      return "Active";
     case VmState.STOPPING_PENDING:
-      return "stopping-pending";
+      return "StoppingPending";
     case VmState.STOPPING:
-      return "stopping";
+      return "Stopping";
     case VmState.STOPPED:
-      return "stopped";
+      return "Stopped";
     case VmState.AGENT_LOST:
-      return "agent-lost";
+      return "AgentLost";
     default:
-      return "unknown";
+      return "Unknown";
   }
 }
 

@@ -68,6 +68,10 @@ function parseStoredLease(entry: unknown): StoredLease | string {
     if (typeof entry.collectorMessage !== "string") return "bad collectorMessage";
     lease.collectorMessage = entry.collectorMessage;
   }
+  if (entry.via !== undefined) {
+    if (entry.via !== "link") return "bad via";
+    lease.via = entry.via;
+  }
   return lease;
 }
 

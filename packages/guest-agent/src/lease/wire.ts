@@ -63,6 +63,8 @@ export interface LeaseView {
   refused: boolean;
   maxKeepRunningSeconds?: number;
   message?: string;
+  /** "link": granted through a keep-running link sent outside the VM. */
+  via?: "link";
 }
 
 export interface NoticeView {
@@ -77,7 +79,8 @@ export interface NoticeView {
 
 export type ModeName = "enforce" | "observe" | "unknown";
 
-export type StateName = "unknown" | "active" | "stopping-pending" | "stopping" | "stopped" | "agent-lost";
+/** Spelled as the collector's API (/api/vms, the state metric) spells them. */
+export type StateName = "Unknown" | "Active" | "StoppingPending" | "Stopping" | "Stopped" | "AgentLost";
 
 export interface VmStatusView {
   state: StateName;

@@ -66,7 +66,7 @@ export function noticeText(facts: NoticeFacts, nowWallMs: number, timeZone?: str
   const at = formatLocalTime(nowWallMs + Math.max(0, facts.stopInSeconds) * 1000, timeZone);
   const when = formatStopIn(facts.stopInSeconds);
   const why = safeText(facts.reason) || (facts.idleSeconds > 0 ? `no activity for ${formatSpan(facts.idleSeconds)}` : "no activity");
-  const hint = safeText(facts.keepRunningHint);
+  const hint = safeText(facts.keepRunningHint, 600); // room for a keep-running link (docs/notifications.md)
   const keep = hint.includes("ws-lease") ? hint : `run \`${KEEP_RUNNING_COMMAND}\` in a terminal here, or just use it (type in a terminal, run a notebook cell)`;
   if (facts.observeMode) {
     return {

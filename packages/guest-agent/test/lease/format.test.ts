@@ -91,7 +91,7 @@ describe("what ws-lease prints", () => {
     const status: StatusView = {
       now: iso(0),
       collector: { connected: false, address: "collector:8443", sinceSeconds: 300 },
-      vm: { state: "stopping-pending", idleSeconds: 7260, activeSignals: [], stopInSeconds: 540, stopAt: iso(540), explanation: "idle for 2h: no input", mode: "enforce", ageSeconds: 30 },
+      vm: { state: "StoppingPending", idleSeconds: 7260, activeSignals: [], stopInSeconds: 540, stopAt: iso(540), explanation: "idle for 2h: no input", mode: "enforce", ageSeconds: 30 },
       policy: { autostopEnabled: true, mode: "enforce", profile: "", idleTimeoutSeconds: 7200, gracePeriodSeconds: 600, maxKeepRunningSeconds: 86400 },
       capSeconds: 86400,
       capSource: "policy",
@@ -125,7 +125,7 @@ describe("what ws-lease prints", () => {
       {
         now: iso(0),
         collector: { connected: true, address: "collector:8443", sinceSeconds: 7200 },
-        vm: { state: "active", idleSeconds: 0, activeSignals: ["lease", "tty"], explanation: "a lease by alice holds it", mode: "observe", ageSeconds: 5 },
+        vm: { state: "Active", idleSeconds: 0, activeSignals: ["lease", "tty"], explanation: "a lease by alice holds it", mode: "observe", ageSeconds: 5 },
         capSeconds: 86400,
         capSource: "default",
         leases: [view({ confirmed: true })],

@@ -35,7 +35,7 @@ describe("lease ages", () => {
   });
 
   it("goes on the wire as an age, never a clock", () => {
-    expect(leaseOnWire(lease(), later(90))).toEqual({ id: "0a1b2c3d", uid: 1001, user: "alice", reason: "training", requestedSeconds: 3600, ageSeconds: 90, confirmed: false });
+    expect(leaseOnWire(lease(), later(90))).toEqual({ id: "0a1b2c3d", uid: 1001, user: "alice", reason: "training", requestedSeconds: 3600, ageSeconds: 90, confirmed: false, via: "" });
   });
 
   it("carries its age across a restart through the wall time it was taken, rebased at every save", () => {

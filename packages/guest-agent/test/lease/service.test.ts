@@ -292,7 +292,7 @@ describe("LeaseService", () => {
     );
     const status = expectOk<Extract<Answer, { op: "status" }>>(await callAgent(h.socketPath, { op: "status" }), "status").status;
     expect(status.collector).toMatchObject({ connected: true, address: "collector.example:8443" });
-    expect(status.vm).toMatchObject({ state: "stopping-pending", explanation: "idle for 2h", mode: "enforce" });
+    expect(status.vm).toMatchObject({ state: "StoppingPending", explanation: "idle for 2h", mode: "enforce" });
     expect(status.vm!.stopInSeconds).toBeLessThanOrEqual(500);
     expect(status.policy).toMatchObject({ idleTimeoutSeconds: 7200, gracePeriodSeconds: 600 });
     expect(status.notice).toMatchObject({ id: "n-1", reason: "no activity for 2h", mode: "enforce" });

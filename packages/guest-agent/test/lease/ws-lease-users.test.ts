@@ -150,8 +150,8 @@ describe("ws-lease typed by users in real terminals", () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ collector: { connected: false }, capSeconds: 86400, capSource: "default" });
   });
 
-  it("--help is a manual page; bad usage exits 2", async () => {
-    const help = await aliceShell.run("ws-lease --help");
+  it("--man is a manual page; bad usage exits 2", async () => {
+    const help = await aliceShell.run("ws-lease --man");
     expect(help.exitCode).toBe(0);
     for (const section of ["SYNOPSIS", "DESCRIPTION", "EXAMPLES", "EXIT STATUS"]) expect(help.output).toContain(section);
     const bad = await aliceShell.run("ws-lease 8 hours");

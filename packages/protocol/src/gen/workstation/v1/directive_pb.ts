@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/directive.proto.
  */
 export const file_workstation_v1_directive: GenFile = /*@__PURE__*/
-  fileDesc("Ch53b3Jrc3RhdGlvbi92MS9kaXJlY3RpdmUucHJvdG8SDndvcmtzdGF0aW9uLnYxIr8CCglEaXJlY3RpdmUSJAoXcmVwb3J0X2ludGVydmFsX3NlY29uZHMYASABKAFIAIgBARIvCgZwb2xpY3kYAiABKAsyHy53b3Jrc3RhdGlvbi52MS5FZmZlY3RpdmVQb2xpY3kSJgoGbm90aWNlGAMgASgLMhYud29ya3N0YXRpb24udjEuTm90aWNlEjUKDm5vdGljZV9jbGVhcmVkGAQgASgLMh0ud29ya3N0YXRpb24udjEuTm90aWNlQ2xlYXJlZBI2Cg9sZWFzZV9kZWNpc2lvbnMYBSADKAsyHS53b3Jrc3RhdGlvbi52MS5MZWFzZURlY2lzaW9uEigKBnN0YXR1cxgGIAEoCzIYLndvcmtzdGF0aW9uLnYxLlZtU3RhdHVzQhoKGF9yZXBvcnRfaW50ZXJ2YWxfc2Vjb25kcyK/AQoKVGhyZXNob2xkcxIdChVncHVfdXRpbGl6YXRpb25fcmF0aW8YASABKAESFgoOY3B1X2J1c3lfcmF0aW8YAiABKAESHgoWdXNlcl9wcm9jZXNzX2NwdV9jb3JlcxgDIAEoARIgChhuZXR3b3JrX2J5dGVzX3Blcl9zZWNvbmQYBCABKAESHQoVZGlza19ieXRlc19wZXJfc2Vjb25kGAUgASgBEhkKEXR0eV9vdXRwdXRfY291bnRzGAYgASgIIrkCCg9FZmZlY3RpdmVQb2xpY3kSGAoQYXV0b3N0b3BfZW5hYmxlZBgBIAEoCBIoCgRtb2RlGAIgASgOMhoud29ya3N0YXRpb24udjEuUG9saWN5TW9kZRIPCgdwcm9maWxlGAMgASgJEhwKFGlkbGVfdGltZW91dF9zZWNvbmRzGAQgASgBEhwKFGdyYWNlX3BlcmlvZF9zZWNvbmRzGAUgASgBEiAKGG1heF9rZWVwX3J1bm5pbmdfc2Vjb25kcxgGIAEoARIhChl3ZWFrX2FjdGl2aXR5X21heF9zZWNvbmRzGAcgASgBEiAKGGFnZW50X2xvc3RfYWZ0ZXJfc2Vjb25kcxgIIAEoARIuCgp0aHJlc2hvbGRzGAkgASgLMhoud29ya3N0YXRpb24udjEuVGhyZXNob2xkcyKYAQoGTm90aWNlEgoKAmlkGAEgASgJEhcKD3N0b3BfaW5fc2Vjb25kcxgCIAEoARIOCgZyZWFzb24YAyABKAkSGQoRa2VlcF9ydW5uaW5nX2hpbnQYBCABKAkSFAoMaWRsZV9zZWNvbmRzGAUgASgBEigKBG1vZGUYBiABKA4yGi53b3Jrc3RhdGlvbi52MS5Qb2xpY3lNb2RlIisKDU5vdGljZUNsZWFyZWQSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJIpYBCg1MZWFzZURlY2lzaW9uEgoKAmlkGAEgASgJEhAKCGFjY2VwdGVkGAIgASgIEg8KB2NsYW1wZWQYAyABKAgSIwobZWZmZWN0aXZlX3JlbWFpbmluZ19zZWNvbmRzGAQgASgBEiAKGG1heF9rZWVwX3J1bm5pbmdfc2Vjb25kcxgFIAEoARIPCgdtZXNzYWdlGAYgASgJItEBCghWbVN0YXR1cxImCgVzdGF0ZRgBIAEoDjIXLndvcmtzdGF0aW9uLnYxLlZtU3RhdGUSFAoMaWRsZV9zZWNvbmRzGAIgASgBEhYKDmFjdGl2ZV9zaWduYWxzGAMgAygJEhwKD3N0b3BfaW5fc2Vjb25kcxgEIAEoAUgAiAEBEhMKC2V4cGxhbmF0aW9uGAUgASgJEigKBG1vZGUYBiABKA4yGi53b3Jrc3RhdGlvbi52MS5Qb2xpY3lNb2RlQhIKEF9zdG9wX2luX3NlY29uZHMqWwoKUG9saWN5TW9kZRIbChdQT0xJQ1lfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1BPTElDWV9NT0RFX0VORk9SQ0UQARIXChNQT0xJQ1lfTU9ERV9PQlNFUlZFEAIqswEKB1ZtU3RhdGUSGAoUVk1fU1RBVEVfVU5TUEVDSUZJRUQQABIUChBWTV9TVEFURV9VTktOT1dOEAESEwoPVk1fU1RBVEVfQUNUSVZFEAISHQoZVk1fU1RBVEVfU1RPUFBJTkdfUEVORElORxADEhUKEVZNX1NUQVRFX1NUT1BQSU5HEAQSFAoQVk1fU1RBVEVfU1RPUFBFRBAFEhcKE1ZNX1NUQVRFX0FHRU5UX0xPU1QQBmIGcHJvdG8z");
+  fileDesc("Ch53b3Jrc3RhdGlvbi92MS9kaXJlY3RpdmUucHJvdG8SDndvcmtzdGF0aW9uLnYxIvECCglEaXJlY3RpdmUSJAoXcmVwb3J0X2ludGVydmFsX3NlY29uZHMYASABKAFIAIgBARIvCgZwb2xpY3kYAiABKAsyHy53b3Jrc3RhdGlvbi52MS5FZmZlY3RpdmVQb2xpY3kSJgoGbm90aWNlGAMgASgLMhYud29ya3N0YXRpb24udjEuTm90aWNlEjUKDm5vdGljZV9jbGVhcmVkGAQgASgLMh0ud29ya3N0YXRpb24udjEuTm90aWNlQ2xlYXJlZBI2Cg9sZWFzZV9kZWNpc2lvbnMYBSADKAsyHS53b3Jrc3RhdGlvbi52MS5MZWFzZURlY2lzaW9uEigKBnN0YXR1cxgGIAEoCzIYLndvcmtzdGF0aW9uLnYxLlZtU3RhdHVzEjAKDGxlYXNlX2dyYW50cxgRIAMoCzIaLndvcmtzdGF0aW9uLnYxLkxlYXNlR3JhbnRCGgoYX3JlcG9ydF9pbnRlcnZhbF9zZWNvbmRzIr8BCgpUaHJlc2hvbGRzEh0KFWdwdV91dGlsaXphdGlvbl9yYXRpbxgBIAEoARIWCg5jcHVfYnVzeV9yYXRpbxgCIAEoARIeChZ1c2VyX3Byb2Nlc3NfY3B1X2NvcmVzGAMgASgBEiAKGG5ldHdvcmtfYnl0ZXNfcGVyX3NlY29uZBgEIAEoARIdChVkaXNrX2J5dGVzX3Blcl9zZWNvbmQYBSABKAESGQoRdHR5X291dHB1dF9jb3VudHMYBiABKAgiuQIKD0VmZmVjdGl2ZVBvbGljeRIYChBhdXRvc3RvcF9lbmFibGVkGAEgASgIEigKBG1vZGUYAiABKA4yGi53b3Jrc3RhdGlvbi52MS5Qb2xpY3lNb2RlEg8KB3Byb2ZpbGUYAyABKAkSHAoUaWRsZV90aW1lb3V0X3NlY29uZHMYBCABKAESHAoUZ3JhY2VfcGVyaW9kX3NlY29uZHMYBSABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAYgASgBEiEKGXdlYWtfYWN0aXZpdHlfbWF4X3NlY29uZHMYByABKAESIAoYYWdlbnRfbG9zdF9hZnRlcl9zZWNvbmRzGAggASgBEi4KCnRocmVzaG9sZHMYCSABKAsyGi53b3Jrc3RhdGlvbi52MS5UaHJlc2hvbGRzIpgBCgZOb3RpY2USCgoCaWQYASABKAkSFwoPc3RvcF9pbl9zZWNvbmRzGAIgASgBEg4KBnJlYXNvbhgDIAEoCRIZChFrZWVwX3J1bm5pbmdfaGludBgEIAEoCRIUCgxpZGxlX3NlY29uZHMYBSABKAESKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGUiKwoNTm90aWNlQ2xlYXJlZBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkilgEKDUxlYXNlRGVjaXNpb24SCgoCaWQYASABKAkSEAoIYWNjZXB0ZWQYAiABKAgSDwoHY2xhbXBlZBgDIAEoCBIjChtlZmZlY3RpdmVfcmVtYWluaW5nX3NlY29uZHMYBCABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAUgASgBEg8KB21lc3NhZ2UYBiABKAkiZwoKTGVhc2VHcmFudBIKCgJpZBgBIAEoCRIPCgdzZWNvbmRzGAIgASgBEgwKBHVzZXIYAyABKAkSDgoGcmVhc29uGAQgASgJEgsKA3ZpYRgFIAEoCRIRCglub3RpY2VfaWQYBiABKAki0QEKCFZtU3RhdHVzEiYKBXN0YXRlGAEgASgOMhcud29ya3N0YXRpb24udjEuVm1TdGF0ZRIUCgxpZGxlX3NlY29uZHMYAiABKAESFgoOYWN0aXZlX3NpZ25hbHMYAyADKAkSHAoPc3RvcF9pbl9zZWNvbmRzGAQgASgBSACIAQESEwoLZXhwbGFuYXRpb24YBSABKAkSKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGVCEgoQX3N0b3BfaW5fc2Vjb25kcypbCgpQb2xpY3lNb2RlEhsKF1BPTElDWV9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTUE9MSUNZX01PREVfRU5GT1JDRRABEhcKE1BPTElDWV9NT0RFX09CU0VSVkUQAiqzAQoHVm1TdGF0ZRIYChRWTV9TVEFURV9VTlNQRUNJRklFRBAAEhQKEFZNX1NUQVRFX1VOS05PV04QARITCg9WTV9TVEFURV9BQ1RJVkUQAhIdChlWTV9TVEFURV9TVE9QUElOR19QRU5ESU5HEAMSFQoRVk1fU1RBVEVfU1RPUFBJTkcQBBIUChBWTV9TVEFURV9TVE9QUEVEEAUSFwoTVk1fU1RBVEVfQUdFTlRfTE9TVBAGYgZwcm90bzM");
 
 /**
  * Directive is what the collector tells an agent. Every field is optional:
@@ -58,6 +58,14 @@ export type Directive = Message<"workstation.v1.Directive"> & {
    * @generated from field: workstation.v1.VmStatus status = 6;
    */
   status?: VmStatus | undefined;
+
+  /**
+   * Leases the collector grants on a person's behalf (a keep-running link was
+   * pressed). The agent records each as its own lease, once per id.
+   *
+   * @generated from field: repeated workstation.v1.LeaseGrant lease_grants = 17;
+   */
+  leaseGrants: LeaseGrant[];
 };
 
 /**
@@ -299,6 +307,59 @@ export const LeaseDecisionSchema: GenMessage<LeaseDecision> = /*@__PURE__*/
   messageDesc(file_workstation_v1_directive, 5);
 
 /**
+ * LeaseGrant is a lease taken outside the VM (a signed keep-running link).
+ *
+ * @generated from message workstation.v1.LeaseGrant
+ */
+export type LeaseGrant = Message<"workstation.v1.LeaseGrant"> & {
+  /**
+   * 8 lowercase hex digits; the agent takes it as the lease id and ignores a
+   * grant whose id it already holds.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: double seconds = 2;
+   */
+  seconds: number;
+
+  /**
+   * Who pressed it, as the VM's owner label names them ("alice"), or empty.
+   *
+   * @generated from field: string user = 3;
+   */
+  user: string;
+
+  /**
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * How it was granted: "link".
+   *
+   * @generated from field: string via = 5;
+   */
+  via: string;
+
+  /**
+   * The notice the link belonged to.
+   *
+   * @generated from field: string notice_id = 6;
+   */
+  noticeId: string;
+};
+
+/**
+ * Describes the message workstation.v1.LeaseGrant.
+ * Use `create(LeaseGrantSchema)` to create a new message.
+ */
+export const LeaseGrantSchema: GenMessage<LeaseGrant> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_directive, 6);
+
+/**
  * @generated from message workstation.v1.VmStatus
  */
 export type VmStatus = Message<"workstation.v1.VmStatus"> & {
@@ -347,7 +408,7 @@ export type VmStatus = Message<"workstation.v1.VmStatus"> & {
  * Use `create(VmStatusSchema)` to create a new message.
  */
 export const VmStatusSchema: GenMessage<VmStatus> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 6);
+  messageDesc(file_workstation_v1_directive, 7);
 
 /**
  * @generated from enum workstation.v1.PolicyMode

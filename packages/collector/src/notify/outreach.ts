@@ -1,0 +1,136 @@
+// Reaching people: turns each decision of the per-VM loop into history,
+// webhooks and keep-running links. The loop calls the FleetObserver methods
+// (see the hook points in fleet.ts, marked "outreach hook"); everything runs
+// without waiting on the network, so no receiver can delay a decision.
+import type { Logger } from "@ws/protocol";
+import type { VmKey } from "../agents/server.js";
+import { vmId } from "../agents/server.js";
+import type { Decision, Policy, StopResult, StopTrigger, VmRecord } from "../engine/types.js";
+import { History } from "../history/history.js";
+import { keepLinkUrl } from "../keeplink/token.js";
+import type { VmMetadata } from "../policy-source.js";
+import { ownerOf, redactUrl, targetsFor, type NotificationsConfig } from "./config.js";
+import { stopTransition, transitionsOf, warnsPeople, type VmTransition } from "./events.js";
+import { requestFor, type NotificationContent } from "./payloads.js";
+import { WebhookSender } from "./sender.js";
+
+/** What the per-VM loop tells the outside world about; every method returns at once. */
+export interface FleetObserver {
+  /** After every decision (previous: the record it started from). */
+  decided(vm: VmKey, decision: Decision, previous: VmRecord | undefined, policy: Policy, nowMs: number): void;
+  /** When a stop attempt finished. */
+  stopped(vm: VmKey, result: StopResult, stop: { reason: string; trigger: StopTrigger }, policy: Policy, nowMs: number): void;
+  /** Whether a notice in this mode reaches the VM's users (terminals, desktop): observe mode warns nobody by default. */
+  deliversNotice(mode: Policy["mode"], policy: Policy): boolean;
+  /** A line for the in-VM notice: the keep-running link, when links are configured. */
+  noticeLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined;
+  owner(vm: VmKey): string;
+  forget(vm: VmKey): void;
+}
+
+export interface OutreachOptions {
+  config: NotificationsConfig;
+  log: Logger;
+  /** The VM's labels and annotations (Kubernetes objects, or the standalone config). */
+  metadataFor: (vm: VmKey) => VmMetadata;
+  /** The policy annotation prefix, for the per-VM notify-url annotation. */
+  prefix: string;
+  /** Key for keep-running links (deriveLinkKey of the token key). */
+  linkKey: Buffer;
+  history?: History;
+  sender?: WebhookSender;
+}
+
+export class Outreach implements FleetObserver {
+  readonly history: History;
+  readonly sender: WebhookSender;
+  /** Annotation problems already logged, so a bad annotation is logged once, not per notice. */
+  private readonly reportedProblems = new Map<string, string>();
+
+  constructor(private readonly options: OutreachOptions) {
+    this.history = options.history ?? new History();
+    this.sender =
+      options.sender ??
+      new WebhookSender({ log: options.log, timeoutMs: options.config.timeoutMs, retries: options.config.retries, queueSize: options.config.queueSize });
+  }
+
+  get config(): NotificationsConfig {
+    return this.options.config;
+  }
+
+  decided(vm: VmKey, decision: Decision, previous: VmRecord | undefined, policy: Policy, nowMs: number): void {
+    const next = decision.next;
+    this.history.point(vm, {
+      atMs: nowMs,
+      idleSeconds: next.lastActivityAtMs !== undefined ? Math.max(0, (nowMs - next.lastActivityAtMs) / 1000) : Number.NaN,
+      activeSignals: next.activeSignals.length,
+      state: next.state,
+    });
+    if (previous?.state !== next.state) this.history.transition(vm, { atMs: nowMs, what: `${previous?.state ?? "new"} → ${next.state}`, reason: decision.summary });
+    for (const transition of transitionsOf(vm, decision, nowMs, previous)) this.announce(transition, policy);
+  }
+
+  stopped(vm: VmKey, result: StopResult, stop: { reason: string; trigger: StopTrigger }, policy: Policy, nowMs: number): void {
+    this.announce(stopTransition(vm, result, stop, nowMs), policy);
+  }
+
+  deliversNotice(mode: Policy["mode"], policy: Policy): boolean {
+    return warnsPeople({ mode }, policy);
+  }
+
+  noticeLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined {
+    if (!this.options.config.publicUrl) return undefined;
+    return keepLinkUrl(this.options.config.publicUrl, this.options.linkKey, { namespace: vm.namespace, name: vm.name, noticeId, expiresAtMs: deadlineMs });
+  }
+
+  vmUrl(vm: VmKey): string | undefined {
+    const base = this.options.config.publicUrl;
+    return base ? `${base}/vm/${encodeURIComponent(vm.namespace)}/${encodeURIComponent(vm.name)}` : undefined;
+  }
+
+  owner(vm: VmKey): string {
+    const { labels, annotations } = this.options.metadataFor(vm);
+    return ownerOf(this.options.config, labels, annotations);
+  }
+
+  forget(vm: VmKey): void {
+    this.history.forget(vm);
+    this.reportedProblems.delete(vmId(vm));
+  }
+
+  private announce(transition: VmTransition, policy: Policy): void {
+    const warns = warnsPeople(transition, policy);
+    const what = `${transition.kind === "reminder" ? "notice (reminder)" : transition.kind}${!warns && transition.kind !== "would-stop" ? " (observe mode: nobody warned)" : ""}`;
+    this.history.transition(transition.vm, { atMs: transition.atMs, what, reason: transition.reason });
+    if (!warns) return;
+    if (!this.options.config.send.includes(transition.kind)) return;
+    const { labels, annotations } = this.options.metadataFor(transition.vm);
+    const { targets, problems } = targetsFor(this.options.config, { profile: policy.profile, labels, annotations, prefix: this.options.prefix });
+    this.reportProblems(transition.vm, problems);
+    if (targets.length === 0) return;
+    const keepUrl =
+      (transition.kind === "notice" || transition.kind === "reminder") && transition.noticeId && transition.deadlineMs !== undefined
+        ? this.noticeLink(transition.vm, transition.noticeId, transition.deadlineMs)
+        : undefined;
+    const vmUrl = this.vmUrl(transition.vm);
+    const content: NotificationContent = {
+      transition,
+      owner: ownerOf(this.options.config, labels, annotations),
+      ...(keepUrl ? { keepUrl } : {}),
+      ...(vmUrl ? { vmUrl } : {}),
+    };
+    for (const target of targets) {
+      const request = requestFor(target, content);
+      this.sender.enqueue({ name: target.name, format: target.format, url: request.url, body: request.body, about: `${transition.kind} for ${vmId(transition.vm)}` });
+    }
+  }
+
+  private reportProblems(vm: VmKey, problems: string[]): void {
+    const key = problems.join("; ");
+    if (this.reportedProblems.get(vmId(vm)) === key) return;
+    this.reportedProblems.set(vmId(vm), key);
+    if (problems.length) this.options.log("warn", `${vmId(vm)}: notification annotations ignored: ${key}`, { vm: vmId(vm) });
+  }
+}
+
+export { redactUrl };

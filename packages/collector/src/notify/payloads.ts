@@ -1,0 +1,150 @@
+// The bodies each webhook format receives. Pure: a transition and its links
+// in, { url, body } out. docs/notifications.md shows each one.
+import { formatDuration } from "@ws/protocol";
+import type { WebhookTarget } from "./config.js";
+import type { TransitionKind, VmTransition } from "./events.js";
+
+/** Everything a message says about one transition. */
+export interface NotificationContent {
+  transition: VmTransition;
+  owner: string;
+  /** The signed keep-running link (notice and reminder, when a public URL is configured). */
+  keepUrl?: string;
+  /** The VM's page on the collector. */
+  vmUrl?: string;
+}
+
+export const PAYLOAD_VERSION = 1;
+
+/** The generic JSON body (format "json"). Field names are the contract; docs/notifications.md lists them. */
+export interface JsonPayload {
+  version: number;
+  event: TransitionKind;
+  vm: { namespace: string; name: string };
+  owner: string;
+  mode: string;
+  at: string;
+  reason: string;
+  explanation: string;
+  noticeId: string | null;
+  deadline: string | null;
+  stopInSeconds: number | null;
+  idleSeconds: number | null;
+  keepRunningHint: string | null;
+  keepUrl: string | null;
+  vmUrl: string | null;
+  text: string;
+}
+
+const TITLES: Record<TransitionKind, string> = {
+  notice: "will be stopped",
+  reminder: "will be stopped (reminder)",
+  cancel: "stop cancelled",
+  stop: "was stopped",
+  "refused-stop": "stop refused",
+  "would-stop": "would be stopped (observe mode)",
+};
+
+export function titleOf(content: NotificationContent): string {
+  const { vm, kind } = content.transition;
+  return `Workstation ${vm.namespace}/${vm.name} ${TITLES[kind]}`;
+}
+
+/** One or two sentences a person reads in a chat message or a phone notification. */
+export function textOf(content: NotificationContent): string {
+  const t = content.transition;
+  const who = content.owner ? `${content.owner}: ` : "";
+  const stopIn = t.deadlineMs !== undefined ? ` in ${formatDuration(Math.max(0, (t.deadlineMs - t.atMs) / 1000))} (${new Date(t.deadlineMs).toISOString()})` : "";
+  switch (t.kind) {
+    case "notice":
+    case "reminder":
+      return `${who}${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}.${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}`;
+    case "cancel":
+      return `${who}the pending stop of ${t.vm.namespace}/${t.vm.name} is cancelled: ${t.reason}.`;
+    case "stop":
+      return `${who}${t.vm.namespace}/${t.vm.name} was stopped: ${t.reason}. Its disk is kept; start it again when you need it.`;
+    case "refused-stop":
+      return `${who}${t.vm.namespace}/${t.vm.name} was not stopped: ${t.reason}.`;
+    case "would-stop":
+      return `${who}${t.vm.namespace}/${t.vm.name} would be stopped now (observe mode, nothing is stopped): ${t.reason}.`;
+  }
+}
+
+export function jsonPayload(content: NotificationContent): JsonPayload {
+  const t = content.transition;
+  return {
+    version: PAYLOAD_VERSION,
+    event: t.kind,
+    vm: { namespace: t.vm.namespace, name: t.vm.name },
+    owner: content.owner,
+    mode: t.mode,
+    at: new Date(t.atMs).toISOString(),
+    reason: t.reason,
+    explanation: t.explanation,
+    noticeId: t.noticeId ?? null,
+    deadline: t.deadlineMs !== undefined ? new Date(t.deadlineMs).toISOString() : null,
+    stopInSeconds: t.deadlineMs !== undefined ? Math.max(0, Math.round((t.deadlineMs - t.atMs) / 1000)) : null,
+    idleSeconds: t.idleSeconds !== undefined ? Math.round(t.idleSeconds) : null,
+    keepRunningHint: t.hint ?? null,
+    keepUrl: content.keepUrl ?? null,
+    vmUrl: content.vmUrl ?? null,
+    text: textOf(content),
+  };
+}
+
+/** Slack incoming webhook: `text` as the fallback, Block Kit with link buttons. */
+export function slackPayload(content: NotificationContent): { text: string; blocks: unknown[] } {
+  const text = `*${titleOf(content)}*\n${textOf(content)}`;
+  const buttons: unknown[] = [];
+  if (content.keepUrl) buttons.push({ type: "button", text: { type: "plain_text", text: "Keep running…" }, url: content.keepUrl, style: "primary", action_id: "ws-keep" });
+  if (content.vmUrl) buttons.push({ type: "button", text: { type: "plain_text", text: "Why?" }, url: content.vmUrl, action_id: "ws-why" });
+  return {
+    text,
+    blocks: [{ type: "section", text: { type: "mrkdwn", text: escapeSlack(text) } }, ...(buttons.length ? [{ type: "actions", elements: buttons }] : [])],
+  };
+}
+
+// Slack treats <, > and & as markup: a reason must not become a link or a mention.
+const escapeSlack = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
+/**
+ * ntfy (https://docs.ntfy.sh/publish/#publish-as-json): the configured URL is
+ * the topic's URL (https://ntfy.example.com/ws-alice); JSON is published to the
+ * server's root with the topic in the body, and the link becomes a view action.
+ */
+export function ntfyRequest(url: string, content: NotificationContent): { url: string; body: Record<string, unknown> } {
+  const parsed = new URL(url);
+  const segments = parsed.pathname.split("/").filter(Boolean);
+  const topic = segments.pop() ?? "";
+  parsed.pathname = segments.length ? `/${segments.join("/")}/` : "/";
+  const kind = content.transition.kind;
+  const actions: unknown[] = [];
+  if (content.keepUrl) actions.push({ action: "view", label: "Keep running", url: content.keepUrl, clear: true });
+  if (content.vmUrl) actions.push({ action: "view", label: "Why?", url: content.vmUrl });
+  return {
+    url: parsed.toString(),
+    body: {
+      topic,
+      title: titleOf(content),
+      message: textOf(content),
+      priority: kind === "notice" || kind === "refused-stop" ? 4 : 3,
+      tags: [kind === "stop" ? "stop_sign" : kind === "cancel" ? "white_check_mark" : "hourglass"],
+      ...(content.vmUrl ? { click: content.vmUrl } : {}),
+      ...(actions.length ? { actions } : {}),
+    },
+  };
+}
+
+/** The request one target gets for one transition. */
+export function requestFor(target: WebhookTarget, content: NotificationContent): { url: string; body: string } {
+  switch (target.format) {
+    case "json":
+      return { url: target.url, body: JSON.stringify(jsonPayload(content)) };
+    case "slack":
+      return { url: target.url, body: JSON.stringify(slackPayload(content)) };
+    case "ntfy": {
+      const request = ntfyRequest(target.url, content);
+      return { url: request.url, body: JSON.stringify(request.body) };
+    }
+  }
+}
