@@ -29,7 +29,8 @@ import { childPids, cpuByThread, cpuSeconds, isAlive, memory } from "./lib/procf
 import { sampleValue } from "./lib/promtext.js";
 import { bytes, fmt, markdownTable } from "./lib/table.js";
 
-const USAGE = "usage: node bench/run.mjs agent-variants --variants FILE.json [--interval 15s] [--duration 4m] [--warmup 2] [--jupyter-kernels 2]";
+const USAGE =
+  "usage: node bench/run.mjs agent-variants --variants FILE.json [--interval 15s] [--duration 4m] [--warmup 2] [--jupyter-kernels 2]";
 const args = benchArgs(process.argv.slice(2), ["variants", "interval", "duration", "warmup", "jupyter-kernels"], USAGE);
 if (args.variants === undefined) {
   process.stderr.write(`--variants FILE.json is required\n${USAGE}\n`);
@@ -55,10 +56,12 @@ interface Variant {
 
 function readVariants(file: string): Variant[] {
   const parsed = JSON.parse(readFileSync(file, "utf8")) as unknown;
-  if (!Array.isArray(parsed) || parsed.length === 0) throw new Error(`${file}: expected a non-empty JSON array of variants`);
+  if (!Array.isArray(parsed) || parsed.length === 0)
+    throw new Error(`${file}: expected a non-empty JSON array of variants`);
   return parsed.map((entry, index) => {
     const variant = entry as Variant;
-    if (typeof variant?.name !== "string" || variant.name === "") throw new Error(`${file}: variant ${index + 1} has no "name"`);
+    if (typeof variant?.name !== "string" || variant.name === "")
+      throw new Error(`${file}: variant ${index + 1} has no "name"`);
     return variant;
   });
 }
@@ -104,37 +107,64 @@ async function main(): Promise<void> {
   const agents = variants.map((variant, index) => {
     const name = `variant-${index}`;
     const config = path.join(dir, `${name}.yaml`);
-    writeFileSync(config, variant.disabledSignals?.length ? `disabledSignals: [${variant.disabledSignals.join(", ")}]\n` : "# everything comes from flags\n");
+    writeFileSync(
+      config,
+      variant.disabledSignals?.length
+        ? `disabledSignals: [${variant.disabledSignals.join(", ")}]\n`
+        : "# everything comes from flags\n",
+    );
     mkdirSync(path.join(dir, name));
     const agentArgs = [
       ...(variant.nodeFlags ?? []),
-      variant.bundle ?? agentBundle, "run", "--insecure",
-      "--collector", collector.grpcAddress,
-      "--namespace", "bench", "--name", name,
-      "--report-interval", `${intervalSeconds}s`,
-      "--state-dir", path.join(dir, name),
-      "--socket", path.join(dir, `${name}.sock`),
-      "--home-root", homeRoot,
+      variant.bundle ?? agentBundle,
+      "run",
+      "--insecure",
+      "--collector",
+      collector.grpcAddress,
+      "--namespace",
+      "bench",
+      "--name",
+      name,
+      "--report-interval",
+      `${intervalSeconds}s`,
+      "--state-dir",
+      path.join(dir, name),
+      "--socket",
+      path.join(dir, `${name}.sock`),
+      "--home-root",
+      homeRoot,
     ];
     const env = { ...(variant.env ?? {}), WS_AGENT_TOKEN: collector.tokenFor("bench", name), WS_AGENT_CONFIG: config };
     const wrap = variant.wrap ?? [];
-    const proc: Launched = wrap.length > 0 ? launch(wrap[0]!, [...wrap.slice(1), process.execPath, ...agentArgs], { env }) : launch(process.execPath, agentArgs, { env });
+    const proc: Launched =
+      wrap.length > 0
+        ? launch(wrap[0]!, [...wrap.slice(1), process.execPath, ...agentArgs], { env })
+        : launch(process.execPath, agentArgs, { env });
     cleanups.push(() => proc.stop());
     return { variant, proc, pid: proc.pid };
   });
   for (const agent of agents) {
     await agent.proc.waitFor(/connected to collector/, 60_000);
-    if (agent.variant.wrap?.length) agent.pid = await pollFor(`the agent under ${agent.variant.wrap[0]}`, () => childPids(agent.proc.pid)[0], 10_000);
+    if (agent.variant.wrap?.length)
+      agent.pid = await pollFor(`the agent under ${agent.variant.wrap[0]}`, () => childPids(agent.proc.pid)[0], 10_000);
   }
   await delay(warmupIntervals * intervalSeconds * 1000);
   const reports = async () => sampleValue((await collector.scrape()).body, "workstation_reports_received_total") ?? 0;
-  const start = agents.map((agent) => ({ cpu: cpuSeconds(agent.pid), main: mainThreadSeconds(agent.pid), rss: memory(agent.pid).rssBytes }));
+  const start = agents.map((agent) => ({
+    cpu: cpuSeconds(agent.pid),
+    main: mainThreadSeconds(agent.pid),
+    rss: memory(agent.pid).rssBytes,
+  }));
   const reportsBefore = await reports();
   const began = performance.now();
-  process.stderr.write(`bench agent-variants: ${agents.length} agents, ${fmt(durationSeconds / 60, 3)} min at ${intervalSeconds} s\n`);
+  process.stderr.write(
+    `bench agent-variants: ${agents.length} agents, ${fmt(durationSeconds / 60, 3)} min at ${intervalSeconds} s\n`,
+  );
   while (performance.now() - began < durationSeconds * 1000) {
     await delay(Math.min(30_000, durationSeconds * 1000 - (performance.now() - began)));
-    for (const agent of agents) if (!isAlive(agent.pid)) throw new Error(`${agent.variant.name}: the agent exited:\n${agent.proc.output().slice(-4000)}`);
+    for (const agent of agents)
+      if (!isAlive(agent.pid))
+        throw new Error(`${agent.variant.name}: the agent exited:\n${agent.proc.output().slice(-4000)}`);
   }
   const windowSeconds = (performance.now() - began) / 1000;
   // Every agent reports once per interval; the collector's count checks that they all did.
@@ -166,9 +196,22 @@ async function main(): Promise<void> {
     `${agents.length} agents reporting every ${intervalSeconds} s to one collector, measured over the same ${fmt(windowSeconds / 60, 3)} minutes after ${warmupIntervals} warm-up intervals ` +
       `(${received} Reports received, ${fmt(samplesEach, 3)} per agent expected). CPU per sample is the agent's utime+stime over the window divided by the intervals in it; ` +
       `the kernel counts CPU in 10 ms ticks, so each figure is ±${fmt(10 / samplesEach, 2)} ms. ` +
-      (jupyterKernels > 0 ? `A Jupyter Server with ${jupyterKernels} kernels ran in the agents' home root.` : "No Jupyter Server ran."),
+      (jupyterKernels > 0
+        ? `A Jupyter Server with ${jupyterKernels} kernels ran in the agents' home root.`
+        : "No Jupyter Server ran."),
     "",
-    markdownTable(["variant", "CPU per sample", "main / other threads", "RSS at start of window", "RSS at end", "peak RSS (VmHWM)", "anonymous / file-backed at end"], rows),
+    markdownTable(
+      [
+        "variant",
+        "CPU per sample",
+        "main / other threads",
+        "RSS at start of window",
+        "RSS at end",
+        "peak RSS (VmHWM)",
+        "anonymous / file-backed at end",
+      ],
+      rows,
+    ),
     "",
   ];
   process.stdout.write(out.join("\n") + "\n");

@@ -21,7 +21,16 @@
 // --heapsnapshot-signal=SIGUSR2, signalled at the baseline and at the end) summarized by
 // constructor and compared.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { startJupyterServer, startKernel, type RunningJupyter } from "../test/support/jupyter.js";
@@ -33,7 +42,17 @@ import { freePort, startCollector, type RunningCollector } from "./lib/collector
 import { delay, launch, pollFor, type Launched } from "./lib/launch.js";
 import { describeMachine, machineLine } from "./lib/machine.js";
 import { agentBundle, requireBundles } from "./lib/paths.js";
-import { childPids, commOf, cpuByThread, type CpuSplit, cpuSeconds, cpuSplit, isAlive, memory, processCount } from "./lib/procfs.js";
+import {
+  childPids,
+  commOf,
+  cpuByThread,
+  type CpuSplit,
+  cpuSeconds,
+  cpuSplit,
+  isAlive,
+  memory,
+  processCount,
+} from "./lib/procfs.js";
 import { sampleValue } from "./lib/promtext.js";
 import { describeSpawned, parseSpawnTrace, type SpawnedProcess } from "./lib/spawn-trace.js";
 import { heapGrowth, readHeapSnapshot, type HeapSummary } from "./lib/heap-snapshot.js";
@@ -47,7 +66,21 @@ const BENCH_USER = "wstestbench";
 const USAGE =
   "usage: node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2] [--agent-node-flags='--lite-mode ...'] [--agent-env MALLOC_ARENA_MAX=2] [--spawn-census poll|strace]\n" +
   "       node bench/run.mjs agent --soak 2h [--interval 1s] [--soak-baseline 10m] [--heap-snapshots yes|no] [same options]";
-const args = benchArgs(process.argv.slice(2), ["interval", "duration", "warmup", "agent-node-flags", "agent-env", "soak", "soak-baseline", "heap-snapshots", "spawn-census"], USAGE);
+const args = benchArgs(
+  process.argv.slice(2),
+  [
+    "interval",
+    "duration",
+    "warmup",
+    "agent-node-flags",
+    "agent-env",
+    "soak",
+    "soak-baseline",
+    "heap-snapshots",
+    "spawn-census",
+  ],
+  USAGE,
+);
 if (args["spawn-census"] !== undefined && !["poll", "strace"].includes(args["spawn-census"])) {
   process.stderr.write(`--spawn-census: "${args["spawn-census"]}" is not poll or strace\n${USAGE}\n`);
   process.exit(2);
@@ -77,7 +110,9 @@ const intervalSeconds = seconds(args.interval, soakSeconds === undefined ? 15 : 
 const durationSeconds = soakSeconds ?? seconds(args.duration, 600, "duration");
 /** When the soak's first heap snapshot and baseline RSS are taken: 10 min in, or a third of a shorter soak. */
 const soakBaselineSeconds =
-  soakSeconds === undefined ? undefined : Math.min(seconds(args["soak-baseline"], 600, "soak-baseline"), soakSeconds < 1800 ? soakSeconds / 3 : Infinity);
+  soakSeconds === undefined
+    ? undefined
+    : Math.min(seconds(args["soak-baseline"], 600, "soak-baseline"), soakSeconds < 1800 ? soakSeconds / 3 : Infinity);
 if (args["heap-snapshots"] !== undefined && !["yes", "no"].includes(args["heap-snapshots"])) {
   process.stderr.write(`--heap-snapshots: "${args["heap-snapshots"]}" is not yes or no\n${USAGE}\n`);
   process.exit(2);
@@ -100,7 +135,9 @@ const cleanups: Cleanup[] = [];
 async function main(): Promise<void> {
   requireBundles();
   if (!existsSync(NODE_EXPORTER)) {
-    throw new Error(`${NODE_EXPORTER} is missing: install the Debian package prometheus-node-exporter (scripts/install-test-deps.sh)`);
+    throw new Error(
+      `${NODE_EXPORTER} is missing: install the Debian package prometheus-node-exporter (scripts/install-test-deps.sh)`,
+    );
   }
   const machine = describeMachine();
   const dir = mkdtempSync(path.join(os.tmpdir(), "ws-bench-agent-"));
@@ -141,20 +178,53 @@ async function main(): Promise<void> {
   const agentArgs = [
     ...agentNodeFlags,
     ...(heapSnapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${snapshotDir}`] : []),
-    agentBundle, "run", "--insecure",
-    "--collector", collector.grpcAddress,
-    "--namespace", "bench", "--name", "agent-cost",
-    "--report-interval", `${intervalSeconds}s`,
-    "--state-dir", path.join(dir, "state"),
-    "--socket", path.join(dir, "agent.sock"),
-    "--home-root", homeRoot,
+    agentBundle,
+    "run",
+    "--insecure",
+    "--collector",
+    collector.grpcAddress,
+    "--namespace",
+    "bench",
+    "--name",
+    "agent-cost",
+    "--report-interval",
+    `${intervalSeconds}s`,
+    "--state-dir",
+    path.join(dir, "state"),
+    "--socket",
+    path.join(dir, "agent.sock"),
+    "--home-root",
+    homeRoot,
   ];
-  const agentEnv = { ...agentExtraEnv, WS_AGENT_TOKEN: collector.tokenFor("bench", "agent-cost"), WS_AGENT_CONFIG: agentConfig };
+  const agentEnv = {
+    ...agentExtraEnv,
+    WS_AGENT_TOKEN: collector.tokenFor("bench", "agent-cost"),
+    WS_AGENT_CONFIG: agentConfig,
+  };
   const traceFile = path.join(dir, "spawns.strace");
   const traced = args["spawn-census"] === "strace";
-  if (traced && !straceWorks()) throw new Error(`--spawn-census strace: ${STRACE} is missing or cannot trace here (install the Debian package strace; ptrace must be allowed)`);
+  if (traced && !straceWorks())
+    throw new Error(
+      `--spawn-census strace: ${STRACE} is missing or cannot trace here (install the Debian package strace; ptrace must be allowed)`,
+    );
   const agentProc: Launched = traced
-    ? launch(STRACE, ["-f", "--seccomp-bpf", "-qq", "-e", "trace=clone,clone3,fork,vfork,execve", "-e", "signal=none", "-o", traceFile, process.execPath, ...agentArgs], { env: agentEnv })
+    ? launch(
+        STRACE,
+        [
+          "-f",
+          "--seccomp-bpf",
+          "-qq",
+          "-e",
+          "trace=clone,clone3,fork,vfork,execve",
+          "-e",
+          "signal=none",
+          "-o",
+          traceFile,
+          process.execPath,
+          ...agentArgs,
+        ],
+        { env: agentEnv },
+      )
     : launch(process.execPath, agentArgs, { env: agentEnv });
   let agentPid = agentProc.pid;
   // Signal the agent itself: strace, signalled, would detach and leave it running.
@@ -187,7 +257,8 @@ async function main(): Promise<void> {
   }, 50);
   cleanups.push(() => clearInterval(poller));
 
-  const reportsReceived = async () => sampleValue((await collector.scrape()).body, "workstation_reports_received_total") ?? 0;
+  const reportsReceived = async () =>
+    sampleValue((await collector.scrape()).body, "workstation_reports_received_total") ?? 0;
   const scrapeSizes: number[] = [];
   const scrapeSeconds: number[] = [];
   let scrapes = 0;
@@ -215,11 +286,16 @@ async function main(): Promise<void> {
     });
   };
   const totalIntervals = Math.max(warmupIntervals + 2, Math.round(durationSeconds / intervalSeconds));
-  process.stderr.write(`bench agent: ${totalIntervals} intervals of ${intervalSeconds}s (${warmupIntervals} warm-up), ssh session on ${tty}, Jupyter pid ${jupyter.pid}, agent pid ${agentPid}${traced ? " (under strace)" : ""}\n`);
+  process.stderr.write(
+    `bench agent: ${totalIntervals} intervals of ${intervalSeconds}s (${warmupIntervals} warm-up), ssh session on ${tty}, Jupyter pid ${jupyter.pid}, agent pid ${agentPid}${traced ? " (under strace)" : ""}\n`,
+  );
   await record();
   let threadsBefore = cpuByThread(agentPid);
   let splitBefore = cpuSplit(agentPid);
-  const baselineInterval = soakBaselineSeconds === undefined ? undefined : Math.max(warmupIntervals, Math.round(soakBaselineSeconds / intervalSeconds));
+  const baselineInterval =
+    soakBaselineSeconds === undefined
+      ? undefined
+      : Math.max(warmupIntervals, Math.round(soakBaselineSeconds / intervalSeconds));
   let soakStart: SoakPoint | undefined;
   for (let i = 1; i <= totalIntervals; i++) {
     const target = began + i * intervalSeconds * 1000;
@@ -231,14 +307,20 @@ async function main(): Promise<void> {
       threadsBefore = cpuByThread(agentPid);
       splitBefore = cpuSplit(agentPid);
     }
-    if (i === baselineInterval) soakStart = await soakPoint(agentPid, ticks.at(-1)!, heapSnapshots ? snapshotDir : undefined);
+    if (i === baselineInterval)
+      soakStart = await soakPoint(agentPid, ticks.at(-1)!, heapSnapshots ? snapshotDir : undefined);
     if (i % Math.max(1, Math.round(60 / intervalSeconds)) === 0) {
-      process.stderr.write(`bench agent: ${i}/${totalIntervals} intervals, agent RSS ${bytes(ticks.at(-1)!.agentRss)}\n`);
+      process.stderr.write(
+        `bench agent: ${i}/${totalIntervals} intervals, agent RSS ${bytes(ticks.at(-1)!.agentRss)}\n`,
+      );
     }
   }
   clearInterval(poller);
   const agentHwm = memory(agentPid).hwmBytes;
-  const soakEnd = soakStart === undefined ? undefined : await soakPoint(agentPid, ticks.at(-1)!, heapSnapshots ? snapshotDir : undefined);
+  const soakEnd =
+    soakStart === undefined
+      ? undefined
+      : await soakPoint(agentPid, ticks.at(-1)!, heapSnapshots ? snapshotDir : undefined);
   const exporterHwm = memory(exporter.pid).hwmBytes;
   const threadsAfter = cpuByThread(agentPid);
   const splitAfter = cpuSplit(agentPid);
@@ -249,10 +331,12 @@ async function main(): Promise<void> {
   let censusMethod: string;
   if (traced) {
     spawned = parseSpawnTrace(readFileSync(traceFile, "utf8"), agentPid).processes;
-    censusMethod = "strace -f (every clone/execve; strace costs the agent CPU of its own, about 7 ms per sample at 15 s, included in the CPU rows above)";
+    censusMethod =
+      "strace -f (every clone/execve; strace costs the agent CPU of its own, about 7 ms per sample at 15 s, included in the CPU rows above)";
   } else {
     spawned = [...polledChildren.entries()].map(([pid, program]) => ({ pid, program, execOk: true }));
-    censusMethod = "polling /proc/PID/task/*/children every 50 ms (may miss very short-lived children; `--spawn-census strace` counts every one)";
+    censusMethod =
+      "polling /proc/PID/task/*/children every 50 ms (may miss very short-lived children; `--spawn-census strace` counts every one)";
   }
 
   const first = ticks[warmupIntervals]!;
@@ -292,8 +376,18 @@ async function main(): Promise<void> {
       ["", "ws-agent run", "node_exporter", "agent / node_exporter"],
       [
         ["samples (agent Reports / harness scrapes)", samples, scraped, ""],
-        ["CPU per sample (user+sys)", `${fmt(agentPerSample * 1000)} ms`, `${fmt(exporterPerScrape * 1000)} ms`, ratio(agentPerSample, exporterPerScrape)],
-        ["CPU per interval p50 / max", `${fmt(agentIntervals.p50 * 1000)} / ${fmt(agentIntervals.max * 1000)} ms`, `${fmt(exporterIntervals.p50 * 1000)} / ${fmt(exporterIntervals.max * 1000)} ms`, ""],
+        [
+          "CPU per sample (user+sys)",
+          `${fmt(agentPerSample * 1000)} ms`,
+          `${fmt(exporterPerScrape * 1000)} ms`,
+          ratio(agentPerSample, exporterPerScrape),
+        ],
+        [
+          "CPU per interval p50 / max",
+          `${fmt(agentIntervals.p50 * 1000)} / ${fmt(agentIntervals.max * 1000)} ms`,
+          `${fmt(exporterIntervals.p50 * 1000)} / ${fmt(exporterIntervals.max * 1000)} ms`,
+          "",
+        ],
         [
           "  of which user / system",
           `${fmt(((splitAfter.userSeconds - splitBefore.userSeconds) / samples) * 1000)} / ${fmt(((splitAfter.systemSeconds - splitBefore.systemSeconds) / samples) * 1000)} ms`,
@@ -301,13 +395,38 @@ async function main(): Promise<void> {
           "",
         ],
         ["  main thread / other threads", threadBreakdown(threadsBefore, threadsAfter, samples), "", ""],
-        ["CPU share of one core", `${fmt((100 * agentCpu) / wallSeconds)} %`, `${fmt((100 * exporterCpu) / wallSeconds)} %`, ratio(agentCpu, exporterCpu)],
-        [`RSS after ${fmt(minutes, 3)} min (VmRSS)`, bytes(last.agentRss), bytes(last.exporterRss), ratio(last.agentRss, last.exporterRss)],
-        ["RSS at end of warm-up", bytes(first.agentRss), bytes(first.exporterRss), ratio(first.agentRss, first.exporterRss)],
+        [
+          "CPU share of one core",
+          `${fmt((100 * agentCpu) / wallSeconds)} %`,
+          `${fmt((100 * exporterCpu) / wallSeconds)} %`,
+          ratio(agentCpu, exporterCpu),
+        ],
+        [
+          `RSS after ${fmt(minutes, 3)} min (VmRSS)`,
+          bytes(last.agentRss),
+          bytes(last.exporterRss),
+          ratio(last.agentRss, last.exporterRss),
+        ],
+        [
+          "RSS at end of warm-up",
+          bytes(first.agentRss),
+          bytes(first.exporterRss),
+          ratio(first.agentRss, first.exporterRss),
+        ],
         ["peak RSS (VmHWM)", bytes(agentHwm), bytes(exporterHwm), ratio(agentHwm, exporterHwm)],
-        ["processes spawned (whole run)", spawned.length === 0 ? "0" : describeSpawned(spawned).join(", "), "not counted", ""],
+        [
+          "processes spawned (whole run)",
+          spawned.length === 0 ? "0" : describeSpawned(spawned).join(", "),
+          "not counted",
+          "",
+        ],
         ["processes spawned per sample", fmt(spawned.length / Math.max(1, last.reports), 2), "", ""],
-        ["payload per sample", "Report (see benchmark 4)", `${bytes(scrapeSize.p50)} text, scrape ${fmt(scrapeTime.p50 * 1000)} ms p50`, ""],
+        [
+          "payload per sample",
+          "Report (see benchmark 4)",
+          `${bytes(scrapeSize.p50)} text, scrape ${fmt(scrapeTime.p50 * 1000)} ms p50`,
+          "",
+        ],
       ],
     ),
     "",
@@ -319,7 +438,9 @@ async function main(): Promise<void> {
       `CPU per sample ≤ node_exporter's per scrape → ${agentPerSample <= exporterPerScrape ? "met" : `missed: ${ratio(agentPerSample, exporterPerScrape)} of node_exporter's`}; ` +
       `no process per sample except the GPU tool → ${
         traced
-          ? spawned.every((p) => p.program === "nvidia-smi") ? "met" : "missed"
+          ? spawned.every((p) => p.program === "nvidia-smi")
+            ? "met"
+            : "missed"
           : "not decided by polling (a child caught between fork and exec still has the agent's name; `--spawn-census strace` names every program)"
       }.`,
     "",
@@ -344,7 +465,11 @@ async function soakPoint(pid: number, tick: Tick, snapshotDir: string | undefine
   const before = new Set(readdirSync(snapshotDir));
   process.kill(pid, "SIGUSR2");
   // Node writes the snapshot on the agent's main thread: done once the file stops growing.
-  const file = await pollFor("the agent's heap snapshot", () => readdirSync(snapshotDir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name)), 60_000);
+  const file = await pollFor(
+    "the agent's heap snapshot",
+    () => readdirSync(snapshotDir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name)),
+    60_000,
+  );
   let size = -1;
   await pollFor(
     "the heap snapshot to be complete",
@@ -385,7 +510,13 @@ function soakSection(ticks: Tick[], start: SoakPoint, end: SoakPoint): string[] 
   );
   const step = Math.max(1, Math.floor(ticks.length / 12));
   const timeline = ticks.filter((_, i) => i % step === 0 || i === ticks.length - 1);
-  out.push(markdownTable(["minute", "agent RSS", "node_exporter RSS", "agent Reports so far"], timeline.map((tick) => [minutes(tick.atSeconds), bytes(tick.agentRss), bytes(tick.exporterRss), tick.reports])), "");
+  out.push(
+    markdownTable(
+      ["minute", "agent RSS", "node_exporter RSS", "agent Reports so far"],
+      timeline.map((tick) => [minutes(tick.atSeconds), bytes(tick.agentRss), bytes(tick.exporterRss), tick.reports]),
+    ),
+    "",
+  );
   if (start.heap && end.heap) {
     out.push(
       `Heap snapshots (\`--heapsnapshot-signal=SIGUSR2\`): ${start.heap.nodes} objects, ${bytes(start.heap.totalSelfBytes)} at the baseline; ` +
@@ -410,7 +541,11 @@ function soakSection(ticks: Tick[], start: SoakPoint, end: SoakPoint): string[] 
 /** strace can trace here (ptrace may be forbidden in a container): a one-line probe. */
 function straceWorks(): boolean {
   if (!existsSync(STRACE)) return false;
-  const probe = spawnSync(STRACE, ["-f", "--seccomp-bpf", "-qq", "-e", "trace=execve", "-o", "/dev/null", "/bin/true"], { timeout: 10_000 });
+  const probe = spawnSync(
+    STRACE,
+    ["-f", "--seccomp-bpf", "-qq", "-e", "trace=execve", "-o", "/dev/null", "/bin/true"],
+    { timeout: 10_000 },
+  );
   return probe.status === 0;
 }
 

@@ -37,7 +37,23 @@ const USAGE =
   "       [--hostile-vms 50 (0: skip)] [--hostile-normal-vms 500] [--hostile-minutes 2] [--hostile-kind largest-allowed|gpu-flood] [--hostile-interval 15s]";
 const args = benchArgs(
   process.argv.slice(2),
-  ["mode", "vms", "interval", "measure", "ceiling-vms", "ceiling-intervals", "ceiling-measure", "connect-rate", "collector-cpu", "loadgen-cpu", "hostile-vms", "hostile-normal-vms", "hostile-minutes", "hostile-kind", "hostile-interval"],
+  [
+    "mode",
+    "vms",
+    "interval",
+    "measure",
+    "ceiling-vms",
+    "ceiling-intervals",
+    "ceiling-measure",
+    "connect-rate",
+    "collector-cpu",
+    "loadgen-cpu",
+    "hostile-vms",
+    "hostile-normal-vms",
+    "hostile-minutes",
+    "hostile-kind",
+    "hostile-interval",
+  ],
   USAGE,
 );
 const mode = args.mode ?? "kubernetes";
@@ -49,7 +65,9 @@ const vmCounts = args.vms === "0" ? [] : integers(args.vms, [1000, 10000, 20000]
 const intervalSeconds = seconds(args.interval, 15, "interval");
 const measureSeconds = seconds(args.measure, 45, "measure");
 const ceilingVms = args["ceiling-vms"] === "0" ? 0 : integers(args["ceiling-vms"], [1000], "ceiling-vms")[0]!;
-const ceilingIntervals = (args["ceiling-intervals"] ?? "1s,0.5s,0.25s,0.1s").split(",").map((text) => seconds(text.trim(), 1, "ceiling-intervals"));
+const ceilingIntervals = (args["ceiling-intervals"] ?? "1s,0.5s,0.25s,0.1s")
+  .split(",")
+  .map((text) => seconds(text.trim(), 1, "ceiling-intervals"));
 const ceilingMeasureSeconds = seconds(args["ceiling-measure"], 15, "ceiling-measure");
 /** Agents opening streams per second: by default every agent within 10 s (a collector restart, a network blip). */
 const connectRateFor = (count: number) => Number(args["connect-rate"] ?? Math.max(1000, count / 10));
@@ -75,12 +93,18 @@ class LoadGenerator {
     proc.child.on("message", (message) => this.waiting.shift()?.(message));
   }
   static start(): LoadGenerator {
-    if (!existsSync(loadgenBundle)) throw new Error(`${loadgenBundle} is missing: run the benchmark through bench/run.mjs, which bundles it`);
-    return new LoadGenerator(launch(process.execPath, ["--max-old-space-size=8192", loadgenBundle], { cpus: loadgenCpu, ipc: true }));
+    if (!existsSync(loadgenBundle))
+      throw new Error(`${loadgenBundle} is missing: run the benchmark through bench/run.mjs, which bundles it`);
+    return new LoadGenerator(
+      launch(process.execPath, ["--max-old-space-size=8192", loadgenBundle], { cpus: loadgenCpu, ipc: true }),
+    );
   }
   request<T>(command: LoadCommand, timeoutMs = 600_000): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`load generator did not answer ${command.cmd}:\n${this.proc.output().slice(-2000)}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`load generator did not answer ${command.cmd}:\n${this.proc.output().slice(-2000)}`)),
+        timeoutMs,
+      );
       this.waiting.push((value) => {
         clearTimeout(timer);
         resolve(value as T);
@@ -112,7 +136,14 @@ async function timedScrape(collector: RunningCollector): Promise<Scrape> {
   const startedAtMs = performance.now();
   const scrape = await collector.scrape();
   const series = scrape.body.split("\n").filter((line) => line !== "" && !line.startsWith("#")).length;
-  return { startedAtMs, seconds: scrape.seconds, cpuSeconds: cpuSeconds(collector.pid) - cpuBefore, bytes: scrape.bytes, series, body: scrape.body };
+  return {
+    startedAtMs,
+    seconds: scrape.seconds,
+    cpuSeconds: cpuSeconds(collector.pid) - cpuBefore,
+    bytes: scrape.bytes,
+    series,
+    body: scrape.body,
+  };
 }
 
 interface Window {
@@ -152,7 +183,10 @@ async function measure(collector: RunningCollector, load: LoadGenerator, windowS
     reportsPerSecond: (counter(second) - counter(first)) / ((second.startedAtMs - first.startedAtMs) / 1000),
     collectorCpu: cpuAfter - cpuBefore,
     rss: memory(collector.pid).rssBytes,
-    decisions: bucketDelta(histogramBuckets(first.body, DECISION_HISTOGRAM), histogramBuckets(second.body, DECISION_HISTOGRAM)),
+    decisions: bucketDelta(
+      histogramBuckets(first.body, DECISION_HISTOGRAM),
+      histogramBuckets(second.body, DECISION_HISTOGRAM),
+    ),
     roundTripsMs: loadAfter.roundTripsMs,
     loadCpu: loadAfter.cpuSeconds - loadBefore.cpuSeconds,
     loadSent: loadAfter.reportsSent - loadBefore.reportsSent,
@@ -187,12 +221,18 @@ interface BurstFigures {
   leadershipLostDuringBurst: number;
 }
 
-async function withFleet<T>(count: number, interval: number, body: (fleet: Fleet) => Promise<T>, extraVms = 0): Promise<T> {
+async function withFleet<T>(
+  count: number,
+  interval: number,
+  body: (fleet: Fleet) => Promise<T>,
+  extraVms = 0,
+): Promise<T> {
   let kube: FakeKube | undefined;
   if (mode === "kubernetes") {
     kube = await startFakeKube();
     // Every VM's launcher pod at 127.0.0.1: the address the generator's connections come from.
-    for (let i = 0; i < count + extraVms; i++) kube.seedWorkstation({ namespace: "bench", name: vmName(i), podIp: "127.0.0.1" });
+    for (let i = 0; i < count + extraVms; i++)
+      kube.seedWorkstation({ namespace: "bench", name: vmName(i), podIp: "127.0.0.1" });
   }
   let collector: RunningCollector;
   try {
@@ -235,7 +275,10 @@ async function withFleet<T>(count: number, interval: number, body: (fleet: Fleet
         const stats = await generator.stats();
         if (stats.connected >= count) return stats;
         // Refusals with a retry hint are the admission control at work; any other end is a failure.
-        if (stats.ended - stats.refusedBusy > 0) throw new Error(`${stats.ended - stats.refusedBusy} streams ended without a retry hint: ${stats.endReasons.join("; ")}`);
+        if (stats.ended - stats.refusedBusy > 0)
+          throw new Error(
+            `${stats.ended - stats.refusedBusy} streams ended without a retry hint: ${stats.endReasons.join("; ")}`,
+          );
         return undefined;
       },
       Math.max(180_000, (count / connectRate) * 8_000),
@@ -243,7 +286,9 @@ async function withFleet<T>(count: number, interval: number, body: (fleet: Fleet
     );
     const upSeconds = (performance.now() - began) / 1000;
     const burstCpu = cpuSeconds(collector.pid) - cpuBefore;
-    process.stderr.write(`bench collector: ${count} streams up in ${fmt(upSeconds)} s (${connected.refusedBusy} told to retry later)\n`);
+    process.stderr.write(
+      `bench collector: ${count} streams up in ${fmt(upSeconds)} s (${connected.refusedBusy} told to retry later)\n`,
+    );
     const afterBurst = await collector.scrape();
     const rssConnected = memory(collector.pid).rssBytes;
     const burst: BurstFigures = {
@@ -258,7 +303,10 @@ async function withFleet<T>(count: number, interval: number, body: (fleet: Fleet
   } finally {
     if (load) {
       const stats = await load.stats().catch(() => undefined);
-      if (stats && stats.ended > 0) process.stderr.write(`bench collector: ${stats.ended} of ${count} streams ended during the run: ${stats.endReasons.join("; ")}\n`);
+      if (stats && stats.ended > 0)
+        process.stderr.write(
+          `bench collector: ${stats.ended} of ${count} streams ended during the run: ${stats.endReasons.join("; ")}\n`,
+        );
     }
     if (kube) process.stderr.write(`bench collector: ${kubeDiagnostics(kube)}\n`);
     // The collector's own log, beside the results, for a look at anything odd.
@@ -307,7 +355,12 @@ async function hostileRun(): Promise<Array<Array<string | number>>> {
       if (!opened.ok) throw new Error(`load generator: ${opened.error}`);
       const during = await watchRss(collector.pid, phaseMs);
       const duringRtt = summarize((await load.stats()).roundTripsMs);
-      const row = (phase: string, watch: { maxRss: number; cpu: number }, rtt: ReturnType<typeof summarize>, seconds: number) => [
+      const row = (
+        phase: string,
+        watch: { maxRss: number; cpu: number },
+        rtt: ReturnType<typeof summarize>,
+        seconds: number,
+      ) => [
         phase,
         bytes(watch.maxRss),
         `${fmt(rtt.p50)} / ${fmt(rtt.p99)} ms`,
@@ -362,7 +415,9 @@ function vmName(i: number): string {
 
 /** Writes to the API server (not reads, not watches); leader-election renewals counted apart, being per collector. */
 function kubeWrites(kube: FakeKube, fromMs: number, toMs: number): { vmWrites: RequestRecord[]; leaseWrites: number } {
-  const writes = kube.requests.filter((r) => !r.watch && r.method !== "GET" && r.receivedAtMs >= fromMs && r.receivedAtMs < toMs);
+  const writes = kube.requests.filter(
+    (r) => !r.watch && r.method !== "GET" && r.receivedAtMs >= fromMs && r.receivedAtMs < toMs,
+  );
   const isLease = (r: RequestRecord) => r.path.includes("/coordination.k8s.io/");
   return { vmWrites: writes.filter((r) => !isLease(r)), leaseWrites: writes.filter(isLease).length };
 }
@@ -408,7 +463,17 @@ async function main(): Promise<void> {
   const scrapeRows: Array<Array<string | number>> = [];
   const memoryRows: Array<Array<string | number>> = [];
   const writeRows: Array<Array<string | number>> = [];
-  const findings: Array<{ vms: number; cpuShare: number; cpuWithScrapes: number; scrapeSeconds: number; bytesPerVm: number; heapPerVm: number; receivedShare: number; leadershipLost: number; steadyWritesPerVmHour: number | undefined }> = [];
+  const findings: Array<{
+    vms: number;
+    cpuShare: number;
+    cpuWithScrapes: number;
+    scrapeSeconds: number;
+    bytesPerVm: number;
+    heapPerVm: number;
+    receivedShare: number;
+    leadershipLost: number;
+    steadyWritesPerVmHour: number | undefined;
+  }> = [];
   const burstRows: Array<Array<string | number>> = [];
   const rssEmpty = await emptyCollectorRss();
   for (const count of vmCounts) {
@@ -439,8 +504,22 @@ async function main(): Promise<void> {
       const perVm = (window.rss - rssEmpty) / count;
       const heapPerVm = (heapUsed(window.scrapes.at(-1)!.body) - heapEmpty) / count;
       const leadershipLost = leadershipLosses(collector);
-      const steadyWrites = kube ? kubeWrites(kube, windowStartMs, performance.now()).vmWrites.length / count / ((performance.now() - windowStartMs) / 3_600_000) : undefined;
-      findings.push({ vms: count, cpuShare, cpuWithScrapes, scrapeSeconds: scrapeWall.p50, bytesPerVm: perVm, heapPerVm, receivedShare: window.reportsPerSecond / (count / intervalSeconds), leadershipLost, steadyWritesPerVmHour: steadyWrites });
+      const steadyWrites = kube
+        ? kubeWrites(kube, windowStartMs, performance.now()).vmWrites.length /
+          count /
+          ((performance.now() - windowStartMs) / 3_600_000)
+        : undefined;
+      findings.push({
+        vms: count,
+        cpuShare,
+        cpuWithScrapes,
+        scrapeSeconds: scrapeWall.p50,
+        bytesPerVm: perVm,
+        heapPerVm,
+        receivedShare: window.reportsPerSecond / (count / intervalSeconds),
+        leadershipLost,
+        steadyWritesPerVmHour: steadyWrites,
+      });
       burstRows.push([
         count,
         `${fmt(burst.connectSeconds)} s`,
@@ -555,7 +634,13 @@ async function main(): Promise<void> {
       "on receive-to-decided.",
     "",
   );
-  out.push(markdownTable(["VMs", "/metrics size", "series", "series per VM", "scrape time p50 (max of 3)", "collector CPU per scrape"], scrapeRows), "");
+  out.push(
+    markdownTable(
+      ["VMs", "/metrics size", "series", "series per VM", "scrape time p50 (max of 3)", "collector CPU per scrape"],
+      scrapeRows,
+    ),
+    "",
+  );
   out.push(
     markdownTable(
       [
@@ -607,7 +692,15 @@ async function main(): Promise<void> {
   );
   if (writeRows.length) {
     out.push(
-      markdownTable(["VMs", "API writes per VM until the window (connect, first reports)", "API writes per VM per hour, steady window", "leader-lease writes per hour (whole collector)"], writeRows),
+      markdownTable(
+        [
+          "VMs",
+          "API writes per VM until the window (connect, first reports)",
+          "API writes per VM per hour, steady window",
+          "leader-lease writes per hour (whole collector)",
+        ],
+        writeRows,
+      ),
       "",
     );
   }
@@ -637,8 +730,17 @@ async function main(): Promise<void> {
     );
   }
   if (hostileRows.length) {
-    out.push(`### Hostile agents: ${hostileVms} VMs sending the ${hostileKind === "largest-allowed" ? "largest Report validation keeps" : "1 MB Report of 515,000 GPU processes"}`, "");
-    out.push(markdownTable(["phase", "collector RSS (max)", "other VMs' Report→Directive p50 / p99", "collector CPU"], hostileRows), "");
+    out.push(
+      `### Hostile agents: ${hostileVms} VMs sending the ${hostileKind === "largest-allowed" ? "largest Report validation keeps" : "1 MB Report of 515,000 GPU processes"}`,
+      "",
+    );
+    out.push(
+      markdownTable(
+        ["phase", "collector RSS (max)", "other VMs' Report→Directive p50 / p99", "collector CPU"],
+        hostileRows,
+      ),
+      "",
+    );
     out.push(
       `${hostileNormalVms} ordinary VMs report every ${intervalSeconds} s throughout; then ${hostileVms} more VMs send the hostile Report every ${hostileIntervalSeconds} s for ${hostileMinutes} min. ` +
         "RSS is sampled every 2 s (its maximum shown); the round trips are the ordinary VMs' only.",
@@ -650,16 +752,29 @@ async function main(): Promise<void> {
   const tenK = at(10_000) ?? findings.at(-1);
   if (tenK) {
     out.push("### Targets (issue 14)", "");
-    const figure = (value: number | undefined, format: (v: number) => string) => (value === undefined ? "not measured" : format(value));
+    const figure = (value: number | undefined, format: (v: number) => string) =>
+      value === undefined ? "not measured" : format(value);
     out.push(
       markdownTable(
         ["figure", "target", `measured (${tenK.vms} VMs unless named)`],
         [
-          ["leadership lost during a 10k / 20k reconnect burst and the window after it", "0 / 0", `${lost(10_000)} / ${lost(20_000)}`],
+          [
+            "leadership lost during a 10k / 20k reconnect burst and the window after it",
+            "0 / 0",
+            `${lost(10_000)} / ${lost(20_000)}`,
+          ],
           ["reports received / offered at 10k VMs every 15 s", "≥ 0.99", fmt(tenK.receivedShare)],
-          ["collector CPU at 10k VMs every 15 s, /metrics every 15 s included", "≤ 25 % of a core", `${fmt(100 * tenK.cpuWithScrapes)} %`],
+          [
+            "collector CPU at 10k VMs every 15 s, /metrics every 15 s included",
+            "≤ 25 % of a core",
+            `${fmt(100 * tenK.cpuWithScrapes)} %`,
+          ],
           ["/metrics at 10k VMs, p50", "≤ 0.5 s", `${fmt(tenK.scrapeSeconds * 1000)} ms`],
-          ["memory per VM while reporting", "≤ 40 KB", `${fmt(tenK.bytesPerVm / 1000)} KB RSS (${fmt(tenK.heapPerVm / 1000)} KB of it live V8 heap)`],
+          [
+            "memory per VM while reporting",
+            "≤ 40 KB",
+            `${fmt(tenK.bytesPerVm / 1000)} KB RSS (${fmt(tenK.heapPerVm / 1000)} KB of it live V8 heap)`,
+          ],
           ["API writes per VM per hour, steady state", "0", figure(tenK.steadyWritesPerVmHour, fmt)],
         ],
       ),

@@ -55,7 +55,9 @@ const PASSWD = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/pass
 
 type Manifest = Record<string, any>;
 const manifests = (file: string): Manifest[] =>
-  parseAllDocuments(readFileSync(path.join(repoRoot, "packaging/kubernetes", file), "utf8")).map((doc) => doc.toJS() as Manifest);
+  parseAllDocuments(readFileSync(path.join(repoRoot, "packaging/kubernetes", file), "utf8")).map(
+    (doc) => doc.toJS() as Manifest,
+  );
 const RBAC = policyForServiceAccount(manifests("rbac.yaml"), { namespace: COLLECTOR_NS, name: "ws-collector" });
 const POD_LABELS: Record<string, string> = manifests("deployment.yaml")[0]!.spec.template.metadata.labels;
 const SELECTOR: Record<string, string> = manifests("service.yaml")[0]!.spec.selector;
@@ -107,7 +109,11 @@ async function startReplica(kube: FakeKube, dir: string, keyFile: string, name: 
       "",
     ].join("\n"),
   );
-  const proc = launch(process.execPath, [collectorBundle, "serve", "--kubeconfig", kube.kubeconfigPath, "--config", config], { env: { POD_NAME: name } });
+  const proc = launch(
+    process.execPath,
+    [collectorBundle, "serve", "--kubeconfig", kube.kubeconfigPath, "--config", config],
+    { env: { POD_NAME: name } },
+  );
   await proc.waitFor(/collector serving/, 120_000);
   return { name, proc, grpcPort, httpPort };
 }
@@ -115,19 +121,51 @@ async function startReplica(kube: FakeKube, dir: string, keyFile: string, name: 
 function startAgent(dir: string, key: Buffer, name: string, grpcPort: number): Launched {
   const root = path.join(dir, `vm-${name}`);
   cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
-  for (const sub of ["sys/devices/virtual/net", "sys/devices/virtual/block", "sys/block", "dev/pts", "run", "home", "etc", "state"]) mkdirSync(path.join(root, sub), { recursive: true });
+  for (const sub of [
+    "sys/devices/virtual/net",
+    "sys/devices/virtual/block",
+    "sys/block",
+    "dev/pts",
+    "run",
+    "home",
+    "etc",
+    "state",
+  ])
+    mkdirSync(path.join(root, sub), { recursive: true });
   cpSync(PASSWD, path.join(root, "etc/passwd"));
   writeFileSync(path.join(root, "agent.yaml"), "disabledSignals: [jupyter, code_server, gpu, inhibitors]\n");
   return launch(
     process.execPath,
     [
-      agentBundle, "run", "--config", path.join(root, "agent.yaml"), "--insecure",
-      "--collector", `127.0.0.1:${grpcPort}`,
-      "--namespace", NS, "--name", name,
-      "--report-interval", `${intervalSeconds}s`,
-      "--state-dir", path.join(root, "state"), "--socket", path.join(root, "agent.sock"),
-      "--proc-root", path.join(root, "proc"), "--sys-root", path.join(root, "sys"), "--dev-root", path.join(root, "dev"),
-      "--run-root", path.join(root, "run"), "--home-root", path.join(root, "home"), "--etc-root", path.join(root, "etc"),
+      agentBundle,
+      "run",
+      "--config",
+      path.join(root, "agent.yaml"),
+      "--insecure",
+      "--collector",
+      `127.0.0.1:${grpcPort}`,
+      "--namespace",
+      NS,
+      "--name",
+      name,
+      "--report-interval",
+      `${intervalSeconds}s`,
+      "--state-dir",
+      path.join(root, "state"),
+      "--socket",
+      path.join(root, "agent.sock"),
+      "--proc-root",
+      path.join(root, "proc"),
+      "--sys-root",
+      path.join(root, "sys"),
+      "--dev-root",
+      path.join(root, "dev"),
+      "--run-root",
+      path.join(root, "run"),
+      "--home-root",
+      path.join(root, "home"),
+      "--etc-root",
+      path.join(root, "etc"),
     ],
     { env: { WS_AGENT_TOKEN: tokenFor(key, NS, name) } },
   );
@@ -157,7 +195,9 @@ async function oneRun(signal: "SIGKILL" | "SIGTERM"): Promise<Timings> {
     for (const name of names) procs.push(startAgent(dir, key, name, service.port));
     const reportedAt = async (replica: Replica): Promise<Map<string, number>> => {
       const body = await text(`http://127.0.0.1:${replica.httpPort}/api/vms`);
-      const vms = body ? ((JSON.parse(body) as { vms: Array<{ name: string; lastReportAtMs?: number }> }).vms ?? []) : [];
+      const vms = body
+        ? ((JSON.parse(body) as { vms: Array<{ name: string; lastReportAtMs?: number }> }).vms ?? [])
+        : [];
       return new Map(vms.filter((vm) => vm.lastReportAtMs !== undefined).map((vm) => [vm.name, vm.lastReportAtMs!]));
     };
     for (const deadline = Date.now() + 120_000; (await reportedAt(first)).size < vmCount; ) {
@@ -173,17 +213,30 @@ async function oneRun(signal: "SIGKILL" | "SIGTERM"): Promise<Timings> {
     const timings: Partial<Timings> = {};
     const since = () => (performance.now() - t0) / 1000;
     while (timings.all === undefined) {
-      if (since() > 180) throw new Error(`no complete failover within 180 s: ${JSON.stringify(timings)}\n${second.proc.output().slice(-3000)}`);
-      if (timings.leads === undefined && /^workstation_collector_leader 1$/m.test(await text(`http://127.0.0.1:${second.httpPort}/metrics`))) timings.leads = since();
-      const labelled = kube.store.list(POD, COLLECTOR_NS).filter((pod) => pod.metadata.labels?.[LEADER_LABEL] === "true").map((pod) => pod.metadata.name);
-      if (timings.labelled === undefined && labelled.length === 1 && labelled[0] === second.name) timings.labelled = since();
+      if (since() > 180)
+        throw new Error(
+          `no complete failover within 180 s: ${JSON.stringify(timings)}\n${second.proc.output().slice(-3000)}`,
+        );
+      if (
+        timings.leads === undefined &&
+        /^workstation_collector_leader 1$/m.test(await text(`http://127.0.0.1:${second.httpPort}/metrics`))
+      )
+        timings.leads = since();
+      const labelled = kube.store
+        .list(POD, COLLECTOR_NS)
+        .filter((pod) => pod.metadata.labels?.[LEADER_LABEL] === "true")
+        .map((pod) => pod.metadata.name);
+      if (timings.labelled === undefined && labelled.length === 1 && labelled[0] === second.name)
+        timings.labelled = since();
       const fresh = [...(await reportedAt(second)).values()].filter((at) => at > killedWallMs).length;
       if (timings.first === undefined && fresh > 0) timings.first = since();
       if (fresh === vmCount) timings.all = since();
       await delay(POLL_MS);
     }
     // The Service records when its endpoints changed: the first time after the kill it routed to the new leader alone.
-    const switched = service.changes().find((change) => change.atMs > t0 && change.ports.join() === String(second.grpcPort));
+    const switched = service
+      .changes()
+      .find((change) => change.atMs > t0 && change.ports.join() === String(second.grpcPort));
     timings.endpoint = switched ? (switched.atMs - t0) / 1000 : NaN;
     return timings as Timings;
   } finally {
@@ -200,13 +253,17 @@ for (let run = 1; run <= runs; run++) {
   for (const signal of ["SIGKILL", "SIGTERM"] as const) {
     const timings = await oneRun(signal);
     results[signal].push(timings);
-    process.stderr.write(`bench failover: run ${run} ${signal}: ${JSON.stringify(Object.fromEntries(Object.entries(timings).map(([k, v]) => [k, Number(v.toFixed(2))])))}\n`);
+    process.stderr.write(
+      `bench failover: run ${run} ${signal}: ${JSON.stringify(Object.fromEntries(Object.entries(timings).map(([k, v]) => [k, Number(v.toFixed(2))])))}\n`,
+    );
   }
 }
 
 const PHASES = ["leads", "labelled", "endpoint", "first", "all"] as const;
 console.log(`## 5. Failover\n`);
-console.log(`${machineLine(describeMachine())}; ${runs} run(s) per case, ${vmCount} agents, report interval ${intervalSeconds} s, lease defaults (15 s / 10 s / 2 s).\n`);
+console.log(
+  `${machineLine(describeMachine())}; ${runs} run(s) per case, ${vmCount} agents, report interval ${intervalSeconds} s, lease defaults (15 s / 10 s / 2 s).\n`,
+);
 console.log("Seconds from the signal to the old leader (median, max over runs):\n");
 console.log(
   markdownTable(

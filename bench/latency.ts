@@ -27,7 +27,8 @@ import { agentBundle, repoRoot, requireBundles } from "./lib/paths.js";
 import { seededRandom, summarize } from "./lib/stats.js";
 import { fmt, markdownTable } from "./lib/table.js";
 
-const USAGE = "usage: node bench/run.mjs latency [--vms 20] [--idle-timeout 1m] [--grace 30s] [--interval 2s] [--tick 1s]";
+const USAGE =
+  "usage: node bench/run.mjs latency [--vms 20] [--idle-timeout 1m] [--grace 30s] [--interval 2s] [--tick 1s]";
 const args = benchArgs(process.argv.slice(2), ["vms", "idle-timeout", "grace", "interval", "tick"], USAGE);
 const vmCount = Number(args.vms ?? 20);
 const idleSeconds = seconds(args["idle-timeout"], 60, "idle-timeout");
@@ -117,15 +118,27 @@ async function main(): Promise<void> {
     vm.agent = launch(
       process.execPath,
       [
-        agentBundle, "run", "--insecure",
-        "--collector", collector.grpcAddress,
-        "--namespace", "latency", "--name", vm.name,
-        "--report-interval", `${intervalSeconds}s`,
-        "--state-dir", path.join(roots, "state"),
-        "--socket", path.join(roots, "agent.sock"),
-        "--dev-root", path.join(roots, "dev"),
-        "--run-root", path.join(roots, "run"),
-        "--home-root", path.join(roots, "home"),
+        agentBundle,
+        "run",
+        "--insecure",
+        "--collector",
+        collector.grpcAddress,
+        "--namespace",
+        "latency",
+        "--name",
+        vm.name,
+        "--report-interval",
+        `${intervalSeconds}s`,
+        "--state-dir",
+        path.join(roots, "state"),
+        "--socket",
+        path.join(roots, "agent.sock"),
+        "--dev-root",
+        path.join(roots, "dev"),
+        "--run-root",
+        path.join(roots, "run"),
+        "--home-root",
+        path.join(roots, "home"),
       ],
       { env: { WS_AGENT_TOKEN: collector.tokenFor("latency", vm.name), WS_AGENT_CONFIG: agentConfig } },
     );
@@ -165,7 +178,8 @@ async function main(): Promise<void> {
   const vsKeystroke = summarize(stopped.map((vm) => (vm.stoppedMs! - vm.keystrokeMs! - budgetMs) / 1000));
   // The collector logs each transition; a pending stop that went back to Active without new activity explains a late stop.
   const log = collector.proc.output();
-  const cancellations = (vm: Vm) => (log.match(new RegExp(`latency/${vm.name}: StoppingPending → Active`, "g")) ?? []).length;
+  const cancellations = (vm: Vm) =>
+    (log.match(new RegExp(`latency/${vm.name}: StoppingPending → Active`, "g")) ?? []).length;
   const overshoot = (vm: Vm) => (vm.stoppedMs! - vm.atimeMs! - budgetMs) / 1000;
   const clean = stopped.filter((vm) => cancellations(vm) === 0);
   const cancelled = stopped.filter((vm) => cancellations(vm) > 0);
@@ -230,9 +244,15 @@ async function main(): Promise<void> {
 /** The collector's log and each VM's timeline, kept beside the results for a look at any outlier. */
 function writeCollectorLog(collector: RunningCollector, vms: readonly Vm[]): void {
   const iso = (ms: number | undefined) => (ms === undefined ? "-" : new Date(ms).toISOString());
-  const lines = vms.map((vm) => `${vm.name} ${vm.tty} keystroke=${iso(vm.keystrokeMs)} atime=${iso(vm.atimeMs)} stopped=${iso(vm.stoppedMs)}`);
+  const lines = vms.map(
+    (vm) =>
+      `${vm.name} ${vm.tty} keystroke=${iso(vm.keystrokeMs)} atime=${iso(vm.atimeMs)} stopped=${iso(vm.stoppedMs)}`,
+  );
   mkdirSync(path.join(repoRoot, "bench/results"), { recursive: true });
-  writeFileSync(path.join(repoRoot, "bench/results/latency-timeline.log"), [...lines, "", collector.proc.output()].join("\n"));
+  writeFileSync(
+    path.join(repoRoot, "bench/results/latency-timeline.log"),
+    [...lines, "", collector.proc.output()].join("\n"),
+  );
 }
 
 async function cleanup(): Promise<void> {

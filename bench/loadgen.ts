@@ -122,7 +122,8 @@ function connect(vm: Vm): void {
         return;
       }
       const sentAt = vm.pendingSentAt.shift();
-      if (sentAt !== undefined && !vm.hostile && roundTrips.length < MAX_ROUND_TRIPS) roundTrips.push(performance.now() - sentAt);
+      if (sentAt !== undefined && !vm.hostile && roundTrips.length < MAX_ROUND_TRIPS)
+        roundTrips.push(performance.now() - sentAt);
     },
     onEnd(reason, retryAfterMs) {
       ended++;
@@ -133,7 +134,10 @@ function connect(vm: Vm): void {
       if (closing) return;
       if (vm.connected && performance.now() - vm.connectedAtMs > HEALTHY_STREAM_MS) vm.attempt = 0;
       // As the agent does (guest-agent connection.ts): a retry hint from a busy collector, ±50 %, else the backoff.
-      const delay = retryAfterMs !== undefined ? Math.round(retryAfterMs * (0.5 + Math.random())) : backoffDelayMs(vm.attempt, defaultBackoff, Math.random);
+      const delay =
+        retryAfterMs !== undefined
+          ? Math.round(retryAfterMs * (0.5 + Math.random()))
+          : backoffDelayMs(vm.attempt, defaultBackoff, Math.random);
       if (retryAfterMs !== undefined) refusedBusy++;
       else vm.attempt++;
       setTimeout(() => {
@@ -151,7 +155,9 @@ async function open(command: Extract<LoadCommand, { cmd: "open" }>): Promise<voi
   address = command.address;
   namespace = command.namespace;
   const key = Buffer.from(command.keyText, "utf8");
-  const hostile = command.hostile ? hostileReport(command.hostile, REPORT_LIMITS, MAX_STRING, MAX_MESSAGE_BYTES) : undefined;
+  const hostile = command.hostile
+    ? hostileReport(command.hostile, REPORT_LIMITS, MAX_STRING, MAX_MESSAGE_BYTES)
+    : undefined;
   const batch = Math.max(1, Math.round(command.perSecond / 20));
   for (let i = 0; i < command.count; i++) {
     const name = `vm-${String(vms.length).padStart(5, "0")}`;
@@ -198,7 +204,10 @@ process.on("message", (message: LoadCommand) => {
   const reply = (value: unknown) => process.send?.(value);
   switch (message.cmd) {
     case "open":
-      void open(message).then(() => reply({ ok: true }), (error: Error) => reply({ ok: false, error: error.message }));
+      void open(message).then(
+        () => reply({ ok: true }),
+        (error: Error) => reply({ ok: false, error: error.message }),
+      );
       return;
     case "start-reporting":
       reporting = true;

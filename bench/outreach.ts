@@ -37,35 +37,102 @@ const outreach = new Outreach({
   linkKey: key,
   history: new History(),
 });
-const decision = { summary: "Active", actions: [], next: { state: "Active", activeSignals: ["tty-input"], lastActivityAtMs: NOW } } as unknown as Decision;
+const decision = {
+  summary: "Active",
+  actions: [],
+  next: { state: "Active", activeSignals: ["tty-input"], lastActivityAtMs: NOW },
+} as unknown as Decision;
 const vms = Array.from({ length: 1000 }, (_, i) => ({ namespace: `ns-${i % 20}`, name: `vm-${i}` }));
 
 const view = (i: number): VmView => ({
-  namespace: `ns-${i % 20}`, name: `vm-${i}`, state: i % 3 ? "Active" : "StoppingPending", mode: i % 5 ? "enforce" : "observe", autostop: true, connected: true,
-  agentVersion: "0.1.0", peer: "10.0.0.1", lastReportAtMs: NOW - 5000, lastActivityAtMs: NOW - 60_000, idleSeconds: 60, idleTimeoutSeconds: 7200,
-  ...(i % 3 ? {} : { stopDeadlineMs: NOW + 600_000 }), activeSignals: ["tty-input"], signals: {}, explanation: "Active · idle 1m of 2h", gpus: [], disks: [],
-  leases: [], policyErrors: [], owner: `user-${i % 50}`,
+  namespace: `ns-${i % 20}`,
+  name: `vm-${i}`,
+  state: i % 3 ? "Active" : "StoppingPending",
+  mode: i % 5 ? "enforce" : "observe",
+  autostop: true,
+  connected: true,
+  agentVersion: "0.1.0",
+  peer: "10.0.0.1",
+  lastReportAtMs: NOW - 5000,
+  lastActivityAtMs: NOW - 60_000,
+  idleSeconds: 60,
+  idleTimeoutSeconds: 7200,
+  ...(i % 3 ? {} : { stopDeadlineMs: NOW + 600_000 }),
+  activeSignals: ["tty-input"],
+  signals: {},
+  explanation: "Active · idle 1m of 2h",
+  gpus: [],
+  disks: [],
+  leases: [],
+  policyErrors: [],
+  owner: `user-${i % 50}`,
 });
 const views = vms.map((_, i) => view(i));
 
 const history = new History();
 const vm = vms[0]!;
-for (let i = 0; i < 480; i++) history.point(vm, { atMs: NOW - (480 - i) * 30_000, idleSeconds: (i % 60) * 30, activeSignals: i % 60 === 0 ? 1 : 0, state: "Active" });
-for (let i = 0; i < 30; i++) history.transition(vm, { atMs: NOW - i * 60_000, what: "Active → StoppingPending", reason: "idle for 2h (idle-timeout 2h)" });
+for (let i = 0; i < 480; i++)
+  history.point(vm, {
+    atMs: NOW - (480 - i) * 30_000,
+    idleSeconds: (i % 60) * 30,
+    activeSignals: i % 60 === 0 ? 1 : 0,
+    state: "Active",
+  });
+for (let i = 0; i < 30; i++)
+  history.transition(vm, {
+    atMs: NOW - i * 60_000,
+    what: "Active → StoppingPending",
+    reason: "idle for 2h (idle-timeout 2h)",
+  });
 const explanation: Explanation = {
-  atMs: NOW, from: "Active", to: "Active", idleSeconds: 60, idleTimeoutSeconds: 7200, lastActivityAtMs: NOW - 60_000, lastActivity: "terminal input on pts/0",
-  readings: Array.from({ length: 8 }, (_, i) => ({ signal: "tty-input" as const, strength: "strong" as const, atMs: NOW - i * 1000, detail: `input on pts/${i}`, counted: i === 0 })),
-  vetoes: [], blind: [], stopAtMs: NOW + 7_140_000, reason: "active",
+  atMs: NOW,
+  from: "Active",
+  to: "Active",
+  idleSeconds: 60,
+  idleTimeoutSeconds: 7200,
+  lastActivityAtMs: NOW - 60_000,
+  lastActivity: "terminal input on pts/0",
+  readings: Array.from({ length: 8 }, (_, i) => ({
+    signal: "tty-input" as const,
+    strength: "strong" as const,
+    atMs: NOW - i * 1000,
+    detail: `input on pts/${i}`,
+    counted: i === 0,
+  })),
+  vetoes: [],
+  blind: [],
+  stopAtMs: NOW + 7_140_000,
+  reason: "active",
 };
 
 const rows = [
   "| operation | runs | CPU per run |",
   "|---|---|---|",
-  per("outreach hook per decision (history point + transitions, no webhook)", 200_000, (i) => outreach.decided(vms[i % 1000]!, decision, { state: "Active" } as never, BUILTIN_DEFAULT_POLICY, NOW + i * 100)),
-  per("fleet page, 1000 VMs, sorted by owner", 50, () => renderFleetPage(views, NOW, { version: "bench", mode: "standalone", leader: true }, parseFleetQuery(new URLSearchParams("sort=owner")))),
+  per("outreach hook per decision (history point + transitions, no webhook)", 200_000, (i) =>
+    outreach.decided(vms[i % 1000]!, decision, { state: "Active" } as never, BUILTIN_DEFAULT_POLICY, NOW + i * 100),
+  ),
+  per("fleet page, 1000 VMs, sorted by owner", 50, () =>
+    renderFleetPage(
+      views,
+      NOW,
+      { version: "bench", mode: "standalone", leader: true },
+      parseFleetQuery(new URLSearchParams("sort=owner")),
+    ),
+  ),
   per("VM page, 480 chart points, 30 transitions, 8 signal rows", 2000, () =>
-    renderVmPage({ detail: { view: views[0]!, explanation, policy: BUILTIN_DEFAULT_POLICY, sources: [] }, transitions: history.transitions(vm), points: history.points(vm, 0), chartSpanMs: 4 * 3600_000, nowMs: NOW })),
-  per("keep link: sign + verify", 20_000, (i) => verifyKeepLink(key, signKeepLink(key, { ...vm, noticeId: `n-${i}`, expiresAtMs: NOW + 600_000 }), vm, NOW)),
+    renderVmPage({
+      detail: { view: views[0]!, explanation, policy: BUILTIN_DEFAULT_POLICY, sources: [] },
+      transitions: history.transitions(vm),
+      points: history.points(vm, 0),
+      chartSpanMs: 4 * 3600_000,
+      nowMs: NOW,
+    }),
+  ),
+  per("keep link: sign + verify", 20_000, (i) =>
+    verifyKeepLink(key, signKeepLink(key, { ...vm, noticeId: `n-${i}`, expiresAtMs: NOW + 600_000 }), vm, NOW),
+  ),
 ];
 console.log(rows.join("\n"));
-console.log(`\nHistory memory: typed-array ring of 480 points × 14 bytes ≈ 6.7 KiB per VM, plus at most 30 transitions.`);
+console.log(
+  `\nHistory memory: typed-array ring of 480 points × 14 bytes ≈ 6.7 KiB per VM, plus at most 30 transitions.`,
+);

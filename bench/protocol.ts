@@ -14,7 +14,14 @@ import os from "node:os";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { create, fromBinary, fromJson, toBinary, toJsonString, type JsonValue } from "@bufbuild/protobuf";
-import { AgentMessageSchema, CollectorMessageSchema, HelloSchema, ReportSchema, type Directive, type Report } from "@ws/protocol";
+import {
+  AgentMessageSchema,
+  CollectorMessageSchema,
+  HelloSchema,
+  ReportSchema,
+  type Directive,
+  type Report,
+} from "@ws/protocol";
 import { openAgentStream } from "./lib/agent-stream.js";
 import { startCollector } from "./lib/collector.js";
 import { describeMachine, machineLine } from "./lib/machine.js";
@@ -30,11 +37,26 @@ function observedReport(): Report | undefined {
   if (!existsSync(agentBundle)) return undefined;
   const state = mkdtempSync(path.join(os.tmpdir(), "ws-bench-probe-"));
   try {
-    const result = spawnSync(process.execPath, [agentBundle, "probe", "--json", "--window", "1s", "--state-dir", state, "--socket", path.join(state, "agent.sock")], {
-      encoding: "utf8",
-      timeout: 60_000,
-    });
-    if (!result.stdout.trim().startsWith("{")) throw new Error(`ws-agent probe printed no JSON (exit ${result.status}): ${result.stderr.slice(-500)}`);
+    const result = spawnSync(
+      process.execPath,
+      [
+        agentBundle,
+        "probe",
+        "--json",
+        "--window",
+        "1s",
+        "--state-dir",
+        state,
+        "--socket",
+        path.join(state, "agent.sock"),
+      ],
+      {
+        encoding: "utf8",
+        timeout: 60_000,
+      },
+    );
+    if (!result.stdout.trim().startsWith("{"))
+      throw new Error(`ws-agent probe printed no JSON (exit ${result.status}): ${result.stderr.slice(-500)}`);
     return fromJson(ReportSchema, JSON.parse(result.stdout) as JsonValue);
   } finally {
     rmSync(state, { recursive: true, force: true });
@@ -71,22 +93,27 @@ async function directiveFromBuiltCollector(report: Report): Promise<Directive | 
     return await new Promise<Directive>((resolve, reject) => {
       let reported = false;
       const timer = setTimeout(() => reject(new Error("no Directive within 30 s")), 30_000);
-      const stream = openAgentStream(collector.grpcAddress, { namespace: "bench", name: "protocol" }, collector.tokenFor("bench", "protocol"), {
-        onDirective(directive) {
-          if (!reported) {
-            reported = true;
-            stream.sendReport(report);
-            return;
-          }
-          clearTimeout(timer);
-          stream.close();
-          resolve(directive);
+      const stream = openAgentStream(
+        collector.grpcAddress,
+        { namespace: "bench", name: "protocol" },
+        collector.tokenFor("bench", "protocol"),
+        {
+          onDirective(directive) {
+            if (!reported) {
+              reported = true;
+              stream.sendReport(report);
+              return;
+            }
+            clearTimeout(timer);
+            stream.close();
+            resolve(directive);
+          },
+          onEnd(reason) {
+            clearTimeout(timer);
+            reject(new Error(`stream ended before a Directive: ${reason}`));
+          },
         },
-        onEnd(reason) {
-          clearTimeout(timer);
-          reject(new Error(`stream ended before a Directive: ${reason}`));
-        },
-      });
+      );
     });
   } finally {
     await collector.stop();
@@ -104,9 +131,14 @@ async function main(): Promise<void> {
 
   const sizeRows = cases.map(({ name, report }) => {
     const proto = toBinary(ReportSchema, report).length;
-    const message = toBinary(AgentMessageSchema, create(AgentMessageSchema, { payload: { case: "report", value: report } })).length;
+    const message = toBinary(
+      AgentMessageSchema,
+      create(AgentMessageSchema, { payload: { case: "report", value: report } }),
+    ).length;
     const json = Buffer.byteLength(toJsonString(ReportSchema, report));
-    const gzip = gzipSync(toBinary(AgentMessageSchema, create(AgentMessageSchema, { payload: { case: "report", value: report } }))).length;
+    const gzip = gzipSync(
+      toBinary(AgentMessageSchema, create(AgentMessageSchema, { payload: { case: "report", value: report } })),
+    ).length;
     const wire = message + GRPC_PREFIX_BYTES + HTTP2_FRAME_HEADER_BYTES;
     return [
       name,
@@ -143,37 +175,77 @@ async function main(): Promise<void> {
   );
   out.push(
     markdownTable(
-      ["Report", "protobuf bytes", "gRPC message (AgentMessage + 5)", "on the wire (+ HTTP/2 frame 9)", "JSON bytes", "JSON / protobuf", "gzip gRPC message", "per VM per day at 15 s"],
+      [
+        "Report",
+        "protobuf bytes",
+        "gRPC message (AgentMessage + 5)",
+        "on the wire (+ HTTP/2 frame 9)",
+        "JSON bytes",
+        "JSON / protobuf",
+        "gzip gRPC message",
+        "per VM per day at 15 s",
+      ],
       sizeRows,
     ),
     "",
   );
-  const savings = sizeRows.map((row) => `${row[0]} ${fmt(100 * (1 - Number(row[6]) / Number(row[2])), 2)} %`).join(", ");
+  const savings = sizeRows
+    .map((row) => `${row[0]} ${fmt(100 * (1 - Number(row[6]) / Number(row[2])), 2)} %`)
+    .join(", ");
   out.push(
     "HTTP/2 HEADERS are sent once per stream (at connect), not per Report; TLS adds about 22–29 bytes per record when enabled. " +
       `No gRPC compression is configured; gzip would save ${savings} of the bytes, at a CPU cost on both ends.`,
     "",
   );
   out.push(
-    markdownTable(["Report", "encode µs (toBinary)", "decode µs (fromBinary)", "JSON encode µs", "heap per decoded Report kept (the collector keeps each VM's latest)"], costRows),
+    markdownTable(
+      [
+        "Report",
+        "encode µs (toBinary)",
+        "decode µs (fromBinary)",
+        "JSON encode µs",
+        "heap per decoded Report kept (the collector keeps each VM's latest)",
+      ],
+      costRows,
+    ),
     "",
   );
 
   const hello = create(HelloSchema, {
     vm: { namespace: "research-team", name: "alice-workstation" },
     agentVersion: "0.1.0",
-    capabilities: ["jupyter", "sessions", "code_server", "gpu", "system", "inhibitors", "leases", "disk", "notices", "report-interval"],
+    capabilities: [
+      "jupyter",
+      "sessions",
+      "code_server",
+      "gpu",
+      "system",
+      "inhibitors",
+      "leases",
+      "disk",
+      "notices",
+      "report-interval",
+    ],
     bootId: "5f0c1c7e-8a7b-4f6e-9b7e-2c1d0e9f8a7b",
     token: "wst1." + "x".repeat(43),
     hostname: "alice-workstation",
     protocolVersion: 1,
   });
-  const helloBytes = toBinary(AgentMessageSchema, create(AgentMessageSchema, { payload: { case: "hello", value: hello } })).length + GRPC_PREFIX_BYTES;
+  const helloBytes =
+    toBinary(AgentMessageSchema, create(AgentMessageSchema, { payload: { case: "hello", value: hello } })).length +
+    GRPC_PREFIX_BYTES;
   const directive = await directiveFromBuiltCollector(cases[0]!.report);
   const rows: Array<[string, string]> = [["Hello (once per connection)", String(helloBytes)]];
   if (directive) {
-    const directiveBytes = toBinary(CollectorMessageSchema, create(CollectorMessageSchema, { payload: { case: "directive", value: directive } })).length + GRPC_PREFIX_BYTES;
-    rows.push([`Directive answering a typical Report (built collector; ${describeDirective(directive)})`, String(directiveBytes)]);
+    const directiveBytes =
+      toBinary(
+        CollectorMessageSchema,
+        create(CollectorMessageSchema, { payload: { case: "directive", value: directive } }),
+      ).length + GRPC_PREFIX_BYTES;
+    rows.push([
+      `Directive answering a typical Report (built collector; ${describeDirective(directive)})`,
+      String(directiveBytes),
+    ]);
   } else {
     rows.push(["Directive answering a typical Report", "n/a (collector bundle not built)"]);
   }
@@ -183,7 +255,9 @@ async function main(): Promise<void> {
 
 function describeDirective(directive: Directive): string {
   const parts = Object.entries(directive)
-    .filter(([key, value]) => !key.startsWith("$") && value !== undefined && !(Array.isArray(value) && value.length === 0))
+    .filter(
+      ([key, value]) => !key.startsWith("$") && value !== undefined && !(Array.isArray(value) && value.length === 0),
+    )
     .map(([key]) => key);
   return `fields: ${parts.join(", ") || "none"}`;
 }

@@ -14,7 +14,15 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BENCHMARKS = ["protocol", "agent", "latency", "collector", "failover", "trust", "signals", "outreach"];
 /** Run only by name, not by `all`: they need options of their own. */
 const BY_NAME_ONLY = ["agent-variants", "sample-wall"];
-const NEEDS_BUNDLES = new Set(["protocol", "agent", "latency", "collector", "failover", "agent-variants", "sample-wall"]);
+const NEEDS_BUNDLES = new Set([
+  "protocol",
+  "agent",
+  "latency",
+  "collector",
+  "failover",
+  "agent-variants",
+  "sample-wall",
+]);
 /** Entry points a benchmark starts as processes of its own. */
 const HELPERS = { collector: ["loadgen"] };
 
@@ -22,8 +30,14 @@ const argv = process.argv.slice(2);
 const noBuild = argv.includes("--no-build");
 const rest = argv.filter((arg) => arg !== "--no-build");
 const which = rest[0] && !rest[0].startsWith("-") ? rest.shift() : "all";
-if (which === "--help" || which === "help" || (which !== "all" && !BENCHMARKS.includes(which) && !BY_NAME_ONLY.includes(which))) {
-  console.error(`usage: node bench/run.mjs [all|${[...BENCHMARKS, ...BY_NAME_ONLY].join("|")}] [--no-build] [benchmark options]`);
+if (
+  which === "--help" ||
+  which === "help" ||
+  (which !== "all" && !BENCHMARKS.includes(which) && !BY_NAME_ONLY.includes(which))
+) {
+  console.error(
+    `usage: node bench/run.mjs [all|${[...BENCHMARKS, ...BY_NAME_ONLY].join("|")}] [--no-build] [benchmark options]`,
+  );
   process.exit(which === "--help" || which === "help" ? 0 : 2);
 }
 const selected = which === "all" ? BENCHMARKS : [which];
@@ -53,7 +67,9 @@ async function bundle(name) {
     // Native addon: loaded from node_modules at run time.
     external: ["node-pty"],
     // CommonJS dependencies (grpc-js) call require() for Node built-ins.
-    banner: { js: 'import { createRequire as __wsCreateRequire } from "node:module"; const require = __wsCreateRequire(import.meta.url);' },
+    banner: {
+      js: 'import { createRequire as __wsCreateRequire } from "node:module"; const require = __wsCreateRequire(import.meta.url);',
+    },
     logLevel: "warning",
   });
   return outfile;
@@ -86,7 +102,9 @@ for (const name of selected) {
   const file = await bundle(name);
   for (const helper of HELPERS[name] ?? []) await bundle(helper);
   const code = await runOne(name, file, which === "all" ? [] : rest);
-  console.error(`== bench ${name}: ${code === 0 ? "done" : `FAILED (exit ${code})`} in ${((Date.now() - began) / 1000).toFixed(0)} s; table in bench/results/${name}.md`);
+  console.error(
+    `== bench ${name}: ${code === 0 ? "done" : `FAILED (exit ${code})`} in ${((Date.now() - began) / 1000).toFixed(0)} s; table in bench/results/${name}.md`,
+  );
   if (code !== 0) failed++;
 }
 process.exit(failed ? 1 : 0);

@@ -48,9 +48,12 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "ws-bench-sample-wall-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const homeRoot = path.join(dir, "home");
-  for (let i = 0; i < homes; i++) mkdirSync(path.join(homeRoot, `wsbench${i}`, ".local/share/jupyter/runtime"), { recursive: true });
+  for (let i = 0; i < homes; i++)
+    mkdirSync(path.join(homeRoot, `wsbench${i}`, ".local/share/jupyter/runtime"), { recursive: true });
   for (let i = 0; i < jupyterServers; i++) {
-    const server = await startJupyterServer({ runtimeDir: path.join(homeRoot, `wsbench${i % Math.max(1, homes)}`, ".local/share/jupyter/runtime") });
+    const server = await startJupyterServer({
+      runtimeDir: path.join(homeRoot, `wsbench${i % Math.max(1, homes)}`, ".local/share/jupyter/runtime"),
+    });
     cleanups.push(() => server.stop());
     await startKernel(server);
   }
@@ -63,8 +66,13 @@ async function main(): Promise<void> {
   const slowest: number[] = [];
   let serversSeen = 0;
   for (let i = 0; i < probes; i++) {
-    const result = spawnSync(process.execPath, [agentBundle, "probe", "--json", "--window", "1s", "--home-root", homeRoot, "--config", "/dev/null"], { encoding: "utf8", timeout: 120_000 });
-    if (result.error || result.stdout === "") throw new Error(`ws-agent probe failed: ${result.error?.message ?? result.stderr}`);
+    const result = spawnSync(
+      process.execPath,
+      [agentBundle, "probe", "--json", "--window", "1s", "--home-root", homeRoot, "--config", "/dev/null"],
+      { encoding: "utf8", timeout: 120_000 },
+    );
+    if (result.error || result.stdout === "")
+      throw new Error(`ws-agent probe failed: ${result.error?.message ?? result.stderr}`);
     const report = JSON.parse(result.stdout) as ProbeReport;
     serversSeen = report.jupyter?.servers?.length ?? 0;
     let max = 0;

@@ -13,7 +13,12 @@ import type { Signal, SignalContext } from "../packages/guest-agent/src/signals/
 import { loadUsers } from "../packages/guest-agent/src/users.js";
 
 const ROUNDS = Number(process.argv[2] ?? 50);
-const context: SignalContext = { roots: defaultRoots, clock: systemClock, users: await loadUsers(defaultRoots), signal: new AbortController().signal };
+const context: SignalContext = {
+  roots: defaultRoots,
+  clock: systemClock,
+  users: await loadUsers(defaultRoots),
+  signal: new AbortController().signal,
+};
 const processes = readdirSync("/proc").filter((name) => /^\d+$/.test(name)).length;
 
 async function cost(signal: Signal<unknown>): Promise<{ cpuMs: number; state: string; detail: string }> {
@@ -24,12 +29,21 @@ async function cost(signal: Signal<unknown>): Promise<{ cpuMs: number; state: st
   const used = process.cpuUsage(before);
   const value = "value" in last ? (last.value as Record<string, unknown[] | undefined>) : {};
   const entries = (value.sessions ?? value.devices ?? []).length;
-  return { cpuMs: (used.user + used.system) / 1000 / ROUNDS, state: last.state, detail: last.state === "ok" ? `${entries} entries` : (last.message ?? "") };
+  return {
+    cpuMs: (used.user + used.system) / 1000 / ROUNDS,
+    state: last.state,
+    detail: last.state === "ok" ? `${entries} entries` : (last.message ?? ""),
+  };
 }
 
 console.log(`### People's signals: CPU per collect (${processes} processes on the machine, ${ROUNDS} rounds)\n`);
 console.log("| signal | CPU ms per collect | outcome |\n|---|---|---|");
-for (const signal of [createRemoteSessionsSignal(), createDesktopSignal(), createSessionsSignal(), createSystemSignal()] as Array<Signal<unknown>>) {
+for (const signal of [
+  createRemoteSessionsSignal(),
+  createDesktopSignal(),
+  createSessionsSignal(),
+  createSystemSignal(),
+] as Array<Signal<unknown>>) {
   const { cpuMs, state, detail } = await cost(signal);
   console.log(`| ${signal.name} | ${cpuMs.toFixed(2)} | ${state}${detail ? `: ${detail.slice(0, 60)}` : ""} |`);
 }

@@ -4,7 +4,17 @@
 //
 //   node bench/run.mjs trust [--no-build] [--calls N]
 import { execFileSync, spawnSync } from "node:child_process";
-import { chownSync, closeSync, constants, fstatSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chownSync,
+  closeSync,
+  constants,
+  fstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -24,7 +34,22 @@ const runtime = path.join(trusted, "alice", ".local", "share", "jupyter", "runti
 mkdirSync(runtime, { recursive: true });
 chownSync(path.join(trusted, "alice"), USER, USER);
 const file = path.join(runtime, "jpserver-4242.json");
-writeFileSync(file, JSON.stringify({ base_url: "/", hostname: "localhost", password: false, pid: 4242, port: 8888, root_dir: "/home/alice", secure: false, sock: "", token: "0".repeat(48), url: "http://localhost:8888/", version: "2.14.2" }));
+writeFileSync(
+  file,
+  JSON.stringify({
+    base_url: "/",
+    hostname: "localhost",
+    password: false,
+    pid: 4242,
+    port: 8888,
+    root_dir: "/home/alice",
+    secure: false,
+    sock: "",
+    token: "0".repeat(48),
+    url: "http://localhost:8888/",
+    version: "2.14.2",
+  }),
+);
 chownSync(file, USER, USER);
 execFileSync("mkfifo", [path.join(runtime, "jpserver-1.json")]);
 const segments = ["alice", ".local", "share", "jupyter", "runtime"];
@@ -56,10 +81,26 @@ function syncWalk(): void {
 
 const rows: Array<[string, number]> = [
   ["fs.readFile (no checks: what wave 1 did, less its fstat)", await cpuMicrosPerCall(() => readFile(file))],
-  ["readUserFile, a 300-byte runtime file (6 opens via /proc/self/fd, fstat each)", await cpuMicrosPerCall(() => readUserFile({ trusted, segments: [...segments, "jpserver-4242.json"], maxBytes: 65536 }))],
-  ["readUserFile, a FIFO (refused after fstat)", await cpuMicrosPerCall(() => readUserFile({ trusted, segments: [...segments, "jpserver-1.json"], maxBytes: 65536 }))],
-  ["statUserFile (code-server heartbeat)", await cpuMicrosPerCall(() => statUserFile({ trusted, segments: [...segments, "jpserver-4242.json"] }))],
-  ["the same walk with synchronous calls (reference only: not used, see above)", await cpuMicrosPerCall(async () => syncWalk())],
+  [
+    "readUserFile, a 300-byte runtime file (6 opens via /proc/self/fd, fstat each)",
+    await cpuMicrosPerCall(() =>
+      readUserFile({ trusted, segments: [...segments, "jpserver-4242.json"], maxBytes: 65536 }),
+    ),
+  ],
+  [
+    "readUserFile, a FIFO (refused after fstat)",
+    await cpuMicrosPerCall(() =>
+      readUserFile({ trusted, segments: [...segments, "jpserver-1.json"], maxBytes: 65536 }),
+    ),
+  ],
+  [
+    "statUserFile (code-server heartbeat)",
+    await cpuMicrosPerCall(() => statUserFile({ trusted, segments: [...segments, "jpserver-4242.json"] })),
+  ],
+  [
+    "the same walk with synchronous calls (reference only: not used, see above)",
+    await cpuMicrosPerCall(async () => syncWalk()),
+  ],
 ];
 
 /**
@@ -81,10 +122,17 @@ function statLatencyWith(fifos: number, nonBlocking: boolean): string {
 }
 
 console.log(`## 5. Trust boundary: safe reads of user files\n`);
-console.log(`${CALLS} calls per row, CPU time (user + system) of this process per call; the machine is shared with other jobs, so compare rows, not runs.\n`);
+console.log(
+  `${CALLS} calls per row, CPU time (user + system) of this process per call; the machine is shared with other jobs, so compare rows, not runs.\n`,
+);
 console.log("| read | CPU µs per call |\n|---|---:|");
 for (const [what, micros] of rows) console.log(`| ${what} | ${micros.toFixed(1)} |`);
-console.log("\nA FIFO planted as jpserver-1.json, opened N times the way a signal opens it, then one fs.stat of an ordinary file (libuv's default pool: 4 threads):\n");
+console.log(
+  "\nA FIFO planted as jpserver-1.json, opened N times the way a signal opens it, then one fs.stat of an ordinary file (libuv's default pool: 4 threads):\n",
+);
 console.log("| FIFOs planted | plain open() | O_NONBLOCK open() (the safe reader) |\n|---:|---|---|");
-for (const fifos of [1, 4]) console.log(`| ${fifos} | stat answered in ${statLatencyWith(fifos, false)} | stat answered in ${statLatencyWith(fifos, true)} |`);
+for (const fifos of [1, 4])
+  console.log(
+    `| ${fifos} | stat answered in ${statLatencyWith(fifos, false)} | stat answered in ${statLatencyWith(fifos, true)} |`,
+  );
 rmSync(trusted, { recursive: true, force: true });

@@ -9,7 +9,20 @@
 // Reproducible: every file's time is SOURCE_DATE_EPOCH when set (else now), the man pages are
 // gzipped without a name or time, and ownership is root:root without fakeroot.
 import { spawnSync } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -37,7 +50,9 @@ const maintainer = process.env.DEB_MAINTAINER ?? "ws maintainers <ws@aik8s.run>"
 const changelog = readFileSync(path.join(root, "packaging/deb/changelog"), "utf8");
 const changelogTop = /^ws-agent \(([^)]+)\) /.exec(changelog);
 if (!changelogTop || changelogTop[1] !== debVersion) {
-  fail(`packaging/deb/changelog starts with ${changelogTop ? `version ${changelogTop[1]}` : "no ws-agent entry"}, but the package is ${debVersion}: add an entry for it (dch -v ${debVersion})`);
+  fail(
+    `packaging/deb/changelog starts with ${changelogTop ? `version ${changelogTop[1]}` : "no ws-agent entry"}, but the package is ${debVersion}: add an entry for it (dch -v ${debVersion})`,
+  );
 }
 const bundle = path.join(root, "packages/guest-agent/dist/ws-agent.cjs");
 if (!existsSync(bundle)) fail(`${path.relative(root, bundle)} is missing: run 'node scripts/build.mjs' first`);
@@ -47,8 +62,11 @@ const outDir = path.resolve(values.out ?? path.join(root, "packaging/dist"));
 const packageName = `ws-agent_${debVersion}_all`;
 const stage = path.join(outDir, `${packageName}.root`);
 const debFile = path.join(outDir, `${packageName}.deb`);
-const epochSeconds = process.env.SOURCE_DATE_EPOCH ? Number(process.env.SOURCE_DATE_EPOCH) : Math.floor(Date.now() / 1000);
-if (!Number.isInteger(epochSeconds) || epochSeconds < 0) fail(`SOURCE_DATE_EPOCH must be a number of seconds, not "${process.env.SOURCE_DATE_EPOCH}"`);
+const epochSeconds = process.env.SOURCE_DATE_EPOCH
+  ? Number(process.env.SOURCE_DATE_EPOCH)
+  : Math.floor(Date.now() / 1000);
+if (!Number.isInteger(epochSeconds) || epochSeconds < 0)
+  fail(`SOURCE_DATE_EPOCH must be a number of seconds, not "${process.env.SOURCE_DATE_EPOCH}"`);
 const date = new Date(epochSeconds * 1000).toISOString().slice(0, 10);
 
 rmSync(stage, { recursive: true, force: true });
@@ -86,21 +104,39 @@ copy("packaging/deb/lintian-overrides", "usr/share/lintian/overrides/ws-agent");
 
 // Man pages from the --help texts.
 function helpOf(...args) {
-  const result = spawnSync(process.execPath, [bundle, ...args], { encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
-  if (result.status !== 0) fail(`'ws-agent ${args.join(" ")}' exited ${result.status ?? result.signal}: ${result.stderr}`);
+  const result = spawnSync(process.execPath, [bundle, ...args], {
+    encoding: "utf8",
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+  });
+  if (result.status !== 0)
+    fail(`'ws-agent ${args.join(" ")}' exited ${result.status ?? result.signal}: ${result.stderr}`);
   return result.stdout;
 }
 const mainHelp = helpOf("--help");
-const commandNames = [...mainHelp.matchAll(/^ {2}([a-z][a-z-]*) {2,}\S/gm)].map((m) => m[1]).filter((name) => name !== "version" && name !== "lease");
-if (!commandNames.includes("run") || !commandNames.includes("probe")) fail(`cannot find the commands in 'ws-agent --help':\n${mainHelp}`);
+const commandNames = [...mainHelp.matchAll(/^ {2}([a-z][a-z-]*) {2,}\S/gm)]
+  .map((m) => m[1])
+  .filter((name) => name !== "version" && name !== "lease");
+if (!commandNames.includes("run") || !commandNames.includes("probe"))
+  fail(`cannot find the commands in 'ws-agent --help':\n${mainHelp}`);
 const source = `ws ${version}`;
 const agentPage = helpToMan({
-  name: "ws-agent", section: 8, date, source, manual: "System Administration",
+  name: "ws-agent",
+  section: 8,
+  date,
+  source,
+  manual: "System Administration",
   help: mainHelp,
   commands: commandNames.map((name) => ({ name, help: helpOf(name, "--help") })),
   seeAlso: ["ws-lease(1)", "systemctl(1)", "journalctl(1)", "/usr/share/doc/ws-agent/README.md"],
 });
-const leasePage = helpToMan({ name: "ws-lease", section: 1, date, source, manual: "User Commands", help: helpOf("lease", "--man") });
+const leasePage = helpToMan({
+  name: "ws-lease",
+  section: 1,
+  date,
+  source,
+  manual: "User Commands",
+  help: helpOf("lease", "--man"),
+});
 put("usr/share/man/man8/ws-agent.8.gz", gzipSync(agentPage, { level: 9 }));
 put("usr/share/man/man1/ws-lease.1.gz", gzipSync(leasePage, { level: 9 }));
 
@@ -113,7 +149,10 @@ function walk(dir) {
 }
 const entries = walk(stage);
 const files = entries.filter((p) => lstatSync(p).isFile());
-const installedKiB = entries.reduce((sum, p) => sum + (lstatSync(p).isFile() ? Math.ceil(statSync(p).size / 1024) : 1), 0);
+const installedKiB = entries.reduce(
+  (sum, p) => sum + (lstatSync(p).isFile() ? Math.ceil(statSync(p).size / 1024) : 1),
+  0,
+);
 const control = `Package: ws-agent
 Version: ${debVersion}
 Architecture: all
@@ -137,7 +176,10 @@ Description: in-guest agent of ws: idle signals, keep-running leases, stop notic
 `;
 put("DEBIAN/control", control);
 put("DEBIAN/conffiles", "/etc/ws-agent/config.yaml\n");
-put("DEBIAN/md5sums", files.map((p) => `${createHash("md5").update(readFileSync(p)).digest("hex")}  ${path.relative(stage, p)}\n`).join(""));
+put(
+  "DEBIAN/md5sums",
+  files.map((p) => `${createHash("md5").update(readFileSync(p)).digest("hex")}  ${path.relative(stage, p)}\n`).join(""),
+);
 for (const script of ["postinst", "prerm", "postrm"]) copy(`packaging/deb/${script}`, `DEBIAN/${script}`, 0o755);
 
 for (const p of [...walk(stage), stage]) {
@@ -153,4 +195,6 @@ const built = spawnSync("dpkg-deb", ["--root-owner-group", "-Zxz", "--build", st
 });
 rmSync(stage, { recursive: true, force: true });
 if (built.status !== 0) fail(`dpkg-deb failed:\n${built.stdout}${built.stderr}`);
-console.log(`built ${path.relative(process.cwd(), debFile) || debFile} (${(statSync(debFile).size / 1024).toFixed(0)} KiB)`);
+console.log(
+  `built ${path.relative(process.cwd(), debFile) || debFile} (${(statSync(debFile).size / 1024).toFixed(0)} KiB)`,
+);

@@ -23,7 +23,9 @@ const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({ options: { out: { type: "string" }, help: { type: "boolean", short: "h" } } });
 if (values.help) {
-  console.log(`Usage: node scripts/build-sea.mjs [--out FILE]   (default packaging/dist/ws-agent-${process.platform}-${process.arch})`);
+  console.log(
+    `Usage: node scripts/build-sea.mjs [--out FILE]   (default packaging/dist/ws-agent-${process.platform}-${process.arch})`,
+  );
   process.exit(0);
 }
 
@@ -35,15 +37,21 @@ function fail(message) {
 function run(command, args, options = {}) {
   const result = spawnSync(command, args, { encoding: "utf8", ...options });
   if (result.error) fail(`cannot run ${command}: ${result.error.message}`);
-  if (result.status !== 0) fail(`'${[command, ...args].join(" ")}' exited ${result.status ?? result.signal}:\n${result.stdout ?? ""}${result.stderr ?? ""}`);
+  if (result.status !== 0)
+    fail(
+      `'${[command, ...args].join(" ")}' exited ${result.status ?? result.signal}:\n${result.stdout ?? ""}${result.stderr ?? ""}`,
+    );
   return result.stdout;
 }
 
 const [major] = process.versions.node.split(".").map(Number);
-if (major < 20) fail(`Node.js ${process.versions.node} cannot build single executables reliably; use Node.js 20 or later`);
+if (major < 20)
+  fail(`Node.js ${process.versions.node} cannot build single executables reliably; use Node.js 20 or later`);
 const bundle = path.join(root, "packages/guest-agent/dist/ws-agent.cjs");
 if (!existsSync(bundle)) fail(`${path.relative(root, bundle)} is missing: run 'node scripts/build.mjs' first`);
-const out = path.resolve(values.out ?? path.join(root, "packaging/dist", `ws-agent-${process.platform}-${process.arch}`));
+const out = path.resolve(
+  values.out ?? path.join(root, "packaging/dist", `ws-agent-${process.platform}-${process.arch}`),
+);
 
 function postjectCommand() {
   try {
@@ -59,7 +67,14 @@ try {
   const blob = path.join(work, "ws-agent.blob");
   const seaConfig = path.join(work, "sea-config.json");
   // No code cache: it would tie the blob to V8 flags at build time, and it saves little here.
-  writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useSnapshot: false, useCodeCache: false }, null, 2));
+  writeFileSync(
+    seaConfig,
+    JSON.stringify(
+      { main: bundle, output: blob, disableExperimentalSEAWarning: true, useSnapshot: false, useCodeCache: false },
+      null,
+      2,
+    ),
+  );
   run(process.execPath, ["--experimental-sea-config", seaConfig]);
 
   mkdirSync(path.dirname(out), { recursive: true });
@@ -71,7 +86,9 @@ try {
 
   const version = run(out, ["version"], { env: { PATH: "/nonexistent" } }).trim();
   if (!/^ws-agent \S+$/.test(version)) fail(`the built binary answered 'version' with "${version}"`);
-  console.log(`built ${path.relative(process.cwd(), out) || out} (${(statSync(out).size / 1024 / 1024).toFixed(0)} MiB, ${version}, Node.js ${process.versions.node})`);
+  console.log(
+    `built ${path.relative(process.cwd(), out) || out} (${(statSync(out).size / 1024 / 1024).toFixed(0)} MiB, ${version}, Node.js ${process.versions.node})`,
+  );
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

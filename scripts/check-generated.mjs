@@ -10,7 +10,10 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const committed = path.join(root, "packages/protocol/src/gen");
 const scratch = mkdtempSync(path.join(os.tmpdir(), "ws-gen-"));
 try {
-  const template = readFileSync(path.join(root, "buf.gen.yaml"), "utf8").replace("out: packages/protocol/src/gen", `out: ${scratch}`);
+  const template = readFileSync(path.join(root, "buf.gen.yaml"), "utf8").replace(
+    "out: packages/protocol/src/gen",
+    `out: ${scratch}`,
+  );
   const templatePath = path.join(scratch, "buf.gen.yaml");
   writeFileSync(templatePath, template);
   const format = spawnSync("npx", ["buf", "format", "-d", "--exit-code", "proto"], { cwd: root, encoding: "utf8" });
@@ -23,14 +26,22 @@ try {
     console.error(gen.stdout + gen.stderr);
     process.exit(1);
   }
-  const list = (dir) => readdirSync(dir, { recursive: true }).filter((f) => f.endsWith(".ts")).sort();
+  const list = (dir) =>
+    readdirSync(dir, { recursive: true })
+      .filter((f) => f.endsWith(".ts"))
+      .sort();
   const expected = list(scratch);
   const actual = list(committed);
   const stale = [];
   for (const file of new Set([...expected, ...actual])) {
-    let a = "", b = "";
-    try { a = readFileSync(path.join(scratch, file), "utf8"); } catch {}
-    try { b = readFileSync(path.join(committed, file), "utf8"); } catch {}
+    let a = "",
+      b = "";
+    try {
+      a = readFileSync(path.join(scratch, file), "utf8");
+    } catch {}
+    try {
+      b = readFileSync(path.join(committed, file), "utf8");
+    } catch {}
     if (a !== b) stale.push(file);
   }
   if (stale.length) {

@@ -28,15 +28,22 @@ function run(command, args) {
 async function requireFreePort(port, variable) {
   const problem = await new Promise((resolve) => {
     const probe = net.createServer();
-    probe.once("error", (error) => resolve(error.code === "EADDRINUSE" ? "is already in use" : `cannot be opened (${error.code ?? error.message})`));
+    probe.once("error", (error) =>
+      resolve(error.code === "EADDRINUSE" ? "is already in use" : `cannot be opened (${error.code ?? error.message})`),
+    );
     probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(undefined)));
   });
   if (problem) {
-    console.error(`npm start: port ${port} ${problem}; choose another with ${variable}, e.g. ${variable}=${port + 1} npm start`);
+    console.error(
+      `npm start: port ${port} ${problem}; choose another with ${variable}, e.g. ${variable}=${port + 1} npm start`,
+    );
     process.exit(1);
   }
 }
-for (const [port, variable] of [[grpcPort, "WS_START_GRPC_PORT"], [httpPort, "WS_START_HTTP_PORT"]]) {
+for (const [port, variable] of [
+  [grpcPort, "WS_START_GRPC_PORT"],
+  [httpPort, "WS_START_HTTP_PORT"],
+]) {
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
     console.error(`npm start: ${variable} must be a port number (1-65535), not "${process.env[variable]}"`);
     process.exit(1);
@@ -55,7 +62,15 @@ if (!existsSync(keyFile)) {
   const key = spawnSync(process.execPath, [collectorBin, "keygen"], { encoding: "utf8" });
   writeFileSync(keyFile, key.stdout, { mode: 0o600 });
 }
-const vm = { namespace: "local", name: os.hostname().toLowerCase().replace(/[^a-z0-9-]/g, "-").replace(/^-+|-+$/g, "") || "this-machine" };
+const vm = {
+  namespace: "local",
+  name:
+    os
+      .hostname()
+      .toLowerCase()
+      .replace(/[^a-z0-9-]/g, "-")
+      .replace(/^-+|-+$/g, "") || "this-machine",
+};
 const configFile = path.join(work, "collector.yaml");
 writeFileSync(
   configFile,
@@ -82,11 +97,19 @@ notifications:
   publicUrl: "http://127.0.0.1:${httpPort}"
 `,
 );
-const token = spawnSync(process.execPath, [collectorBin, "token", "--key-file", keyFile, "--namespace", vm.namespace, "--name", vm.name], { encoding: "utf8" }).stdout.trim();
+const token = spawnSync(
+  process.execPath,
+  [collectorBin, "token", "--key-file", keyFile, "--namespace", vm.namespace, "--name", vm.name],
+  { encoding: "utf8" },
+).stdout.trim();
 
 const children = [];
 function start(name, args, env = {}) {
-  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "inherit", "pipe"] });
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "inherit", "pipe"],
+  });
   child.stderr.on("data", (chunk) => {
     for (const line of chunk.toString().split("\n")) if (line.trim()) process.stderr.write(`[${name}] ${line}\n`);
   });
@@ -106,27 +129,45 @@ function stop(code = 0) {
   stopping = true;
   for (const child of children) child.kill("SIGTERM");
   setTimeout(() => process.exit(code), 1500).unref();
-  Promise.all(children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve() : c.on("exit", resolve))))).then(() => process.exit(code));
+  Promise.all(
+    children.map((c) => new Promise((resolve) => (c.exitCode !== null ? resolve() : c.on("exit", resolve)))),
+  ).then(() => process.exit(code));
 }
 process.on("SIGINT", () => stop(0));
 process.on("SIGTERM", () => stop(0));
 
 start("collector", [collectorBin, "serve", "--config", configFile]);
 await new Promise((resolve) => setTimeout(resolve, 800));
-start("agent", [
-  agentBin, "run", "--insecure",
-  "--collector", `127.0.0.1:${grpcPort}`,
-  "--namespace", vm.namespace, "--name", vm.name,
-  "--state-dir", path.join(work, "state"),
-  "--socket", path.join(work, "agent.sock"),
-  "--report-interval", "5s",
-], { WS_AGENT_TOKEN: token, WS_AGENT_CONFIG: path.join(work, "agent.yaml") });
+start(
+  "agent",
+  [
+    agentBin,
+    "run",
+    "--insecure",
+    "--collector",
+    `127.0.0.1:${grpcPort}`,
+    "--namespace",
+    vm.namespace,
+    "--name",
+    vm.name,
+    "--state-dir",
+    path.join(work, "state"),
+    "--socket",
+    path.join(work, "agent.sock"),
+    "--report-interval",
+    "5s",
+  ],
+  { WS_AGENT_TOKEN: token, WS_AGENT_CONFIG: path.join(work, "agent.yaml") },
+);
 writeFileSync(path.join(work, "agent.yaml"), "# npm start passes everything as flags\n");
 // ws-lease for this demo: a one-word command once its folder is on PATH.
 const binDir = path.join(work, "bin");
 mkdirSync(binDir, { recursive: true });
 const wsLease = path.join(binDir, "ws-lease");
-writeFileSync(wsLease, `#!/bin/sh\n# Written by npm start: ws-lease for the demo agent.\nWS_AGENT_SOCKET=${JSON.stringify(path.join(work, "agent.sock"))} exec ${JSON.stringify(process.execPath)} ${JSON.stringify(agentBin)} lease "$@"\n`);
+writeFileSync(
+  wsLease,
+  `#!/bin/sh\n# Written by npm start: ws-lease for the demo agent.\nWS_AGENT_SOCKET=${JSON.stringify(path.join(work, "agent.sock"))} exec ${JSON.stringify(process.execPath)} ${JSON.stringify(agentBin)} lease "$@"\n`,
+);
 chmodSync(wsLease, 0o755);
 
 console.log(`

@@ -18,7 +18,9 @@ const step = (title) => console.log(`\n== ${title} (${elapsed()})`);
 function run(command, args, options = {}) {
   const result = spawnSync(command, args, { cwd: root, stdio: "inherit", ...options });
   if (result.status !== 0) {
-    console.error(`\ntest:vm: '${[command, ...args].join(" ")}' failed (exit ${result.status ?? result.signal}) after ${elapsed()}`);
+    console.error(
+      `\ntest:vm: '${[command, ...args].join(" ")}' failed (exit ${result.status ?? result.signal}) after ${elapsed()}`,
+    );
     process.exit(result.status || 1);
   }
 }
@@ -39,7 +41,9 @@ run("node", ["scripts/build.mjs"]);
 // The .deb's file times come from SOURCE_DATE_EPOCH: pin it to the last commit, so the same tree
 // gives the same bytes and the image cache (keyed by them) is hit.
 const lastCommit = spawnSync("git", ["log", "-1", "--format=%ct"], { cwd: root, encoding: "utf8" });
-const epoch = process.env.SOURCE_DATE_EPOCH ?? (lastCommit.status === 0 && lastCommit.stdout.trim() ? lastCommit.stdout.trim() : "0");
+const epoch =
+  process.env.SOURCE_DATE_EPOCH ??
+  (lastCommit.status === 0 && lastCommit.stdout.trim() ? lastCommit.stdout.trim() : "0");
 run("node", ["scripts/build-deb.mjs"], { env: { ...process.env, SOURCE_DATE_EPOCH: epoch } });
 
 step("VM tests");

@@ -17,7 +17,12 @@ afterAll(async () => {
   await fake.close();
 });
 
-async function api(method: string, path: string, body?: unknown, contentType = "application/json"): Promise<{ status: number; json: any; headers: Headers }> {
+async function api(
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = "application/json",
+): Promise<{ status: number; json: any; headers: Headers }> {
   const res = await fetch(fake.url + path, {
     method,
     headers: { Authorization: `Bearer ${fake.token}`, ...(body !== undefined ? { "Content-Type": contentType } : {}) },
@@ -37,7 +42,10 @@ function watch(path: string): WatchStream {
   const controller = new AbortController();
   const events: WatchStream["events"] = [];
   const ended = (async () => {
-    const res = await fetch(fake.url + path, { headers: { Authorization: `Bearer ${fake.token}` }, signal: controller.signal });
+    const res = await fetch(fake.url + path, {
+      headers: { Authorization: `Bearer ${fake.token}` },
+      signal: controller.signal,
+    });
     expect(res.status).toBe(200);
     const decoder = new TextDecoder();
     let buffer = "";
@@ -86,9 +94,16 @@ describe("fake Kubernetes API server", () => {
     expect(dup.status).toBe(409);
     expect(dup.json.reason).toBe("AlreadyExists");
     const got = await api("GET", `${PODS}/p1`);
-    expect(got.json).toMatchObject({ apiVersion: "v1", kind: "Pod", metadata: { name: "p1", namespace: "fk", labels: { app: "a" } } });
+    expect(got.json).toMatchObject({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "p1", namespace: "fk", labels: { app: "a" } },
+    });
     expect(got.json.metadata.uid).toMatch(/^[0-9a-f-]{36}$/);
-    const names = async (selector: string) => (await api("GET", `${PODS}?labelSelector=${encodeURIComponent(selector)}`)).json.items.map((p: any) => p.metadata.name);
+    const names = async (selector: string) =>
+      (await api("GET", `${PODS}?labelSelector=${encodeURIComponent(selector)}`)).json.items.map(
+        (p: any) => p.metadata.name,
+      );
     expect(await names("app=a")).toEqual(["p1"]);
     expect(await names("app")).toEqual(["p1", "p2"]);
     expect(await names("!app")).toEqual(["p3"]);
@@ -99,43 +114,89 @@ describe("fake Kubernetes API server", () => {
     expect(list.json.kind).toBe("PodList");
     expect(Number(list.json.metadata.resourceVersion)).toBeGreaterThan(0);
     expect((await api("GET", `${PODS}?labelSelector=${encodeURIComponent("a b c")}`)).status).toBe(400);
-    expect((await api("GET", `${PODS}/nope`)).json).toMatchObject({ reason: "NotFound", code: 404, message: 'pods "nope" not found' });
+    expect((await api("GET", `${PODS}/nope`)).json).toMatchObject({
+      reason: "NotFound",
+      code: 404,
+      message: 'pods "nope" not found',
+    });
     expect((await api("GET", "/apis/unknown.io/v1/things")).status).toBe(404);
   });
 
   it("updates with optimistic concurrency: a stale resourceVersion is 409, a no-op does not bump it", async () => {
-    const created = (await api("POST", "/apis/coordination.k8s.io/v1/namespaces/fk/leases", { metadata: { name: "l" }, spec: { holderIdentity: "a" } })).json;
+    const created = (
+      await api("POST", "/apis/coordination.k8s.io/v1/namespaces/fk/leases", {
+        metadata: { name: "l" },
+        spec: { holderIdentity: "a" },
+      })
+    ).json;
     const rv = created.metadata.resourceVersion;
-    const ok = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", { metadata: { name: "l", resourceVersion: rv }, spec: { holderIdentity: "b" } });
+    const ok = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", {
+      metadata: { name: "l", resourceVersion: rv },
+      spec: { holderIdentity: "b" },
+    });
     expect(ok.status).toBe(200);
     expect(Number(ok.json.metadata.resourceVersion)).toBeGreaterThan(Number(rv));
     expect(ok.json.metadata.uid).toBe(created.metadata.uid);
-    const stale = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", { metadata: { name: "l", resourceVersion: rv }, spec: { holderIdentity: "c" } });
+    const stale = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", {
+      metadata: { name: "l", resourceVersion: rv },
+      spec: { holderIdentity: "c" },
+    });
     expect(stale.status).toBe(409);
     expect(stale.json.reason).toBe("Conflict");
     expect(stale.json.message).toContain("the object has been modified");
     const same = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", ok.json);
     expect(same.json.metadata.resourceVersion).toBe(ok.json.metadata.resourceVersion);
-    const badTime = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", { metadata: { name: "l" }, spec: { renewTime: "2025-01-01T00:00:00.123Z" } });
+    const badTime = await api("PUT", "/apis/coordination.k8s.io/v1/namespaces/fk/leases/l", {
+      metadata: { name: "l" },
+      spec: { renewTime: "2025-01-01T00:00:00.123Z" },
+    });
     expect(badTime.status).toBe(422);
   });
 
   it("applies merge patches and JSON patches, keeping status on the main resource", async () => {
     fake.seedWorkstation({ namespace: "fk", name: "vm1" });
     const path = "/apis/kubevirt.io/v1/namespaces/fk/virtualmachines/vm1";
-    const merged = await api("PATCH", path, { metadata: { annotations: { a: "1" } }, status: { printableStatus: "Hacked" } }, "application/merge-patch+json");
+    const merged = await api(
+      "PATCH",
+      path,
+      { metadata: { annotations: { a: "1" } }, status: { printableStatus: "Hacked" } },
+      "application/merge-patch+json",
+    );
     expect(merged.status).toBe(200);
     expect(merged.json.metadata.annotations).toEqual({ a: "1" });
     expect(merged.json.status.printableStatus).toBe("Running");
-    const removed = await api("PATCH", path, { metadata: { annotations: { a: null, b: "2" } } }, "application/merge-patch+json");
+    const removed = await api(
+      "PATCH",
+      path,
+      { metadata: { annotations: { a: null, b: "2" } } },
+      "application/merge-patch+json",
+    );
     expect(removed.json.metadata.annotations).toEqual({ b: "2" });
-    const jsonPatched = await api("PATCH", path, [{ op: "test", path: "/spec/runStrategy", value: "Always" }, { op: "replace", path: "/spec/runStrategy", value: "Manual" }], "application/json-patch+json");
+    const jsonPatched = await api(
+      "PATCH",
+      path,
+      [
+        { op: "test", path: "/spec/runStrategy", value: "Always" },
+        { op: "replace", path: "/spec/runStrategy", value: "Manual" },
+      ],
+      "application/json-patch+json",
+    );
     expect(jsonPatched.json.spec.runStrategy).toBe("Manual");
     expect(jsonPatched.json.metadata.generation).toBe(2);
-    const failedTest = await api("PATCH", path, [{ op: "test", path: "/spec/runStrategy", value: "Always" }], "application/json-patch+json");
+    const failedTest = await api(
+      "PATCH",
+      path,
+      [{ op: "test", path: "/spec/runStrategy", value: "Always" }],
+      "application/json-patch+json",
+    );
     expect(failedTest.status).toBe(422);
     expect((await api("PATCH", path, { metadata: {} }, "application/strategic-merge-patch+json")).status).toBe(415);
-    const stalePatch = await api("PATCH", path, { metadata: { resourceVersion: "1", annotations: { c: "3" } } }, "application/merge-patch+json");
+    const stalePatch = await api(
+      "PATCH",
+      path,
+      { metadata: { resourceVersion: "1", annotations: { c: "3" } } },
+      "application/merge-patch+json",
+    );
     expect(stalePatch.status).toBe(409);
   });
 
@@ -149,7 +210,11 @@ describe("fake Kubernetes API server", () => {
     await until("replayed events", () => w.events.length >= 2);
     await api("DELETE", `${ns}/after`);
     await w.ended;
-    expect(w.events.map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual(["ADDED after", "MODIFIED after", "DELETED after"]);
+    expect(w.events.map((e) => `${e.type} ${e.object.metadata.name}`)).toEqual([
+      "ADDED after",
+      "MODIFIED after",
+      "DELETED after",
+    ]);
     const rvs = w.events.map((e) => Number(e.object.metadata.resourceVersion));
     expect([...rvs].sort((a, b) => a - b)).toEqual(rvs);
     expect(rvs[0]).toBeGreaterThan(Number(rv));
@@ -160,7 +225,12 @@ describe("fake Kubernetes API server", () => {
     const w = watch(`${ns}?watch=true&labelSelector=${encodeURIComponent("kubevirt.io=virt-launcher")}`);
     await until("watch open", () => fake.openWatchCount("/namespaces/fkl/") === 1);
     await api("POST", ns, { metadata: { name: "p", labels: {} } });
-    await api("PATCH", `${ns}/p`, { metadata: { labels: { "kubevirt.io": "virt-launcher" } } }, "application/merge-patch+json");
+    await api(
+      "PATCH",
+      `${ns}/p`,
+      { metadata: { labels: { "kubevirt.io": "virt-launcher" } } },
+      "application/merge-patch+json",
+    );
     await api("PATCH", `${ns}/p`, { metadata: { labels: { "kubevirt.io": "other" } } }, "application/merge-patch+json");
     await until("two events", () => w.events.length >= 2);
     w.close();
@@ -173,7 +243,9 @@ describe("fake Kubernetes API server", () => {
     fake.compact();
     const w = watch(`${PODS}?watch=true&resourceVersion=${rv}`);
     await w.ended;
-    expect(w.events).toEqual([{ type: "ERROR", object: expect.objectContaining({ kind: "Status", code: 410, reason: "Expired" }) }]);
+    expect(w.events).toEqual([
+      { type: "ERROR", object: expect.objectContaining({ kind: "Status", code: 410, reason: "Expired" }) },
+    ]);
     // A watch without a resourceVersion starts with the current state.
     const fresh = watch(`${PODS}?watch=1`);
     await until("snapshot", () => fresh.events.some((e) => e.object.metadata.name === "later"));
@@ -199,7 +271,9 @@ describe("fake Kubernetes API server", () => {
     expect(missing.status).toBe(422);
     expect(missing.json.message).toContain("reportingController: Required value");
     expect((await api("POST", path, { ...good, metadata: { name: "e3" }, note: "x".repeat(1025) })).status).toBe(422);
-    expect((await api("POST", path, { ...good, metadata: { name: "e4" }, eventTime: "2025-01-01T00:00:00Z" })).status).toBe(422);
+    expect(
+      (await api("POST", path, { ...good, metadata: { name: "e4" }, eventTime: "2025-01-01T00:00:00Z" })).status,
+    ).toBe(422);
     expect((await api("POST", path, { ...good, metadata: { name: "e5" }, type: "Error" })).status).toBe(422);
   });
 
@@ -207,7 +281,9 @@ describe("fake Kubernetes API server", () => {
     const sub = (name: string) => `/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/${name}/stop`;
     expect((await api("PUT", sub("absent"), {})).status).toBe(404);
     fake.seedWorkstation({ namespace: "fk", name: "runner", podIp: "10.9.9.9" });
-    const w = watch(`/apis/kubevirt.io/v1/namespaces/fk/virtualmachineinstances?watch=true&resourceVersion=${(await api("GET", PODS)).json.metadata.resourceVersion}`);
+    const w = watch(
+      `/apis/kubevirt.io/v1/namespaces/fk/virtualmachineinstances?watch=true&resourceVersion=${(await api("GET", PODS)).json.metadata.resourceVersion}`,
+    );
     const accepted = await api("PUT", sub("runner"), { gracePeriod: 30 });
     expect(accepted.status).toBe(202);
     await until("VMI deleted", () => w.events.some((e) => e.type === "DELETED"));
@@ -233,7 +309,10 @@ describe("fake Kubernetes API server", () => {
     expect((await api("GET", "/api/v1/namespaces/fkf/pods")).status).toBe(429);
     expect((await api("GET", "/api/v1/namespaces/fkf/pods")).status).toBe(200);
     fake.faults.add({ method: "GET", pathPattern: /fkh/, hangMs: Infinity });
-    const hung = await fetch(fake.url + "/api/v1/namespaces/fkh/pods", { headers: { Authorization: `Bearer ${fake.token}` }, signal: AbortSignal.timeout(300) }).then(
+    const hung = await fetch(fake.url + "/api/v1/namespaces/fkh/pods", {
+      headers: { Authorization: `Bearer ${fake.token}` },
+      signal: AbortSignal.timeout(300),
+    }).then(
       () => "answered",
       () => "timed out",
     );
@@ -248,9 +327,14 @@ describe("fake Kubernetes API server", () => {
     try {
       expect(tls.url.startsWith("https://127.0.0.1:")).toBe(true);
       const kubeconfig = JSON.parse(readFileSync(tls.kubeconfigPath, "utf8"));
-      expect(kubeconfig.clusters[0].cluster["certificate-authority-data"]).toBe(Buffer.from(pair.cert).toString("base64"));
+      expect(kubeconfig.clusters[0].cluster["certificate-authority-data"]).toBe(
+        Buffer.from(pair.cert).toString("base64"),
+      );
       // Node's fetch does not know this CA: the server really is TLS with its own certificate.
-      const untrusted = await fetch(tls.url + PODS).then(() => "connected", (err: Error) => String(err.cause ?? err));
+      const untrusted = await fetch(tls.url + PODS).then(
+        () => "connected",
+        (err: Error) => String(err.cause ?? err),
+      );
       expect(untrusted).toMatch(/self[- ]signed|certificate/i);
     } finally {
       await tls.close();
@@ -273,25 +357,48 @@ describe("the stand-in virt-controller's VMI teardown on a stop", () => {
         });
       // The VM template's grace, as the GPU guide writes it; the seeded VMI copies its template.
       const vmi = await (await request("GET", vmiPath)).json();
-      const patched = await request("PUT", vmiPath, { ...vmi, spec: { ...vmi.spec, terminationGracePeriodSeconds: 120 } });
+      const patched = await request("PUT", vmiPath, {
+        ...vmi,
+        spec: { ...vmi.spec, terminationGracePeriodSeconds: 120 },
+      });
       expect(patched.status).toBe(200);
 
-      const stop = await request("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/slowshut/stop", {});
+      const stop = await request(
+        "PUT",
+        "/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/slowshut/stop",
+        {},
+      );
       expect(stop.status).toBe(202);
       // virt-controller acts on the recorded stop just after virt-api answers (a timer of 0 ms).
-      await until("the VMI to start terminating", () => graceful.store.get(resourceByKind("VirtualMachineInstance"), "fk", "slowshut")?.metadata.deletionTimestamp !== undefined);
+      await until(
+        "the VMI to start terminating",
+        () =>
+          graceful.store.get(resourceByKind("VirtualMachineInstance"), "fk", "slowshut")?.metadata.deletionTimestamp !==
+          undefined,
+      );
       const terminating = await (await request("GET", vmiPath)).json();
       expect(terminating.metadata.deletionTimestamp).toEqual(expect.any(String));
       expect(terminating.metadata.deletionGracePeriodSeconds).toBe(120);
-      const pods = await (await request("GET", "/api/v1/namespaces/fk/pods?labelSelector=kubevirt.io%3Dvirt-launcher")).json();
+      const pods = await (
+        await request("GET", "/api/v1/namespaces/fk/pods?labelSelector=kubevirt.io%3Dvirt-launcher")
+      ).json();
       expect(pods.items.map((p: any) => p.metadata.deletionGracePeriodSeconds)).toEqual([120]);
       expect(graceful.vmiTerminations).toMatchObject([{ namespace: "fk", name: "slowshut", gracePeriodSeconds: 120 }]);
       expect(graceful.vmiTerminations[0]!.goneAtMs).toBeUndefined();
 
-      await until("the VMI to be gone", () => graceful.store.get(resourceByKind("VirtualMachineInstance"), "fk", "slowshut") === undefined);
+      await until(
+        "the VMI to be gone",
+        () => graceful.store.get(resourceByKind("VirtualMachineInstance"), "fk", "slowshut") === undefined,
+      );
       expect(graceful.vmiTerminations[0]!.goneAtMs).toEqual(expect.any(Number));
       expect(graceful.store.list(resourceByKind("Pod"), "fk")).toEqual([]);
-      expect((graceful.store.get(resourceByKind("VirtualMachine"), "fk", "slowshut")?.["status"] as { printableStatus: string }).printableStatus).toBe("Stopped");
+      expect(
+        (
+          graceful.store.get(resourceByKind("VirtualMachine"), "fk", "slowshut")?.["status"] as {
+            printableStatus: string;
+          }
+        ).printableStatus,
+      ).toBe("Stopped");
     } finally {
       await graceful.close();
     }
@@ -299,16 +406,27 @@ describe("the stand-in virt-controller's VMI teardown on a stop", () => {
 
   it("a stop's gracePeriod replaces the VMI's own before the teardown, as virt-api patches it", async () => {
     fake.seedWorkstation({ namespace: "fk", name: "forced" });
-    const stop = await api("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/forced/stop", { gracePeriod: 0 });
+    const stop = await api("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/fk/virtualmachines/forced/stop", {
+      gracePeriod: 0,
+    });
     expect(stop.status).toBe(202);
-    await until("the teardown", () => fake.vmiTerminations.some((t) => t.name === "forced" && t.goneAtMs !== undefined));
+    await until("the teardown", () =>
+      fake.vmiTerminations.some((t) => t.name === "forced" && t.goneAtMs !== undefined),
+    );
     expect(fake.vmiTerminations.find((t) => t.name === "forced")?.gracePeriodSeconds).toBe(0);
   });
 
   it("serves CDI DataVolumes", async () => {
-    const created = await api("POST", "/apis/cdi.kubevirt.io/v1beta1/namespaces/fk/datavolumes", { metadata: { name: "desktop-root" }, spec: { source: { blank: {} } } });
+    const created = await api("POST", "/apis/cdi.kubevirt.io/v1beta1/namespaces/fk/datavolumes", {
+      metadata: { name: "desktop-root" },
+      spec: { source: { blank: {} } },
+    });
     expect(created.status).toBe(201);
-    expect(created.json).toMatchObject({ apiVersion: "cdi.kubevirt.io/v1beta1", kind: "DataVolume", metadata: { name: "desktop-root", namespace: "fk" } });
+    expect(created.json).toMatchObject({
+      apiVersion: "cdi.kubevirt.io/v1beta1",
+      kind: "DataVolume",
+      metadata: { name: "desktop-root", namespace: "fk" },
+    });
   });
 });
 
@@ -320,7 +438,10 @@ describe("fake Service", () => {
       res.writeHead(ready() ? 200 : 503);
       res.end();
     });
-    await Promise.all([new Promise<void>((r) => tcp.listen(0, "127.0.0.1", r)), new Promise<void>((r) => probe.listen(0, "127.0.0.1", r))]);
+    await Promise.all([
+      new Promise<void>((r) => tcp.listen(0, "127.0.0.1", r)),
+      new Promise<void>((r) => probe.listen(0, "127.0.0.1", r)),
+    ]);
     return {
       port: (tcp.address() as AddressInfo).port,
       readinessPort: (probe.address() as AddressInfo).port,
@@ -340,11 +461,18 @@ describe("fake Service", () => {
   it("routes to Ready pods that carry every selected label, following label changes", async () => {
     const POD = resourceByKind("Pod");
     const labels = { app: "c" };
-    for (const name of ["a", "b"]) fake.store.create(POD, { metadata: { name, namespace: "svc", labels }, spec: { containers: [{ name: "c", image: "i" }] } });
+    for (const name of ["a", "b"])
+      fake.store.create(POD, {
+        metadata: { name, namespace: "svc", labels },
+        spec: { containers: [{ name: "c", image: "i" }] },
+      });
     let bReady = true;
     const a = await backend("a", () => true);
     const b = await backend("b", () => bReady);
-    const service = await startFakeService([a, b], { probeIntervalMs: 50, selector: { store: fake.store, namespace: "svc", labels: { app: "c", leader: "true" } } });
+    const service = await startFakeService([a, b], {
+      probeIntervalMs: 50,
+      selector: { store: fake.store, namespace: "svc", labels: { app: "c", leader: "true" } },
+    });
     try {
       // No pod labelled: no endpoint, connections are refused.
       expect(service.readyPorts()).toEqual([]);

@@ -29,9 +29,17 @@ export interface AgentStreamHandlers {
   onEnd(reason: string, retryAfterMs?: number): void;
 }
 
-export function openAgentStream(address: string, vm: { namespace: string; name: string }, token: string, handlers: AgentStreamHandlers): AgentStream {
+export function openAgentStream(
+  address: string,
+  vm: { namespace: string; name: string },
+  token: string,
+  handlers: AgentStreamHandlers,
+): AgentStream {
   // A local subchannel pool: without it grpc-js would multiplex every simulated VM over one connection.
-  const client = new Client(address, grpc.credentials.createInsecure(), { ...clientChannelOptions(), "grpc.use_local_subchannel_pool": 1 });
+  const client = new Client(address, grpc.credentials.createInsecure(), {
+    ...clientChannelOptions(),
+    "grpc.use_local_subchannel_pool": 1,
+  });
   const call = openBidi(client, AgentService, "connect", new grpc.Metadata());
   let ended = false;
   const end = (reason: string, retryAfter?: number) => {
@@ -44,7 +52,9 @@ export function openAgentStream(address: string, vm: { namespace: string; name: 
   call.on("data", (message: CollectorMessage) => {
     if (message.payload.case === "directive") handlers.onDirective(message.payload.value);
   });
-  call.on("error", (error: grpc.ServiceError) => end(`${grpc.status[error.code] ?? error.code}: ${error.details}`, retryAfterMs(error.metadata)));
+  call.on("error", (error: grpc.ServiceError) =>
+    end(`${grpc.status[error.code] ?? error.code}: ${error.details}`, retryAfterMs(error.metadata)),
+  );
   call.on("end", () => end("collector closed the stream"));
   call.write(
     create(AgentMessageSchema, {

@@ -2,7 +2,11 @@
 import { parseArgs } from "node:util";
 import { parseDuration } from "@ws/protocol";
 
-export function benchArgs<K extends string>(argv: string[], names: readonly K[], usage: string): Partial<Record<K, string>> {
+export function benchArgs<K extends string>(
+  argv: string[],
+  names: readonly K[],
+  usage: string,
+): Partial<Record<K, string>> {
   try {
     const { values } = parseArgs({
       args: argv,
@@ -31,7 +35,9 @@ export function integers(text: string | undefined, fallback: number[], label: st
   if (text === undefined) return fallback;
   const values = text.split(",").map((part) => Number(part.trim().replace(/k$/i, "000")));
   if (values.some((value) => !Number.isInteger(value) || value <= 0)) {
-    process.stderr.write(`--${label}: expected a comma-separated list of positive integers (1k allowed), got "${text}"\n`);
+    process.stderr.write(
+      `--${label}: expected a comma-separated list of positive integers (1k allowed), got "${text}"\n`,
+    );
     process.exit(2);
   }
   return values;

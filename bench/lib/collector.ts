@@ -71,15 +71,32 @@ export async function startCollector(options: CollectorOptions): Promise<Running
   );
   const proc = launch(
     process.execPath,
-    [...(options.nodeFlags ?? []), collectorBundle, "serve", "--config", configFile, ...(options.kubeconfig ? ["--kubeconfig", options.kubeconfig] : [])],
+    [
+      ...(options.nodeFlags ?? []),
+      collectorBundle,
+      "serve",
+      "--config",
+      configFile,
+      ...(options.kubeconfig ? ["--kubeconfig", options.kubeconfig] : []),
+    ],
     // A log line per agent and per transition: thousands of VMs need room.
-    { ...(options.cpus !== undefined ? { cpus: options.cpus } : {}), env: { POD_NAME: "ws-collector-bench" }, keepBytes: 64 * 1024 * 1024 },
+    {
+      ...(options.cpus !== undefined ? { cpus: options.cpus } : {}),
+      env: { POD_NAME: "ws-collector-bench" },
+      keepBytes: 64 * 1024 * 1024,
+    },
   );
   const httpUrl = `http://127.0.0.1:${httpPort}`;
   try {
     await proc.waitFor(/collector serving/, 120_000);
     // Kubernetes mode: agents are accepted by the leader only.
-    if (options.kubeconfig) await pollFor("the collector to lead (/readyz 200)", async () => (await fetch(`${httpUrl}/readyz`)).status === 200, 120_000, 250);
+    if (options.kubeconfig)
+      await pollFor(
+        "the collector to lead (/readyz 200)",
+        async () => (await fetch(`${httpUrl}/readyz`)).status === 200,
+        120_000,
+        250,
+      );
   } catch (error) {
     await proc.stop("SIGKILL");
     rmSync(dir, { recursive: true, force: true });

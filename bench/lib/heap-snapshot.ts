@@ -34,7 +34,8 @@ export function summarizeHeapSnapshot(json: SnapshotJson): HeapSummary {
   const typeAt = fields.indexOf("type");
   const nameAt = fields.indexOf("name");
   const sizeAt = fields.indexOf("self_size");
-  if (typeAt < 0 || nameAt < 0 || sizeAt < 0) throw new Error("not a V8 heap snapshot: node_fields lacks type, name or self_size");
+  if (typeAt < 0 || nameAt < 0 || sizeAt < 0)
+    throw new Error("not a V8 heap snapshot: node_fields lacks type, name or self_size");
   const groups = new Map<string, HeapGroup>();
   let totalSelfBytes = 0;
   const byName = new Set(["object", "closure", "native", "array", "regexp", "hidden", "object shape"]);
@@ -73,10 +74,19 @@ export function heapGrowth(before: HeapSummary, after: HeapSummary, limit = 15):
   for (const key of keys) {
     const a = before.groups.get(key);
     const b = after.groups.get(key);
-    rows.push({ key, countBefore: a?.count ?? 0, countAfter: b?.count ?? 0, bytesBefore: a?.selfBytes ?? 0, bytesAfter: b?.selfBytes ?? 0 });
+    rows.push({
+      key,
+      countBefore: a?.count ?? 0,
+      countAfter: b?.count ?? 0,
+      bytesBefore: a?.selfBytes ?? 0,
+      bytesAfter: b?.selfBytes ?? 0,
+    });
   }
   return rows
     .filter((row) => row.bytesAfter !== row.bytesBefore || row.countAfter !== row.countBefore)
-    .sort((x, y) => Math.abs(y.bytesAfter - y.bytesBefore) - Math.abs(x.bytesAfter - x.bytesBefore) || x.key.localeCompare(y.key))
+    .sort(
+      (x, y) =>
+        Math.abs(y.bytesAfter - y.bytesBefore) - Math.abs(x.bytesAfter - x.bytesBefore) || x.key.localeCompare(y.key),
+    )
     .slice(0, limit);
 }

@@ -29,7 +29,8 @@ const TASKSET = "/usr/bin/taskset";
 const DEFAULT_KEEP_BYTES = 256 * 1024;
 
 export function launch(file: string, args: string[], options: LaunchOptions = {}): Launched {
-  if (options.cpus !== undefined && !existsSync(TASKSET)) throw new Error(`${TASKSET} is missing: install the Debian package util-linux`);
+  if (options.cpus !== undefined && !existsSync(TASKSET))
+    throw new Error(`${TASKSET} is missing: install the Debian package util-linux`);
   const [command, argv] = options.cpus === undefined ? [file, args] : [TASKSET, ["-c", options.cpus, file, ...args]];
   const child = spawn(command, argv, {
     env: { ...process.env, ...options.env },
@@ -45,7 +46,9 @@ export function launch(file: string, args: string[], options: LaunchOptions = {}
   };
   child.stdout!.on("data", onData);
   child.stderr!.on("data", onData);
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code, signal) => resolve(code ?? (signal ? -1 : null))));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once("exit", (code, signal) => resolve(code ?? (signal ? -1 : null))),
+  );
   let hasExited = false;
   void exited.then(() => {
     hasExited = true;
@@ -70,7 +73,11 @@ export function launch(file: string, args: string[], options: LaunchOptions = {}
         };
         const timer = setTimeout(() => {
           finish();
-          reject(new Error(`timed out after ${timeoutMs} ms waiting for ${pattern} from ${path.basename(file)}:\n${text.slice(-4000)}`));
+          reject(
+            new Error(
+              `timed out after ${timeoutMs} ms waiting for ${pattern} from ${path.basename(file)}:\n${text.slice(-4000)}`,
+            ),
+          );
         }, timeoutMs);
         const finish = () => {
           clearTimeout(timer);
@@ -95,7 +102,12 @@ export function delay(ms: number): Promise<void> {
 }
 
 /** Polls until check() gives a value (not undefined/false) or the time is up. */
-export async function pollFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000, everyMs = 200): Promise<T> {
+export async function pollFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 60_000,
+  everyMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {
@@ -105,7 +117,8 @@ export async function pollFor<T>(what: string, check: () => Promise<T | undefine
     } catch (error) {
       lastError = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
     await delay(everyMs);
   }
 }

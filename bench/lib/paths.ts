@@ -10,6 +10,7 @@ export const collectorBundle = path.join(repoRoot, "packages/collector/dist/ws-c
 
 export function requireBundles(): void {
   for (const file of [agentBundle, collectorBundle]) {
-    if (!existsSync(file)) throw new Error(`${file} is missing: run 'npm run build' (bench/run.mjs builds it unless --no-build)`);
+    if (!existsSync(file))
+      throw new Error(`${file} is missing: run 'npm run build' (bench/run.mjs builds it unless --no-build)`);
   }
 }

@@ -76,7 +76,10 @@ export interface CpuSplit {
 
 /** utime and stime (fields 14 and 15 of /proc/PID/stat), in seconds. Pure. */
 export function cpuSplitFromStat(text: string): CpuSplit {
-  const rest = text.slice(text.lastIndexOf(")") + 1).trim().split(/\s+/);
+  const rest = text
+    .slice(text.lastIndexOf(")") + 1)
+    .trim()
+    .split(/\s+/);
   const user = Number(rest[14 - 3]);
   const system = Number(rest[15 - 3]);
   if (!Number.isFinite(user) || !Number.isFinite(system)) throw new Error("no utime/stime fields");
@@ -105,7 +108,10 @@ export function cpuByThread(pid: number): Map<string, CpuSplit> {
       const name = task === String(pid) ? "main thread" : "other threads";
       const split = cpuSplitFromStat(text);
       const sum = byName.get(name) ?? { userSeconds: 0, systemSeconds: 0 };
-      byName.set(name, { userSeconds: sum.userSeconds + split.userSeconds, systemSeconds: sum.systemSeconds + split.systemSeconds });
+      byName.set(name, {
+        userSeconds: sum.userSeconds + split.userSeconds,
+        systemSeconds: sum.systemSeconds + split.systemSeconds,
+      });
     } catch {
       // The thread ended between readdir and read.
     }

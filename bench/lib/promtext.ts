@@ -8,7 +8,12 @@ export function sampleValue(text: string, name: string, labels: Record<string, s
     if (rest[0] !== " " && rest[0] !== "{") continue;
     const labelText = rest[0] === "{" ? rest.slice(1, rest.indexOf("}")) : "";
     if (!Object.entries(labels).every(([key, value]) => labelText.includes(`${key}="${value}"`))) continue;
-    const value = Number(rest.slice(rest[0] === "{" ? rest.indexOf("}") + 1 : 0).trim().split(/\s+/)[0]);
+    const value = Number(
+      rest
+        .slice(rest[0] === "{" ? rest.indexOf("}") + 1 : 0)
+        .trim()
+        .split(/\s+/)[0],
+    );
     if (Number.isFinite(value)) return value;
   }
   return undefined;
@@ -33,7 +38,10 @@ export function histogramBuckets(text: string, name: string): Bucket[] {
 
 /** Observations between two scrapes of the same histogram. */
 export function bucketDelta(before: readonly Bucket[], after: readonly Bucket[]): Bucket[] {
-  return after.map((bucket) => ({ le: bucket.le, count: bucket.count - (before.find((b) => b.le === bucket.le)?.count ?? 0) }));
+  return after.map((bucket) => ({
+    le: bucket.le,
+    count: bucket.count - (before.find((b) => b.le === bucket.le)?.count ?? 0),
+  }));
 }
 
 /**

@@ -53,7 +53,18 @@ export const HEAVY_VM: VmShape = {
 };
 
 const USERS = ["alice", "bob", "carol", "dave"];
-const COMMANDS = ["python3", "jupyter-lab", "node", "bash", "nvcc", "torchrun", "code-server", "make", "cc1plus", "java"];
+const COMMANDS = [
+  "python3",
+  "jupyter-lab",
+  "node",
+  "bash",
+  "nvcc",
+  "torchrun",
+  "code-server",
+  "make",
+  "cc1plus",
+  "java",
+];
 
 export function reportFor(shape: VmShape, seed = 1, sequence = 1n): Report {
   const random = seededRandom(seed);
@@ -90,7 +101,10 @@ export function reportFor(shape: VmShape, seed = 1, sequence = 1n): Report {
           lastActivityAgeSeconds: age(900),
           connections: k === 0 ? 1 : 0,
         })),
-        terminals: Array.from({ length: shape.terminalsPerServer }, (_, t) => ({ name: String(t + 1), lastActivityAgeSeconds: age(600) })),
+        terminals: Array.from({ length: shape.terminalsPerServer }, (_, t) => ({
+          name: String(t + 1),
+          lastActivityAgeSeconds: age(600),
+        })),
       })),
     },
     sessions: {
@@ -198,9 +212,18 @@ export function reportFor(shape: VmShape, seed = 1, sequence = 1n): Report {
  * length limit, as large as a Report can be and still be kept whole — shrunk until it fits the
  * protocol's message limit. `gpu-flood`: the issue's 1 MB Report of 515,000 empty GPU processes.
  */
-export function hostileReport(kind: "largest-allowed" | "gpu-flood", limits: Record<string, number>, maxString: number, maxBytes: number): Report {
+export function hostileReport(
+  kind: "largest-allowed" | "gpu-flood",
+  limits: Record<string, number>,
+  maxString: number,
+  maxBytes: number,
+): Report {
   if (kind === "gpu-flood") {
-    return create(ReportSchema, { sequence: 1n, intervalSeconds: 15, gpu: { gpus: [{ index: 0, utilizationRatio: 0 }], processes: Array.from({ length: 515_000 }, () => ({})) } });
+    return create(ReportSchema, {
+      sequence: 1n,
+      intervalSeconds: 15,
+      gpu: { gpus: [{ index: 0, utilizationRatio: 0 }], processes: Array.from({ length: 515_000 }, () => ({})) },
+    });
   }
   const text = (tag: string, i: number, length = maxString) => `${tag}${i}-`.padEnd(length, "x");
   for (let scale = 1; scale > 0.05; scale *= 0.9) {
@@ -211,26 +234,91 @@ export function hostileReport(kind: "largest-allowed" | "gpu-flood", limits: Rec
     const report = create(ReportSchema, {
       sequence: 1n,
       intervalSeconds: 15,
-      sources: Array.from({ length: n("sources") }, (_, i) => ({ source: text("source", i), state: SourceState.FAILED, message: text("message", i) })),
+      sources: Array.from({ length: n("sources") }, (_, i) => ({
+        source: text("source", i),
+        state: SourceState.FAILED,
+        message: text("message", i),
+      })),
       jupyter: {
         servers: Array.from({ length: servers }, (_, s) => ({
           url: text("http://server", s),
           user: text("user", s),
           reachable: true,
-          kernels: Array.from({ length: kernelsPerServer }, (_, i) => ({ id: text("kernel", i), name: text("python", i), executionState: "idle", lastActivityAgeSeconds: 3600 })),
-          terminals: Array.from({ length: terminalsPerServer }, (_, i) => ({ name: text("term", i), lastActivityAgeSeconds: 3600 })),
+          kernels: Array.from({ length: kernelsPerServer }, (_, i) => ({
+            id: text("kernel", i),
+            name: text("python", i),
+            executionState: "idle",
+            lastActivityAgeSeconds: 3600,
+          })),
+          terminals: Array.from({ length: terminalsPerServer }, (_, i) => ({
+            name: text("term", i),
+            lastActivityAgeSeconds: 3600,
+          })),
         })),
       },
-      sessions: { sessions: Array.from({ length: n("sessions") }, (_, i) => ({ user: text("user", i), tty: text("pts/", i), remoteHost: text("host", i), inputAgeSeconds: 3600 })) },
-      codeServer: { instances: Array.from({ length: n("code_server.instances") }, (_, i) => ({ user: text("user", i), heartbeatFile: text("/home/", i), heartbeatAgeSeconds: 3600 })) },
-      gpu: {
-        gpus: Array.from({ length: n("gpu.gpus") }, (_, i) => ({ index: i, uuid: text("GPU-", i), name: text("NVIDIA ", i), utilizationRatio: 0 })),
-        processes: Array.from({ length: n("gpu.processes") }, (_, i) => ({ gpuUuid: text("GPU-", i), processName: text("python", i), user: text("user", i), pid: i + 1 })),
+      sessions: {
+        sessions: Array.from({ length: n("sessions") }, (_, i) => ({
+          user: text("user", i),
+          tty: text("pts/", i),
+          remoteHost: text("host", i),
+          inputAgeSeconds: 3600,
+        })),
       },
-      system: { cpuBusyRatio: 0.01, topProcesses: Array.from({ length: n("system.top_processes") }, (_, i) => ({ user: text("user", i), command: text("cmd", i), pid: i + 1 })) },
-      disk: { mounts: Array.from({ length: n("disk.mounts") }, (_, i) => ({ mountPoint: text("/mnt/", i), device: text("/dev/", i), fsType: "ext4", sizeBytes: 100n, usedBytes: 10n })) },
-      inhibitors: { locks: Array.from({ length: n("inhibitors.locks") }, (_, i) => ({ who: text("who", i), why: text("why", i), what: "idle", mode: "block" })) },
-      leases: { leases: Array.from({ length: n("leases") }, (_, i) => ({ id: text("lease", i), user: text("user", i), reason: text("reason", i), requestedSeconds: 3600, ageSeconds: 10 })) },
+      codeServer: {
+        instances: Array.from({ length: n("code_server.instances") }, (_, i) => ({
+          user: text("user", i),
+          heartbeatFile: text("/home/", i),
+          heartbeatAgeSeconds: 3600,
+        })),
+      },
+      gpu: {
+        gpus: Array.from({ length: n("gpu.gpus") }, (_, i) => ({
+          index: i,
+          uuid: text("GPU-", i),
+          name: text("NVIDIA ", i),
+          utilizationRatio: 0,
+        })),
+        processes: Array.from({ length: n("gpu.processes") }, (_, i) => ({
+          gpuUuid: text("GPU-", i),
+          processName: text("python", i),
+          user: text("user", i),
+          pid: i + 1,
+        })),
+      },
+      system: {
+        cpuBusyRatio: 0.01,
+        topProcesses: Array.from({ length: n("system.top_processes") }, (_, i) => ({
+          user: text("user", i),
+          command: text("cmd", i),
+          pid: i + 1,
+        })),
+      },
+      disk: {
+        mounts: Array.from({ length: n("disk.mounts") }, (_, i) => ({
+          mountPoint: text("/mnt/", i),
+          device: text("/dev/", i),
+          fsType: "ext4",
+          sizeBytes: 100n,
+          usedBytes: 10n,
+        })),
+      },
+      inhibitors: {
+        locks: Array.from({ length: n("inhibitors.locks") }, (_, i) => ({
+          who: text("who", i),
+          why: text("why", i),
+          what: "idle",
+          mode: "block",
+        })),
+      },
+      leases: {
+        leases: Array.from({ length: n("leases") }, (_, i) => ({
+          id: text("lease", i),
+          user: text("user", i),
+          reason: text("reason", i),
+          requestedSeconds: 3600,
+          ageSeconds: 10,
+        })),
+      },
     } as never);
     if (toBinary(ReportSchema, report).byteLength <= maxBytes - 1024) return report;
   }

@@ -55,6 +55,7 @@ export function describeSpawned(processes: readonly SpawnedProcess[]): string[] 
     groups.set(process.program, group);
   }
   return [...groups.entries()].map(
-    ([program, { count, failed }]) => `${program} ×${count}${failed ? ` (${failed === count ? "all" : failed} exec failed: not installed)` : ""}`,
+    ([program, { count, failed }]) =>
+      `${program} ×${count}${failed ? ` (${failed === count ? "all" : failed} exec failed: not installed)` : ""}`,
   );
 }

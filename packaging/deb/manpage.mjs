@@ -35,7 +35,8 @@ export function splitUsage(help) {
   if (usageAt < 0) throw new Error(`help text has neither a NAME section nor a "Usage:" line:\n${help}`);
   const synopsis = [lines[usageAt].slice("Usage:".length).trim()];
   let next = usageAt + 1;
-  while (next < lines.length && /^\s+\S/.test(lines[next]) && !/^\s*$/.test(lines[next])) synopsis.push(lines[next++].trim());
+  while (next < lines.length && /^\s+\S/.test(lines[next]) && !/^\s*$/.test(lines[next]))
+    synopsis.push(lines[next++].trim());
   const summary = usageAt > 0 ? trimBlankEdges(lines.slice(0, usageAt)).join(" ") : "";
   return { summary, synopsis, body: trimBlankEdges(lines.slice(next)) };
 }
@@ -91,7 +92,10 @@ export function helpToMan(page) {
   if (page.commands?.length) {
     out.push(".SH COMMANDS");
     for (const command of page.commands) {
-      out.push(`.SS ${roffEscape(`${page.name} ${command.name}`)}`, ...noFill(trimBlankEdges(command.help.replace(/\s+$/, "").split("\n"))));
+      out.push(
+        `.SS ${roffEscape(`${page.name} ${command.name}`)}`,
+        ...noFill(trimBlankEdges(command.help.replace(/\s+$/, "").split("\n"))),
+      );
     }
   }
   if (page.seeAlso?.length && !sections?.some((s) => s.title === "SEE ALSO")) {

@@ -6,7 +6,9 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
 export function ensureNpmDependencies(root) {
-  const lockHash = createHash("sha256").update(readFileSync(path.join(root, "package-lock.json"))).digest("hex");
+  const lockHash = createHash("sha256")
+    .update(readFileSync(path.join(root, "package-lock.json")))
+    .digest("hex");
   const marker = path.join(root, "node_modules/.ws-lock-sha256");
   if (existsSync(marker) && readFileSync(marker, "utf8") === lockHash) {
     console.log("node_modules is up to date");

@@ -17,7 +17,15 @@ import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
 import { fieldGuideObjects, type GuideName, type GuideObject } from "../support/field-guides.js";
 import { resourceByKind, startFakeKube, type FakeKube, type KubeObject } from "../support/fake-kube/index.js";
 import { collectorToken, collectorTokenKey, startFrozenAgent, type FrozenAgent } from "../support/kube-agent.js";
-import { collectorBundle, eventually, freePort, getText, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  collectorBundle,
+  eventually,
+  freePort,
+  getText,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 
 const VM = resourceByKind("VirtualMachine");
 const VMI = resourceByKind("VirtualMachineInstance");
@@ -68,7 +76,9 @@ class GuideCluster {
     const writes = this.kube.requests
       .filter((r) => !r.watch && r.method !== "GET" && !r.path.includes("/leases"))
       .map((r) => `${r.method} ${r.path} → ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
-    const outputs = this.procs.map((proc, i) => `--- process ${i}: ${proc.child.spawnargs.slice(1, 3).join(" ")}\n${proc.output().slice(-6000)}`);
+    const outputs = this.procs.map(
+      (proc, i) => `--- process ${i}: ${proc.child.spawnargs.slice(1, 3).join(" ")}\n${proc.output().slice(-6000)}`,
+    );
     return [`=== ${this.dir}`, ...outputs, "--- API writes", ...writes].join("\n");
   }
 
@@ -77,15 +87,34 @@ class GuideCluster {
    * the autostop label on each VM, and the Bound PVC CDI makes of each DataVolume.
    */
   load(guide: GuideName): GuideObject[] {
-    const objects = fieldGuideObjects(guide).filter((o) => o.kind === "DataVolume" || (o.kind === "VirtualMachine" && o.metadata.namespace));
+    const objects = fieldGuideObjects(guide).filter(
+      (o) => o.kind === "DataVolume" || (o.kind === "VirtualMachine" && o.metadata.namespace),
+    );
     for (const { guide: _guide, file: _file, ...object } of objects) {
       if (object.kind === "DataVolume") {
         this.kube.store.create(DV, { ...object, status: { phase: "Succeeded", progress: "100.0%" } } as KubeObject);
-        const storage = (object.spec as { storage: { accessModes: string[]; volumeMode?: string; resources: { requests: { storage: string } } } }).storage;
+        const storage = (
+          object.spec as {
+            storage: { accessModes: string[]; volumeMode?: string; resources: { requests: { storage: string } } };
+          }
+        ).storage;
         this.kube.store.create(PVC, {
-          metadata: { name: object.metadata.name, namespace: object.metadata.namespace, labels: object.metadata.labels ?? {} },
-          spec: { accessModes: storage.accessModes, volumeMode: storage.volumeMode ?? "Filesystem", resources: storage.resources, volumeName: `pvc-${object.metadata.name}` },
-          status: { phase: "Bound", accessModes: storage.accessModes, capacity: { storage: storage.resources.requests.storage } },
+          metadata: {
+            name: object.metadata.name,
+            namespace: object.metadata.namespace,
+            labels: object.metadata.labels ?? {},
+          },
+          spec: {
+            accessModes: storage.accessModes,
+            volumeMode: storage.volumeMode ?? "Filesystem",
+            resources: storage.resources,
+            volumeName: `pvc-${object.metadata.name}`,
+          },
+          status: {
+            phase: "Bound",
+            accessModes: storage.accessModes,
+            capacity: { storage: storage.resources.requests.storage },
+          },
         });
       } else {
         const labels = { ...(object.metadata.labels ?? {}), [`${PREFIX}autostop`]: "enabled" };
@@ -122,15 +151,27 @@ policy:
     notice-repeat: 30s
 `,
     );
-    const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], { POD_NAME: "collector-0" });
+    const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], {
+      POD_NAME: "collector-0",
+    });
     this.procs.push(proc);
     await proc.waitFor(/collector serving/, 60_000);
-    await eventually(async () => (await getText(`http://127.0.0.1:${this.httpPort}/readyz`)).status === 200, 60_000, "the collector to lead");
+    await eventually(
+      async () => (await getText(`http://127.0.0.1:${this.httpPort}/readyz`)).status === 200,
+      60_000,
+      "the collector to lead",
+    );
     return grpcPort;
   }
 
   async agent(namespace: string, name: string, grpcPort: number): Promise<FrozenAgent> {
-    const agent = startFrozenAgent({ root: path.join(this.dir, `vm-${name}`), namespace, name, grpcPort, token: await collectorToken(keyFile, namespace, name) });
+    const agent = startFrozenAgent({
+      root: path.join(this.dir, `vm-${name}`),
+      namespace,
+      name,
+      grpcPort,
+      token: await collectorToken(keyFile, namespace, name),
+    });
     this.procs.push(agent.proc);
     await agent.proc.waitFor(/connected to collector/, 60_000);
     return agent;
@@ -151,23 +192,48 @@ policy:
   }
 
   events(namespace: string, name: string, reason: string): KubeObject[] {
-    return this.kube.store.list(EVENT, namespace).filter((e) => (e["regarding"] as { name?: string } | undefined)?.name === name && e["reason"] === reason);
+    return this.kube.store
+      .list(EVENT, namespace)
+      .filter((e) => (e["regarding"] as { name?: string } | undefined)?.name === name && e["reason"] === reason);
   }
 
   async waitForEvent(namespace: string, name: string, reason: string, timeoutMs: number): Promise<KubeObject> {
-    return eventually(() => this.events(namespace, name, reason)[0], timeoutMs, `an Event ${reason} on ${namespace}/${name}`);
+    return eventually(
+      () => this.events(namespace, name, reason)[0],
+      timeoutMs,
+      `an Event ${reason} on ${namespace}/${name}`,
+    );
   }
 
   stopPuts(namespace: string, name: string) {
-    return this.kube.requestsMatching("PUT", `/apis/subresources.kubevirt.io/v1/namespaces/${namespace}/virtualmachines/${name}/stop`);
+    return this.kube.requestsMatching(
+      "PUT",
+      `/apis/subresources.kubevirt.io/v1/namespaces/${namespace}/virtualmachines/${name}/stop`,
+    );
   }
 
   /** The stop as the guides promise it: Halted, last-stop written, state Stopped, the VMI gone. */
   async waitForStop(namespace: string, name: string): Promise<Record<string, unknown>> {
-    await eventually(() => this.runStrategy(namespace, name) === "Halted", STOP_WAIT_MS, `runStrategy Halted on ${namespace}/${name}`);
-    const lastStop = await eventually(() => this.annotation(namespace, name, "last-stop"), 30_000, `last-stop on ${namespace}/${name}`);
-    await eventually(() => this.annotation(namespace, name, "state") === "Stopped", 30_000, `state Stopped on ${namespace}/${name}`);
-    await eventually(() => this.kube.store.get(VMI, namespace, name) === undefined, 30_000, `the VMI ${namespace}/${name} to go`);
+    await eventually(
+      () => this.runStrategy(namespace, name) === "Halted",
+      STOP_WAIT_MS,
+      `runStrategy Halted on ${namespace}/${name}`,
+    );
+    const lastStop = await eventually(
+      () => this.annotation(namespace, name, "last-stop"),
+      30_000,
+      `last-stop on ${namespace}/${name}`,
+    );
+    await eventually(
+      () => this.annotation(namespace, name, "state") === "Stopped",
+      30_000,
+      `state Stopped on ${namespace}/${name}`,
+    );
+    await eventually(
+      () => this.kube.store.get(VMI, namespace, name) === undefined,
+      30_000,
+      `the VMI ${namespace}/${name} to go`,
+    );
     return JSON.parse(lastStop) as Record<string, unknown>;
   }
 
@@ -176,7 +242,9 @@ policy:
   }
 
   async apiVm(namespace: string, name: string): Promise<Record<string, unknown> | undefined> {
-    const vms = JSON.parse((await getText(`http://127.0.0.1:${this.httpPort}/api/vms`)).body).vms as Array<Record<string, unknown>>;
+    const vms = JSON.parse((await getText(`http://127.0.0.1:${this.httpPort}/api/vms`)).body).vms as Array<
+      Record<string, unknown>
+    >;
     return vms.find((v) => v["namespace"] === namespace && v["name"] === name);
   }
 
@@ -196,7 +264,9 @@ function noticeFile(agent: FrozenAgent): { reason: string; message: string } {
   return JSON.parse(readFileSync(path.join(agent.root, "run/ws-agent/notice.json"), "utf8"));
 }
 
-describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as shipped", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as shipped", {
+  timeout: SCENARIO_TIMEOUT_MS,
+}, () => {
   it("single-node desktop: tinycore-desktop stops with its ISO attached; cirros-smoke is refused with its reason", async (context) => {
     const { expect } = context;
     const c = await GuideCluster.create(context);
@@ -217,7 +287,17 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     // Notice: the desktop's users are told what the stop gives back.
     const pending = await c.waitForEvent(NS, "tinycore-desktop", "IdleStopPending", NOTICE_WAIT_MS);
     expect(pending["note"]).toContain("stopping frees 1 vCPU, 1Gi memory");
-    await eventually(() => { try { return noticeFile(desktop); } catch { return undefined; } }, 30_000, "the desktop's notice file");
+    await eventually(
+      () => {
+        try {
+          return noticeFile(desktop);
+        } catch {
+          return undefined;
+        }
+      },
+      30_000,
+      "the desktop's notice file",
+    );
     expect(noticeFile(desktop).message).toContain("stopping frees 1 vCPU, 1Gi memory");
 
     // Stop, with the installer ISO still attached: a read-only cdrom holds no state.
@@ -225,14 +305,20 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     expect(lastStop).toMatchObject({ by: "collector-0", frees: { cpu: "1 vCPU", memory: "1Gi" } });
     const stopped = c.events(NS, "tinycore-desktop", "Stopped");
     expect(stopped).toHaveLength(1);
-    expect(stopped[0]!["note"]).toContain('volume "installer" (containerDisk) is attached as a read-only cdrom: it holds no state');
+    expect(stopped[0]!["note"]).toContain(
+      'volume "installer" (containerDisk) is attached as a read-only cdrom: it holds no state',
+    );
     expect(stopped[0]!["note"]).toContain("persistent volumes Bound: desktop-root");
     expect(stopped[0]!["note"]).toContain("freed 1 vCPU, 1Gi memory");
     // The VM sets no terminationGracePeriodSeconds: no gracePeriod is sent, KubeVirt's default applies.
     expect(c.stopPuts(NS, "tinycore-desktop").map((put) => [put.status, put.body])).toEqual([[202, {}]]);
-    expect(c.kube.vmiTerminations.filter((t) => t.name === "tinycore-desktop").map((t) => t.gracePeriodSeconds)).toEqual([30]);
+    expect(
+      c.kube.vmiTerminations.filter((t) => t.name === "tinycore-desktop").map((t) => t.gracePeriodSeconds),
+    ).toEqual([30]);
     // The VM and its disks remain, the ISO still attached; the VMI is gone.
-    const volumes = (c.vm(NS, "tinycore-desktop")["spec"] as { template: { spec: { volumes: Array<Record<string, unknown>> } } }).template.spec.volumes;
+    const volumes = (
+      c.vm(NS, "tinycore-desktop")["spec"] as { template: { spec: { volumes: Array<Record<string, unknown>> } } }
+    ).template.spec.volumes;
     expect(volumes.map((v) => v["name"])).toEqual(["root", "installer"]);
     expect((c.kube.store.get(PVC, NS, "desktop-root")?.["status"] as { phase: string }).phase).toBe("Bound");
     expect(c.kube.store.get(DV, NS, "desktop-root")).toBeDefined();
@@ -241,15 +327,21 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     await c.waitForEvent(NS, "cirros-smoke", "IdleStopPending", 60_000);
     const refused = await c.waitForEvent(NS, "cirros-smoke", "IdleStopRefused", STOP_WAIT_MS);
     expect(refused["type"]).toBe("Warning");
-    expect(refused["note"]).toContain('stop refused: volume "root" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops');
+    expect(refused["note"]).toContain(
+      'stop refused: volume "root" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops',
+    );
     expect(refused["note"]).toContain(`${PREFIX}allow-ephemeral-stop`);
     expect(c.stopPuts(NS, "cirros-smoke")).toHaveLength(0);
     expect(c.runStrategy(NS, "cirros-smoke")).toBe("Always");
     expect(c.kube.store.get(VMI, NS, "cirros-smoke")).toBeDefined();
     expect(cirros.proc.output()).not.toMatch(/cirros-smoke: stop accepted/);
     const outcomes = await c.metrics();
-    expect(gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",vm="cirros-smoke",outcome="refused"`)).toBeGreaterThanOrEqual(1);
-    expect(gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",vm="cirros-smoke",outcome="accepted"`)).toBe(0);
+    expect(
+      gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",vm="cirros-smoke",outcome="refused"`),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",vm="cirros-smoke",outcome="accepted"`),
+    ).toBe(0);
     // Neither VM has the guides' owner label: the info series says so with an empty owner.
     expect(gauge(outcomes, "workstation_vm_info", `namespace="${NS}",vm="tinycore-desktop",owner=""`)).toBe(1);
   });
@@ -268,7 +360,11 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     const agent = await c.agent(NS, NAME, grpcPort);
 
     // The VM's own facts, before any stop: its owner and its A100 (the agent reports no GPU here).
-    await eventually(async () => gauge(await c.metrics(), "workstation_gpus", `namespace="${NS}",vm="${NAME}"`) === 1, 30_000, "workstation_gpus 1");
+    await eventually(
+      async () => gauge(await c.metrics(), "workstation_gpus", `namespace="${NS}",vm="${NAME}"`) === 1,
+      30_000,
+      "workstation_gpus 1",
+    );
     const before = await c.metrics();
     expect(gauge(before, "workstation_vm_info", `namespace="${NS}",vm="${NAME}",owner="alice"`)).toBe(1);
     expect((await c.apiVm(NS, NAME))?.["owner"]).toBe("alice");
@@ -278,13 +374,27 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     const pending = await c.waitForEvent(NS, NAME, "IdleStopPending", NOTICE_WAIT_MS);
     expect(pending["note"]).toContain(`stopping frees ${FREES}`);
     expect(pending["note"]).toContain("(owner alice)");
-    await eventually(() => { try { return noticeFile(agent); } catch { return undefined; } }, 30_000, "alice's notice file");
+    await eventually(
+      () => {
+        try {
+          return noticeFile(agent);
+        } catch {
+          return undefined;
+        }
+      },
+      30_000,
+      "alice's notice file",
+    );
     expect(noticeFile(agent).reason).toContain(`stopping frees ${FREES}`);
     expect(noticeFile(agent).message).toContain("stopping frees 8 CPU, 64Gi memory, 1 × nvidia.com/A100-PCIE-40GB");
 
     // The stop: no gracePeriod sent (never a shorter one), so the guest gets its own 120 s.
     await eventually(() => c.runStrategy(NS, NAME) === "Halted", STOP_WAIT_MS, "runStrategy Halted");
-    const terminating = await eventually(() => c.kube.store.get(VMI, NS, NAME)?.metadata.deletionTimestamp ? c.kube.store.get(VMI, NS, NAME) : undefined, 30_000, "the VMI terminating");
+    const terminating = await eventually(
+      () => (c.kube.store.get(VMI, NS, NAME)?.metadata.deletionTimestamp ? c.kube.store.get(VMI, NS, NAME) : undefined),
+      30_000,
+      "the VMI terminating",
+    );
     expect(terminating.metadata["deletionGracePeriodSeconds"]).toBe(120);
     const lastStop = await c.waitForStop(NS, NAME);
     expect(c.stopPuts(NS, NAME).map((put) => [put.status, put.body])).toEqual([[202, {}]]);

@@ -5,7 +5,15 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { agentBundle, collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  agentBundle,
+  collectorBundle,
+  eventually,
+  getText,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
 let dir: string;
@@ -31,14 +39,26 @@ function startCollector(): Proc {
 
 function startAgent(name: string, tokenValue: string): Proc {
   const state = path.join(dir, `state-${name}`);
-  const proc = start(agentBundle, [
-    "run", "--insecure",
-    "--collector", `127.0.0.1:${grpcPort}`,
-    "--namespace", "e2e", "--name", name,
-    "--report-interval", "1s",
-    "--state-dir", state,
-    "--socket", path.join(dir, `${name}.sock`),
-  ], { WS_AGENT_TOKEN: tokenValue, WS_AGENT_CONFIG: path.join(dir, "agent.yaml") });
+  const proc = start(
+    agentBundle,
+    [
+      "run",
+      "--insecure",
+      "--collector",
+      `127.0.0.1:${grpcPort}`,
+      "--namespace",
+      "e2e",
+      "--name",
+      name,
+      "--report-interval",
+      "1s",
+      "--state-dir",
+      state,
+      "--socket",
+      path.join(dir, `${name}.sock`),
+    ],
+    { WS_AGENT_TOKEN: tokenValue, WS_AGENT_CONFIG: path.join(dir, "agent.yaml") },
+  );
   running.push(proc);
   return proc;
 }
@@ -52,7 +72,9 @@ beforeAll(async () => {
   requireBundles();
   dir = mkdtempSync(path.join(os.tmpdir(), "ws-e2e-"));
   writeFileSync(path.join(dir, "agent.yaml"), "# flags carry everything\n");
-  setup = await standaloneCollector(dir, { policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" } });
+  setup = await standaloneCollector(dir, {
+    policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" },
+  });
   configFile = setup.configFile;
   grpcPort = setup.grpcPort;
   httpPort = setup.httpPort;
@@ -72,7 +94,11 @@ describe("collector and agent, as shipped", () => {
     await collector.waitFor(/collector serving/);
     const agent = startAgent("vm-reporting", token("e2e", "vm-reporting"));
     await agent.waitFor(/connected to collector/);
-    await eventually(async () => (await vms()).find((v) => v.name === "vm-reporting" && v.connected && v.lastReportAtMs), 30_000, "a report from vm-reporting");
+    await eventually(
+      async () => (await vms()).find((v) => v.name === "vm-reporting" && v.connected && v.lastReportAtMs),
+      30_000,
+      "a report from vm-reporting",
+    );
 
     const metrics = await getText(`http://127.0.0.1:${httpPort}/metrics`);
     expect(metrics.status).toBe(200);
@@ -102,7 +128,11 @@ describe("collector and agent, as shipped", () => {
     collector = startCollector();
     await collector.waitFor(/collector serving/);
     await agent.waitFor(/connected to collector/, 60_000, mark);
-    await eventually(async () => (await vms()).find((v) => v.name === "vm-reconnect" && v.connected && v.lastReportAtMs), 30_000, "reports after reconnect");
+    await eventually(
+      async () => (await vms()).find((v) => v.name === "vm-reconnect" && v.connected && v.lastReportAtMs),
+      30_000,
+      "reports after reconnect",
+    );
   });
 
   it("refuses a wrong token and logs it", async () => {
@@ -124,18 +154,35 @@ describe("collector and agent, as shipped", () => {
     const collector = startCollector();
     await collector.waitFor(/collector serving/);
     await agent.waitFor(/connected to collector/, 90_000);
-    await eventually(async () => (await vms()).find((v) => v.name === "vm-early" && v.lastReportAtMs), 30_000, "reports from the late collector");
+    await eventually(
+      async () => (await vms()).find((v) => v.name === "vm-early" && v.lastReportAtMs),
+      30_000,
+      "reports from the late collector",
+    );
   });
 
   it("prints valid JSON from probe in a directory without node_modules", async () => {
     const alone = mkdtempSync(path.join(os.tmpdir(), "ws-alone-"));
     const copy = path.join(alone, "ws-agent.cjs");
     writeFileSync(copy, await (await import("node:fs/promises")).readFile(agentBundle));
-    const result = spawnSync(process.execPath, [copy, "probe", "--json", "--window", "200ms", "--state-dir", path.join(alone, "state")], { cwd: alone, encoding: "utf8", timeout: 60_000 });
-    const report = JSON.parse(result.stdout);
-    expect(report.sources.map((s: { source: string }) => s.source).sort()).toEqual(
-      ["code_server", "desktop", "disk", "gpu", "inhibitors", "jupyter", "leases", "remote_sessions", "sessions", "system"],
+    const result = spawnSync(
+      process.execPath,
+      [copy, "probe", "--json", "--window", "200ms", "--state-dir", path.join(alone, "state")],
+      { cwd: alone, encoding: "utf8", timeout: 60_000 },
     );
+    const report = JSON.parse(result.stdout);
+    expect(report.sources.map((s: { source: string }) => s.source).sort()).toEqual([
+      "code_server",
+      "desktop",
+      "disk",
+      "gpu",
+      "inhibitors",
+      "jupyter",
+      "leases",
+      "remote_sessions",
+      "sessions",
+      "system",
+    ]);
     expect(report.system.cpuCount).toBeGreaterThan(0);
     rmSync(alone, { recursive: true, force: true });
   });
@@ -144,7 +191,24 @@ describe("collector and agent, as shipped", () => {
     for (const [bin, args, message] of [
       [agentBundle, ["run", "--bogus"], /Unknown option '--bogus'/],
       [agentBundle, ["frobnicate"], /unknown command "frobnicate"/],
-      [agentBundle, ["run", "--insecure", "--collector", "x:1", "--namespace", "a", "--name", "b", "--token", "t", "--report-interval", "soon"], /report interval: "soon" is not a duration/],
+      [
+        agentBundle,
+        [
+          "run",
+          "--insecure",
+          "--collector",
+          "x:1",
+          "--namespace",
+          "a",
+          "--name",
+          "b",
+          "--token",
+          "t",
+          "--report-interval",
+          "soon",
+        ],
+        /report interval: "soon" is not a duration/,
+      ],
       [collectorBundle, ["serve", "--nope"], /Unknown option '--nope'/],
       [collectorBundle, ["token", "--name", "x"], /needs --namespace and --name/],
     ] as const) {

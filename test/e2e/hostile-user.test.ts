@@ -4,12 +4,33 @@
 // nothing outside its state dir, and stop on SIGTERM. docs/security.md lists the attacks.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, chownSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureUser, type TestUser } from "../../packages/guest-agent/test/lease/support/users.js";
-import { agentBundle, collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  agentBundle,
+  collectorBundle,
+  eventually,
+  getText,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 import { quietMachine, type QuietMachine } from "../support/quiet-machine.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
@@ -32,7 +53,13 @@ const mounts: string[] = [];
 
 /** Runs a shell script as `user` (the attack is planted by the user, not by root on their behalf). */
 function asUser(user: TestUser, script: string): string {
-  const result = spawnSync("sh", ["-ec", script], { uid: user.uid, gid: user.gid, encoding: "utf8", env: { PATH: "/usr/bin:/bin", HOME: homeOf(user) }, timeout: 60_000 });
+  const result = spawnSync("sh", ["-ec", script], {
+    uid: user.uid,
+    gid: user.gid,
+    encoding: "utf8",
+    env: { PATH: "/usr/bin:/bin", HOME: homeOf(user) },
+    timeout: 60_000,
+  });
   if (result.status !== 0) throw new Error(`as ${user.name}: ${script}\nfailed: ${result.stderr}`);
   return result.stdout;
 }
@@ -43,7 +70,12 @@ function homeOf(user: TestUser): string {
 
 function wsLeaseAs(user: TestUser | "root", args: string[], socket = machine.socket) {
   const ids = user === "root" ? {} : { uid: user.uid, gid: user.gid };
-  return spawnSync(process.execPath, [wsLease, ...args], { ...ids, encoding: "utf8", timeout: 30_000, env: { PATH: "/usr/bin:/bin", WS_AGENT_SOCKET: socket } });
+  return spawnSync(process.execPath, [wsLease, ...args], {
+    ...ids,
+    encoding: "utf8",
+    timeout: 30_000,
+    env: { PATH: "/usr/bin:/bin", WS_AGENT_SOCKET: socket },
+  });
 }
 
 function agentFlags(stateDir = machine.stateDir): string[] {
@@ -53,17 +85,35 @@ function agentFlags(stateDir = machine.stateDir): string[] {
 }
 
 function startAgent(name: string, stateDir?: string): Proc {
-  const agent = start(agentBundle, ["run", "--insecure", "--collector", `127.0.0.1:${setup.grpcPort}`, "--namespace", "e2e", "--name", name, "--report-interval", "1s", ...agentFlags(stateDir)], {
-    WS_AGENT_TOKEN: setup.token("e2e", name),
-    WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
-  });
+  const agent = start(
+    agentBundle,
+    [
+      "run",
+      "--insecure",
+      "--collector",
+      `127.0.0.1:${setup.grpcPort}`,
+      "--namespace",
+      "e2e",
+      "--name",
+      name,
+      "--report-interval",
+      "1s",
+      ...agentFlags(stateDir),
+    ],
+    {
+      WS_AGENT_TOKEN: setup.token("e2e", name),
+      WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
+    },
+  );
   running.push(agent);
   return agent;
 }
 
 async function vm(name: string): Promise<{ state: string; connected: boolean; lastReportAtMs?: number } | undefined> {
   const { body } = await getText(`http://127.0.0.1:${setup.httpPort}/api/vms`);
-  return (JSON.parse(body).vms as Array<{ name: string; state: string; connected: boolean; lastReportAtMs?: number }>).find((v) => v.name === name);
+  return (
+    JSON.parse(body).vms as Array<{ name: string; state: string; connected: boolean; lastReportAtMs?: number }>
+  ).find((v) => v.name === name);
 }
 
 /** Every path below `root` with its kind, size and link target: what "nothing changed" compares. */
@@ -72,8 +122,18 @@ function snapshot(root: string, skip: string[] = []): string[] {
   const walk = (at: string): void => {
     if (skip.includes(at)) return;
     const info = lstatSync(at);
-    const kind = info.isSymbolicLink() ? `link->${readlinkSync(at)}` : info.isFIFO() ? "fifo" : info.isDirectory() ? "dir" : info.isSocket() ? "socket" : "file";
-    out.push(`${path.relative(root, at) || "."} ${kind} ${info.isFile() ? info.size : ""} uid=${info.uid} mode=${(info.mode & 0o7777).toString(8)}`);
+    const kind = info.isSymbolicLink()
+      ? `link->${readlinkSync(at)}`
+      : info.isFIFO()
+        ? "fifo"
+        : info.isDirectory()
+          ? "dir"
+          : info.isSocket()
+            ? "socket"
+            : "file";
+    out.push(
+      `${path.relative(root, at) || "."} ${kind} ${info.isFile() ? info.size : ""} uid=${info.uid} mode=${(info.mode & 0o7777).toString(8)}`,
+    );
     if (info.isDirectory()) for (const name of readdirSync(at).sort()) walk(path.join(at, name));
   };
   walk(root);
@@ -104,7 +164,9 @@ beforeAll(async () => {
   mkdirSync(path.join(outsideDir, "nested"), { recursive: true });
   for (const name of ["a", "b", "nested/c"]) writeFileSync(path.join(outsideDir, name), "keep me\n");
 
-  setup = await standaloneCollector(dir, { policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" } });
+  setup = await standaloneCollector(dir, {
+    policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" },
+  });
   traceFile = path.join(dir, "trace.jsonl");
   collector = start(collectorBundle, ["serve", "--config", setup.configFile, "--record-trace", traceFile]);
   running.push(collector);
@@ -151,11 +213,15 @@ describe("a hostile user on the VM", () => {
     await agent.waitFor(/agent started/, 60_000);
     // Reports keep arriving: the collector's last-report time moves on again and again, and the VM stays connected.
     const seen = new Set<number>();
-    await eventually(async () => {
-      const view = await vm("hostile");
-      if (view?.connected && view.lastReportAtMs !== undefined) seen.add(view.lastReportAtMs);
-      return seen.size >= 5;
-    }, 60_000, "five successive Reports from the agent with the FIFO planted");
+    await eventually(
+      async () => {
+        const view = await vm("hostile");
+        if (view?.connected && view.lastReportAtMs !== undefined) seen.add(view.lastReportAtMs);
+        return seen.size >= 5;
+      },
+      60_000,
+      "five successive Reports from the agent with the FIFO planted",
+    );
     expect((await vm("hostile"))?.state).not.toBe("AgentLost");
 
     // ws-lease answers, for the attacker's neighbour and for root.
@@ -163,10 +229,16 @@ describe("a hostile user on the VM", () => {
     expect(taken.status, taken.stderr).toBe(0);
     const listed = wsLeaseAs("root", ["list", "--json"]);
     expect(listed.status, listed.stderr).toBe(0);
-    expect((JSON.parse(listed.stdout) as { leases: Array<{ user: string; uid: number }> }).leases.map((l) => l.uid)).toContain(bystander.uid);
+    expect(
+      (JSON.parse(listed.stdout) as { leases: Array<{ user: string; uid: number }> }).leases.map((l) => l.uid),
+    ).toContain(bystander.uid);
 
     // One sample by hand: every planted file is named with what is wrong with it, and the secret is not there.
-    const probe = spawnSync(process.execPath, [agentBundle, "probe", "--json", "--window", "100ms", ...agentFlags(path.join(dir, "probe-state"))], { encoding: "utf8", timeout: 60_000 });
+    const probe = spawnSync(
+      process.execPath,
+      [agentBundle, "probe", "--json", "--window", "100ms", ...agentFlags(path.join(dir, "probe-state"))],
+      { encoding: "utf8", timeout: 60_000 },
+    );
     expect(probe.stdout, probe.stderr).toContain("jpserver-1.json: a FIFO, not a regular file");
     expect(probe.stdout).toContain("jpserver-2.json: a symbolic link: not followed");
     expect(probe.stdout).toContain("nbserver-3.json: a symbolic link: not followed");
@@ -174,7 +246,9 @@ describe("a hostile user on the VM", () => {
     expect(probe.stdout).toContain("heartbeat: a FIFO, not a regular file");
     expect(probe.stdout).toContain("ws13a-linked: a symbolic link owned by uid");
     const report = JSON.parse(probe.stdout) as { sources: Array<{ source: string; state: string }> };
-    expect(report.sources.map((s) => s.source)).toEqual(expect.arrayContaining(["jupyter", "code_server", "sessions", "system", "leases"]));
+    expect(report.sources.map((s) => s.source)).toEqual(
+      expect.arrayContaining(["jupyter", "code_server", "sessions", "system", "leases"]),
+    );
 
     // SIGTERM ends the agent, cleanly (exit 0, not the SIGKILL of stop()'s fallback).
     expect(await agent.stop("SIGTERM")).toBe(0);
@@ -204,11 +278,17 @@ describe("a hostile user on the VM", () => {
     expect(await first.stop()).toBe(0);
     const proofDir = path.join(path.dirname(machine.socket), "proof");
     expect(lstatSync(proofDir).mode & 0o7777).toBe(0o1733);
-    asUser(attacker, `cd ${proofDir}; for i in $(seq 1 40); do mkdir -p d$i/sub; touch d$i/sub/f d$i/f; ln -s ${outsideDir} l$i; done`);
+    asUser(
+      attacker,
+      `cd ${proofDir}; for i in $(seq 1 40); do mkdir -p d$i/sub; touch d$i/sub/f d$i/f; ln -s ${outsideDir} l$i; done`,
+    );
     // While the agent starts and cleans up, ws13a keeps turning its directories into links to outsideDir and back.
     const swapper = spawn(
       "sh",
-      ["-c", `cd ${proofDir}; while :; do for i in $(seq 1 40); do mv d$i x$i 2>/dev/null; ln -s ${outsideDir} d$i 2>/dev/null; rm -f d$i 2>/dev/null; mv x$i d$i 2>/dev/null; done; done`],
+      [
+        "-c",
+        `cd ${proofDir}; while :; do for i in $(seq 1 40); do mv d$i x$i 2>/dev/null; ln -s ${outsideDir} d$i 2>/dev/null; rm -f d$i 2>/dev/null; mv x$i d$i 2>/dev/null; done; done`,
+      ],
       { uid: attacker.uid, gid: attacker.gid, stdio: "ignore" },
     );
     children.push(swapper);
@@ -239,9 +319,15 @@ describe("a hostile user on the VM", () => {
        for (let i = 0; i < 100; i++) one();`,
     );
     chmodSync(hog, 0o644);
-    const hogProcess = spawn(process.execPath, [hog], { uid: attacker.uid, gid: attacker.gid, stdio: ["ignore", "pipe", "inherit"] });
+    const hogProcess = spawn(process.execPath, [hog], {
+      uid: attacker.uid,
+      gid: attacker.gid,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     children.push(hogProcess);
-    await new Promise<void>((resolve) => hogProcess.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("holding 100") && resolve()));
+    await new Promise<void>((resolve) =>
+      hogProcess.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("holding 100") && resolve()),
+    );
 
     for (let attempt = 0; attempt < 5; attempt++) {
       const taken = wsLeaseAs(bystander, ["1h", "--reason", `attempt ${attempt}`]);
@@ -284,14 +370,20 @@ describe("a hostile user on the VM", () => {
        (async () => { for (let i = 0; i < 9; i++) answers.push(await one()); console.log(JSON.stringify(answers)); setInterval(() => {}, 1000); })();`,
     );
     chmodSync(prover, 0o644);
-    const proving = spawn(process.execPath, [prover], { uid: attacker.uid, gid: attacker.gid, stdio: ["ignore", "pipe", "inherit"] });
+    const proving = spawn(process.execPath, [prover], {
+      uid: attacker.uid,
+      gid: attacker.gid,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     children.push(proving);
     const answers = await new Promise<string[]>((resolve, reject) => {
       proving.stdout!.on("data", (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as string[]));
       proving.on("exit", (code) => reject(new Error(`ws13a's client exited (${code}) before answering`)));
     });
     expect(answers.slice(0, 8)).toEqual(Array(8).fill("ok"));
-    expect(answers[8]).toBe(`you (uid ${attacker.uid}) already hold 8 connections to the agent; close some (or wait 10s) and try again`);
+    expect(answers[8]).toBe(
+      `you (uid ${attacker.uid}) already hold 8 connections to the agent; close some (or wait 10s) and try again`,
+    );
     // The limit is ws13a's alone.
     const other = wsLeaseAs(bystander, ["status", "--json"]);
     expect(other.status, other.stderr).toBe(0);
@@ -303,16 +395,25 @@ describe("a hostile user on the VM", () => {
   it("with the state dir on a full 64 KiB tmpfs, ws-lease 2h exits 1 saying why, and every earlier lease survives a restart", async () => {
     const stateDir = path.join(dir, "tiny-state");
     mkdirSync(stateDir, { recursive: true });
-    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", stateDir], { encoding: "utf8" });
-    if (mounted.status !== 0) throw new Error(`mount -t tmpfs failed (the test needs root and tmpfs): ${mounted.stderr}`);
+    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", stateDir], {
+      encoding: "utf8",
+    });
+    if (mounted.status !== 0)
+      throw new Error(`mount -t tmpfs failed (the test needs root and tmpfs): ${mounted.stderr}`);
     mounts.push(stateDir);
     let agent = startAgent("full-disk", stateDir);
     await agent.waitFor(/agent started/, 60_000);
-    for (const [user, reason] of [[bystander, "first"], ["root", "second"]] as const) {
+    for (const [user, reason] of [
+      [bystander, "first"],
+      ["root", "second"],
+    ] as const) {
       const taken = wsLeaseAs(user, ["1h", "--reason", reason]);
       expect(taken.status, taken.stderr).toBe(0);
     }
-    const ids = () => (JSON.parse(wsLeaseAs("root", ["list", "--json"]).stdout) as { leases: Array<{ id: string }> }).leases.map((l) => l.id).sort();
+    const ids = () =>
+      (JSON.parse(wsLeaseAs("root", ["list", "--json"]).stdout) as { leases: Array<{ id: string }> }).leases
+        .map((l) => l.id)
+        .sort();
     const earlier = ids();
     expect(earlier).toHaveLength(2);
     // Fill it up, as a runaway log would.

@@ -13,8 +13,22 @@ import { chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/p
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connectTerminal, startJupyterServer, startTerminal, type RunningJupyter, type TerminalSession } from "../support/jupyter.js";
-import { agentBundle, collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  connectTerminal,
+  startJupyterServer,
+  startTerminal,
+  type RunningJupyter,
+  type TerminalSession,
+} from "../support/jupyter.js";
+import {
+  agentBundle,
+  collectorBundle,
+  eventually,
+  getText,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 import { ensureTestUser } from "../support/sshd.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
@@ -39,10 +53,14 @@ async function openTerminal(marker: string): Promise<Terminal> {
   tabs.push(tab);
   const ttyFile = path.join(dir, `tty-${marker}`);
   tab.type(`tty > ${ttyFile}; (while :; do date; sleep 1; done) &\r`);
-  const pty = await eventually(async () => {
-    const text = (await readFile(ttyFile, "utf8").catch(() => "")).trim();
-    return /^\/dev\/pts\/\d+$/.test(text) ? text.slice("/dev/".length) : undefined;
-  }, 30_000, `terminal ${name} to run its command (it printed: ${tab.output().slice(-200)})`);
+  const pty = await eventually(
+    async () => {
+      const text = (await readFile(ttyFile, "utf8").catch(() => "")).trim();
+      return /^\/dev\/pts\/\d+$/.test(text) ? text.slice("/dev/".length) : undefined;
+    },
+    30_000,
+    `terminal ${name} to run its command (it printed: ${tab.output().slice(-200)})`,
+  );
   return { name, tab, pty };
 }
 
@@ -59,37 +77,67 @@ async function devRootFor(terminal: Terminal): Promise<string> {
 
 function startAgent(vm: string, dev: string): Proc {
   const empty = path.join(dir, "empty");
-  const proc = start(agentBundle, [
-    "run", "--insecure",
-    "--collector", `127.0.0.1:${setup.grpcPort}`,
-    "--namespace", "e2e", "--name", vm,
-    "--report-interval", "1s",
-    "--state-dir", path.join(dir, `state-${vm}`),
-    "--socket", path.join(dir, `${vm}.sock`),
-    "--dev-root", dev, "--run-root", empty, "--home-root", empty,
-    "--jupyter-url", `${server.url}?token=${server.token}`,
-  ], { WS_AGENT_TOKEN: setup.token("e2e", vm), WS_AGENT_CONFIG: path.join(dir, "agent.yaml") });
+  const proc = start(
+    agentBundle,
+    [
+      "run",
+      "--insecure",
+      "--collector",
+      `127.0.0.1:${setup.grpcPort}`,
+      "--namespace",
+      "e2e",
+      "--name",
+      vm,
+      "--report-interval",
+      "1s",
+      "--state-dir",
+      path.join(dir, `state-${vm}`),
+      "--socket",
+      path.join(dir, `${vm}.sock`),
+      "--dev-root",
+      dev,
+      "--run-root",
+      empty,
+      "--home-root",
+      empty,
+      "--jupyter-url",
+      `${server.url}?token=${server.token}`,
+    ],
+    { WS_AGENT_TOKEN: setup.token("e2e", vm), WS_AGENT_CONFIG: path.join(dir, "agent.yaml") },
+  );
   procs.push(proc);
   return proc;
 }
 
 async function vm(name: string): Promise<{ state: string; explanation: string } | undefined> {
   const { body } = await getText(`http://127.0.0.1:${setup.httpPort}/api/vms`);
-  return (JSON.parse(body).vms as Array<{ name: string; state: string; explanation: string }>).find((entry) => entry.name === name);
+  return (JSON.parse(body).vms as Array<{ name: string; state: string; explanation: string }>).find(
+    (entry) => entry.name === name,
+  );
 }
 
 beforeAll(async () => {
   requireBundles();
-  if (process.getuid?.() !== 0) throw new Error("this test bind-mounts ptys and runs Jupyter as a test user: run it as root");
+  if (process.getuid?.() !== 0)
+    throw new Error("this test bind-mounts ptys and runs Jupyter as a test user: run it as root");
   const account = await ensureTestUser(USER);
   dir = await mkdtemp(path.join(os.tmpdir(), "ws16-e2e-jterm-"));
   await chmod(dir, 0o777);
   await mkdir(path.join(dir, "empty"));
   await mkdir(path.join(dir, "runtime"));
   await chown(path.join(dir, "runtime"), account.uid, account.gid);
-  await writeFile(path.join(dir, "agent.yaml"), "disabledSignals: [system, gpu, code_server, inhibitors, remote_sessions, desktop, disk]\n");
-  server = await startJupyterServer({ runtimeDir: path.join(dir, "runtime"), runAs: { uid: account.uid, gid: account.gid }, shell: "/bin/bash" });
-  setup = await standaloneCollector(dir, { policyDefaults: { autostop: "enabled", "idle-timeout": "20s", "grace-period": "5s", "weak-activity-max": "5s" } });
+  await writeFile(
+    path.join(dir, "agent.yaml"),
+    "disabledSignals: [system, gpu, code_server, inhibitors, remote_sessions, desktop, disk]\n",
+  );
+  server = await startJupyterServer({
+    runtimeDir: path.join(dir, "runtime"),
+    runAs: { uid: account.uid, gid: account.gid },
+    shell: "/bin/bash",
+  });
+  setup = await standaloneCollector(dir, {
+    policyDefaults: { autostop: "enabled", "idle-timeout": "20s", "grace-period": "5s", "weak-activity-max": "5s" },
+  });
   procs.push(start(collectorBundle, ["serve", "--config", setup.configFile]));
 }, 180_000);
 
@@ -109,12 +157,20 @@ describe("Jupyter terminals, as shipped", () => {
     timers.push(setInterval(() => typed.tab.type("\r"), 2_000));
     startAgent("jt-alone", await devRootFor(alone));
     startAgent("jt-typed", await devRootFor(typed));
-    await eventually(async () => (await vm("jt-alone"))?.state === "Active" && (await vm("jt-typed"))?.state === "Active", 60_000, "both VMs Active");
+    await eventually(
+      async () => (await vm("jt-alone"))?.state === "Active" && (await vm("jt-typed"))?.state === "Active",
+      60_000,
+      "both VMs Active",
+    );
 
-    const stopped = await eventually(async () => {
-      const entry = await vm("jt-alone");
-      return entry && ["Stopping", "Stopped"].includes(entry.state) ? entry : undefined;
-    }, 120_000, "the VM of the printing terminal to be stopped");
+    const stopped = await eventually(
+      async () => {
+        const entry = await vm("jt-alone");
+        return entry && ["Stopping", "Stopped"].includes(entry.state) ? entry : undefined;
+      },
+      120_000,
+      "the VM of the printing terminal to be stopped",
+    );
     expect(stopped.state).toMatch(/Stopping|Stopped/);
     expect(alone.tab.output()).toMatch(/\d\d:\d\d:\d\d/); // it did print, every second
     // Its twin, typed into, was never even warned.

@@ -7,19 +7,45 @@
 // CPU, network and disk show no activity, and an empty /dev/pts unless a scenario gives a user a
 // terminal. Activity is made the way a person makes it: a keystroke (the terminal's atime) or a
 // lease taken with `ws-agent lease` over the agent's socket.
-import { chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  chownSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { LEADER_LABEL } from "../../packages/collector/src/kube/leader-label.js";
-import { resourceByKind, startFakeKube, type FakeKube, type FakeKubeOptions, type KubeObject, type RequestRecord } from "../support/fake-kube/index.js";
+import {
+  resourceByKind,
+  startFakeKube,
+  type FakeKube,
+  type FakeKubeOptions,
+  type KubeObject,
+  type RequestRecord,
+} from "../support/fake-kube/index.js";
 import { policyForServiceAccount } from "../support/fake-kube/rbac.js";
 import { startPrometheus } from "../support/prometheus.js";
 import { dashboardQueries, withGrafanaVariables } from "../prometheus/promql.js";
 import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
 import { collectorToken, collectorTokenKey, startFrozenAgent } from "../support/kube-agent.js";
-import { collectorBundle, eventually, freePort, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  collectorBundle,
+  eventually,
+  freePort,
+  getText,
+  repoRoot,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 
 const VM = resourceByKind("VirtualMachine");
 const EVENT = resourceByKind("Event");
@@ -30,7 +56,9 @@ const COLLECTOR_NS = "ws-system";
 
 type Manifest = Record<string, any>; // shipped YAML: shapes are asserted, not typed
 const manifests = (file: string): Manifest[] =>
-  parseAllDocuments(readFileSync(path.join(repoRoot, "packaging/kubernetes", file), "utf8")).map((doc) => doc.toJS() as Manifest);
+  parseAllDocuments(readFileSync(path.join(repoRoot, "packaging/kubernetes", file), "utf8")).map(
+    (doc) => doc.toJS() as Manifest,
+  );
 /** The shipped RBAC for the collector's ServiceAccount: the collectors run under exactly these rules. */
 const SHIPPED_RBAC = policyForServiceAccount(manifests("rbac.yaml"), { namespace: COLLECTOR_NS, name: "ws-collector" });
 /** The labels the Deployment gives its pods, and the agents' Service's selector, as shipped. */
@@ -104,8 +132,13 @@ class Scenario {
   diagnostics(): string {
     const writes = this.kube.requests
       .filter((r) => !r.watch && r.method !== "GET" && !r.path.includes("/leases"))
-      .map((r) => `${r.method} ${r.path} → ${r.status}${r.faulted ? " (fault)" : ""} ${JSON.stringify(r.body).slice(0, 200)}`);
-    const outputs = this.procs.map((proc, i) => `--- process ${i}: ${proc.child.spawnargs.slice(1, 3).join(" ")}\n${proc.output().slice(-6000)}`);
+      .map(
+        (r) =>
+          `${r.method} ${r.path} → ${r.status}${r.faulted ? " (fault)" : ""} ${JSON.stringify(r.body).slice(0, 200)}`,
+      );
+    const outputs = this.procs.map(
+      (proc, i) => `--- process ${i}: ${proc.child.spawnargs.slice(1, 3).join(" ")}\n${proc.output().slice(-6000)}`,
+    );
     return [`=== ${this.dir}`, ...outputs, "--- API writes", ...writes].join("\n");
   }
 
@@ -119,7 +152,10 @@ class Scenario {
    * it with the shipped template's labels exists in the collector's namespace (once: a container
    * restarted in the same pod reuses it).
    */
-  async collector(podName: string, options: { grpcPort?: number; httpPort?: number; pod?: boolean } = {}): Promise<Collector> {
+  async collector(
+    podName: string,
+    options: { grpcPort?: number; httpPort?: number; pod?: boolean } = {},
+  ): Promise<Collector> {
     const grpcPort = options.grpcPort ?? (await freePort());
     const httpPort = options.httpPort ?? (await freePort());
     if (options.pod && !this.kube.store.get(POD, COLLECTOR_NS, podName)) {
@@ -149,7 +185,9 @@ policy:
     notice-repeat: 30s
 `,
     );
-    const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], { POD_NAME: podName });
+    const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], {
+      POD_NAME: podName,
+    });
     this.procs.push(proc);
     await proc.waitFor(/collector serving/, 60_000);
     return {
@@ -164,7 +202,11 @@ policy:
 
   /** Waits until `collector` leads (every replica is Ready, so readiness does not tell). */
   async leader(collector: Collector): Promise<void> {
-    await eventually(async () => /^workstation_collector_leader 1$/m.test(await collector.metrics()), 60_000, `${collector.podName} to become the leader`);
+    await eventually(
+      async () => /^workstation_collector_leader 1$/m.test(await collector.metrics()),
+      60_000,
+      `${collector.podName} to become the leader`,
+    );
   }
 
   /**
@@ -240,21 +282,36 @@ policy:
   events(name: string, reason?: string): KubeObject[] {
     return this.kube.store
       .list(EVENT, NS)
-      .filter((event) => (event["regarding"] as { name?: string } | undefined)?.name === name && (reason === undefined || event["reason"] === reason));
+      .filter(
+        (event) =>
+          (event["regarding"] as { name?: string } | undefined)?.name === name &&
+          (reason === undefined || event["reason"] === reason),
+      );
   }
 
   stopPuts(name: string): RequestRecord[] {
-    return this.kube.requestsMatching("PUT", `/apis/subresources.kubevirt.io/v1/namespaces/${NS}/virtualmachines/${name}/stop`);
+    return this.kube.requestsMatching(
+      "PUT",
+      `/apis/subresources.kubevirt.io/v1/namespaces/${NS}/virtualmachines/${name}/stop`,
+    );
   }
 
   vmPatches(name: string): RequestRecord[] {
-    return this.kube.requestsMatching("PATCH", new RegExp(`^/apis/kubevirt\\.io/v1/namespaces/${NS}/virtualmachines/${name}$`));
+    return this.kube.requestsMatching(
+      "PATCH",
+      new RegExp(`^/apis/kubevirt\\.io/v1/namespaces/${NS}/virtualmachines/${name}$`),
+    );
   }
 
   /** The `state` values the collector wrote to the VM, in order. */
   statesWritten(name: string): string[] {
     return this.vmPatches(name)
-      .map((patch) => (patch.body as { metadata?: { annotations?: Record<string, string | null> } }).metadata?.annotations?.[`${PREFIX}state`])
+      .map(
+        (patch) =>
+          (patch.body as { metadata?: { annotations?: Record<string, string | null> } }).metadata?.annotations?.[
+            `${PREFIX}state`
+          ],
+      )
       .filter((state): state is string => typeof state === "string");
   }
 
@@ -262,9 +319,16 @@ policy:
     return eventually(() => this.events(name, reason)[0], timeoutMs, `an Event ${reason} on ${NS}/${name}`);
   }
 
-  async waitForStop(name: string, timeoutMs = STOP_WAIT_MS): Promise<{ when: string; reason: string; by: string; signals: unknown }> {
+  async waitForStop(
+    name: string,
+    timeoutMs = STOP_WAIT_MS,
+  ): Promise<{ when: string; reason: string; by: string; signals: unknown }> {
     await eventually(() => this.runStrategy(name) === "Halted", timeoutMs, `runStrategy Halted on ${NS}/${name}`);
-    const lastStop = await eventually(() => this.annotation(name, "last-stop"), 30_000, `the last-stop annotation on ${NS}/${name}`);
+    const lastStop = await eventually(
+      () => this.annotation(name, "last-stop"),
+      30_000,
+      `the last-stop annotation on ${NS}/${name}`,
+    );
     await eventually(() => this.annotation(name, "state") === "Stopped", 30_000, `state Stopped on ${NS}/${name}`);
     return JSON.parse(lastStop);
   }
@@ -285,9 +349,14 @@ function counter(metrics: string, name: string, labels: string): number {
 
 /** Waits until the collector has received `count` more Reports than now. */
 async function moreReports(collector: Collector, count: number): Promise<void> {
-  const reports = async () => Number((await collector.metrics()).match(/^workstation_reports_received_total (\d+)/m)?.[1] ?? 0);
+  const reports = async () =>
+    Number((await collector.metrics()).match(/^workstation_reports_received_total (\d+)/m)?.[1] ?? 0);
   const before = await reports();
-  await eventually(async () => (await reports()) >= before + count, 60_000, `${count} more reports at ${collector.podName}`);
+  await eventually(
+    async () => (await reports()) >= before + count,
+    60_000,
+    `${count} more reports at ${collector.podName}`,
+  );
 }
 
 describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_MS }, () => {
@@ -301,22 +370,38 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
 
     const honest = await s.agent("honest", collector.grpcPort);
     const impostor = await s.agent("impostor", collector.grpcPort, { claim: "victim" });
-    await collector.proc.waitFor(/refused agent for users\/victim: connection from 127\.0\.0\.1 but VM users\/victim runs in a virt-launcher pod at 10\.244\.0\.77/, 60_000);
+    await collector.proc.waitFor(
+      /refused agent for users\/victim: connection from 127\.0\.0\.1 but VM users\/victim runs in a virt-launcher pod at 10\.244\.0\.77/,
+      60_000,
+    );
     await impostor.proc.waitFor(/PERMISSION_DENIED: connection from 127\.0\.0\.1/, 60_000);
     const event = await s.waitForEvent("victim", "IdentityRejected", 30_000);
     expect(event["type"]).toBe("Warning");
     expect(event["note"]).toContain("10.244.0.77");
     expect(event["reportingInstance"]).toBe("collector-0");
-    expect(counter(await collector.metrics(), "workstation_auth_failures_total", 'reason="identity"')).toBeGreaterThanOrEqual(1);
+    expect(
+      counter(await collector.metrics(), "workstation_auth_failures_total", 'reason="identity"'),
+    ).toBeGreaterThanOrEqual(1);
 
     // The same collector takes the VM whose launcher pod the agent does run in.
     await honest.proc.waitFor(/connected to collector/, 60_000);
     await eventually(
-      async () => (JSON.parse((await getText(`http://127.0.0.1:${collector.httpPort}/api/vms`)).body).vms as Array<{ name: string; connected: boolean; lastReportAtMs?: number }>).find((vm) => vm.name === "honest" && vm.connected && vm.lastReportAtMs),
+      async () =>
+        (
+          JSON.parse((await getText(`http://127.0.0.1:${collector.httpPort}/api/vms`)).body).vms as Array<{
+            name: string;
+            connected: boolean;
+            lastReportAtMs?: number;
+          }>
+        ).find((vm) => vm.name === "honest" && vm.connected && vm.lastReportAtMs),
       30_000,
       "reports from the honest agent",
     );
-    const vms = JSON.parse((await getText(`http://127.0.0.1:${collector.httpPort}/api/vms`)).body).vms as Array<{ name: string; connected: boolean; lastReportAtMs?: number }>;
+    const vms = JSON.parse((await getText(`http://127.0.0.1:${collector.httpPort}/api/vms`)).body).vms as Array<{
+      name: string;
+      connected: boolean;
+      lastReportAtMs?: number;
+    }>;
     const victim = vms.find((vm) => vm.name === "victim");
     expect(victim?.connected).toBe(false);
     expect(victim?.lastReportAtMs).toBeUndefined();
@@ -349,7 +434,10 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(existsSync(path.join(agent.root, "run/ws-agent/notice.json"))).toBe(true);
     const status = await agent.lease("status");
     expect(status.code, status.stderr).toBe(0);
-    const view = status.json as { status?: { notice?: { id: string; stopInSeconds: number; mode: string } }; notice?: { id: string; stopInSeconds: number; mode: string } };
+    const view = status.json as {
+      status?: { notice?: { id: string; stopInSeconds: number; mode: string } };
+      notice?: { id: string; stopInSeconds: number; mode: string };
+    };
     const notice = view.status?.notice ?? view.notice;
     expect(notice?.id).toBe(noticeId);
     expect(notice?.mode).toBe("enforce");
@@ -380,7 +468,9 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(s.statesWritten("idle")).toEqual(["Active", "StoppingPending", "Stopping", "Stopped"]);
     // Four transitions and the last-stop annotation, over a hundred-odd reports.
     expect(s.vmPatches("idle")).toHaveLength(5);
-    expect(Number((await collector.metrics()).match(/^workstation_reports_received_total (\d+)/m)?.[1])).toBeGreaterThan(IDLE_TIMEOUT_S);
+    expect(
+      Number((await collector.metrics()).match(/^workstation_reports_received_total (\d+)/m)?.[1]),
+    ).toBeGreaterThan(IDLE_TIMEOUT_S);
   });
 
   it("refuses to stop a VM whose root disk is a containerDisk, with one Event saying why", async (context) => {
@@ -402,7 +492,11 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     const refused = await s.waitForEvent("ephemeral", "IdleStopRefused", NOTICE_WAIT_MS + STOP_WAIT_MS);
     expect(refused["type"]).toBe("Warning");
     expect(refused["note"]).toMatch(/containerDisk/);
-    await eventually(() => s.annotation("ephemeral", "state") === "Active", 30_000, "state Active again after the refusal");
+    await eventually(
+      () => s.annotation("ephemeral", "state") === "Active",
+      30_000,
+      "state Active again after the refusal",
+    );
     await moreReports(collector, 3);
     // One Event for one refusal: the engine's IdleStopRefused, not a second one from the edge.
     const warnings = s.events("ephemeral").filter((event) => event["type"] === "Warning");
@@ -462,7 +556,10 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
 
     const lastStop = await s.waitForStop("flaky", STOP_WAIT_MS + 60_000);
     expect(lastStop.by).toBe("collector-0");
-    await collector.proc.waitFor(/users\/flaky: stop accepted: already stopped \(an earlier request went unanswered\)/, 30_000);
+    await collector.proc.waitFor(
+      /users\/flaky: stop accepted: already stopped \(an earlier request went unanswered\)/,
+      30_000,
+    );
     await moreReports(collector, 3);
     const puts = s.stopPuts("flaky");
     expect(puts.map((put) => ({ status: put.status, delivered: put.delivered }))).toEqual([
@@ -472,7 +569,9 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
       { status: 202, delivered: false },
     ]);
     // The lost answer was settled by looking at the VM, not by a fifth PUT.
-    const checked = s.kube.requestsMatching("GET", `/apis/kubevirt.io/v1/namespaces/${NS}/virtualmachines/flaky`).filter((r) => r.receivedAtMs > puts[3]!.receivedAtMs);
+    const checked = s.kube
+      .requestsMatching("GET", `/apis/kubevirt.io/v1/namespaces/${NS}/virtualmachines/flaky`)
+      .filter((r) => r.receivedAtMs > puts[3]!.receivedAtMs);
     expect(checked.length).toBeGreaterThanOrEqual(1);
     expect(s.events("flaky", "IdleStop")).toHaveLength(1);
     expect(s.statesWritten("flaky")).toEqual(["Active", "StoppingPending", "Stopping", "Stopped"]);
@@ -493,12 +592,18 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(await first.ready()).toBe(200);
     expect(await second.ready()).toBe(200);
     expect((await getText(`http://127.0.0.1:${second.httpPort}/readyz`)).body).toBe("ready (standby)\n");
-    expect(s.kube.store.get(LEASE, COLLECTOR_NS, "ws-collector")?.["spec"]).toMatchObject({ holderIdentity: "replica-a" });
+    expect(s.kube.store.get(LEASE, COLLECTOR_NS, "ws-collector")?.["spec"]).toMatchObject({
+      holderIdentity: "replica-a",
+    });
     await eventually(() => s.labelled().join() === "replica-a", 30_000, "the leader label on replica-a alone");
 
     // Agents reach the replicas through the shipped Service, whose selector includes the leader label.
     const service = await s.service([first, second]);
-    await eventually(() => service.readyPorts().join() === String(first.grpcPort), 10_000, "the Service's one endpoint: replica-a");
+    await eventually(
+      () => service.readyPorts().join() === String(first.grpcPort),
+      10_000,
+      "the Service's one endpoint: replica-a",
+    );
     const agent = await s.agent("shared", service.port);
     await agent.proc.waitFor(/connected to collector/, 60_000);
 
@@ -509,7 +614,9 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     const standby = await second.metrics();
     expect(standby).toMatch(/^workstation_collector_leader 0$/m);
     expect(standby).not.toMatch(/vm="shared"/);
-    expect(await first.metrics()).toMatch(/^workstation_state\{namespace="users",vm="shared",state="StoppingPending"\} 1$/m);
+    expect(await first.metrics()).toMatch(
+      /^workstation_state\{namespace="users",vm="shared",state="StoppingPending"\} 1$/m,
+    );
     const noticeId = s.annotation("shared", "notice-id");
     const deadline = Date.parse(s.annotation("shared", "stop-deadline") ?? "");
 
@@ -520,8 +627,14 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     await second.proc.waitFor(/became the leader/, 60_000);
     await eventually(() => s.labelled().join() === "replica-b", 30_000, "the leader label moved to replica-b alone");
     expect(second.proc.output()).toMatch(/removed the stale leader label from pod ws-system\/replica-a/);
-    expect(s.kube.store.get(LEASE, COLLECTOR_NS, "ws-collector")?.["spec"]).toMatchObject({ holderIdentity: "replica-b" });
-    await eventually(() => service.readyPorts().join() === String(second.grpcPort), 10_000, "the Service's one endpoint: replica-b");
+    expect(s.kube.store.get(LEASE, COLLECTOR_NS, "ws-collector")?.["spec"]).toMatchObject({
+      holderIdentity: "replica-b",
+    });
+    await eventually(
+      () => service.readyPorts().join() === String(second.grpcPort),
+      10_000,
+      "the Service's one endpoint: replica-b",
+    );
     await moreReports(second, 2);
 
     // The container of replica-a restarts in the same pod, as a standby: Ready, and no label.
@@ -550,7 +663,11 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     const replicas = new Map<string, Collector>();
     // One Service over every pod the rollout will have: the endpoints follow pods and labels.
     const names = ["old-a", "old-b", "new-c", "new-d"];
-    const ports = new Map(await Promise.all(names.map(async (name) => [name, { grpcPort: await freePort(), httpPort: await freePort() }] as const)));
+    const ports = new Map(
+      await Promise.all(
+        names.map(async (name) => [name, { grpcPort: await freePort(), httpPort: await freePort() }] as const),
+      ),
+    );
     const service = await startFakeService(
       names.map((name) => ({ port: ports.get(name)!.grpcPort, readinessPort: ports.get(name)!.httpPort, pod: name })),
       { selector: { store: s.kube.store, namespace: COLLECTOR_NS, labels: SERVICE_SELECTOR } },
@@ -596,9 +713,17 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     const newD = await add("new-d");
     await oldB.proc.stop("SIGTERM");
     for (const replica of [newC, newD]) expect(await replica.ready()).toBe(200);
-    const survivor = await eventually(() => (s.labelled().length === 1 && s.labelled()[0]!.startsWith("new-") ? s.labelled()[0] : undefined), 60_000, "one labelled new pod");
+    const survivor = await eventually(
+      () => (s.labelled().length === 1 && s.labelled()[0]!.startsWith("new-") ? s.labelled()[0] : undefined),
+      60_000,
+      "one labelled new pod",
+    );
     const leader = replicas.get(survivor)!;
-    await eventually(() => service.readyPorts().join() === String(leader.grpcPort), 10_000, `the Service's one endpoint: ${survivor}`);
+    await eventually(
+      () => service.readyPorts().join() === String(leader.grpcPort),
+      10_000,
+      `the Service's one endpoint: ${survivor}`,
+    );
     // The agent followed the label to the new leader.
     await moreReports(leader, 2);
 
@@ -633,15 +758,20 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     s.onClose(() => prometheus.stop());
 
     const onePerVm = async (leader: Collector) => {
-      const active = await prometheus.until('count by (namespace, vm) (workstation_state{state="Active"} == 1)', (r) => (r.length === vms.length ? r : undefined));
+      const active = await prometheus.until('count by (namespace, vm) (workstation_state{state="Active"} == 1)', (r) =>
+        r.length === vms.length ? r : undefined,
+      );
       for (const sample of active) expect(sample.value[1], `${sample.metric["vm"]}`).toBe("1");
       // Both replicas are scraped and say who leads.
       const expected = [first, second]
         .filter((r) => r.proc.child.exitCode === null && r.proc.child.signalCode === null)
         .map((r) => `127.0.0.1:${r.httpPort}=${r === leader ? 1 : 0}`)
         .sort();
-      const said = (samples: Array<{ metric: Record<string, string>; value: [number, string] }>) => samples.map((sample) => `${sample.metric["instance"]}=${sample.value[1]}`).sort();
-      await prometheus.until("workstation_collector_leader", (r) => said(r).join() === expected.join(), 30_000).catch(() => undefined);
+      const said = (samples: Array<{ metric: Record<string, string>; value: [number, string] }>) =>
+        samples.map((sample) => `${sample.metric["instance"]}=${sample.value[1]}`).sort();
+      await prometheus
+        .until("workstation_collector_leader", (r) => said(r).join() === expected.join(), 30_000)
+        .catch(() => undefined);
       expect(said(await prometheus.query("workstation_collector_leader"))).toEqual(expected);
       // Each VM's state series come from one replica, the leader.
       const series = await prometheus.query('count by (instance) (workstation_state{namespace="users"})');
@@ -649,14 +779,20 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
       expect(Number(series[0]!.value[1])).toBe(vms.length * 6);
       // The documented queries (docs/metrics.md) and every dashboard panel run without an error:
       // with a standby's per-VM series, the joins would fail ("many-to-many matching not allowed").
-      const documented = readFileSync(path.join(repoRoot, "docs/metrics.md"), "utf8").split("## Useful queries")[1]!.split("\n## ")[0]!;
+      const documented = readFileSync(path.join(repoRoot, "docs/metrics.md"), "utf8")
+        .split("## Useful queries")[1]!
+        .split("\n## ")[0]!;
       const queries = [...documented.matchAll(/: `([^`]+)`/g)].map((m) => m[1]!);
       expect(queries.length).toBeGreaterThanOrEqual(4);
       for (const expr of queries) await prometheus.query(expr);
-      const dashboard = JSON.parse(readFileSync(path.join(repoRoot, "packaging/grafana/workstation-dashboard.json"), "utf8"));
+      const dashboard = JSON.parse(
+        readFileSync(path.join(repoRoot, "packaging/grafana/workstation-dashboard.json"), "utf8"),
+      );
       for (const { expr } of dashboardQueries(dashboard)) await prometheus.query(withGrafanaVariables(expr));
       // A one-to-one join: a second series for any VM on either side would be an error here.
-      const joined = await prometheus.query('workstation_state{state="Active"} * on(namespace, vm) workstation_idle_seconds');
+      const joined = await prometheus.query(
+        'workstation_state{state="Active"} * on(namespace, vm) workstation_idle_seconds',
+      );
       expect(joined.map((sample) => sample.metric["vm"]).sort()).toEqual(vms);
     };
     await onePerVm(first);
@@ -664,8 +800,12 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     // A hand-over (the leader terminated in a rollout): the new leader's series replace the old.
     await first.proc.stop("SIGTERM");
     await second.proc.waitFor(/became the leader/, 60_000);
-    await prometheus.until('count(count by (instance) (workstation_state{namespace="users"}))', (r) => (r[0]?.value[1] === "1" ? r : undefined));
-    await prometheus.until(`count by (instance) (workstation_state{namespace="users"})`, (r) => (r[0]?.metric["instance"] === `127.0.0.1:${second.httpPort}` ? r : undefined));
+    await prometheus.until('count(count by (instance) (workstation_state{namespace="users"}))', (r) =>
+      r[0]?.value[1] === "1" ? r : undefined,
+    );
+    await prometheus.until(`count by (instance) (workstation_state{namespace="users"})`, (r) =>
+      r[0]?.metric["instance"] === `127.0.0.1:${second.httpPort}` ? r : undefined,
+    );
     await onePerVm(second);
   });
 

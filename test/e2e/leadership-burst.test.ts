@@ -15,7 +15,16 @@ import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadCommand, LoadStats } from "../../bench/loadgen.js";
 import { resourceByKind, startFakeKube, type FakeKube } from "../support/fake-kube/index.js";
-import { collectorBundle, eventually, freePort, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  collectorBundle,
+  eventually,
+  freePort,
+  getText,
+  repoRoot,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 
 const run = promisify(execFile);
 const LEASE = resourceByKind("Lease");
@@ -36,7 +45,9 @@ beforeAll(async () => {
     platform: "node",
     format: "esm",
     target: "node20",
-    banner: { js: 'import { createRequire as __wsCreateRequire } from "node:module"; const require = __wsCreateRequire(import.meta.url);' },
+    banner: {
+      js: 'import { createRequire as __wsCreateRequire } from "node:module"; const require = __wsCreateRequire(import.meta.url);',
+    },
     logLevel: "warning",
   });
 });
@@ -46,7 +57,10 @@ afterAll(() => {
 });
 
 function loadGenerator() {
-  const child = fork(loadgenFile, [], { stdio: ["ignore", "ignore", "pipe", "ipc"], execArgv: ["--max-old-space-size=2048"] });
+  const child = fork(loadgenFile, [], {
+    stdio: ["ignore", "ignore", "pipe", "ipc"],
+    execArgv: ["--max-old-space-size=2048"],
+  });
   const waiting: Array<(value: unknown) => void> = [];
   child.on("message", (message) => waiting.shift()?.(message));
   const request = <T>(command: LoadCommand) =>
@@ -73,7 +87,8 @@ describe("leadership under a reconnect burst", () => {
 
   it("keeps renewing the Lease while 2,000 agents connect at once, and lets every one in", async () => {
     kube = await startFakeKube();
-    for (let i = 0; i < AGENTS; i++) kube.seedWorkstation({ namespace: NS, name: `vm-${String(i).padStart(5, "0")}`, podIp: "127.0.0.1" });
+    for (let i = 0; i < AGENTS; i++)
+      kube.seedWorkstation({ namespace: NS, name: `vm-${String(i).padStart(5, "0")}`, podIp: "127.0.0.1" });
     const keyFile = path.join(dir, "token.key");
     const { stdout: keyText } = await run(process.execPath, [collectorBundle, "keygen"]);
     writeFileSync(keyFile, keyText, { mode: 0o600 });
@@ -95,9 +110,13 @@ policy:
     idle-timeout: 2h
 `,
     );
-    collector = start(collectorBundle, ["serve", "--kubeconfig", kube.kubeconfigPath, "--config", config], { POD_NAME: "ws14-burst-collector" });
+    collector = start(collectorBundle, ["serve", "--kubeconfig", kube.kubeconfigPath, "--config", config], {
+      POD_NAME: "ws14-burst-collector",
+    });
     await collector.waitFor(/became the leader/, 120_000);
-    const leaseRenewals = () => kube!.requests.filter((r) => r.method === "PUT" && r.path.includes("/leases/ws-collector") && r.status === 200).length;
+    const leaseRenewals = () =>
+      kube!.requests.filter((r) => r.method === "PUT" && r.path.includes("/leases/ws-collector") && r.status === 200)
+        .length;
 
     load = loadGenerator();
     const renewalsBefore = leaseRenewals();
@@ -131,7 +150,9 @@ policy:
     expect(output).not.toMatch(/no longer the leader/);
     // The renewals went on through the burst (one every 5 s), and the Lease is still this replica's.
     expect(leaseRenewals() - renewalsBefore).toBeGreaterThanOrEqual(2);
-    const lease = kube.store.get(LEASE, "ws-system", "ws-collector") as { spec?: { holderIdentity?: string } } | undefined;
+    const lease = kube.store.get(LEASE, "ws-system", "ws-collector") as
+      | { spec?: { holderIdentity?: string } }
+      | undefined;
     expect(lease?.spec?.holderIdentity).toBe("ws14-burst-collector");
     expect((await getText(`http://127.0.0.1:${httpPort}/readyz`)).status).toBe(200);
     const after = await load.stats();

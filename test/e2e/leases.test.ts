@@ -42,17 +42,39 @@ afterAll(async () => {
 describe("keep-running leases through the collector", () => {
   it("records a lease offline, clamps it on reconnection, and stops only after it ends", async () => {
     const setup = await standaloneCollector(dir, {
-      policyDefaults: { autostop: "enabled", mode: "enforce", "idle-timeout": "4s", "grace-period": "3s", "max-keep-running": `${CAP_SECONDS}s` },
+      policyDefaults: {
+        autostop: "enabled",
+        mode: "enforce",
+        "idle-timeout": "4s",
+        "grace-period": "3s",
+        "max-keep-running": `${CAP_SECONDS}s`,
+      },
       extra: `standalone:\n  stopCommand: ["touch", ${JSON.stringify(path.join(dir, "stopped-{name}"))}]`,
     });
     const token = setup.token("e2e", "leased");
     const grpcPort = setup.grpcPort;
     const marker = path.join(dir, "stopped-leased");
 
-    const agent = start(agentBundle, ["run", "--insecure", "--collector", `127.0.0.1:${grpcPort}`, "--namespace", "e2e", "--name", "leased", "--report-interval", "1s", ...machine.flags], {
-      WS_AGENT_TOKEN: token,
-      WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
-    });
+    const agent = start(
+      agentBundle,
+      [
+        "run",
+        "--insecure",
+        "--collector",
+        `127.0.0.1:${grpcPort}`,
+        "--namespace",
+        "e2e",
+        "--name",
+        "leased",
+        "--report-interval",
+        "1s",
+        ...machine.flags,
+      ],
+      {
+        WS_AGENT_TOKEN: token,
+        WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
+      },
+    );
     writeFileSync(path.join(dir, "none.yaml"), "");
     running.push(agent);
     await agent.waitFor(/agent started/);
@@ -67,11 +89,20 @@ describe("keep-running leases through the collector", () => {
     running.push(collector);
     await collector.waitFor(/collector serving/);
 
-    const listed = await eventually(() => {
-      const result = lease(["list", "--json"]);
-      const leases = JSON.parse(result.stdout).leases as Array<{ confirmed: boolean; clamped: boolean; reason: string; uid: number }>;
-      return leases[0]?.confirmed ? leases : undefined;
-    }, 30_000, "the collector to confirm the lease");
+    const listed = await eventually(
+      () => {
+        const result = lease(["list", "--json"]);
+        const leases = JSON.parse(result.stdout).leases as Array<{
+          confirmed: boolean;
+          clamped: boolean;
+          reason: string;
+          uid: number;
+        }>;
+        return leases[0]?.confirmed ? leases : undefined;
+      },
+      30_000,
+      "the collector to confirm the lease",
+    );
     expect(listed).toHaveLength(1);
     expect(listed[0]).toMatchObject({ confirmed: true, clamped: true, reason: "training", uid: 0 });
     const human = lease(["list"]);

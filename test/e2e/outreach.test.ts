@@ -11,7 +11,15 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deriveLinkKey, signKeepLink } from "../../packages/collector/src/keeplink/token.js";
 import { keyFromFile } from "../../packages/collector/src/token.js";
-import { agentBundle, collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  agentBundle,
+  collectorBundle,
+  eventually,
+  getText,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 import { quietMachine, type QuietMachine } from "../support/quiet-machine.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 import { webhookReceiver, type WebhookReceiver } from "../support/webhook-receiver.js";
@@ -25,7 +33,11 @@ const machines: Record<string, QuietMachine> = {};
 const running: Proc[] = [];
 
 function lease(vm: string, args: string[]) {
-  return spawnSync(process.execPath, [wsLease, ...args], { encoding: "utf8", timeout: 30_000, env: { ...process.env, WS_AGENT_SOCKET: machines[vm]!.socket } });
+  return spawnSync(process.execPath, [wsLease, ...args], {
+    encoding: "utf8",
+    timeout: 30_000,
+    env: { ...process.env, WS_AGENT_SOCKET: machines[vm]!.socket },
+  });
 }
 
 interface JsonHook {
@@ -40,7 +52,11 @@ interface JsonHook {
   vmUrl: string | null;
   text: string;
 }
-const jsonHooks = (vm: string) => receiver.on("/json").map((h) => h.body as JsonHook).filter((b) => b.vm.name === vm);
+const jsonHooks = (vm: string) =>
+  receiver
+    .on("/json")
+    .map((h) => h.body as JsonHook)
+    .filter((b) => b.vm.name === vm);
 
 beforeAll(async () => {
   requireBundles();
@@ -80,10 +96,26 @@ standalone:
     const machine = await quietMachine();
     machines[name] = machine;
     writeFileSync(path.join(dir, "none.yaml"), "");
-    const agent = start(agentBundle, ["run", "--insecure", "--collector", `127.0.0.1:${setup.grpcPort}`, "--namespace", "e2e", "--name", name, "--report-interval", "1s", ...machine.flags], {
-      WS_AGENT_TOKEN: setup.token("e2e", name),
-      WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
-    });
+    const agent = start(
+      agentBundle,
+      [
+        "run",
+        "--insecure",
+        "--collector",
+        `127.0.0.1:${setup.grpcPort}`,
+        "--namespace",
+        "e2e",
+        "--name",
+        name,
+        "--report-interval",
+        "1s",
+        ...machine.flags,
+      ],
+      {
+        WS_AGENT_TOKEN: setup.token("e2e", name),
+        WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
+      },
+    );
     running.push(agent);
     await agent.waitFor(/connected to collector/);
   }
@@ -98,19 +130,41 @@ afterAll(async () => {
 
 describe("webhooks", () => {
   it("sends the notice to each format with the documented body, and the link in the VM's notice", async () => {
-    const notice = await eventually(() => jsonHooks("kept").find((b) => b.event === "notice"), 60_000, "the JSON notice for e2e/kept");
-    expect(notice).toMatchObject({ version: 1, event: "notice", vm: { namespace: "e2e", name: "kept" }, owner: "alice", mode: "enforce" });
+    const notice = await eventually(
+      () => jsonHooks("kept").find((b) => b.event === "notice"),
+      60_000,
+      "the JSON notice for e2e/kept",
+    );
+    expect(notice).toMatchObject({
+      version: 1,
+      event: "notice",
+      vm: { namespace: "e2e", name: "kept" },
+      owner: "alice",
+      mode: "enforce",
+    });
     expect(notice.reason).toMatch(/idle|no activity/i);
     expect(Date.parse(notice.deadline!)).toBeGreaterThan(Date.now());
     expect(notice.keepUrl).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${setup.httpPort}/keep/e2e/kept\\?t=k1\\.`));
     expect(notice.vmUrl).toBe(`http://127.0.0.1:${setup.httpPort}/vm/e2e/kept`);
     expect(notice.text).toContain("alice");
 
-    const slack = await eventually(() => receiver.on("/slack").map((h) => h.body as { text: string; blocks: Array<{ type: string; elements?: Array<{ url: string }> }> }).find((b) => b.text.includes("e2e/kept") && b.text.includes("will be stopped")), 30_000, "the Slack notice");
+    const slack = await eventually(
+      () =>
+        receiver
+          .on("/slack")
+          .map((h) => h.body as { text: string; blocks: Array<{ type: string; elements?: Array<{ url: string }> }> })
+          .find((b) => b.text.includes("e2e/kept") && b.text.includes("will be stopped")),
+      30_000,
+      "the Slack notice",
+    );
     const buttons = slack.blocks.find((b) => b.type === "actions")!.elements!;
     expect(buttons.map((b) => b.url)).toContain(notice.keepUrl);
 
-    const ntfy = await eventually(() => receiver.on("/ntfy/").find((h) => (h.body as { title: string }).title.includes("e2e/kept")), 30_000, "the ntfy notice");
+    const ntfy = await eventually(
+      () => receiver.on("/ntfy/").find((h) => (h.body as { title: string }).title.includes("e2e/kept")),
+      30_000,
+      "the ntfy notice",
+    );
     expect(ntfy.path).toBe("/ntfy/");
     expect(ntfy.body).toMatchObject({
       topic: "ws-alice",
@@ -122,7 +176,10 @@ describe("webhooks", () => {
       ],
     });
 
-    const status = JSON.parse(lease("kept", ["status", "--json"]).stdout) as { notice?: { keepRunningHint: string }; vm?: { state: string } };
+    const status = JSON.parse(lease("kept", ["status", "--json"]).stdout) as {
+      notice?: { keepRunningHint: string };
+      vm?: { state: string };
+    };
     expect(status.vm?.state).toBe("StoppingPending");
     expect(status.notice?.keepRunningHint).toContain(notice.keepUrl);
   });
@@ -136,26 +193,45 @@ describe("webhooks", () => {
     // And the other receivers heard of the stop while the hanging one still holds its requests.
     await eventually(() => jsonHooks("doomed").some((b) => b.event === "stop"), 30_000, "the stop webhook");
     expect(receiver.hanging()).toBeGreaterThan(0);
-    const failedAttempts = await eventually(() => {
-      const attempts = receiver.on("/fail").filter((h) => (h.body as JsonHook).vm.name === "doomed" && (h.body as JsonHook).event === "notice");
-      return attempts.length >= 3 ? attempts : undefined;
-    }, 30_000, "three attempts (1 + 2 retries) at the failing receiver");
+    const failedAttempts = await eventually(
+      () => {
+        const attempts = receiver
+          .on("/fail")
+          .filter((h) => (h.body as JsonHook).vm.name === "doomed" && (h.body as JsonHook).event === "notice");
+        return attempts.length >= 3 ? attempts : undefined;
+      },
+      30_000,
+      "three attempts (1 + 2 retries) at the failing receiver",
+    );
     expect(new Set(failedAttempts.map((h) => (h.body as JsonHook).noticeId)).size).toBe(1);
-    const metrics = await eventually(async () => {
-      const text = (await getText(`http://127.0.0.1:${setup.httpPort}/metrics`)).body;
-      return /workstation_notifications_total\{format="json",outcome="failed"\} [1-9]/.test(text) ? text : undefined;
-    }, 30_000, "a failed delivery in the metrics");
+    const metrics = await eventually(
+      async () => {
+        const text = (await getText(`http://127.0.0.1:${setup.httpPort}/metrics`)).body;
+        return /workstation_notifications_total\{format="json",outcome="failed"\} [1-9]/.test(text) ? text : undefined;
+      },
+      30_000,
+      "a failed delivery in the metrics",
+    );
     expect(metrics).toMatch(/workstation_notifications_total\{format="slack",outcome="sent"\} [1-9]/);
     expect(metrics).toMatch(/workstation_notification_retries_total [1-9]/);
-    expect(collector.output()).toMatch(/webhook failing: notice for e2e\/doomed not delivered after 3 attempt\(s\): HTTP 500/);
+    expect(collector.output()).toMatch(
+      /webhook failing: notice for e2e\/doomed not delivered after 3 attempt\(s\): HTTP 500/,
+    );
     expect(collector.output()).not.toContain("secretpart");
     expect(collector.output()).not.toContain("/fail");
   });
 
   it("observe mode warns nobody: no webhook, no notice in the VM", async () => {
     await collector.waitFor(/watched: would stop now \(observe mode\)/, 60_000);
-    expect(receiver.received.filter((h) => JSON.stringify(h.body).includes("e2e/watched") || (h.body as JsonHook).vm?.name === "watched")).toEqual([]);
-    const status = JSON.parse(lease("watched", ["status", "--json"]).stdout) as { notice?: unknown; vm?: { state: string; mode: string } };
+    expect(
+      receiver.received.filter(
+        (h) => JSON.stringify(h.body).includes("e2e/watched") || (h.body as JsonHook).vm?.name === "watched",
+      ),
+    ).toEqual([]);
+    const status = JSON.parse(lease("watched", ["status", "--json"]).stdout) as {
+      notice?: unknown;
+      vm?: { state: string; mode: string };
+    };
     expect(status.notice).toBeUndefined();
     expect(status.vm?.mode).toBe("observe");
   });
@@ -175,23 +251,47 @@ describe("the keep-running link", () => {
     for (const seconds of [3600, 14400, 28800]) expect(page.body).toContain(`name="keep" value="${seconds}"`);
     expect(JSON.parse(lease("kept", ["list", "--json"]).stdout).leases).toEqual([]);
 
-    const post = (url: string, body: string) => fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body }).then(async (r) => ({ status: r.status, body: await r.text() }));
+    const post = (url: string, body: string) =>
+      fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body }).then(
+        async (r) => ({ status: r.status, body: await r.text() }),
+      );
     const keepPath = `http://127.0.0.1:${setup.httpPort}/keep/e2e/kept`;
     const granted = await post(keepPath, `t=${token}&keep=14400`);
     expect(granted.status, granted.body).toBe(200);
     expect(granted.body).toContain("keeps running");
 
-    const leases = await eventually(() => {
-      const list = JSON.parse(lease("kept", ["list", "--json"]).stdout).leases as Array<{ via?: string; user: string; reason: string; requestedSeconds: number; confirmed: boolean }>;
-      return list[0]?.confirmed ? list : undefined;
-    }, 30_000, "the agent to hold and report the link's lease");
+    const leases = await eventually(
+      () => {
+        const list = JSON.parse(lease("kept", ["list", "--json"]).stdout).leases as Array<{
+          via?: string;
+          user: string;
+          reason: string;
+          requestedSeconds: number;
+          confirmed: boolean;
+        }>;
+        return list[0]?.confirmed ? list : undefined;
+      },
+      30_000,
+      "the agent to hold and report the link's lease",
+    );
     expect(leases).toHaveLength(1);
-    expect(leases[0]).toMatchObject({ via: "link", user: "alice", requestedSeconds: 14400, reason: "kept running via link by alice" });
+    expect(leases[0]).toMatchObject({
+      via: "link",
+      user: "alice",
+      requestedSeconds: 14400,
+      reason: "kept running via link by alice",
+    });
     expect(lease("kept", ["list"]).stdout).toMatch(/via link/);
-    expect(readFileSync(path.join(machines.kept!.stateDir, "lease-audit.log"), "utf8")).toMatch(/action=granted .*via=link/);
+    expect(readFileSync(path.join(machines.kept!.stateDir, "lease-audit.log"), "utf8")).toMatch(
+      /action=granted .*via=link/,
+    );
 
     await eventually(() => jsonHooks("kept").find((b) => b.event === "cancel"), 30_000, "the cancel webhook");
-    const vms = JSON.parse((await getText(`http://127.0.0.1:${setup.httpPort}/api/vms`)).body).vms as Array<{ name: string; state: string; leases: Array<{ reason: string }> }>;
+    const vms = JSON.parse((await getText(`http://127.0.0.1:${setup.httpPort}/api/vms`)).body).vms as Array<{
+      name: string;
+      state: string;
+      leases: Array<{ reason: string }>;
+    }>;
     const kept = vms.find((v) => v.name === "kept")!;
     expect(kept.state).toBe("Active");
     expect(kept.leases[0]?.reason).toBe("kept running via link by alice");
@@ -208,7 +308,12 @@ describe("the keep-running link", () => {
     expect(otherVm.status).toBe(400);
     expect(otherVm.body).toContain("for another VM");
     const linkKey = deriveLinkKey(keyFromFile(readFileSync(setup.keyFile), setup.keyFile));
-    const expiredToken = signKeepLink(linkKey, { namespace: "e2e", name: "kept", noticeId: notice.noticeId!, expiresAtMs: Date.now() - 1000 });
+    const expiredToken = signKeepLink(linkKey, {
+      namespace: "e2e",
+      name: "kept",
+      noticeId: notice.noticeId!,
+      expiresAtMs: Date.now() - 1000,
+    });
     const expired = await post(keepPath, `t=${expiredToken}&keep=3600`);
     expect(expired.status, expired.body).toBe(410);
     expect(expired.body).toContain("expired");

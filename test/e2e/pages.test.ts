@@ -8,7 +8,16 @@ import os from "node:os";
 import path from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentBundle, collectorBundle, eventually, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  agentBundle,
+  collectorBundle,
+  eventually,
+  getText,
+  repoRoot,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 import { quietMachine, type QuietMachine } from "../support/quiet-machine.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
@@ -25,7 +34,8 @@ const running: Proc[] = [];
 const base = () => `http://127.0.0.1:${setup.httpPort}`;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (scripts/install-test-deps.sh does)`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (scripts/install-test-deps.sh does)`);
   requireBundles();
   mkdirSync(SCREENSHOT_DIR, { recursive: true });
   dir = mkdtempSync(path.join(os.tmpdir(), "ws17-pages-"));
@@ -46,30 +56,72 @@ standalone:
   running.push(collector);
   await collector.waitFor(/collector serving/);
   writeFileSync(path.join(dir, "none.yaml"), "");
-  for (const [namespace, name] of [["lab", "observed"], ["lab", "leased"], ["research", "pending"]] as const) {
+  for (const [namespace, name] of [
+    ["lab", "observed"],
+    ["lab", "leased"],
+    ["research", "pending"],
+  ] as const) {
     const machine = await quietMachine();
     machines[name] = machine;
-    const agent = start(agentBundle, ["run", "--insecure", "--collector", `127.0.0.1:${setup.grpcPort}`, "--namespace", namespace, "--name", name, "--report-interval", "1s", ...machine.flags], {
-      WS_AGENT_TOKEN: setup.token(namespace, name),
-      WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
-    });
+    const agent = start(
+      agentBundle,
+      [
+        "run",
+        "--insecure",
+        "--collector",
+        `127.0.0.1:${setup.grpcPort}`,
+        "--namespace",
+        namespace,
+        "--name",
+        name,
+        "--report-interval",
+        "1s",
+        ...machine.flags,
+      ],
+      {
+        WS_AGENT_TOKEN: setup.token(namespace, name),
+        WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
+      },
+    );
     running.push(agent);
     await agent.waitFor(/connected to collector/);
   }
-  const taken = spawnSync(process.execPath, [wsLease, "2h", "--reason", "training resnet"], { encoding: "utf8", env: { ...process.env, WS_AGENT_SOCKET: machines.leased!.socket } });
+  const taken = spawnSync(process.execPath, [wsLease, "2h", "--reason", "training resnet"], {
+    encoding: "utf8",
+    env: { ...process.env, WS_AGENT_SOCKET: machines.leased!.socket },
+  });
   expect(taken.status, taken.stderr).toBe(0);
   // Wait until the observed VM would stop and the pending one has its notice, so the pages have something to explain.
-  await eventually(async () => {
-    const vms = JSON.parse((await getText(`${base()}/api/vms`)).body).vms as Array<{ name: string; state: string; leases: unknown[] }>;
-    const state = (name: string) => vms.find((v) => v.name === name)?.state;
-    return state("observed") === "StoppingPending" && state("pending") === "StoppingPending" && vms.find((v) => v.name === "leased")?.leases.length === 1;
-  }, 60_000, "the VMs to reach their states");
+  await eventually(
+    async () => {
+      const vms = JSON.parse((await getText(`${base()}/api/vms`)).body).vms as Array<{
+        name: string;
+        state: string;
+        leases: unknown[];
+      }>;
+      const state = (name: string) => vms.find((v) => v.name === name)?.state;
+      return (
+        state("observed") === "StoppingPending" &&
+        state("pending") === "StoppingPending" &&
+        vms.find((v) => v.name === "leased")?.leases.length === 1
+      );
+    },
+    60_000,
+    "the VMs to reach their states",
+  );
   profile = mkdtempSync(path.join(os.tmpdir(), "ws17-chromium-"));
   browser = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1280, height: 900 },
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+    ],
   });
 }, 120_000);
 
@@ -96,15 +148,21 @@ describe("pages in a browser", () => {
     await page.click('th a:has-text("Owner")');
     await page.click('th a:has-text("Owner")');
     expect(page.url()).toContain("sort=owner");
-    expect(await page.locator("#fleet tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-vm")))).toEqual(["research/pending", "lab/leased", "lab/observed"]);
+    expect(
+      await page.locator("#fleet tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-vm"))),
+    ).toEqual(["research/pending", "lab/leased", "lab/observed"]);
 
     // Filtering with the form.
     await page.selectOption('select[name="namespace"]', "lab");
     await page.selectOption('select[name="state"]', "StoppingPending");
     await page.click('button:has-text("Filter")');
-    expect(await page.locator("#fleet tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-vm")))).toEqual(["lab/observed"]);
+    expect(
+      await page.locator("#fleet tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-vm"))),
+    ).toEqual(["lab/observed"]);
     await page.goto(`${base()}/?owner=bob`);
-    expect(await page.locator("#fleet tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-vm")))).toEqual(["lab/leased"]);
+    expect(
+      await page.locator("#fleet tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-vm"))),
+    ).toEqual(["lab/leased"]);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "fleet-filtered.png"), fullPage: true });
     await page.close();
   });
@@ -143,7 +201,11 @@ describe("pages in a browser", () => {
     await page.goto(`${base()}/vm/research/pending`);
     expect(await page.locator("#stop").innerText()).toMatch(/Stops at .* the VM's users are warned/);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "vm-pending.png"), fullPage: true });
-    const json = JSON.parse((await getText(`${base()}/api/vms/lab/leased`)).body) as { view: { owner: string; leases: Array<{ reason: string }> }; transitions: unknown[]; points: unknown[] };
+    const json = JSON.parse((await getText(`${base()}/api/vms/lab/leased`)).body) as {
+      view: { owner: string; leases: Array<{ reason: string }> };
+      transitions: unknown[];
+      points: unknown[];
+    };
     expect(json.view.owner).toBe("bob");
     expect(json.view.leases[0]?.reason).toBe("training resnet");
     expect(json.transitions.length).toBeGreaterThan(0);
@@ -155,7 +217,10 @@ describe("pages in a browser", () => {
   });
 
   it("the keep-running link in a browser: the page, a button, the lease via link, and a reused link refused", async () => {
-    const status = spawnSync(process.execPath, [wsLease, "status", "--json"], { encoding: "utf8", env: { ...process.env, WS_AGENT_SOCKET: machines.pending!.socket } });
+    const status = spawnSync(process.execPath, [wsLease, "status", "--json"], {
+      encoding: "utf8",
+      env: { ...process.env, WS_AGENT_SOCKET: machines.pending!.socket },
+    });
     const hint = (JSON.parse(status.stdout) as { notice?: { keepRunningHint: string } }).notice?.keepRunningHint ?? "";
     const link = /http:\/\/\S+\/keep\/research\/pending\?t=\S+/.exec(hint)?.[0];
     expect(link, `the notice in the VM carries the link: ${hint}`).toBeDefined();
@@ -168,10 +233,17 @@ describe("pages in a browser", () => {
     await page.click('button:has-text("Keep 4h")');
     expect(await page.locator("#granted").innerText()).toMatch(/A lease of 4h .* via link/);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "keep-granted.png"), fullPage: true });
-    await eventually(async () => {
-      await page.goto(`${base()}/vm/research/pending`);
-      return (await page.locator("#state").innerText()) === "Active" && (await page.locator("#leases .lease-reason").count()) === 1;
-    }, 30_000, "the pending stop cancelled by the link's lease");
+    await eventually(
+      async () => {
+        await page.goto(`${base()}/vm/research/pending`);
+        return (
+          (await page.locator("#state").innerText()) === "Active" &&
+          (await page.locator("#leases .lease-reason").count()) === 1
+        );
+      },
+      30_000,
+      "the pending stop cancelled by the link's lease",
+    );
     expect(await page.locator("#leases .lease-reason").innerText()).toBe("kept running via link by carol");
     expect(await page.locator("#transitions").innerText()).toMatch(/cancel/);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "vm-kept-via-link.png"), fullPage: true });

@@ -47,11 +47,15 @@ function normalise(value: unknown, key = ""): unknown {
 }
 
 it("probe --json over a fixture machine equals the golden output", () => {
-  const result = spawnSync(process.execPath, [agentBundle, "probe", "--json", "--window", "100ms", ...machine.flags, "--mount", "/"], {
-    encoding: "utf8",
-    timeout: 60_000,
-    env: { ...process.env, WS_AGENT_CONFIG: "/dev/null" },
-  });
+  const result = spawnSync(
+    process.execPath,
+    [agentBundle, "probe", "--json", "--window", "100ms", ...machine.flags, "--mount", "/"],
+    {
+      encoding: "utf8",
+      timeout: 60_000,
+      env: { ...process.env, WS_AGENT_CONFIG: "/dev/null" },
+    },
+  );
   expect(result.stderr).toBe("");
   const actual = normalise(JSON.parse(result.stdout));
   if (process.env.UPDATE_GOLDEN === "1" || !existsSync(expectedFile)) {

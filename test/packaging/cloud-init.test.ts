@@ -79,6 +79,8 @@ describe("the example cloud-init user-data", () => {
   });
 
   it("documents how the token is made", () => {
-    expect(readFileSync(exampleFile, "utf8")).toContain("ws-collector token --namespace team-a --name alice-workstation");
+    expect(readFileSync(exampleFile, "utf8")).toContain(
+      "ws-collector token --namespace team-a --name alice-workstation",
+    );
   });
 });

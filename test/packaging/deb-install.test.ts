@@ -4,7 +4,19 @@
 // no config or state, and the golden-image script installs and verifies the package.
 //
 // Debian's own nodejs (18 in bookworm) runs the agent here: the package's "Node >= 18" promise.
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync, copyFileSync, chmodSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  copyFileSync,
+  chmodSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -34,7 +46,10 @@ beforeAll(() => {
   makeDebianRoot(root, { include: ["nodejs", "systemd", "dbus"] });
   // /var/tmp, not /tmp: the booted system mounts a fresh tmpfs on /tmp.
   copyFileSync(deb, path.join(root, "var/tmp/ws-agent.deb"));
-  copyFileSync(path.join(repoRoot, "packaging/golden-image/build.sh"), path.join(root, "var/tmp/golden-image-build.sh"));
+  copyFileSync(
+    path.join(repoRoot, "packaging/golden-image/build.sh"),
+    path.join(root, "var/tmp/golden-image-build.sh"),
+  );
   chmodSync(path.join(root, "var/tmp/golden-image-build.sh"), 0o755);
 }, 900_000);
 
@@ -55,7 +70,11 @@ function inside(...argv: string[]) {
 
 function agentProcesses(): string[] {
   // The container's own /proc, read from inside: every command line that runs the agent.
-  const listing = inside("sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done").stdout;
+  const listing = inside(
+    "sh",
+    "-c",
+    "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done",
+  ).stdout;
   return listing.split("\n").filter((line) => /ws-agent(\.cjs)? run/.test(line));
 }
 
@@ -66,7 +85,8 @@ function processesRootedIn(dir: string): string[] {
   const found: string[] = [];
   for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     try {
-      if (readlinkSync(`/proc/${pid}/root`) === dir) found.push(readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " "));
+      if (readlinkSync(`/proc/${pid}/root`) === dir)
+        found.push(readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " "));
     } catch {
       // gone, or not ours to read
     }
@@ -78,14 +98,23 @@ describe("installing into a chroot (an image build: no systemd running)", () => 
   it("installs with dpkg: files, modes, the two names, the conffile", () => {
     const result = inChroot("dpkg", "-i", "/var/tmp/ws-agent.deb");
     expect(result.status, result.output).toBe(0);
-    expect(inChroot("dpkg-query", "-W", "-f", "${Version} ${Status}", "ws-agent").stdout).toBe(`${debianPackageVersion(rootVersion)} install ok installed`);
+    expect(inChroot("dpkg-query", "-W", "-f", "${Version} ${Status}", "ws-agent").stdout).toBe(
+      `${debianPackageVersion(rootVersion)} install ok installed`,
+    );
     expect(statSync(at("usr/lib/ws-agent/ws-agent.cjs")).mode & 0o7777).toBe(0o755);
-    for (const name of ["ws-agent", "ws-lease"]) expect(readlinkSync(at(`usr/bin/${name}`))).toBe("../lib/ws-agent/ws-agent.cjs");
+    for (const name of ["ws-agent", "ws-lease"])
+      expect(readlinkSync(at(`usr/bin/${name}`))).toBe("../lib/ws-agent/ws-agent.cjs");
     for (const unit of UNITS) expect(statSync(at(`lib/systemd/system/${unit}`)).mode & 0o7777, unit).toBe(0o644);
     expect(statSync(at("lib/udev/rules.d/99-ws-agent-grow.rules")).isFile()).toBe(true);
     expect(statSync(at("var/lib/ws-agent")).mode & 0o7777).toBe(0o700);
-    expect(inChroot("dpkg-query", "-W", "-f", "${Conffiles}", "ws-agent").stdout).toMatch(/^ \/etc\/ws-agent\/config\.yaml [0-9a-f]{32}$/m);
-    const man = inChroot("sh", "-c", "test -s /usr/share/man/man8/ws-agent.8.gz && test -s /usr/share/man/man1/ws-lease.1.gz");
+    expect(inChroot("dpkg-query", "-W", "-f", "${Conffiles}", "ws-agent").stdout).toMatch(
+      /^ \/etc\/ws-agent\/config\.yaml [0-9a-f]{32}$/m,
+    );
+    const man = inChroot(
+      "sh",
+      "-c",
+      "test -s /usr/share/man/man8/ws-agent.8.gz && test -s /usr/share/man/man1/ws-lease.1.gz",
+    );
     expect(man.status, "man pages installed").toBe(0);
   });
 
@@ -100,7 +129,11 @@ describe("installing into a chroot (an image build: no systemd running)", () => 
   });
 
   it("passes systemd-analyze verify with every ExecStart resolvable in the installed root", () => {
-    const result = run("systemd-analyze", ["verify", `--root=${root}`, ...UNITS.map((u) => `/lib/systemd/system/${u}`)]);
+    const result = run("systemd-analyze", [
+      "verify",
+      `--root=${root}`,
+      ...UNITS.map((u) => `/lib/systemd/system/${u}`),
+    ]);
     expect(result.status, result.output).toBe(0);
     expect(result.stderr.trim(), result.output).toBe("");
   });
@@ -123,7 +156,17 @@ describe("booted with systemd", () => {
   it("without a config the agent stops with exit status 2, saying what is missing, and is not restarted", async () => {
     const show = await eventually(
       () => {
-        const props = inside("systemctl", "show", "ws-agent.service", "-p", "ActiveState", "-p", "ExecMainStatus", "-p", "NRestarts").stdout;
+        const props = inside(
+          "systemctl",
+          "show",
+          "ws-agent.service",
+          "-p",
+          "ActiveState",
+          "-p",
+          "ExecMainStatus",
+          "-p",
+          "NRestarts",
+        ).stdout;
         return /ActiveState=failed/.test(props) ? props : undefined;
       },
       60_000,
@@ -138,10 +181,28 @@ describe("booted with systemd", () => {
   it("with the config cloud-init writes, the service runs and reports to the collector", async () => {
     const keyFile = path.join(work, "token.key");
     writeFileSync(keyFile, runOk(process.execPath, [collectorBundle, "keygen"]).stdout, { mode: 0o600 });
-    const token = runOk(process.execPath, [collectorBundle, "token", "--key-file", keyFile, "--namespace", VM.namespace, "--name", VM.name]).stdout.trim();
+    const token = runOk(process.execPath, [
+      collectorBundle,
+      "token",
+      "--key-file",
+      keyFile,
+      "--namespace",
+      VM.namespace,
+      "--name",
+      VM.name,
+    ]).stdout.trim();
     grpcPort = await freePort();
     httpPort = await freePort();
-    collector = start(collectorBundle, ["serve", "--standalone", "--grpc-listen", `127.0.0.1:${grpcPort}`, "--http-listen", `127.0.0.1:${httpPort}`, "--key-file", keyFile]);
+    collector = start(collectorBundle, [
+      "serve",
+      "--standalone",
+      "--grpc-listen",
+      `127.0.0.1:${grpcPort}`,
+      "--http-listen",
+      `127.0.0.1:${httpPort}`,
+      "--key-file",
+      keyFile,
+    ]);
     await collector.waitFor(/collector serving/);
 
     // What packaging/cloud-init/user-data.example.yaml writes, with a plaintext local collector.
@@ -155,7 +216,9 @@ describe("booted with systemd", () => {
 
     const vm = await eventually(
       async () => {
-        const body = (await (await fetch(`http://127.0.0.1:${httpPort}/api/vms`)).json()) as { vms: Array<{ namespace: string; name: string; connected: boolean; agentVersion: string }> };
+        const body = (await (await fetch(`http://127.0.0.1:${httpPort}/api/vms`)).json()) as {
+          vms: Array<{ namespace: string; name: string; connected: boolean; agentVersion: string }>;
+        };
         return body.vms.find((v) => v.namespace === VM.namespace && v.name === VM.name && v.connected);
       },
       60_000,
@@ -165,11 +228,19 @@ describe("booted with systemd", () => {
     expect(inside("systemctl", "is-active", "ws-agent.service").stdout.trim()).toBe("active");
     expect(agentProcesses().length).toBe(1);
     // The measured memory budget and the V8 heap cap under it reach the running agent.
-    expect(inside("systemctl", "show", "ws-agent.service", "-p", "MemoryMax").stdout.trim()).toBe(`MemoryMax=${192 * 1024 * 1024}`);
-    const environ = inside("sh", "-c", "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value ws-agent.service)/environ").stdout;
+    expect(inside("systemctl", "show", "ws-agent.service", "-p", "MemoryMax").stdout.trim()).toBe(
+      `MemoryMax=${192 * 1024 * 1024}`,
+    );
+    const environ = inside(
+      "sh",
+      "-c",
+      "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value ws-agent.service)/environ",
+    ).stdout;
     expect(environ.split("\n")).toContain("NODE_OPTIONS=--max-old-space-size=96");
     // The unit's V8 flags (lite mode: ~10 MiB less RSS, docs/benchmarks.md) reach Debian's node.
-    expect(agentProcesses()[0]).toContain("/usr/bin/node --lite-mode --no-expose-wasm /usr/lib/ws-agent/ws-agent.cjs run");
+    expect(agentProcesses()[0]).toContain(
+      "/usr/bin/node --lite-mode --no-expose-wasm /usr/lib/ws-agent/ws-agent.cjs run",
+    );
     // The lease socket answers under systemd's hardening (ProtectSystem=strict, RuntimeDirectory).
     const status = inside("ws-lease", "status");
     expect(status.status, status.output).toBe(0);
@@ -190,7 +261,8 @@ describe("booted with systemd", () => {
   it("purge: configuration (with the token), state and runtime files are gone, and so are the unit links", () => {
     const result = inside("dpkg", "-P", "ws-agent");
     expect(result.status, result.output).toBe(0);
-    for (const dir of ["etc/ws-agent", "var/lib/ws-agent", "run/ws-agent"]) expect(existsSync(at(dir)), dir).toBe(false);
+    for (const dir of ["etc/ws-agent", "var/lib/ws-agent", "run/ws-agent"])
+      expect(existsSync(at(dir)), dir).toBe(false);
     const wants = readdirSync(at("etc/systemd/system/multi-user.target.wants"));
     expect(wants.filter((name) => name.startsWith("ws-agent"))).toEqual([]);
     expect(inside("dpkg-query", "-W", "ws-agent").status).not.toBe(0);
@@ -199,7 +271,9 @@ describe("booted with systemd", () => {
   it("the golden-image script installs and verifies the package on a running system", () => {
     const result = inside("/var/tmp/golden-image-build.sh", "--local", "--deb", "/var/tmp/ws-agent.deb", "--no-seal");
     expect(result.status, result.output).toBe(0);
-    expect(result.stdout + result.stderr).toContain(`verified: ws-agent ${debianPackageVersion(rootVersion)} installed, probe works, units enabled`);
+    expect(result.stdout + result.stderr).toContain(
+      `verified: ws-agent ${debianPackageVersion(rootVersion)} installed, probe works, units enabled`,
+    );
     expect(result.stderr).toContain("NOT sealed (--no-seal)");
     for (const unit of UNITS) expect(inside("systemctl", "is-enabled", unit).stdout.trim(), unit).toBe("enabled");
   });

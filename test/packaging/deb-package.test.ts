@@ -50,11 +50,17 @@ describe("the .deb", () => {
     const entries = new Map(
       listing.map((line) => {
         const [mode, owner, , , , ...rest] = line.split(/\s+/);
-        const name = rest.join(" ").replace(/^\.\//, "/").replace(/ -> .*$/, "");
+        const name = rest
+          .join(" ")
+          .replace(/^\.\//, "/")
+          .replace(/ -> .*$/, "");
         return [name, { mode: mode!, owner: owner! }];
       }),
     );
-    const files = [...entries].filter(([, e]) => !e.mode.startsWith("d")).map(([name]) => name).sort();
+    const files = [...entries]
+      .filter(([, e]) => !e.mode.startsWith("d"))
+      .map(([name]) => name)
+      .sort();
     expect(files).toEqual(
       [
         "/etc/ws-agent/config.yaml",
@@ -79,7 +85,11 @@ describe("the .deb", () => {
     }
     expect(entries.get("/usr/lib/ws-agent/ws-agent.cjs")!.mode).toBe("-rwxr-xr-x");
     expect(entries.get("/usr/bin/ws-agent")!.mode).toBe("lrwxrwxrwx");
-    for (const name of ["/etc/ws-agent/config.yaml", "/lib/systemd/system/ws-agent.service", "/usr/share/man/man8/ws-agent.8.gz"]) {
+    for (const name of [
+      "/etc/ws-agent/config.yaml",
+      "/lib/systemd/system/ws-agent.service",
+      "/usr/share/man/man8/ws-agent.8.gz",
+    ]) {
       expect(entries.get(name)!.mode, name).toBe("-rw-r--r--");
     }
   });
@@ -112,7 +122,12 @@ describe("the .deb", () => {
     const sums = readFileSync(path.join(control, "md5sums"), "utf8").trim().split("\n");
     for (const line of sums) {
       const [sum, file] = line.split(/\s+/);
-      expect(createHash("md5").update(readFileSync(path.join(tree, file!))).digest("hex"), file).toBe(sum);
+      expect(
+        createHash("md5")
+          .update(readFileSync(path.join(tree, file!)))
+          .digest("hex"),
+        file,
+      ).toBe(sum);
     }
     expect(sums.map((l) => l.split(/\s+/)[1])).toContain("usr/lib/ws-agent/ws-agent.cjs");
     for (const script of ["postinst", "prerm", "postrm"]) {
@@ -127,7 +142,9 @@ describe("the .deb", () => {
     expect(tags, result.output).toEqual([]);
     expect(result.status, result.output).toBe(0);
     // Only the overrides the package ships, each with its reason.
-    const overrides = run("lintian", ["--pedantic", "--display-info", "--show-overrides", deb]).stdout.split("\n").filter((line) => line.startsWith("O: "));
+    const overrides = run("lintian", ["--pedantic", "--display-info", "--show-overrides", deb])
+      .stdout.split("\n")
+      .filter((line) => line.startsWith("O: "));
     expect(overrides.map((line) => line.replace(/ \[.*$/, "")).sort()).toEqual([
       "O: ws-agent: initial-upload-closes-no-bugs",
       "O: ws-agent: package-supports-alternative-init-but-no-init.d-script",
@@ -135,13 +152,19 @@ describe("the .deb", () => {
   });
 
   it("carries a Debian changelog whose top entry is this version, and a machine-readable copyright", () => {
-    const changelog = gunzipSync(readFileSync(path.join(tree, "usr/share/doc/ws-agent/changelog.Debian.gz"))).toString("utf8");
+    const changelog = gunzipSync(readFileSync(path.join(tree, "usr/share/doc/ws-agent/changelog.Debian.gz"))).toString(
+      "utf8",
+    );
     expect(changelog.split("\n")[0]).toBe(`ws-agent (${debianPackageVersion(rootVersion)}) unstable; urgency=medium`);
-    expect(changelog).toMatch(/^ -- ws maintainers <ws@aik8s\.run> {2}\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}$/m);
+    expect(changelog).toMatch(
+      /^ -- ws maintainers <ws@aik8s\.run> {2}\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}$/m,
+    );
     const parsed = run("dpkg-parsechangelog", ["-l", "-", "-S", "Version"], { input: changelog });
     expect(parsed.stdout.trim(), parsed.output).toBe(debianPackageVersion(rootVersion));
     const copyright = readFileSync(path.join(tree, "usr/share/doc/ws-agent/copyright"), "utf8");
-    expect(copyright).toMatch(/^Format: https:\/\/www\.debian\.org\/doc\/packaging-manuals\/copyright-format\/1\.0\/$/m);
+    expect(copyright).toMatch(
+      /^Format: https:\/\/www\.debian\.org\/doc\/packaging-manuals\/copyright-format\/1\.0\/$/m,
+    );
     expect(copyright).toMatch(/^Copyright: \d{4}/m);
     expect(copyright).toMatch(/^License: Apache-2\.0$/m);
   });
@@ -157,9 +180,18 @@ describe("the .deb", () => {
     const text = readFileSync(path.join(tree, "etc/ws-agent/config.yaml"), "utf8");
     for (const line of text.split("\n")) expect(line === "" || line.startsWith("#"), line).toBe(true);
     // `run` with only this file: no YAML or unknown-key error, just the missing settings named.
-    const agent = run(process.execPath, [path.join(tree, "usr/lib/ws-agent/ws-agent.cjs"), "run", "--config", path.join(tree, "etc/ws-agent/config.yaml")], {
-      env: { PATH: "/usr/bin:/bin" },
-    });
+    const agent = run(
+      process.execPath,
+      [
+        path.join(tree, "usr/lib/ws-agent/ws-agent.cjs"),
+        "run",
+        "--config",
+        path.join(tree, "etc/ws-agent/config.yaml"),
+      ],
+      {
+        env: { PATH: "/usr/bin:/bin" },
+      },
+    );
     expect(agent.status, agent.output).toBe(2);
     expect(agent.stderr).toMatch(/no collector address: set collector\.address in /);
     expect(agent.stderr).not.toMatch(/not valid YAML|unknown setting/);
@@ -176,10 +208,18 @@ describe("the man pages", () => {
   it("render with man without warnings, from the --help texts", () => {
     requireCommand("man", "man-db");
     for (const [page, expected] of [
-      ["usr/share/man/man8/ws-agent.8.gz", ["WS-AGENT(8)", "ws-agent - the in-guest agent", "ws-agent probe", "--collector HOST:PORT", "ws-lease(1)"]],
-      ["usr/share/man/man1/ws-lease.1.gz", ["WS-LEASE(1)", "ws-lease - keep this VM running", "CONFIRMATION AND CLAMPING", "ws-lease 8h --reason"]],
+      [
+        "usr/share/man/man8/ws-agent.8.gz",
+        ["WS-AGENT(8)", "ws-agent - the in-guest agent", "ws-agent probe", "--collector HOST:PORT", "ws-lease(1)"],
+      ],
+      [
+        "usr/share/man/man1/ws-lease.1.gz",
+        ["WS-LEASE(1)", "ws-lease - keep this VM running", "CONFIRMATION AND CLAMPING", "ws-lease 8h --reason"],
+      ],
     ] as const) {
-      const result = run("man", ["--warnings", "-l", "-Tutf8", path.join(tree, page)], { env: { ...process.env, MANWIDTH: "100", MAN_KEEP_FORMATTING: "0" } });
+      const result = run("man", ["--warnings", "-l", "-Tutf8", path.join(tree, page)], {
+        env: { ...process.env, MANWIDTH: "100", MAN_KEEP_FORMATTING: "0" },
+      });
       expect(result.status, result.output).toBe(0);
       expect(result.stderr, `man warned about ${page}`).toBe("");
       const text = result.stdout.replace(/.\x08/g, ""); // overstrike bold/underline
@@ -195,7 +235,11 @@ describe("the man pages", () => {
 
   it("turns a usage-shaped help text into NAME, SYNOPSIS, DESCRIPTION and COMMANDS", () => {
     const page = helpToMan({
-      name: "tool", section: 8, date: "2026-01-01", source: "ws 1.0.0", manual: "System Administration",
+      name: "tool",
+      section: 8,
+      date: "2026-01-01",
+      source: "ws 1.0.0",
+      manual: "System Administration",
       help: "tool 1.0.0 — does things\n\nUsage: tool <command>\n\nCommands:\n  go   Go\n",
       commands: [{ name: "go", help: "Usage: tool go [--fast]\n\nGoes.\n" }],
     });

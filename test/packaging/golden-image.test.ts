@@ -29,7 +29,14 @@ describe("the golden-image script", () => {
   it("explains its three ways in --help, ending with the seal", () => {
     const result = run("bash", [script, "--help"]);
     expect(result.status, result.output).toBe(0);
-    for (const phrase of ["--ssh USER@HOST", "--local", "--image", "Ubuntu 24.04", "ws-agent seal --yes --poweroff", "--no-seal"]) {
+    for (const phrase of [
+      "--ssh USER@HOST",
+      "--local",
+      "--image",
+      "Ubuntu 24.04",
+      "ws-agent seal --yes --poweroff",
+      "--no-seal",
+    ]) {
       expect(result.stdout, phrase).toContain(phrase);
     }
   });
@@ -50,7 +57,15 @@ describe("the golden-image script", () => {
   it("refuses a file that is not the ws-agent package before touching anything", () => {
     const notDeb = path.join(work, "not-a.deb");
     writeFileSync(notDeb, "hello");
-    const result = run("bash", [script, "--image", path.join(work, "missing.img"), "--output", path.join(work, "out.qcow2"), "--deb", notDeb]);
+    const result = run("bash", [
+      script,
+      "--image",
+      path.join(work, "missing.img"),
+      "--output",
+      path.join(work, "out.qcow2"),
+      "--deb",
+      notDeb,
+    ]);
     expect(result.status, result.output).toBe(1);
     expect(result.stderr).toContain("not-a.deb is not a Debian package");
     const missing = run("bash", [script, "--local", "--deb", path.join(work, "absent.deb")]);

@@ -6,7 +6,16 @@
 // Storage is the vfs driver under a directory of the test's own; buildah runs with chroot
 // isolation and the host network, so the container's HTTP port is reachable on loopback.
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -19,17 +28,33 @@ const IMAGE = "localhost/ws-test/ws-collector:test";
 
 let work: string;
 let buildah: (args: string[]) => ReturnType<typeof run>;
-let config: { Entrypoint?: string[]; Cmd?: string[]; User?: string; ExposedPorts?: Record<string, unknown>; WorkingDir?: string; Env?: string[] };
+let config: {
+  Entrypoint?: string[];
+  Cmd?: string[];
+  User?: string;
+  ExposedPorts?: Record<string, unknown>;
+  WorkingDir?: string;
+  Env?: string[];
+};
 let running: ChildProcess | undefined;
 let runOutput = "";
 
 beforeAll(() => {
   requireCommand("buildah", "buildah");
   requireCommand("tar", "tar");
-  if (!statSync(collectorBundle, { throwIfNoEntry: false })) throw new Error(`${collectorBundle} is missing: run 'node scripts/build.mjs'`);
+  if (!statSync(collectorBundle, { throwIfNoEntry: false }))
+    throw new Error(`${collectorBundle} is missing: run 'node scripts/build.mjs'`);
   work = mkdtempSync(path.join(os.tmpdir(), "ws15-image-"));
-  const storage = ["--root", path.join(work, "storage"), "--runroot", path.join(work, "run"), "--storage-driver", "vfs"];
-  buildah = (args) => run("buildah", [...storage, ...args], { cwd: repoRoot, env: { ...process.env, BUILDAH_ISOLATION: "chroot" } });
+  const storage = [
+    "--root",
+    path.join(work, "storage"),
+    "--runroot",
+    path.join(work, "run"),
+    "--storage-driver",
+    "vfs",
+  ];
+  buildah = (args) =>
+    run("buildah", [...storage, ...args], { cwd: repoRoot, env: { ...process.env, BUILDAH_ISOLATION: "chroot" } });
   const ok = (args: string[]) => {
     const result = buildah(args);
     if (result.status !== 0) throw new Error(`buildah ${args.join(" ")} failed:\n${result.output.slice(-4000)}`);
@@ -53,10 +78,20 @@ beforeAll(() => {
 
   // The shipped Dockerfile, the shipped ignore file, the repository root as context.
   const built = buildah([
-    "bud", "--quiet", "--isolation", "chroot", "--pull-never",
-    "--ignorefile", "packaging/docker/Dockerfile.dockerignore",
-    "--build-arg", `NODE_IMAGE=${BASE}`,
-    "-f", "packaging/docker/Dockerfile", "-t", IMAGE, ".",
+    "bud",
+    "--quiet",
+    "--isolation",
+    "chroot",
+    "--pull-never",
+    "--ignorefile",
+    "packaging/docker/Dockerfile.dockerignore",
+    "--build-arg",
+    `NODE_IMAGE=${BASE}`,
+    "-f",
+    "packaging/docker/Dockerfile",
+    "-t",
+    IMAGE,
+    ".",
   ]);
   if (built.status !== 0) throw new Error(`buildah bud failed:\n${built.output.slice(-4000)}`);
   const inspect = JSON.parse(ok(["inspect", "--type", "image", IMAGE])) as { OCIv1: { config: typeof config } };
@@ -92,7 +127,11 @@ describe("the collector image, built with buildah", () => {
       const info = statSync(shipped);
       expect(info.mode & 0o777).toBe(0o444);
       expect([info.uid, info.gid]).toEqual([0, 0]);
-      expect(run("ls", ["-A", path.join(mount, "app")]).stdout.trim().split("\n")).toEqual(["ws-collector.cjs"]);
+      expect(
+        run("ls", ["-A", path.join(mount, "app")])
+          .stdout.trim()
+          .split("\n"),
+      ).toEqual(["ws-collector.cjs"]);
     } finally {
       buildah(["umount", ctr]);
       buildah(["rm", ctr]);
@@ -118,8 +157,22 @@ describe("the collector image, built with buildah", () => {
     running = spawn(
       "buildah",
       [
-        "--root", path.join(work, "storage"), "--runroot", path.join(work, "run"), "--storage-driver", "vfs",
-        "run", "--isolation", "chroot", "--network", "host", "--volume", `${etc}:/etc/ws-collector:ro`, ctr, "--", ...argv,
+        "--root",
+        path.join(work, "storage"),
+        "--runroot",
+        path.join(work, "run"),
+        "--storage-driver",
+        "vfs",
+        "run",
+        "--isolation",
+        "chroot",
+        "--network",
+        "host",
+        "--volume",
+        `${etc}:/etc/ws-collector:ro`,
+        ctr,
+        "--",
+        ...argv,
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
@@ -137,7 +190,16 @@ describe("the collector image, built with buildah", () => {
     expect(await getText(`http://127.0.0.1:${httpPort}/readyz`)).toEqual({ status: 200, body: "ready (leader)\n" });
     expect(runOutput).toMatch(/collector serving/);
     // The process inside runs as the image's USER, not root.
-    const uid = buildah(["run", "--isolation", "chroot", ctr, "--", "node", "-e", "process.stdout.write(String(process.getuid()))"]);
+    const uid = buildah([
+      "run",
+      "--isolation",
+      "chroot",
+      ctr,
+      "--",
+      "node",
+      "-e",
+      "process.stdout.write(String(process.getuid()))",
+    ]);
     expect(uid.stdout, uid.output).toBe("10001");
   });
 });

@@ -51,14 +51,19 @@ beforeAll(async () => {
     const result = run("kubectl", ["kustomize", overlayDir(overlay)]);
     if (result.status !== 0) throw new Error(`kubectl kustomize ${overlay} failed:\n${result.output}`);
     const documents = parseAllDocuments(result.stdout);
-    for (const doc of documents) if (doc.errors.length) throw new Error(`${overlay}: rendered YAML does not parse: ${doc.errors[0]!.message}`);
-    rendered.set(overlay, documents.map((doc) => doc.toJS() as Obj));
+    for (const doc of documents)
+      if (doc.errors.length) throw new Error(`${overlay}: rendered YAML does not parse: ${doc.errors[0]!.message}`);
+    rendered.set(
+      overlay,
+      documents.map((doc) => doc.toJS() as Obj),
+    );
   }
   types = new ApiTypes(await loadClientNodeModels(), loadCrdSchema());
 }, 120_000);
 
 const objects = (overlay: string) => rendered.get(overlay)!;
-const find = (overlay: string, kind: string, name?: string) => objects(overlay).filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
+const find = (overlay: string, kind: string, name?: string) =>
+  objects(overlay).filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
 const one = (overlay: string, kind: string, name?: string): Obj => {
   const found = find(overlay, kind, name);
   expect(found.length, `${overlay}: exactly one ${kind}${name ? ` ${name}` : ""}`).toBe(1);
@@ -70,13 +75,28 @@ const configText = (overlay: string): string => one(overlay, "ConfigMap").data["
 
 describe.each(OVERLAYS)("overlay %s", (overlay) => {
   it("renders objects of the expected kinds, all named and labelled part-of ws", () => {
-    const kinds = objects(overlay).map((o) => o.kind).sort();
-    const expected = ["ConfigMap", "Deployment", "Namespace", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Secret", "Service", "Service", "ServiceAccount", "ServiceMonitor"];
+    const kinds = objects(overlay)
+      .map((o) => o.kind)
+      .sort();
+    const expected = [
+      "ConfigMap",
+      "Deployment",
+      "Namespace",
+      "NetworkPolicy",
+      "PodDisruptionBudget",
+      "PrometheusRule",
+      "Secret",
+      "Service",
+      "Service",
+      "ServiceAccount",
+      "ServiceMonitor",
+    ];
     if (overlay !== "standalone") expected.push("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding");
     expect(kinds).toEqual(expected.sort());
     for (const object of objects(overlay)) {
       expect(object.metadata?.name, `${object.kind} has a name`).toMatch(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/);
-      if (object.kind !== "Namespace" && !object.kind.startsWith("Cluster")) expect(object.metadata.namespace, `${object.kind}/${object.metadata.name}`).toBe("ws-system");
+      if (object.kind !== "Namespace" && !object.kind.startsWith("Cluster"))
+        expect(object.metadata.namespace, `${object.kind}/${object.metadata.name}`).toBe("ws-system");
     }
     expect(deployment(overlay).metadata.labels["app.kubernetes.io/part-of"]).toBe("ws");
   });
@@ -137,13 +157,27 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     const files = new Map<string, string>();
     for (const source of sources) {
       const ref = source.configMap ?? source.secret;
-      for (const item of ref.items as Obj[]) files.set(path.posix.join(mount.mountPath, item.path), `${source.configMap ? "ConfigMap" : "Secret"}/${ref.name}:${item.key}`);
+      for (const item of ref.items as Obj[])
+        files.set(
+          path.posix.join(mount.mountPath, item.path),
+          `${source.configMap ? "ConfigMap" : "Secret"}/${ref.name}:${item.key}`,
+        );
     }
-    expect(files.get("/etc/ws-collector/config.yaml")).toBe(`ConfigMap/${one(overlay, "ConfigMap").metadata.name}:config.yaml`);
-    expect(files.get("/etc/ws-collector/token.key")).toBe(`Secret/${one(overlay, "Secret", "ws-collector-key").metadata.name}:token.key`);
+    expect(files.get("/etc/ws-collector/config.yaml")).toBe(
+      `ConfigMap/${one(overlay, "ConfigMap").metadata.name}:config.yaml`,
+    );
+    expect(files.get("/etc/ws-collector/token.key")).toBe(
+      `Secret/${one(overlay, "Secret", "ws-collector-key").metadata.name}:token.key`,
+    );
 
-    const config = resolveCollectorConfig(configText(overlay), "config.yaml", {}, { POD_NAME: "ws-collector-0", POD_NAMESPACE: "ws-system" });
-    for (const file of [config.tokenKeyFile, config.grpc.certFile!, config.grpc.keyFile!]) expect([...files.keys()], file).toContain(file);
+    const config = resolveCollectorConfig(
+      configText(overlay),
+      "config.yaml",
+      {},
+      { POD_NAME: "ws-collector-0", POD_NAMESPACE: "ws-system" },
+    );
+    for (const file of [config.tokenKeyFile, config.grpc.certFile!, config.grpc.keyFile!])
+      expect([...files.keys()], file).toContain(file);
   });
 
   it("leaves the token key to the operator: the Secret carries no data to overwrite it with", () => {
@@ -153,7 +187,12 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
   });
 
   it("has a config the collector accepts, in the overlay's mode", () => {
-    const config = resolveCollectorConfig(configText(overlay), "config.yaml", {}, { POD_NAME: "ws-collector-0", POD_NAMESPACE: "ws-system" });
+    const config = resolveCollectorConfig(
+      configText(overlay),
+      "config.yaml",
+      {},
+      { POD_NAME: "ws-collector-0", POD_NAMESPACE: "ws-system" },
+    );
     expect(config.mode).toBe(overlay === "standalone" ? "standalone" : "kubernetes");
     expect(config.grpc.listen).toBe("0.0.0.0:7443");
     expect(config.http.listen).toBe("0.0.0.0:8080");
@@ -177,7 +216,8 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(podLabels[LEADER_LABEL]).toBeUndefined();
     const leaderLabels = overlay === "standalone" ? {} : { [LEADER_LABEL]: LEADER_LABEL_VALUE };
     expect(service.spec.selector).toEqual({ ...deployment(overlay).spec.selector.matchLabels, ...leaderLabels });
-    for (const [key, value] of Object.entries(service.spec.selector)) if (key !== LEADER_LABEL) expect(podLabels[key], key).toBe(value);
+    for (const [key, value] of Object.entries(service.spec.selector))
+      if (key !== LEADER_LABEL) expect(podLabels[key], key).toBe(value);
   });
 
   it("lets only VM pods reach gRPC, and the monitoring namespace reach HTTP", () => {
@@ -186,12 +226,18 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     for (const [key, value] of Object.entries(policy.spec.podSelector.matchLabels)) expect(podLabels[key]).toBe(value);
     expect(policy.spec.policyTypes).toEqual(["Ingress"]);
     const rules = policy.spec.ingress as Obj[];
-    const grpcRules = rules.filter((rule) => !rule.ports || (rule.ports as Obj[]).some((p) => p.port === 7443 || p.port === "grpc"));
+    const grpcRules = rules.filter(
+      (rule) => !rule.ports || (rule.ports as Obj[]).some((p) => p.port === 7443 || p.port === "grpc"),
+    );
     expect(grpcRules.length).toBe(1);
-    expect(grpcRules[0]!.from).toEqual([{ namespaceSelector: {}, podSelector: { matchLabels: { "kubevirt.io": "virt-launcher" } } }]);
+    expect(grpcRules[0]!.from).toEqual([
+      { namespaceSelector: {}, podSelector: { matchLabels: { "kubevirt.io": "virt-launcher" } } },
+    ]);
     const httpRules = rules.filter((rule) => (rule.ports as Obj[]).some((p) => p.port === 8080));
     expect(httpRules.length).toBe(1);
-    expect(httpRules[0]!.from).toEqual([{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }]);
+    expect(httpRules[0]!.from).toEqual([
+      { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } },
+    ]);
   });
 
   it("grants no verb beyond the engine's list, binds only its own roles, and only to its ServiceAccount", () => {
@@ -208,9 +254,15 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
         for (const group of rule.apiGroups as string[]) {
           for (const resource of rule.resources as string[]) {
             const allowed = ALLOWED_VERBS[`${group}/${resource}`];
-            expect(allowed, `${role.kind}/${role.metadata.name} grants on ${group || "core"}/${resource}, which is not in the list`).toBeDefined();
+            expect(
+              allowed,
+              `${role.kind}/${role.metadata.name} grants on ${group || "core"}/${resource}, which is not in the list`,
+            ).toBeDefined();
             for (const verb of rule.verbs as string[]) {
-              expect(allowed, `${role.kind}/${role.metadata.name}: ${verb} on ${group || "core"}/${resource}`).toContain(verb);
+              expect(
+                allowed,
+                `${role.kind}/${role.metadata.name}: ${verb} on ${group || "core"}/${resource}`,
+              ).toContain(verb);
               granted.push(`${verb} ${group}/${resource}`);
             }
           }
@@ -218,17 +270,31 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
       }
     }
     // Pods are written (labelled) only in the collector's own namespace, never cluster-wide.
-    const podWriters = roles.filter((role) => (role.rules as Obj[]).some((rule) => (rule.resources as string[]).includes("pods") && (rule.verbs as string[]).includes("patch")));
+    const podWriters = roles.filter((role) =>
+      (role.rules as Obj[]).some(
+        (rule) => (rule.resources as string[]).includes("pods") && (rule.verbs as string[]).includes("patch"),
+      ),
+    );
     expect(podWriters.map((role) => `${role.kind}/${role.metadata.namespace}`)).toEqual(["Role/ws-system"]);
     // What the collector cannot work without.
-    for (const needed of ["update subresources.kubevirt.io/virtualmachines/stop", "watch kubevirt.io/virtualmachines", "update coordination.k8s.io/leases", "patch /pods"]) {
+    for (const needed of [
+      "update subresources.kubevirt.io/virtualmachines/stop",
+      "watch kubevirt.io/virtualmachines",
+      "update coordination.k8s.io/leases",
+      "patch /pods",
+    ]) {
       expect(granted).toContain(needed);
     }
     const sa = one(overlay, "ServiceAccount");
     for (const binding of objects(overlay).filter((o) => o.kind.endsWith("Binding"))) {
       const target = roles.find((r) => r.kind === binding.roleRef.kind && r.metadata.name === binding.roleRef.name);
-      expect(target, `${binding.kind}/${binding.metadata.name} binds ${binding.roleRef.kind}/${binding.roleRef.name}, not one of ours`).toBeDefined();
-      expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: sa.metadata.name, namespace: sa.metadata.namespace }]);
+      expect(
+        target,
+        `${binding.kind}/${binding.metadata.name} binds ${binding.roleRef.kind}/${binding.roleRef.name}, not one of ours`,
+      ).toBeDefined();
+      expect(binding.subjects).toEqual([
+        { kind: "ServiceAccount", name: sa.metadata.name, namespace: sa.metadata.namespace },
+      ]);
     }
   });
 
@@ -246,12 +312,17 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     // The settings object itself is local to kustomize, never applied.
     expect(find(overlay, "ConfigMap", "ws-monitoring")).toEqual([]);
     for (const alert of (rule.spec.groups as Obj[]).flatMap((group) => group.rules as Obj[])) {
-      expect(alert.annotations.runbook_url).toBe(`https://github.com/aik8s/ws/blob/main/docs/alerts.md#${String(alert.alert).toLowerCase()}`);
+      expect(alert.annotations.runbook_url).toBe(
+        `https://github.com/aik8s/ws/blob/main/docs/alerts.md#${String(alert.alert).toLowerCase()}`,
+      );
     }
     // The metrics Service selects every replica (not the leader label): each is scraped.
     const metrics = one(overlay, "Service", "ws-collector-metrics");
     expect(metrics.spec.selector).toEqual(deployment(overlay).spec.selector.matchLabels);
-    expect(monitor.spec.selector.matchLabels).toEqual({ "app.kubernetes.io/name": "ws-collector", "app.kubernetes.io/component": "metrics" });
+    expect(monitor.spec.selector.matchLabels).toEqual({
+      "app.kubernetes.io/name": "ws-collector",
+      "app.kubernetes.io/component": "metrics",
+    });
   });
 });
 
@@ -287,7 +358,9 @@ configMapGenerator:
       expect(objects.find((o) => o.kind === "ServiceMonitor")!.metadata.labels.release).toBe("monitoring");
       expect(rule.metadata.labels.release).toBe("monitoring");
       expect(objects.filter((o) => o.kind === "ConfigMap").map((o) => o.metadata.name)).not.toContain("ws-monitoring");
-      const urls = (rule.spec.groups as Obj[]).flatMap((group) => (group.rules as Obj[]).map((r) => r.annotations.runbook_url as string));
+      const urls = (rule.spec.groups as Obj[]).flatMap((group) =>
+        (group.rules as Obj[]).map((r) => r.annotations.runbook_url as string),
+      );
       expect(urls.length).toBeGreaterThan(5);
       for (const url of urls) expect(url).toMatch(/^https:\/\/wiki\.example\.org\/ws\/alerts#workstation[a-z]+$/);
     } finally {
@@ -324,7 +397,10 @@ describe("the example workstation VM", () => {
       .filter(([key]) => key.startsWith(DEFAULT_ANNOTATION_PREFIX))
       .map(([key, value]) => [key.slice(DEFAULT_ANNOTATION_PREFIX.length), value] as [string, string]);
     expect(knobs.map(([k]) => k).sort()).toEqual(["grace-period", "idle-timeout", "profile"]);
-    const { errors } = parseKnobs(knobs.filter(([k]) => k !== "profile"), "annotation");
+    const { errors } = parseKnobs(
+      knobs.filter(([k]) => k !== "profile"),
+      "annotation",
+    );
     expect(errors).toEqual([]);
     const profile = knobs.find(([k]) => k === "profile")![1];
     const policy = parseCollectorPolicyConfig(JSON.stringify((parse(configText("enforce")) as Obj).policy));
@@ -338,7 +414,13 @@ describe("the example workstation VM", () => {
     const rootDv = spec.dataVolumeTemplates[0].metadata.name;
     const volumes = template.volumes as Obj[];
     expect(volumes.find((v) => v.name === "root")).toEqual({ name: "root", dataVolume: { name: rootDv } });
-    for (const volume of volumes) expect(Object.keys(volume).filter((k) => k !== "name"), volume.name).toSatisfy((kinds: string[]) => kinds.every((k) => ["dataVolume", "persistentVolumeClaim", "cloudInitNoCloud"].includes(k)));
+    for (const volume of volumes)
+      expect(
+        Object.keys(volume).filter((k) => k !== "name"),
+        volume.name,
+      ).toSatisfy((kinds: string[]) =>
+        kinds.every((k) => ["dataVolume", "persistentVolumeClaim", "cloudInitNoCloud"].includes(k)),
+      );
     const cloudInit = volumes.find((v) => v.cloudInitNoCloud)!.cloudInitNoCloud;
     expect(cloudInit.secretRef.name).toBe(secret().metadata.name);
     expect(secret().metadata.namespace).toBe(vm().metadata.namespace);
@@ -387,10 +469,20 @@ describe("the collector image", () => {
     const user = instructions().find((i) => i.keyword === "USER")!.args;
     const pod = deployment("enforce").spec.template.spec.securityContext;
     expect(user).toBe(`${pod.runAsUser}:${pod.runAsGroup}`);
-    expect(JSON.parse(instructions().find((i) => i.keyword === "ENTRYPOINT")!.args)).toEqual(["node", "/app/ws-collector.cjs"]);
+    expect(JSON.parse(instructions().find((i) => i.keyword === "ENTRYPOINT")!.args)).toEqual([
+      "node",
+      "/app/ws-collector.cjs",
+    ]);
     expect(JSON.parse(instructions().find((i) => i.keyword === "CMD")!.args)).toEqual(container("enforce").args);
-    expect(instructions().find((i) => i.keyword === "EXPOSE")!.args.split(/\s+/).sort()).toEqual(["7443", "8080"]);
-    const ignore = readFileSync(path.join(repoRoot, "packaging/docker/Dockerfile.dockerignore"), "utf8").split("\n").filter((l) => l && !l.startsWith("#"));
+    expect(
+      instructions()
+        .find((i) => i.keyword === "EXPOSE")!
+        .args.split(/\s+/)
+        .sort(),
+    ).toEqual(["7443", "8080"]);
+    const ignore = readFileSync(path.join(repoRoot, "packaging/docker/Dockerfile.dockerignore"), "utf8")
+      .split("\n")
+      .filter((l) => l && !l.startsWith("#"));
     expect(ignore).toEqual(["*", "!packages/collector/dist/ws-collector.cjs"]);
   });
 });
@@ -404,7 +496,7 @@ describe("the API type check itself", () => {
       spec: { replicas: "2", templat: {}, selector: { matchLabels: { a: "b" } } },
     });
     expect(deploymentProblems).toEqual([
-      'Deployment/x.metadata.labels.enabled: expected a string, got true',
+      "Deployment/x.metadata.labels.enabled: expected a string, got true",
       'Deployment/x.spec.replicas: expected a number, got "2"',
       expect.stringMatching(/^Deployment\/x\.spec\.templat: unknown field/),
     ]);
@@ -412,7 +504,12 @@ describe("the API type check itself", () => {
       apiVersion: "kubevirt.io/v1",
       kind: "VirtualMachine",
       metadata: { name: "vm" },
-      spec: { runStrategy: "Sometimes", template: { spec: { domain: { devices: { disks: [{ disk: { bus: "virtio" } }] }, memory: { guest: "lots" } } } } },
+      spec: {
+        runStrategy: "Sometimes",
+        template: {
+          spec: { domain: { devices: { disks: [{ disk: { bus: "virtio" } }] }, memory: { guest: "lots" } } },
+        },
+      },
     });
     expect(vmProblems).toEqual([
       expect.stringMatching(/^VirtualMachine\/vm\.spec\.runStrategy: expected one of Always, Halted/),

@@ -35,11 +35,16 @@ describe("the single executable", () => {
   });
 
   it("runs `probe --json` with no Node.js on PATH", () => {
-    const result = run(path.join(binDir, "ws-agent"), ["probe", "--json", "--window", "200ms", "--config", "/dev/null"], { env: noNode(), timeout: 60_000 });
+    const result = run(
+      path.join(binDir, "ws-agent"),
+      ["probe", "--json", "--window", "200ms", "--config", "/dev/null"],
+      { env: noNode(), timeout: 60_000 },
+    );
     expect(result.status, result.output).toBe(0);
     const report = JSON.parse(result.stdout) as { sources: Array<{ source: string; state: string }> };
     const names = report.sources.map((s) => s.source);
-    for (const source of ["jupyter", "sessions", "gpu", "system", "leases", "disk"]) expect(names, result.stdout).toContain(source);
+    for (const source of ["jupyter", "sessions", "gpu", "system", "leases", "disk"])
+      expect(names, result.stdout).toContain(source);
     // No nvidia-smi on this PATH: the GPU is absent, which is not a failure.
     expect(report.sources.find((s) => s.source === "gpu")?.state).toBe("SOURCE_STATE_ABSENT");
     expect(report.sources.filter((s) => s.state === "SOURCE_STATE_FAILED")).toEqual([]);

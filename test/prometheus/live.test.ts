@@ -13,7 +13,16 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { agentBundle, collectorBundle, eventually, getText, repoRoot, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  agentBundle,
+  collectorBundle,
+  eventually,
+  getText,
+  repoRoot,
+  requireBundles,
+  start,
+  type Proc,
+} from "../support/process.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 import { promtool, startPrometheus, type RunningPrometheus } from "../support/prometheus.js";
 import { dashboardQueries, withGrafanaVariables } from "./promql.js";
@@ -40,16 +49,28 @@ function startAgent(name: string, setup: StandaloneCollector): Proc {
   const proc = start(
     agentBundle,
     [
-      "run", "--insecure",
-      "--collector", `127.0.0.1:${grpcPort}`,
-      "--namespace", NAMESPACE, "--name", name,
-      "--report-interval", "1s",
-      "--state-dir", path.join(dir, `state-${name}`),
-      "--socket", path.join(dir, `${name}.sock`),
-      "--run-root", path.join(roots, "run"),
-      "--dev-root", path.join(roots, "dev"),
-      "--home-root", path.join(roots, "home"),
-      "--etc-root", path.join(roots, "etc"),
+      "run",
+      "--insecure",
+      "--collector",
+      `127.0.0.1:${grpcPort}`,
+      "--namespace",
+      NAMESPACE,
+      "--name",
+      name,
+      "--report-interval",
+      "1s",
+      "--state-dir",
+      path.join(dir, `state-${name}`),
+      "--socket",
+      path.join(dir, `${name}.sock`),
+      "--run-root",
+      path.join(roots, "run"),
+      "--dev-root",
+      path.join(roots, "dev"),
+      "--home-root",
+      path.join(roots, "home"),
+      "--etc-root",
+      path.join(roots, "etc"),
     ],
     { WS_AGENT_TOKEN: setup.token(NAMESPACE, name), WS_AGENT_CONFIG: path.join(dir, "agent.yaml") },
   );
@@ -61,7 +82,9 @@ beforeAll(async () => {
   requireBundles();
   dir = mkdtempSync(path.join(os.tmpdir(), "ws-prom-e2e-"));
   writeFileSync(path.join(dir, "agent.yaml"), "# flags carry everything\n");
-  const setup = await standaloneCollector(dir, { policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" } });
+  const setup = await standaloneCollector(dir, {
+    policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" },
+  });
   httpPort = setup.httpPort;
   const server = start(collectorBundle, ["serve", "--config", setup.configFile]);
   processes.push(server);
@@ -90,7 +113,8 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const value = (samples: Array<{ value: [number, string] }>) => (samples.length === 1 ? Number(samples[0]!.value[1]) : undefined);
+const value = (samples: Array<{ value: [number, string] }>) =>
+  samples.length === 1 ? Number(samples[0]!.value[1]) : undefined;
 
 describe("Prometheus scraping the shipped collector", () => {
   it("finds each VM's series with the right values", async () => {
@@ -101,7 +125,9 @@ describe("Prometheus scraping the shipped collector", () => {
     expect(await p.until(`workstation_agent_connected{${vm}}`, (s) => value(s) === 1)).toBe(true);
     expect(await p.until(`workstation_autostop_enabled{${vm},mode="observe"}`, (s) => value(s) === 1)).toBe(true);
     expect(await p.until(`workstation_idle_timeout_seconds{${vm}}`, (s) => value(s))).toBe(3600);
-    expect(await p.until("workstation_reports_received_total", (s) => (value(s) ?? 0) > 0 && value(s))).toBeGreaterThan(0);
+    expect(await p.until("workstation_reports_received_total", (s) => (value(s) ?? 0) > 0 && value(s))).toBeGreaterThan(
+      0,
+    );
     expect(await p.until("workstation_agent_streams", (s) => value(s))).toBe(2);
     expect(await p.until("workstation_collector_leader", (s) => value(s))).toBe(1);
     // Raw readings for whatif: the machine's real /proc, nothing from the empty roots.
@@ -109,7 +135,12 @@ describe("Prometheus scraping the shipped collector", () => {
     expect(busy).toBeGreaterThanOrEqual(0);
     expect(busy).toBeLessThanOrEqual(1);
     expect(await p.until(`workstation_jupyter_busy_kernels{${vm}}`, (s) => value(s) === 0)).toBe(true);
-    expect(await p.until(`workstation_signal_last_activity_timestamp_seconds{${vm},signal="tty-input"}`, (s) => s.length === 0)).toBe(true);
+    expect(
+      await p.until(
+        `workstation_signal_last_activity_timestamp_seconds{${vm},signal="tty-input"}`,
+        (s) => s.length === 0,
+      ),
+    ).toBe(true);
     const rootUsed = await p.until(`workstation_disk_used_ratio{${vm},mount="/"}`, (s) => value(s));
     expect(rootUsed).toBeGreaterThan(0);
     expect(rootUsed).toBeLessThan(1);
@@ -120,7 +151,9 @@ describe("Prometheus scraping the shipped collector", () => {
     expect(expiry).toBeGreaterThan(7200 - 300);
     expect(expiry).toBeLessThanOrEqual(7200);
     expect(await p.until("workstation_leases_granted_total", (s) => value(s))).toBe(1);
-    expect(await p.until("workstation_decision_duration_seconds_count", (s) => (value(s) ?? 0) > 0 && value(s))).toBeGreaterThan(0);
+    expect(
+      await p.until("workstation_decision_duration_seconds_count", (s) => (value(s) ?? 0) > 0 && value(s)),
+    ).toBeGreaterThan(0);
   });
 
   it("serves a scrape that promtool check metrics finds nothing to say about", async () => {
@@ -133,7 +166,9 @@ describe("Prometheus scraping the shipped collector", () => {
   });
 
   it("runs every dashboard query without an error", async () => {
-    const dashboard = JSON.parse(readFileSync(path.join(repoRoot, "packaging/grafana/workstation-dashboard.json"), "utf8"));
+    const dashboard = JSON.parse(
+      readFileSync(path.join(repoRoot, "packaging/grafana/workstation-dashboard.json"), "utf8"),
+    );
     const queries = dashboardQueries(dashboard);
     const failures: string[] = [];
     for (const { panel, expr } of queries) {
@@ -147,7 +182,10 @@ describe("Prometheus scraping the shipped collector", () => {
     // And the per-VM state timeline has a value for each VM: Active is 1.
     const state = queries.find((q) => q.panel === "State")!;
     const timeline = await prometheus!.query(withGrafanaVariables(state.expr));
-    expect(timeline.map((s) => [s.metric.vm, Number(s.value[1])]).sort()).toEqual([["vm-idle", 1], ["vm-lease", 1]]);
+    expect(timeline.map((s) => [s.metric.vm, Number(s.value[1])]).sort()).toEqual([
+      ["vm-idle", 1],
+      ["vm-lease", 1],
+    ]);
   });
 
   it("loads the alert rules, all healthy", async () => {
@@ -162,31 +200,55 @@ describe("Prometheus scraping the shipped collector", () => {
       30_000,
       "the alert rules to be evaluated",
     );
-    const shipped = (parse(readFileSync(path.join(repoRoot, "packaging/prometheus/workstation-alerts.yaml"), "utf8")) as { groups: Array<{ rules: unknown[] }> }).groups.flatMap((group) => group.rules);
+    const shipped = (
+      parse(readFileSync(path.join(repoRoot, "packaging/prometheus/workstation-alerts.yaml"), "utf8")) as {
+        groups: Array<{ rules: unknown[] }>;
+      }
+    ).groups.flatMap((group) => group.rules);
     expect(rules.length).toBe(shipped.length);
     for (const rule of rules) expect(rule.health, `${rule.name}: ${rule.lastError}`).toBe("ok");
   });
 
-  it("replays the recording with whatif: the idle VM would be stopped, the leased one not", { timeout: 300_000 }, async () => {
+  it("replays the recording with whatif: the idle VM would be stopped, the leased one not", {
+    timeout: 300_000,
+  }, async () => {
     // The replayed policy needs this much recorded time before a stop can exist; polling earlier only burns CPU.
     const elapsed = Date.now() / 1000 - recordingFromSeconds;
-    if (elapsed < RECORDING_SECONDS) await new Promise((resolve) => setTimeout(resolve, (RECORDING_SECONDS - elapsed) * 1000));
+    if (elapsed < RECORDING_SECONDS)
+      await new Promise((resolve) => setTimeout(resolve, (RECORDING_SECONDS - elapsed) * 1000));
     const args = [
       "whatif",
-      "--prometheus", prometheus!.url,
-      "--from", String(recordingFromSeconds),
-      "--to", "now",
-      "--step", "5s",
-      "--idle-timeout", "1m",
-      "--grace-period", "30s",
+      "--prometheus",
+      prometheus!.url,
+      "--from",
+      String(recordingFromSeconds),
+      "--to",
+      "now",
+      "--step",
+      "5s",
+      "--idle-timeout",
+      "1m",
+      "--grace-period",
+      "30s",
       // The host's own CPU, network and disk are not this test's subject.
-      "--cpu-busy-threshold", "off",
-      "--user-cpu-threshold", "off",
-      "--network-threshold", "off",
-      "--disk-threshold", "off",
-      "--namespace", NAMESPACE,
+      "--cpu-busy-threshold",
+      "off",
+      "--user-cpu-threshold",
+      "off",
+      "--network-threshold",
+      "off",
+      "--disk-threshold",
+      "off",
+      "--namespace",
+      NAMESPACE,
     ];
-    type Vm = { name: string; stops: number; vmHoursSaved: number; likelyFalseStops: number; stopList: Array<{ endedBy: string }> };
+    type Vm = {
+      name: string;
+      stops: number;
+      vmHoursSaved: number;
+      likelyFalseStops: number;
+      stopList: Array<{ endedBy: string }>;
+    };
     const result = await eventually(
       async () => {
         const { stdout } = await run(process.execPath, collector(...args, "--json"), { timeout: 60_000 });

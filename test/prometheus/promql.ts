@@ -1,7 +1,22 @@
 // Just enough PromQL reading for tests: the metric names an expression selects,
 // and the queries of a Grafana dashboard.
 
-const KEYWORDS = new Set(["and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "inf", "nan", "atan2"]);
+const KEYWORDS = new Set([
+  "and",
+  "or",
+  "unless",
+  "by",
+  "without",
+  "on",
+  "ignoring",
+  "group_left",
+  "group_right",
+  "offset",
+  "bool",
+  "inf",
+  "nan",
+  "atan2",
+]);
 
 /** Metric names selected by `expr` (sorted, unique). Function and aggregation names are not metrics. */
 export function metricNamesIn(expr: string): string[] {
@@ -27,12 +42,17 @@ interface Panel {
 }
 
 /** Every query of a dashboard: its panels' targets, and its annotations (as "annotation NAME"). */
-export function dashboardQueries(dashboard: { panels: Panel[]; annotations?: { list?: Array<{ name?: string; expr?: string }> } }): Array<{ panel: string; expr: string }> {
+export function dashboardQueries(dashboard: {
+  panels: Panel[];
+  annotations?: { list?: Array<{ name?: string; expr?: string }> };
+}): Array<{ panel: string; expr: string }> {
   const out: Array<{ panel: string; expr: string }> = [];
-  for (const annotation of dashboard.annotations?.list ?? []) if (annotation.expr) out.push({ panel: `annotation ${annotation.name ?? "(unnamed)"}`, expr: annotation.expr });
+  for (const annotation of dashboard.annotations?.list ?? [])
+    if (annotation.expr) out.push({ panel: `annotation ${annotation.name ?? "(unnamed)"}`, expr: annotation.expr });
   const visit = (panels: Panel[]) => {
     for (const panel of panels) {
-      for (const target of panel.targets ?? []) if (target.expr) out.push({ panel: panel.title ?? "(untitled)", expr: target.expr });
+      for (const target of panel.targets ?? [])
+        if (target.expr) out.push({ panel: panel.title ?? "(untitled)", expr: target.expr });
       if (panel.panels) visit(panel.panels);
     }
   };

@@ -39,12 +39,22 @@ describe("alert rules", () => {
   });
 
   it("have a unit test for every alert, firing and not firing", () => {
-    const tests = (parse(readFileSync(testFile, "utf8")) as { tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }> }).tests;
+    const tests = (
+      parse(readFileSync(testFile, "utf8")) as {
+        tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }>;
+      }
+    ).tests;
     const cases = tests.flatMap((test) => test.alert_rule_test);
     for (const { alert } of alerts) {
       const mine = cases.filter((c) => c.alertname === alert);
-      expect(mine.some((c) => c.exp_alerts.length > 0), `${alert} is never tested firing`).toBe(true);
-      expect(mine.some((c) => c.exp_alerts.length === 0), `${alert} is never tested not firing`).toBe(true);
+      expect(
+        mine.some((c) => c.exp_alerts.length > 0),
+        `${alert} is never tested firing`,
+      ).toBe(true);
+      expect(
+        mine.some((c) => c.exp_alerts.length === 0),
+        `${alert} is never tested not firing`,
+      ).toBe(true);
     }
     expect(alerts.map((a) => a.alert)).toEqual(
       expect.arrayContaining([
@@ -87,7 +97,11 @@ describe("scrape configuration", () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), "ws-promcfg-"));
     try {
       const scrape = parse(readFileSync(path.join(dir, "scrape-config.yaml"), "utf8"));
-      const config = { global: { scrape_interval: "15s" }, rule_files: [rulesFile], scrape_configs: scrape.scrape_configs };
+      const config = {
+        global: { scrape_interval: "15s" },
+        rule_files: [rulesFile],
+        scrape_configs: scrape.scrape_configs,
+      };
       writeFileSync(path.join(tmp, "prometheus.yml"), JSON.stringify(config));
       const result = promtool(["check", "config", path.join(tmp, "prometheus.yml")]);
       expect(result.status, result.output).toBe(0);
@@ -104,7 +118,8 @@ describe("scrape configuration", () => {
     expect(service.spec.publishNotReadyAddresses).toBe(true);
     const port = service.spec.ports[0];
     expect(monitor.spec.endpoints[0]).toMatchObject({ port: port.name, path: "/metrics", honorLabels: true });
-    for (const [key, value] of Object.entries(monitor.spec.selector.matchLabels)) expect(service.metadata.labels[key]).toBe(value);
+    for (const [key, value] of Object.entries(monitor.spec.selector.matchLabels))
+      expect(service.metadata.labels[key]).toBe(value);
     expect(monitor.spec.namespaceSelector.matchNames).toContain(service.metadata.namespace);
   });
 });

@@ -29,10 +29,20 @@ export function fieldGuideObjects(guide?: GuideName): GuideObject[] {
   const out: GuideObject[] = [];
   for (const g of guides) {
     const dir = path.join(FIELD_GUIDES_DIR, g);
-    for (const file of readdirSync(dir).filter((f) => f.endsWith(".yaml")).sort()) {
+    for (const file of readdirSync(dir)
+      .filter((f) => f.endsWith(".yaml"))
+      .sort()) {
       const parsed = parseYaml(readFileSync(path.join(dir, file), "utf8")) as Partial<GuideObject> | null;
-      if (!parsed?.kind || !parsed.apiVersion || !parsed.metadata?.name) throw new Error(`${g}/${file}: not a Kubernetes object`);
-      out.push({ ...parsed, apiVersion: parsed.apiVersion, kind: parsed.kind, metadata: parsed.metadata, guide: g, file });
+      if (!parsed?.kind || !parsed.apiVersion || !parsed.metadata?.name)
+        throw new Error(`${g}/${file}: not a Kubernetes object`);
+      out.push({
+        ...parsed,
+        apiVersion: parsed.apiVersion,
+        kind: parsed.kind,
+        metadata: parsed.metadata,
+        guide: g,
+        file,
+      });
     }
   }
   return out;

@@ -58,7 +58,8 @@ export async function startJupyterServer(options: JupyterServerOptions): Promise
   await mkdir(options.runtimeDir, { recursive: true });
   const token = randomBytes(16).toString("hex");
   const args = [
-    "-m", "jupyter_server",
+    "-m",
+    "jupyter_server",
     "--no-browser",
     `--ServerApp.token=${token}`,
     `--ServerApp.root_dir=${rootDir}`,
@@ -378,7 +379,8 @@ export async function connectKernel(server: JupyterEndpoint, kernelId: string): 
     }
   };
   socket.onClose = (reason) => {
-    for (const pending of waiting.values()) pending.reject(new Error(`kernel websocket closed before the reply: ${reason}`));
+    for (const pending of waiting.values())
+      pending.reject(new Error(`kernel websocket closed before the reply: ${reason}`));
     waiting.clear();
   };
   return {
@@ -389,10 +391,24 @@ export async function connectKernel(server: JupyterEndpoint, kernelId: string): 
       const reply = new Promise<{ status: string }>((resolve, reject) => waiting.set(msgId, { resolve, reject }));
       socket.sendText(
         JSON.stringify({
-          header: { msg_id: msgId, msg_type: "execute_request", username: "ws-test", session, date: new Date().toISOString(), version: "5.3" },
+          header: {
+            msg_id: msgId,
+            msg_type: "execute_request",
+            username: "ws-test",
+            session,
+            date: new Date().toISOString(),
+            version: "5.3",
+          },
           parent_header: {},
           metadata: {},
-          content: { code, silent: false, store_history: false, user_expressions: {}, allow_stdin: false, stop_on_error: true },
+          content: {
+            code,
+            silent: false,
+            store_history: false,
+            user_expressions: {},
+            allow_stdin: false,
+            stop_on_error: true,
+          },
           channel: "shell",
           buffers: [],
         }),
@@ -477,8 +493,7 @@ function openWebSocket(server: JupyterEndpoint, apiPath: string): Promise<WebSoc
 function maskedFrame(opcode: number, payload: Buffer): Buffer {
   const mask = randomBytes(4);
   const length = payload.length;
-  const header =
-    length < 126 ? Buffer.alloc(2) : length < 65536 ? Buffer.alloc(4) : Buffer.alloc(10);
+  const header = length < 126 ? Buffer.alloc(2) : length < 65536 ? Buffer.alloc(4) : Buffer.alloc(10);
   header[0] = 0x80 | opcode;
   if (length < 126) {
     header[1] = 0x80 | length;
@@ -526,8 +541,19 @@ export async function selfSignedCertificate(dir: string): Promise<{ certfile: st
   const keyfile = path.join(dir, "key.pem");
   try {
     await execFileText("openssl", [
-      "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-      "-subj", "/CN=127.0.0.1", "-keyout", keyfile, "-out", certfile,
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-days",
+      "2",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-keyout",
+      keyfile,
+      "-out",
+      certfile,
     ]);
   } catch (error) {
     throw new Error(
@@ -574,4 +600,3 @@ function execFileText(file: string, args: string[]): Promise<string> {
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
-

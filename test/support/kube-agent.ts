@@ -26,7 +26,16 @@ export async function collectorTokenKey(): Promise<{ file: string; remove(): voi
 
 /** `ws-collector token`: the per-VM token cloud-init would hand the agent. */
 export async function collectorToken(keyFile: string, namespace: string, name: string): Promise<string> {
-  const { stdout } = await run(process.execPath, [collectorBundle, "token", "--key-file", keyFile, "--namespace", namespace, "--name", name]);
+  const { stdout } = await run(process.execPath, [
+    collectorBundle,
+    "token",
+    "--key-file",
+    keyFile,
+    "--namespace",
+    namespace,
+    "--name",
+    name,
+  ]);
   return stdout.trim();
 }
 
@@ -50,7 +59,16 @@ export function startFrozenAgent(options: {
 }): FrozenAgent {
   const { root } = options;
   cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
-  for (const dir of ["sys/devices/virtual/net", "sys/devices/virtual/block", "sys/block", "dev/pts", "run", "home", "etc", "state"]) {
+  for (const dir of [
+    "sys/devices/virtual/net",
+    "sys/devices/virtual/block",
+    "sys/block",
+    "dev/pts",
+    "run",
+    "home",
+    "etc",
+    "state",
+  ]) {
     mkdirSync(path.join(root, dir), { recursive: true });
   }
   cpSync(PASSWD, path.join(root, "etc/passwd"));
@@ -61,13 +79,34 @@ export function startFrozenAgent(options: {
   const proc = start(
     agentBundle,
     [
-      "run", "--config", path.join(root, "agent.yaml"), "--insecure",
-      "--collector", `127.0.0.1:${options.grpcPort}`,
-      "--namespace", options.namespace, "--name", options.name,
-      "--report-interval", "1s",
-      "--state-dir", path.join(root, "state"), "--socket", socket,
-      "--proc-root", path.join(root, "proc"), "--sys-root", path.join(root, "sys"), "--dev-root", path.join(root, "dev"),
-      "--run-root", path.join(root, "run"), "--home-root", path.join(root, "home"), "--etc-root", path.join(root, "etc"),
+      "run",
+      "--config",
+      path.join(root, "agent.yaml"),
+      "--insecure",
+      "--collector",
+      `127.0.0.1:${options.grpcPort}`,
+      "--namespace",
+      options.namespace,
+      "--name",
+      options.name,
+      "--report-interval",
+      "1s",
+      "--state-dir",
+      path.join(root, "state"),
+      "--socket",
+      socket,
+      "--proc-root",
+      path.join(root, "proc"),
+      "--sys-root",
+      path.join(root, "sys"),
+      "--dev-root",
+      path.join(root, "dev"),
+      "--run-root",
+      path.join(root, "run"),
+      "--home-root",
+      path.join(root, "home"),
+      "--etc-root",
+      path.join(root, "etc"),
     ],
     { WS_AGENT_TOKEN: options.token },
   );
@@ -77,11 +116,17 @@ export function startFrozenAgent(options: {
     socket,
     lease: async (...args) => {
       try {
-        const { stdout, stderr } = await run(process.execPath, [agentBundle, "lease", ...args, "--json"], { env: { ...process.env, WS_AGENT_SOCKET: socket } });
+        const { stdout, stderr } = await run(process.execPath, [agentBundle, "lease", ...args, "--json"], {
+          env: { ...process.env, WS_AGENT_SOCKET: socket },
+        });
         return { code: 0, json: JSON.parse(stdout), stderr };
       } catch (error) {
         const failed = error as { code?: number; stdout?: string; stderr?: string };
-        return { code: failed.code ?? -1, json: failed.stdout ? JSON.parse(failed.stdout) : null, stderr: failed.stderr ?? "" };
+        return {
+          code: failed.code ?? -1,
+          json: failed.stdout ? JSON.parse(failed.stdout) : null,
+          stderr: failed.stderr ?? "",
+        };
       }
     },
   };

@@ -65,13 +65,17 @@ const PACKAGE_OF: Record<string, string> = {
 export function run(argv: string[], input?: string): Promise<RunResult> {
   return new Promise((resolve) => {
     const [file, ...args] = argv;
-    const child = spawn(file!, args, { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, LANG: "C", LC_ALL: "C" } });
+    const child = spawn(file!, args, {
+      stdio: ["pipe", "pipe", "pipe"],
+      env: { ...process.env, LANG: "C", LC_ALL: "C" },
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     child.on("error", (error: NodeJS.ErrnoException) => {
-      const hint = error.code === "ENOENT" && PACKAGE_OF[file!] ? ` (install the Debian package ${PACKAGE_OF[file!]})` : "";
+      const hint =
+        error.code === "ENOENT" && PACKAGE_OF[file!] ? ` (install the Debian package ${PACKAGE_OF[file!]})` : "";
       resolve({ code: null, stdout, stderr: `${error.message}${hint}` });
     });
     child.on("close", (code) => resolve({ code, stdout, stderr }));
@@ -113,11 +117,14 @@ export async function requireLoopSupport(filesystems: FilesystemType[] = []): Pr
   try {
     await access("/dev/loop-control", constants.W_OK);
   } catch {
-    throw new Error("/dev/loop-control is missing: the kernel needs the loop module (modprobe loop); losetup comes from the Debian package mount");
+    throw new Error(
+      "/dev/loop-control is missing: the kernel needs the loop module (modprobe loop); losetup comes from the Debian package mount",
+    );
   }
   for (const tool of ["losetup", "sfdisk", "partx", "mount", "umount", ...filesystems.map((fs) => `mkfs.${fs}`)]) {
     const result = await run([tool, "--version"]);
-    if (result.code === null) throw new Error(`${tool} is not installed: install the Debian package ${PACKAGE_OF[tool] ?? tool}`);
+    if (result.code === null)
+      throw new Error(`${tool} is not installed: install the Debian package ${PACKAGE_OF[tool] ?? tool}`);
   }
   const free = await run(["losetup", "--find"]);
   if (free.code !== 0) throw new Error(`losetup --find cannot find a free loop device: ${free.stderr.trim()}`);
@@ -169,7 +176,9 @@ export async function createLoopDisk(options: LoopDiskOptions): Promise<LoopDisk
       const bytes = sizeMiB * 1024 * 1024;
       await truncate(image, bytes);
       await runChecked(["losetup", "--set-capacity", device]);
-      await pollUntil(`${device} to show ${bytes} bytes`, async () => ((await disk.diskBytes()) === bytes ? true : undefined));
+      await pollUntil(`${device} to show ${bytes} bytes`, async () =>
+        (await disk.diskBytes()) === bytes ? true : undefined,
+      );
     },
     async partitionBytes(number) {
       return Number((await readFile(path.join(sysDisk, partitionName(number), "size"), "utf8")).trim()) * 512;
@@ -206,9 +215,13 @@ export async function createLoopDisk(options: LoopDiskOptions): Promise<LoopDisk
       addedByPartx = true;
     }
     for (const partition of expected) {
-      await pollUntil(`/sys/block/${name}/${partition}`, async () => ((await exists(path.join(sysDisk, partition))) ? true : undefined));
+      await pollUntil(`/sys/block/${name}/${partition}`, async () =>
+        (await exists(path.join(sysDisk, partition))) ? true : undefined,
+      );
       const node = `/dev/${partition}`;
-      const appeared = await pollUntil(`${node}`, async () => ((await exists(node)) ? true : undefined), 3_000).catch(() => false);
+      const appeared = await pollUntil(`${node}`, async () => ((await exists(node)) ? true : undefined), 3_000).catch(
+        () => false,
+      );
       if (!appeared) {
         const [major, minor] = (await readFile(path.join(sysDisk, partition, "dev"), "utf8")).trim().split(":");
         await runChecked(["mknod", node, "b", major!, minor!]);

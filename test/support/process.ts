@@ -25,7 +25,10 @@ export interface Proc {
 }
 
 export function start(file: string, args: string[], env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, [file, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [file, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let text = "";
   const listeners = new Set<() => void>();
   const onData = (chunk: Buffer) => {
@@ -55,12 +58,20 @@ export function start(file: string, args: string[], env: Record<string, string> 
             resolve(match);
           } else if (exitedEarly) {
             cleanup();
-            reject(new Error(`${path.basename(file)} exited (code ${child.exitCode ?? child.signalCode}) before printing ${pattern}:\n${text.slice(-4000)}`));
+            reject(
+              new Error(
+                `${path.basename(file)} exited (code ${child.exitCode ?? child.signalCode}) before printing ${pattern}:\n${text.slice(-4000)}`,
+              ),
+            );
           }
         };
         const timer = setTimeout(() => {
           cleanup();
-          reject(new Error(`timed out after ${timeoutMs} ms waiting for ${pattern} in output of ${path.basename(file)}:\n${text.slice(-4000)}`));
+          reject(
+            new Error(
+              `timed out after ${timeoutMs} ms waiting for ${pattern} in output of ${path.basename(file)}:\n${text.slice(-4000)}`,
+            ),
+          );
         }, timeoutMs);
         const cleanup = () => {
           clearTimeout(timer);
@@ -97,7 +108,11 @@ export async function getText(url: string): Promise<{ status: number; body: stri
 }
 
 /** Polls until check() returns a value (not undefined/false) or the time is up. */
-export async function eventually<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, what = "condition"): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 30_000,
+  what = "condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {
@@ -107,7 +122,8 @@ export async function eventually<T>(check: () => Promise<T | undefined | false> 
     } catch (error) {
       lastError = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }

@@ -17,7 +17,11 @@ function binary(name: "prometheus" | "promtool"): string {
 }
 
 export function promtool(args: string[], cwd?: string, input?: string): { status: number | null; output: string } {
-  const result = spawnSync(binary("promtool"), args, { encoding: "utf8", ...(cwd ? { cwd } : {}), ...(input !== undefined ? { input } : {}) });
+  const result = spawnSync(binary("promtool"), args, {
+    encoding: "utf8",
+    ...(cwd ? { cwd } : {}),
+    ...(input !== undefined ? { input } : {}),
+  });
   if (result.error) throw new Error(`promtool failed to run (${result.error.message}): ${MISSING}`);
   return { status: result.status, output: `${result.stdout}${result.stderr}` };
 }
@@ -84,7 +88,8 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
     url,
     output: () => printed,
     query,
-    until: (expr, accept, timeoutMs = 60_000) => eventually(async () => accept(await query(expr)), timeoutMs, `Prometheus: ${expr}`),
+    until: (expr, accept, timeoutMs = 60_000) =>
+      eventually(async () => accept(await query(expr)), timeoutMs, `Prometheus: ${expr}`),
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
       const killer = setTimeout(() => child.kill("SIGKILL"), 10_000);
@@ -96,7 +101,8 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
   try {
     await eventually(
       async () => {
-        if (child.exitCode !== null) throw new Error(`Prometheus exited with ${child.exitCode}:\n${printed.slice(-2000)}`);
+        if (child.exitCode !== null)
+          throw new Error(`Prometheus exited with ${child.exitCode}:\n${printed.slice(-2000)}`);
         return (await fetch(`${url}/-/ready`)).ok;
       },
       60_000,

@@ -146,8 +146,18 @@ export async function spawnUserTerminal(user: string, options: SpawnPtyOptions =
   return spawnPty(
     "/usr/bin/setpriv",
     // The command string is fixed: nothing from the test reaches script's shell.
-    [`--reuid=${user}`, `--regid=${user}`, "--init-groups", "--", "/usr/bin/script", "--quiet", "--flush",
-      "--command", "/bin/bash --noprofile --norc -i", "/dev/null"],
+    [
+      `--reuid=${user}`,
+      `--regid=${user}`,
+      "--init-groups",
+      "--",
+      "/usr/bin/script",
+      "--quiet",
+      "--flush",
+      "--command",
+      "/bin/bash --noprofile --norc -i",
+      "/dev/null",
+    ],
     { cwd: home, ...options, env: { HOME: home, USER: user, SHELL: "/bin/bash", PS1: "$ ", ...options.env } },
   );
 }

@@ -18,7 +18,10 @@ export interface QuietMachine {
 }
 
 async function lines(file: string): Promise<string[]> {
-  return (await readFile(path.join(fixtures, file), "utf8")).split("\n").map((l) => l.trim()).filter(Boolean);
+  return (await readFile(path.join(fixtures, file), "utf8"))
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
 }
 
 export async function quietMachine(): Promise<QuietMachine> {
@@ -42,15 +45,24 @@ export async function quietMachine(): Promise<QuietMachine> {
     stateDir: dir("state"),
     socket,
     flags: [
-      "--proc-root", dir("proc"),
-      "--sys-root", dir("sys"),
-      "--run-root", dir("run"),
-      "--dev-root", dir("dev"),
-      "--home-root", dir("home"),
-      "--etc-root", dir("etc"),
-      "--state-dir", dir("state"),
-      "--socket", socket,
-      "--gpu-command", path.join(root, "no-nvidia-smi"),
+      "--proc-root",
+      dir("proc"),
+      "--sys-root",
+      dir("sys"),
+      "--run-root",
+      dir("run"),
+      "--dev-root",
+      dir("dev"),
+      "--home-root",
+      dir("home"),
+      "--etc-root",
+      dir("etc"),
+      "--state-dir",
+      dir("state"),
+      "--socket",
+      socket,
+      "--gpu-command",
+      path.join(root, "no-nvidia-smi"),
     ],
     remove: () => rm(root, { recursive: true, force: true }),
   };

@@ -171,14 +171,42 @@ function running(
     knownHosts,
     log,
     sshNoTtyArgs(user, remoteCommand, options = []) {
-      return ["-F", "/dev/null", "-T", ...options.flatMap((option) => ["-o", option]), "-p", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`, ...remoteCommand];
+      return [
+        "-F",
+        "/dev/null",
+        "-T",
+        ...options.flatMap((option) => ["-o", option]),
+        "-p",
+        String(port),
+        ...clientOptions(clientKey, knownHosts),
+        `${user}@127.0.0.1`,
+        ...remoteCommand,
+      ];
     },
     sftpArgs(user) {
       // sftp spells the port -P.
-      return ["-F", "/dev/null", "-b", "-", "-P", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`];
+      return [
+        "-F",
+        "/dev/null",
+        "-b",
+        "-",
+        "-P",
+        String(port),
+        ...clientOptions(clientKey, knownHosts),
+        `${user}@127.0.0.1`,
+      ];
     },
     sshArgs(user, remoteCommand = []) {
-      return ["-F", "/dev/null", "-tt", "-p", String(port), ...clientOptions(clientKey, knownHosts), `${user}@127.0.0.1`, ...remoteCommand];
+      return [
+        "-F",
+        "/dev/null",
+        "-tt",
+        "-p",
+        String(port),
+        ...clientOptions(clientKey, knownHosts),
+        `${user}@127.0.0.1`,
+        ...remoteCommand,
+      ];
     },
     async stop() {
       // The listener only: sessions still open keep their own sshd processes until the client
@@ -197,12 +225,18 @@ function running(
 /** What every client (ssh, sftp) of the test server is given: its key, its host key, no prompts. */
 function clientOptions(clientKey: string, knownHosts: string): string[] {
   return [
-    "-i", clientKey,
-    "-o", "IdentitiesOnly=yes",
-    "-o", "BatchMode=yes",
-    "-o", "StrictHostKeyChecking=yes",
-    "-o", `UserKnownHostsFile=${knownHosts}`,
-    "-o", "LogLevel=ERROR",
+    "-i",
+    clientKey,
+    "-o",
+    "IdentitiesOnly=yes",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "StrictHostKeyChecking=yes",
+    "-o",
+    `UserKnownHostsFile=${knownHosts}`,
+    "-o",
+    "LogLevel=ERROR",
   ];
 }
 
@@ -211,7 +245,10 @@ async function assertOpenSshInstalled(): Promise<void> {
   for (const binary of [SSH, SSH_KEYGEN]) {
     if (!existsSync(binary)) throw new Error(`${binary} is missing: install the Debian package openssh-client`);
   }
-  for (const [binary, pkg] of [["/usr/sbin/useradd", "passwd"], ["/usr/sbin/usermod", "passwd"]] as const) {
+  for (const [binary, pkg] of [
+    ["/usr/sbin/useradd", "passwd"],
+    ["/usr/sbin/usermod", "passwd"],
+  ] as const) {
     if (!existsSync(binary)) throw new Error(`${binary} is missing: install the Debian package ${pkg}`);
   }
 }

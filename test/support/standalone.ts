@@ -55,6 +55,7 @@ ${defaults}
     configFile,
     grpcPort,
     httpPort,
-    token: (namespace, name) => collector(["token", "--key-file", keyFile, "--namespace", namespace, "--name", name]).trim(),
+    token: (namespace, name) =>
+      collector(["token", "--key-file", keyFile, "--namespace", namespace, "--name", name]).trim(),
   };
 }

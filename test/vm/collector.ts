@@ -55,10 +55,15 @@ import type { VmView } from "../../packages/collector/src/view.js";
 export interface TracedReport {
   sources?: Array<{ source?: string; state?: string; message?: string }>;
   system?: { uptimeSeconds?: number };
-  sessions?: { sessions?: Array<{ kind?: string; user?: string; uid?: number; tty?: string; inputAgeSeconds?: number }> };
+  sessions?: {
+    sessions?: Array<{ kind?: string; user?: string; uid?: number; tty?: string; inputAgeSeconds?: number }>;
+  };
   inhibitors?: { locks?: Array<{ what?: string; who?: string; why?: string; mode?: string; uid?: number }> };
   leases?: { leases?: Array<{ id?: string; uid?: number; user?: string; reason?: string }> };
-  desktop?: { locked?: boolean; devices?: Array<{ node?: string; name?: string; kind?: string; inputAgeSeconds?: number }> };
+  desktop?: {
+    locked?: boolean;
+    devices?: Array<{ node?: string; name?: string; kind?: string; inputAgeSeconds?: number }>;
+  };
 }
 
 export interface TraceLine {
@@ -86,7 +91,13 @@ export class VmTestCollector {
     readonly traceFile: string,
   ) {}
 
-  static async start(options: { dir: string; namespace: string; policy: VmTestPolicy; reportInterval: string; stopSocketFor: (nameTemplate: string) => string }): Promise<VmTestCollector> {
+  static async start(options: {
+    dir: string;
+    namespace: string;
+    policy: VmTestPolicy;
+    reportInterval: string;
+    stopSocketFor: (nameTemplate: string) => string;
+  }): Promise<VmTestCollector> {
     if (!existsSync(collectorBundle)) throw new Error(`${collectorBundle} is missing: run 'npm run build'`);
     const keyFile = path.join(options.dir, "token.key");
     const keygen = spawnSync(process.execPath, [collectorBundle, "keygen"], { encoding: "utf8" });
@@ -96,12 +107,18 @@ export class VmTestCollector {
     const httpPort = await freePort();
     const traceFile = path.join(options.dir, "collector.trace.jsonl");
     const configFile = path.join(options.dir, "collector.yaml");
-    await writeFile(configFile, collectorConfigYaml({
-      grpcPort, httpPort, keyFile, traceFile,
-      reportInterval: options.reportInterval,
-      stopCommand: [process.execPath, STOP_SCRIPT, options.stopSocketFor("{name}")],
-      policy: options.policy,
-    }));
+    await writeFile(
+      configFile,
+      collectorConfigYaml({
+        grpcPort,
+        httpPort,
+        keyFile,
+        traceFile,
+        reportInterval: options.reportInterval,
+        stopCommand: [process.execPath, STOP_SCRIPT, options.stopSocketFor("{name}")],
+        policy: options.policy,
+      }),
+    );
     const proc = start(collectorBundle, ["serve", "--config", configFile]);
     await proc.waitFor(/collector serving/, 60_000);
     return new VmTestCollector(proc, options.namespace, grpcPort, httpPort, keyFile, traceFile);
@@ -113,7 +130,11 @@ export class VmTestCollector {
   }
 
   token(name: string): string {
-    const result = spawnSync(process.execPath, [collectorBundle, "token", "--key-file", this.keyFile, "--namespace", this.namespace, "--name", name], { encoding: "utf8" });
+    const result = spawnSync(
+      process.execPath,
+      [collectorBundle, "token", "--key-file", this.keyFile, "--namespace", this.namespace, "--name", name],
+      { encoding: "utf8" },
+    );
     if (result.status !== 0) throw new Error(`ws-collector token failed: ${result.stderr}`);
     return result.stdout.trim();
   }

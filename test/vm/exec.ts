@@ -29,7 +29,8 @@ export function exec(file: string, args: readonly string[], options: ExecOptions
     let stderr = "";
     child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), options.timeoutMs);
+    const timer =
+      options.timeoutMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), options.timeoutMs);
     child.on("error", (error) => {
       clearTimeout(timer);
       reject(new Error(`${file}: ${error.message}`));
@@ -46,7 +47,9 @@ export function exec(file: string, args: readonly string[], options: ExecOptions
 export async function execOk(file: string, args: readonly string[], options: ExecOptions = {}): Promise<ExecResult> {
   const result = await exec(file, args, options);
   if (result.code !== 0) {
-    const status = result.signal ? `was killed by ${result.signal}${options.timeoutMs ? ` (timeout ${options.timeoutMs} ms?)` : ""}` : `exited ${result.code}`;
+    const status = result.signal
+      ? `was killed by ${result.signal}${options.timeoutMs ? ` (timeout ${options.timeoutMs} ms?)` : ""}`
+      : `exited ${result.code}`;
     throw new Error(`${[file, ...args].join(" ")} ${status}:\n${(result.stdout + result.stderr).slice(-4000)}`);
   }
   return result;

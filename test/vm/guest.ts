@@ -42,25 +42,41 @@ export const ROOT_DRIVE = "root";
 
 export function qemuArgs(spec: QemuSpec): string[] {
   return [
-    "-accel", "tcg",
-    "-cpu", "max",
-    "-machine", spec.machine ?? "q35",
-    "-smp", String(spec.cpus ?? 2),
-    "-m", String(spec.memoryMiB ?? 1024),
+    "-accel",
+    "tcg",
+    "-cpu",
+    "max",
+    "-machine",
+    spec.machine ?? "q35",
+    "-smp",
+    String(spec.cpus ?? 2),
+    "-m",
+    String(spec.memoryMiB ?? 1024),
     "-nodefaults",
-    "-display", "none",
+    "-display",
+    "none",
     // A guest that reboots or panics (panic=-1) ends QEMU instead of looping.
     "-no-reboot",
-    "-kernel", spec.kernel,
-    "-initrd", spec.initrd,
-    "-append", spec.kernelCommandLine,
-    "-drive", `file=${spec.disk},if=none,id=${ROOT_DRIVE},format=qcow2,discard=unmap`,
-    "-device", `virtio-blk-pci,drive=${ROOT_DRIVE}`,
-    "-drive", `file=${spec.seedIso},if=none,id=seed,format=raw,readonly=on`,
-    "-device", "virtio-blk-pci,drive=seed",
-    "-netdev", `user,id=net0,hostfwd=tcp:127.0.0.1:${spec.sshPort}-:22`,
-    "-device", `virtio-net-pci,netdev=net0,mac=${spec.mac}`,
-    "-serial", `file:${spec.serialLog}`,
+    "-kernel",
+    spec.kernel,
+    "-initrd",
+    spec.initrd,
+    "-append",
+    spec.kernelCommandLine,
+    "-drive",
+    `file=${spec.disk},if=none,id=${ROOT_DRIVE},format=qcow2,discard=unmap`,
+    "-device",
+    `virtio-blk-pci,drive=${ROOT_DRIVE}`,
+    "-drive",
+    `file=${spec.seedIso},if=none,id=seed,format=raw,readonly=on`,
+    "-device",
+    "virtio-blk-pci,drive=seed",
+    "-netdev",
+    `user,id=net0,hostfwd=tcp:127.0.0.1:${spec.sshPort}-:22`,
+    "-device",
+    `virtio-net-pci,netdev=net0,mac=${spec.mac}`,
+    "-serial",
+    `file:${spec.serialLog}`,
     ...spec.qmpSockets.flatMap((socket) => ["-qmp", `unix:${socket},server=on,wait=off`]),
     ...(spec.extraArgs ?? []),
   ];
@@ -77,7 +93,9 @@ export async function resizeImageOffline(disk: string, sizeBytes: number): Promi
 }
 
 export async function imageVirtualSize(disk: string): Promise<number> {
-  const info = JSON.parse((await execOk(tool("qemuImg"), ["info", "--output=json", "-U", disk])).stdout) as { "virtual-size": number };
+  const info = JSON.parse((await execOk(tool("qemuImg"), ["info", "--output=json", "-U", disk])).stdout) as {
+    "virtual-size": number;
+  };
   return info["virtual-size"];
 }
 
@@ -193,7 +211,9 @@ export class Guest {
       if (last.code === 0) return Date.now();
       await new Promise((resolve) => setTimeout(resolve, 2_000));
     }
-    throw new Error(`${this.name}: no SSH login within ${timeoutMs / 1000} s (last: ${last?.stderr.trim()})\n${this.diagnostics()}`);
+    throw new Error(
+      `${this.name}: no SSH login within ${timeoutMs / 1000} s (last: ${last?.stderr.trim()})\n${this.diagnostics()}`,
+    );
   }
 
   ssh(command: string, timeoutMs?: number): Promise<ExecResult> {
@@ -204,7 +224,9 @@ export class Guest {
   async sshOk(command: string, timeoutMs?: number): Promise<string> {
     const result = await this.ssh(command, timeoutMs);
     if (result.code !== 0) {
-      throw new Error(`${this.name}: \`${command}\` exited ${result.code ?? result.signal}:\n${result.stdout}${result.stderr}`);
+      throw new Error(
+        `${this.name}: \`${command}\` exited ${result.code ?? result.signal}:\n${result.stdout}${result.stderr}`,
+      );
     }
     return result.stdout;
   }
@@ -229,7 +251,11 @@ export class Guest {
   async waitForExit(timeoutMs: number, what: string): Promise<GuestExit> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${this.name}: still running ${timeoutMs / 1000} s after ${what}\n${this.diagnostics()}`)), timeoutMs);
+      timer = setTimeout(
+        () =>
+          reject(new Error(`${this.name}: still running ${timeoutMs / 1000} s after ${what}\n${this.diagnostics()}`)),
+        timeoutMs,
+      );
     });
     try {
       return await Promise.race([this.exited, timeout]);
@@ -244,7 +270,10 @@ export class Guest {
     this.qmpClient?.close();
     if (!this.running) return;
     this.child.kill("SIGTERM");
-    const gone = await Promise.race([this.exited.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 10_000))]);
+    const gone = await Promise.race([
+      this.exited.then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 10_000)),
+    ]);
     if (!gone) {
       this.child.kill("SIGKILL");
       await this.exited;

@@ -11,7 +11,16 @@ import { resolveAgentConfig } from "../../packages/guest-agent/src/config.js";
 import { collectorConfigYaml, parseTrace } from "./collector.js";
 import { qemuArgs } from "./guest.js";
 import { splitQmpMessages } from "./qmp.js";
-import { debianMirror, debootstrapArgs, imageRecipe, mountsUnder, parseAptSources, parseSfdiskJson, recipeKey, rootfsRecipe } from "./recipe.js";
+import {
+  debianMirror,
+  debootstrapArgs,
+  imageRecipe,
+  mountsUnder,
+  parseAptSources,
+  parseSfdiskJson,
+  recipeKey,
+  rootfsRecipe,
+} from "./recipe.js";
 import { AGENT_CONFIG_PATH, AGENT_TOKEN_PATH, agentConfigYaml, renderSeed } from "./seed.js";
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures");
@@ -31,7 +40,10 @@ describe("image recipe", () => {
       "one-line",
     );
     expect(debianMirror(oneLine, "bookworm")).toBe("http://ftp.fr.debian.org/debian");
-    const disabled = parseAptSources("Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nComponents: main\nEnabled: no\n", "deb822");
+    const disabled = parseAptSources(
+      "Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nComponents: main\nEnabled: no\n",
+      "deb822",
+    );
     expect(debianMirror(disabled, "bookworm")).toBeUndefined();
     expect(debianMirror(oneLine, "trixie")).toBeUndefined();
   });
@@ -41,7 +53,9 @@ describe("image recipe", () => {
     expect(args).toEqual([
       "--variant=minbase",
       expect.stringMatching(/^--include=systemd,.*,nodejs,.*cloud-init,python3-cffi-backend,.*linux-image-cloud-amd64/),
-      "bookworm", "/cache/rootfs", "http://deb.debian.org/debian",
+      "bookworm",
+      "/cache/rootfs",
+      "http://deb.debian.org/debian",
     ]);
   });
 
@@ -56,7 +70,10 @@ describe("image recipe", () => {
   });
 
   it("reads the partition's place from sfdisk --json", () => {
-    expect(parseSfdiskJson(fixture("sfdisk-gpt.json"))).toEqual({ sectorSize: 512, partitions: [{ start: 2048, size: 4190208 }] });
+    expect(parseSfdiskJson(fixture("sfdisk-gpt.json"))).toEqual({
+      sectorSize: 512,
+      partitions: [{ start: 2048, size: 4190208 }],
+    });
     expect(() => parseSfdiskJson("{}")).toThrow(/no partition table/);
   });
 
@@ -64,7 +81,10 @@ describe("image recipe", () => {
     const mountinfo = fixture("mountinfo-debootstrap.txt");
     expect(mountsUnder(mountinfo, "/tmp/mi/target").sort()).toEqual(["/tmp/mi/target/proc", "/tmp/mi/target/sys"]);
     expect(mountsUnder(mountinfo, "/tmp/mi/targ")).toEqual([]);
-    expect(mountsUnder("1 2 0:1 / /a/b\\040c rw - x x rw\n2 1 0:2 / /a/b\\040c/d rw - x x rw\n", "/a/b c")).toEqual(["/a/b c/d", "/a/b c"]);
+    expect(mountsUnder("1 2 0:1 / /a/b\\040c rw - x x rw\n2 1 0:2 / /a/b\\040c/d rw - x x rw\n", "/a/b c")).toEqual([
+      "/a/b c/d",
+      "/a/b c",
+    ]);
   });
 });
 
@@ -73,9 +93,21 @@ describe("QMP", () => {
     const { messages, rest } = splitQmpMessages(fixture("qmp-transcript.txt"));
     expect(rest).toBe("");
     expect(messages.map((m) => m.kind)).toEqual(["greeting", "return", "return", "error", "event", "return"]);
-    expect(messages[2]).toEqual({ kind: "return", id: 2, value: { status: "running", singlestep: false, running: true } });
-    expect(messages[3]).toMatchObject({ kind: "error", id: 3, errorClass: "GenericError", description: expect.stringMatching(/Cannot find device='nope'/) });
-    expect(messages[4]).toMatchObject({ kind: "event", event: { event: "SHUTDOWN", data: { reason: "host-qmp-quit" } } });
+    expect(messages[2]).toEqual({
+      kind: "return",
+      id: 2,
+      value: { status: "running", singlestep: false, running: true },
+    });
+    expect(messages[3]).toMatchObject({
+      kind: "error",
+      id: 3,
+      errorClass: "GenericError",
+      description: expect.stringMatching(/Cannot find device='nope'/),
+    });
+    expect(messages[4]).toMatchObject({
+      kind: "event",
+      event: { event: "SHUTDOWN", data: { reason: "host-qmp-quit" } },
+    });
   });
 
   it("keeps an incomplete line for later and refuses what is not JSON", () => {
@@ -89,9 +121,15 @@ describe("QMP", () => {
 describe("QEMU command line", () => {
   it("emulates (TCG), boots the guest's kernel, forwards SSH on loopback, and opens every QMP socket", () => {
     const args = qemuArgs({
-      kernel: "/c/vmlinuz", initrd: "/c/initrd.img", kernelCommandLine: "root=LABEL=ws-root ro",
-      disk: "/t/vm1.qcow2", seedIso: "/t/seed.iso", mac: "52:54:00:00:e2:01", sshPort: 2222,
-      serialLog: "/t/serial.log", qmpSockets: ["/t/a.qmp", "/t/b.qmp"],
+      kernel: "/c/vmlinuz",
+      initrd: "/c/initrd.img",
+      kernelCommandLine: "root=LABEL=ws-root ro",
+      disk: "/t/vm1.qcow2",
+      seedIso: "/t/seed.iso",
+      mac: "52:54:00:00:e2:01",
+      sshPort: 2222,
+      serialLog: "/t/serial.log",
+      qmpSockets: ["/t/a.qmp", "/t/b.qmp"],
     });
     const joined = args.join(" ");
     expect(joined).toContain("-accel tcg -cpu max -machine q35 -smp 2 -m 1024");
@@ -117,10 +155,14 @@ describe("cloud-init seed", () => {
     expect(parse(seed.metaData)).toEqual({ "instance-id": "vm1-0001", "local-hostname": "vm1" });
     expect(seed.userData.startsWith("#cloud-config\n")).toBe(true);
     const userData = parse(seed.userData);
-    expect(userData.users).toEqual([expect.objectContaining({ name: "alice", ssh_authorized_keys: ["ssh-ed25519 AAAAC3Nza test"] })]);
+    expect(userData.users).toEqual([
+      expect.objectContaining({ name: "alice", ssh_authorized_keys: ["ssh-ed25519 AAAAC3Nza test"] }),
+    ]);
     expect(userData.growpart).toEqual({ mode: "off" });
     expect(userData.resize_rootfs).toBe(false);
-    const files = Object.fromEntries((userData.write_files as Array<{ path: string; content: string; permissions: string }>).map((f) => [f.path, f]));
+    const files = Object.fromEntries(
+      (userData.write_files as Array<{ path: string; content: string; permissions: string }>).map((f) => [f.path, f]),
+    );
     expect(files[AGENT_TOKEN_PATH]).toMatchObject({ content: "wst1.secret\n", permissions: "0600" });
     expect(files[AGENT_CONFIG_PATH]?.content).toBe(agentConfigYaml(spec.agent));
   });
@@ -143,18 +185,30 @@ describe("cloud-init seed", () => {
 describe("collector config", () => {
   it("is accepted by the collector, with the stop command as argv and the short test policy", () => {
     const text = collectorConfigYaml({
-      grpcPort: 7443, httpPort: 8080, keyFile: "/t/token.key", traceFile: "/t/trace.jsonl", reportInterval: "3s",
+      grpcPort: 7443,
+      httpPort: 8080,
+      keyFile: "/t/token.key",
+      traceFile: "/t/trace.jsonl",
+      reportInterval: "3s",
       stopCommand: ["/usr/bin/node", "/r/test/vm/qmp-powerdown.mjs", "/t/{name}.stop.qmp"],
       policy: { "idle-timeout": "75s", "grace-period": "30s", "cpu-busy-threshold": "off" },
     });
     const config = resolveCollectorConfig(text, "collector.yaml", {}, {});
     expect(config).toMatchObject({ mode: "standalone", reportIntervalSeconds: 3, recordTrace: "/t/trace.jsonl" });
-    expect(config.standalone.stopCommand).toEqual(["/usr/bin/node", "/r/test/vm/qmp-powerdown.mjs", "/t/{name}.stop.qmp"]);
-    expect(parse(config.policyYaml)).toMatchObject({ defaults: { autostop: "enabled", mode: "enforce", "idle-timeout": "75s" } });
+    expect(config.standalone.stopCommand).toEqual([
+      "/usr/bin/node",
+      "/r/test/vm/qmp-powerdown.mjs",
+      "/t/{name}.stop.qmp",
+    ]);
+    expect(parse(config.policyYaml)).toMatchObject({
+      defaults: { autostop: "enabled", mode: "enforce", "idle-timeout": "75s" },
+    });
   });
 
   it("reads the recorded trace", () => {
-    const lines = parseTrace('{"t":0,"vm":"e2e/vm1","event":"agent-connected"}\n\n# note\n{"t":1.5,"at":"2026-01-01T00:00:01.500Z","vm":"e2e/vm1","report":{"system":{"uptimeSeconds":12}}}\n');
+    const lines = parseTrace(
+      '{"t":0,"vm":"e2e/vm1","event":"agent-connected"}\n\n# note\n{"t":1.5,"at":"2026-01-01T00:00:01.500Z","vm":"e2e/vm1","report":{"system":{"uptimeSeconds":12}}}\n',
+    );
     expect(lines).toHaveLength(2);
     expect(lines[1]?.report?.system?.uptimeSeconds).toBe(12);
   });

@@ -34,5 +34,6 @@ export function requireHostTools(): void {
 }
 
 export function requireRoot(): void {
-  if (process.getuid?.() !== 0) throw new Error("the VM tests build a disk image with debootstrap and chroot: run them as root");
+  if (process.getuid?.() !== 0)
+    throw new Error("the VM tests build a disk image with debootstrap and chroot: run them as root");
 }

@@ -20,8 +20,18 @@ import path from "node:path";
 import { exec, execOk } from "./exec.js";
 import { tool } from "./host-tools.js";
 import {
-  KERNEL_COMMAND_LINE, debianMirror, debootstrapArgs, imageRecipe, mountsUnder, parseAptSources, parseSfdiskJson,
-  recipeKey, rootfsRecipe, SUITE, type AptSource, type ImageRecipe,
+  KERNEL_COMMAND_LINE,
+  debianMirror,
+  debootstrapArgs,
+  imageRecipe,
+  mountsUnder,
+  parseAptSources,
+  parseSfdiskJson,
+  recipeKey,
+  rootfsRecipe,
+  SUITE,
+  type AptSource,
+  type ImageRecipe,
 } from "./recipe.js";
 
 export interface VmImage {
@@ -54,7 +64,9 @@ export async function ensureImage(options: EnsureImageOptions): Promise<VmImage>
   const mirror = await aptMirror(options.aptRoot ?? "/etc/apt");
   const rootfs = rootfsRecipe(mirror);
   const rootfsKey = recipeKey(rootfs);
-  const debSha256 = createHash("sha256").update(await readFile(options.deb)).digest("hex");
+  const debSha256 = createHash("sha256")
+    .update(await readFile(options.deb))
+    .digest("hex");
   const recipe = imageRecipe(rootfsKey, debSha256);
   const key = recipeKey(recipe);
   const imageDir = path.join(options.cacheDir, `image-${key}`);
@@ -104,7 +116,10 @@ export async function ensureImage(options: EnsureImageOptions): Promise<VmImage>
   await rm(path.join(stage, ".ws-complete"));
 
   await copyFile(options.deb, path.join(stage, "tmp/ws-agent.deb"));
-  await execOk(tool("chroot"), [stage, "dpkg", "-i", "/tmp/ws-agent.deb"], { env: { DEBIAN_FRONTEND: "noninteractive" }, timeoutMs: 5 * 60_000 });
+  await execOk(tool("chroot"), [stage, "dpkg", "-i", "/tmp/ws-agent.deb"], {
+    env: { DEBIAN_FRONTEND: "noninteractive" },
+    timeoutMs: 5 * 60_000,
+  });
   await rm(path.join(stage, "tmp/ws-agent.deb"));
   for (const [file, contents] of Object.entries(recipe.files)) await writeFile(path.join(stage, file), contents);
   for (const pattern of recipe.removed) await removeGlob(stage, pattern);
@@ -125,11 +140,21 @@ export async function ensureImage(options: EnsureImageOptions): Promise<VmImage>
   const root = table.partitions[0];
   if (!root) throw new Error(`sfdisk made no partition in ${disk}`);
   const partitionBytes = root.size * table.sectorSize;
-  await execOk(tool("mkfsExt4"), [
-    "-q", "-L", recipe.rootLabel, "-d", stage,
-    "-E", `offset=${root.start * table.sectorSize}`,
-    disk, `${Math.floor(partitionBytes / 1024)}k`,
-  ], { timeoutMs: 10 * 60_000 });
+  await execOk(
+    tool("mkfsExt4"),
+    [
+      "-q",
+      "-L",
+      recipe.rootLabel,
+      "-d",
+      stage,
+      "-E",
+      `offset=${root.start * table.sectorSize}`,
+      disk,
+      `${Math.floor(partitionBytes / 1024)}k`,
+    ],
+    { timeoutMs: 10 * 60_000 },
+  );
   await removeTree(stage);
 
   const manifest: Manifest = { key, recipe, partitionBytes };
@@ -138,7 +163,9 @@ export async function ensureImage(options: EnsureImageOptions): Promise<VmImage>
   await pruneSiblings(options.cacheDir, "image-", path.basename(imageDir));
   const built = image(partitionBytes);
   const usedMiB = Math.round(((await stat(built.disk)).blocks * 512) / 1024 ** 2);
-  log(`vm image: built in ${Math.round((Date.now() - started) / 1000)} s (${usedMiB} MiB used of ${recipe.diskSizeBytes / 1024 ** 3} GiB)`);
+  log(
+    `vm image: built in ${Math.round((Date.now() - started) / 1000)} s (${usedMiB} MiB used of ${recipe.diskSizeBytes / 1024 ** 3} GiB)`,
+  );
   return built;
 }
 
@@ -150,11 +177,16 @@ async function aptMirror(aptRoot: string): Promise<string> {
   const entries = existsSync(dir) ? (await readdir(dir)).sort() : [];
   for (const entry of entries) {
     // apt itself reads only these two extensions.
-    if (entry.endsWith(".sources")) sources.push(...parseAptSources(await readFile(path.join(dir, entry), "utf8"), "deb822"));
-    else if (entry.endsWith(".list")) sources.push(...parseAptSources(await readFile(path.join(dir, entry), "utf8"), "one-line"));
+    if (entry.endsWith(".sources"))
+      sources.push(...parseAptSources(await readFile(path.join(dir, entry), "utf8"), "deb822"));
+    else if (entry.endsWith(".list"))
+      sources.push(...parseAptSources(await readFile(path.join(dir, entry), "utf8"), "one-line"));
   }
   const mirror = debianMirror(sources, SUITE);
-  if (!mirror) throw new Error(`no apt source for Debian ${SUITE} main in ${aptRoot}/sources.list{,.d/}: debootstrap needs a mirror`);
+  if (!mirror)
+    throw new Error(
+      `no apt source for Debian ${SUITE} main in ${aptRoot}/sources.list{,.d/}: debootstrap needs a mirror`,
+    );
   return mirror;
 }
 
@@ -182,7 +214,12 @@ async function removeGlob(root: string, pattern: string): Promise<void> {
     return;
   }
   if (!existsSync(dir)) return;
-  const matcher = new RegExp(`^${base.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`);
+  const matcher = new RegExp(
+    `^${base
+      .split("*")
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+      .join(".*")}$`,
+  );
   for (const entry of await readdir(dir)) {
     if (matcher.test(entry)) await rm(path.join(dir, entry), { force: true });
   }

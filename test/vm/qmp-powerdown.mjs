@@ -31,7 +31,8 @@ socket.on("data", (chunk) => {
     else if (message.error) {
       console.error(`qmp-powerdown: ${message.error.class}: ${message.error.desc}`);
       process.exit(1);
-    } else if (message.id === "caps") socket.write(`${JSON.stringify({ execute: "system_powerdown", id: "powerdown" })}\n`);
+    } else if (message.id === "caps")
+      socket.write(`${JSON.stringify({ execute: "system_powerdown", id: "powerdown" })}\n`);
     else if (message.id === "powerdown") {
       clearTimeout(timer);
       console.log("system_powerdown sent");

@@ -54,7 +54,10 @@ export class QmpClient {
   private greeted: Promise<void>;
   private closedError: Error | undefined;
 
-  private constructor(private readonly socket: net.Socket, readonly socketPath: string) {
+  private constructor(
+    private readonly socket: net.Socket,
+    readonly socketPath: string,
+  ) {
     let greet: () => void = () => {};
     let failGreeting: (error: Error) => void = () => {};
     this.greeted = new Promise((resolve, reject) => {

@@ -20,13 +20,27 @@ export const VARIANT = "minbase";
  * python3-cffi-backend-api-* packages python3-cryptography (cloud-init) depends on.
  */
 export const GUEST_PACKAGES = [
-  "systemd", "systemd-sysv", "udev", "dbus", "libpam-systemd", "polkitd",
-  "openssh-server", "sudo",
+  "systemd",
+  "systemd-sysv",
+  "udev",
+  "dbus",
+  "libpam-systemd",
+  "polkitd",
+  "openssh-server",
+  "sudo",
   "nodejs",
-  "cloud-init", "python3-cffi-backend", "cloud-guest-utils",
-  "e2fsprogs", "xfsprogs", "fdisk",
-  "linux-image-cloud-amd64", "initramfs-tools", "kmod",
-  "ifupdown", "isc-dhcp-client", "iproute2",
+  "cloud-init",
+  "python3-cffi-backend",
+  "cloud-guest-utils",
+  "e2fsprogs",
+  "xfsprogs",
+  "fdisk",
+  "linux-image-cloud-amd64",
+  "initramfs-tools",
+  "kmod",
+  "ifupdown",
+  "isc-dhcp-client",
+  "iproute2",
 ] as const;
 
 export const ROOT_LABEL = "ws-root";
@@ -57,7 +71,13 @@ export const GUEST_DIRECTORIES = ["/var/log/journal"];
  * Timers and services that would wake in the middle of a test and spend the emulated CPU on
  * nothing the scenarios look at.
  */
-export const GUEST_DISABLED_UNITS = ["apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer", "e2scrub_reap.service", "dpkg-db-backup.timer"];
+export const GUEST_DISABLED_UNITS = [
+  "apt-daily.timer",
+  "apt-daily-upgrade.timer",
+  "e2scrub_all.timer",
+  "e2scrub_reap.service",
+  "dpkg-db-backup.timer",
+];
 
 export interface RootfsRecipe {
   suite: string;
@@ -98,7 +118,10 @@ export function imageRecipe(rootfsKey: string, debSha256: string): ImageRecipe {
 
 /** A short stable name for a recipe: the cache directory's suffix. */
 export function recipeKey(recipe: RootfsRecipe | ImageRecipe): string {
-  return createHash("sha256").update(JSON.stringify({ version: RECIPE_VERSION, recipe })).digest("hex").slice(0, 16);
+  return createHash("sha256")
+    .update(JSON.stringify({ version: RECIPE_VERSION, recipe }))
+    .digest("hex")
+    .slice(0, 16);
 }
 
 export function debootstrapArgs(recipe: RootfsRecipe, target: string): string[] {
@@ -184,13 +207,16 @@ export interface PartitionTable {
 
 /** `sfdisk --json` output → the partitions' start and size in sectors. */
 export function parseSfdiskJson(text: string): PartitionTable {
-  const parsed = JSON.parse(text) as { partitiontable?: { sectorsize?: number; partitions?: Array<{ start?: number; size?: number }> } };
+  const parsed = JSON.parse(text) as {
+    partitiontable?: { sectorsize?: number; partitions?: Array<{ start?: number; size?: number }> };
+  };
   const table = parsed.partitiontable;
   if (!table?.partitions) throw new Error(`sfdisk --json: no partition table in ${JSON.stringify(text.slice(0, 200))}`);
   return {
     sectorSize: table.sectorsize ?? 512,
     partitions: table.partitions.map((p) => {
-      if (typeof p.start !== "number" || typeof p.size !== "number") throw new Error(`sfdisk --json: partition without start/size: ${JSON.stringify(p)}`);
+      if (typeof p.start !== "number" || typeof p.size !== "number")
+        throw new Error(`sfdisk --json: partition without start/size: ${JSON.stringify(p)}`);
       return { start: p.start, size: p.size };
     }),
   };

@@ -74,6 +74,16 @@ export async function writeSeedImage(dir: string, seed: Seed): Promise<string> {
   await writeFile(path.join(files, "meta-data"), seed.metaData);
   await writeFile(path.join(files, "user-data"), seed.userData);
   const iso = path.join(dir, "seed.iso");
-  await execOk(tool("genisoimage"), ["-quiet", "-output", iso, "-volid", "cidata", "-joliet", "-rock", path.join(files, "user-data"), path.join(files, "meta-data")]);
+  await execOk(tool("genisoimage"), [
+    "-quiet",
+    "-output",
+    iso,
+    "-volid",
+    "cidata",
+    "-joliet",
+    "-rock",
+    path.join(files, "user-data"),
+    path.join(files, "meta-data"),
+  ]);
   return iso;
 }

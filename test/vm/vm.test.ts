@@ -60,7 +60,8 @@ function note(line: string): void {
 }
 
 function deb(): string {
-  const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
+  const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string })
+    .version;
   return path.join(repoRoot, "packaging/dist", `ws-agent_${version}_all.deb`);
 }
 
@@ -71,16 +72,29 @@ function stopSocket(name: string): string {
 async function seedFor(name: string, instanceId: string): Promise<string> {
   const seedDir = path.join(dir, `seed-${instanceId}`);
   await mkdir(seedDir, { recursive: true });
-  return writeSeedImage(seedDir, renderSeed({
-    instanceId,
-    hostname: name,
-    user: { name: USER, sshPublicKey: sshKey.publicKey },
-    agent: { collectorAddress: collector.addressFromGuest, namespace: NAMESPACE, name, token: collector.token(name) },
-  }));
+  return writeSeedImage(
+    seedDir,
+    renderSeed({
+      instanceId,
+      hostname: name,
+      user: { name: USER, sshPublicKey: sshKey.publicKey },
+      agent: { collectorAddress: collector.addressFromGuest, namespace: NAMESPACE, name, token: collector.token(name) },
+    }),
+  );
 }
 
 async function boot(label: string, disk: string, seedIso: string, mac: string, vmName: string): Promise<Guest> {
-  const guest = await Guest.boot({ label, dir, image, disk, seedIso, mac, user: USER, sshKey: sshKey.privateKey, stopSocket: stopSocket(vmName) });
+  const guest = await Guest.boot({
+    label,
+    dir,
+    image,
+    disk,
+    seedIso,
+    mac,
+    user: USER,
+    sshKey: sshKey.privateKey,
+    stopSocket: stopSocket(vmName),
+  });
   guests.push(guest);
   note(`${label}: QEMU started (ssh on 127.0.0.1:${guest.sshPort})`);
   return guest;
@@ -95,17 +109,27 @@ async function sshUp(guest: Guest): Promise<number> {
 /** The agent's and cloud-init's side of a failure, read over SSH while the guest still runs. */
 async function guestJournal(guest: Guest): Promise<string> {
   if (!guest.running) return guest.diagnostics();
-  const result = await guest.ssh("sudo journalctl -b --no-pager -o short-monotonic -u ws-agent -u ws-agent-grow -u cloud-init -u cloud-init-local | tail -n 60", 60_000);
+  const result = await guest.ssh(
+    "sudo journalctl -b --no-pager -o short-monotonic -u ws-agent -u ws-agent-grow -u cloud-init -u cloud-init-local | tail -n 60",
+    60_000,
+  );
   return `--- ${guest.name}: journal (ws-agent, ws-agent-grow, cloud-init):\n${result.stdout}${result.stderr}`;
 }
 
 /** Waits as eventually() does; on timeout the error carries the guest's journal and the collector's log. */
-async function until<T>(guest: Guest, what: string, timeoutMs: number, check: () => Promise<T | undefined | false>): Promise<T> {
+async function until<T>(
+  guest: Guest,
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined | false>,
+): Promise<T> {
   try {
     return await eventually(check, timeoutMs, what);
   } catch (error) {
     const collectorLog = collector.log().split("\n").slice(-25).join("\n");
-    throw new Error(`${(error as Error).message}\n${await guestJournal(guest)}\n--- collector log (last lines):\n${collectorLog}`);
+    throw new Error(
+      `${(error as Error).message}\n${await guestJournal(guest)}\n--- collector log (last lines):\n${collectorLog}`,
+    );
   }
 }
 
@@ -113,7 +137,11 @@ async function view(name: string): Promise<VmView | undefined> {
   return collector.vm(name);
 }
 
-async function latestReport<T>(name: string, sinceMs: number, pick: (report: TracedReport) => T | undefined): Promise<T | undefined> {
+async function latestReport<T>(
+  name: string,
+  sinceMs: number,
+  pick: (report: TracedReport) => T | undefined,
+): Promise<T | undefined> {
   const reports = await collector.reportsSince(name, sinceMs);
   for (let index = reports.length - 1; index >= 0; index--) {
     const found = pick(reports[index]!);
@@ -139,7 +167,13 @@ beforeAll(async () => {
   image = await ensureImage({ cacheDir: path.join(repoRoot, ".cache/vm"), deb: deb(), log: note });
   dir = await mkdtemp(path.join(os.tmpdir(), "ws-vm-"));
   sshKey = await makeSshKey(dir);
-  collector = await VmTestCollector.start({ dir, namespace: NAMESPACE, policy: POLICY, reportInterval: "3s", stopSocketFor: stopSocket });
+  collector = await VmTestCollector.start({
+    dir,
+    namespace: NAMESPACE,
+    policy: POLICY,
+    reportInterval: "3s",
+    stopSocketFor: stopSocket,
+  });
   note(`collector on 127.0.0.1:${collector.grpcPort} (guests dial ${collector.addressFromGuest})`);
 });
 
@@ -166,10 +200,15 @@ describe.sequential("a real VM with the packaged agent", () => {
     vm1 = await boot("vm1-boot1", vm1Disk, vm1Seed, MAC_ORIGINAL, "vm1");
     const sshUpAt = await sshUp(vm1);
 
-    const connected = await until(vm1, "the collector to show vm1 connected and reporting", Math.max(1, sshUpAt + 60_000 - Date.now()), async () => {
-      const v = await view("vm1");
-      return v?.connected && v.lastReportAtMs !== undefined ? v : undefined;
-    });
+    const connected = await until(
+      vm1,
+      "the collector to show vm1 connected and reporting",
+      Math.max(1, sshUpAt + 60_000 - Date.now()),
+      async () => {
+        const v = await view("vm1");
+        return v?.connected && v.lastReportAtMs !== undefined ? v : undefined;
+      },
+    );
     note("vm1: agent connected");
     expect(connected.state).toBe("Active");
     expect((await vm1.sshOk("systemctl is-active ws-agent.service")).trim()).toBe("active");
@@ -190,7 +229,9 @@ describe.sequential("a real VM with the packaged agent", () => {
     expect(tty).toMatch(/^pts\/\d+$/);
 
     const session = await until(vm1, `a report with ${USER}'s session on ${tty}`, 90_000, () =>
-      latestReport("vm1", loginAt, (r) => r.sessions?.sessions?.find((s) => s.tty === tty && s.user === USER && s.inputAgeSeconds !== undefined)),
+      latestReport("vm1", loginAt, (r) =>
+        r.sessions?.sessions?.find((s) => s.tty === tty && s.user === USER && s.inputAgeSeconds !== undefined),
+      ),
     );
     expect(session).toMatchObject({ kind: "SESSION_KIND_UTMP", uid: aliceUid });
 
@@ -216,9 +257,14 @@ describe.sequential("a real VM with the packaged agent", () => {
   it("3. `ws-lease 2h --reason e2e` typed in that terminal is held for the user's uid; an idle inhibitor is seen", async () => {
     let mark = terminal.output().length;
     terminal.write("ws-lease 2h --reason e2e\r");
-    const taken = await terminal.waitFor(/Lease (\w+) taken[^\r\n]*[\s\S]*?The collector confirmed it/, { from: mark, timeoutMs: 180_000 });
+    const taken = await terminal.waitFor(/Lease (\w+) taken[^\r\n]*[\s\S]*?The collector confirmed it/, {
+      from: mark,
+      timeoutMs: 180_000,
+    });
     const leaseId = taken[1]!;
-    const lease = await until(vm1, "the lease at the collector", 60_000, async () => (await view("vm1"))?.leases.find((l) => l.id === leaseId));
+    const lease = await until(vm1, "the lease at the collector", 60_000, async () =>
+      (await view("vm1"))?.leases.find((l) => l.id === leaseId),
+    );
     expect(lease).toMatchObject({ user: USER, uid: aliceUid, reason: "e2e", clamped: false });
     const remainingMs = lease.expiresAtMs - Date.now();
     expect(remainingMs).toBeGreaterThan(110 * 60_000);
@@ -254,10 +300,15 @@ describe.sequential("a real VM with the packaged agent", () => {
 
     mark = terminal.output().length;
     const noticeTimeoutMs = 6 * 60_000;
-    const notice = await terminal.waitFor(/ws: this VM will stop in [^\r\n]*[\s\S]*?Your files are kept[^\r\n]*/, { from: mark, timeoutMs: noticeTimeoutMs });
+    const notice = await terminal.waitFor(/ws: this VM will stop in [^\r\n]*[\s\S]*?Your files are kept[^\r\n]*/, {
+      from: mark,
+      timeoutMs: noticeTimeoutMs,
+    });
     note(`vm1: stop notice on the terminal: ${notice[0].split(/\r?\n/).slice(0, 2).join(" / ")}`);
     // The collector's reasons, passed on to the user: how long idle, and the last thing that counted.
-    expect(notice[0]).toMatch(/Why: idle for [^\r\n]*\(idle-timeout 1m15s\)[^\r\n]*last activity: input on pts\/\d+ \(alice/);
+    expect(notice[0]).toMatch(
+      /Why: idle for [^\r\n]*\(idle-timeout 1m15s\)[^\r\n]*last activity: input on pts\/\d+ \(alice/,
+    );
     expect(notice[0]).toMatch(/To keep it running: [^\r\n]*ws-lease 2h/);
     expect((await view("vm1"))?.state).toBe("StoppingPending");
 
@@ -273,7 +324,9 @@ describe.sequential("a real VM with the packaged agent", () => {
     // The collector ran the stop command and recorded why.
     await collector.proc.waitFor(/vm1: stop accepted: [^\n]*system_powerdown sent/, 30_000);
     const idleStop = collector.log().match(/event IdleStop: [^\n]*/)?.[0];
-    expect(idleStop).toMatch(/idle for \S+ \(idle-timeout 1m15s\) and the grace period of the notice \S+ is over with no activity, lease or other veto; last activity: input on pts\/\d+ \(alice/);
+    expect(idleStop).toMatch(
+      /idle for \S+ \(idle-timeout 1m15s\) and the grace period of the notice \S+ is over with no activity, lease or other veto; last activity: input on pts\/\d+ \(alice/,
+    );
     note(`collector: ${idleStop}`);
     const stopped = await until(vm1, "vm1 Stopped at the collector", 60_000, async () => {
       const v = await view("vm1");
@@ -292,7 +345,12 @@ describe.sequential("a real VM with the packaged agent", () => {
     vm1Again = await boot("vm1-boot2", vm1Disk, vm1Seed, MAC_ORIGINAL, "vm1");
     await sshUp(vm1Again);
     // Keep it running through this test and the seal, as its user would.
-    await until(vm1Again, "a lease in the second boot", 120_000, async () => (await vm1Again.ssh("ws-lease 2h --reason disk-and-seal")).code === 0);
+    await until(
+      vm1Again,
+      "a lease in the second boot",
+      120_000,
+      async () => (await vm1Again.ssh("ws-lease 2h --reason disk-and-seal")).code === 0,
+    );
 
     const bootGrow = await vm1Again.sshOk("sudo journalctl -b --no-pager -o cat -u ws-agent-grow.service");
     expect(bootGrow).toMatch(/grown/);
@@ -335,7 +393,13 @@ describe.sequential("a real VM with the packaged agent", () => {
     // The platform copies the golden disk (a PVC clone) and boots the copy as a new VM.
     const cloneDisk = path.join(dir, "vm-clone.qcow2");
     await copyFile(vm1Disk, cloneDisk);
-    const clone = await boot("vm-clone-boot1", cloneDisk, await seedFor("vm-clone", "vm-clone-0001"), MAC_CLONE, "vm-clone");
+    const clone = await boot(
+      "vm-clone-boot1",
+      cloneDisk,
+      await seedFor("vm-clone", "vm-clone-0001"),
+      MAC_CLONE,
+      "vm-clone",
+    );
     const cloneBootedAt = Date.now();
     const sshUpAt = await sshUp(clone);
 
@@ -355,14 +419,21 @@ describe.sequential("a real VM with the packaged agent", () => {
     // Sealing removed the agent's state: the original's lease is not in the copy.
     expect(JSON.parse(await clone.sshOk("ws-lease list --json")).leases).toEqual([]);
 
-    const connected = await until(clone, "the clone's agent at the collector", Math.max(1, sshUpAt + 60_000 - Date.now()), async () => {
-      const v = await view("vm-clone");
-      return v?.connected && v.lastReportAtMs !== undefined ? v : undefined;
-    });
+    const connected = await until(
+      clone,
+      "the clone's agent at the collector",
+      Math.max(1, sshUpAt + 60_000 - Date.now()),
+      async () => {
+        const v = await view("vm-clone");
+        return v?.connected && v.lastReportAtMs !== undefined ? v : undefined;
+      },
+    );
     expect(connected.state).toBe("Active");
     const uptime = await latestReport("vm-clone", cloneBootedAt, (r) => r.system?.uptimeSeconds);
     expect(uptime).toBeLessThan((Date.now() - cloneBootedAt) / 1000 + 5);
-    expect(await clone.sshOk("sudo journalctl -b --no-pager -o cat -u ws-agent.service")).toMatch(/connected to collector/);
+    expect(await clone.sshOk("sudo journalctl -b --no-pager -o cat -u ws-agent.service")).toMatch(
+      /connected to collector/,
+    );
     note("vm-clone: agent connected");
   });
 });

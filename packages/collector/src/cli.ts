@@ -87,7 +87,9 @@ async function serveCommand(argv: string[], io: Io): Promise<number> {
     try {
       fileText = readFileSync(configPath, "utf8");
     } catch (error) {
-      throw new CollectorConfigError([`cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
+      throw new CollectorConfigError([
+        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+      ]);
     }
   }
   const config = resolveCollectorConfig(
@@ -139,16 +141,25 @@ export async function main(argv: string[], io: Io): Promise<number> {
         return tokenCommand(rest, io);
       case "keygen":
         if (rest.includes("--help") || rest.includes("-h")) {
-          io.stdout.write("Usage: ws-collector keygen > /etc/ws-collector/token.key\n\nPrints a new random 64-character key for signing VM tokens.\n");
+          io.stdout.write(
+            "Usage: ws-collector keygen > /etc/ws-collector/token.key\n\nPrints a new random 64-character key for signing VM tokens.\n",
+          );
           return 0;
         }
         if (rest.length) throw new UsageError(`keygen takes no arguments`);
         io.stdout.write(generateKey() + "\n");
         return 0;
       case "replay":
-        return await replayCommand(rest, { stdout: io.stdout, stderr: io.stderr, readFile: (p: string) => readFile(p, "utf8") });
+        return await replayCommand(rest, {
+          stdout: io.stdout,
+          stderr: io.stderr,
+          readFile: (p: string) => readFile(p, "utf8"),
+        });
       case "whatif":
-        return await (await import("./whatif/command.js")).whatifCommand(rest, { stdout: io.stdout, stderr: io.stderr });
+        return await (await import("./whatif/command.js")).whatifCommand(rest, {
+          stdout: io.stdout,
+          stderr: io.stderr,
+        });
       case "version":
       case "--version":
       case "-V":
@@ -176,4 +187,3 @@ export async function main(argv: string[], io: Io): Promise<number> {
     return 1;
   }
 }
-

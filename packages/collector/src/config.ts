@@ -37,7 +37,11 @@ export interface CollectorConfig {
 export class CollectorConfigError extends Error {
   override name = "CollectorConfigError";
   constructor(readonly problems: string[]) {
-    super(problems.length === 1 ? problems[0]! : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`);
+    super(
+      problems.length === 1
+        ? problems[0]!
+        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
+    );
   }
 }
 
@@ -51,11 +55,28 @@ export interface CollectorFlags {
   stopCommand?: string[];
 }
 
-const TOP_KEYS = ["mode", "grpc", "http", "tokenKeyFile", "reportInterval", "tick", "standalone", "kubernetes", "policy", "recordTrace", "notifications"];
+const TOP_KEYS = [
+  "mode",
+  "grpc",
+  "http",
+  "tokenKeyFile",
+  "reportInterval",
+  "tick",
+  "standalone",
+  "kubernetes",
+  "policy",
+  "recordTrace",
+  "notifications",
+];
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
-export function resolveCollectorConfig(fileText: string | undefined, filePath: string, flags: CollectorFlags, env: Record<string, string | undefined>): CollectorConfig {
+export function resolveCollectorConfig(
+  fileText: string | undefined,
+  filePath: string,
+  flags: CollectorFlags,
+  env: Record<string, string | undefined>,
+): CollectorConfig {
   const problems: string[] = [];
   let file: Obj = {};
   if (fileText !== undefined && fileText.trim() !== "") {
@@ -67,7 +88,8 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
       throw new CollectorConfigError([`${filePath}: not valid YAML: ${(error as Error).message.split("\n")[0]}`]);
     }
   }
-  for (const key of Object.keys(file)) if (!TOP_KEYS.includes(key)) problems.push(`${filePath}: unknown setting "${key}" (known: ${TOP_KEYS.join(", ")})`);
+  for (const key of Object.keys(file))
+    if (!TOP_KEYS.includes(key)) problems.push(`${filePath}: unknown setting "${key}" (known: ${TOP_KEYS.join(", ")})`);
   const section = (key: string): Obj => {
     const v = file[key];
     if (v == null) return {};
@@ -96,14 +118,22 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
   const standaloneFile = section("standalone");
   const kubeFile = section("kubernetes");
 
-  const modeText = flags.standalone ? "standalone" : flags.kubeconfig ? "kubernetes" : (str(file, "mode", `${filePath}: mode`) ?? "standalone");
-  if (modeText !== "standalone" && modeText !== "kubernetes") problems.push(`${filePath}: mode must be standalone or kubernetes, not "${modeText}"`);
+  const modeText = flags.standalone
+    ? "standalone"
+    : flags.kubeconfig
+      ? "kubernetes"
+      : (str(file, "mode", `${filePath}: mode`) ?? "standalone");
+  if (modeText !== "standalone" && modeText !== "kubernetes")
+    problems.push(`${filePath}: mode must be standalone or kubernetes, not "${modeText}"`);
 
   let stopCommand = flags.stopCommand;
   if (!stopCommand && standaloneFile.stopCommand != null) {
     const v = standaloneFile.stopCommand;
     if (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string")) stopCommand = v as string[];
-    else problems.push(`${filePath}: standalone.stopCommand must be a non-empty list of argv strings, e.g. ["virsh", "shutdown", "{name}"] (it is never run through a shell)`);
+    else
+      problems.push(
+        `${filePath}: standalone.stopCommand must be a non-empty list of argv strings, e.g. ["virsh", "shutdown", "{name}"] (it is never run through a shell)`,
+      );
   }
   const vms: CollectorConfig["standalone"]["vms"] = {};
   const vmsFile = standaloneFile.vms;
@@ -111,11 +141,15 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
     if (!isObj(vmsFile)) problems.push(`${filePath}: standalone.vms must map "namespace/name" to annotations`);
     else {
       for (const [id, value] of Object.entries(vmsFile)) {
-        if (!/^[a-z0-9-.]+\/[a-z0-9-.]+$/.test(id)) problems.push(`${filePath}: standalone.vms: "${id}" is not namespace/name`);
+        if (!/^[a-z0-9-.]+\/[a-z0-9-.]+$/.test(id))
+          problems.push(`${filePath}: standalone.vms: "${id}" is not namespace/name`);
         const entry = isObj(value) ? value : {};
         const labels = isObj(entry.labels) ? (entry.labels as Record<string, string>) : {};
         const annotations = isObj(entry.annotations) ? (entry.annotations as Record<string, string>) : {};
-        vms[id] = { labels: Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, String(v)])), annotations: Object.fromEntries(Object.entries(annotations).map(([k, v]) => [k, String(v)])) };
+        vms[id] = {
+          labels: Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, String(v)])),
+          annotations: Object.fromEntries(Object.entries(annotations).map(([k, v]) => [k, String(v)])),
+        };
       }
     }
   }
@@ -130,12 +164,18 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
       ...(str(grpcFile, "keyFile", "grpc.keyFile") ? { keyFile: str(grpcFile, "keyFile", "grpc.keyFile")! } : {}),
     },
     http: { listen: flags.httpListen ?? str(httpFile, "listen", `${filePath}: http.listen`) ?? "0.0.0.0:8080" },
-    tokenKeyFile: flags.keyFile ?? env.WS_COLLECTOR_KEY_FILE ?? str(file, "tokenKeyFile", `${filePath}: tokenKeyFile`) ?? "/etc/ws-collector/token.key",
+    tokenKeyFile:
+      flags.keyFile ??
+      env.WS_COLLECTOR_KEY_FILE ??
+      str(file, "tokenKeyFile", `${filePath}: tokenKeyFile`) ??
+      "/etc/ws-collector/token.key",
     reportIntervalSeconds: seconds(str(file, "reportInterval", "reportInterval"), `${filePath}: reportInterval`, 15),
     tickSeconds: seconds(str(file, "tick", "tick"), `${filePath}: tick`, 5),
     standalone: { ...(stopCommand ? { stopCommand } : {}), vms },
     kubernetes: {
-      ...(flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig") ? { kubeconfig: flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig")! } : {}),
+      ...((flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig"))
+        ? { kubeconfig: flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig")! }
+        : {}),
       leaseNamespace: str(kubeFile, "leaseNamespace", "kubernetes.leaseNamespace") ?? env.POD_NAMESPACE ?? "ws-system",
       leaseName: str(kubeFile, "leaseName", "kubernetes.leaseName") ?? "ws-collector",
       ownerLabel: str(kubeFile, "ownerLabel", "kubernetes.ownerLabel") ?? DEFAULT_OWNER_LABEL,
@@ -143,12 +183,19 @@ export function resolveCollectorConfig(fileText: string | undefined, filePath: s
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
-    ...(flags.recordTrace ?? str(file, "recordTrace", "recordTrace") ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! } : {}),
+    ...((flags.recordTrace ?? str(file, "recordTrace", "recordTrace"))
+      ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! }
+      : {}),
   };
-  for (const [label, address] of [["grpc.listen", config.grpc.listen], ["http.listen", config.http.listen]] as const) {
-    if (!/^[\w.\-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address)) problems.push(`${label}: "${address}" must be host:port`);
+  for (const [label, address] of [
+    ["grpc.listen", config.grpc.listen],
+    ["http.listen", config.http.listen],
+  ] as const) {
+    if (!/^[\w.\-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address))
+      problems.push(`${label}: "${address}" must be host:port`);
   }
-  if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile)) problems.push("grpc: certFile and keyFile go together");
+  if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))
+    problems.push("grpc: certFile and keyFile go together");
   if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
   if (problems.length) throw new CollectorConfigError(problems);
   return config;

@@ -14,7 +14,18 @@ import { DirectiveSchema, SourceState, type Directive, type Report } from "@ws/p
 import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
 import { vmId } from "./agents/server.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
-import type { Action, Decision, EngineState, Explanation, Policy, PolicyError, PolicyFallback, StopResult, StopTrigger, VmRecord } from "./engine/types.js";
+import type {
+  Action,
+  Decision,
+  EngineState,
+  Explanation,
+  Policy,
+  PolicyError,
+  PolicyFallback,
+  StopResult,
+  StopTrigger,
+  VmRecord,
+} from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
 import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keeplink/grant.js";
@@ -103,7 +114,13 @@ interface VmEntry {
 
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
   private readonly vms = new Map<string, VmEntry>();
-  private readonly counterValues: FleetCounters = { stops: new Map(), notices: 0, stopsCancelled: 0, leasesGranted: 0, policyErrors: 0 };
+  private readonly counterValues: FleetCounters = {
+    stops: new Map(),
+    notices: 0,
+    stopsCancelled: 0,
+    leasesGranted: 0,
+    policyErrors: 0,
+  };
   private readonly deadlines: DeadlineQueue<string>;
   private readonly listeners: TransitionListener[] = [];
   private sorted: VmEntry[] | undefined;
@@ -195,7 +212,10 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     if (entry.session !== session) return;
     if (truncated.join() !== entry.truncated.join()) {
       // Logged when it starts or changes, not on every Report of a misbehaving agent.
-      if (truncated.length > 0) this.options.log("warn", `${entry.id}: report cut to the per-agent limits: ${truncated.join(", ")}`, { vm: entry.id });
+      if (truncated.length > 0)
+        this.options.log("warn", `${entry.id}: report cut to the per-agent limits: ${truncated.join(", ")}`, {
+          vm: entry.id,
+        });
       entry.truncated = [...truncated];
     }
     this.options.record?.({ atMs: receivedAtMs, vm: entry.id, report });
@@ -294,14 +314,19 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
   }
 
   private policyInput(entry: VmEntry): Extract<StepInput, { kind: "policy" }> {
-    return { kind: "policy", policy: entry.loop.policy, status: entry.policyErrors.length ? { errors: entry.policyErrors, fallback: entry.fallback } : undefined };
+    return {
+      kind: "policy",
+      policy: entry.loop.policy,
+      status: entry.policyErrors.length ? { errors: entry.policyErrors, fallback: entry.fallback } : undefined,
+    };
   }
 
   /** Resolves the VM's policy from its metadata; true when it (or its errors) changed. */
   private applyPolicy(entry: VmEntry): boolean {
     const resolved = resolveVmPolicy(this.options.policySource, entry.key, entry.lastValidPolicy);
     const errorsChanged = JSON.stringify(resolved.errors) !== JSON.stringify(entry.policyErrors);
-    const policyChanged = entry.loop.policy === undefined || JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
+    const policyChanged =
+      entry.loop.policy === undefined || JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
     // The same policy keeps its object: the evidence kept for the latest Report stays valid.
     if (policyChanged) entry.loop.policy = resolved.policy;
     entry.lastValidPolicy = resolved.lastValid ?? entry.lastValidPolicy;
@@ -351,7 +376,14 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       entry.session.send(create(DirectiveSchema, directiveWithStatus(fields, decision.next, entry.loop.policy, now)));
     }
     if ((previousState !== next || decision.actions.length > 0) && this.listeners.length > 0) {
-      const transition: VmTransition = { vm: entry.key, atMs: now, from: previousState, to: next, decision, view: () => this.viewOf(entry, now) };
+      const transition: VmTransition = {
+        vm: entry.key,
+        atMs: now,
+        from: previousState,
+        to: next,
+        decision,
+        view: () => this.viewOf(entry, now),
+      };
       for (const listener of this.listeners) {
         try {
           listener(transition);
@@ -380,7 +412,8 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
           }
         }
         // Bounded: only the leases the agent still reports are remembered.
-        if (entry.knownLeases.size > action.decisions.length) entry.knownLeases = new Set(action.decisions.filter((d) => entry.knownLeases.has(d.id)).map((d) => d.id));
+        if (entry.knownLeases.size > action.decisions.length)
+          entry.knownLeases = new Set(action.decisions.filter((d) => entry.knownLeases.has(d.id)).map((d) => d.id));
         return;
       case "would-stop":
         this.countStop(action.trigger, "observe");
@@ -391,13 +424,26 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         this.countStop(action.trigger, "enforce");
         entry.stopInFlight = true;
         log("info", `${id}: stopping: ${action.reason}`, { vm: id, attempt: action.attempt });
-        void actuator.stop(entry.key, action.reason, { trigger: action.trigger, explanation: entry.loop.lastDecision?.explanation }).then((result) => {
-          entry.stopInFlight = false;
-          this.options.stats?.countStopOutcome(entry.key, result.outcome);
-          this.options.observer?.stopped(entry.key, result, { reason: action.reason, trigger: action.trigger }, entry.loop.policy, this.options.nowMs());
-          log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, { vm: id });
-          if (this.vms.get(id) === entry) this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
-        });
+        void actuator
+          .stop(entry.key, action.reason, {
+            trigger: action.trigger,
+            explanation: entry.loop.lastDecision?.explanation,
+          })
+          .then((result) => {
+            entry.stopInFlight = false;
+            this.options.stats?.countStopOutcome(entry.key, result.outcome);
+            this.options.observer?.stopped(
+              entry.key,
+              result,
+              { reason: action.reason, trigger: action.trigger },
+              entry.loop.policy,
+              this.options.nowMs(),
+            );
+            log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, {
+              vm: id,
+            });
+            if (this.vms.get(id) === entry) this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
+          });
         return;
       case "cancel-stop":
         log("info", `${id}: stop cancelled: ${action.reason}`, { vm: id });
@@ -410,7 +456,11 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         return;
       case "policy-error":
         // The engine's own PolicyInvalid event carries the audit; this is the log line (the metric counts in applyPolicy).
-        log("warn", `${id}: invalid policy (${action.fallback}): ${action.errors.map((e) => `${e.key}: ${e.message}`).join("; ")}`, { vm: id });
+        log(
+          "warn",
+          `${id}: invalid policy (${action.fallback}): ${action.errors.map((e) => `${e.key}: ${e.message}`).join("; ")}`,
+          { vm: id },
+        );
         return;
       default: {
         const never: never = action;
@@ -460,7 +510,15 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         message: source.message,
       })),
       ...(notice
-        ? { notice: { id: notice.id, reason: notice.reason, deadlineMs: notice.deadlineMs, mode: notice.mode, ...(notice.wouldStopAtMs !== undefined ? { wouldStopAtMs: notice.wouldStopAtMs } : {}) } }
+        ? {
+            notice: {
+              id: notice.id,
+              reason: notice.reason,
+              deadlineMs: notice.deadlineMs,
+              mode: notice.mode,
+              ...(notice.wouldStopAtMs !== undefined ? { wouldStopAtMs: notice.wouldStopAtMs } : {}),
+            },
+          }
         : {}),
     };
   }
@@ -481,12 +539,30 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
 
   grantViaLink(vm: VmKey, grant: LinkGrant, _nowMs: number): GrantOutcome {
     const entry = this.vms.get(vmId(vm));
-    if (!entry?.session) return { ok: false, message: "the VM's agent is not connected right now, so it cannot be told; nothing was changed" };
-    if (entry.loop.record?.notice?.id !== grant.noticeId) return { ok: false, message: "this notice is no longer pending (the stop was cancelled or has happened); nothing was changed" };
+    if (!entry?.session)
+      return {
+        ok: false,
+        message: "the VM's agent is not connected right now, so it cannot be told; nothing was changed",
+      };
+    if (entry.loop.record?.notice?.id !== grant.noticeId)
+      return {
+        ok: false,
+        message: "this notice is no longer pending (the stop was cancelled or has happened); nothing was changed",
+      };
     const leaseId = randomBytes(4).toString("hex");
     const seconds = Math.min(grant.seconds, entry.loop.policy.maxKeepRunningSeconds);
-    entry.session.send(create(DirectiveSchema, { leaseGrants: [{ id: leaseId, seconds, user: grant.user, reason: grant.reason, via: "link", noticeId: grant.noticeId }] }));
-    this.options.log("info", `${entry.id}: keep-running link used: lease ${leaseId} for ${seconds}s sent to the agent`, { vm: entry.id, notice: grant.noticeId });
+    entry.session.send(
+      create(DirectiveSchema, {
+        leaseGrants: [
+          { id: leaseId, seconds, user: grant.user, reason: grant.reason, via: "link", noticeId: grant.noticeId },
+        ],
+      }),
+    );
+    this.options.log(
+      "info",
+      `${entry.id}: keep-running link used: lease ${leaseId} for ${seconds}s sent to the agent`,
+      { vm: entry.id, notice: grant.noticeId },
+    );
     return { ok: true, leaseId };
   }
 

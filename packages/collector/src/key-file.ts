@@ -7,7 +7,9 @@ export function loadKey(path: string): Buffer {
   try {
     contents = readFileSync(path);
   } catch (error) {
-    throw new KeyError(`cannot read key file ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message} (create one with: ws-collector keygen > ${path})`);
+    throw new KeyError(
+      `cannot read key file ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message} (create one with: ws-collector keygen > ${path})`,
+    );
   }
   return keyFromFile(contents, path);
 }

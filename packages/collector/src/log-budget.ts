@@ -23,7 +23,11 @@ export function budgetedLogger(inner: Logger, options: LogBudgetOptions): Logger
       windowStart = now;
       used.clear();
       if (suppressed > 0) {
-        inner("warn", `${suppressed} log lines left out over the last second(s): more than the log budget (${limits.info} info, ${limits.warn} warnings per second)`, { suppressed });
+        inner(
+          "warn",
+          `${suppressed} log lines left out over the last second(s): more than the log budget (${limits.info} info, ${limits.warn} warnings per second)`,
+          { suppressed },
+        );
         suppressed = 0;
       }
     }

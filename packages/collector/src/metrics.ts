@@ -28,7 +28,11 @@ export interface MetricsOptions {
 }
 
 /** prom-client default metrics that `promtool check metrics` rejects (gauges ending in _total). */
-const LINT_FAILING_DEFAULTS = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
+const LINT_FAILING_DEFAULTS = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
+];
 
 const DECISION_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1];
 const SCRAPE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -43,11 +47,17 @@ interface PerVmFamily {
   lines(view: VmView, vm: string, stats: CollectorStats): string[];
 }
 
-const one = (name: string, vm: string, value: number | undefined): string[] => (value === undefined ? [] : [`${name}{${vm}} ${formatValue(value)}`]);
-const labelled = (name: string, vm: string, label: string, value: string, sample: number): string => `${name}{${vm},${label}="${escapeLabel(value)}"} ${formatValue(sample)}`;
+const one = (name: string, vm: string, value: number | undefined): string[] =>
+  value === undefined ? [] : [`${name}{${vm}} ${formatValue(value)}`];
+const labelled = (name: string, vm: string, label: string, value: string, sample: number): string =>
+  `${name}{${vm},${label}="${escapeLabel(value)}"} ${formatValue(sample)}`;
 
 /** A gauge of one value from the latest Report, exported only while the agent is connected. */
-const reading = (name: string, help: string, pick: (r: NonNullable<VmView["readings"]>) => number | undefined): PerVmFamily => ({
+const reading = (
+  name: string,
+  help: string,
+  pick: (r: NonNullable<VmView["readings"]>) => number | undefined,
+): PerVmFamily => ({
   name,
   help,
   type: "gauge",
@@ -69,19 +79,30 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     name: "workstation_last_activity_timestamp_seconds",
     help: "Unix time of the last strong evidence of use.",
     type: "gauge",
-    lines: (v, vm) => one("workstation_last_activity_timestamp_seconds", vm, v.lastActivityAtMs === undefined ? undefined : v.lastActivityAtMs / 1000),
+    lines: (v, vm) =>
+      one(
+        "workstation_last_activity_timestamp_seconds",
+        vm,
+        v.lastActivityAtMs === undefined ? undefined : v.lastActivityAtMs / 1000,
+      ),
   },
   {
     name: "workstation_last_report_timestamp_seconds",
     help: "Unix time the collector received the VM's latest report.",
     type: "gauge",
-    lines: (v, vm) => one("workstation_last_report_timestamp_seconds", vm, v.lastReportAtMs === undefined ? undefined : v.lastReportAtMs / 1000),
+    lines: (v, vm) =>
+      one(
+        "workstation_last_report_timestamp_seconds",
+        vm,
+        v.lastReportAtMs === undefined ? undefined : v.lastReportAtMs / 1000,
+      ),
   },
   {
     name: "workstation_state",
     help: "Current state of the VM (1 for the current state, 0 for the others).",
     type: "gauge",
-    lines: (v, vm) => STATES.map((state) => labelled("workstation_state", vm, "state", state, v.state === state ? 1 : 0)),
+    lines: (v, vm) =>
+      STATES.map((state) => labelled("workstation_state", vm, "state", state, v.state === state ? 1 : 0)),
   },
   {
     name: "workstation_autostop_enabled",
@@ -93,7 +114,12 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     name: "workstation_stop_deadline_timestamp_seconds",
     help: "Unix time the VM will be stopped if nothing changes (absent when no stop is scheduled).",
     type: "gauge",
-    lines: (v, vm) => one("workstation_stop_deadline_timestamp_seconds", vm, v.stopDeadlineMs === undefined ? undefined : v.stopDeadlineMs / 1000),
+    lines: (v, vm) =>
+      one(
+        "workstation_stop_deadline_timestamp_seconds",
+        vm,
+        v.stopDeadlineMs === undefined ? undefined : v.stopDeadlineMs / 1000,
+      ),
   },
   {
     name: "workstation_policy_invalid_settings",
@@ -111,13 +137,21 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     name: "workstation_signal_active",
     help: "1 when the signal family currently shows use.",
     type: "gauge",
-    lines: (v, vm) => Object.entries(v.signals).map(([signal, active]) => labelled("workstation_signal_active", vm, "signal", signal, active ? 1 : 0)),
+    lines: (v, vm) =>
+      Object.entries(v.signals).map(([signal, active]) =>
+        labelled("workstation_signal_active", vm, "signal", signal, active ? 1 : 0),
+      ),
   },
   {
     name: "workstation_lease_expiry_timestamp_seconds",
     help: "Unix time the latest keep-running lease ends (clamped to max-keep-running).",
     type: "gauge",
-    lines: (v, vm) => one("workstation_lease_expiry_timestamp_seconds", vm, v.leases.length > 0 ? Math.max(...v.leases.map((l) => l.expiresAtMs)) / 1000 : undefined),
+    lines: (v, vm) =>
+      one(
+        "workstation_lease_expiry_timestamp_seconds",
+        vm,
+        v.leases.length > 0 ? Math.max(...v.leases.map((l) => l.expiresAtMs)) / 1000 : undefined,
+      ),
   },
   {
     name: "workstation_disk_used_ratio",
@@ -149,15 +183,34 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     name: "workstation_gpu_utilization_ratio",
     help: "GPU utilization reported by the agent (0..1); absent for a GPU that cannot say ([N/A]).",
     type: "gauge",
-    lines: (v, vm) => Object.entries(v.readings?.gpuUtilization ?? {}).map(([gpu, ratio]) => labelled("workstation_gpu_utilization_ratio", vm, "gpu", gpu, ratio)),
+    lines: (v, vm) =>
+      Object.entries(v.readings?.gpuUtilization ?? {}).map(([gpu, ratio]) =>
+        labelled("workstation_gpu_utilization_ratio", vm, "gpu", gpu, ratio),
+      ),
   },
   reading("workstation_gpu_processes", "Processes holding a GPU.", (r) => r.gpuProcesses),
-  reading("workstation_cpu_busy_ratio", "Share of all CPUs busy over the agent's last interval (0..1).", (r) => r.cpuBusyRatio),
-  reading("workstation_user_process_cpu_cores", "CPU used by non-system users' processes over the agent's last interval, in cores.", (r) => r.userProcessCpuCores),
-  reading("workstation_network_bytes_per_second", "Network receive plus transmit, loopback excluded.", (r) => r.networkBytesPerSecond),
+  reading(
+    "workstation_cpu_busy_ratio",
+    "Share of all CPUs busy over the agent's last interval (0..1).",
+    (r) => r.cpuBusyRatio,
+  ),
+  reading(
+    "workstation_user_process_cpu_cores",
+    "CPU used by non-system users' processes over the agent's last interval, in cores.",
+    (r) => r.userProcessCpuCores,
+  ),
+  reading(
+    "workstation_network_bytes_per_second",
+    "Network receive plus transmit, loopback excluded.",
+    (r) => r.networkBytesPerSecond,
+  ),
   reading("workstation_disk_io_bytes_per_second", "Disk read plus write.", (r) => r.diskBytesPerSecond),
   reading("workstation_jupyter_busy_kernels", "Jupyter kernels executing code.", (r) => r.jupyterBusyKernels),
-  reading("workstation_jupyter_connected_kernels", "Jupyter kernels with a browser connected.", (r) => r.jupyterConnectedKernels),
+  reading(
+    "workstation_jupyter_connected_kernels",
+    "Jupyter kernels with a browser connected.",
+    (r) => r.jupyterConnectedKernels,
+  ),
   reading("workstation_idle_inhibitors", "logind idle inhibitor locks held in the VM.", (r) => r.idleInhibitors),
   {
     name: "workstation_signal_last_activity_timestamp_seconds",
@@ -166,7 +219,9 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     lines: (v, vm) =>
       Object.entries(v.readings?.lastActivityAtMs ?? {})
         .filter((entry): entry is [string, number] => entry[1] !== undefined)
-        .map(([signal, atMs]) => labelled("workstation_signal_last_activity_timestamp_seconds", vm, "signal", signal, atMs / 1000)),
+        .map(([signal, atMs]) =>
+          labelled("workstation_signal_last_activity_timestamp_seconds", vm, "signal", signal, atMs / 1000),
+        ),
   },
   // Every outcome from 0 on, for every VM: increase() then sees the first refusal too.
   {
@@ -175,7 +230,9 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     type: "counter",
     lines: (v, vm, stats) => {
       const counts = stats.stopOutcomes.get(`${v.namespace}/${v.name}`);
-      return STOP_OUTCOMES.map((outcome) => labelled("workstation_stop_outcomes_total", vm, "outcome", outcome, counts?.get(outcome) ?? 0));
+      return STOP_OUTCOMES.map((outcome) =>
+        labelled("workstation_stop_outcomes_total", vm, "outcome", outcome, counts?.get(outcome) ?? 0),
+      );
     },
   },
 ];
@@ -242,7 +299,8 @@ export class PerVmSeriesCache {
 
     const parts: string[] = [`# HELP ${IDLE_SECONDS} ${IDLE_HELP}`, `# TYPE ${IDLE_SECONDS} gauge`];
     for (const cached of entries) {
-      if (cached.idleFromMs !== undefined) parts.push(`${IDLE_SECONDS}{${cached.vm}} ${formatValue(Math.max(0, (nowMs - cached.idleFromMs) / 1000))}`);
+      if (cached.idleFromMs !== undefined)
+        parts.push(`${IDLE_SECONDS}{${cached.vm}} ${formatValue(Math.max(0, (nowMs - cached.idleFromMs) / 1000))}`);
     }
     PER_VM_FAMILIES.forEach((family, index) => {
       parts.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`);
@@ -260,7 +318,8 @@ export class PerVmSeriesCache {
       version,
       vm,
       blocks: PER_VM_FAMILIES.map((family) => family.lines(view, vm, this.stats).join("\n")),
-      idleFromMs: view.idleSeconds !== undefined && view.lastActivityAtMs !== undefined ? view.lastActivityAtMs : undefined,
+      idleFromMs:
+        view.idleSeconds !== undefined && view.lastActivityAtMs !== undefined ? view.lastActivityAtMs : undefined,
       seen: 0,
     };
   }
@@ -309,7 +368,12 @@ export function createMetrics(
     for (const name of LINT_FAILING_DEFAULTS) health.removeSingleMetric(name);
   }
 
-  const counterFrom = <L extends string>(name: string, help: string, labelNames: readonly L[], fill: (inc: (labels: Partial<Record<L, string>>, value: number) => void) => void) =>
+  const counterFrom = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    fill: (inc: (labels: Partial<Record<L, string>>, value: number) => void) => void,
+  ) =>
     new Counter({
       name,
       help,
@@ -321,41 +385,83 @@ export function createMetrics(
       },
     });
 
-  counterFrom("workstation_stops_total", "VM stops decided, by trigger (idle, agent-lost) and mode (observe: would have stopped).", ["reason", "mode"], (inc) => {
-    for (const [key, value] of fleet.counters().stops) {
-      const [reason = "", mode = ""] = key.split("|");
-      inc({ reason, mode }, value);
-    }
-  });
+  counterFrom(
+    "workstation_stops_total",
+    "VM stops decided, by trigger (idle, agent-lost) and mode (observe: would have stopped).",
+    ["reason", "mode"],
+    (inc) => {
+      for (const [key, value] of fleet.counters().stops) {
+        const [reason = "", mode = ""] = key.split("|");
+        inc({ reason, mode }, value);
+      }
+    },
+  );
   counterFrom("workstation_notices_total", "Stop notices sent to VMs.", [], (inc) => inc({}, fleet.counters().notices));
-  counterFrom("workstation_stop_cancelled_total", "Pending stops cancelled by activity or a lease.", [], (inc) => inc({}, fleet.counters().stopsCancelled));
-  counterFrom("workstation_leases_granted_total", "Keep-running leases accepted.", [], (inc) => inc({}, fleet.counters().leasesGranted));
-  counterFrom("workstation_policy_errors_total", "Invalid policy values seen (the VM kept its previous valid policy).", [], (inc) => inc({}, fleet.counters().policyErrors));
+  counterFrom("workstation_stop_cancelled_total", "Pending stops cancelled by activity or a lease.", [], (inc) =>
+    inc({}, fleet.counters().stopsCancelled),
+  );
+  counterFrom("workstation_leases_granted_total", "Keep-running leases accepted.", [], (inc) =>
+    inc({}, fleet.counters().leasesGranted),
+  );
+  counterFrom(
+    "workstation_policy_errors_total",
+    "Invalid policy values seen (the VM kept its previous valid policy).",
+    [],
+    (inc) => inc({}, fleet.counters().policyErrors),
+  );
 
-  counterFrom("workstation_reports_received_total", "Reports received from agents.", [], (inc) => inc({}, stats.reportsReceived));
-  counterFrom("workstation_report_decode_failures_total", "Agent messages that failed to decode (kind=decode) or validate (kind=validation).", ["kind"], (inc) => {
-    inc({ kind: "decode" }, stats.reportDecodeFailures);
-    inc({ kind: "validation" }, stats.reportValidationFailures);
-  });
-  counterFrom("workstation_report_truncations_total", "Report fields cut to the per-agent limits, by field (docs/collector-limits.md).", ["field"], (inc) => {
-    for (const [field, value] of stats.truncations) inc({ field }, value);
-  });
-  counterFrom("workstation_reports_rate_limited_total", "Reports dropped because one agent stream sent them faster than the per-stream limit (2 per second sustained, 10 at once).", [], (inc) =>
-    inc({}, stats.reportsRateLimited),
+  counterFrom("workstation_reports_received_total", "Reports received from agents.", [], (inc) =>
+    inc({}, stats.reportsReceived),
+  );
+  counterFrom(
+    "workstation_report_decode_failures_total",
+    "Agent messages that failed to decode (kind=decode) or validate (kind=validation).",
+    ["kind"],
+    (inc) => {
+      inc({ kind: "decode" }, stats.reportDecodeFailures);
+      inc({ kind: "validation" }, stats.reportValidationFailures);
+    },
+  );
+  counterFrom(
+    "workstation_report_truncations_total",
+    "Report fields cut to the per-agent limits, by field (docs/collector-limits.md).",
+    ["field"],
+    (inc) => {
+      for (const [field, value] of stats.truncations) inc({ field }, value);
+    },
+  );
+  counterFrom(
+    "workstation_reports_rate_limited_total",
+    "Reports dropped because one agent stream sent them faster than the per-stream limit (2 per second sustained, 10 at once).",
+    [],
+    (inc) => inc({}, stats.reportsRateLimited),
   );
   counterFrom("workstation_auth_failures_total", "Agent streams refused, by reason.", ["reason"], (inc) => {
     for (const [reason, value] of stats.authFailures) inc({ reason }, value);
   });
-  counterFrom("workstation_agent_streams_refused_busy_total", "Agent streams told to come back later (RESOURCE_EXHAUSTED with a retry hint) because the collector was admitting Hellos at its limit.", [], (inc) =>
-    inc({}, stats.streamsRefusedBusy),
+  counterFrom(
+    "workstation_agent_streams_refused_busy_total",
+    "Agent streams told to come back later (RESOURCE_EXHAUSTED with a retry hint) because the collector was admitting Hellos at its limit.",
+    [],
+    (inc) => inc({}, stats.streamsRefusedBusy),
   );
-  counterFrom("workstation_kube_requests_total", "Kubernetes API requests by verb and response code.", ["verb", "code"], (inc) => {
-    for (const [key, value] of stats.kubeRequests) {
-      const [verb = "", code = ""] = key.split("|");
-      inc({ verb, code }, value);
-    }
-  });
-  counterFrom("workstation_agent_streams_opened_total", "Agent streams accepted after authentication, reconnections included.", [], (inc) => inc({}, stats.streamsOpened));
+  counterFrom(
+    "workstation_kube_requests_total",
+    "Kubernetes API requests by verb and response code.",
+    ["verb", "code"],
+    (inc) => {
+      for (const [key, value] of stats.kubeRequests) {
+        const [verb = "", code = ""] = key.split("|");
+        inc({ verb, code }, value);
+      }
+    },
+  );
+  counterFrom(
+    "workstation_agent_streams_opened_total",
+    "Agent streams accepted after authentication, reconnections included.",
+    [],
+    (inc) => inc({}, stats.streamsOpened),
+  );
   new Gauge({
     name: "workstation_agent_streams",
     help: "Open agent streams.",
@@ -384,14 +490,20 @@ export function createMetrics(
   // The registry handed out: the leader's own metrics, answering metrics() with everything.
   const renderFleet = registry.metrics.bind(registry);
   const renderHealth = health.metrics.bind(health);
-  exportedNames.set(registry, () => [...health.getMetricsAsArray(), ...registry.getMetricsAsArray()].map((metric) => metric.name).concat(PER_VM_METRIC_NAMES));
+  exportedNames.set(registry, () =>
+    [...health.getMetricsAsArray(), ...registry.getMetricsAsArray()]
+      .map((metric) => metric.name)
+      .concat(PER_VM_METRIC_NAMES),
+  );
   registry.metrics = async () => {
     const began = performance.now();
     try {
       const own = await renderHealth();
       if (!leader()) return own;
       const now = nowMs();
-      const sources = fleet.seriesSources?.() ?? fleet.views(now).map((view) => ({ id: `${view.namespace}/${view.name}`, version: -1, view: () => view }));
+      const sources =
+        fleet.seriesSources?.() ??
+        fleet.views(now).map((view) => ({ id: `${view.namespace}/${view.name}`, version: -1, view: () => view }));
       return own + (await renderFleet()) + "\n" + perVm.render(sources, now);
     } finally {
       scrapeDuration.observe((performance.now() - began) / 1000);

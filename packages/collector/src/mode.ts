@@ -21,4 +21,3 @@ export interface CollectorMode {
   /** Starts watches and elections once the fleet exists; returns how to stop them. */
   start?: (fleet: Fleet) => Promise<() => Promise<void>>;
 }
-

@@ -19,7 +19,10 @@ export interface PolicySource {
 
 export function resolveVmPolicy(source: PolicySource, vm: VmKey, lastValid: Policy | undefined): ResolvedPolicy {
   const { labels, annotations } = source.metadataFor(vm);
-  return resolvePolicy(lastValid, policyFromAnnotations(labels, annotations, source.defaults, source.profiles, source.prefix));
+  return resolvePolicy(
+    lastValid,
+    policyFromAnnotations(labels, annotations, source.defaults, source.profiles, source.prefix),
+  );
 }
 
 /** Standalone: per-VM metadata from the config file; VMs not listed get the defaults. */

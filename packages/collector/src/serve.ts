@@ -52,7 +52,11 @@ function standaloneMode(config: CollectorConfig, policy: CollectorPolicyConfig, 
     actuator: {
       async stop(vm, reason) {
         if (!command) {
-          log("info", `STOP ${vm.namespace}/${vm.name} (standalone, no stopCommand configured: logged only): ${reason}`, { vm: `${vm.namespace}/${vm.name}` });
+          log(
+            "info",
+            `STOP ${vm.namespace}/${vm.name} (standalone, no stopCommand configured: logged only): ${reason}`,
+            { vm: `${vm.namespace}/${vm.name}` },
+          );
           return { outcome: "accepted", message: "logged (no stopCommand configured)" };
         }
         const result = await runStopCommand(command, vm);
@@ -88,7 +92,14 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   return run(config, mode, key, stats, log, nowMs);
 }
 
-async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, stats: CollectorStats, log: Logger, nowMs: () => number): Promise<number> {
+async function run(
+  config: CollectorConfig,
+  mode: CollectorMode,
+  key: Buffer,
+  stats: CollectorStats,
+  log: Logger,
+  nowMs: () => number,
+): Promise<number> {
   const recorder = config.recordTrace
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
@@ -113,9 +124,19 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
     ...(mode.vmDetails ? { vmDetails: mode.vmDetails } : {}),
     authenticate: async (vm, token, peer) => {
-      if (!mode.leader()) return { ok: false, code: grpc.status.UNAVAILABLE, kind: "not-leader", reason: "this collector replica is not the leader; reconnect" };
+      if (!mode.leader())
+        return {
+          ok: false,
+          code: grpc.status.UNAVAILABLE,
+          kind: "not-leader",
+          reason: "this collector replica is not the leader; reconnect",
+        };
       if (!verifyToken(key, vm.namespace, vm.name, token)) {
-        return { ok: false, code: grpc.status.UNAUTHENTICATED, reason: `token does not match VM ${vm.namespace}/${vm.name} (ws-collector token prints the right one)` };
+        return {
+          ok: false,
+          code: grpc.status.UNAUTHENTICATED,
+          reason: `token does not match VM ${vm.namespace}/${vm.name} (ws-collector token prints the right one)`,
+        };
       }
       return mode.authenticate ? mode.authenticate(vm, peer) : { ok: true };
     },
@@ -123,11 +144,18 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
   });
   const agents = new AgentServer({ sink: fleet, stats, log, nowMs });
   const credentials = config.grpc.certFile
-    ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: readFileSync(config.grpc.certFile), private_key: readFileSync(config.grpc.keyFile!) }], false)
+    ? grpc.ServerCredentials.createSsl(
+        null,
+        [{ cert_chain: readFileSync(config.grpc.certFile), private_key: readFileSync(config.grpc.keyFile!) }],
+        false,
+      )
     : grpc.ServerCredentials.createInsecure();
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
-  const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, { leader: mode.leader, mode: mode.name });
+  const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
+    leader: mode.leader,
+    mode: mode.name,
+  });
   registerNotificationMetrics(registry, outreach.sender);
   const keepLinks = new KeepLinks({
     granter: fleet,
@@ -161,11 +189,19 @@ async function run(config: CollectorConfig, mode: CollectorMode, key: Buffer, st
     grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
     http: `${http.host}:${httpPort}`,
     tls: Boolean(config.grpc.certFile),
-    webhooks: config.notifications.webhooks.length + Object.values(config.notifications.profiles).reduce((n, list) => n + list.length, 0),
+    webhooks:
+      config.notifications.webhooks.length +
+      Object.values(config.notifications.profiles).reduce((n, list) => n + list.length, 0),
     keepLinks: config.notifications.publicUrl ? "on" : "off (notifications.publicUrl unset)",
-    ...(mode.name === "standalone" ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" } : {}),
+    ...(mode.name === "standalone"
+      ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
+      : {}),
   });
-  if (!config.grpc.certFile) log("warn", "gRPC without TLS: tokens travel in clear; set grpc.certFile/keyFile or use a mesh outside a test setup");
+  if (!config.grpc.certFile)
+    log(
+      "warn",
+      "gRPC without TLS: tokens travel in clear; set grpc.certFile/keyFile or use a mesh outside a test setup",
+    );
 
   await new Promise<void>((resolve) => {
     process.once("SIGTERM", () => resolve());

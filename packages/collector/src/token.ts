@@ -14,7 +14,9 @@ export function keyFromFile(contents: Buffer, path: string): Buffer {
   const text = contents.toString("utf8").trim();
   const key = Buffer.from(text, "utf8");
   if (key.length < MIN_KEY_BYTES) {
-    throw new KeyError(`${path}: key is ${key.length} bytes; at least ${MIN_KEY_BYTES} are needed (generate one with: ws-collector keygen > ${path})`);
+    throw new KeyError(
+      `${path}: key is ${key.length} bytes; at least ${MIN_KEY_BYTES} are needed (generate one with: ws-collector keygen > ${path})`,
+    );
   }
   return key;
 }

@@ -21,12 +21,20 @@ function filesUnder(dir: string, keep: (file: string) => boolean): string[] {
 /** Reasons the collector's sources pass to an Event: the engine's event(type, reason, …) and the edge's auditEvent(reason, …). */
 function reasonsInSources(): Map<string, string[]> {
   const found = new Map<string, string[]>();
-  const sources = filesUnder(path.join(repoRoot, "packages/collector/src"), (f) => f.endsWith(".ts") && !f.endsWith("engine/events.ts"));
+  const sources = filesUnder(
+    path.join(repoRoot, "packages/collector/src"),
+    (f) => f.endsWith(".ts") && !f.endsWith("engine/events.ts"),
+  );
   for (const file of sources) {
     const text = readFileSync(file, "utf8");
-    const patterns = [/\bevent\(\s*(?:step,\s*)?(?:"(?:Normal|Warning)"|trigger[^,]*),\s*"([A-Za-z]+)"/g, /\bauditEvent\(\s*"([A-Za-z]+)"/g, /\breason:\s*"([A-Z][A-Za-z]+)",\s*action:/g];
+    const patterns = [
+      /\bevent\(\s*(?:step,\s*)?(?:"(?:Normal|Warning)"|trigger[^,]*),\s*"([A-Za-z]+)"/g,
+      /\bauditEvent\(\s*"([A-Za-z]+)"/g,
+      /\breason:\s*"([A-Z][A-Za-z]+)",\s*action:/g,
+    ];
     for (const pattern of patterns) {
-      for (const match of text.matchAll(pattern)) found.set(match[1]!, [...(found.get(match[1]!) ?? []), path.relative(repoRoot, file)]);
+      for (const match of text.matchAll(pattern))
+        found.set(match[1]!, [...(found.get(match[1]!) ?? []), path.relative(repoRoot, file)]);
     }
   }
   return found;
@@ -40,7 +48,10 @@ describe("Event reasons", () => {
 
   it("are documented in docs/kubernetes.md by the table the list renders", () => {
     const docs = readFileSync(path.join(repoRoot, "docs/kubernetes.md"), "utf8");
-    expect(docs.includes(eventReasonsTable()), `docs/kubernetes.md must hold this table verbatim:\n${eventReasonsTable()}`).toBe(true);
+    expect(
+      docs.includes(eventReasonsTable()),
+      `docs/kubernetes.md must hold this table verbatim:\n${eventReasonsTable()}`,
+    ).toBe(true);
   });
 
   it("named anywhere in the docs, the README or the packaging exist (field selectors, `Reason` Events)", () => {
@@ -56,8 +67,12 @@ describe("Event reasons", () => {
         ...[...text.matchAll(/reason=([A-Z][A-Za-z]+)/g)].map((m) => m[1]!),
         // "`IdleStop` Event", "Events (`IdleStop`, `IdleStopFailed`)", "the IdleStopRefused Events"
         ...[...text.matchAll(/`([A-Z][a-z]+[A-Z][A-Za-z]+)`\s+(?:Warning\s+)?Events?\b/g)].map((m) => m[1]!),
-        ...[...text.matchAll(/Events?\s*\(([^)]*)\)/g)].flatMap((m) => [...m[1]!.matchAll(/`([A-Z][a-z]+[A-Z][A-Za-z]+)`/g)].map((n) => n[1]!)),
-        ...[...text.matchAll(/\b(?:the|an?)\s+`?([A-Z][a-z]+[A-Z][A-Za-z]+)`?\s+(?:Warning\s+)?Events?\b/g)].map((m) => m[1]!),
+        ...[...text.matchAll(/Events?\s*\(([^)]*)\)/g)].flatMap((m) =>
+          [...m[1]!.matchAll(/`([A-Z][a-z]+[A-Z][A-Za-z]+)`/g)].map((n) => n[1]!),
+        ),
+        ...[...text.matchAll(/\b(?:the|an?)\s+`?([A-Z][a-z]+[A-Z][A-Za-z]+)`?\s+(?:Warning\s+)?Events?\b/g)].map(
+          (m) => m[1]!,
+        ),
       ];
       for (const name of named) if (!isEventReason(name)) unknown.push(`${path.relative(repoRoot, file)}: ${name}`);
     }
@@ -66,10 +81,15 @@ describe("Event reasons", () => {
 
   it("never name the reasons of the first wave that no code sends", () => {
     const retired = ["StopPending", "WouldStop", "BadPolicy", "StopRefused", "StopCancelled", "StopFailed"];
-    const files = [path.join(repoRoot, "README.md"), ...filesUnder(path.join(repoRoot, "docs"), (f) => f.endsWith(".md"))];
+    const files = [
+      path.join(repoRoot, "README.md"),
+      ...filesUnder(path.join(repoRoot, "docs"), (f) => f.endsWith(".md")),
+    ];
     const hits = files.flatMap((file) => {
       const text = readFileSync(file, "utf8");
-      return retired.filter((name) => new RegExp(`(?<![A-Za-z])${name}(?![A-Za-z])`).test(text)).map((name) => `${path.relative(repoRoot, file)}: ${name}`);
+      return retired
+        .filter((name) => new RegExp(`(?<![A-Za-z])${name}(?![A-Za-z])`).test(text))
+        .map((name) => `${path.relative(repoRoot, file)}: ${name}`);
     });
     expect(hits).toEqual([]);
   });

@@ -57,7 +57,16 @@ function view(name: string, overrides: Partial<VmView> = {}): VmView {
 
 class StubFleet implements FleetReader {
   vms: VmView[] = [];
-  readonly counterValues: FleetCounters = { stops: new Map([["idle|enforce", 3], ["idle|observe", 5]]), notices: 9, stopsCancelled: 4, leasesGranted: 2, policyErrors: 1 };
+  readonly counterValues: FleetCounters = {
+    stops: new Map([
+      ["idle|enforce", 3],
+      ["idle|observe", 5],
+    ]),
+    notices: 9,
+    stopsCancelled: 4,
+    leasesGranted: 2,
+    policyErrors: 1,
+  };
   views(): VmView[] {
     return this.vms;
   }
@@ -69,9 +78,18 @@ class StubFleet implements FleetReader {
 function setup(options: { leader?: () => boolean } = {}) {
   const fleet = new StubFleet();
   const stats = new CollectorStats();
-  const registry = createMetrics(fleet, stats, () => NOW, () => 3, options);
+  const registry = createMetrics(
+    fleet,
+    stats,
+    () => NOW,
+    () => 3,
+    options,
+  );
   // serve.ts adds the notification metrics to the same registry.
-  registerNotificationMetrics(registry, new WebhookSender({ log: () => {}, timeoutMs: 1000, retries: 0, queueSize: 1 }));
+  registerNotificationMetrics(
+    registry,
+    new WebhookSender({ log: () => {}, timeoutMs: 1000, retries: 0, queueSize: 1 }),
+  );
   return { fleet, stats, registry };
 }
 
@@ -120,8 +138,12 @@ describe("createMetrics", () => {
     expect(sample(text, `workstation_jupyter_busy_kernels{${vm}}`)).toBe(1);
     expect(sample(text, `workstation_jupyter_connected_kernels{${vm}}`)).toBe(2);
     expect(sample(text, `workstation_idle_inhibitors{${vm}}`)).toBe(0);
-    expect(sample(text, `workstation_signal_last_activity_timestamp_seconds{${vm},signal="tty-input"}`)).toBe((NOW - 600_000) / 1000);
-    expect(sample(text, `workstation_signal_last_activity_timestamp_seconds{${vm},signal="code-server"}`)).toBe((NOW - 30_000) / 1000);
+    expect(sample(text, `workstation_signal_last_activity_timestamp_seconds{${vm},signal="tty-input"}`)).toBe(
+      (NOW - 600_000) / 1000,
+    );
+    expect(sample(text, `workstation_signal_last_activity_timestamp_seconds{${vm},signal="code-server"}`)).toBe(
+      (NOW - 30_000) / 1000,
+    );
     expect(sample(text, `workstation_policy_invalid_settings{${vm}}`)).toBe(0);
   });
 
@@ -225,8 +247,18 @@ describe("createMetrics", () => {
         return current;
       },
     };
-    const fleet: FleetReader = { views: () => [current], counters: () => new StubFleet().counterValues, seriesSources: () => [source] };
-    const registry = createMetrics(fleet, new CollectorStats(), () => now, () => 1, { processMetrics: false });
+    const fleet: FleetReader = {
+      views: () => [current],
+      counters: () => new StubFleet().counterValues,
+      seriesSources: () => [source],
+    };
+    const registry = createMetrics(
+      fleet,
+      new CollectorStats(),
+      () => now,
+      () => 1,
+      { processMetrics: false },
+    );
     const first = await registry.metrics();
     now += 30_000;
     const second = await registry.metrics();
@@ -262,13 +294,22 @@ describe("createMetrics", () => {
     expect(sample(standby, "workstation_collector_leader")).toBe(0);
     leading = true;
     const leader = await registry.metrics();
-    expect(perVm(leader).some((line) => line.startsWith('workstation_state{namespace="lab",vm="ada",state='))).toBe(true);
-    expect(perVm(leader).some((line) => line.startsWith('workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="accepted"} 1'))).toBe(true);
+    expect(perVm(leader).some((line) => line.startsWith('workstation_state{namespace="lab",vm="ada",state='))).toBe(
+      true,
+    );
+    expect(
+      perVm(leader).some((line) =>
+        line.startsWith('workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="accepted"} 1'),
+      ),
+    ).toBe(true);
   });
 
   it("passes promtool check metrics with every series present", async () => {
     const { fleet, stats, registry } = setup();
-    fleet.vms = [view("ada"), view("bob", { state: "StoppingPending", mode: "observe", policyErrors: ["idle-timeout: bad"] })];
+    fleet.vms = [
+      view("ada"),
+      view("bob", { state: "StoppingPending", mode: "observe", policyErrors: ["idle-timeout: bad"] }),
+    ];
     stats.countAuthFailure("bad-token");
     stats.countKubeRequest("stop", "202");
     stats.countStopOutcome({ namespace: "lab", name: "ada" }, "accepted");
@@ -276,7 +317,8 @@ describe("createMetrics", () => {
     await registry.metrics();
     const text = await registry.metrics();
     const lint = spawnSync("promtool", ["check", "metrics"], { input: text, encoding: "utf8" });
-    if (lint.error) throw new Error(`promtool is missing (${lint.error.message}): install the Debian package prometheus`);
+    if (lint.error)
+      throw new Error(`promtool is missing (${lint.error.message}): install the Debian package prometheus`);
     expect(lint.stdout + lint.stderr).toBe("");
     expect(lint.status).toBe(0);
   });
@@ -289,7 +331,9 @@ describe("createMetrics", () => {
     const undocumented = names.filter((name) => !docs.includes(`\`${name}\``));
     expect(undocumented).toEqual([]);
     // And the docs name nothing that is not exported.
-    const documented = [...docs.matchAll(/`(workstation_[a-z_]+)`/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, ""));
+    const documented = [...docs.matchAll(/`(workstation_[a-z_]+)`/g)].map((m) =>
+      m[1]!.replace(/_(bucket|sum|count)$/, ""),
+    );
     expect(documented.filter((name) => !names.includes(name))).toEqual([]);
   });
 });

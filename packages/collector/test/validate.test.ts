@@ -6,19 +6,30 @@ import { validateHello, validateReport, ValidationError } from "../src/agents/va
 describe("validateHello", () => {
   it("accepts the protocol version it speaks, and a Hello that predates the field", () => {
     for (const protocolVersion of [0, PROTOCOL_VERSION]) {
-      expect(validateHello(create(HelloSchema, { vm: { namespace: "a", name: "x" }, token: "t", protocolVersion }))).toEqual({ namespace: "a", name: "x" });
+      expect(
+        validateHello(create(HelloSchema, { vm: { namespace: "a", name: "x" }, token: "t", protocolVersion })),
+      ).toEqual({ namespace: "a", name: "x" });
     }
   });
   it("accepts a proper identity", () => {
-    expect(validateHello(create(HelloSchema, { vm: { namespace: "team-a", name: "alice-ws" }, token: "t" }))).toEqual({ namespace: "team-a", name: "alice-ws" });
+    expect(validateHello(create(HelloSchema, { vm: { namespace: "team-a", name: "alice-ws" }, token: "t" }))).toEqual({
+      namespace: "team-a",
+      name: "alice-ws",
+    });
   });
   it.each([
     [{ vm: { namespace: "", name: "x" }, token: "t" }, /namespace/],
     [{ vm: { namespace: "a", name: "Bad_Name" }, token: "t" }, /VM name/],
     [{ vm: { namespace: "a", name: "x" }, token: "" }, /no token/],
     [{ token: "t" }, /namespace/],
-    [{ vm: { namespace: "a", name: "x" }, token: "t", protocolVersion: 2 }, /protocol_version 2 is unknown to this collector, which speaks version 1/],
-    [{ vm: { namespace: "a", name: "x" }, token: "t", protocolVersion: 0xffffffff }, /protocol_version 4294967295 is unknown/],
+    [
+      { vm: { namespace: "a", name: "x" }, token: "t", protocolVersion: 2 },
+      /protocol_version 2 is unknown to this collector, which speaks version 1/,
+    ],
+    [
+      { vm: { namespace: "a", name: "x" }, token: "t", protocolVersion: 0xffffffff },
+      /protocol_version 4294967295 is unknown/,
+    ],
   ])("refuses %j", (hello, message) => {
     expect(() => validateHello(create(HelloSchema, hello))).toThrow(message);
   });
@@ -45,7 +56,10 @@ describe("validateReport", () => {
     [{ leases: { leases: [{ id: "x", requestedSeconds: 1e12 }] } }, /requested_seconds/],
     [{ sampleAgeSeconds: 1e20 }, /sample_age_seconds/],
     [{ desktop: { devices: [{ node: "event1", inputAgeSeconds: -5 }] } }, /desktop\.input_age_seconds/],
-    [{ remoteSessions: { sessions: [{ user: "a", interactionAgeSeconds: Number.NaN }] } }, /remote_sessions\.interaction_age_seconds/],
+    [
+      { remoteSessions: { sessions: [{ user: "a", interactionAgeSeconds: Number.NaN }] } },
+      /remote_sessions\.interaction_age_seconds/,
+    ],
   ])("refuses %j", (report, message) => {
     expect(() => validateReport(create(ReportSchema, report as never))).toThrow(ValidationError);
     expect(() => validateReport(create(ReportSchema, report as never))).toThrow(message);

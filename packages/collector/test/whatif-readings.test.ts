@@ -15,7 +15,17 @@ function report(init: MessageInitShape<typeof ReportSchema>) {
 }
 
 const REPORTS = {
-  "an idle VM": report({ system: { cpuCount: 4, cpuBusyRatio: 0.01, userProcessCpuCores: 0.02, networkReceiveBytesPerSecond: 300, networkTransmitBytesPerSecond: 200, diskReadBytesPerSecond: 0, diskWriteBytesPerSecond: 4096 } }),
+  "an idle VM": report({
+    system: {
+      cpuCount: 4,
+      cpuBusyRatio: 0.01,
+      userProcessCpuCores: 0.02,
+      networkReceiveBytesPerSecond: 300,
+      networkTransmitBytesPerSecond: 200,
+      diskReadBytesPerSecond: 0,
+      diskWriteBytesPerSecond: 4096,
+    },
+  }),
   "two ssh sessions, one typing": report({
     sampleAgeSeconds: 3,
     sessions: {
@@ -38,21 +48,40 @@ const REPORTS = {
           ],
           terminals: [{ name: "1", lastActivityAgeSeconds: 120 }],
         },
-        { url: "http://127.0.0.1:8889/", reachable: false, error: "refused", kernels: [{ id: "k9", executionState: "busy" }] },
+        {
+          url: "http://127.0.0.1:8889/",
+          reachable: false,
+          error: "refused",
+          kernels: [{ id: "k9", executionState: "busy" }],
+        },
       ],
     },
     codeServer: { instances: [{ user: "ada", heartbeatAgeSeconds: 30 }] },
   }),
   "desktop input and SSH sessions without a terminal": report({
-    desktop: { devices: [{ node: "event3", name: "QEMU USB Tablet", inputAgeSeconds: 12 }, { node: "event1", name: "kbd" }] },
+    desktop: {
+      devices: [
+        { node: "event3", name: "QEMU USB Tablet", inputAgeSeconds: 12 },
+        { node: "event1", name: "kbd" },
+      ],
+    },
     remoteSessions: {
       sessions: [
-        { user: "ada", pid: 10, remoteHost: "10.0.0.2", command: "node", loginAgeSeconds: 900, interactionAgeSeconds: 30 },
+        {
+          user: "ada",
+          pid: 10,
+          remoteHost: "10.0.0.2",
+          command: "node",
+          loginAgeSeconds: 900,
+          interactionAgeSeconds: 30,
+        },
         { user: "bob", pid: 11, remoteHost: "10.0.0.3", command: "", loginAgeSeconds: 50 },
       ],
     },
   }),
-  "a locked desktop": report({ desktop: { locked: true, devices: [{ node: "event3", name: "QEMU USB Tablet", inputAgeSeconds: 2 }] } }),
+  "a locked desktop": report({
+    desktop: { locked: true, devices: [{ node: "event3", name: "QEMU USB Tablet", inputAgeSeconds: 2 }] },
+  }),
   "GPUs, one unreadable and held": report({
     gpu: {
       gpus: [
@@ -64,7 +93,13 @@ const REPORTS = {
     },
   }),
   "background work and an inhibitor": report({
-    system: { cpuCount: 8, cpuBusyRatio: 0.9, userProcessCpuCores: 6.5, networkReceiveBytesPerSecond: 5e6, diskWriteBytesPerSecond: 2e7 },
+    system: {
+      cpuCount: 8,
+      cpuBusyRatio: 0.9,
+      userProcessCpuCores: 6.5,
+      networkReceiveBytesPerSecond: 5e6,
+      diskWriteBytesPerSecond: 2e7,
+    },
     inhibitors: {
       locks: [
         { who: "ada", why: "backup", what: "sleep:idle", mode: "block", uid: 1000, pid: 77 },
@@ -78,10 +113,23 @@ const REPORTS = {
 const POLICIES: Record<string, Policy> = {
   defaults: BUILTIN_DEFAULT_POLICY,
   "low thresholds, tty output counts": mergePolicy(BUILTIN_DEFAULT_POLICY, {
-    thresholds: { gpuUtilizationRatio: 0.05, cpuBusyRatio: 0.005, userProcessCpuCores: 0.01, networkBytesPerSecond: 100, diskBytesPerSecond: 1000, ttyOutputCounts: true },
+    thresholds: {
+      gpuUtilizationRatio: 0.05,
+      cpuBusyRatio: 0.005,
+      userProcessCpuCores: 0.01,
+      networkBytesPerSecond: 100,
+      diskBytesPerSecond: 1000,
+      ttyOutputCounts: true,
+    },
   }),
   "high thresholds": mergePolicy(BUILTIN_DEFAULT_POLICY, {
-    thresholds: { gpuUtilizationRatio: 0.5, cpuBusyRatio: 0.95, userProcessCpuCores: 8, networkBytesPerSecond: 1e7, diskBytesPerSecond: 1e8 },
+    thresholds: {
+      gpuUtilizationRatio: 0.5,
+      cpuBusyRatio: 0.95,
+      userProcessCpuCores: 8,
+      networkBytesPerSecond: 1e7,
+      diskBytesPerSecond: 1e8,
+    },
   }),
 };
 
@@ -90,7 +138,8 @@ function essence(evidence: Evidence, nowMs: number) {
   const bySignal: Record<string, { atMs: number; strength: string }> = {};
   for (const reading of evidence.readings) {
     const seen = bySignal[reading.signal];
-    if (!seen || reading.atMs > seen.atMs) bySignal[reading.signal] = { atMs: Math.round(reading.atMs), strength: reading.strength };
+    if (!seen || reading.atMs > seen.atMs)
+      bySignal[reading.signal] = { atMs: Math.round(reading.atMs), strength: reading.strength };
   }
   const vetoes = vetoesAt(evidence, nowMs)
     .filter((veto) => veto.kind !== "blind-source")
@@ -123,12 +172,21 @@ describe("readings round trip", () => {
     const gpus = readingsFromReport(REPORTS["GPUs, one unreadable and held"], AT);
     expect(gpus).toMatchObject({ gpuCount: 2, gpuUtilization: { "0": 0.3 }, gpuProcesses: 1 });
     const background = readingsFromReport(REPORTS["background work and an inhibitor"], AT);
-    expect(background).toMatchObject({ idleInhibitors: 1, networkBytesPerSecond: 5e6, diskBytesPerSecond: 2e7, cpuBusyRatio: 0.9, userProcessCpuCores: 6.5 });
+    expect(background).toMatchObject({
+      idleInhibitors: 1,
+      networkBytesPerSecond: 5e6,
+      diskBytesPerSecond: 2e7,
+      cpuBusyRatio: 0.9,
+      userProcessCpuCores: 6.5,
+    });
   });
 
   it("turns a recorded lease into one with the same end", () => {
     const readings = readingsFromReport(REPORTS["an idle VM"], AT);
-    const synthetic = reportFromReadings(readings, AT + 60_000, { intervalSeconds: 60, lease: { takenAtMs: AT, expiresAtMs: AT + 3_600_000 } });
+    const synthetic = reportFromReadings(readings, AT + 60_000, {
+      intervalSeconds: 60,
+      lease: { takenAtMs: AT, expiresAtMs: AT + 3_600_000 },
+    });
     const evidence = extractEvidence({ report: synthetic, receivedAtMs: AT + 60_000 }, BUILTIN_DEFAULT_POLICY);
     expect(evidence.vetoes).toEqual([expect.objectContaining({ kind: "lease", untilMs: AT + 3_600_000 })]);
   });

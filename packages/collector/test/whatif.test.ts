@@ -6,7 +6,17 @@ import { describe, expect, it } from "vitest";
 import { freePort } from "../../../test/support/process.js";
 import { parseTime, parseWhatifArgs, WhatifUsageError, type WhatifOptions } from "../src/whatif/args.js";
 import { whatifCommand } from "../src/whatif/command.js";
-import { HistoryError, historyFromSeries, historyQuery, historySelector, parseMatrix, rangeChunks, stepGrid, type StepSample, type VmHistory } from "../src/whatif/history.js";
+import {
+  HistoryError,
+  historyFromSeries,
+  historyQuery,
+  historySelector,
+  parseMatrix,
+  rangeChunks,
+  stepGrid,
+  type StepSample,
+  type VmHistory,
+} from "../src/whatif/history.js";
 import type { ReportReadings } from "../src/whatif/readings.js";
 import { formatJson, formatText } from "../src/whatif/report.js";
 import { simulateVm } from "../src/whatif/simulate.js";
@@ -18,7 +28,11 @@ const noConfig = () => {
 };
 
 function options(argv: string[], readConfig: (path: string) => string = noConfig): WhatifOptions {
-  const parsed = parseWhatifArgs(["--prometheus", "http://prometheus:9090", "--from", "now-7d", ...argv], NOW, readConfig);
+  const parsed = parseWhatifArgs(
+    ["--prometheus", "http://prometheus:9090", "--from", "now-7d", ...argv],
+    NOW,
+    readConfig,
+  );
   if (parsed === "help") throw new Error("unexpected help");
   return parsed;
 }
@@ -45,15 +59,37 @@ describe("whatif options", () => {
   });
 
   it("builds the replayed policy from the defaults and the knobs given", () => {
-    const parsed = options(["--idle-timeout", "30m", "--grace-period", "5m", "--gpu-utilization-threshold", "5%", "--network-threshold", "off", "--step", "30s"]);
+    const parsed = options([
+      "--idle-timeout",
+      "30m",
+      "--grace-period",
+      "5m",
+      "--gpu-utilization-threshold",
+      "5%",
+      "--network-threshold",
+      "off",
+      "--step",
+      "30s",
+    ]);
     expect(parsed.fromMs).toBe(NOW - 7 * 86_400_000);
     expect(parsed.toMs).toBe(NOW);
     expect(parsed.stepSeconds).toBe(30);
-    expect(parsed.policy).toMatchObject({ autostopEnabled: true, mode: "enforce", idleTimeoutSeconds: 1800, gracePeriodSeconds: 300, reportIntervalSeconds: 30 });
+    expect(parsed.policy).toMatchObject({
+      autostopEnabled: true,
+      mode: "enforce",
+      idleTimeoutSeconds: 1800,
+      gracePeriodSeconds: 300,
+      reportIntervalSeconds: 30,
+    });
     expect(parsed.policy.thresholds.gpuUtilizationRatio).toBeCloseTo(0.05);
     expect(parsed.policy.thresholds.networkBytesPerSecond).toBe(Infinity);
     expect(parsed.policy.thresholds.cpuBusyRatio).toBe(0.5);
-    expect(parsed.overrides).toEqual({ "idle-timeout": "30m", "grace-period": "5m", "gpu-utilization-threshold": "5%", "network-threshold": "off" });
+    expect(parsed.overrides).toEqual({
+      "idle-timeout": "30m",
+      "grace-period": "5m",
+      "gpu-utilization-threshold": "5%",
+      "network-threshold": "off",
+    });
     expect(parsed.falseStopWindowSeconds).toBe(900);
   });
 
@@ -65,11 +101,21 @@ policy:
   profiles:
     teaching: { idle-timeout: 45m, cpu-busy-threshold: 20% }
 `;
-    expect(options(["--config", "/etc/ws-collector/config.yaml"], () => config).policy.idleTimeoutSeconds).toBe(3 * 3600);
-    const teaching = options(["--config", "c.yaml", "--profile", "teaching", "--grace-period", "1m"], () => config).policy;
+    expect(options(["--config", "/etc/ws-collector/config.yaml"], () => config).policy.idleTimeoutSeconds).toBe(
+      3 * 3600,
+    );
+    const teaching = options(
+      ["--config", "c.yaml", "--profile", "teaching", "--grace-period", "1m"],
+      () => config,
+    ).policy;
     expect(teaching).toMatchObject({ idleTimeoutSeconds: 45 * 60, gracePeriodSeconds: 60 });
     expect(teaching.thresholds.cpuBusyRatio).toBeCloseTo(0.2);
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--config", "c.yaml", "--profile", "training"], () => config)).toMatch(/no such profile .*known: teaching/);
+    expect(
+      usageError(
+        ["--prometheus", "http://p", "--from", "now-1d", "--config", "c.yaml", "--profile", "training"],
+        () => config,
+      ),
+    ).toMatch(/no such profile .*known: teaching/);
   });
 
   it("names every problem", () => {
@@ -77,16 +123,35 @@ policy:
     expect(usageError(["--prometheus", "http://p"])).toMatch(/needs --from/);
     expect(usageError(["--prometheus", "not a url", "--from", "now-1d"])).toMatch(/is not a URL/);
     expect(usageError(["--prometheus", "ftp://p", "--from", "now-1d"])).toMatch(/http:\/\/ or https:\/\//);
-    expect(usageError(["--prometheus", "http://p", "--from", "now", "--to", "now-1d"])).toMatch(/--to must be after --from/);
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--idle-timeout", "30s"])).toMatch(/--idle-timeout 30s: .*minimum of 1m/);
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--idle-timeout", "7200"])).toMatch(/has no unit/);
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--gpu-utilization-threshold", "150%"])).toMatch(/--gpu-utilization-threshold/);
+    expect(usageError(["--prometheus", "http://p", "--from", "now", "--to", "now-1d"])).toMatch(
+      /--to must be after --from/,
+    );
+    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--idle-timeout", "30s"])).toMatch(
+      /--idle-timeout 30s: .*minimum of 1m/,
+    );
+    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--idle-timeout", "7200"])).toMatch(
+      /has no unit/,
+    );
+    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--gpu-utilization-threshold", "150%"])).toMatch(
+      /--gpu-utilization-threshold/,
+    );
     expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--idle-timout", "1h"])).toMatch(/idle-timout/);
     expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--mode", "observe"])).toMatch(/mode/);
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--vm", 'a"}or{x="'])).toMatch(/not a Kubernetes name/);
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--header", "nocolon"])).toMatch(/'Name: value'/);
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--config", "missing.yaml"])).toMatch(/cannot read missing.yaml: ENOENT/);
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--config", "c.yaml"], () => "policy:\n  defaults:\n    idle-timeout: soon\n")).toMatch(/c.yaml: defaults.idle-timeout/);
+    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--vm", 'a"}or{x="'])).toMatch(
+      /not a Kubernetes name/,
+    );
+    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--header", "nocolon"])).toMatch(
+      /'Name: value'/,
+    );
+    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--config", "missing.yaml"])).toMatch(
+      /cannot read missing.yaml: ENOENT/,
+    );
+    expect(
+      usageError(
+        ["--prometheus", "http://p", "--from", "now-1d", "--config", "c.yaml"],
+        () => "policy:\n  defaults:\n    idle-timeout: soon\n",
+      ),
+    ).toMatch(/c.yaml: defaults.idle-timeout/);
   });
 
   it("keeps agent-lost-after at two steps or more", () => {
@@ -131,7 +196,13 @@ describe("whatif history from Prometheus", () => {
     for (const sample of reported) {
       expect(sample!.connected).toBe(true);
       expect(sample!.readings!.cpuBusyRatio).toBeGreaterThanOrEqual(0);
-      expect(sample!.readings).toMatchObject({ jupyterBusyKernels: 0, jupyterConnectedKernels: 0, idleInhibitors: 0, gpuCount: 0, lastActivityAtMs: {} });
+      expect(sample!.readings).toMatchObject({
+        jupyterBusyKernels: 0,
+        jupyterConnectedKernels: 0,
+        idleInhibitors: 0,
+        gpuCount: 0,
+        lastActivityAtMs: {},
+      });
     }
     expect(idle.samples.at(-1)).toEqual({ connected: false });
     const lease = leased.samples.at(-1)!;
@@ -141,14 +212,25 @@ describe("whatif history from Prometheus", () => {
 
   it("replays it: a lease holds, a short recording stops nothing", () => {
     const parsed = options(["--idle-timeout", "1m", "--grace-period", "30s", "--step", "5s"]);
-    const outcomes = historyFromSeries(parseMatrix(fixture.answer), grid).map((h) => simulateVm(h, { policy: parsed.policy, grid, falseStopWindowSeconds: 900 }));
-    expect(outcomes.map((o) => [o.name, o.stops.length, o.reportedSteps])).toEqual([["vm-idle", 0, 4], ["vm-lease", 0, 6]]);
+    const outcomes = historyFromSeries(parseMatrix(fixture.answer), grid).map((h) =>
+      simulateVm(h, { policy: parsed.policy, grid, falseStopWindowSeconds: 900 }),
+    );
+    expect(outcomes.map((o) => [o.name, o.stops.length, o.reportedSteps])).toEqual([
+      ["vm-idle", 0, 4],
+      ["vm-lease", 0, 6],
+    ]);
   });
 
   it("rejects answers that are not a range query's matrix", () => {
-    expect(() => parseMatrix({ status: "error", errorType: "bad_data", error: "parse error" })).toThrow(new HistoryError("Prometheus refused the query: bad_data: parse error"));
-    expect(() => parseMatrix({ status: "success", data: { resultType: "vector", result: [] } })).toThrow(/a vector where a range query returns a matrix/);
-    expect(() => parseMatrix({ status: "success", data: { resultType: "matrix", result: [{ metric: {}, values: [[1, 2]] }] } })).toThrow(/malformed sample/);
+    expect(() => parseMatrix({ status: "error", errorType: "bad_data", error: "parse error" })).toThrow(
+      new HistoryError("Prometheus refused the query: bad_data: parse error"),
+    );
+    expect(() => parseMatrix({ status: "success", data: { resultType: "vector", result: [] } })).toThrow(
+      /a vector where a range query returns a matrix/,
+    );
+    expect(() =>
+      parseMatrix({ status: "success", data: { resultType: "matrix", result: [{ metric: {}, values: [[1, 2]] }] } }),
+    ).toThrow(/malformed sample/);
     expect(() => parseMatrix("<html>")).toThrow(/not a JSON object/);
   });
 });
@@ -181,11 +263,20 @@ function history(minutes: number, at: (minute: number, atMs: number) => StepSamp
   return { namespace: "lab", name: "ada", samples };
 }
 
-const connected = (readings: ReportReadings, extra: Partial<StepSample> = {}): StepSample => ({ connected: true, readings, gpuCount: readings.gpuCount, ...extra });
+const connected = (readings: ReportReadings, extra: Partial<StepSample> = {}): StepSample => ({
+  connected: true,
+  readings,
+  gpuCount: readings.gpuCount,
+  ...extra,
+});
 
 function replay(vm: VmHistory, minutes: number, argv: string[]) {
   const parsed = options(argv);
-  return simulateVm(vm, { policy: parsed.policy, grid: stepGrid(START, START + minutes * MIN, 60), falseStopWindowSeconds: parsed.falseStopWindowSeconds });
+  return simulateVm(vm, {
+    policy: parsed.policy,
+    grid: stepGrid(START, START + minutes * MIN, 60),
+    falseStopWindowSeconds: parsed.falseStopWindowSeconds,
+  });
 }
 
 describe("whatif replay", () => {
@@ -194,7 +285,13 @@ describe("whatif replay", () => {
     const outcome = replay(vm, 180, ["--idle-timeout", "1h", "--grace-period", "10m"]);
     expect(outcome.stops).toHaveLength(1);
     const [stop] = outcome.stops;
-    expect(stop).toMatchObject({ atMs: START + 70 * MIN, endedBy: "end-of-range", likelyFalse: false, gpus: 1, trigger: "idle" });
+    expect(stop).toMatchObject({
+      atMs: START + 70 * MIN,
+      endedBy: "end-of-range",
+      likelyFalse: false,
+      gpus: 1,
+      trigger: "idle",
+    });
     expect(outcome.vmHoursSaved).toBeCloseTo(110 / 60);
     expect(outcome.gpuHoursSaved).toBeCloseTo(110 / 60);
     expect(outcome.reportedSteps).toBe(181);
@@ -202,9 +299,18 @@ describe("whatif replay", () => {
 
   it("counts activity soon after a stop as a likely false stop, and starts the idle clock afresh after it", () => {
     const typedAt = START + 75 * MIN - 20_000;
-    const vm = history(240, (minute) => connected(quiet(minute >= 75 ? { lastActivityAtMs: { "tty-input": typedAt } } : {})));
+    const vm = history(240, (minute) =>
+      connected(quiet(minute >= 75 ? { lastActivityAtMs: { "tty-input": typedAt } } : {})),
+    );
     const outcome = replay(vm, 240, ["--idle-timeout", "1h", "--grace-period", "10m"]);
-    expect(outcome.stops.map((stop) => ({ at: (stop.atMs - START) / MIN, endedBy: stop.endedBy, likelyFalse: stop.likelyFalse, resumedBy: stop.resumedBy }))).toEqual([
+    expect(
+      outcome.stops.map((stop) => ({
+        at: (stop.atMs - START) / MIN,
+        endedBy: stop.endedBy,
+        likelyFalse: stop.likelyFalse,
+        resumedBy: stop.resumedBy,
+      })),
+    ).toEqual([
       { at: 70, endedBy: "activity", likelyFalse: true, resumedBy: "tty-input" },
       // Started again at minute 75: the idle clock starts there, a second stop 70 minutes later.
       { at: 145, endedBy: "end-of-range", likelyFalse: false, resumedBy: undefined },
@@ -214,7 +320,9 @@ describe("whatif replay", () => {
   });
 
   it("does not call a stop false when the user comes back much later", () => {
-    const vm = history(240, (minute, atMs) => connected(quiet(minute >= 200 ? { lastActivityAtMs: { "tty-input": Math.min(atMs, START + 200 * MIN) } } : {})));
+    const vm = history(240, (minute, atMs) =>
+      connected(quiet(minute >= 200 ? { lastActivityAtMs: { "tty-input": Math.min(atMs, START + 200 * MIN) } } : {})),
+    );
     const outcome = replay(vm, 240, ["--idle-timeout", "1h", "--grace-period", "10m"]);
     expect(outcome.stops[0]).toMatchObject({ atMs: START + 70 * MIN, endedBy: "activity", likelyFalse: false });
     expect(outcome.stops[0]!.savedSeconds).toBe(130 * 60);
@@ -223,20 +331,36 @@ describe("whatif replay", () => {
   it("applies the thresholds given: a GPU at 30% holds the VM at 10% and not at 50%", () => {
     const vm = history(180, () => connected(quiet({ gpuUtilization: { "0": 0.3 } })));
     expect(replay(vm, 180, ["--idle-timeout", "1h", "--grace-period", "10m"]).stops).toEqual([]);
-    const looser = replay(vm, 180, ["--idle-timeout", "1h", "--grace-period", "10m", "--gpu-utilization-threshold", "50%"]);
+    const looser = replay(vm, 180, [
+      "--idle-timeout",
+      "1h",
+      "--grace-period",
+      "10m",
+      "--gpu-utilization-threshold",
+      "50%",
+    ]);
     expect(looser.stops).toHaveLength(1);
   });
 
   it("holds the VM while a recorded busy kernel, background work or inhibitor lasts", () => {
-    for (const busy of [{ jupyterBusyKernels: 1 }, { userProcessCpuCores: 3 }, { networkBytesPerSecond: 5e7 }, { idleInhibitors: 1 }]) {
+    for (const busy of [
+      { jupyterBusyKernels: 1 },
+      { userProcessCpuCores: 3 },
+      { networkBytesPerSecond: 5e7 },
+      { idleInhibitors: 1 },
+    ]) {
       const vm = history(180, () => connected(quiet(busy)));
-      expect(replay(vm, 180, ["--idle-timeout", "1h", "--grace-period", "10m"]).stops, JSON.stringify(busy)).toEqual([]);
+      expect(replay(vm, 180, ["--idle-timeout", "1h", "--grace-period", "10m"]).stops, JSON.stringify(busy)).toEqual(
+        [],
+      );
     }
   });
 
   it("honours a recorded lease until it ends", () => {
     const leaseEnd = START + 120 * MIN;
-    const vm = history(240, (_minute, atMs) => connected(quiet(), atMs < leaseEnd ? { leaseExpiresAtMs: leaseEnd } : {}));
+    const vm = history(240, (_minute, atMs) =>
+      connected(quiet(), atMs < leaseEnd ? { leaseExpiresAtMs: leaseEnd } : {}),
+    );
     const outcome = replay(vm, 240, ["--idle-timeout", "1h", "--grace-period", "10m"]);
     expect(outcome.stops).toHaveLength(1);
     expect(outcome.stops[0]!.atMs).toBe(leaseEnd + 10 * MIN);
@@ -245,7 +369,9 @@ describe("whatif replay", () => {
   it("ends the saving when the recorded VM goes away, and never stops a VM it cannot see", () => {
     const gone = history(180, (minute) => (minute < 100 ? connected(quiet()) : { connected: false, gpuCount: 1 }));
     const outcome = replay(gone, 180, ["--idle-timeout", "1h", "--grace-period", "10m"]);
-    expect(outcome.stops).toEqual([expect.objectContaining({ atMs: START + 70 * MIN, endedBy: "vm-gone", untilMs: START + 100 * MIN })]);
+    expect(outcome.stops).toEqual([
+      expect.objectContaining({ atMs: START + 70 * MIN, endedBy: "vm-gone", untilMs: START + 100 * MIN }),
+    ]);
 
     const silent = history(180, (minute) => (minute < 10 ? connected(quiet()) : { connected: false }));
     expect(replay(silent, 180, ["--idle-timeout", "1h", "--grace-period", "10m"]).stops).toEqual([]);
@@ -255,7 +381,15 @@ describe("whatif replay", () => {
     const vm = history(180, () => connected(quiet({ gpuCount: 2, gpuUtilization: { "0": 0, "1": 0 } })));
     const parsed = options(["--idle-timeout", "1h", "--grace-period", "10m"]);
     const outcome = replay(vm, 180, ["--idle-timeout", "1h", "--grace-period", "10m"]);
-    const result = { fromMs: START, toMs: START + 180 * MIN, stepSeconds: 60, falseStopWindowSeconds: 900, policy: parsed.policy, overrides: parsed.overrides, vms: [outcome] };
+    const result = {
+      fromMs: START,
+      toMs: START + 180 * MIN,
+      stepSeconds: 60,
+      falseStopWindowSeconds: 900,
+      policy: parsed.policy,
+      overrides: parsed.overrides,
+      vms: [outcome],
+    };
     const text = formatText(result);
     expect(text).toContain("What-if 2024-05-01T08:00:00Z … 2024-05-01T11:00:00Z, one step every 1m, 1 VM");
     expect(text).toContain("idle-timeout 1h, grace-period 10m");
@@ -263,8 +397,19 @@ describe("whatif replay", () => {
     expect(text).toMatch(/total\s+1\s+0\s+1\.83\s+3\.67/);
     expect(text).toContain("2024-05-01T09:10:00Z  idle until the end of the range; saved 1.83 VM-hours × 2 GPU");
     const json = JSON.parse(formatJson(result));
-    expect(json.total).toEqual({ vms: 1, stops: 1, likelyFalseStops: 0, vmHoursSaved: 110 / 60, gpuHoursSaved: 220 / 60 });
-    expect(json.vms[0].stopList[0]).toMatchObject({ at: "2024-05-01T09:10:00Z", endedBy: "end-of-range", gpus: 2, likelyFalse: false });
+    expect(json.total).toEqual({
+      vms: 1,
+      stops: 1,
+      likelyFalseStops: 0,
+      vmHoursSaved: 110 / 60,
+      gpuHoursSaved: 220 / 60,
+    });
+    expect(json.vms[0].stopList[0]).toMatchObject({
+      at: "2024-05-01T09:10:00Z",
+      endedBy: "end-of-range",
+      gpus: 2,
+      likelyFalse: false,
+    });
     expect(json.policy.idleTimeoutSeconds).toBe(3600);
   });
 });
@@ -296,7 +441,10 @@ describe("whatif command", () => {
     const err = sink();
     // A port nothing listens on: a real refused connection.
     const port = await freePort();
-    const code = await whatifCommand(["--prometheus", `http://127.0.0.1:${port}`, "--from", "now-1h"], { stdout: out.stream, stderr: err.stream });
+    const code = await whatifCommand(["--prometheus", `http://127.0.0.1:${port}`, "--from", "now-1h"], {
+      stdout: out.stream,
+      stderr: err.stream,
+    });
     expect(code).toBe(1);
     expect(err.text()).toContain(`cannot reach Prometheus at http://127.0.0.1:${port}/: ECONNREFUSED`);
   });

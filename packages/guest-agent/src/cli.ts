@@ -6,7 +6,13 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
 import { logfmtLogger, ReportSchema, SourceState } from "@ws/protocol";
 import { systemClock } from "./clock.js";
-import { ConfigError, DEFAULT_CONFIG_PATH, resolveAgentConfig, type AgentConfig, type ConfigOverrides } from "./config.js";
+import {
+  ConfigError,
+  DEFAULT_CONFIG_PATH,
+  resolveAgentConfig,
+  type AgentConfig,
+  type ConfigOverrides,
+} from "./config.js";
 import { stuckUserPathReads } from "./fs/user-file.js";
 import { createStoredLeasesSignal } from "./lease/stored-signal.js";
 import type { Signal } from "./signals/types.js";
@@ -20,9 +26,12 @@ import { AGENT_VERSION } from "./version.js";
 // a dynamically imported module in a lazy initializer, so `ws-lease status` in a user's shell and
 // `ws-agent probe` do not evaluate the seal/grow planners or the agent runtime, and `run` does not
 // evaluate the seal/grow/lease-CLI code it never calls.
-const leaseCommand = async (argv: string[], io: Io): Promise<number> => (await import("./lease/cli.js")).leaseCommand(argv, io);
-const sealCommand = async (argv: string[], io: Io): Promise<number> => (await import("./seal/command.js")).sealCommand(argv, io);
-const growCommand = async (argv: string[], io: Io): Promise<number> => (await import("./grow/command.js")).growCommand(argv, io);
+const leaseCommand = async (argv: string[], io: Io): Promise<number> =>
+  (await import("./lease/cli.js")).leaseCommand(argv, io);
+const sealCommand = async (argv: string[], io: Io): Promise<number> =>
+  (await import("./seal/command.js")).sealCommand(argv, io);
+const growCommand = async (argv: string[], io: Io): Promise<number> =>
+  (await import("./grow/command.js")).growCommand(argv, io);
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -134,7 +143,9 @@ export function loadConfig(values: Record<string, unknown>, env: Io["env"], requ
     try {
       fileText = readFileSync(filePath, "utf8");
     } catch (error) {
-      throw new ConfigError([`cannot read config file ${filePath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`]);
+      throw new ConfigError([
+        `cannot read config file ${filePath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+      ]);
     }
   }
   return resolveAgentConfig({
@@ -150,7 +161,9 @@ export function loadConfig(values: Record<string, unknown>, env: Io["env"], requ
 async function runCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parse(argv, CONFIG_OPTIONS);
   if (values.help) {
-    io.stdout.write(`Usage: ws-agent run [options]\n\nRuns the agent: samples every signal each interval and reports to the collector over gRPC.\nReconnects by itself; stops cleanly on SIGTERM/SIGINT.\n\n${CONFIG_HELP}`);
+    io.stdout.write(
+      `Usage: ws-agent run [options]\n\nRuns the agent: samples every signal each interval and reports to the collector over gRPC.\nReconnects by itself; stops cleanly on SIGTERM/SIGINT.\n\n${CONFIG_HELP}`,
+    );
     return 0;
   }
   const config = loadConfig(values, io.env, true);
@@ -167,7 +180,8 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
   log("info", `received ${signal}, shutting down`);
   // A second signal, or a stop that takes too long, ends the agent without waiting further.
   const stopped = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS);
-  if (!stopped) log("warn", `shutdown took longer than ${SHUTDOWN_DEADLINE_MS / 1000}s; exiting without waiting for it`);
+  if (!stopped)
+    log("warn", `shutdown took longer than ${SHUTDOWN_DEADLINE_MS / 1000}s; exiting without waiting for it`);
   const stuck = stuckUserPathReads(1_000);
   if (stuck > 0) {
     // exit() joins libuv's pool threads, so with one stuck in the kernel a clean exit would hang forever.
@@ -188,7 +202,13 @@ async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: numbe
     process.once("SIGINT", () => resolve(false));
   });
   try {
-    return await Promise.race([runtime.stop().then(() => true, () => false), giveUp]);
+    return await Promise.race([
+      runtime.stop().then(
+        () => true,
+        () => false,
+      ),
+      giveUp,
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -197,7 +217,9 @@ async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: numbe
 async function probeCommand(argv: string[], io: Io): Promise<number> {
   const { values } = parse(argv, { ...CONFIG_OPTIONS, json: { type: "boolean" }, window: { type: "string" } });
   if (values.help) {
-    io.stdout.write(`Usage: ws-agent probe [--json] [--window DUR] [options]\n\nTakes one sample of every signal and prints it, one line per source (or the Report as JSON).\nNeeds no collector. Rates (CPU, network, disk) are measured over --window (default 1s).\n\n${CONFIG_HELP}`);
+    io.stdout.write(
+      `Usage: ws-agent probe [--json] [--window DUR] [options]\n\nTakes one sample of every signal and prints it, one line per source (or the Report as JSON).\nNeeds no collector. Rates (CPU, network, disk) are measured over --window (default 1s).\n\n${CONFIG_HELP}`,
+    );
     return 0;
   }
   const config = loadConfig(values, io.env, false);

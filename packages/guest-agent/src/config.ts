@@ -24,14 +24,29 @@ export interface AgentConfig {
 export class ConfigError extends Error {
   override name = "ConfigError";
   constructor(readonly problems: string[]) {
-    super(problems.length === 1 ? problems[0]! : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`);
+    super(
+      problems.length === 1
+        ? problems[0]!
+        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
+    );
   }
 }
 
 /** Keys the file may hold; anything else is reported, since a typo would silently do nothing. */
 const FILE_KEYS = [
-  "collector", "vm", "token", "tokenFile", "reportInterval", "socket", "stateDir", "roots",
-  "jupyter", "gpu", "disk", "disabledSignals", "sampleTimeout",
+  "collector",
+  "vm",
+  "token",
+  "tokenFile",
+  "reportInterval",
+  "socket",
+  "stateDir",
+  "roots",
+  "jupyter",
+  "gpu",
+  "disk",
+  "disabledSignals",
+  "sampleTimeout",
 ] as const;
 
 export const ENV_KEYS = {
@@ -45,7 +60,18 @@ export const ENV_KEYS = {
   WS_AGENT_SOCKET: "lease socket path",
 } as const;
 
-export const SIGNAL_NAMES = ["jupyter", "sessions", "code_server", "gpu", "system", "inhibitors", "leases", "disk", "desktop", "remote_sessions"];
+export const SIGNAL_NAMES = [
+  "jupyter",
+  "sessions",
+  "code_server",
+  "gpu",
+  "system",
+  "inhibitors",
+  "leases",
+  "disk",
+  "desktop",
+  "remote_sessions",
+];
 
 /** What flags may set (already split from argv by the CLI). */
 export interface ConfigOverrides {
@@ -156,34 +182,53 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   const gpuFile = section("gpu");
   const diskFile = section("disk");
 
-  const address = flags.collector ?? env.WS_AGENT_COLLECTOR ?? str(collectorFile, "address", `${where}: collector.address`) ?? "";
+  const address =
+    flags.collector ?? env.WS_AGENT_COLLECTOR ?? str(collectorFile, "address", `${where}: collector.address`) ?? "";
   if (address !== "" && !/^[\w.\-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i.test(address)) {
     problems.push(`collector address "${address}" must be host:port (for example collector.ws-system.svc:7443)`);
   }
   const insecure =
-    flags.insecure ?? bool(env.WS_AGENT_INSECURE, "WS_AGENT_INSECURE") ??
-    bool(str(collectorFile, "insecure", `${where}: collector.insecure`), `${where}: collector.insecure`) ?? false;
+    flags.insecure ??
+    bool(env.WS_AGENT_INSECURE, "WS_AGENT_INSECURE") ??
+    bool(str(collectorFile, "insecure", `${where}: collector.insecure`), `${where}: collector.insecure`) ??
+    false;
   const caFile = flags.caFile ?? str(collectorFile, "caFile", `${where}: collector.caFile`);
   const serverName = str(collectorFile, "serverName", `${where}: collector.serverName`);
 
-  const namespace = flags.namespace ?? env.WS_AGENT_VM_NAMESPACE ?? str(vmFile, "namespace", `${where}: vm.namespace`) ?? "";
+  const namespace =
+    flags.namespace ?? env.WS_AGENT_VM_NAMESPACE ?? str(vmFile, "namespace", `${where}: vm.namespace`) ?? "";
   const name = flags.name ?? env.WS_AGENT_VM_NAME ?? str(vmFile, "name", `${where}: vm.name`) ?? "";
   let token = flags.token ?? env.WS_AGENT_TOKEN ?? str(file, "token", `${where}: token`);
   const tokenFile = str(file, "tokenFile", `${where}: tokenFile`);
   if (token === undefined && tokenFile !== undefined) {
     try {
-      token = (sources.readTokenFile ?? (() => { throw new Error("no reader"); }))(tokenFile).trim();
+      token = (
+        sources.readTokenFile ??
+        (() => {
+          throw new Error("no reader");
+        })
+      )(tokenFile).trim();
     } catch (error) {
       problems.push(`${where}: tokenFile ${tokenFile}: ${(error as Error).message}`);
     }
   }
 
   if (sources.requireCollector) {
-    if (address === "") problems.push(`no collector address: set collector.address in ${where}, WS_AGENT_COLLECTOR or --collector`);
-    if (namespace === "" || name === "") problems.push(`no VM identity: set vm.namespace and vm.name in ${where} (cloud-init writes them), or --namespace/--name`);
-    if (!token) problems.push(`no token: set token or tokenFile in ${where}, WS_AGENT_TOKEN or --token (ws-collector token prints it)`);
+    if (address === "")
+      problems.push(`no collector address: set collector.address in ${where}, WS_AGENT_COLLECTOR or --collector`);
+    if (namespace === "" || name === "")
+      problems.push(
+        `no VM identity: set vm.namespace and vm.name in ${where} (cloud-init writes them), or --namespace/--name`,
+      );
+    if (!token)
+      problems.push(
+        `no token: set token or tokenFile in ${where}, WS_AGENT_TOKEN or --token (ws-collector token prints it)`,
+      );
   }
-  for (const [label, value] of [["VM namespace", namespace], ["VM name", name]] as const) {
+  for (const [label, value] of [
+    ["VM namespace", namespace],
+    ["VM name", name],
+  ] as const) {
     if (value !== "" && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(value)) {
       problems.push(`${label} "${value}" is not a valid Kubernetes name (lowercase letters, digits, '-' and '.')`);
     }
@@ -191,11 +236,16 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
 
   const reportIntervalSeconds = duration(
     flags.reportInterval ?? env.WS_AGENT_REPORT_INTERVAL ?? str(file, "reportInterval", `${where}: reportInterval`),
-    "report interval", 15,
+    "report interval",
+    15,
   );
-  if (reportIntervalSeconds > 3_600) problems.push(`report interval ${reportIntervalSeconds}s is over an hour; the collector would think the agent lost`);
+  if (reportIntervalSeconds > 3_600)
+    problems.push(
+      `report interval ${reportIntervalSeconds}s is over an hour; the collector would think the agent lost`,
+    );
 
-  const stateDir = flags.stateDir ?? env.WS_AGENT_STATE_DIR ?? str(file, "stateDir", `${where}: stateDir`) ?? defaultRoots.state;
+  const stateDir =
+    flags.stateDir ?? env.WS_AGENT_STATE_DIR ?? str(file, "stateDir", `${where}: stateDir`) ?? defaultRoots.state;
   const roots: Roots = {
     proc: flags.procRoot ?? str(rootsFile, "proc", `${where}: roots.proc`) ?? defaultRoots.proc,
     sys: flags.sysRoot ?? str(rootsFile, "sys", `${where}: roots.sys`) ?? defaultRoots.sys,
@@ -207,7 +257,8 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   };
   const disabledSignals = list(file.disabledSignals, `${where}: disabledSignals`) ?? [];
   for (const signal of disabledSignals) {
-    if (!SIGNAL_NAMES.includes(signal)) problems.push(`${where}: disabledSignals: unknown signal "${signal}" (known: ${SIGNAL_NAMES.join(", ")})`);
+    if (!SIGNAL_NAMES.includes(signal))
+      problems.push(`${where}: disabledSignals: unknown signal "${signal}" (known: ${SIGNAL_NAMES.join(", ")})`);
   }
 
   const config: AgentConfig = {
@@ -215,7 +266,8 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
     vm: { namespace, name },
     token: token ?? "",
     reportIntervalSeconds,
-    socketPath: flags.socket ?? env.WS_AGENT_SOCKET ?? str(file, "socket", `${where}: socket`) ?? "/run/ws-agent/agent.sock",
+    socketPath:
+      flags.socket ?? env.WS_AGENT_SOCKET ?? str(file, "socket", `${where}: socket`) ?? "/run/ws-agent/agent.sock",
     roots,
     jupyter: {
       urls: flags.jupyterUrls ?? list(jupyterFile.urls, `${where}: jupyter.urls`) ?? [],

@@ -38,7 +38,11 @@ function problemsOf(sources: ConfigSources): string[] {
 describe("resolveAgentConfig", () => {
   it("reads what cloud-init writes", () => {
     const config = resolveAgentConfig(base({ fileText: goodFile, readTokenFile: () => "wst1.secret\n" }));
-    expect(config.collector).toEqual({ address: "collector.ws-system.svc:7443", caFile: "/etc/ws-agent/ca.pem", insecure: false });
+    expect(config.collector).toEqual({
+      address: "collector.ws-system.svc:7443",
+      caFile: "/etc/ws-agent/ca.pem",
+      insecure: false,
+    });
     expect(config.vm).toEqual({ namespace: "team-a", name: "alice-ws" });
     expect(config.token).toBe("wst1.secret");
     expect(config.reportIntervalSeconds).toBe(30);
@@ -94,7 +98,9 @@ describe("resolveAgentConfig", () => {
   });
 
   it("refuses an absurd report interval", () => {
-    expect(problemsOf(base({ fileText: goodFile, readTokenFile: () => "t", flags: { reportInterval: "2d" } })).join()).toMatch(/over an hour/);
+    expect(
+      problemsOf(base({ fileText: goodFile, readTokenFile: () => "t", flags: { reportInterval: "2d" } })).join(),
+    ).toMatch(/over an hour/);
   });
 
   it("reports an unreadable token file", () => {
@@ -110,12 +116,20 @@ describe("resolveAgentConfig", () => {
   });
 
   it("accepts YAML booleans for collector.insecure", () => {
-    expect(resolveAgentConfig(base({ requireCollector: false, fileText: "collector: { insecure: true }" })).collector.insecure).toBe(true);
-    expect(resolveAgentConfig(base({ requireCollector: false, fileText: "collector: { insecure: false }" })).collector.insecure).toBe(false);
+    expect(
+      resolveAgentConfig(base({ requireCollector: false, fileText: "collector: { insecure: true }" })).collector
+        .insecure,
+    ).toBe(true);
+    expect(
+      resolveAgentConfig(base({ requireCollector: false, fileText: "collector: { insecure: false }" })).collector
+        .insecure,
+    ).toBe(false);
   });
 
   it("parses WS_AGENT_INSECURE strictly", () => {
     expect(problemsOf(base({ env: { WS_AGENT_INSECURE: "maybe" } })).join()).toMatch(/expected true or false/);
-    expect(resolveAgentConfig(base({ requireCollector: false, env: { WS_AGENT_INSECURE: "yes" } })).collector.insecure).toBe(true);
+    expect(
+      resolveAgentConfig(base({ requireCollector: false, env: { WS_AGENT_INSECURE: "yes" } })).collector.insecure,
+    ).toBe(true);
   });
 });

@@ -2,7 +2,15 @@
 // trailing metadata makes it wait that long, spread ±50 % by its jitter, instead of its own
 // backoff (which starts at 1 s and would bring a whole fleet back at once).
 import * as grpc from "@grpc/grpc-js";
-import { AgentService, bidiHandler, RETRY_AFTER_METADATA_KEY, serverChannelOptions, serverDefinition, type AgentMessage, type CollectorMessage } from "@ws/protocol";
+import {
+  AgentService,
+  bidiHandler,
+  RETRY_AFTER_METADATA_KEY,
+  serverChannelOptions,
+  serverDefinition,
+  type AgentMessage,
+  type CollectorMessage,
+} from "@ws/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { AgentConnection } from "../src/agent/connection.js";
 import type { AgentConfig } from "../src/config.js";
@@ -30,12 +38,18 @@ async function busyCollector(hintMs: number | undefined): Promise<{ address: str
       });
     }),
   });
-  const port = await new Promise<number>((resolve, reject) => server!.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  const port = await new Promise<number>((resolve, reject) =>
+    server!.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
   return { address: `127.0.0.1:${port}`, hellos: () => hellos };
 }
 
 function agentAgainst(address: string, logs: string[], random: number): AgentConnection {
-  const config = { collector: { address, insecure: true }, vm: { namespace: "lab", name: "ws14" }, token: "t" } as unknown as AgentConfig;
+  const config = {
+    collector: { address, insecure: true },
+    vm: { namespace: "lab", name: "ws14" },
+    token: "t",
+  } as unknown as AgentConfig;
   return new AgentConnection({
     config,
     hello: { vm: { namespace: "lab", name: "ws14" }, token: "t", agentVersion: "test" },
@@ -62,7 +76,9 @@ describe("the agent and a busy collector", () => {
     connection = agentAgainst(collector.address, logs, 0.25);
     void connection.run();
     // 8 s × (0.5 + 0.25): the hint, spread by the agent's jitter.
-    expect(await firstRetryLine(logs)).toMatch(/^collector stream ended \(RESOURCE_EXHAUSTED: collector busy admitting agents\); reconnecting in 6\.0s$/);
+    expect(await firstRetryLine(logs)).toMatch(
+      /^collector stream ended \(RESOURCE_EXHAUSTED: collector busy admitting agents\); reconnecting in 6\.0s$/,
+    );
     expect(collector.hellos()).toBe(1);
   });
 

@@ -16,7 +16,9 @@ describe("takeSample", () => {
       name: "code_server",
       async collect(ctx) {
         clock.advance(1_500); // this source took 1.5 s; the heartbeat happened 10 s before the sample began
-        return ok({ instances: [{ user: "alice", heartbeatAgeSeconds: (ctx.clock.nowMs() - (startMs - 10_000)) / 1000 }] });
+        return ok({
+          instances: [{ user: "alice", heartbeatAgeSeconds: (ctx.clock.nowMs() - (startMs - 10_000)) / 1000 }],
+        });
       },
     };
     const sample = await takeSample([slowCodeServer], [], base, 5_000, clock);

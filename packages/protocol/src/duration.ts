@@ -47,7 +47,9 @@ export function parseDuration(text: string, options: { allowBareSeconds?: boolea
     parts++;
   }
   if (parts === 0 || consumed !== input.length) {
-    throw new DurationError(`"${text}" is not a duration: use a number with a unit (w, d, h, m, s), such as 8h, 90m or 1h30m`);
+    throw new DurationError(
+      `"${text}" is not a duration: use a number with a unit (w, d, h, m, s), such as 8h, 90m or 1h30m`,
+    );
   }
   return checkRange(total, text, options);
 }
@@ -56,7 +58,9 @@ function checkRange(seconds: number, text: string, options: { allowZero?: boolea
   if (!Number.isFinite(seconds)) throw new DurationError(`"${text}" is not a finite duration`);
   if (seconds === 0 && !options.allowZero) throw new DurationError(`"${text}" is zero: a duration must be positive`);
   if (seconds > MAX_DURATION_SECONDS) {
-    throw new DurationError(`"${text}" is longer than a year (${formatDuration(MAX_DURATION_SECONDS)}); that is almost certainly a typo`);
+    throw new DurationError(
+      `"${text}" is longer than a year (${formatDuration(MAX_DURATION_SECONDS)}); that is almost certainly a typo`,
+    );
   }
   return seconds;
 }

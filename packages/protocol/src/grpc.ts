@@ -7,7 +7,10 @@ import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2
 
 /** Returned by a server-side deserializer instead of throwing, so the handler can answer INVALID_ARGUMENT. */
 export class DecodeFailure {
-  constructor(readonly reason: string, readonly byteLength: number) {}
+  constructor(
+    readonly reason: string,
+    readonly byteLength: number,
+  ) {}
 }
 
 export function methodPath(method: DescMethod): string {

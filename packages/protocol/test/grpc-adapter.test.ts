@@ -31,13 +31,19 @@ beforeAll(async () => {
           if (message.payload.case === "hello") {
             stream.write(
               create(CollectorMessageSchema, {
-                payload: { case: "directive", value: { status: { explanation: `hello ${message.payload.value.vm?.name}` } } },
+                payload: {
+                  case: "directive",
+                  value: { status: { explanation: `hello ${message.payload.value.vm?.name}` } },
+                },
               }),
             );
           } else if (message.payload.case === "report") {
             stream.write(
               create(CollectorMessageSchema, {
-                payload: { case: "directive", value: { reportIntervalSeconds: Number(message.payload.value.sequence) } },
+                payload: {
+                  case: "directive",
+                  value: { reportIntervalSeconds: Number(message.payload.value.sequence) },
+                },
               }),
             );
           }
@@ -80,8 +86,14 @@ describe("grpc adapter", () => {
     const c = client();
     const call = openBidi(c, AgentService, "connect", new grpc.Metadata());
     const { messages, done } = collect(call);
-    call.write(create(AgentMessageSchema, { payload: { case: "hello", value: { vm: { namespace: "ns", name: "vm-1" } } } }));
-    call.write(create(AgentMessageSchema, { payload: { case: "report", value: { sequence: 7n, system: { cpuBusyRatio: 0.5 } } } }));
+    call.write(
+      create(AgentMessageSchema, { payload: { case: "hello", value: { vm: { namespace: "ns", name: "vm-1" } } } }),
+    );
+    call.write(
+      create(AgentMessageSchema, {
+        payload: { case: "report", value: { sequence: 7n, system: { cpuBusyRatio: 0.5 } } },
+      }),
+    );
     call.end();
     const status = await done;
     expect(status.code).toBe(grpc.status.OK);

@@ -65,11 +65,26 @@ export function fromClientNodeType(type: string): string {
 }
 
 /** Which type an object's apiVersion and kind name: client-node's model, or a CRD schema type. */
-export function typeForObject(apiVersion: string, kind: string, models: Record<string, ModelClass>, crds: CrdSchema): string | null {
+export function typeForObject(
+  apiVersion: string,
+  kind: string,
+  models: Record<string, ModelClass>,
+  crds: CrdSchema,
+): string | null {
   const crd = crds.kinds[`${apiVersion} ${kind}`];
   if (crd) return crd;
   const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
-  const builtInGroups = ["", "apps", "rbac.authorization.k8s.io", "networking.k8s.io", "policy", "batch", "autoscaling", "coordination.k8s.io", "scheduling.k8s.io"];
+  const builtInGroups = [
+    "",
+    "apps",
+    "rbac.authorization.k8s.io",
+    "networking.k8s.io",
+    "policy",
+    "batch",
+    "autoscaling",
+    "coordination.k8s.io",
+    "scheduling.k8s.io",
+  ];
   if (!builtInGroups.includes(group!)) return null;
   const className = `${version![0]!.toUpperCase()}${version!.slice(1)}${kind}`;
   return models[className]?.attributeTypeMap ? `k8s:${className}` : null;
@@ -93,7 +108,8 @@ export class ApiTypes {
     const kind = String(object.kind);
     const name = (object.metadata as { name?: string } | undefined)?.name ?? "?";
     const type = typeForObject(apiVersion, kind, this.models, this.crds);
-    if (!type) return [`${apiVersion} ${kind} ${name}: no API type known for it (add it to test/packaging/schemas/crds.json)`];
+    if (!type)
+      return [`${apiVersion} ${kind} ${name}: no API type known for it (add it to test/packaging/schemas/crds.json)`];
     return this.validate(object, type, `${kind}/${name}`);
   }
 
@@ -101,7 +117,9 @@ export class ApiTypes {
     if (typeRef.startsWith("k8s:")) {
       const model = this.models[typeRef.slice(4)];
       if (!model?.attributeTypeMap) return undefined;
-      return { properties: Object.fromEntries(model.attributeTypeMap.map((a) => [a.baseName, fromClientNodeType(a.type)])) };
+      return {
+        properties: Object.fromEntries(model.attributeTypeMap.map((a) => [a.baseName, fromClientNodeType(a.type)])),
+      };
     }
     return this.crds.types[typeRef];
   }
@@ -118,7 +136,8 @@ export class ApiTypes {
     }
     if (typeRef.startsWith("map[string]")) {
       if (typeof value !== "object" || Array.isArray(value)) return wrong("a mapping");
-      for (const [key, item] of Object.entries(value as Record<string, unknown>)) this.check(item, typeRef.slice("map[string]".length), `${where}.${key}`, errors);
+      for (const [key, item] of Object.entries(value as Record<string, unknown>))
+        this.check(item, typeRef.slice("map[string]".length), `${where}.${key}`, errors);
       return;
     }
     if (typeRef.startsWith("enum:")) {
@@ -145,7 +164,12 @@ export class ApiTypes {
         if (typeof value !== "string" && !Number.isInteger(value)) wrong("an integer or a string");
         return;
       case "quantity":
-        if (!(typeof value === "string" && /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$/.test(value)) && !Number.isFinite(value)) {
+        if (
+          !(
+            typeof value === "string" && /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$/.test(value)
+          ) &&
+          !Number.isFinite(value)
+        ) {
           wrong("a quantity such as 16Gi or 500m");
         }
         return;

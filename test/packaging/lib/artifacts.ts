@@ -6,17 +6,22 @@ import { existsSync } from "node:fs";
 import { debianPackageVersion } from "../../../packaging/deb/debian-version.mjs";
 import { requireCommand, runOk } from "./tools.js";
 
-export const rootVersion: string = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
+export const rootVersion: string = (
+  JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }
+).version;
 
 function requireAgentBundle(): void {
-  if (!existsSync(agentBundle)) throw new Error(`${agentBundle} is missing: run 'npm run build' (npm test builds it first)`);
+  if (!existsSync(agentBundle))
+    throw new Error(`${agentBundle} is missing: run 'npm run build' (npm test builds it first)`);
 }
 
 /** scripts/build-deb.mjs into `outDir`; returns the .deb's path. */
 export function buildDeb(outDir: string): string {
   requireAgentBundle();
   requireCommand("dpkg-deb", "dpkg");
-  runOk(process.execPath, [path.join(repoRoot, "scripts/build-deb.mjs"), "--out", outDir], { env: { ...process.env, SOURCE_DATE_EPOCH: "1767225600" } });
+  runOk(process.execPath, [path.join(repoRoot, "scripts/build-deb.mjs"), "--out", outDir], {
+    env: { ...process.env, SOURCE_DATE_EPOCH: "1767225600" },
+  });
   return path.join(outDir, `ws-agent_${debianPackageVersion(rootVersion)}_all.deb`);
 }
 

@@ -20,15 +20,20 @@ export class Container {
     requireCommand("systemd-nspawn", "systemd-container");
     requireCommand("nsenter", "util-linux");
     // Shares the host's network: the agent inside reaches a collector on 127.0.0.1.
-    const nspawn = spawn("systemd-nspawn", ["-q", "-D", root, `--machine=${machine}`, "--register=no", "--keep-unit", "--console=read-only", "-b"], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const nspawn = spawn(
+      "systemd-nspawn",
+      ["-q", "-D", root, `--machine=${machine}`, "--register=no", "--keep-unit", "--console=read-only", "-b"],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let text = "";
     nspawn.stdout!.on("data", (chunk: Buffer) => (text += chunk.toString()));
     nspawn.stderr!.on("data", (chunk: Buffer) => (text += chunk.toString()));
     const leader = await eventually(
       () => {
-        if (nspawn.exitCode !== null) throw new Error(`systemd-nspawn exited ${nspawn.exitCode}:\n${text.slice(-3000)}`);
+        if (nspawn.exitCode !== null)
+          throw new Error(`systemd-nspawn exited ${nspawn.exitCode}:\n${text.slice(-3000)}`);
         return childrenOf(nspawn.pid!)[0];
       },
       30_000,
@@ -37,7 +42,8 @@ export class Container {
     const container = new Container(nspawn, leader, () => text);
     await eventually(
       () => {
-        if (nspawn.exitCode !== null) throw new Error(`systemd-nspawn exited ${nspawn.exitCode}:\n${text.slice(-3000)}`);
+        if (nspawn.exitCode !== null)
+          throw new Error(`systemd-nspawn exited ${nspawn.exitCode}:\n${text.slice(-3000)}`);
         const state = container.exec(["systemctl", "is-system-running"]).stdout.trim();
         return state === "running" || state === "degraded" ? state : undefined;
       },
@@ -75,7 +81,9 @@ function childrenOf(pid: number): number[] {
   const children: number[] = [];
   for (const task of readdirSync(`/proc/${pid}/task`)) {
     try {
-      children.push(...readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number));
+      children.push(
+        ...readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number),
+      );
     } catch {
       // the task ended
     }

@@ -19,7 +19,8 @@ export function aptMirror(sources: { name: string; text: string }[], suite: stri
   for (const { name, text } of sources) {
     if (name.endsWith(".sources")) {
       for (const stanza of text.split(/\n\s*\n/)) {
-        const field = (key: string) => new RegExp(`^${key}:\\s*(.+)$`, "mi").exec(stanza)?.[1]?.trim().split(/\s+/) ?? [];
+        const field = (key: string) =>
+          new RegExp(`^${key}:\\s*(.+)$`, "mi").exec(stanza)?.[1]?.trim().split(/\s+/) ?? [];
         if (field("Types").includes("deb") && field("Suites").includes(suite) && field("Components").includes("main")) {
           const uri = field("URIs")[0];
           if (uri) return uri;
@@ -56,19 +57,33 @@ export interface DebianRootOptions {
 export function makeDebianRoot(target: string, options: DebianRootOptions): void {
   requireCommand("debootstrap", "debootstrap");
   const codename = osCodename(readFileSync("/etc/os-release", "utf8"));
-  if (!codename) throw new Error("cannot read VERSION_CODENAME from /etc/os-release: these tests debootstrap this machine's Debian release");
+  if (!codename)
+    throw new Error(
+      "cannot read VERSION_CODENAME from /etc/os-release: these tests debootstrap this machine's Debian release",
+    );
   const mirror = aptMirror(readAptSources(), codename);
-  if (!mirror) throw new Error(`no apt source serves ${codename} main (looked in /etc/apt/sources.list and sources.list.d)`);
+  if (!mirror)
+    throw new Error(`no apt source serves ${codename} main (looked in /etc/apt/sources.list and sources.list.d)`);
   const cacheDir = options.cacheDir ?? process.env.WS_TEST_CACHE ?? "/var/cache/ws-tests";
-  const key = createHash("sha256").update([codename, mirror, ...options.include].join(" ")).digest("hex").slice(0, 12);
+  const key = createHash("sha256")
+    .update([codename, mirror, ...options.include].join(" "))
+    .digest("hex")
+    .slice(0, 12);
   const tarball = path.join(cacheDir, `debootstrap-${codename}-minbase-${key}.tar`);
   if (!existsSync(tarball)) {
     mkdirSync(cacheDir, { recursive: true });
     const build = path.join(cacheDir, `build-${process.pid}`);
     rmSync(build, { recursive: true, force: true });
     try {
-      const result = run("debootstrap", ["--variant=minbase", `--include=${options.include.join(",")}`, codename, build, mirror]);
-      if (result.status !== 0) throw new Error(`debootstrap ${codename} from ${mirror} failed:\n${result.output.slice(-4000)}`);
+      const result = run("debootstrap", [
+        "--variant=minbase",
+        `--include=${options.include.join(",")}`,
+        codename,
+        build,
+        mirror,
+      ]);
+      if (result.status !== 0)
+        throw new Error(`debootstrap ${codename} from ${mirror} failed:\n${result.output.slice(-4000)}`);
       runOk("tar", ["--numeric-owner", "-C", build, "-cf", `${tarball}.partial`, "."]);
       renameSync(`${tarball}.partial`, tarball);
     } finally {

@@ -18,7 +18,9 @@ export function requireCommand(command: string, debianPackage: string): string {
       // not here
     }
   }
-  throw new Error(`${command} is not installed: install the Debian package ${debianPackage} (scripts/install-test-deps.sh installs it)`);
+  throw new Error(
+    `${command} is not installed: install the Debian package ${debianPackage} (scripts/install-test-deps.sh installs it)`,
+  );
 }
 
 export interface RunResult {

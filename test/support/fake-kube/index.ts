@@ -12,7 +12,14 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Faults, reasonForStatus, type ActiveFault, type FaultSpec } from "./faults.js";
-import { WorkstationSeeder, kubevirtController, parseStopBody, type SeededWorkstation, type VmiTermination, type WorkstationSeed } from "./kubevirt.js";
+import {
+  WorkstationSeeder,
+  kubevirtController,
+  parseStopBody,
+  type SeededWorkstation,
+  type VmiTermination,
+  type WorkstationSeed,
+} from "./kubevirt.js";
 import { JsonPatchError, applyJsonPatch, applyMergePatch, type Json } from "./patch.js";
 import { apiVersionOf, findResource, resourceByKind, type ResourceType } from "./resources.js";
 import { SelectorError, matchesRequirements, parseFieldSelector, parseLabelSelector } from "./selectors.js";
@@ -103,7 +110,10 @@ interface KubevirtSubresourceRoute {
 }
 
 function parsePath(pathname: string): Route | KubevirtSubresourceRoute | null {
-  const parts = pathname.split("/").filter((p) => p.length > 0).map(decodeURIComponent);
+  const parts = pathname
+    .split("/")
+    .filter((p) => p.length > 0)
+    .map(decodeURIComponent);
   let group: string;
   let version: string;
   let rest: string[];
@@ -138,7 +148,13 @@ function attributesOf(method: string, pathname: string, watch: boolean): Request
   const route = parsePath(pathname);
   if (!route) return null;
   if ("action" in route) {
-    return { verb: verbFor(method, true, false), group: "subresources.kubevirt.io", resource: `virtualmachines/${route.action}`, namespace: route.namespace, name: route.name };
+    return {
+      verb: verbFor(method, true, false),
+      group: "subresources.kubevirt.io",
+      resource: `virtualmachines/${route.action}`,
+      namespace: route.namespace,
+      name: route.name,
+    };
   }
   return {
     verb: verbFor(method, route.name !== undefined, watch),
@@ -167,13 +183,22 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
   const store = new ObjectStore();
   const faults = new Faults();
   const requests: RequestRecord[] = [];
-  const kubevirt = kubevirtController(store, { stopDelayMs: options.stopDelayMs ?? 0, graceSecondMs: options.graceSecondMs ?? 0 });
+  const kubevirt = kubevirtController(store, {
+    stopDelayMs: options.stopDelayMs ?? 0,
+    graceSecondMs: options.graceSecondMs ?? 0,
+  });
   const seeder = new WorkstationSeeder(store);
   const openWatches = new Map<http.ServerResponse, string>();
 
   const heldAnswers = new WeakMap<RequestRecord, number>();
 
-  function send(res: http.ServerResponse, record: RequestRecord, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  function send(
+    res: http.ServerResponse,
+    record: RequestRecord,
+    status: number,
+    body: unknown,
+    headers: Record<string, string> = {},
+  ): void {
     record.status = status;
     const hold = heldAnswers.get(record);
     if (hold !== undefined) {
@@ -192,11 +217,20 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
       return;
     }
     const text = JSON.stringify(body);
-    res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text), ...headers });
+    res.writeHead(status, {
+      "Content-Type": "application/json",
+      "Content-Length": Buffer.byteLength(text),
+      ...headers,
+    });
     res.end(text);
   }
 
-  function sendError(res: http.ServerResponse, record: RequestRecord, err: ApiError, headers: Record<string, string> = {}): void {
+  function sendError(
+    res: http.ServerResponse,
+    record: RequestRecord,
+    err: ApiError,
+    headers: Record<string, string> = {},
+  ): void {
     send(res, record, err.code, statusBody(err), headers);
   }
 
@@ -220,12 +254,22 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     const obj = json as unknown as KubeObject;
     if (typeof obj.metadata !== "object" || obj.metadata === null) obj.metadata = {};
     if (obj.kind !== undefined && obj.kind !== resource.kind) {
-      throw new ApiError(400, "BadRequest", `the API version in the data (${String(obj.apiVersion)}) does not match the expected API version (${apiVersionOf(resource)})`);
+      throw new ApiError(
+        400,
+        "BadRequest",
+        `the API version in the data (${String(obj.apiVersion)}) does not match the expected API version (${apiVersionOf(resource)})`,
+      );
     }
     return obj;
   }
 
-  function serveWatch(req: http.IncomingMessage, res: http.ServerResponse, record: RequestRecord, route: Route, query: URLSearchParams): void {
+  function serveWatch(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    record: RequestRecord,
+    route: Route,
+    query: URLSearchParams,
+  ): void {
     const labels = parseLabelSelector(query.get("labelSelector"));
     const fields = parseFieldSelector(query.get("fieldSelector"));
     const rvParam = query.get("resourceVersion") ?? "";
@@ -326,7 +370,11 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
       // Strategic merge is plain merge for every field this fake's built-in types use.
       patched = applyMergePatch(current as unknown as Json, patch);
     } else {
-      throw new ApiError(415, "UnsupportedMediaType", `the media type "${type}" is not supported for ${route.resource.plural}`);
+      throw new ApiError(
+        415,
+        "UnsupportedMediaType",
+        `the media type "${type}" is not supported for ${route.resource.plural}`,
+      );
     }
     const obj = asObject(patched, route.resource);
     obj.metadata.name = current.metadata.name;
@@ -334,13 +382,21 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     return obj;
   }
 
-  function serve(req: http.IncomingMessage, res: http.ServerResponse, record: RequestRecord, raw: string, url: URL): void {
+  function serve(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    record: RequestRecord,
+    raw: string,
+    url: URL,
+  ): void {
     const method = (req.method ?? "GET").toUpperCase();
     const route = parsePath(url.pathname);
     if (!route) throw new ApiError(404, "NotFound", "the server could not find the requested resource");
     if ("action" in route) {
-      if (route.action !== "stop") throw new ApiError(404, "NotFound", "the server could not find the requested resource");
-      if (method !== "PUT") throw new ApiError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
+      if (route.action !== "stop")
+        throw new ApiError(404, "NotFound", "the server could not find the requested resource");
+      if (method !== "PUT")
+        throw new ApiError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
       kubevirt.stop(route.namespace, route.name, parseStopBody(raw));
       send(res, record, 202, undefined);
       return;
@@ -395,7 +451,11 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
         obj.metadata.namespace = namespace;
         if (!current) throw notFound(resource, name);
         if (subresource === "status") {
-          const next = { ...current, status: obj["status"], metadata: { ...current.metadata, resourceVersion: obj.metadata.resourceVersion } };
+          const next = {
+            ...current,
+            status: obj["status"],
+            metadata: { ...current.metadata, resourceVersion: obj.metadata.resourceVersion },
+          };
           send(res, record, 200, store.update(resource, next));
           return;
         }
@@ -407,7 +467,11 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
         if (!current) throw notFound(resource, name);
         const patched = applyPatch(route, current, String(req.headers["content-type"] ?? ""), raw);
         if (subresource === "status") {
-          const next = { ...current, status: patched["status"], metadata: { ...current.metadata, resourceVersion: patched.metadata.resourceVersion } };
+          const next = {
+            ...current,
+            status: patched["status"],
+            metadata: { ...current.metadata, resourceVersion: patched.metadata.resourceVersion },
+          };
           send(res, record, 200, store.update(resource, next));
           return;
         }
@@ -477,7 +541,11 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
           sendError(
             res,
             record,
-            new ApiError(403, "Forbidden", `${attributes.resource}${attributes.group ? `.${attributes.group}` : ""}${target} is forbidden: cannot ${attributes.verb} resource "${attributes.resource}" in API group "${attributes.group}"${where}`),
+            new ApiError(
+              403,
+              "Forbidden",
+              `${attributes.resource}${attributes.group ? `.${attributes.group}` : ""}${target} is forbidden: cannot ${attributes.verb} resource "${attributes.resource}" in API group "${attributes.group}"${where}`,
+            ),
           );
           return;
         }
@@ -486,8 +554,18 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
       const proceed = () => {
         if (res.destroyed || res.writableEnded) return;
         if (fault?.status !== undefined) {
-          const headers: Record<string, string> = fault.retryAfter !== undefined ? { "Retry-After": String(fault.retryAfter) } : {};
-          sendError(res, record, new ApiError(fault.status, reasonForStatus(fault.status), fault.message ?? `injected fault ${fault.status}`), headers);
+          const headers: Record<string, string> =
+            fault.retryAfter !== undefined ? { "Retry-After": String(fault.retryAfter) } : {};
+          sendError(
+            res,
+            record,
+            new ApiError(
+              fault.status,
+              reasonForStatus(fault.status),
+              fault.message ?? `injected fault ${fault.status}`,
+            ),
+            headers,
+          );
           return;
         }
         try {
@@ -495,7 +573,12 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
         } catch (err) {
           if (err instanceof ApiError) sendError(res, record, err);
           else if (err instanceof SelectorError) sendError(res, record, new ApiError(400, "BadRequest", err.message));
-          else sendError(res, record, new ApiError(500, "InternalError", err instanceof Error ? err.message : String(err)));
+          else
+            sendError(
+              res,
+              record,
+              new ApiError(500, "InternalError", err instanceof Error ? err.message : String(err)),
+            );
         }
       };
       if (fault) record.faulted = true;
@@ -523,7 +606,9 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     });
   }
 
-  const server = options.tls ? https.createServer({ key: options.tls.key, cert: options.tls.cert }, handle) : http.createServer(handle);
+  const server = options.tls
+    ? https.createServer({ key: options.tls.key, cert: options.tls.cert }, handle)
+    : http.createServer(handle);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const port = (server.address() as AddressInfo).port;
   const url = `${options.tls ? "https" : "http"}://127.0.0.1:${port}`;
@@ -540,7 +625,9 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
       kind: "Config",
       clusters: [{ name: "fake", cluster }],
       users: [{ name: "fake", user: { token } }],
-      contexts: [{ name: "fake", context: { cluster: "fake", user: "fake", namespace: options.namespace ?? "ws-system" } }],
+      contexts: [
+        { name: "fake", context: { cluster: "fake", user: "fake", namespace: options.namespace ?? "ws-system" } },
+      ],
       "current-context": "fake",
     }),
   );
@@ -554,10 +641,13 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     requests,
     requestsMatching(method, pathPattern) {
       return requests.filter(
-        (r) => r.method === method.toUpperCase() && (typeof pathPattern === "string" ? r.path.includes(pathPattern) : pathPattern.test(r.path)),
+        (r) =>
+          r.method === method.toUpperCase() &&
+          (typeof pathPattern === "string" ? r.path.includes(pathPattern) : pathPattern.test(r.path)),
       );
     },
-    openWatchCount: (pathPart) => [...openWatches.values()].filter((p) => pathPart === undefined || p.includes(pathPart)).length,
+    openWatchCount: (pathPart) =>
+      [...openWatches.values()].filter((p) => pathPart === undefined || p.includes(pathPart)).length,
     closeWatches() {
       for (const res of [...openWatches.keys()]) res.end();
     },

@@ -143,7 +143,10 @@ export function kubevirtController(store: ObjectStore, options: KubevirtControll
     const waitMs = grace * graceSecondMs;
     if (waitMs <= 0) return removeInstance(namespace, name, termination);
     const deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-    const terminating = (obj: KubeObject): KubeObject => ({ ...obj, metadata: { ...obj.metadata, deletionTimestamp, deletionGracePeriodSeconds: grace } });
+    const terminating = (obj: KubeObject): KubeObject => ({
+      ...obj,
+      metadata: { ...obj.metadata, deletionTimestamp, deletionGracePeriodSeconds: grace },
+    });
     store.update(VMI, terminating(vmi));
     for (const pod of launcherPodsOf(namespace, name)) store.update(POD, terminating(pod));
     later(waitMs, () => removeInstance(namespace, name, termination));
@@ -166,7 +169,9 @@ export function kubevirtController(store: ObjectStore, options: KubevirtControll
 
   function requestStopThroughStatus(vm: KubeObject, vmi: KubeObject): void {
     const status = statusOf(vm);
-    const requests = Array.isArray(status["stateChangeRequests"]) ? [...(status["stateChangeRequests"] as unknown[])] : [];
+    const requests = Array.isArray(status["stateChangeRequests"])
+      ? [...(status["stateChangeRequests"] as unknown[])]
+      : [];
     requests.push({ action: "Stop", uid: vmi.metadata.uid });
     store.update(VM, { ...vm, status: { ...status, stateChangeRequests: requests, printableStatus: "Stopping" } });
   }
@@ -183,7 +188,10 @@ export function kubevirtController(store: ObjectStore, options: KubevirtControll
       let oldGracePeriod: number | undefined;
       if (vmi && hasLiveVmi && body.gracePeriod !== undefined) {
         const vmiSpec = specOf(vmi);
-        oldGracePeriod = typeof vmiSpec["terminationGracePeriodSeconds"] === "number" ? (vmiSpec["terminationGracePeriodSeconds"] as number) : undefined;
+        oldGracePeriod =
+          typeof vmiSpec["terminationGracePeriodSeconds"] === "number"
+            ? (vmiSpec["terminationGracePeriodSeconds"] as number)
+            : undefined;
         if (!dryRun) {
           store.update(VMI, { ...vmi, spec: { ...vmiSpec, terminationGracePeriodSeconds: body.gracePeriod } });
         }
@@ -211,7 +219,8 @@ export function kubevirtController(store: ObjectStore, options: KubevirtControll
           // Always, Once: flip the VM's desired state; the controller tears the VMI down.
           if (dryRun) return;
           const spec = specOf(vm);
-          const nextSpec = typeof spec["running"] === "boolean" ? { ...spec, running: false } : { ...spec, runStrategy: "Halted" };
+          const nextSpec =
+            typeof spec["running"] === "boolean" ? { ...spec, running: false } : { ...spec, runStrategy: "Halted" };
           const updated = store.update(VM, { ...vm, spec: nextSpec });
           if (hasLiveVmi) {
             store.update(VM, { ...updated, status: { ...statusOf(updated), printableStatus: "Stopping" } });
@@ -305,7 +314,10 @@ export class WorkstationSeeder {
             volumeMode: "Block",
             ...(phase === "Bound" ? { volumeName: `pvc-${randomUUID()}` } : {}),
           },
-          status: { phase, ...(phase === "Bound" ? { accessModes: ["ReadWriteOnce"], capacity: { storage: "50Gi" } } : {}) },
+          status: {
+            phase,
+            ...(phase === "Bound" ? { accessModes: ["ReadWriteOnce"], capacity: { storage: "50Gi" } } : {}),
+          },
         }),
       );
     }
@@ -323,7 +335,8 @@ export class WorkstationSeeder {
     };
     if (seed.running !== undefined) spec["running"] = seed.running;
     else spec["runStrategy"] = seed.runStrategy ?? "Always";
-    const started = seed.started ?? (seed.running !== undefined ? seed.running : (seed.runStrategy ?? "Always") !== "Halted");
+    const started =
+      seed.started ?? (seed.running !== undefined ? seed.running : (seed.runStrategy ?? "Always") !== "Halted");
     const vm = this.store.create(VM, {
       metadata: {
         name: seed.name,
@@ -350,7 +363,11 @@ export class WorkstationSeeder {
     const spec = specOf(vm);
     if (typeof spec["running"] === "boolean") spec["running"] = true;
     else if (spec["runStrategy"] === "Halted") spec["runStrategy"] = "Always";
-    const updated = this.store.update(VM, { ...vm, spec, status: { ...statusOf(vm), printableStatus: "Running", ready: true, created: true } });
+    const updated = this.store.update(VM, {
+      ...vm,
+      spec,
+      status: { ...statusOf(vm), printableStatus: "Running", ready: true, created: true },
+    });
     const podIp = options.podIp ?? `10.244.0.${this.nextIp++}`;
     const template = (spec["template"] ?? {}) as { spec?: Spec };
     const vmi = this.store.create(VMI, {
@@ -358,7 +375,9 @@ export class WorkstationSeeder {
         name,
         namespace,
         labels: { "kubevirt.io/domain": name },
-        ownerReferences: [{ apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", name, uid: updated.metadata.uid, controller: true }],
+        ownerReferences: [
+          { apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", name, uid: updated.metadata.uid, controller: true },
+        ],
       },
       spec: { ...(template.spec ?? {}) },
       status: {
@@ -377,7 +396,15 @@ export class WorkstationSeeder {
           "vm.kubevirt.io/name": name,
           "kubevirt.io/domain": name,
         },
-        ownerReferences: [{ apiVersion: "kubevirt.io/v1", kind: "VirtualMachineInstance", name, uid: vmi.metadata.uid, controller: true }],
+        ownerReferences: [
+          {
+            apiVersion: "kubevirt.io/v1",
+            kind: "VirtualMachineInstance",
+            name,
+            uid: vmi.metadata.uid,
+            controller: true,
+          },
+        ],
       },
       spec: { containers: [{ name: "compute", image: "quay.io/kubevirt/virt-launcher" }] },
       status: { phase: "Running", podIP: podIp, podIPs: ips.map((ip) => ({ ip })) },

@@ -45,7 +45,9 @@ export function ruleAllows(rule: PolicyRule, a: RequestAttributes): boolean {
 
 export function policyAllows(policy: RbacPolicy, a: RequestAttributes): boolean {
   if (policy.clusterRules.some((r) => ruleAllows(r, a))) return true;
-  return policy.namespacedRules.some((scope) => scope.namespace === a.namespace && scope.rules.some((r) => ruleAllows(r, a)));
+  return policy.namespacedRules.some(
+    (scope) => scope.namespace === a.namespace && scope.rules.some((r) => ruleAllows(r, a)),
+  );
 }
 
 /** The verb the apiserver's authorizer sees for an HTTP request. */
@@ -70,19 +72,35 @@ export function verbFor(method: string, hasName: boolean, watch: boolean): strin
  * Builds a policy from RBAC manifests (ClusterRole, ClusterRoleBinding, Role, RoleBinding) for
  * one ServiceAccount.
  */
-export function policyForServiceAccount(documents: unknown[], serviceAccount: { namespace: string; name: string }): RbacPolicy {
-  type Doc = { kind?: string; metadata?: { name?: string; namespace?: string }; rules?: PolicyRule[]; roleRef?: { kind?: string; name?: string }; subjects?: Array<{ kind?: string; name?: string; namespace?: string }> };
+export function policyForServiceAccount(
+  documents: unknown[],
+  serviceAccount: { namespace: string; name: string },
+): RbacPolicy {
+  type Doc = {
+    kind?: string;
+    metadata?: { name?: string; namespace?: string };
+    rules?: PolicyRule[];
+    roleRef?: { kind?: string; name?: string };
+    subjects?: Array<{ kind?: string; name?: string; namespace?: string }>;
+  };
   const docs = documents.filter((d): d is Doc => typeof d === "object" && d !== null);
-  const bindsUs = (d: Doc) => (d.subjects ?? []).some((s) => s.kind === "ServiceAccount" && s.name === serviceAccount.name && s.namespace === serviceAccount.namespace);
-  const clusterRole = (name: string | undefined) => docs.find((d) => d.kind === "ClusterRole" && d.metadata?.name === name)?.rules ?? [];
+  const bindsUs = (d: Doc) =>
+    (d.subjects ?? []).some(
+      (s) => s.kind === "ServiceAccount" && s.name === serviceAccount.name && s.namespace === serviceAccount.namespace,
+    );
+  const clusterRole = (name: string | undefined) =>
+    docs.find((d) => d.kind === "ClusterRole" && d.metadata?.name === name)?.rules ?? [];
   const role = (namespace: string | undefined, name: string | undefined) =>
-    docs.find((d) => d.kind === "Role" && d.metadata?.name === name && d.metadata?.namespace === namespace)?.rules ?? [];
+    docs.find((d) => d.kind === "Role" && d.metadata?.name === name && d.metadata?.namespace === namespace)?.rules ??
+    [];
   const policy: RbacPolicy = { clusterRules: [], namespacedRules: [] };
   for (const d of docs) {
     if (!bindsUs(d)) continue;
-    if (d.kind === "ClusterRoleBinding" && d.roleRef?.kind === "ClusterRole") policy.clusterRules.push(...clusterRole(d.roleRef.name));
+    if (d.kind === "ClusterRoleBinding" && d.roleRef?.kind === "ClusterRole")
+      policy.clusterRules.push(...clusterRole(d.roleRef.name));
     if (d.kind === "RoleBinding") {
-      const rules = d.roleRef?.kind === "ClusterRole" ? clusterRole(d.roleRef.name) : role(d.metadata?.namespace, d.roleRef?.name);
+      const rules =
+        d.roleRef?.kind === "ClusterRole" ? clusterRole(d.roleRef.name) : role(d.metadata?.namespace, d.roleRef?.name);
       policy.namespacedRules.push({ namespace: d.metadata?.namespace ?? "", rules });
     }
   }

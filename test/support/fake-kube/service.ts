@@ -59,7 +59,10 @@ async function isReady(port: number, timeoutMs: number): Promise<boolean> {
   }
 }
 
-export async function startFakeService(backends: ServiceBackend[], options: { probeIntervalMs?: number; selector?: ServiceSelector } = {}): Promise<FakeService> {
+export async function startFakeService(
+  backends: ServiceBackend[],
+  options: { probeIntervalMs?: number; selector?: ServiceSelector } = {},
+): Promise<FakeService> {
   const probeIntervalMs = options.probeIntervalMs ?? 500;
   let ready: ServiceBackend[] = [];
   let closed = false;
@@ -68,9 +71,14 @@ export async function startFakeService(backends: ServiceBackend[], options: { pr
   const history: Array<{ atMs: number; ports: number[] }> = [];
 
   const probe = async () => {
-    const results = await Promise.all(backends.map(async (backend) => ((await isReady(backend.readinessPort, probeIntervalMs * 2)) ? backend : null)));
-    const next = results.filter((backend): backend is ServiceBackend => backend !== null && selects(options.selector, backend));
-    if (next.map((b) => b.port).join() !== ready.map((b) => b.port).join()) history.push({ atMs: performance.now(), ports: next.map((b) => b.port) });
+    const results = await Promise.all(
+      backends.map(async (backend) => ((await isReady(backend.readinessPort, probeIntervalMs * 2)) ? backend : null)),
+    );
+    const next = results.filter(
+      (backend): backend is ServiceBackend => backend !== null && selects(options.selector, backend),
+    );
+    if (next.map((b) => b.port).join() !== ready.map((b) => b.port).join())
+      history.push({ atMs: performance.now(), ports: next.map((b) => b.port) });
     ready = next;
   };
   await probe();

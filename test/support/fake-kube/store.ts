@@ -113,7 +113,11 @@ export class ObjectStore {
   list(r: ResourceType, namespace?: string): KubeObject[] {
     return [...this.bucket(r).values()]
       .filter((o) => namespace === undefined || o.metadata.namespace === namespace)
-      .sort((a, b) => key(a.metadata.namespace, a.metadata.name ?? "").localeCompare(key(b.metadata.namespace, b.metadata.name ?? "")))
+      .sort((a, b) =>
+        key(a.metadata.namespace, a.metadata.name ?? "").localeCompare(
+          key(b.metadata.namespace, b.metadata.name ?? ""),
+        ),
+      )
       .map((o) => structuredClone(o));
   }
 
@@ -122,13 +126,21 @@ export class ObjectStore {
     obj.metadata = { ...(obj.metadata ?? {}) };
     if (namespace !== undefined) {
       if (obj.metadata.namespace !== undefined && obj.metadata.namespace !== namespace) {
-        throw new ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
+        throw new ApiError(
+          400,
+          "BadRequest",
+          "the namespace of the provided object does not match the namespace sent on the request",
+        );
       }
       obj.metadata.namespace = namespace;
     }
     if (!obj.metadata.name) {
       if (!obj.metadata.generateName) {
-        throw new ApiError(422, "Invalid", `${r.kind} "" is invalid: metadata.name: Required value: name or generateName is required`);
+        throw new ApiError(
+          422,
+          "Invalid",
+          `${r.kind} "" is invalid: metadata.name: Required value: name or generateName is required`,
+        );
       }
       obj.metadata.name = obj.metadata.generateName + randomUUID().replace(/-/g, "").slice(0, 5);
     }
@@ -172,12 +184,16 @@ export class ObjectStore {
       namespace: current.metadata.namespace,
     };
     if (current.metadata.generation !== undefined) next.metadata.generation = current.metadata.generation;
-    if (current.metadata.deletionTimestamp !== undefined) next.metadata.deletionTimestamp = current.metadata.deletionTimestamp;
+    if (current.metadata.deletionTimestamp !== undefined)
+      next.metadata.deletionTimestamp = current.metadata.deletionTimestamp;
     if (options.keepStatus && r.hasStatusSubresource) {
       if (current["status"] === undefined) delete next["status"];
       else next["status"] = structuredClone(current["status"]);
     }
-    const comparableNext = { ...next, metadata: { ...next.metadata, resourceVersion: current.metadata.resourceVersion } };
+    const comparableNext = {
+      ...next,
+      metadata: { ...next.metadata, resourceVersion: current.metadata.resourceVersion },
+    };
     if (jsonEqual(comparableNext, current)) return structuredClone(current);
     if (r.tracksGeneration && !jsonEqual(next["spec"], current["spec"])) {
       next.metadata.generation = (current.metadata.generation ?? 0) + 1;

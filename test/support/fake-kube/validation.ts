@@ -6,7 +6,8 @@
 import { ApiError, type KubeObject } from "./store.js";
 
 const MICRO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$/;
-const QUALIFIED_NAME = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const QUALIFIED_NAME =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const NOTE_LIMIT_BYTES = 1024;
 
 function invalid(kind: string, name: string, causes: string[]): ApiError {
@@ -55,7 +56,8 @@ export function validateEventsV1Event(obj: KubeObject): void {
   }
   const series = obj["series"] as Record<string, unknown> | undefined;
   if (series) {
-    if (typeof series["count"] !== "number" || series["count"] < 2) causes.push("series.count: Invalid value: should be at least 2");
+    if (typeof series["count"] !== "number" || series["count"] < 2)
+      causes.push("series.count: Invalid value: should be at least 2");
     const seriesTime = microTimeCause("series.lastObservedTime", series["lastObservedTime"]);
     if (seriesTime) causes.push(seriesTime);
   }

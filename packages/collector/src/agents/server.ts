@@ -125,7 +125,11 @@ export class AgentServer {
         (stream) => this.handle(stream),
         (failure, peer) => {
           options.stats.reportDecodeFailures++;
-          options.log("warn", "malformed message from agent; stream closed", { peer, bytes: failure.byteLength, reason: failure.reason });
+          options.log("warn", "malformed message from agent; stream closed", {
+            peer,
+            bytes: failure.byteLength,
+            reason: failure.reason,
+          });
         },
       ),
     });
@@ -159,7 +163,11 @@ export class AgentServer {
     const { sink, stats, log, nowMs } = this.options;
     let session: AgentSession | undefined;
     let authenticating = false;
-    const reportBudget = new HelloAdmission(this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND, this.options.reportBurst ?? REPORT_BURST, nowMs);
+    const reportBudget = new HelloAdmission(
+      this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND,
+      this.options.reportBurst ?? REPORT_BURST,
+      nowMs,
+    );
     const peer = stream.peer();
     const helloTimer = setTimeout(() => {
       if (!session) stream.fail(grpc.status.DEADLINE_EXCEEDED, "no Hello within the time allowed");
@@ -185,14 +193,20 @@ export class AgentServer {
         const retryAfter = this.admission.admit();
         if (retryAfter !== undefined) {
           stats.streamsRefusedBusy++;
-          stream.fail(grpc.status.RESOURCE_EXHAUSTED, `collector busy admitting agents; retry in ${(retryAfter / 1000).toFixed(1)} s`, retryMetadata(retryAfter));
+          stream.fail(
+            grpc.status.RESOURCE_EXHAUSTED,
+            `collector busy admitting agents; retry in ${(retryAfter / 1000).toFixed(1)} s`,
+            retryMetadata(retryAfter),
+          );
           return;
         }
         authenticating = true;
         void Promise.resolve(sink.authenticate(vm, payload.value.token, peer)).then((result) => {
           authenticating = false;
           if (!result.ok) {
-            stats.countAuthFailure(result.kind ?? (result.code === grpc.status.UNAUTHENTICATED ? "bad-token" : "identity"));
+            stats.countAuthFailure(
+              result.kind ?? (result.code === grpc.status.UNAUTHENTICATED ? "bad-token" : "identity"),
+            );
             log("warn", `refused agent for ${vmId(vm)}: ${result.reason}`, { peer, vm: vmId(vm) });
             stream.fail(result.code, result.reason);
             return;
@@ -207,7 +221,8 @@ export class AgentServer {
             send: (directive) => {
               stream.write(create(CollectorMessageSchema, { payload: { case: "directive", value: directive } }));
             },
-            close: (code, details, retryAfterMs) => stream.fail(code, details, retryAfterMs === undefined ? undefined : retryMetadata(retryAfterMs)),
+            close: (code, details, retryAfterMs) =>
+              stream.fail(code, details, retryAfterMs === undefined ? undefined : retryMetadata(retryAfterMs)),
           };
           const previous = this.sessions.get(vmId(vm));
           if (previous) previous.close(grpc.status.ABORTED, "replaced by a newer connection from the same VM");

@@ -12,7 +12,8 @@ export class ValidationError extends Error {
 export function validateHello(hello: Hello): { namespace: string; name: string } {
   const ns = hello.vm?.namespace ?? "";
   const name = hello.vm?.name ?? "";
-  if (!K8S_NAME.test(ns) || ns.length > 63) throw new ValidationError(`hello: invalid VM namespace ${JSON.stringify(ns.slice(0, 80))}`);
+  if (!K8S_NAME.test(ns) || ns.length > 63)
+    throw new ValidationError(`hello: invalid VM namespace ${JSON.stringify(ns.slice(0, 80))}`);
   if (!K8S_NAME.test(name)) throw new ValidationError(`hello: invalid VM name ${JSON.stringify(name.slice(0, 80))}`);
   if (hello.token === "") throw new ValidationError("hello: no token");
   // 0 is "unset" (an agent that predates the field); anything else must be a version spoken here.
@@ -37,12 +38,14 @@ function checkAge(value: number | undefined, field: string): void {
 
 function checkRatio(value: number | undefined, field: string, max = 1.5): void {
   if (value === undefined) return;
-  if (!Number.isFinite(value) || value < 0 || value > max) throw new ValidationError(`report: ${field} = ${value} is out of range`);
+  if (!Number.isFinite(value) || value < 0 || value > max)
+    throw new ValidationError(`report: ${field} = ${value} is out of range`);
 }
 
 function checkCount(value: number | undefined, field: string): void {
   if (value === undefined) return;
-  if (!Number.isFinite(value) || value < 0) throw new ValidationError(`report: ${field} = ${value} must be a finite non-negative number`);
+  if (!Number.isFinite(value) || value < 0)
+    throw new ValidationError(`report: ${field} = ${value} must be a finite non-negative number`);
 }
 
 /**
@@ -80,7 +83,9 @@ export interface Truncation {
 }
 
 export function describeTruncation(t: Truncation): string {
-  return t.field === "strings" ? `${t.sent} string(s) cut to ${MAX_STRING} characters` : `${t.field} ${t.sent} → ${t.kept}`;
+  return t.field === "strings"
+    ? `${t.sent} string(s) cut to ${MAX_STRING} characters`
+    : `${t.field} ${t.sent} → ${t.kept}`;
 }
 
 class Limiter {
@@ -157,7 +162,8 @@ export function validateReport(report: Report): Truncation[] {
     checkRatio(gpu.utilizationRatio, "gpu.utilization_ratio");
     checkRatio(gpu.memoryUtilizationRatio, "gpu.memory_utilization_ratio");
   }
-  for (const process of limit.list(report.gpu?.processes ?? [], "gpu.processes")) limit.strings(process, ["gpuUuid", "processName", "user"]);
+  for (const process of limit.list(report.gpu?.processes ?? [], "gpu.processes"))
+    limit.strings(process, ["gpuUuid", "processName", "user"]);
   const system = report.system;
   if (system) {
     checkRatio(system.cpuBusyRatio, "system.cpu_busy_ratio");
@@ -171,13 +177,20 @@ export function validateReport(report: Report): Truncation[] {
     })) {
       checkCount(value, `system.${field}`);
     }
-    for (const process of limit.list(system.topProcesses, "system.top_processes")) limit.strings(process, ["user", "command"]);
+    for (const process of limit.list(system.topProcesses, "system.top_processes"))
+      limit.strings(process, ["user", "command"]);
   }
   for (const lease of limit.list(report.leases?.leases ?? [], "leases")) {
     limit.strings(lease, ["id", "user", "reason"]);
     checkAge(lease.ageSeconds, "lease.age_seconds");
-    if (!Number.isFinite(lease.requestedSeconds) || lease.requestedSeconds <= 0 || lease.requestedSeconds > 366 * 86_400) {
-      throw new ValidationError(`report: lease ${lease.id.slice(0, 40)} requested_seconds = ${lease.requestedSeconds} is not a valid duration`);
+    if (
+      !Number.isFinite(lease.requestedSeconds) ||
+      lease.requestedSeconds <= 0 ||
+      lease.requestedSeconds > 366 * 86_400
+    ) {
+      throw new ValidationError(
+        `report: lease ${lease.id.slice(0, 40)} requested_seconds = ${lease.requestedSeconds} is not a valid duration`,
+      );
     }
   }
   for (const device of limit.list(report.desktop?.devices ?? [], "desktop.devices")) {
@@ -189,7 +202,9 @@ export function validateReport(report: Report): Truncation[] {
     checkAge(session.loginAgeSeconds, "remote_sessions.login_age_seconds");
     checkAge(session.interactionAgeSeconds, "remote_sessions.interaction_age_seconds");
   }
-  for (const mount of limit.list(report.disk?.mounts ?? [], "disk.mounts")) limit.strings(mount, ["mountPoint", "device", "fsType"]);
-  for (const lock of limit.list(report.inhibitors?.locks ?? [], "inhibitors.locks")) limit.strings(lock, ["who", "why", "what", "mode"]);
+  for (const mount of limit.list(report.disk?.mounts ?? [], "disk.mounts"))
+    limit.strings(mount, ["mountPoint", "device", "fsType"]);
+  for (const lock of limit.list(report.inhibitors?.locks ?? [], "inhibitors.locks"))
+    limit.strings(lock, ["who", "why", "what", "mode"]);
   return limit.finish();
 }

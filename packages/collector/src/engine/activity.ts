@@ -58,17 +58,26 @@ export function advanceIdleClock(
   const considered: Array<{ reading: SignalReading; creditedAtMs?: number; note?: string }> = [];
   let lastStrong = record.lastStrongAtMs;
   let strongDetail: { atMs: number; detail: string } | undefined;
-  const echoUntil = record.lastNoticeSentAtMs === undefined ? undefined : record.lastNoticeSentAtMs + noticeEchoWindowMs(policy);
+  const echoUntil =
+    record.lastNoticeSentAtMs === undefined ? undefined : record.lastNoticeSentAtMs + noticeEchoWindowMs(policy);
 
   for (const reading of readings) {
     if (reading.strength !== "strong") continue;
     const atMs = Math.min(reading.atMs, nowMs);
     if (isOutputSignal(reading.signal)) {
       if (state !== "Active") {
-        considered.push({ reading, note: "terminal output does not cancel a pending stop (the notice itself is output)" });
+        considered.push({
+          reading,
+          note: "terminal output does not cancel a pending stop (the notice itself is output)",
+        });
         continue;
       }
-      if (echoUntil !== undefined && record.lastNoticeSentAtMs !== undefined && atMs >= record.lastNoticeSentAtMs && atMs <= echoUntil) {
+      if (
+        echoUntil !== undefined &&
+        record.lastNoticeSentAtMs !== undefined &&
+        atMs >= record.lastNoticeSentAtMs &&
+        atMs <= echoUntil
+      ) {
         considered.push({ reading, note: "output right after a notice: the notice itself" });
         continue;
       }
@@ -78,7 +87,10 @@ export function advanceIdleClock(
     if (strongDetail === undefined || atMs > strongDetail.atMs) strongDetail = { atMs, detail: reading.detail };
   }
 
-  lastStrong = advancedBeyondJitter(record.lastStrongAtMs, lastStrong === record.lastStrongAtMs ? undefined : lastStrong);
+  lastStrong = advancedBeyondJitter(
+    record.lastStrongAtMs,
+    lastStrong === record.lastStrongAtMs ? undefined : lastStrong,
+  );
 
   let lastWeak = record.lastWeakAtMs;
   let weakCredit: { atMs: number; detail: string } | undefined;
@@ -94,10 +106,15 @@ export function advanceIdleClock(
     const credited = Math.min(atMs, weakCap);
     considered.push(
       atMs > weakCap
-        ? { reading, creditedAtMs: credited, note: `weak evidence is past weak-activity-max (${formatDuration(policy.weakActivityMaxSeconds)}) after the last strong evidence` }
+        ? {
+            reading,
+            creditedAtMs: credited,
+            note: `weak evidence is past weak-activity-max (${formatDuration(policy.weakActivityMaxSeconds)}) after the last strong evidence`,
+          }
         : { reading, creditedAtMs: credited },
     );
-    if (weakCredit === undefined || credited > weakCredit.atMs) weakCredit = { atMs: credited, detail: `${reading.detail} (weak)` };
+    if (weakCredit === undefined || credited > weakCredit.atMs)
+      weakCredit = { atMs: credited, detail: `${reading.detail} (weak)` };
   }
 
   const lastActivity = advancedBeyondJitter(record.lastActivityAtMs, maxDefined(lastStrong, weakCredit?.atMs));
@@ -120,9 +137,20 @@ export function advanceIdleClock(
   const counted: CountedReading[] = considered.map(({ reading, creditedAtMs, note }) => {
     if (creditedAtMs === undefined) return { ...reading, counted: false, ...(note ? { note } : {}) };
     if (moved && creditedAtMs > before + AGE_JITTER_MS) return { ...reading, counted: true, ...(note ? { note } : {}) };
-    return { ...reading, counted: false, note: note ?? "not newer than the idle clock: already counted, or older than what it holds" };
+    return {
+      ...reading,
+      counted: false,
+      note: note ?? "not newer than the idle clock: already counted, or older than what it holds",
+    };
   });
-  return { lastStrongAtMs: lastStrong, lastWeakAtMs: lastWeak, lastActivityAtMs: lastActivity, lastActivityDetail: detail, lastActivityWeak: weak, readings: counted };
+  return {
+    lastStrongAtMs: lastStrong,
+    lastWeakAtMs: lastWeak,
+    lastActivityAtMs: lastActivity,
+    lastActivityDetail: detail,
+    lastActivityWeak: weak,
+    readings: counted,
+  };
 }
 
 /** What every clock of a record becomes with one report's readings. */
@@ -148,7 +176,17 @@ export function unattendedUntilMs(lastHumanAtMs: number | undefined, policy: Pol
  * attended clock is the idle clock: background work no longer keeps the VM.
  */
 export function advanceClocks(
-  record: Pick<VmRecord, "lastStrongAtMs" | "lastWeakAtMs" | "lastActivityAtMs" | "lastActivityDetail" | "lastActivityWeak" | "lastNoticeSentAtMs" | "lastHumanAtMs" | "attended">,
+  record: Pick<
+    VmRecord,
+    | "lastStrongAtMs"
+    | "lastWeakAtMs"
+    | "lastActivityAtMs"
+    | "lastActivityDetail"
+    | "lastActivityWeak"
+    | "lastNoticeSentAtMs"
+    | "lastHumanAtMs"
+    | "attended"
+  >,
   readings: readonly SignalReading[],
   policy: Policy,
   state: EngineState,
@@ -156,16 +194,31 @@ export function advanceClocks(
 ): ClocksUpdate {
   const attendedBefore = record.attended ?? clockOf(record);
   const foreground = readings.filter((reading) => !isBackgroundSignal(reading.signal));
-  const attended = advanceIdleClock({ ...attendedBefore, lastNoticeSentAtMs: record.lastNoticeSentAtMs }, foreground, policy, state, nowMs);
+  const attended = advanceIdleClock(
+    { ...attendedBefore, lastNoticeSentAtMs: record.lastNoticeSentAtMs },
+    foreground,
+    policy,
+    state,
+    nowMs,
+  );
   let human: number | undefined;
-  for (const reading of readings) if (isHumanSignal(reading.signal)) human = maxDefined(human, Math.min(reading.atMs, nowMs));
+  for (const reading of readings)
+    if (isHumanSignal(reading.signal)) human = maxDefined(human, Math.min(reading.atMs, nowMs));
   const lastHumanAtMs = advancedBeyondJitter(record.lastHumanAtMs, human);
   const until = unattendedUntilMs(lastHumanAtMs, policy);
   const unattended = until !== undefined && nowMs >= until;
-  if (!unattended) return { clock: advanceIdleClock(record, readings, policy, state, nowMs), attended, lastHumanAtMs, unattended };
+  if (!unattended)
+    return { clock: advanceIdleClock(record, readings, policy, state, nowMs), attended, lastHumanAtMs, unattended };
   const note = `no human evidence for ${formatDuration((nowMs - lastHumanAtMs!) / 1000)} (unattended-max ${formatDuration(policy.unattendedMaxSeconds!)}): background work no longer holds the VM`;
-  const background = readings.filter((reading) => isBackgroundSignal(reading.signal)).map((reading) => ({ ...reading, counted: false, note }));
-  return { clock: { ...attended, readings: [...attended.readings, ...background] }, attended, lastHumanAtMs, unattended };
+  const background = readings
+    .filter((reading) => isBackgroundSignal(reading.signal))
+    .map((reading) => ({ ...reading, counted: false, note }));
+  return {
+    clock: { ...attended, readings: [...attended.readings, ...background] },
+    attended,
+    lastHumanAtMs,
+    unattended,
+  };
 }
 
 /** The idle clock part of a record. */

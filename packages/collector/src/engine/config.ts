@@ -10,7 +10,13 @@
 // the annotation names without the prefix.
 
 import { parse as parseYaml, YAMLParseError } from "yaml";
-import { BUILTIN_DEFAULT_POLICY, DEFAULT_ANNOTATION_PREFIX, crossCheckPolicy, mergePolicy, parseKnobs } from "./policy.js";
+import {
+  BUILTIN_DEFAULT_POLICY,
+  DEFAULT_ANNOTATION_PREFIX,
+  crossCheckPolicy,
+  mergePolicy,
+  parseKnobs,
+} from "./policy.js";
 import { closestName } from "./suggest.js";
 import type { Policy, PolicyOverrides } from "./types.js";
 
@@ -53,19 +59,24 @@ export function parseCollectorPolicyConfig(text: string): ConfigResult {
 /** The same, for a section already parsed from YAML or JSON. */
 export function parseCollectorPolicyDocument(document: unknown): ConfigResult {
   if (document === null || document === undefined) return { ok: true, config: defaultCollectorPolicyConfig() };
-  if (!isPlainObject(document)) return { ok: false, errors: ["the policy config must be a mapping (key: value), not a list or a scalar"] };
+  if (!isPlainObject(document))
+    return { ok: false, errors: ["the policy config must be a mapping (key: value), not a list or a scalar"] };
 
   const errors: string[] = [];
   for (const key of Object.keys(document)) {
     if (SECTION_KEYS.includes(key)) continue;
     const suggestion = closestName(key, SECTION_KEYS);
-    errors.push(`${key}: unknown key` + (suggestion ? `; did you mean "${suggestion}"?` : `; known: ${SECTION_KEYS.join(", ")}`));
+    errors.push(
+      `${key}: unknown key` + (suggestion ? `; did you mean "${suggestion}"?` : `; known: ${SECTION_KEYS.join(", ")}`),
+    );
   }
   let annotationPrefix = DEFAULT_ANNOTATION_PREFIX;
   if (document.annotationPrefix !== undefined) {
     const prefix = document.annotationPrefix;
     if (typeof prefix !== "string" || !PREFIX_SHAPE.test(prefix)) {
-      errors.push(`annotationPrefix: ${JSON.stringify(prefix)} must be a DNS subdomain followed by "/", such as ${DEFAULT_ANNOTATION_PREFIX}`);
+      errors.push(
+        `annotationPrefix: ${JSON.stringify(prefix)} must be a DNS subdomain followed by "/", such as ${DEFAULT_ANNOTATION_PREFIX}`,
+      );
     } else {
       annotationPrefix = prefix;
     }
@@ -78,7 +89,8 @@ export function parseCollectorPolicyDocument(document: unknown): ConfigResult {
     } else {
       const section = sectionKnobs("defaults", document.defaults, errors);
       defaults = mergePolicy(BUILTIN_DEFAULT_POLICY, section);
-      for (const error of crossCheckPolicy(defaults, (name) => `defaults.${name}`)) errors.push(`${error.key}: ${error.message}`);
+      for (const error of crossCheckPolicy(defaults, (name) => `defaults.${name}`))
+        errors.push(`${error.key}: ${error.message}`);
     }
   }
 
@@ -89,7 +101,9 @@ export function parseCollectorPolicyDocument(document: unknown): ConfigResult {
     } else {
       for (const [name, body] of Object.entries(document.profiles)) {
         if (!PROFILE_NAME.test(name)) {
-          errors.push(`profiles.${name}: a profile name is lower-case letters, digits and dashes (it is written in an annotation)`);
+          errors.push(
+            `profiles.${name}: a profile name is lower-case letters, digits and dashes (it is written in an annotation)`,
+          );
           continue;
         }
         if (body === null || body === undefined) {

@@ -104,7 +104,8 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
     rec: { ...prev, agentConnected: observation.agentConnected },
     actions: [],
     received,
-    isNewReport: received !== undefined && (prev.lastReportAtMs === undefined || received.receivedAtMs > prev.lastReportAtMs),
+    isNewReport:
+      received !== undefined && (prev.lastReportAtMs === undefined || received.receivedAtMs > prev.lastReportAtMs),
     // The caller (vm/step.ts) may pass the evidence it extracted once when the Report arrived.
     evidence: observation.evidence ?? (received ? extractEvidence(received, policy, prev.memory) : undefined),
     reason: "",
@@ -251,7 +252,12 @@ function applyStopResult(step: Step): "stopped" | undefined {
     transition(step, "Active");
   } else {
     rec.stop = { ...rec.stop, lastFailure: { atMs: nowMs, message: result.message } };
-    event(step, "Warning", "IdleStopFailed", `stop failed: ${result.message}; asking again in ${duration(stopRetryDelayMs(rec.stop.attempts))}`);
+    event(
+      step,
+      "Warning",
+      "IdleStopFailed",
+      `stop failed: ${result.message}; asking again in ${duration(stopRetryDelayMs(rec.stop.attempts))}`,
+    );
   }
   return undefined;
 }
@@ -261,7 +267,10 @@ function noteNotRunning(step: Step): boolean {
   const { rec } = step;
   if (step.observation.vmRunning !== false) return false;
   if (rec.state !== "Stopped") {
-    step.reason = rec.state === "Stopping" ? "the stop was carried out: the VM is not running" : "the VM is not running (stopped outside ws)";
+    step.reason =
+      rec.state === "Stopping"
+        ? "the stop was carried out: the VM is not running"
+        : "the VM is not running (stopped outside ws)";
     // Not a cancellation: the stop happened (nobody is left to tell).
     rec.notice = undefined;
     rec.stop = undefined;
@@ -303,7 +312,12 @@ function comeBack(step: Step): boolean {
     rec.lastActivityAtMs = shift(rec.lastActivityAtMs);
     rec.lastStrongAtMs = shift(rec.lastStrongAtMs);
     rec.lastHumanAtMs = shift(rec.lastHumanAtMs);
-    if (rec.attended) rec.attended = { ...rec.attended, lastActivityAtMs: shift(rec.attended.lastActivityAtMs), lastStrongAtMs: shift(rec.attended.lastStrongAtMs) };
+    if (rec.attended)
+      rec.attended = {
+        ...rec.attended,
+        lastActivityAtMs: shift(rec.attended.lastActivityAtMs),
+        lastStrongAtMs: shift(rec.attended.lastStrongAtMs),
+      };
     enterActive(step, received.receivedAtMs - gapMs);
     step.reason = `reports resumed after ${duration(gapMs)}; the idle clock did not run while the agent was lost`;
     event(step, "Normal", "AgentBack", step.reason);
@@ -315,7 +329,13 @@ function comeBack(step: Step): boolean {
 function runClocks(step: Step): void {
   const { rec, evidence, received, policy, nowMs } = step;
   if (evidence && received && (rec.state === "Active" || rec.state === "StoppingPending" || rec.state === "Stopping")) {
-    const update = advanceClocks({ ...rec, lastHumanAtMs: rec.lastHumanAtMs ?? rec.firstSeenMs }, evidence.readings, policy, rec.state, nowMs);
+    const update = advanceClocks(
+      { ...rec, lastHumanAtMs: rec.lastHumanAtMs ?? rec.firstSeenMs },
+      evidence.readings,
+      policy,
+      rec.state,
+      nowMs,
+    );
     rec.lastStrongAtMs = update.clock.lastStrongAtMs;
     rec.lastWeakAtMs = update.clock.lastWeakAtMs;
     rec.lastActivityAtMs = update.clock.lastActivityAtMs;
@@ -336,9 +356,18 @@ function heldVetoes(step: Step): Veto[] {
   if (rec.state === "Stopped" || !evidence) return [];
   const until = unattendedUntilMs(rec.lastHumanAtMs, policy);
   const bounded = evidence.vetoes.map((veto) =>
-    until !== undefined && isBackgroundVeto(veto.kind) ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) } : veto,
+    until !== undefined && isBackgroundVeto(veto.kind)
+      ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) }
+      : veto,
   );
-  const ended = bounded.filter((veto) => isBackgroundVeto(veto.kind) && veto.untilMs !== undefined && veto.untilMs <= nowMs && until !== undefined && nowMs >= until);
+  const ended = bounded.filter(
+    (veto) =>
+      isBackgroundVeto(veto.kind) &&
+      veto.untilMs !== undefined &&
+      veto.untilMs <= nowMs &&
+      until !== undefined &&
+      nowMs >= until,
+  );
   step.unattended = until !== undefined && nowMs >= until ? ended : undefined;
   return vetoesAt({ ...evidence, vetoes: bounded }, nowMs);
 }
@@ -351,7 +380,10 @@ function sendLeaseDecisions(step: Step): void {
   const unconfirmed = (received.report.leases?.leases ?? []).some((lease) => !lease.confirmed);
   if (key === prev.leaseDecisionsKey && !unconfirmed) return;
   if (evidence.leases.length > 0 || prev.leaseDecisionsKey !== "") {
-    step.actions.push({ kind: "lease-decisions", decisions: evidence.leases.map((view) => leaseDecision(view, policy, nowMs)) });
+    step.actions.push({
+      kind: "lease-decisions",
+      decisions: evidence.leases.map((view) => leaseDecision(view, policy, nowMs)),
+    });
   }
   rec.leaseDecisionsKey = key;
 }
@@ -365,7 +397,8 @@ function noticeLostAgent(step: Step): void {
   clearNotice(step, "the agent is lost: nothing is stopped while the collector cannot see the VM");
   transition(step, "AgentLost");
   step.reason = `no report for ${duration(silentMs)} (agent-lost-after ${formatDuration(policy.agentLostAfterSeconds)}): a VM the collector cannot see is never stopped`;
-  if (policy.stopWhenAgentLostAfterSeconds !== null) step.reason += ` unless it stays lost for stop-when-agent-lost-after ${formatDuration(policy.stopWhenAgentLostAfterSeconds)}`;
+  if (policy.stopWhenAgentLostAfterSeconds !== null)
+    step.reason += ` unless it stays lost for stop-when-agent-lost-after ${formatDuration(policy.stopWhenAgentLostAfterSeconds)}`;
   event(step, "Warning", "AgentLost", step.reason);
 }
 
@@ -388,7 +421,12 @@ function startNotice(step: Step): void {
   pushNotice(step, notice, false);
   const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
   step.reason = `idle ${duration(idle)} ≥ idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} and no veto: notice sent, ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`;
-  event(step, "Normal", "IdleStopPending", `${notice.reason}; ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`);
+  event(
+    step,
+    "Normal",
+    "IdleStopPending",
+    `${notice.reason}; ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`,
+  );
 }
 
 function pushNotice(step: Step, notice: PendingNotice, repeat: boolean): void {
@@ -410,18 +448,36 @@ function pushNotice(step: Step, notice: PendingNotice, repeat: boolean): void {
 
 function requestStop(step: Step, trigger: StopTrigger, why: string): void {
   const { rec, nowMs } = step;
-  rec.stop = { decidedAtMs: nowMs, trigger, reason: why, attempts: 1, lastAttemptAtMs: nowMs, idleSinceMs: rec.lastActivityAtMs };
+  rec.stop = {
+    decidedAtMs: nowMs,
+    trigger,
+    reason: why,
+    attempts: 1,
+    lastAttemptAtMs: nowMs,
+    idleSinceMs: rec.lastActivityAtMs,
+  };
   // The notice ends in the stop it announced: no "cleared" to the agent, which would read as a reprieve.
   rec.notice = undefined;
   transition(step, "Stopping");
   const idle = idleMs(step);
-  step.actions.push({ kind: "stop", trigger, reason: why, idleSeconds: idle === undefined ? undefined : idle / 1000, attempt: 1 });
+  step.actions.push({
+    kind: "stop",
+    trigger,
+    reason: why,
+    idleSeconds: idle === undefined ? undefined : idle / 1000,
+    attempt: 1,
+  });
   event(step, trigger === "agent-lost" ? "Warning" : "Normal", "IdleStop", why);
 }
 
 function recordWouldStop(step: Step, trigger: StopTrigger, why: string): void {
   const idle = idleMs(step);
-  step.actions.push({ kind: "would-stop", trigger, reason: why, idleSeconds: idle === undefined ? undefined : idle / 1000 });
+  step.actions.push({
+    kind: "would-stop",
+    trigger,
+    reason: why,
+    idleSeconds: idle === undefined ? undefined : idle / 1000,
+  });
   event(step, "Normal", "IdleWouldStop", `observe mode, nothing stopped: ${why}`);
 }
 
@@ -462,7 +518,9 @@ function decidePending(step: Step): void {
   }
   const activityAfterNotice = rec.lastActivityAtMs !== undefined && rec.lastActivityAtMs > notice.idleSinceMs;
   if (activityAfterNotice || idle < policy.idleTimeoutSeconds * 1000) {
-    const why = activityAfterNotice ? `activity: ${rec.lastActivityDetail ?? "seen"}` : `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`;
+    const why = activityAfterNotice
+      ? `activity: ${rec.lastActivityDetail ?? "seen"}`
+      : `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`;
     clearNotice(step, why);
     transition(step, "Active");
     step.reason = `pending stop cancelled: ${why}`;
@@ -523,7 +581,10 @@ function decideStopping(step: Step): void {
     event(step, "Normal", "IdleStopCancelled", step.reason);
     return;
   }
-  if (rec.lastActivityAtMs !== undefined && (stop.idleSinceMs === undefined || rec.lastActivityAtMs > stop.idleSinceMs)) {
+  if (
+    rec.lastActivityAtMs !== undefined &&
+    (stop.idleSinceMs === undefined || rec.lastActivityAtMs > stop.idleSinceMs)
+  ) {
     const why = `activity after the stop was decided: ${rec.lastActivityDetail ?? "seen"}`;
     step.actions.push({ kind: "cancel-stop", reason: why });
     transition(step, "Active");
@@ -535,7 +596,13 @@ function decideStopping(step: Step): void {
   if (stop.lastFailure && nowMs - stop.lastFailure.atMs >= stopRetryDelayMs(stop.attempts)) {
     rec.stop = { ...stop, attempts: stop.attempts + 1, lastAttemptAtMs: nowMs, lastFailure: undefined };
     const idle = idleMs(step);
-    step.actions.push({ kind: "stop", trigger: stop.trigger, reason: stop.reason, idleSeconds: idle === undefined ? undefined : idle / 1000, attempt: rec.stop.attempts });
+    step.actions.push({
+      kind: "stop",
+      trigger: stop.trigger,
+      reason: stop.reason,
+      idleSeconds: idle === undefined ? undefined : idle / 1000,
+      attempt: rec.stop.attempts,
+    });
     step.reason = `asking again for the stop (attempt ${rec.stop.attempts}) after: ${stop.lastFailure.message}`;
   } else {
     step.reason ||= `waiting for the stop to be carried out (${stop.reason})`;
@@ -546,7 +613,8 @@ function decideStopping(step: Step): void {
 function decideUnseen(step: Step): void {
   const { rec, policy, nowMs, observation } = step;
   const limit = policy.stopWhenAgentLostAfterSeconds;
-  const silentSince = rec.state === "AgentLost" ? rec.lastReportAtMs : observation.vmRunning === true ? rec.sinceMs : undefined;
+  const silentSince =
+    rec.state === "AgentLost" ? rec.lastReportAtMs : observation.vmRunning === true ? rec.sinceMs : undefined;
   if (silentSince === undefined) {
     step.reason ||= rec.state === "Unknown" ? "waiting for the first report" : "the agent is lost: never stopped";
     return;
@@ -571,14 +639,23 @@ function decideUnseen(step: Step): void {
 
 function finish(step: Step): Decision {
   const { rec, policy, nowMs, evidence, actions, from } = step;
-  rec.activeSignals = rec.state === "Stopped" ? [] : activeSignalNames(evidence, nowMs, Math.max(30, 2 * policy.reportIntervalSeconds));
+  rec.activeSignals =
+    rec.state === "Stopped" ? [] : activeSignalNames(evidence, nowMs, Math.max(30, 2 * policy.reportIntervalSeconds));
   if (rec.state !== from) {
     actions.push({
       kind: "persist",
-      values: { state: rec.state, lastActiveMs: rec.lastActivityAtMs, noticeId: rec.notice?.id, stopDeadlineMs: rec.notice?.deadlineMs },
+      values: {
+        state: rec.state,
+        lastActiveMs: rec.lastActivityAtMs,
+        noticeId: rec.notice?.id,
+        stopDeadlineMs: rec.notice?.deadlineMs,
+      },
     });
   }
-  const idle = rec.lastActivityAtMs === undefined || rec.state === "Stopped" || rec.state === "Unknown" ? undefined : Math.max(0, nowMs - rec.lastActivityAtMs);
+  const idle =
+    rec.lastActivityAtMs === undefined || rec.state === "Stopped" || rec.state === "Unknown"
+      ? undefined
+      : Math.max(0, nowMs - rec.lastActivityAtMs);
   const activeVetoes = heldVetoes(step);
   const stopAtMs = scheduledStopAt(rec, policy, activeVetoes, nowMs);
   const explanation: Explanation = {
@@ -640,7 +717,8 @@ function wakeAt(rec: VmRecord, policy: Policy, vetoes: readonly Veto[], nowMs: n
   if (rec.state === "StoppingPending" && rec.notice) {
     candidates.push(rec.notice.deadlineMs, rec.notice.lastSentAtMs + policy.noticeRepeatSeconds * 1000);
   }
-  if (rec.state === "Stopping" && rec.stop?.lastFailure) candidates.push(rec.stop.lastFailure.atMs + stopRetryDelayMs(rec.stop.attempts));
+  if (rec.state === "Stopping" && rec.stop?.lastFailure)
+    candidates.push(rec.stop.lastFailure.atMs + stopRetryDelayMs(rec.stop.attempts));
   if (rec.state === "AgentLost" && policy.stopWhenAgentLostAfterSeconds !== null && rec.lastReportAtMs !== undefined) {
     candidates.push(rec.lastReportAtMs + policy.stopWhenAgentLostAfterSeconds * 1000);
   }
@@ -655,9 +733,12 @@ function summarize(state: EngineState, explanation: Explanation, policy: Policy)
   const parts: string[] = [state];
   if (policy.mode === "observe") parts.push("observe mode");
   if (!policy.autostopEnabled) parts.push("autostop off");
-  if (explanation.idleSeconds !== undefined) parts.push(`idle ${formatDuration(explanation.idleSeconds)} of ${formatDuration(policy.idleTimeoutSeconds)}`);
+  if (explanation.idleSeconds !== undefined)
+    parts.push(`idle ${formatDuration(explanation.idleSeconds)} of ${formatDuration(policy.idleTimeoutSeconds)}`);
   if (explanation.stopAtMs !== undefined && (state === "Active" || state === "AgentLost")) {
-    parts.push(`stop in ${formatDuration(Math.max(0, explanation.stopAtMs - explanation.atMs) / 1000)} if nothing changes`);
+    parts.push(
+      `stop in ${formatDuration(Math.max(0, explanation.stopAtMs - explanation.atMs) / 1000)} if nothing changes`,
+    );
   }
   if (explanation.vetoes.length > 0) parts.push(`held by ${explanation.vetoes.map((veto) => veto.kind).join(", ")}`);
   parts.push(explanation.reason);
@@ -666,5 +747,7 @@ function summarize(state: EngineState, explanation: Explanation, policy: Policy)
 
 /** The sources whose state the latest report lists as failed (for metrics). */
 export function failedSources(observation: Observation): string[] {
-  return (observation.latestReport?.report.sources ?? []).filter((status) => status.state === SourceState.FAILED).map((status) => status.source);
+  return (observation.latestReport?.report.sources ?? [])
+    .filter((status) => status.state === SourceState.FAILED)
+    .map((status) => status.source);
 }

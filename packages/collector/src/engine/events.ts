@@ -21,19 +21,65 @@ export interface EventReasonInfo {
 }
 
 export const EVENT_REASONS = {
-  IdleStopPending: { types: ["Normal"], action: "Notify", meaning: "idle: the notice went to the VM, with when the stop will happen and how to keep it running" },
-  IdleStopCancelled: { types: ["Normal"], action: "CancelStop", meaning: "activity, a lease or a policy change cancelled the pending stop" },
-  IdleStop: { types: ["Normal", "Warning"], action: "Stop", meaning: "the grace period is over: the stop is asked for, with the signals that decided (Warning when the trigger is a lost agent)" },
-  Stopped: { types: ["Normal"], action: "Stop", meaning: "the KubeVirt stop subresource accepted the stop (Kubernetes mode)" },
-  IdleWouldStop: { types: ["Normal"], action: "ObserveStop", meaning: "observe mode: the same decision as IdleStop, nothing stopped" },
-  IdleStopRefused: { types: ["Warning"], action: "Stop", meaning: "the safety check refused the stop (which volume, why); the idle clock restarts" },
-  IdleStopFailed: { types: ["Warning"], action: "Stop", meaning: "the stop request failed; it is asked again after 1, 2, 4… (≤ 10) minutes" },
-  PolicyInvalid: { types: ["Warning"], action: "ReadPolicy", meaning: "a policy annotation did not parse; the last valid policy stays in force" },
+  IdleStopPending: {
+    types: ["Normal"],
+    action: "Notify",
+    meaning: "idle: the notice went to the VM, with when the stop will happen and how to keep it running",
+  },
+  IdleStopCancelled: {
+    types: ["Normal"],
+    action: "CancelStop",
+    meaning: "activity, a lease or a policy change cancelled the pending stop",
+  },
+  IdleStop: {
+    types: ["Normal", "Warning"],
+    action: "Stop",
+    meaning:
+      "the grace period is over: the stop is asked for, with the signals that decided (Warning when the trigger is a lost agent)",
+  },
+  Stopped: {
+    types: ["Normal"],
+    action: "Stop",
+    meaning: "the KubeVirt stop subresource accepted the stop (Kubernetes mode)",
+  },
+  IdleWouldStop: {
+    types: ["Normal"],
+    action: "ObserveStop",
+    meaning: "observe mode: the same decision as IdleStop, nothing stopped",
+  },
+  IdleStopRefused: {
+    types: ["Warning"],
+    action: "Stop",
+    meaning: "the safety check refused the stop (which volume, why); the idle clock restarts",
+  },
+  IdleStopFailed: {
+    types: ["Warning"],
+    action: "Stop",
+    meaning: "the stop request failed; it is asked again after 1, 2, 4… (≤ 10) minutes",
+  },
+  PolicyInvalid: {
+    types: ["Warning"],
+    action: "ReadPolicy",
+    meaning: "a policy annotation did not parse; the last valid policy stays in force",
+  },
   PolicyValid: { types: ["Normal"], action: "ReadPolicy", meaning: "the policy annotations are valid again" },
-  AgentLost: { types: ["Warning"], action: "Observe", meaning: "no Report for agent-lost-after; the VM is not stopped for it (by default)" },
+  AgentLost: {
+    types: ["Warning"],
+    action: "Observe",
+    meaning: "no Report for agent-lost-after; the VM is not stopped for it (by default)",
+  },
   AgentBack: { types: ["Normal"], action: "Observe", meaning: "the agent reports again after AgentLost" },
-  KeepRunningLink: { types: ["Normal"], action: "GrantLease", meaning: "someone pressed a keep-running button of a notice's signed link: a lease went to the agent (who, for how long)" },
-  IdentityRejected: { types: ["Warning"], action: "Authenticate", meaning: "an agent stream came from another address than the pod of the VM it claimed (Kubernetes mode)" },
+  KeepRunningLink: {
+    types: ["Normal"],
+    action: "GrantLease",
+    meaning:
+      "someone pressed a keep-running button of a notice's signed link: a lease went to the agent (who, for how long)",
+  },
+  IdentityRejected: {
+    types: ["Warning"],
+    action: "Authenticate",
+    meaning: "an agent stream came from another address than the pod of the VM it claimed (Kubernetes mode)",
+  },
 } as const satisfies Record<string, EventReasonInfo>;
 
 export type EventReason = keyof typeof EVENT_REASONS;
@@ -44,6 +90,8 @@ export function isEventReason(reason: string): reason is EventReason {
 
 /** docs/kubernetes.md's table of Events, as this list has it (a test keeps the docs equal to it). */
 export function eventReasonsTable(): string {
-  const rows = Object.entries(EVENT_REASONS).map(([reason, info]) => `| \`${reason}\` | ${info.types.join(", ")} | \`${info.action}\` | ${info.meaning} |`);
+  const rows = Object.entries(EVENT_REASONS).map(
+    ([reason, info]) => `| \`${reason}\` | ${info.types.join(", ")} | \`${info.action}\` | ${info.meaning} |`,
+  );
   return ["| reason | type | action | when |", "|---|---|---|---|", ...rows].join("\n");
 }

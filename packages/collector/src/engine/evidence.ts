@@ -23,7 +23,11 @@ import type {
   Veto,
 } from "./types.js";
 
-export const EMPTY_MEMORY: EvidenceMemory = Object.freeze({ sources: {}, inhibitorsFirstSeenMs: {}, leases: [] }) as EvidenceMemory;
+export const EMPTY_MEMORY: EvidenceMemory = Object.freeze({
+  sources: {},
+  inhibitorsFirstSeenMs: {},
+  leases: [],
+}) as EvidenceMemory;
 
 /** A code-server heartbeat younger than this means a browser is still connected (code-server writes it every minute). */
 const CODE_SERVER_FRESH_SECONDS = 5 * 60;
@@ -90,10 +94,21 @@ function terminalEvidence(report: Report, policy: Policy, time: ReportTime): Sou
   for (const session of report.sessions?.sessions ?? []) {
     const who = `${session.user || `uid ${session.uid}`}${session.remoteHost ? ` from ${session.remoteHost}` : ""}`;
     const inputAt = time.at(session.inputAgeSeconds);
-    if (inputAt !== undefined) readings.push({ signal: "tty-input", strength: "strong", atMs: inputAt, detail: `input on ${session.tty} (${who})` });
+    if (inputAt !== undefined)
+      readings.push({
+        signal: "tty-input",
+        strength: "strong",
+        atMs: inputAt,
+        detail: `input on ${session.tty} (${who})`,
+      });
     const outputAt = time.at(session.outputAgeSeconds);
     if (policy.thresholds.ttyOutputCounts && outputAt !== undefined) {
-      readings.push({ signal: "tty-output", strength: "strong", atMs: outputAt, detail: `output on ${session.tty} (${who})` });
+      readings.push({
+        signal: "tty-output",
+        strength: "strong",
+        atMs: outputAt,
+        detail: `output on ${session.tty} (${who})`,
+      });
     }
   }
   return { readings, vetoes: [], live: (report.sessions?.sessions.length ?? 0) > 0 };
@@ -108,7 +123,12 @@ function desktopEvidence(report: Report, policy: Policy, time: ReportTime): Sour
     const inputAt = time.at(device.inputAgeSeconds);
     if (inputAt === undefined) continue;
     const kind = INPUT_KIND_WORD[device.kind] ?? "input device";
-    readings.push({ signal: "desktop-input", strength: "strong", atMs: inputAt, detail: `desktop ${kind} input${device.name ? ` (${device.name})` : ""}` });
+    readings.push({
+      signal: "desktop-input",
+      strength: "strong",
+      atMs: inputAt,
+      detail: `desktop ${kind} input${device.name ? ` (${device.name})` : ""}`,
+    });
   }
   // Input within the idle timeout is use a blind source would be hiding.
   const live = readings.some((reading) => reading.atMs > time.sampledAtMs - policy.idleTimeoutSeconds * 1000);
@@ -128,17 +148,31 @@ function remoteSessionEvidence(report: Report, time: ReportTime): SourceEvidence
   for (const session of sessions) {
     const who = `${session.user || `uid ${session.uid}`}${session.remoteHost ? ` from ${session.remoteHost}` : ""}`;
     const what = session.command ? `running ${session.command}` : "forwarding ports";
-    readings.push({ signal: "remote-connected", strength: "weak", atMs: time.sampledAtMs, detail: `SSH session without a terminal is open (${who}, ${what})` });
+    readings.push({
+      signal: "remote-connected",
+      strength: "weak",
+      atMs: time.sampledAtMs,
+      detail: `SSH session without a terminal is open (${who}, ${what})`,
+    });
     const interactionAt = time.at(session.interactionAgeSeconds);
     if (interactionAt !== undefined) {
-      readings.push({ signal: "remote-session", strength: "strong", atMs: interactionAt, detail: `traffic in an SSH session without a terminal (${who}, ${what})` });
+      readings.push({
+        signal: "remote-session",
+        strength: "strong",
+        atMs: interactionAt,
+        detail: `traffic in an SSH session without a terminal (${who}, ${what})`,
+      });
     }
   }
   return { readings, vetoes: [], live: sessions.length > 0 };
 }
 
 /** Jupyter servers: kernels and terminals; each server also gets its own blind-source memory entry. */
-function jupyterEvidence(report: Report, policy: Policy, time: ReportTime): SourceEvidence & { servers: Array<[string, { reachable: boolean; live: boolean; message: string }]> } {
+function jupyterEvidence(
+  report: Report,
+  policy: Policy,
+  time: ReportTime,
+): SourceEvidence & { servers: Array<[string, { reachable: boolean; live: boolean; message: string }]> } {
   const readings: SignalReading[] = [];
   const vetoes: Veto[] = [];
   const servers: Array<[string, { reachable: boolean; live: boolean; message: string }]> = [];
@@ -153,11 +187,17 @@ function jupyterEvidence(report: Report, policy: Policy, time: ReportTime): Sour
       const name = `kernel ${kernel.name || "?"} ${kernel.id.slice(0, 8)} on ${server.url}${owner}`;
       if (kernel.executionState === "busy") {
         // A busy kernel's last_activity moves with its own output: the busy reading says all there is.
-        readings.push({ signal: "jupyter-busy", strength: "strong", atMs: time.sampledAtMs, detail: `${name} is busy` });
+        readings.push({
+          signal: "jupyter-busy",
+          strength: "strong",
+          atMs: time.sampledAtMs,
+          detail: `${name} is busy`,
+        });
         vetoes.push({ kind: "jupyter-busy", detail: `${name} is busy` });
       } else {
         const activityAt = time.at(kernel.lastActivityAgeSeconds);
-        if (activityAt !== undefined) readings.push({ signal: "jupyter-kernel", strength: "strong", atMs: activityAt, detail: `${name} activity` });
+        if (activityAt !== undefined)
+          readings.push({ signal: "jupyter-kernel", strength: "strong", atMs: activityAt, detail: `${name} activity` });
       }
       if (kernel.connections > 0) {
         readings.push({
@@ -174,7 +214,12 @@ function jupyterEvidence(report: Report, policy: Policy, time: ReportTime): Sour
       for (const terminal of server.terminals) {
         const activityAt = time.at(terminal.lastActivityAgeSeconds);
         if (activityAt !== undefined) {
-          readings.push({ signal: "jupyter-terminal", strength: "strong", atMs: activityAt, detail: `output of terminal ${terminal.name} on ${server.url}${owner}` });
+          readings.push({
+            signal: "jupyter-terminal",
+            strength: "strong",
+            atMs: activityAt,
+            detail: `output of terminal ${terminal.name} on ${server.url}${owner}`,
+          });
         }
       }
     }
@@ -186,7 +231,12 @@ function jupyterEvidence(report: Report, policy: Policy, time: ReportTime): Sour
       return terminalAt !== undefined && serverAt !== undefined && Math.abs(terminalAt - serverAt) <= SAME_TIME_MS;
     });
     if (serverAt !== undefined && !(terminalOutput && !policy.thresholds.ttyOutputCounts)) {
-      readings.push({ signal: "jupyter-server", strength: "weak", atMs: serverAt, detail: `server activity on ${server.url}${owner} (API traffic, kernel messages or terminal output)` });
+      readings.push({
+        signal: "jupyter-server",
+        strength: "weak",
+        atMs: serverAt,
+        detail: `server activity on ${server.url}${owner} (API traffic, kernel messages or terminal output)`,
+      });
     }
   }
   return { readings, vetoes, live, servers };
@@ -199,7 +249,12 @@ function codeServerEvidence(report: Report, time: ReportTime): SourceEvidence {
     const heartbeatAt = time.at(instance.heartbeatAgeSeconds);
     if (heartbeatAt === undefined) continue;
     live ||= (safeAge(instance.heartbeatAgeSeconds) ?? Infinity) < CODE_SERVER_FRESH_SECONDS;
-    readings.push({ signal: "code-server", strength: "weak", atMs: heartbeatAt, detail: `code-server browser connected (${instance.user || `uid ${instance.uid}`})` });
+    readings.push({
+      signal: "code-server",
+      strength: "weak",
+      atMs: heartbeatAt,
+      detail: `code-server browser connected (${instance.user || `uid ${instance.uid}`})`,
+    });
   }
   return { readings, vetoes: [], live };
 }
@@ -228,7 +283,9 @@ function gpuEvidence(report: Report, policy: Policy, time: ReportTime): SourceEv
     // taken as work, because unreadable is not idle.
     const holders = processes.filter((process) => !gpu.uuid || !process.gpuUuid || process.gpuUuid === gpu.uuid);
     if (holders.length > 0) {
-      const names = holders.map((process) => `${process.processName || process.pid}${process.user ? ` (${process.user})` : ""}`).join(", ");
+      const names = holders
+        .map((process) => `${process.processName || process.pid}${process.user ? ` (${process.user})` : ""}`)
+        .join(", ");
       const detail = `${label} utilization unreadable and held by ${names}: counted as busy`;
       readings.push({ signal: "gpu", strength: "strong", atMs: gpuAt, detail });
       vetoes.push({ kind: "gpu", detail });
@@ -242,14 +299,24 @@ function systemEvidence(report: Report, policy: Policy, time: ReportTime): Sourc
   if (!system) return none();
   const thresholds = policy.thresholds;
   const result = none();
-  const background = (signal: "cpu" | "user-cpu" | "network" | "disk", value: number | undefined, threshold: number, describe: (v: number) => string) => {
+  const background = (
+    signal: "cpu" | "user-cpu" | "network" | "disk",
+    value: number | undefined,
+    threshold: number,
+    describe: (v: number) => string,
+  ) => {
     if (value === undefined || !Number.isFinite(value) || value < threshold) return;
     const detail = describe(value);
     result.readings.push({ signal, strength: "strong", atMs: time.sampledAtMs, detail });
     result.vetoes.push({ kind: signal, detail });
     result.live = true;
   };
-  background("cpu", system.cpuBusyRatio, thresholds.cpuBusyRatio, (v) => `CPU ${percent(v)} busy (threshold ${percent(thresholds.cpuBusyRatio)})`);
+  background(
+    "cpu",
+    system.cpuBusyRatio,
+    thresholds.cpuBusyRatio,
+    (v) => `CPU ${percent(v)} busy (threshold ${percent(thresholds.cpuBusyRatio)})`,
+  );
   background("user-cpu", system.userProcessCpuCores, thresholds.userProcessCpuCores, (v) => {
     const top = system.topProcesses[0];
     const busiest = top ? `; busiest ${top.command} (${top.user || `uid ${top.uid}`}) ${top.cpuCores.toFixed(2)}` : "";
@@ -271,7 +338,13 @@ function systemEvidence(report: Report, policy: Policy, time: ReportTime): Sourc
 }
 
 /** Idle inhibitor locks carry no age on the wire, so the cap counts from the first time the collector saw the lock. */
-function inhibitorEvidence(report: Report, policy: Policy, time: ReportTime, memory: EvidenceMemory, readable: boolean) {
+function inhibitorEvidence(
+  report: Report,
+  policy: Policy,
+  time: ReportTime,
+  memory: EvidenceMemory,
+  readable: boolean,
+) {
   const inhibitors: InhibitorView[] = [];
   const firstSeen: Record<string, number> = {};
   for (const lock of report.inhibitors?.locks ?? []) {
@@ -279,7 +352,14 @@ function inhibitorEvidence(report: Report, policy: Policy, time: ReportTime, mem
     const key = `${lock.uid}/${lock.pid}/${lock.who}/${lock.why}`;
     const firstSeenAtMs = memory.inhibitorsFirstSeenMs[key] ?? time.sampledAtMs;
     firstSeen[key] = firstSeenAtMs;
-    inhibitors.push({ key, who: lock.who, why: lock.why, uid: lock.uid, firstSeenAtMs, expiresAtMs: firstSeenAtMs + policy.maxKeepRunningSeconds * 1000 });
+    inhibitors.push({
+      key,
+      who: lock.who,
+      why: lock.why,
+      uid: lock.uid,
+      firstSeenAtMs,
+      expiresAtMs: firstSeenAtMs + policy.maxKeepRunningSeconds * 1000,
+    });
   }
   const vetoes: Veto[] = inhibitors.map((view) => ({
     kind: "inhibitor",
@@ -295,7 +375,13 @@ function inhibitorEvidence(report: Report, policy: Policy, time: ReportTime, mem
 }
 
 /** Leases; while the lease source cannot be read, the last known ones are carried forward. */
-function leaseEvidence(report: Report, policy: Policy, time: ReportTime, memory: EvidenceMemory, sourceFailed: boolean) {
+function leaseEvidence(
+  report: Report,
+  policy: Policy,
+  time: ReportTime,
+  memory: EvidenceMemory,
+  sourceFailed: boolean,
+) {
   let leases: LeaseView[];
   let carried = false;
   if (sourceFailed && (report.leases?.leases.length ?? 0) === 0) {
@@ -339,7 +425,11 @@ function blindEvidence(
     const entry: BlindSource = { source: key, message, sinceMs };
     if (previous.liveAtLastOk) {
       entry.holdsUntilMs = sinceMs + holdMs;
-      vetoes.push({ kind: "blind-source", detail: `${key} cannot be read (${message || "no reason given"}) and had activity to show when last read`, untilMs: entry.holdsUntilMs });
+      vetoes.push({
+        kind: "blind-source",
+        detail: `${key} cannot be read (${message || "no reason given"}) and had activity to show when last read`,
+        untilMs: entry.holdsUntilMs,
+      });
     }
     blind.push(entry);
   };
@@ -363,7 +453,11 @@ function blindEvidence(
   return { sources, blind, vetoes };
 }
 
-export function extractEvidence(received: ReceivedReport, policy: Policy, memory: EvidenceMemory = EMPTY_MEMORY): Evidence {
+export function extractEvidence(
+  received: ReceivedReport,
+  policy: Policy,
+  memory: EvidenceMemory = EMPTY_MEMORY,
+): Evidence {
   const { report, receivedAtMs } = received;
   const time = reportTime(received);
   const sourceStates = new Map(report.sources.map((status) => [status.source, status]));
@@ -384,13 +478,26 @@ export function extractEvidence(received: ReceivedReport, policy: Policy, memory
   const live = new Map<string, boolean>(perSource.map(([source, evidence]) => [source, evidence.live]));
   live.set("inhibitors", inhibitors.live);
   live.set("leases", false);
-  const blind = blindEvidence(report, policy, time, memory, live, jupyter.servers, report.jupyter !== undefined && !failed("jupyter"));
+  const blind = blindEvidence(
+    report,
+    policy,
+    time,
+    memory,
+    live,
+    jupyter.servers,
+    report.jupyter !== undefined && !failed("jupyter"),
+  );
 
   return {
     sampledAtMs: time.sampledAtMs,
     receivedAtMs,
     readings: perSource.flatMap(([, evidence]) => evidence.readings),
-    vetoes: [...perSource.flatMap(([, evidence]) => evidence.vetoes), ...inhibitors.vetoes, ...leases.vetoes, ...blind.vetoes],
+    vetoes: [
+      ...perSource.flatMap(([, evidence]) => evidence.vetoes),
+      ...inhibitors.vetoes,
+      ...leases.vetoes,
+      ...blind.vetoes,
+    ],
     blind: blind.blind,
     leases: leases.leases,
     inhibitors: inhibitors.inhibitors,

@@ -17,7 +17,13 @@ export {
   describeErrors,
   describeFallback,
 } from "./policy.js";
-export { parseCollectorPolicyConfig, parseCollectorPolicyDocument, defaultCollectorPolicyConfig, type CollectorPolicyConfig, type ConfigResult } from "./config.js";
+export {
+  parseCollectorPolicyConfig,
+  parseCollectorPolicyDocument,
+  defaultCollectorPolicyConfig,
+  type CollectorPolicyConfig,
+  type ConfigResult,
+} from "./config.js";
 export { leaseDecision, clampLease } from "./leases.js";
 export { persistedAnnotations, restoreRecord, PERSISTED_NAMES, type RestoreResult } from "./persist.js";
 export { statusFor, stopInSeconds, PROTO_STATE } from "./status.js";

@@ -30,7 +30,13 @@ export function leaseView(lease: Lease, sampledAtMs: number, policy: Policy): Le
 export function clampLease(view: LeaseView, policy: Policy): LeaseView {
   const requested = view.requestedSeconds;
   if (!Number.isFinite(requested) || requested <= 0) {
-    return { ...view, accepted: false, clamped: false, expiresAtMs: view.takenAtMs, message: "refused: the requested duration must be positive" };
+    return {
+      ...view,
+      accepted: false,
+      clamped: false,
+      expiresAtMs: view.takenAtMs,
+      message: "refused: the requested duration must be positive",
+    };
   }
   const clamped = requested > policy.maxKeepRunningSeconds;
   const effective = Math.min(requested, policy.maxKeepRunningSeconds);

@@ -16,11 +16,20 @@ import { initialRecord } from "./decide.js";
 import { ENGINE_STATES, type EngineState, type PersistedState, type VmRecord } from "./types.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "./policy.js";
 
-export const PERSISTED_NAMES = { state: "state", lastActive: "last-active", noticeId: "notice-id", stopDeadline: "stop-deadline" } as const;
+export const PERSISTED_NAMES = {
+  state: "state",
+  lastActive: "last-active",
+  noticeId: "notice-id",
+  stopDeadline: "stop-deadline",
+} as const;
 
 /** The merge-patch body for the VM's annotations: null removes an annotation. */
-export function persistedAnnotations(values: PersistedState, prefix: string = DEFAULT_ANNOTATION_PREFIX): Record<string, string | null> {
-  const iso = (ms: number | undefined) => (ms === undefined || !Number.isFinite(ms) ? null : new Date(ms).toISOString());
+export function persistedAnnotations(
+  values: PersistedState,
+  prefix: string = DEFAULT_ANNOTATION_PREFIX,
+): Record<string, string | null> {
+  const iso = (ms: number | undefined) =>
+    ms === undefined || !Number.isFinite(ms) ? null : new Date(ms).toISOString();
   return {
     [`${prefix}${PERSISTED_NAMES.state}`]: values.state,
     [`${prefix}${PERSISTED_NAMES.lastActive}`]: iso(values.lastActiveMs),
@@ -87,7 +96,9 @@ export function restoreRecord(
     case "StoppingPending":
     case "Stopping": {
       if (lastActiveMs === undefined || deadlineMs === undefined || !noticeId) {
-        problems.push(`${state} without last-active, stop-deadline and notice-id: restored as Active with the idle clock at the restart`);
+        problems.push(
+          `${state} without last-active, stop-deadline and notice-id: restored as Active with the idle clock at the restart`,
+        );
         return { record: activeAt(base, restoredAtMs), problems };
       }
       return {
@@ -123,5 +134,11 @@ export function restoreRecord(
 }
 
 function activeAt(base: VmRecord, atMs: number): VmRecord {
-  return { ...base, state: "Active", lastActivityAtMs: atMs, lastStrongAtMs: atMs, lastActivityDetail: "restored after a collector restart" };
+  return {
+    ...base,
+    state: "Active",
+    lastActivityAtMs: atMs,
+    lastStrongAtMs: atMs,
+    lastActivityDetail: "restored after a collector restart",
+  };
 }

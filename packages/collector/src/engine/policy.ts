@@ -107,7 +107,10 @@ export const POLICY_KNOBS: readonly Knob[] = [
     name: "unattended-max",
     help: "how long background work (CPU, GPU, network, disk, a busy kernel) holds a VM after the last human evidence (default 24h; off)",
     set: (t, raw, s) =>
-      void (t.unattendedMaxSeconds = parseOptionalDuration(raw, { allowBareSeconds: s === "config", ...(s === "annotation" ? { minSeconds: 60 } : {}) })),
+      void (t.unattendedMaxSeconds = parseOptionalDuration(raw, {
+        allowBareSeconds: s === "config",
+        ...(s === "annotation" ? { minSeconds: 60 } : {}),
+      })),
   },
   {
     name: "agent-lost-after",
@@ -118,7 +121,10 @@ export const POLICY_KNOBS: readonly Knob[] = [
     name: "stop-when-agent-lost-after",
     help: "stop a VM whose agent has been silent this long (default never)",
     set: (t, raw, s) =>
-      void (t.stopWhenAgentLostAfterSeconds = parseOptionalDuration(raw, { allowBareSeconds: s === "config", ...(s === "annotation" ? { minSeconds: 60 } : {}) })),
+      void (t.stopWhenAgentLostAfterSeconds = parseOptionalDuration(raw, {
+        allowBareSeconds: s === "config",
+        ...(s === "annotation" ? { minSeconds: 60 } : {}),
+      })),
   },
   {
     name: "report-interval",
@@ -203,7 +209,9 @@ export function parseKnobs(
       errors.push({
         key: label(name),
         ...valueField(raw),
-        message: `unknown setting "${name}"` + (suggestion ? `; did you mean "${suggestion}"?` : `; known: ${POLICY_KNOB_NAMES.join(", ")}, profile`),
+        message:
+          `unknown setting "${name}"` +
+          (suggestion ? `; did you mean "${suggestion}"?` : `; known: ${POLICY_KNOB_NAMES.join(", ")}, profile`),
       });
       continue;
     }
@@ -238,7 +246,10 @@ export function crossCheckPolicy(policy: Policy, keyLabel: (name: string) => str
         `(${policy.reportIntervalSeconds}s), or every late report would look like a lost agent`,
     });
   }
-  if (policy.stopWhenAgentLostAfterSeconds !== null && policy.stopWhenAgentLostAfterSeconds < policy.agentLostAfterSeconds) {
+  if (
+    policy.stopWhenAgentLostAfterSeconds !== null &&
+    policy.stopWhenAgentLostAfterSeconds < policy.agentLostAfterSeconds
+  ) {
     errors.push({
       key: keyLabel("stop-when-agent-lost-after"),
       message:
@@ -305,7 +316,11 @@ export function policyFromAnnotations(
         value: profileRaw,
         message:
           `unknown profile "${wanted}"` +
-          (suggestion ? `; did you mean "${suggestion}"?` : names.length > 0 ? `; known profiles: ${names.join(", ")}` : "; the collector config defines no profiles"),
+          (suggestion
+            ? `; did you mean "${suggestion}"?`
+            : names.length > 0
+              ? `; known profiles: ${names.join(", ")}`
+              : "; the collector config defines no profiles"),
       });
     }
   }
@@ -327,7 +342,12 @@ export function resolvePolicy(previousValid: Policy | undefined, parsed: ParsedP
   if (previousValid) {
     return { policy: previousValid, errors: parsed.errors, fallback: "previous-valid", lastValid: previousValid };
   }
-  return { policy: { ...parsed.policy, mode: "observe" }, errors: parsed.errors, fallback: "observe-defaults", lastValid: undefined };
+  return {
+    policy: { ...parsed.policy, mode: "observe" },
+    errors: parsed.errors,
+    fallback: "observe-defaults",
+    lastValid: undefined,
+  };
 }
 
 export function describeFallback(fallback: ResolvedPolicy["fallback"]): string {
@@ -342,7 +362,11 @@ export function describeFallback(fallback: ResolvedPolicy["fallback"]): string {
 }
 
 export function describeErrors(errors: readonly PolicyError[]): string {
-  return errors.map((error) => `${error.key}${error.value !== undefined ? `=${JSON.stringify(error.value)}` : ""}: ${error.message}`).join("; ");
+  return errors
+    .map(
+      (error) => `${error.key}${error.value !== undefined ? `=${JSON.stringify(error.value)}` : ""}: ${error.message}`,
+    )
+    .join("; ");
 }
 
 /** The policy as the agent receives it in a Directive. */

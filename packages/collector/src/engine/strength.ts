@@ -23,20 +23,54 @@ export interface SignalMeaning {
 }
 
 export const SIGNAL_TABLE: Readonly<Record<SignalName, SignalMeaning>> = Object.freeze({
-  "tty-input": { strength: "strong", kind: "human", movedBy: "a keystroke on a terminal (ssh, console, tmux, IDE or Jupyter terminal pty)" },
-  "desktop-input": { strength: "strong", kind: "human", movedBy: "keyboard, mouse or tablet input in the guest (VNC, SPICE), not while the screen is locked" },
-  "remote-session": { strength: "strong", kind: "human", movedBy: "traffic beyond keep-alives in an SSH session without a terminal (VS Code Remote-SSH, Gateway, sftp), or its opening" },
-  "jupyter-kernel": { strength: "strong", kind: "human", movedBy: "a kernel's last message while it is not busy (execution requests and their replies)" },
-  "tty-output": { strength: "strong", kind: "output", movedBy: "output written to a terminal (only with tty-output-counts)" },
-  "jupyter-terminal": { strength: "strong", kind: "output", movedBy: "a Jupyter terminal's last_activity, which its output moves too (only with tty-output-counts; its input counts as tty-input on its pty)" },
+  "tty-input": {
+    strength: "strong",
+    kind: "human",
+    movedBy: "a keystroke on a terminal (ssh, console, tmux, IDE or Jupyter terminal pty)",
+  },
+  "desktop-input": {
+    strength: "strong",
+    kind: "human",
+    movedBy: "keyboard, mouse or tablet input in the guest (VNC, SPICE), not while the screen is locked",
+  },
+  "remote-session": {
+    strength: "strong",
+    kind: "human",
+    movedBy:
+      "traffic beyond keep-alives in an SSH session without a terminal (VS Code Remote-SSH, Gateway, sftp), or its opening",
+  },
+  "jupyter-kernel": {
+    strength: "strong",
+    kind: "human",
+    movedBy: "a kernel's last message while it is not busy (execution requests and their replies)",
+  },
+  "tty-output": {
+    strength: "strong",
+    kind: "output",
+    movedBy: "output written to a terminal (only with tty-output-counts)",
+  },
+  "jupyter-terminal": {
+    strength: "strong",
+    kind: "output",
+    movedBy:
+      "a Jupyter terminal's last_activity, which its output moves too (only with tty-output-counts; its input counts as tty-input on its pty)",
+  },
   "jupyter-busy": { strength: "strong", kind: "background", movedBy: "a kernel executing (busy)" },
-  gpu: { strength: "strong", kind: "background", movedBy: "GPU utilization at or above gpu-utilization-threshold, or an unreadable GPU held by a process" },
+  gpu: {
+    strength: "strong",
+    kind: "background",
+    movedBy: "GPU utilization at or above gpu-utilization-threshold, or an unreadable GPU held by a process",
+  },
   cpu: { strength: "strong", kind: "background", movedBy: "whole-machine CPU above cpu-busy-threshold" },
   "user-cpu": { strength: "strong", kind: "background", movedBy: "users' processes above user-cpu-threshold" },
   network: { strength: "strong", kind: "background", movedBy: "network traffic above network-threshold" },
   disk: { strength: "strong", kind: "background", movedBy: "disk I/O above disk-threshold" },
   "jupyter-connected": { strength: "weak", kind: "connected", movedBy: "a browser connected to a kernel" },
-  "jupyter-server": { strength: "weak", kind: "connected", movedBy: "the server's /api/status last_activity: API traffic, kernel messages and terminal output all move it" },
+  "jupyter-server": {
+    strength: "weak",
+    kind: "connected",
+    movedBy: "the server's /api/status last_activity: API traffic, kernel messages and terminal output all move it",
+  },
   // code-server writes its heartbeat while a browser tab is open, used or not: the agent cannot
   // tell interaction from a connected tab with it, so it is not human evidence.
   "code-server": { strength: "weak", kind: "connected", movedBy: "code-server's heartbeat: a browser tab is open" },
@@ -56,7 +90,14 @@ export function isOutputSignal(signal: SignalName): boolean {
 }
 
 /** Vetoes that are background work: bounded by unattended-max. Leases, inhibitors and blind sources are not. */
-const BACKGROUND_VETOES: ReadonlySet<VetoKind> = new Set<VetoKind>(["jupyter-busy", "gpu", "cpu", "user-cpu", "network", "disk"]);
+const BACKGROUND_VETOES: ReadonlySet<VetoKind> = new Set<VetoKind>([
+  "jupyter-busy",
+  "gpu",
+  "cpu",
+  "user-cpu",
+  "network",
+  "disk",
+]);
 
 export function isBackgroundVeto(kind: VetoKind): boolean {
   return BACKGROUND_VETOES.has(kind);

@@ -32,7 +32,8 @@ export function parseDurationValue(
 ): number {
   let seconds: number;
   if (typeof value === "number") {
-    if (!options.allowBareSeconds) throw new ValueError(`${value} has no unit: write ${value}s, ${value}m or ${value}h`);
+    if (!options.allowBareSeconds)
+      throw new ValueError(`${value} has no unit: write ${value}s, ${value}m or ${value}h`);
     try {
       seconds = parseDuration(String(value), { allowBareSeconds: true, allowZero: options.allowZero ?? false });
     } catch (error) {
@@ -52,10 +53,14 @@ export function parseDurationValue(
     }
   }
   if (options.minSeconds !== undefined && seconds < options.minSeconds) {
-    throw new ValueError(`${JSON.stringify(value)} is shorter than the minimum of ${describeSeconds(options.minSeconds)}`);
+    throw new ValueError(
+      `${JSON.stringify(value)} is shorter than the minimum of ${describeSeconds(options.minSeconds)}`,
+    );
   }
   if (options.maxSeconds !== undefined && seconds > options.maxSeconds) {
-    throw new ValueError(`${JSON.stringify(value)} is longer than the maximum of ${describeSeconds(options.maxSeconds)}`);
+    throw new ValueError(
+      `${JSON.stringify(value)} is longer than the maximum of ${describeSeconds(options.maxSeconds)}`,
+    );
   }
   return seconds;
 }
@@ -73,7 +78,9 @@ export function parseRatio(value: unknown): number {
   const percent = /^(\d+(?:\.\d+)?)\s*%$/.exec(text);
   const ratio = percent ? Number(percent[1]) / 100 : /^\d+(?:\.\d+)?$/.test(text) ? Number(text) : Number.NaN;
   if (Number.isNaN(ratio)) {
-    throw new ValueError(`${JSON.stringify(value)} is not a ratio: write a percentage such as 10% or a fraction such as 0.1 (or "off")`);
+    throw new ValueError(
+      `${JSON.stringify(value)} is not a ratio: write a percentage such as 10% or a fraction such as 0.1 (or "off")`,
+    );
   }
   if (ratio <= 0 || ratio > 1) {
     throw new ValueError(
@@ -89,10 +96,13 @@ export function parseCores(value: unknown): number {
   if (isOff(value)) return Number.POSITIVE_INFINITY;
   const text = asText(value).trim();
   if (!/^\d+(?:\.\d+)?$/.test(text)) {
-    throw new ValueError(`${JSON.stringify(value)} is not a number of CPU cores: write a number such as 0.5 or 2 (or "off")`);
+    throw new ValueError(
+      `${JSON.stringify(value)} is not a number of CPU cores: write a number such as 0.5 or 2 (or "off")`,
+    );
   }
   const cores = Number(text);
-  if (cores <= 0 || cores > 4096) throw new ValueError(`${JSON.stringify(value)} is out of range: above 0 and at most 4096 cores`);
+  if (cores <= 0 || cores > 4096)
+    throw new ValueError(`${JSON.stringify(value)} is out of range: above 0 and at most 4096 cores`);
   return cores;
 }
 
@@ -117,7 +127,9 @@ export function parseByteRate(value: unknown): number {
     );
   }
   if (match[3] === "b") {
-    throw new ValueError(`${JSON.stringify(value)}: rates are in bytes (B), not bits (b); write ${text.replace(/b/, "B")}`);
+    throw new ValueError(
+      `${JSON.stringify(value)}: rates are in bytes (B), not bits (b); write ${text.replace(/b/, "B")}`,
+    );
   }
   const factor = BYTE_PREFIX[(match[2] ?? "").toLowerCase()] ?? 1;
   const rate = Number(match[1]) * factor;

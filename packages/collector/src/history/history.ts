@@ -53,7 +53,13 @@ class PointRing {
     const last = this.size > 0 ? (this.next - 1 + this.capacity) % this.capacity : -1;
     // Within the spacing of the last point and nothing changed (state, activity): skip it, so the
     // ring covers the configured span. Changes always get a point: the chart shows each reset.
-    if (last >= 0 && point.atMs - this.times[last]! < spacingMs && this.states[last] === state && this.active[last]! > 0 === point.activeSignals > 0) return;
+    if (
+      last >= 0 &&
+      point.atMs - this.times[last]! < spacingMs &&
+      this.states[last] === state &&
+      this.active[last]! > 0 === point.activeSignals > 0
+    )
+      return;
     const index = this.next;
     this.times[index] = point.atMs;
     this.idle[index] = point.idleSeconds;
@@ -68,7 +74,12 @@ class PointRing {
     for (let i = 0; i < this.size; i++) {
       const index = (this.next - this.size + i + this.capacity) % this.capacity;
       if (this.times[index]! < sinceMs) continue;
-      out.push({ atMs: this.times[index]!, idleSeconds: this.idle[index]!, activeSignals: this.active[index]!, state: ENGINE_STATES[this.states[index]!]! });
+      out.push({
+        atMs: this.times[index]!,
+        idleSeconds: this.idle[index]!,
+        activeSignals: this.active[index]!,
+        state: ENGINE_STATES[this.states[index]!]!,
+      });
     }
     return out;
   }

@@ -56,32 +56,76 @@ export class KeepLinks {
       switch (verdict.problem) {
         case "malformed":
         case "tampered":
-          return refusal(400, vm, "This link is not valid", "It was changed or cut short (its signature does not match). Open the link exactly as you received it.");
+          return refusal(
+            400,
+            vm,
+            "This link is not valid",
+            "It was changed or cut short (its signature does not match). Open the link exactly as you received it.",
+          );
         case "expired":
-          return refusal(410, vm, "This link has expired", `It was valid until ${at(verdict.claims!.expiresAtMs)}, the end of the warning period.`);
+          return refusal(
+            410,
+            vm,
+            "This link has expired",
+            `It was valid until ${at(verdict.claims!.expiresAtMs)}, the end of the warning period.`,
+          );
         case "other-vm":
-          return refusal(400, vm, "This link is for another VM", `It belongs to ${escapeHtml(`${verdict.claims!.namespace}/${verdict.claims!.name}`)}, not ${escapeHtml(vmId(vm))}.`);
+          return refusal(
+            400,
+            vm,
+            "This link is for another VM",
+            `It belongs to ${escapeHtml(`${verdict.claims!.namespace}/${verdict.claims!.name}`)}, not ${escapeHtml(vmId(vm))}.`,
+          );
       }
     }
     const claims = verdict.claims;
     const previous = this.used.usedAt(claims);
     if (previous) {
-      return refusal(409, vm, "This link was already used", `It kept the VM running for ${formatDuration(previous.seconds)} at ${at(previous.atMs)}. A link works once; the next warning brings a new one.`);
+      return refusal(
+        409,
+        vm,
+        "This link was already used",
+        `It kept the VM running for ${formatDuration(previous.seconds)} at ${at(previous.atMs)}. A link works once; the next warning brings a new one.`,
+      );
     }
     const context = this.options.granter.keepContext(vm, now);
-    if (!context) return refusal(404, vm, "This VM is not known here", "The collector does not track this VM (it may have been deleted).");
+    if (!context)
+      return refusal(
+        404,
+        vm,
+        "This VM is not known here",
+        "The collector does not track this VM (it may have been deleted).",
+      );
     if (context.notice?.id !== claims.noticeId) {
-      return refusal(409, vm, "This warning is over", "The stop it warned about is no longer pending: it was cancelled (activity, a lease) or it has happened.");
+      return refusal(
+        409,
+        vm,
+        "This warning is over",
+        "The stop it warned about is no longer pending: it was cancelled (activity, a lease) or it has happened.",
+      );
     }
     const choices = keepChoices(this.options.choicesHours, context.maxKeepRunningSeconds);
-    if (request.method === "GET" || request.method === "HEAD") return { status: 200, html: confirmPage(vm, context, choices, request.token, now) };
-    if (request.method !== "POST") return refusal(405, vm, "Use the buttons", "This address answers GET (the page) and POST (a button).");
+    if (request.method === "GET" || request.method === "HEAD")
+      return { status: 200, html: confirmPage(vm, context, choices, request.token, now) };
+    if (request.method !== "POST")
+      return refusal(405, vm, "Use the buttons", "This address answers GET (the page) and POST (a button).");
 
     const seconds = Number(request.keepSeconds);
-    if (!choices.includes(seconds)) return refusal(400, vm, "Choose one of the buttons", `Offered: ${choices.map((s) => formatDuration(s)).join(", ")}.`);
+    if (!choices.includes(seconds))
+      return refusal(
+        400,
+        vm,
+        "Choose one of the buttons",
+        `Offered: ${choices.map((s) => formatDuration(s)).join(", ")}.`,
+      );
     const outcome = this.options.granter.grantViaLink(
       vm,
-      { noticeId: claims.noticeId, seconds, user: context.owner, reason: `kept running via link${context.owner ? ` by ${context.owner}` : ""}` },
+      {
+        noticeId: claims.noticeId,
+        seconds,
+        user: context.owner,
+        reason: `kept running via link${context.owner ? ` by ${context.owner}` : ""}`,
+      },
       now,
     );
     if (!outcome.ok) return refusal(409, vm, "The VM could not be kept running", escapeHtml(outcome.message));
@@ -100,16 +144,22 @@ function header(vm: VmKey): string {
 function refusal(status: number, vm: VmKey, title: string, detailHtml: string): KeepResponse {
   return {
     status,
-    html: page(title, `${header(vm)}<h1>${escapeHtml(title)}</h1>
+    html: page(
+      title,
+      `${header(vm)}<h1>${escapeHtml(title)}</h1>
 <div class="box bad" id="refusal" data-status="${status}"><p>${detailHtml}</p><p><strong>Nothing was changed.</strong></p></div>
-<p>To keep the VM running from inside it: <code>ws-lease 4h --reason "what you are running"</code>.</p>`),
+<p>To keep the VM running from inside it: <code>ws-lease 4h --reason "what you are running"</code>.</p>`,
+    ),
   };
 }
 
 function confirmPage(vm: VmKey, context: KeepContext, choices: number[], token: string, nowMs: number): string {
   const notice = context.notice!;
   const buttons = choices
-    .map((seconds) => `<button type="submit" name="keep" value="${seconds}">Keep ${escapeHtml(formatDuration(seconds))}</button>`)
+    .map(
+      (seconds) =>
+        `<button type="submit" name="keep" value="${seconds}">Keep ${escapeHtml(formatDuration(seconds))}</button>`,
+    )
     .join("");
   return page(
     `Keep ${vmId(vm)} running?`,

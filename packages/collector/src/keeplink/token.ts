@@ -31,7 +31,9 @@ function mac(key: Buffer, payload: string): Buffer {
 }
 
 export function signKeepLink(key: Buffer, claims: KeepClaims): string {
-  const payload = b64(JSON.stringify({ ns: claims.namespace, n: claims.name, id: claims.noticeId, exp: Math.round(claims.expiresAtMs) }));
+  const payload = b64(
+    JSON.stringify({ ns: claims.namespace, n: claims.name, id: claims.noticeId, exp: Math.round(claims.expiresAtMs) }),
+  );
   return `${VERSION}.${payload}.${b64(mac(key, payload))}`;
 }
 
@@ -39,14 +41,21 @@ export function signKeepLink(key: Buffer, claims: KeepClaims): string {
 export function verifyKeepLink(key: Buffer, token: string, vm: VmKey, nowMs: number): KeepVerdict {
   if (token.length > MAX_TOKEN_LENGTH) return { ok: false, problem: "malformed" };
   const parts = token.split(".");
-  if (parts.length !== 3 || parts[0] !== VERSION || !/^[\w-]+$/.test(parts[1]!) || !/^[\w-]+$/.test(parts[2]!)) return { ok: false, problem: "malformed" };
+  if (parts.length !== 3 || parts[0] !== VERSION || !/^[\w-]+$/.test(parts[1]!) || !/^[\w-]+$/.test(parts[2]!))
+    return { ok: false, problem: "malformed" };
   const expected = mac(key, parts[1]!);
   const given = Buffer.from(parts[2]!, "base64url");
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, problem: "tampered" };
   let claims: KeepClaims;
   try {
     const raw = JSON.parse(Buffer.from(parts[1]!, "base64url").toString("utf8")) as Record<string, unknown>;
-    if (typeof raw.ns !== "string" || typeof raw.n !== "string" || typeof raw.id !== "string" || typeof raw.exp !== "number") return { ok: false, problem: "malformed" };
+    if (
+      typeof raw.ns !== "string" ||
+      typeof raw.n !== "string" ||
+      typeof raw.id !== "string" ||
+      typeof raw.exp !== "number"
+    )
+      return { ok: false, problem: "malformed" };
     claims = { namespace: raw.ns, name: raw.n, noticeId: raw.id, expiresAtMs: raw.exp };
   } catch {
     return { ok: false, problem: "malformed" };

@@ -9,7 +9,14 @@
  */
 import { randomBytes } from "node:crypto";
 import { PatchStrategy, V1MicroTime, setHeaderOptions } from "@kubernetes/client-node";
-import { DEFAULT_BACKOFF, backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
+import {
+  DEFAULT_BACKOFF,
+  backoffDelayMs,
+  isRetryableStatus,
+  realSleep,
+  type BackoffPolicy,
+  type Sleep,
+} from "./backoff.js";
 import { describeError, httpStatusOf, retryAfterSecondsOf, type KubeClients } from "./client.js";
 import { EVENT_REASONS, type EventReason } from "../engine/events.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "./safety.js";
@@ -151,7 +158,9 @@ export class KubeAudit {
   async recordEvent(target: AuditTarget, event: AuditEvent): Promise<AuditWriteResult> {
     const now = this.options.nowMs();
     const note = truncateUtf8(event.note);
-    const key = [target.namespace, target.name, target.uid, event.type, event.reason, event.action, note].join("\u0000");
+    const key = [target.namespace, target.name, target.uid, event.type, event.reason, event.action, note].join(
+      "\u0000",
+    );
     const previous = this.series.get(key);
     if (previous && now - previous.lastMs <= this.seriesWindowMs) {
       const count = previous.count + 1;
@@ -186,7 +195,13 @@ export class KubeAudit {
           reason: event.reason,
           type: event.type,
           note,
-          regarding: { apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", namespace: target.namespace, name: target.name, uid: target.uid },
+          regarding: {
+            apiVersion: "kubevirt.io/v1",
+            kind: "VirtualMachine",
+            namespace: target.namespace,
+            name: target.name,
+            uid: target.uid,
+          },
         },
       }),
     );
@@ -198,7 +213,10 @@ export class KubeAudit {
   }
 
   /** Merge-patches annotations on the VM (null removes one). Only metadata.annotations is sent. */
-  async patchAnnotations(target: { namespace: string; name: string }, annotations: Record<string, string | null>): Promise<AuditWriteResult> {
+  async patchAnnotations(
+    target: { namespace: string; name: string },
+    annotations: Record<string, string | null>,
+  ): Promise<AuditWriteResult> {
     return this.withRetries(() =>
       this.clients.custom.patchNamespacedCustomObject(
         {
@@ -214,8 +232,14 @@ export class KubeAudit {
     );
   }
 
-  recordLastStop(target: { namespace: string; name: string }, stop: Omit<LastStop, "by"> & { by?: string }): Promise<AuditWriteResult> {
-    return this.patchAnnotations(target, lastStopAnnotations(this.prefix, { ...stop, by: stop.by ?? this.options.reportingInstance }));
+  recordLastStop(
+    target: { namespace: string; name: string },
+    stop: Omit<LastStop, "by"> & { by?: string },
+  ): Promise<AuditWriteResult> {
+    return this.patchAnnotations(
+      target,
+      lastStopAnnotations(this.prefix, { ...stop, by: stop.by ?? this.options.reportingInstance }),
+    );
   }
 
   private forgetOldestSeries(): void {
@@ -246,6 +270,11 @@ export class KubeAudit {
         if (!isRetryableStatus(status) || status === 409) return { ok: false, status, attempts: attempt, message };
       }
     }
-    return { ok: false, status, attempts: this.maxAttempts, message: `gave up after ${this.maxAttempts} attempts: ${message}` };
+    return {
+      ok: false,
+      status,
+      attempts: this.maxAttempts,
+      message: `gave up after ${this.maxAttempts} attempts: ${message}`,
+    };
   }
 }

@@ -21,7 +21,12 @@ export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 500, maxMs: 30_000, f
  * kept so the delays still grow; the random half spreads replicas and VMs apart.
  * A server's Retry-After, when longer, wins (still capped by maxMs).
  */
-export function backoffDelayMs(retry: number, policy: BackoffPolicy, random: () => number, retryAfterSeconds: number | null = null): number {
+export function backoffDelayMs(
+  retry: number,
+  policy: BackoffPolicy,
+  random: () => number,
+  retryAfterSeconds: number | null = null,
+): number {
   const exponent = Math.max(0, retry - 1);
   const ceiling = Math.min(policy.maxMs, policy.initialMs * Math.pow(policy.factor, exponent));
   const r = Math.min(1, Math.max(0, random()));
@@ -46,7 +51,8 @@ export class Semaphore {
   private readonly waiters: Array<() => void> = [];
 
   constructor(private readonly limit: number) {
-    if (!Number.isInteger(limit) || limit < 1) throw new Error(`semaphore limit must be a positive integer, got ${limit}`);
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new Error(`semaphore limit must be a positive integer, got ${limit}`);
   }
 
   get inUse(): number {

@@ -37,7 +37,9 @@ export function loadKubeConfig(source: KubeConfigSource): KubeConfig {
   } else if (source.inCluster) {
     kc.loadFromCluster();
   } else {
-    throw new Error("no Kubernetes configuration: pass --kubeconfig FILE, or run in a pod (in-cluster service account)");
+    throw new Error(
+      "no Kubernetes configuration: pass --kubeconfig FILE, or run in a pod (in-cluster service account)",
+    );
   }
   const cluster = kc.getCurrentCluster();
   if (!cluster?.server) {
@@ -127,41 +129,61 @@ function exchange(x: HttpExchange): Promise<HttpAnswer> {
     const transport = x.url.protocol === "https:" ? https : http;
     const headers: Record<string, string | number> = { ...x.headers };
     if (x.body !== undefined) headers["Content-Length"] = Buffer.byteLength(x.body);
-    const req = transport.request(x.url, { method: x.method, headers, ...(x.agent ? { agent: x.agent } : {}) }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on("data", (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_RESPONSE_BYTES) {
-          req.destroy(new KubeTransportError(`${x.method} ${x.url.pathname}: response larger than ${MAX_RESPONSE_BYTES} bytes`, false));
-          return;
-        }
-        chunks.push(chunk);
-      });
-      res.on("end", () => {
-        clearTimeout(timer);
-        const flat: Record<string, string> = {};
-        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(", ") : v;
-        resolve({ status: res.statusCode ?? 0, headers: flat, body: Buffer.concat(chunks) });
-      });
-      res.on("error", (err) => {
-        clearTimeout(timer);
-        reject(err);
-      });
-    });
+    const req = transport.request(
+      x.url,
+      { method: x.method, headers, ...(x.agent ? { agent: x.agent } : {}) },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_RESPONSE_BYTES) {
+            req.destroy(
+              new KubeTransportError(
+                `${x.method} ${x.url.pathname}: response larger than ${MAX_RESPONSE_BYTES} bytes`,
+                false,
+              ),
+            );
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on("end", () => {
+          clearTimeout(timer);
+          const flat: Record<string, string> = {};
+          for (const [k, v] of Object.entries(res.headers))
+            if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(", ") : v;
+          resolve({ status: res.statusCode ?? 0, headers: flat, body: Buffer.concat(chunks) });
+        });
+        res.on("error", (err) => {
+          clearTimeout(timer);
+          reject(err);
+        });
+      },
+    );
     const timer = setTimeout(() => {
       req.destroy(new KubeTransportError(`${x.method} ${x.url.pathname}: no answer within ${x.timeoutMs} ms`, true));
     }, x.timeoutMs);
     req.on("error", (err) => {
       clearTimeout(timer);
-      reject(err instanceof KubeTransportError ? err : new KubeTransportError(`${x.method} ${x.url.pathname}: ${err.message}`, false));
+      reject(
+        err instanceof KubeTransportError
+          ? err
+          : new KubeTransportError(`${x.method} ${x.url.pathname}: ${err.message}`, false),
+      );
     });
     if (x.body !== undefined) req.write(x.body);
     req.end();
   });
 }
 
-function observed<T>(observer: KubeRequestObserver | undefined, method: string, url: URL, run: () => Promise<T>, statusOf: (r: T) => number): Promise<T> {
+function observed<T>(
+  observer: KubeRequestObserver | undefined,
+  method: string,
+  url: URL,
+  run: () => Promise<T>,
+  statusOf: (r: T) => number,
+): Promise<T> {
   const started = performance.now();
   return run().then(
     (result) => {
@@ -181,7 +203,8 @@ function timeoutHttpLibrary(timeoutMs: number, observer: KubeRequestObserver | u
       const url = new URL(request.getUrl());
       const method = String(request.getHttpMethod());
       const body = request.getBody();
-      if (body !== undefined && typeof body !== "string") throw new Error(`unsupported request body type for ${method} ${url.pathname}`);
+      if (body !== undefined && typeof body !== "string")
+        throw new Error(`unsupported request body type for ${method} ${url.pathname}`);
       const answer = await observed(
         observer,
         method,

@@ -19,7 +19,11 @@ export function normalizeIp(raw: string): string | null {
   const zone = ip.indexOf("%");
   if (zone >= 0) ip = ip.slice(0, zone);
   const version = isIP(ip);
-  if (version === 4) return ip.split(".").map((octet) => String(Number(octet))).join(".");
+  if (version === 4)
+    return ip
+      .split(".")
+      .map((octet) => String(Number(octet)))
+      .join(".");
   if (version !== 6) return null;
   const canonical = new URL(`http://[${ip}]/`).hostname.slice(1, -1);
   const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(canonical);
@@ -64,7 +68,11 @@ export type PeerIdentityVerdict = { ok: true; ip: string } | { ok: false; reason
  * (`InventoryVm.launcherPodIps`). No known pod IP is a refusal: the VM is not running, or the
  * collector has not seen its pod yet.
  */
-export function checkPeerIdentity(peer: string, vm: { namespace: string; name: string }, launcherPodIps: readonly string[]): PeerIdentityVerdict {
+export function checkPeerIdentity(
+  peer: string,
+  vm: { namespace: string; name: string },
+  launcherPodIps: readonly string[],
+): PeerIdentityVerdict {
   const address = parsePeerAddress(peer);
   if (!address) return { ok: false, reason: `cannot read an IP address from peer ${JSON.stringify(peer)}` };
   const expected = launcherPodIps.map(normalizeIp).filter((ip): ip is string => ip !== null);

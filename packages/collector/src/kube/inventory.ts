@@ -74,7 +74,9 @@ export class KubeInventory {
       onError: (message: string) => this.options.onError?.(message),
     };
     const kubevirtSource = (plural: string, labelSelector?: string): ListWatchSource => ({
-      path: ns ? `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(ns)}/${plural}` : `/apis/kubevirt.io/v1/${plural}`,
+      path: ns
+        ? `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(ns)}/${plural}`
+        : `/apis/kubevirt.io/v1/${plural}`,
       ...(labelSelector ? { labelSelector } : {}),
       list: async () => {
         const params = { group: "kubevirt.io", version: "v1", plural, ...(labelSelector ? { labelSelector } : {}) };
@@ -95,9 +97,26 @@ export class KubeInventory {
       },
     };
     this.watchers = [
-      new ListWatcher(kubevirtSource("virtualmachines", options.vmLabelSelector), this.cacheHandler(this.vms, vmFacts, (f) => [keyOf(f.namespace, f.name)]), common),
-      new ListWatcher(kubevirtSource("virtualmachineinstances"), this.cacheHandler(this.vmis, vmiFacts, (f) => [keyOf(f.namespace, f.name)]), common),
-      new ListWatcher(podSource, this.cacheHandler(this.pods, launcherPodFacts, (f) => [keyOf(f.namespace, f.vmName)], (f) => keyOf(f.namespace, f.name)), common),
+      new ListWatcher(
+        kubevirtSource("virtualmachines", options.vmLabelSelector),
+        this.cacheHandler(this.vms, vmFacts, (f) => [keyOf(f.namespace, f.name)]),
+        common,
+      ),
+      new ListWatcher(
+        kubevirtSource("virtualmachineinstances"),
+        this.cacheHandler(this.vmis, vmiFacts, (f) => [keyOf(f.namespace, f.name)]),
+        common,
+      ),
+      new ListWatcher(
+        podSource,
+        this.cacheHandler(
+          this.pods,
+          launcherPodFacts,
+          (f) => [keyOf(f.namespace, f.vmName)],
+          (f) => keyOf(f.namespace, f.name),
+        ),
+        common,
+      ),
     ];
   }
 
@@ -175,7 +194,9 @@ export class KubeInventory {
     if (!vm) return null;
     const vmi = this.vmis.get(vmKey) ?? null;
     const pods = [...this.pods.values()]
-      .filter((p) => p.namespace === vm.namespace && p.vmName === vm.name && p.phase !== "Succeeded" && p.phase !== "Failed")
+      .filter(
+        (p) => p.namespace === vm.namespace && p.vmName === vm.name && p.phase !== "Succeeded" && p.phase !== "Failed",
+      )
       .sort((a, b) => Number(b.phase === "Running") - Number(a.phase === "Running") || a.name.localeCompare(b.name));
     const ips = [...new Set(pods.flatMap((p) => p.ips))];
     const running = pods.find((p) => p.phase === "Running" && p.ips.length > 0);
@@ -193,9 +214,12 @@ export class KubeInventory {
     const previous = this.views.get(vmKey) ?? null;
     const next = this.compose(vmKey);
     let change: InventoryChange | null = null;
-    if (next && !previous) change = { kind: "added", namespace: next.namespace, name: next.name, vm: next, previous: null };
-    else if (next && previous && !sameView(previous, next)) change = { kind: "updated", namespace: next.namespace, name: next.name, vm: next, previous };
-    else if (!next && previous) change = { kind: "removed", namespace: previous.namespace, name: previous.name, vm: null, previous };
+    if (next && !previous)
+      change = { kind: "added", namespace: next.namespace, name: next.name, vm: next, previous: null };
+    else if (next && previous && !sameView(previous, next))
+      change = { kind: "updated", namespace: next.namespace, name: next.name, vm: next, previous };
+    else if (!next && previous)
+      change = { kind: "removed", namespace: previous.namespace, name: previous.name, vm: null, previous };
     if (next) this.views.set(vmKey, next);
     else this.views.delete(vmKey);
     if (!change) return;
@@ -203,7 +227,9 @@ export class KubeInventory {
       try {
         listener(change);
       } catch (err) {
-        this.options.onError?.(`inventory listener failed on ${vmKey}: ${err instanceof Error ? err.message : String(err)}`);
+        this.options.onError?.(
+          `inventory listener failed on ${vmKey}: ${err instanceof Error ? err.message : String(err)}`,
+        );
       }
     }
   }

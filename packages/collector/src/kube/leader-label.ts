@@ -19,7 +19,14 @@
  * on pods; a collector run outside a pod, where no Service routes to it anyway).
  */
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
-import { DEFAULT_BACKOFF, backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
+import {
+  DEFAULT_BACKOFF,
+  backoffDelayMs,
+  isRetryableStatus,
+  realSleep,
+  type BackoffPolicy,
+  type Sleep,
+} from "./backoff.js";
 import { describeError, httpStatusOf, type KubeClients } from "./client.js";
 
 /** The label the leader sets on its pod; the agents' Service (packaging/kubernetes/service.yaml) selects it. */
@@ -41,7 +48,10 @@ export interface LeaderLabelOptions {
 }
 
 /** The merge patch that sets (true) or removes (false) the label: metadata.labels only. */
-export function leaderLabelPatch(label: string, leading: boolean): { metadata: { labels: Record<string, string | null> } } {
+export function leaderLabelPatch(
+  label: string,
+  leading: boolean,
+): { metadata: { labels: Record<string, string | null> } } {
   return { metadata: { labels: { [label]: leading ? LEADER_LABEL_VALUE : null } } };
 }
 
@@ -117,7 +127,9 @@ export class LeaderLabel {
           );
           return;
         }
-        this.report(`${target ? "setting" : "removing"} the leader label on ${where} (attempt ${attempt}): ${describeError(err)}`);
+        this.report(
+          `${target ? "setting" : "removing"} the leader label on ${where} (attempt ${attempt}): ${describeError(err)}`,
+        );
         if (!isRetryableStatus(status) || attempt >= maxAttempts || (this.closed && maxAttempts === Infinity)) return;
         await this.sleep(backoffDelayMs(attempt, this.backoff, this.random));
       }
@@ -129,7 +141,10 @@ export class LeaderLabel {
     const { namespace, podName } = this.options;
     let names: string[];
     try {
-      const pods = await this.clients.core.listNamespacedPod({ namespace, labelSelector: `${this.label}=${LEADER_LABEL_VALUE}` });
+      const pods = await this.clients.core.listNamespacedPod({
+        namespace,
+        labelSelector: `${this.label}=${LEADER_LABEL_VALUE}`,
+      });
       names = pods.items.map((pod) => pod.metadata?.name ?? "").filter((name) => name !== "" && name !== podName);
     } catch (err) {
       this.report(`listing pods with the leader label in ${namespace}: ${describeError(err)}`);
@@ -143,7 +158,8 @@ export class LeaderLabel {
         );
         this.options.onInfo?.(`removed the stale leader label from pod ${namespace}/${name}`);
       } catch (err) {
-        if (httpStatusOf(err) !== 404) this.report(`removing the stale leader label from pod ${namespace}/${name}: ${describeError(err)}`);
+        if (httpStatusOf(err) !== 404)
+          this.report(`removing the stale leader label from pod ${namespace}/${name}: ${describeError(err)}`);
       }
     }
   }

@@ -90,8 +90,10 @@ export class LeaderElector {
     this.timers = options.timers ?? systemTimers;
     this.random = options.random ?? Math.random;
     if (!options.identity) throw new Error("leader election needs an identity (the pod name)");
-    if (!(this.renewDeadlineMs < this.leaseDurationMs)) throw new Error("renewDeadline must be shorter than leaseDuration");
-    if (!(this.renewIntervalMs < this.renewDeadlineMs)) throw new Error("renewInterval must be shorter than renewDeadline");
+    if (!(this.renewDeadlineMs < this.leaseDurationMs))
+      throw new Error("renewDeadline must be shorter than leaseDuration");
+    if (!(this.renewIntervalMs < this.renewDeadlineMs))
+      throw new Error("renewInterval must be shorter than renewDeadline");
     if (!(this.retryPeriodMs < this.renewDeadlineMs)) throw new Error("retryPeriod must be shorter than renewDeadline");
   }
 
@@ -172,7 +174,13 @@ export class LeaderElector {
   private async renewDirectly(nowMs: number): Promise<boolean | undefined> {
     const { namespace, leaseName: name, identity } = this.options;
     const own = this.ownLease;
-    if (!this.leading || !own || this.observed?.holder !== identity || this.observed.resourceVersion !== own.resourceVersion) return undefined;
+    if (
+      !this.leading ||
+      !own ||
+      this.observed?.holder !== identity ||
+      this.observed.resourceVersion !== own.resourceVersion
+    )
+      return undefined;
     try {
       const updated = await this.clients.coordination.replaceNamespacedLease({
         namespace,
@@ -226,7 +234,8 @@ export class LeaderElector {
         this.observe(created, nowMs);
         return true;
       } catch (createErr) {
-        if (httpStatusOf(createErr) !== 409) this.report(`creating lease ${namespace}/${name}: ${describeError(createErr)}`);
+        if (httpStatusOf(createErr) !== 409)
+          this.report(`creating lease ${namespace}/${name}: ${describeError(createErr)}`);
         return false;
       }
     }
@@ -245,7 +254,8 @@ export class LeaderElector {
           spec: {
             holderIdentity: identity,
             leaseDurationSeconds: durationSeconds,
-            acquireTime: keepsIt && spec.acquireTime ? new V1MicroTime(timeText(spec.acquireTime)) : new V1MicroTime(nowMs),
+            acquireTime:
+              keepsIt && spec.acquireTime ? new V1MicroTime(timeText(spec.acquireTime)) : new V1MicroTime(nowMs),
             renewTime: new V1MicroTime(nowMs),
             leaseTransitions: (spec.leaseTransitions ?? 0) + (keepsIt ? 0 : 1),
           },
@@ -264,7 +274,11 @@ export class LeaderElector {
     const spec = lease.spec ?? {};
     this.ownLease =
       spec.holderIdentity === this.options.identity && lease.metadata?.resourceVersion
-        ? { resourceVersion: lease.metadata.resourceVersion, acquireTime: timeText(spec.acquireTime) || new Date(nowMs).toISOString(), leaseTransitions: spec.leaseTransitions ?? 0 }
+        ? {
+            resourceVersion: lease.metadata.resourceVersion,
+            acquireTime: timeText(spec.acquireTime) || new Date(nowMs).toISOString(),
+            leaseTransitions: spec.leaseTransitions ?? 0,
+          }
         : null;
     const next: Observed = {
       holder: lease.spec?.holderIdentity ?? "",
@@ -272,7 +286,12 @@ export class LeaderElector {
       resourceVersion: lease.metadata?.resourceVersion ?? "",
     };
     const o = this.observed;
-    if (!o || o.holder !== next.holder || o.renewTime !== next.renewTime || o.resourceVersion !== next.resourceVersion) {
+    if (
+      !o ||
+      o.holder !== next.holder ||
+      o.renewTime !== next.renewTime ||
+      o.resourceVersion !== next.resourceVersion
+    ) {
       this.observed = next;
       this.observedAtMs = nowMs;
     }
@@ -320,7 +339,12 @@ export class LeaderElector {
         name,
         body: {
           metadata: { name, namespace, resourceVersion: lease.metadata?.resourceVersion ?? "" },
-          spec: { leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: lease.spec?.leaseTransitions ?? 0 },
+          spec: {
+            leaseDurationSeconds: 1,
+            acquireTime: now,
+            renewTime: now,
+            leaseTransitions: lease.spec?.leaseTransitions ?? 0,
+          },
         },
       });
     } catch (err) {

@@ -4,7 +4,14 @@
  * the VM: it comes back as `transient`, so the caller tries again later instead of refusing.
  */
 import { describeError, httpStatusOf, type KubeClients } from "./client.js";
-import { DEFAULT_ANNOTATION_PREFIX, claimsToCheck, stopSafety, type PvcFacts, type SafetyInput, type SafetyVerdict } from "./safety.js";
+import {
+  DEFAULT_ANNOTATION_PREFIX,
+  claimsToCheck,
+  stopSafety,
+  type PvcFacts,
+  type SafetyInput,
+  type SafetyVerdict,
+} from "./safety.js";
 
 export type SafetyCheck = SafetyVerdict | { safe: false; transient: true; reasons: string[] };
 
@@ -28,7 +35,11 @@ export async function checkStopSafety(
     try {
       pvcs.set(claim, await readPvcFacts(clients, vm.namespace, claim));
     } catch (err) {
-      return { safe: false, transient: true, reasons: [`cannot read PVC ${JSON.stringify(claim)}: ${describeError(err)}`] };
+      return {
+        safe: false,
+        transient: true,
+        reasons: [`cannot read PVC ${JSON.stringify(claim)}: ${describeError(err)}`],
+      };
     }
   }
   return stopSafety(vm, pvcs, prefix);

@@ -54,7 +54,8 @@ const WHY_EPHEMERAL: Record<string, { what: string; loss: string }> = {
 /** "a read-only cdrom", "a disk marked readonly: true", "a writable disk", "no device". */
 function describeAttachment(volume: VmVolume): string {
   if (volume.attachment === "none") return "no disk device (it cannot be proven read-only)";
-  if (volume.attachment === "cdrom") return volume.readOnly ? "a read-only cdrom" : "a cdrom with readonly: false (writable)";
+  if (volume.attachment === "cdrom")
+    return volume.readOnly ? "a read-only cdrom" : "a cdrom with readonly: false (writable)";
   if (volume.attachment === "filesystem") return "a shared filesystem (writable)";
   return volume.readOnly ? `a ${volume.attachment} marked readonly: true` : `a writable ${volume.attachment}`;
 }
@@ -69,7 +70,11 @@ export function allowsEphemeralStop(annotations: Record<string, string>, prefix:
   return annotations[`${prefix}allow-ephemeral-stop`]?.trim().toLowerCase() === "true";
 }
 
-export function stopSafety(vm: SafetyInput, pvcs: ReadonlyMap<string, PvcFacts>, prefix: string = DEFAULT_ANNOTATION_PREFIX): SafetyVerdict {
+export function stopSafety(
+  vm: SafetyInput,
+  pvcs: ReadonlyMap<string, PvcFacts>,
+  prefix: string = DEFAULT_ANNOTATION_PREFIX,
+): SafetyVerdict {
   const reasons: string[] = [];
   const notes: string[] = [];
   const allowEphemeral = allowsEphemeralStop(vm.annotations, prefix);
@@ -87,18 +92,23 @@ export function stopSafety(vm: SafetyInput, pvcs: ReadonlyMap<string, PvcFacts>,
       const pvc = pvcs.get(volume.claimName);
       if (!pvc) reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} was not checked`);
       else if (pvc.phase === null) reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} does not exist`);
-      else if (pvc.phase !== "Bound") reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} is ${pvc.phase}, not Bound`);
+      else if (pvc.phase !== "Bound")
+        reasons.push(`${label}: PVC ${JSON.stringify(volume.claimName)} is ${pvc.phase}, not Bound`);
       else {
         persistentClaims.push(volume.claimName);
         if (volume.source === "dataVolume" && templates.has(volume.claimName)) {
-          notes.push(`${label}: DataVolume ${JSON.stringify(volume.claimName)} comes from the VM's dataVolumeTemplates (a stop keeps it; deleting the VM would delete it)`);
+          notes.push(
+            `${label}: DataVolume ${JSON.stringify(volume.claimName)} comes from the VM's dataVolumeTemplates (a stop keeps it; deleting the VM would delete it)`,
+          );
         }
       }
       continue;
     }
     if (volume.readOnly) {
       // The guest cannot write it, so a stop loses nothing of it: the medium comes back on the next start.
-      notes.push(`${label} (${volume.source}) is attached as ${describeAttachment(volume)}: it holds no state, a stop loses nothing of it`);
+      notes.push(
+        `${label} (${volume.source}) is attached as ${describeAttachment(volume)}: it holds no state, a stop loses nothing of it`,
+      );
       continue;
     }
     const known = WHY_EPHEMERAL[volume.source];
@@ -110,7 +120,9 @@ export function stopSafety(vm: SafetyInput, pvcs: ReadonlyMap<string, PvcFacts>,
     else reasons.push(`${label} ${why}; set annotation ${prefix}allow-ephemeral-stop: "true" to allow stopping anyway`);
   }
   if (persistentClaims.length === 0 && reasons.length === 0 && !allowEphemeral) {
-    reasons.push(`no volume is backed by a PVC, so nothing the user did would survive a stop; set annotation ${prefix}allow-ephemeral-stop: "true" to allow it`);
+    reasons.push(
+      `no volume is backed by a PVC, so nothing the user did would survive a stop; set annotation ${prefix}allow-ephemeral-stop: "true" to allow it`,
+    );
   }
   if (reasons.length > 0) return { safe: false, reasons };
   return { safe: true, persistentClaims: [...new Set(persistentClaims)], notes };
@@ -119,7 +131,10 @@ export function stopSafety(vm: SafetyInput, pvcs: ReadonlyMap<string, PvcFacts>,
 /** One line for an Event or a log: "refused: reason; reason". */
 export function describeVerdict(verdict: SafetyVerdict): string {
   if (verdict.safe) {
-    const claims = verdict.persistentClaims.length > 0 ? `persistent volumes Bound: ${verdict.persistentClaims.join(", ")}` : "no persistent volume";
+    const claims =
+      verdict.persistentClaims.length > 0
+        ? `persistent volumes Bound: ${verdict.persistentClaims.join(", ")}`
+        : "no persistent volume";
     return verdict.notes.length > 0 ? `${claims}; ${verdict.notes.join("; ")}` : claims;
   }
   return verdict.reasons.join("; ");

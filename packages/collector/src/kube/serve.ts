@@ -27,7 +27,10 @@ import type { InventoryVm } from "./inventory.js";
 import type { VmPlatformDetails } from "../view.js";
 
 /** Event reasons whose note says what a stop frees (or would free). */
-const FREES_FOR_REASON: Record<string, string> = { IdleStopPending: "stopping frees", IdleWouldStop: "a stop would free" };
+const FREES_FOR_REASON: Record<string, string> = {
+  IdleStopPending: "stopping frees",
+  IdleWouldStop: "a stop would free",
+};
 
 /** How long the guest gets to shut down, as the Stopped Event says it (pure). */
 export function graceNote(facts: Pick<InventoryVm, "terminationGracePeriodSeconds">): string {
@@ -48,18 +51,27 @@ const LAST_STOP_READINGS = 20;
 /** The "signals" of the last-stop annotation: what the engine saw when it decided the stop (pure). */
 export function lastStopSignals(evidence: StopEvidence | undefined): Record<string, unknown> {
   if (!evidence) return {};
-  const iso = (ms: number | undefined) => (ms === undefined || !Number.isFinite(ms) ? undefined : new Date(ms).toISOString());
+  const iso = (ms: number | undefined) =>
+    ms === undefined || !Number.isFinite(ms) ? undefined : new Date(ms).toISOString();
   const explanation = evidence.explanation;
   if (!explanation) return { trigger: evidence.trigger };
   return {
     trigger: evidence.trigger,
     idleSeconds: explanation.idleSeconds === undefined ? undefined : Math.round(explanation.idleSeconds),
     idleTimeoutSeconds: explanation.idleTimeoutSeconds,
-    lastActivity: explanation.lastActivityAtMs === undefined ? undefined : { at: iso(explanation.lastActivityAtMs), what: explanation.lastActivity },
+    lastActivity:
+      explanation.lastActivityAtMs === undefined
+        ? undefined
+        : { at: iso(explanation.lastActivityAtMs), what: explanation.lastActivity },
     readings: [...explanation.readings]
       .sort((a, b) => b.atMs - a.atMs)
       .slice(0, LAST_STOP_READINGS)
-      .map((reading) => ({ signal: reading.signal, strength: reading.strength, at: iso(reading.atMs), detail: reading.detail })),
+      .map((reading) => ({
+        signal: reading.signal,
+        strength: reading.strength,
+        at: iso(reading.atMs),
+        detail: reading.detail,
+      })),
     vetoes: explanation.vetoes.map((veto) => veto.kind),
     blind: explanation.blind.map((source) => source.source),
   };
@@ -72,15 +84,23 @@ export async function kubernetesMode(
   stats: CollectorStats,
   nowMs: () => number,
 ): Promise<CollectorMode> {
-  const kc = loadKubeConfig(config.kubernetes.kubeconfig ? { kubeconfigPath: config.kubernetes.kubeconfig } : { inCluster: true });
+  const kc = loadKubeConfig(
+    config.kubernetes.kubeconfig ? { kubeconfigPath: config.kubernetes.kubeconfig } : { inCluster: true },
+  );
   const clients = createKubeClients(kc, {
     onRequest: (info) => stats.countKubeRequest(info.method, info.status === null ? "timeout" : String(info.status)),
   });
   const prefix = policy.annotationPrefix;
   const inventory = new KubeInventory(clients, { onError: (message) => log("warn", `kubernetes watch: ${message}`) });
   const stopper = new VmStopper(clients);
-  const audit = new KubeAudit(clients, { reportingInstance: config.kubernetes.identity, nowMs, annotationPrefix: prefix });
-  const leaseNamespace = config.kubernetes.kubeconfig ? config.kubernetes.leaseNamespace : (contextNamespace(kc) ?? config.kubernetes.leaseNamespace);
+  const audit = new KubeAudit(clients, {
+    reportingInstance: config.kubernetes.identity,
+    nowMs,
+    annotationPrefix: prefix,
+  });
+  const leaseNamespace = config.kubernetes.kubeconfig
+    ? config.kubernetes.leaseNamespace
+    : (contextNamespace(kc) ?? config.kubernetes.leaseNamespace);
   let fleetRef: Fleet | undefined;
   // The agents' Service selects this label: the leader carries it, nobody else (kube/leader-label.ts).
   const leaderLabel = new LeaderLabel(clients, {
@@ -105,7 +125,11 @@ export async function kubernetesMode(
       log("warn", `lost the leadership (${reason}): no longer acting; agents will reconnect to the leader`);
       void leaderLabel.want(false);
       // The agents come back spread over 2.5–7.5 s (the hint ±50 %), by when the new leader is elected, not as one burst.
-      fleetRef?.closeAllSessions(grpc.status.UNAVAILABLE, "this collector replica is no longer the leader; reconnect", LEADER_CHANGE_RETRY_MS);
+      fleetRef?.closeAllSessions(
+        grpc.status.UNAVAILABLE,
+        "this collector replica is no longer the leader; reconnect",
+        LEADER_CHANGE_RETRY_MS,
+      );
     },
     onError: (message) => log("warn", `leader election: ${message}`),
   });
@@ -168,39 +192,72 @@ export async function kubernetesMode(
     authenticate: async (vm, peer) => {
       const facts = vmOf(vm);
       if (!facts) {
-        return { ok: false, code: grpc.status.PERMISSION_DENIED, kind: "unknown-vm", reason: `no VirtualMachine ${vm.namespace}/${vm.name} is known` };
+        return {
+          ok: false,
+          code: grpc.status.PERMISSION_DENIED,
+          kind: "unknown-vm",
+          reason: `no VirtualMachine ${vm.namespace}/${vm.name} is known`,
+        };
       }
       const verdict = checkPeerIdentity(peer, vm, facts.launcherPodIps);
       if (verdict.ok) return { ok: true };
       void audit
-        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent("IdentityRejected", withOwner(facts, verdict.reason)))
+        .recordEvent(
+          { namespace: vm.namespace, name: vm.name, uid: facts.uid },
+          auditEvent("IdentityRejected", withOwner(facts, verdict.reason)),
+        )
         .then(writeFailed("identity event"));
       return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: verdict.reason };
     },
     actuator: {
       async stop(vm, reason, evidence) {
         const facts = vmOf(vm);
-        if (!facts) return { outcome: "failed", message: "the VM is not in the inventory (deleted, or the watch is behind)" };
+        if (!facts)
+          return { outcome: "failed", message: "the VM is not in the inventory (deleted, or the watch is behind)" };
         const verdict = await checkStopSafety(clients, facts, prefix);
         if (!verdict.safe) {
-          if ("transient" in verdict && verdict.transient) return { outcome: "failed", message: `safety check could not complete: ${verdict.reasons.join("; ")}` };
+          if ("transient" in verdict && verdict.transient)
+            return { outcome: "failed", message: `safety check could not complete: ${verdict.reasons.join("; ")}` };
           // The engine audits the refusal (IdleStopRefused, with this message): one Event, not two.
           return { outcome: "refused", message: describeVerdict(verdict) };
         }
         // No gracePeriod is sent: the VMI keeps the VM's own terminationGracePeriodSeconds (stop.ts).
         const grace = facts.terminationGracePeriodSeconds;
-        const result = await stopper.stopVm(vm.namespace, vm.name, grace === null ? {} : { minimumGracePeriodSeconds: grace });
+        const result = await stopper.stopVm(
+          vm.namespace,
+          vm.name,
+          grace === null ? {} : { minimumGracePeriodSeconds: grace },
+        );
         if (!result.ok) return { outcome: "failed", message: result.message };
         const freed = describeFreed(facts.resources, "freed");
-        const stoppedNote = [`stopped: ${reason}`, ...(freed ? [freed] : []), graceNote(facts), `kept: ${describeVerdict(verdict)}`].join("; ");
+        const stoppedNote = [
+          `stopped: ${reason}`,
+          ...(freed ? [freed] : []),
+          graceNote(facts),
+          `kept: ${describeVerdict(verdict)}`,
+        ].join("; ");
         void audit
-          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent("Stopped", withOwner(facts, stoppedNote)))
+          .recordEvent(
+            { namespace: vm.namespace, name: vm.name, uid: facts.uid },
+            auditEvent("Stopped", withOwner(facts, stoppedNote)),
+          )
           .then(writeFailed("Stopped event"));
         const owner = ownerOf(facts);
         void audit
-          .recordLastStop(vm, { whenMs: nowMs(), reason, signals: lastStopSignals(evidence), frees: freedRecord(facts.resources), ...(owner ? { owner } : {}) })
+          .recordLastStop(vm, {
+            whenMs: nowMs(),
+            reason,
+            signals: lastStopSignals(evidence),
+            frees: freedRecord(facts.resources),
+            ...(owner ? { owner } : {}),
+          })
           .then(writeFailed("last-stop annotation"));
-        return { outcome: "accepted", message: result.alreadyStopped ? `${result.message} after ${result.attempts} stop request(s)` : `stop accepted after ${result.attempts} attempt(s)` };
+        return {
+          outcome: "accepted",
+          message: result.alreadyStopped
+            ? `${result.message} after ${result.attempts} stop request(s)`
+            : `stop accepted after ${result.attempts} attempt(s)`,
+        };
       },
       event(vm, type, reason, message) {
         const facts = vmOf(vm);
@@ -213,7 +270,10 @@ export async function kubernetesMode(
         const frees = lead ? describeFreed(facts.resources, lead) : null;
         const note = withOwner(facts, frees ? `${message}; ${frees}` : message);
         void audit
-          .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent(reason, note, type as AuditEventType))
+          .recordEvent(
+            { namespace: vm.namespace, name: vm.name, uid: facts.uid },
+            auditEvent(reason, note, type as AuditEventType),
+          )
           .then(writeFailed(`${reason} event`));
       },
       persist(vm, values) {
@@ -235,7 +295,10 @@ export async function kubernetesMode(
       for (const vm of inventory.list()) if (tracked(vm.labels)) fleet.track(vm);
       void leaderLabel.start();
       elector.start();
-      log("info", "kubernetes inventory synced", { vms: inventory.list().length, lease: `${leaseNamespace}/${config.kubernetes.leaseName}` });
+      log("info", "kubernetes inventory synced", {
+        vms: inventory.list().length,
+        lease: `${leaseNamespace}/${config.kubernetes.leaseName}`,
+      });
       return async () => {
         await elector.stop({ release: true });
         await leaderLabel.close();

@@ -13,8 +13,23 @@
  * to shut down, so a stop never sends a shorter gracePeriod than the VM's own: by default it sends
  * none, and a requested one below the VM's own is raised to it.
  */
-import { DEFAULT_BACKOFF, Semaphore, backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
-import { describeError, httpStatusOf, parseRetryAfter, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
+import {
+  DEFAULT_BACKOFF,
+  Semaphore,
+  backoffDelayMs,
+  isRetryableStatus,
+  realSleep,
+  type BackoffPolicy,
+  type Sleep,
+} from "./backoff.js";
+import {
+  describeError,
+  httpStatusOf,
+  parseRetryAfter,
+  rawKubeRequest,
+  statusMessage,
+  type KubeClients,
+} from "./client.js";
 import { isStopInEffect, vmFacts, vmiFacts } from "./vm-model.js";
 
 export interface StopVmOptions {
@@ -86,7 +101,8 @@ export class VmStopper {
     this.random = options.random ?? Math.random;
     this.sleep = options.sleep ?? realSleep;
     this.semaphore = new Semaphore(options.maxConcurrent ?? 4);
-    if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new Error(`maxAttempts must be a positive integer, got ${this.maxAttempts}`);
+    if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1)
+      throw new Error(`maxAttempts must be a positive integer, got ${this.maxAttempts}`);
   }
 
   /** Never rejects. A second call for a VM whose stop is still running shares the first one's result. */
@@ -100,13 +116,27 @@ export class VmStopper {
   }
 
   private async run(namespace: string, name: string, options: StopVmOptions): Promise<StopVmResult> {
-    for (const [key, value] of [["gracePeriodSeconds", options.gracePeriodSeconds], ["minimumGracePeriodSeconds", options.minimumGracePeriodSeconds]] as const) {
+    for (const [key, value] of [
+      ["gracePeriodSeconds", options.gracePeriodSeconds],
+      ["minimumGracePeriodSeconds", options.minimumGracePeriodSeconds],
+    ] as const) {
       if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
-        return { ok: false, alreadyStopped: false, attempts: 0, lastStatus: null, message: `${key} must be a non-negative integer, got ${value}` };
+        return {
+          ok: false,
+          alreadyStopped: false,
+          attempts: 0,
+          lastStatus: null,
+          message: `${key} must be a non-negative integer, got ${value}`,
+        };
       }
     }
     const grace = stopGracePeriod(options);
-    let last: Extract<AttemptOutcome, { kind: "retry" }> = { kind: "retry", status: null, message: "not attempted", retryAfterSeconds: null };
+    let last: Extract<AttemptOutcome, { kind: "retry" }> = {
+      kind: "retry",
+      status: null,
+      message: "not attempted",
+      retryAfterSeconds: null,
+    };
     for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
       if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, last.retryAfterSeconds));
       // After an attempt with no answer the stop may have landed; with Manual/RerunOnFailure
@@ -114,11 +144,20 @@ export class VmStopper {
       const unanswered = attempt > 1 && last.status === null;
       const outcome = await this.semaphore.run(async () => {
         if (unanswered && (await this.stopInEffect(namespace, name)).kind === "stopped") {
-          return { kind: "done", result: { ok: true, alreadyStopped: true, lastStatus: null, message: "already stopped (an earlier request went unanswered)" } } as const;
+          return {
+            kind: "done",
+            result: {
+              ok: true,
+              alreadyStopped: true,
+              lastStatus: null,
+              message: "already stopped (an earlier request went unanswered)",
+            },
+          } as const;
         }
         return this.attempt(namespace, name, grace);
       });
-      if (outcome.kind === "done") return { ...outcome.result, attempts: outcome.result.lastStatus === null ? attempt - 1 : attempt };
+      if (outcome.kind === "done")
+        return { ...outcome.result, attempts: outcome.result.lastStatus === null ? attempt - 1 : attempt };
       last = outcome;
     }
     return {
@@ -148,26 +187,56 @@ export class VmStopper {
       return { kind: "retry", status: null, message: describeError(err), retryAfterSeconds: null };
     }
     if (status >= 200 && status < 300) {
-      return { kind: "done", result: { ok: true, alreadyStopped: false, lastStatus: status, message: "stop accepted" } };
+      return {
+        kind: "done",
+        result: { ok: true, alreadyStopped: false, lastStatus: status, message: "stop accepted" },
+      };
     }
     if (status === 404) {
-      return { kind: "done", result: { ok: false, alreadyStopped: false, lastStatus: status, message: `VirtualMachine ${namespace}/${name} not found` } };
+      return {
+        kind: "done",
+        result: {
+          ok: false,
+          alreadyStopped: false,
+          lastStatus: status,
+          message: `VirtualMachine ${namespace}/${name} not found`,
+        },
+      };
     }
     if (status === 409) {
       const check = await this.stopInEffect(namespace, name);
       if (check.kind === "stopped") {
-        return { kind: "done", result: { ok: true, alreadyStopped: true, lastStatus: status, message: `already stopped (${answerMessage})` } };
+        return {
+          kind: "done",
+          result: { ok: true, alreadyStopped: true, lastStatus: status, message: `already stopped (${answerMessage})` },
+        };
       }
       if (check.kind === "gone") {
-        return { kind: "done", result: { ok: false, alreadyStopped: false, lastStatus: 404, message: `VirtualMachine ${namespace}/${name} not found` } };
+        return {
+          kind: "done",
+          result: {
+            ok: false,
+            alreadyStopped: false,
+            lastStatus: 404,
+            message: `VirtualMachine ${namespace}/${name} not found`,
+          },
+        };
       }
-      return { kind: "retry", status, message: `${answerMessage}${check.kind === "unknown" ? ` (state check failed: ${check.message})` : ""}`, retryAfterSeconds };
+      return {
+        kind: "retry",
+        status,
+        message: `${answerMessage}${check.kind === "unknown" ? ` (state check failed: ${check.message})` : ""}`,
+        retryAfterSeconds,
+      };
     }
     if (isRetryableStatus(status)) return { kind: "retry", status, message: answerMessage, retryAfterSeconds };
     return { kind: "done", result: { ok: false, alreadyStopped: false, lastStatus: status, message: answerMessage } };
   }
 
-  private async stopInEffect(namespace: string, name: string): Promise<{ kind: "stopped" | "running" | "gone" } | { kind: "unknown"; message: string }> {
+  private async stopInEffect(
+    namespace: string,
+    name: string,
+  ): Promise<{ kind: "stopped" | "running" | "gone" } | { kind: "unknown"; message: string }> {
     try {
       const vmObject: unknown = await this.clients.custom.getNamespacedCustomObject({
         group: "kubevirt.io",
@@ -181,7 +250,13 @@ export class VmStopper {
       let vmi = null;
       try {
         vmi = vmiFacts(
-          await this.clients.custom.getNamespacedCustomObject({ group: "kubevirt.io", version: "v1", namespace, plural: "virtualmachineinstances", name }),
+          await this.clients.custom.getNamespacedCustomObject({
+            group: "kubevirt.io",
+            version: "v1",
+            namespace,
+            plural: "virtualmachineinstances",
+            name,
+          }),
         );
       } catch (err) {
         if (httpStatusOf(err) !== 404) throw err;

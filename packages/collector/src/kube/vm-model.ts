@@ -69,7 +69,8 @@ function stringMap(v: unknown): Record<string, string> {
 
 export function effectiveRunStrategy(spec: unknown): { runStrategy: string; running: boolean | null } {
   const s = asObj(spec);
-  if (typeof s["running"] === "boolean") return { runStrategy: s["running"] ? "Always" : "Halted", running: s["running"] };
+  if (typeof s["running"] === "boolean")
+    return { runStrategy: s["running"] ? "Always" : "Halted", running: s["running"] };
   const rs = asString(s["runStrategy"]);
   return { runStrategy: rs ?? "Halted", running: null };
 }
@@ -142,8 +143,10 @@ export function volumesOf(vmSpec: unknown): VmVolume[] {
     const source = SOURCE_KEYS.find((k) => k in v) ?? Object.keys(v).find((k) => k !== "name") ?? "unknown";
     let claimName: string | null = null;
     if (source === "dataVolume") claimName = asString(asObj(v["dataVolume"])["name"]);
-    else if (source === "persistentVolumeClaim" || source === "memoryDump") claimName = asString(asObj(v[source])["claimName"]);
-    else if (source === "ephemeral") claimName = asString(asObj(asObj(v["ephemeral"])["persistentVolumeClaim"])["claimName"]);
+    else if (source === "persistentVolumeClaim" || source === "memoryDump")
+      claimName = asString(asObj(v[source])["claimName"]);
+    else if (source === "ephemeral")
+      claimName = asString(asObj(asObj(v["ephemeral"])["persistentVolumeClaim"])["claimName"]);
     const attached = attachments.get(name) ?? { attachment: "none" as const, readOnly: false };
     return { name, source, claimName, ...attached };
   });
@@ -217,7 +220,8 @@ export function resourcesOf(vmSpec: unknown): VmResources {
     const topology = asObj(domain["cpu"]);
     cpu = `${positiveInt(topology["sockets"]) * positiveInt(topology["cores"]) * positiveInt(topology["threads"])} vCPU`;
   }
-  const memory = quantity(requests["memory"]) ?? quantity(asObj(domain["memory"])["guest"]) ?? quantity(limits["memory"]);
+  const memory =
+    quantity(requests["memory"]) ?? quantity(asObj(domain["memory"])["guest"]) ?? quantity(limits["memory"]);
   const devices = devicesOf(vmSpec);
   return { cpu, memory, gpus: countDevices(devices["gpus"]), hostDevices: countDevices(devices["hostDevices"]) };
 }
@@ -310,7 +314,10 @@ export function launcherPodFacts(obj: unknown): LauncherPodFacts | null {
  * Halted means virt-api took the stop (or it was never running); with Manual/RerunOnFailure a
  * stop is done when no live VMI is left or a Stop request is queued on the VM's status.
  */
-export function isStopInEffect(vm: Pick<VmFacts, "runStrategy" | "pendingStateChanges">, vmi: Pick<VmiFacts, "phase"> | null): boolean {
+export function isStopInEffect(
+  vm: Pick<VmFacts, "runStrategy" | "pendingStateChanges">,
+  vmi: Pick<VmiFacts, "phase"> | null,
+): boolean {
   if (vm.runStrategy === "Halted") return true;
   if (vm.runStrategy === "Manual" || vm.runStrategy === "RerunOnFailure") {
     return vmi === null || isFinalVmiPhase(vmi.phase) || vm.pendingStateChanges.includes("Stop");

@@ -52,7 +52,8 @@ export class WriteQueue<V> {
         .finally(() => {
           this.inFlight--;
           this.pump();
-          if (this.waiting.size === 0 && this.inFlight === 0) for (const resolve of this.idleResolvers.splice(0)) resolve();
+          if (this.waiting.size === 0 && this.inFlight === 0)
+            for (const resolve of this.idleResolvers.splice(0)) resolve();
         });
     }
   }

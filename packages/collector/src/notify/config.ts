@@ -51,7 +51,17 @@ export const DEFAULT_NOTIFICATIONS: NotificationsConfig = Object.freeze({
   keepChoicesHours: [1, 4, 8],
 }) as NotificationsConfig;
 
-const KEYS = ["ownerKey", "publicUrl", "timeout", "retries", "queueSize", "send", "webhooks", "profiles", "keepChoices"];
+const KEYS = [
+  "ownerKey",
+  "publicUrl",
+  "timeout",
+  "retries",
+  "queueSize",
+  "send",
+  "webhooks",
+  "profiles",
+  "keepChoices",
+];
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -103,22 +113,34 @@ function parseTargets(raw: unknown, label: string, problems: string[]): WebhookT
   raw.forEach((entry, index) => {
     const where = `${label}[${index}]`;
     if (!isObj(entry)) return void problems.push(`${where}: expected { url, format }`);
-    for (const key of Object.keys(entry)) if (!["url", "format", "name"].includes(key)) problems.push(`${where}: unknown setting "${key}" (known: url, format, name)`);
+    for (const key of Object.keys(entry))
+      if (!["url", "format", "name"].includes(key))
+        problems.push(`${where}: unknown setting "${key}" (known: url, format, name)`);
     const url = parseWebhookUrl(entry.url, where, problems);
     const format = parseFormat(entry.format, where, problems);
-    if (url && format) out.push({ url, format, name: typeof entry.name === "string" && entry.name ? entry.name.slice(0, 60) : `${format}@${new URL(url).host}` });
+    if (url && format)
+      out.push({
+        url,
+        format,
+        name: typeof entry.name === "string" && entry.name ? entry.name.slice(0, 60) : `${format}@${new URL(url).host}`,
+      });
   });
   return out;
 }
 
 /** Parses the section (already read from YAML); `problems` gets every error with its path. */
-export function parseNotificationsConfig(raw: unknown, problems: string[], label = "notifications"): NotificationsConfig {
+export function parseNotificationsConfig(
+  raw: unknown,
+  problems: string[],
+  label = "notifications",
+): NotificationsConfig {
   if (raw == null) return DEFAULT_NOTIFICATIONS;
   if (!isObj(raw)) {
     problems.push(`${label}: must be a mapping`);
     return DEFAULT_NOTIFICATIONS;
   }
-  for (const key of Object.keys(raw)) if (!KEYS.includes(key)) problems.push(`${label}: unknown setting "${key}" (known: ${KEYS.join(", ")})`);
+  for (const key of Object.keys(raw))
+    if (!KEYS.includes(key)) problems.push(`${label}: unknown setting "${key}" (known: ${KEYS.join(", ")})`);
   const config: NotificationsConfig = { ...DEFAULT_NOTIFICATIONS, profiles: {} };
   if (raw.ownerKey != null) {
     if (typeof raw.ownerKey === "string" && /^[\w.\-/]{1,253}$/.test(raw.ownerKey)) config.ownerKey = raw.ownerKey;
@@ -146,7 +168,8 @@ export function parseNotificationsConfig(raw: unknown, problems: string[], label
   integer("retries", 0, 10);
   integer("queueSize", 1, 100_000);
   if (raw.send != null) {
-    if (Array.isArray(raw.send) && raw.send.every((k) => (TRANSITION_KINDS as readonly unknown[]).includes(k))) config.send = raw.send as TransitionKind[];
+    if (Array.isArray(raw.send) && raw.send.every((k) => (TRANSITION_KINDS as readonly unknown[]).includes(k)))
+      config.send = raw.send as TransitionKind[];
     else problems.push(`${label}.send: a list of ${TRANSITION_KINDS.join(", ")}`);
   }
   if (raw.keepChoices != null) {
@@ -160,13 +183,16 @@ export function parseNotificationsConfig(raw: unknown, problems: string[], label
         }
       }
     }
-    if (hours.length === 0 || hours.length > 6) problems.push(`${label}.keepChoices: one to six durations, e.g. [1h, 4h, 8h]`);
+    if (hours.length === 0 || hours.length > 6)
+      problems.push(`${label}.keepChoices: one to six durations, e.g. [1h, 4h, 8h]`);
     else config.keepChoicesHours = hours;
   }
   config.webhooks = parseTargets(raw.webhooks, `${label}.webhooks`, problems);
   if (raw.profiles != null) {
     if (!isObj(raw.profiles)) problems.push(`${label}.profiles: must map a profile name to a list of webhooks`);
-    else for (const [profile, targets] of Object.entries(raw.profiles)) config.profiles[profile] = parseTargets(targets, `${label}.profiles.${profile}`, problems);
+    else
+      for (const [profile, targets] of Object.entries(raw.profiles))
+        config.profiles[profile] = parseTargets(targets, `${label}.profiles.${profile}`, problems);
   }
   return config;
 }
@@ -180,20 +206,31 @@ export interface VmNotifyInputs {
 }
 
 /** The webhooks one VM's transitions go to: the global ones, its profile's, and its own annotation's. */
-export function targetsFor(config: NotificationsConfig, vm: VmNotifyInputs): { targets: WebhookTarget[]; problems: string[] } {
+export function targetsFor(
+  config: NotificationsConfig,
+  vm: VmNotifyInputs,
+): { targets: WebhookTarget[]; problems: string[] } {
   const problems: string[] = [];
   const targets = [...config.webhooks, ...(vm.profile ? (config.profiles[vm.profile] ?? []) : [])];
   const urlKey = `${vm.prefix}${NOTIFY_URL_ANNOTATION}`;
   const own = vm.annotations[urlKey];
   if (own !== undefined) {
     const url = parseWebhookUrl(own, urlKey, problems);
-    const format = parseFormat(vm.annotations[`${vm.prefix}${NOTIFY_FORMAT_ANNOTATION}`], `${vm.prefix}${NOTIFY_FORMAT_ANNOTATION}`, problems);
+    const format = parseFormat(
+      vm.annotations[`${vm.prefix}${NOTIFY_FORMAT_ANNOTATION}`],
+      `${vm.prefix}${NOTIFY_FORMAT_ANNOTATION}`,
+      problems,
+    );
     if (url && format) targets.push({ url, format, name: `${format}@${new URL(url).host} (annotation)` });
   }
   return { targets, problems };
 }
 
 /** The VM's owner: the label named by ownerKey, else the annotation of that name, else "". */
-export function ownerOf(config: Pick<NotificationsConfig, "ownerKey">, labels: Record<string, string>, annotations: Record<string, string>): string {
+export function ownerOf(
+  config: Pick<NotificationsConfig, "ownerKey">,
+  labels: Record<string, string>,
+  annotations: Record<string, string>,
+): string {
   return (labels[config.ownerKey] ?? annotations[config.ownerKey] ?? "").slice(0, 100);
 }

@@ -20,7 +20,14 @@ export type TransitionKind =
   /** Observe mode: the VM would have been stopped now. */
   | "would-stop";
 
-export const TRANSITION_KINDS: readonly TransitionKind[] = ["notice", "reminder", "cancel", "stop", "refused-stop", "would-stop"];
+export const TRANSITION_KINDS: readonly TransitionKind[] = [
+  "notice",
+  "reminder",
+  "cancel",
+  "stop",
+  "refused-stop",
+  "would-stop",
+];
 
 export interface VmTransition {
   kind: TransitionKind;
@@ -42,7 +49,12 @@ export interface VmTransition {
 }
 
 /** The transitions one decision announces; `previous` is the record the decision started from. */
-export function transitionsOf(vm: VmKey, decision: Decision, atMs: number, previous: VmRecord | undefined): VmTransition[] {
+export function transitionsOf(
+  vm: VmKey,
+  decision: Decision,
+  atMs: number,
+  previous: VmRecord | undefined,
+): VmTransition[] {
   const out: VmTransition[] = [];
   const base = { vm, atMs, explanation: decision.summary };
   for (const action of decision.actions) {
@@ -52,7 +64,11 @@ export function transitionsOf(vm: VmKey, decision: Decision, atMs: number, previ
   return out;
 }
 
-function transitionOfAction(action: Action, base: { vm: VmKey; atMs: number; explanation: string }, clearedMode: PolicyMode): VmTransition | undefined {
+function transitionOfAction(
+  action: Action,
+  base: { vm: VmKey; atMs: number; explanation: string },
+  clearedMode: PolicyMode,
+): VmTransition | undefined {
   switch (action.kind) {
     case "notice":
       return {
@@ -82,7 +98,12 @@ function transitionOfAction(action: Action, base: { vm: VmKey; atMs: number; exp
 }
 
 /** What a finished stop attempt announces: stopped, or refused/failed. */
-export function stopTransition(vm: VmKey, result: StopResult, stop: { reason: string; trigger: StopTrigger }, atMs: number): VmTransition {
+export function stopTransition(
+  vm: VmKey,
+  result: StopResult,
+  stop: { reason: string; trigger: StopTrigger },
+  atMs: number,
+): VmTransition {
   return {
     kind: result.outcome === "accepted" ? "stop" : "refused-stop",
     vm,

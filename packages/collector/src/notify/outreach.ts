@@ -19,7 +19,13 @@ export interface FleetObserver {
   /** After every decision (previous: the record it started from). */
   decided(vm: VmKey, decision: Decision, previous: VmRecord | undefined, policy: Policy, nowMs: number): void;
   /** When a stop attempt finished. */
-  stopped(vm: VmKey, result: StopResult, stop: { reason: string; trigger: StopTrigger }, policy: Policy, nowMs: number): void;
+  stopped(
+    vm: VmKey,
+    result: StopResult,
+    stop: { reason: string; trigger: StopTrigger },
+    policy: Policy,
+    nowMs: number,
+  ): void;
   /** Whether a notice in this mode reaches the VM's users (terminals, desktop): observe mode warns nobody by default. */
   deliversNotice(mode: Policy["mode"], policy: Policy): boolean;
   /** A line for the in-VM notice: the keep-running link, when links are configured. */
@@ -51,7 +57,12 @@ export class Outreach implements FleetObserver {
     this.history = options.history ?? new History();
     this.sender =
       options.sender ??
-      new WebhookSender({ log: options.log, timeoutMs: options.config.timeoutMs, retries: options.config.retries, queueSize: options.config.queueSize });
+      new WebhookSender({
+        log: options.log,
+        timeoutMs: options.config.timeoutMs,
+        retries: options.config.retries,
+        queueSize: options.config.queueSize,
+      });
   }
 
   get config(): NotificationsConfig {
@@ -62,15 +73,27 @@ export class Outreach implements FleetObserver {
     const next = decision.next;
     this.history.point(vm, {
       atMs: nowMs,
-      idleSeconds: next.lastActivityAtMs !== undefined ? Math.max(0, (nowMs - next.lastActivityAtMs) / 1000) : Number.NaN,
+      idleSeconds:
+        next.lastActivityAtMs !== undefined ? Math.max(0, (nowMs - next.lastActivityAtMs) / 1000) : Number.NaN,
       activeSignals: next.activeSignals.length,
       state: next.state,
     });
-    if (previous?.state !== next.state) this.history.transition(vm, { atMs: nowMs, what: `${previous?.state ?? "new"} → ${next.state}`, reason: decision.summary });
+    if (previous?.state !== next.state)
+      this.history.transition(vm, {
+        atMs: nowMs,
+        what: `${previous?.state ?? "new"} → ${next.state}`,
+        reason: decision.summary,
+      });
     for (const transition of transitionsOf(vm, decision, nowMs, previous)) this.announce(transition, policy);
   }
 
-  stopped(vm: VmKey, result: StopResult, stop: { reason: string; trigger: StopTrigger }, policy: Policy, nowMs: number): void {
+  stopped(
+    vm: VmKey,
+    result: StopResult,
+    stop: { reason: string; trigger: StopTrigger },
+    policy: Policy,
+    nowMs: number,
+  ): void {
     this.announce(stopTransition(vm, result, stop, nowMs), policy);
   }
 
@@ -80,7 +103,12 @@ export class Outreach implements FleetObserver {
 
   noticeLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined {
     if (!this.options.config.publicUrl) return undefined;
-    return keepLinkUrl(this.options.config.publicUrl, this.options.linkKey, { namespace: vm.namespace, name: vm.name, noticeId, expiresAtMs: deadlineMs });
+    return keepLinkUrl(this.options.config.publicUrl, this.options.linkKey, {
+      namespace: vm.namespace,
+      name: vm.name,
+      noticeId,
+      expiresAtMs: deadlineMs,
+    });
   }
 
   vmUrl(vm: VmKey): string | undefined {
@@ -105,11 +133,18 @@ export class Outreach implements FleetObserver {
     if (!warns) return;
     if (!this.options.config.send.includes(transition.kind)) return;
     const { labels, annotations } = this.options.metadataFor(transition.vm);
-    const { targets, problems } = targetsFor(this.options.config, { profile: policy.profile, labels, annotations, prefix: this.options.prefix });
+    const { targets, problems } = targetsFor(this.options.config, {
+      profile: policy.profile,
+      labels,
+      annotations,
+      prefix: this.options.prefix,
+    });
     this.reportProblems(transition.vm, problems);
     if (targets.length === 0) return;
     const keepUrl =
-      (transition.kind === "notice" || transition.kind === "reminder") && transition.noticeId && transition.deadlineMs !== undefined
+      (transition.kind === "notice" || transition.kind === "reminder") &&
+      transition.noticeId &&
+      transition.deadlineMs !== undefined
         ? this.noticeLink(transition.vm, transition.noticeId, transition.deadlineMs)
         : undefined;
     const vmUrl = this.vmUrl(transition.vm);
@@ -121,7 +156,13 @@ export class Outreach implements FleetObserver {
     };
     for (const target of targets) {
       const request = requestFor(target, content);
-      this.sender.enqueue({ name: target.name, format: target.format, url: request.url, body: request.body, about: `${transition.kind} for ${vmId(transition.vm)}` });
+      this.sender.enqueue({
+        name: target.name,
+        format: target.format,
+        url: request.url,
+        body: request.body,
+        about: `${transition.kind} for ${vmId(transition.vm)}`,
+      });
     }
   }
 
@@ -129,7 +170,8 @@ export class Outreach implements FleetObserver {
     const key = problems.join("; ");
     if (this.reportedProblems.get(vmId(vm)) === key) return;
     this.reportedProblems.set(vmId(vm), key);
-    if (problems.length) this.options.log("warn", `${vmId(vm)}: notification annotations ignored: ${key}`, { vm: vmId(vm) });
+    if (problems.length)
+      this.options.log("warn", `${vmId(vm)}: notification annotations ignored: ${key}`, { vm: vmId(vm) });
   }
 }
 

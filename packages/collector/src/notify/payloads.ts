@@ -54,7 +54,10 @@ export function titleOf(content: NotificationContent): string {
 export function textOf(content: NotificationContent): string {
   const t = content.transition;
   const who = content.owner ? `${content.owner}: ` : "";
-  const stopIn = t.deadlineMs !== undefined ? ` in ${formatDuration(Math.max(0, (t.deadlineMs - t.atMs) / 1000))} (${new Date(t.deadlineMs).toISOString()})` : "";
+  const stopIn =
+    t.deadlineMs !== undefined
+      ? ` in ${formatDuration(Math.max(0, (t.deadlineMs - t.atMs) / 1000))} (${new Date(t.deadlineMs).toISOString()})`
+      : "";
   switch (t.kind) {
     case "notice":
     case "reminder":
@@ -96,11 +99,27 @@ export function jsonPayload(content: NotificationContent): JsonPayload {
 export function slackPayload(content: NotificationContent): { text: string; blocks: unknown[] } {
   const text = `*${titleOf(content)}*\n${textOf(content)}`;
   const buttons: unknown[] = [];
-  if (content.keepUrl) buttons.push({ type: "button", text: { type: "plain_text", text: "Keep running…" }, url: content.keepUrl, style: "primary", action_id: "ws-keep" });
-  if (content.vmUrl) buttons.push({ type: "button", text: { type: "plain_text", text: "Why?" }, url: content.vmUrl, action_id: "ws-why" });
+  if (content.keepUrl)
+    buttons.push({
+      type: "button",
+      text: { type: "plain_text", text: "Keep running…" },
+      url: content.keepUrl,
+      style: "primary",
+      action_id: "ws-keep",
+    });
+  if (content.vmUrl)
+    buttons.push({
+      type: "button",
+      text: { type: "plain_text", text: "Why?" },
+      url: content.vmUrl,
+      action_id: "ws-why",
+    });
   return {
     text,
-    blocks: [{ type: "section", text: { type: "mrkdwn", text: escapeSlack(text) } }, ...(buttons.length ? [{ type: "actions", elements: buttons }] : [])],
+    blocks: [
+      { type: "section", text: { type: "mrkdwn", text: escapeSlack(text) } },
+      ...(buttons.length ? [{ type: "actions", elements: buttons }] : []),
+    ],
   };
 }
 

@@ -74,7 +74,11 @@ export class WebhookSender {
       const dropped = longest.pending.shift()!;
       this.queued--;
       this.count("dropped", dropped.format);
-      this.options.log("warn", `webhook ${dropped.name}: queue full (${this.options.queueSize}), dropped the ${dropped.about} message`, { webhook: dropped.name });
+      this.options.log(
+        "warn",
+        `webhook ${dropped.name}: queue full (${this.options.queueSize}), dropped the ${dropped.about} message`,
+        { webhook: dropped.name },
+      );
     }
     let receiver = this.receivers.get(request.url);
     if (!receiver) {
@@ -94,7 +98,8 @@ export class WebhookSender {
 
   close(): void {
     this.closed = true;
-    for (const receiver of this.receivers.values()) for (const dropped of receiver.pending.splice(0)) this.count("dropped", dropped.format);
+    for (const receiver of this.receivers.values())
+      for (const dropped of receiver.pending.splice(0)) this.count("dropped", dropped.format);
     this.queued = 0;
     this.wakeIdle();
   }
@@ -138,21 +143,37 @@ export class WebhookSender {
       const result = await this.attempt(request);
       if (result.ok) {
         this.count("sent", request.format);
-        if (attempt > 1) log("info", `webhook ${request.name}: ${request.about} delivered on attempt ${attempt}`, { webhook: request.name });
+        if (attempt > 1)
+          log("info", `webhook ${request.name}: ${request.about} delivered on attempt ${attempt}`, {
+            webhook: request.name,
+          });
         return;
       }
       const retryable = isRetryableStatus(result.status);
       if (!retryable || attempt > retries || this.closed) {
         this.count("failed", request.format);
-        log("warn", `webhook ${request.name}: ${request.about} not delivered after ${attempt} attempt(s): ${result.message}`, { webhook: request.name });
+        log(
+          "warn",
+          `webhook ${request.name}: ${request.about} not delivered after ${attempt} attempt(s): ${result.message}`,
+          { webhook: request.name },
+        );
         return;
       }
       this.retriesTotal++;
-      await sleep(backoffDelayMs(attempt, this.options.backoff ?? WEBHOOK_BACKOFF, this.options.random ?? Math.random, result.retryAfterSeconds));
+      await sleep(
+        backoffDelayMs(
+          attempt,
+          this.options.backoff ?? WEBHOOK_BACKOFF,
+          this.options.random ?? Math.random,
+          result.retryAfterSeconds,
+        ),
+      );
     }
   }
 
-  private async attempt(request: WebhookRequest): Promise<{ ok: true } | { ok: false; status: number | null; message: string; retryAfterSeconds: number | null }> {
+  private async attempt(
+    request: WebhookRequest,
+  ): Promise<{ ok: true } | { ok: false; status: number | null; message: string; retryAfterSeconds: number | null }> {
     const doFetch = this.options.fetch ?? fetch;
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), this.options.timeoutMs);
@@ -169,10 +190,17 @@ export class WebhookSender {
       await response.body?.cancel().catch(() => {});
       if (response.ok) return { ok: true };
       const retryAfter = Number(response.headers.get("retry-after"));
-      return { ok: false, status: response.status, message: `HTTP ${response.status}`, retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : null };
+      return {
+        ok: false,
+        status: response.status,
+        message: `HTTP ${response.status}`,
+        retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : null,
+      };
     } catch (error) {
       // fetch errors can quote the URL: say what happened, not where.
-      const message = abort.signal.aborted ? `no answer within ${this.options.timeoutMs / 1000}s` : `connection failed (${(error as { cause?: { code?: string } }).cause?.code ?? (error as Error).name})`;
+      const message = abort.signal.aborted
+        ? `no answer within ${this.options.timeoutMs / 1000}s`
+        : `connection failed (${(error as { cause?: { code?: string } }).cause?.code ?? (error as Error).name})`;
       return { ok: false, status: null, message, retryAfterSeconds: null };
     } finally {
       clearTimeout(timer);

@@ -3,7 +3,11 @@
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration } from "@ws/protocol";
-import { defaultCollectorPolicyConfig, parseCollectorPolicyDocument, type CollectorPolicyConfig } from "../engine/config.js";
+import {
+  defaultCollectorPolicyConfig,
+  parseCollectorPolicyDocument,
+  type CollectorPolicyConfig,
+} from "../engine/config.js";
 import { formatTimelineJson, formatTimelineText } from "./format.js";
 import { replayTrace, traceOriginMs } from "./replay.js";
 import { parseTrace, TraceError } from "./trace.js";
@@ -104,8 +108,11 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
     tickSeconds,
   });
   const shown = values.vm ? timeline.filter((entry) => entry.vm === values.vm) : timeline;
-  if (values.vm && shown.length === 0) io.stderr.write(`ws-collector replay: no events for VM ${values.vm} in the trace\n`);
-  io.stdout.write(values.json ? formatTimelineJson(shown) : formatTimelineText(shown, { wallTime: traceOriginMs(events) !== 0 }));
+  if (values.vm && shown.length === 0)
+    io.stderr.write(`ws-collector replay: no events for VM ${values.vm} in the trace\n`);
+  io.stdout.write(
+    values.json ? formatTimelineJson(shown) : formatTimelineText(shown, { wallTime: traceOriginMs(events) !== 0 }),
+  );
   return 0;
 }
 

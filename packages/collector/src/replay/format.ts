@@ -32,13 +32,18 @@ function describeAction(action: Action, at: (ms: number | undefined) => string):
     case "persist":
       return (
         `persist state=${action.values.state} last-active=${at(action.values.lastActiveMs)}` +
-        (action.values.noticeId ? ` notice-id=${action.values.noticeId} stop-deadline=${at(action.values.stopDeadlineMs)}` : "")
+        (action.values.noticeId
+          ? ` notice-id=${action.values.noticeId} stop-deadline=${at(action.values.stopDeadlineMs)}`
+          : "")
       );
     case "lease-decisions":
       return action.decisions.length === 0
         ? "lease decisions: no leases"
         : action.decisions
-            .map((decision) => `lease ${decision.id}: ${decision.accepted ? (decision.clamped ? "accepted, clamped" : "accepted") : "refused"}, holds until ${at(decision.effectiveExpiryMs)} (${decision.message})`)
+            .map(
+              (decision) =>
+                `lease ${decision.id}: ${decision.accepted ? (decision.clamped ? "accepted, clamped" : "accepted") : "refused"}, holds until ${at(decision.effectiveExpiryMs)} (${decision.message})`,
+            )
             .join("; ");
     case "policy-error":
       return `policy error: ${action.errors.map((error) => `${error.key}=${JSON.stringify(error.value ?? "")}: ${error.message}`).join("; ")} (running under: ${action.fallback})`;
@@ -65,7 +70,8 @@ export function formatTimelineText(timeline: readonly TimelineEntry[], options: 
     }
     lines.push(`${head}${entry.from === entry.to ? entry.to : `${entry.from} → ${entry.to}`}`);
     lines.push(`${indent}${entry.reason}`);
-    for (const veto of entry.explanation.vetoes) lines.push(`${indent}held: ${veto.detail}${veto.untilMs !== undefined ? ` (until ${at(veto.untilMs)})` : ""}`);
+    for (const veto of entry.explanation.vetoes)
+      lines.push(`${indent}held: ${veto.detail}${veto.untilMs !== undefined ? ` (until ${at(veto.untilMs)})` : ""}`);
     for (const action of entry.actions) lines.push(`${indent}↳ ${describeAction(action, at)}`);
   }
   const totals = summarizeTimeline(timeline);

@@ -24,7 +24,9 @@ export interface TraceRecorderOptions {
 const TAIL_BYTES = 256 * 1024;
 
 /** The origin (ms) that makes the existing trace's last line keep its t; undefined for a new or empty file. */
-export async function traceOriginFromFile(path: string): Promise<{ originMs: number; lastT: number } | { lastT: number } | undefined> {
+export async function traceOriginFromFile(
+  path: string,
+): Promise<{ originMs: number; lastT: number } | { lastT: number } | undefined> {
   let handle;
   try {
     handle = await open(path, "r");
@@ -38,7 +40,10 @@ export async function traceOriginFromFile(path: string): Promise<{ originMs: num
     const length = Math.min(size, TAIL_BYTES);
     const buffer = Buffer.alloc(length);
     await handle.read(buffer, 0, length, size - length);
-    const lines = buffer.toString("utf8").split("\n").filter((line) => line.trim() !== "" && !line.startsWith("#"));
+    const lines = buffer
+      .toString("utf8")
+      .split("\n")
+      .filter((line) => line.trim() !== "" && !line.startsWith("#"));
     let lastT: number | undefined;
     for (let index = lines.length - 1; index >= 0; index--) {
       const event = parseTraceLine(lines[index]!, 0);
@@ -109,7 +114,12 @@ export class TraceRecorder {
   }
 
   private format(input: TraceInput): string {
-    const payload: TracePayload = "report" in input ? { report: input.report } : "event" in input ? { event: input.event } : { policy: input.policy };
+    const payload: TracePayload =
+      "report" in input
+        ? { report: input.report }
+        : "event" in input
+          ? { event: input.event }
+          : { policy: input.policy };
     const t = Math.max(0, (input.atMs - (this.originMs ?? input.atMs)) / 1000);
     return formatTraceLine(t, input.vm, payload, input.atMs);
   }

@@ -9,7 +9,12 @@
 // activity after the stop: the user came back, and would have started the VM.
 
 import { extractEvidence } from "../engine/evidence.js";
-import { BUILTIN_DEFAULT_POLICY, DEFAULT_ANNOTATION_PREFIX, policyFromAnnotations, resolvePolicy } from "../engine/policy.js";
+import {
+  BUILTIN_DEFAULT_POLICY,
+  DEFAULT_ANNOTATION_PREFIX,
+  policyFromAnnotations,
+  resolvePolicy,
+} from "../engine/policy.js";
 import type { Action, EngineState, Explanation, Policy, PolicyOverrides } from "../engine/types.js";
 import { showsPersonAfter } from "../engine/strength.js";
 import { newVmLoopState, step as stepVm, type StepInput, type VmLoopState } from "../vm/step.js";
@@ -53,9 +58,16 @@ export function traceOriginMs(events: readonly TraceEvent[]): number {
 }
 
 /** Replays a trace given as text, as its lines, or as parsed events (parse errors throw a TraceError). */
-export function replayTrace(trace: string | readonly string[] | readonly TraceEvent[], options: ReplayOptions = {}): TimelineEntry[] {
+export function replayTrace(
+  trace: string | readonly string[] | readonly TraceEvent[],
+  options: ReplayOptions = {},
+): TimelineEntry[] {
   const events: readonly TraceEvent[] =
-    typeof trace === "string" ? parseTrace(trace) : trace.length > 0 && typeof trace[0] === "string" ? parseTrace((trace as readonly string[]).join("\n")) : (trace as readonly TraceEvent[]);
+    typeof trace === "string"
+      ? parseTrace(trace)
+      : trace.length > 0 && typeof trace[0] === "string"
+        ? parseTrace((trace as readonly string[]).join("\n"))
+        : (trace as readonly TraceEvent[]);
   const defaults = options.defaults ?? BUILTIN_DEFAULT_POLICY;
   const profiles = options.profiles ?? {};
   const prefix = options.prefix ?? DEFAULT_ANNOTATION_PREFIX;
@@ -73,7 +85,8 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
     }
     return state;
   };
-  const note = (vm: string, atMs: number, input: string) => timeline.push({ kind: "input", t: (atMs - originMs) / 1000, atMs, vm, input });
+  const note = (vm: string, atMs: number, input: string) =>
+    timeline.push({ kind: "input", t: (atMs - originMs) / 1000, atMs, vm, input });
 
   const step = (state: VmReplay, nowMs: number, input: StepInput) => {
     const decision = stepVm(state.loop, nowMs, input);
@@ -105,12 +118,29 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
     const state = vmFor(event.vm);
     switch (event.kind) {
       case "policy": {
-        const annotations = Object.fromEntries(Object.entries(event.annotations).map(([key, value]) => [key.includes("/") ? key : `${prefix}${key}`, value]));
-        const resolved = resolvePolicy(state.lastValid, policyFromAnnotations({}, annotations, defaults, profiles, prefix));
+        const annotations = Object.fromEntries(
+          Object.entries(event.annotations).map(([key, value]) => [key.includes("/") ? key : `${prefix}${key}`, value]),
+        );
+        const resolved = resolvePolicy(
+          state.lastValid,
+          policyFromAnnotations({}, annotations, defaults, profiles, prefix),
+        );
         state.lastValid = resolved.lastValid;
-        note(event.vm, nowMs, `policy ${Object.entries(event.annotations).map(([key, value]) => `${key}=${value}`).join(" ") || "(no annotations)"}`);
+        note(
+          event.vm,
+          nowMs,
+          `policy ${
+            Object.entries(event.annotations)
+              .map(([key, value]) => `${key}=${value}`)
+              .join(" ") || "(no annotations)"
+          }`,
+        );
         // Recorded with its errors even when there are none, as before: the engine reports a recovery.
-        step(state, nowMs, { kind: "policy", policy: resolved.policy, status: { errors: resolved.errors, fallback: resolved.fallback } });
+        step(state, nowMs, {
+          kind: "policy",
+          policy: resolved.policy,
+          status: { errors: resolved.errors, fallback: resolved.fallback },
+        });
         return;
       }
       case "agent-connected":
@@ -123,9 +153,15 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
         if (state.loop.running === false && state.stoppedAtMs !== undefined) {
           state.loop.connected = true;
           const evidence = extractEvidence(received, state.loop.policy);
-          const comeback = evidence.readings.filter((reading) => showsPersonAfter(reading, state.stoppedAtMs ?? Infinity));
+          const comeback = evidence.readings.filter((reading) =>
+            showsPersonAfter(reading, state.stoppedAtMs ?? Infinity),
+          );
           if (comeback.length === 0) return; // the real VM kept running; the replayed one is stopped
-          note(event.vm, nowMs, `activity after the replayed stop (${comeback[0]!.detail}): the user would have started the VM again`);
+          note(
+            event.vm,
+            nowMs,
+            `activity after the replayed stop (${comeback[0]!.detail}): the user would have started the VM again`,
+          );
           state.loop.running = true;
           state.stoppedAtMs = undefined;
           step(state, nowMs, { kind: "report", received });
@@ -145,7 +181,10 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
     // Timers between now and the event.
     for (;;) {
       const nextTick = tickMs > 0 ? originMs + (Math.floor((nowMs - originMs) / tickMs) + 1) * tickMs : Infinity;
-      const nextWake = Math.min(...[...wakeAt.values()].filter((at): at is number => at !== undefined && at > nowMs), Infinity);
+      const nextWake = Math.min(
+        ...[...wakeAt.values()].filter((at): at is number => at !== undefined && at > nowMs),
+        Infinity,
+      );
       const next = Math.min(nextTick, nextWake);
       if (next >= eventMs) break;
       nowMs = next;
@@ -159,8 +198,16 @@ export function replayTrace(trace: string | readonly string[] | readonly TraceEv
 }
 
 /** Per-VM counts for the end of a replay. */
-export function summarizeTimeline(timeline: readonly TimelineEntry[]): Map<string, { notices: number; cancelled: number; stops: number; wouldStops: number; finalState: EngineState | undefined }> {
-  const totals = new Map<string, { notices: number; cancelled: number; stops: number; wouldStops: number; finalState: EngineState | undefined }>();
+export function summarizeTimeline(
+  timeline: readonly TimelineEntry[],
+): Map<
+  string,
+  { notices: number; cancelled: number; stops: number; wouldStops: number; finalState: EngineState | undefined }
+> {
+  const totals = new Map<
+    string,
+    { notices: number; cancelled: number; stops: number; wouldStops: number; finalState: EngineState | undefined }
+  >();
   for (const entry of timeline) {
     const total = totals.get(entry.vm) ?? { notices: 0, cancelled: 0, stops: 0, wouldStops: 0, finalState: undefined };
     totals.set(entry.vm, total);

@@ -19,7 +19,9 @@ export type TraceEvent =
 export class TraceError extends Error {
   override name = "TraceError";
   constructor(readonly problems: string[]) {
-    super(problems.length === 1 ? problems[0]! : `${problems.length} problems in the trace:\n  ${problems.join("\n  ")}`);
+    super(
+      problems.length === 1 ? problems[0]! : `${problems.length} problems in the trace:\n  ${problems.join("\n  ")}`,
+    );
   }
 }
 
@@ -40,16 +42,21 @@ export function parseTraceLine(text: string, line: number): TraceEvent | string 
   } catch (error) {
     return `not valid JSON (${(error as Error).message})`;
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return `expected a JSON object, got ${describeType(value)}`;
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    return `expected a JSON object, got ${describeType(value)}`;
   const object = value as Record<string, unknown>;
   const unknown = Object.keys(object).filter((key) => !KNOWN_KEYS.has(key));
-  if (unknown.length > 0) return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((key) => JSON.stringify(key)).join(", ")} (known: t, vm, report, event, policy, at)`;
+  if (unknown.length > 0)
+    return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((key) => JSON.stringify(key)).join(", ")} (known: t, vm, report, event, policy, at)`;
   const { t, vm, at } = object;
-  if (typeof t !== "number" || !Number.isFinite(t) || t < 0) return `"t" must be a number of seconds from the start (≥ 0), got ${JSON.stringify(t)}`;
+  if (typeof t !== "number" || !Number.isFinite(t) || t < 0)
+    return `"t" must be a number of seconds from the start (≥ 0), got ${JSON.stringify(t)}`;
   if (typeof vm !== "string" || !VM_NAME.test(vm)) return `"vm" must be "namespace/name", got ${JSON.stringify(vm)}`;
-  if (at !== undefined && (typeof at !== "string" || Number.isNaN(Date.parse(at)))) return `"at" must be an RFC 3339 time, got ${JSON.stringify(at)}`;
+  if (at !== undefined && (typeof at !== "string" || Number.isNaN(Date.parse(at))))
+    return `"at" must be an RFC 3339 time, got ${JSON.stringify(at)}`;
   const payloads = ["report", "event", "policy"].filter((key) => key in object);
-  if (payloads.length !== 1) return `a line has exactly one of "report", "event" or "policy"${payloads.length ? `, not ${payloads.join(" and ")}` : ""}`;
+  if (payloads.length !== 1)
+    return `a line has exactly one of "report", "event" or "policy"${payloads.length ? `, not ${payloads.join(" and ")}` : ""}`;
   const base = { line, t, vm, ...(typeof at === "string" ? { at } : {}) };
 
   if ("report" in object) {
@@ -61,14 +68,17 @@ export function parseTraceLine(text: string, line: number): TraceEvent | string 
   }
   if ("event" in object) {
     const event = object.event;
-    if (event !== "agent-connected" && event !== "agent-disconnected") return `"event" must be "agent-connected" or "agent-disconnected", got ${JSON.stringify(event)}`;
+    if (event !== "agent-connected" && event !== "agent-disconnected")
+      return `"event" must be "agent-connected" or "agent-disconnected", got ${JSON.stringify(event)}`;
     return { ...base, kind: event };
   }
   const policy = object.policy;
-  if (typeof policy !== "object" || policy === null || Array.isArray(policy)) return `"policy" must be an object of annotations, got ${describeType(policy)}`;
+  if (typeof policy !== "object" || policy === null || Array.isArray(policy))
+    return `"policy" must be an object of annotations, got ${describeType(policy)}`;
   const annotations: Record<string, string> = {};
   for (const [key, entry] of Object.entries(policy)) {
-    if (typeof entry !== "string") return `"policy": the value of ${JSON.stringify(key)} must be a string, as annotations are (write ${JSON.stringify(String(entry))})`;
+    if (typeof entry !== "string")
+      return `"policy": the value of ${JSON.stringify(key)} must be a string, as annotations are (write ${JSON.stringify(String(entry))})`;
     annotations[key] = entry;
   }
   return { ...base, kind: "policy", annotations };
@@ -95,7 +105,10 @@ export function parseTrace(text: string): TraceEvent[] {
   }
   if (problems.length > 0) throw new TraceError(problems);
   // A live recording is in order; a hand-written or merged one may not be.
-  return events.map((event, order) => ({ event, order })).sort((a, b) => a.event.t - b.event.t || a.order - b.order).map(({ event }) => event);
+  return events
+    .map((event, order) => ({ event, order }))
+    .sort((a, b) => a.event.t - b.event.t || a.order - b.order)
+    .map(({ event }) => event);
 }
 
 export type TracePayload =

@@ -49,7 +49,12 @@ export function hasAgentContent(fields: DirectiveFields): boolean {
 }
 
 /** The Directive answering a Report (or carrying a notice): the fields plus the VM's status line. */
-export function directiveWithStatus(fields: DirectiveFields, record: VmRecord, policy: Policy, nowMs: number): DirectiveFields {
+export function directiveWithStatus(
+  fields: DirectiveFields,
+  record: VmRecord,
+  policy: Policy,
+  nowMs: number,
+): DirectiveFields {
   const directive: DirectiveFields = { ...fields };
   directive.status = statusFor(record, policy, nowMs);
   return directive;

@@ -7,7 +7,18 @@
 // with no new Report reuses it. Per-VM memory is bounded after every decision.
 import { decide } from "../engine/decide.js";
 import { extractEvidence } from "../engine/evidence.js";
-import type { Decision, Evidence, EvidenceMemory, Observation, Policy, PolicyError, PolicyFallback, ReceivedReport, StopResult, VmRecord } from "../engine/types.js";
+import type {
+  Decision,
+  Evidence,
+  EvidenceMemory,
+  Observation,
+  Policy,
+  PolicyError,
+  PolicyFallback,
+  ReceivedReport,
+  StopResult,
+  VmRecord,
+} from "../engine/types.js";
 
 export interface PolicyStatus {
   errors: readonly PolicyError[];
@@ -47,7 +58,16 @@ export type StepInput =
   | { kind: "wake" };
 
 export function newVmLoopState(policy: Policy, policyStatus?: PolicyStatus): VmLoopState {
-  return { record: undefined, policy, policyStatus, latest: undefined, connected: false, running: undefined, evidence: undefined, lastDecision: undefined };
+  return {
+    record: undefined,
+    policy,
+    policyStatus,
+    latest: undefined,
+    connected: false,
+    running: undefined,
+    evidence: undefined,
+    lastDecision: undefined,
+  };
 }
 
 /** Sources remembered between Reports beyond the ones the latest Report names (a failing agent's churn of names must not grow memory). */
@@ -65,7 +85,13 @@ export function applyInput(vm: VmLoopState, input: StepInput, extract = true): S
     case "report":
       vm.latest = input.received;
       vm.connected = true;
-      vm.evidence = extract ? { evidence: extractEvidence(input.received, vm.policy, vm.record?.memory), of: input.received, policy: vm.policy } : undefined;
+      vm.evidence = extract
+        ? {
+            evidence: extractEvidence(input.received, vm.policy, vm.record?.memory),
+            of: input.received,
+            policy: vm.policy,
+          }
+        : undefined;
       return undefined;
     case "connected":
       vm.connected = true;
@@ -90,7 +116,8 @@ export function applyInput(vm: VmLoopState, input: StepInput, extract = true): S
 /** Applies `input` to the VM's state and decides. The returned decision's record is already the VM's record. */
 export function step(vm: VmLoopState, nowMs: number, input: StepInput): Decision {
   const stopResult = applyInput(vm, input);
-  const kept = vm.evidence && vm.evidence.of === vm.latest && vm.evidence.policy === vm.policy ? vm.evidence.evidence : undefined;
+  const kept =
+    vm.evidence && vm.evidence.of === vm.latest && vm.evidence.policy === vm.policy ? vm.evidence.evidence : undefined;
   const observation: Observation = {
     agentConnected: vm.connected,
     ...(vm.latest ? { latestReport: vm.latest } : {}),

@@ -6,7 +6,17 @@ import { readingsFromReport } from "../whatif/readings.js";
 import { idleSecondsAt, type VmLoopState } from "./step.js";
 
 /** The signal families of workstation_signal_active (every one is exported, 0 or 1). */
-export const SIGNAL_FAMILIES = ["tty", "jupyter", "code-server", "desktop", "remote-session", "gpu", "background", "lease", "inhibitor"] as const;
+export const SIGNAL_FAMILIES = [
+  "tty",
+  "jupyter",
+  "code-server",
+  "desktop",
+  "remote-session",
+  "gpu",
+  "background",
+  "lease",
+  "inhibitor",
+] as const;
 
 function familyOf(signal: string): (typeof SIGNAL_FAMILIES)[number] | undefined {
   if (signal.startsWith("tty")) return "tty";
@@ -51,7 +61,8 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
   const idleSeconds = idleSecondsAt(record, nowMs);
   const connected = facts.connectedAtMs !== undefined;
   const summary = record?.summary ?? "";
-  const declaredGpus = facts.platform?.gpuCount !== undefined && facts.platform.gpuCount > 0 ? facts.platform.gpuCount : undefined;
+  const declaredGpus =
+    facts.platform?.gpuCount !== undefined && facts.platform.gpuCount > 0 ? facts.platform.gpuCount : undefined;
   return {
     namespace: facts.key.namespace,
     name: facts.key.name,
@@ -76,10 +87,23 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
     disks: (report?.disk?.mounts ?? [])
       .filter((m) => m.sizeBytes > 0n)
       .map((m) => ({ mount: m.mountPoint, usedRatio: Number(m.usedBytes) / Number(m.sizeBytes) })),
-    leases: leases.filter((l) => l.expiresAtMs > nowMs).map((l) => ({ id: l.id, user: l.user, uid: l.uid, reason: l.reason, expiresAtMs: l.expiresAtMs, clamped: l.clamped })),
+    leases: leases
+      .filter((l) => l.expiresAtMs > nowMs)
+      .map((l) => ({
+        id: l.id,
+        user: l.user,
+        uid: l.uid,
+        reason: l.reason,
+        expiresAtMs: l.expiresAtMs,
+        clamped: l.clamped,
+      })),
     policyErrors: [...facts.policyErrors],
     // The domain's declared GPUs are what a stop frees; the agent's count stands in where none are declared.
-    ...(declaredGpus !== undefined ? { gpuCount: declaredGpus } : report?.gpu ? { gpuCount: report.gpu.gpus.length } : {}),
+    ...(declaredGpus !== undefined
+      ? { gpuCount: declaredGpus }
+      : report?.gpu
+        ? { gpuCount: report.gpu.gpus.length }
+        : {}),
     // Only a report of the current stream: after a reconnect the previous one is stale.
     ...(connected && loop.latest && loop.latest.receivedAtMs >= facts.connectedAtMs!
       ? { readings: readingsFromReport(loop.latest.report, loop.latest.receivedAtMs) }

@@ -8,7 +8,10 @@ const WIDTH = 720;
 const HEIGHT = 180;
 const PAD = { left: 48, right: 12, top: 12, bottom: 34 };
 
-export function renderChart(points: ChartPoint[], options: { nowMs: number; spanMs: number; idleTimeoutSeconds: number }): string {
+export function renderChart(
+  points: ChartPoint[],
+  options: { nowMs: number; spanMs: number; idleTimeoutSeconds: number },
+): string {
   const { nowMs, spanMs, idleTimeoutSeconds } = options;
   const startMs = nowMs - spanMs;
   const innerW = WIDTH - PAD.left - PAD.right;
@@ -22,11 +25,17 @@ export function renderChart(points: ChartPoint[], options: { nowMs: number; span
   const line = known.map((p, i) => `${i === 0 ? "M" : "L"}${f(x(p.atMs))},${f(y(p.idleSeconds))}`).join(" ");
   const active = points
     .filter((p) => p.activeSignals > 0)
-    .map((p) => `<rect class="activity" x="${f(x(p.atMs) - 1.5)}" y="${HEIGHT - PAD.bottom + 3}" width="3" height="8" fill="#2e8b57"></rect>`)
+    .map(
+      (p) =>
+        `<rect class="activity" x="${f(x(p.atMs) - 1.5)}" y="${HEIGHT - PAD.bottom + 3}" width="3" height="8" fill="#2e8b57"></rect>`,
+    )
     .join("");
   const pending = points
     .filter((p) => p.state === "StoppingPending" || p.state === "Stopping")
-    .map((p) => `<rect x="${f(x(p.atMs) - 2)}" y="${PAD.top}" width="4" height="${innerH}" fill="#f5c542" opacity="0.35"></rect>`)
+    .map(
+      (p) =>
+        `<rect x="${f(x(p.atMs) - 2)}" y="${PAD.top}" width="4" height="${innerH}" fill="#f5c542" opacity="0.35"></rect>`,
+    )
     .join("");
   const ticks = [0, 0.25, 0.5, 0.75, 1]
     .map((share) => {

@@ -70,7 +70,9 @@ export function selectVms(views: VmView[], query: FleetQuery): VmView[] {
 /** The stop column: a countdown in enforce mode, "would stop" in observe mode, nothing when autostop is off. */
 export function stopText(v: VmView, nowMs: number): string {
   if (v.stopDeadlineMs === undefined) return "—";
-  return v.mode === "observe" ? `would stop ${when(v.stopDeadlineMs, nowMs)} <small>(observe: nothing is stopped)</small>` : `stops ${when(v.stopDeadlineMs, nowMs)}`;
+  return v.mode === "observe"
+    ? `would stop ${when(v.stopDeadlineMs, nowMs)} <small>(observe: nothing is stopped)</small>`
+    : `stops ${when(v.stopDeadlineMs, nowMs)}`;
 }
 
 function queryString(query: FleetQuery, change: Partial<FleetQuery>): string {
@@ -86,14 +88,30 @@ function queryString(query: FleetQuery, change: Partial<FleetQuery>): string {
 }
 
 function select(name: string, label: string, values: string[], chosen: string | undefined): string {
-  const options = [`<option value="">all</option>`, ...values.map((v) => `<option value="${escapeHtml(v)}"${v === chosen ? " selected" : ""}>${escapeHtml(v || "(none)")}</option>`)];
+  const options = [
+    `<option value="">all</option>`,
+    ...values.map(
+      (v) => `<option value="${escapeHtml(v)}"${v === chosen ? " selected" : ""}>${escapeHtml(v || "(none)")}</option>`,
+    ),
+  ];
   return `<label>${label} <select name="${name}">${options.join("")}</select></label>`;
 }
 
-export function renderFleetPage(views: VmView[], nowMs: number, info: { version: string; mode: string; leader: boolean }, query: FleetQuery): string {
+export function renderFleetPage(
+  views: VmView[],
+  nowMs: number,
+  info: { version: string; mode: string; leader: boolean },
+  query: FleetQuery,
+): string {
   const rows = selectVms(views, query)
     .map((v) => {
-      const leases = v.leases.map((l) => `${escapeHtml(l.user)} ${when(l.expiresAtMs, nowMs)}${l.clamped ? " (clamped)" : ""}${l.reason ? `<br><small>${escapeHtml(l.reason)}</small>` : ""}`).join("<br>") || "—";
+      const leases =
+        v.leases
+          .map(
+            (l) =>
+              `${escapeHtml(l.user)} ${when(l.expiresAtMs, nowMs)}${l.clamped ? " (clamped)" : ""}${l.reason ? `<br><small>${escapeHtml(l.reason)}</small>` : ""}`,
+          )
+          .join("<br>") || "—";
       return `<tr class="${escapeHtml(v.state)}" data-vm="${escapeHtml(vmName(v))}">
 <td><a href="vm/${encodeURIComponent(v.namespace)}/${encodeURIComponent(v.name)}">${escapeHtml(v.namespace)}/${escapeHtml(v.name)}</a></td>
 <td>${escapeHtml(v.owner || "—")}</td>
@@ -122,9 +140,24 @@ export function renderFleetPage(views: VmView[], nowMs: number, info: { version:
 <p>ws-collector ${escapeHtml(info.version)} · ${escapeHtml(info.mode)} mode · ${info.leader ? "leader" : "standby"} · ${views.length} VM(s) · <a href="metrics">/metrics</a> · <a href="api/vms">/api/vms</a></p>
 ${observeCount ? `<p class="box" id="observe-note">${observeCount} VM(s) in <b>observe mode</b>: they would be stopped as shown, but nothing is stopped and nobody is warned (unless their policy sets observe-notices).</p>` : ""}
 <form class="filters" method="get" action="">
-${select("state", "State", distinct((v) => v.state), query.state)}
-${select("namespace", "Namespace", distinct((v) => v.namespace), query.namespace)}
-${select("owner", "Owner", distinct((v) => v.owner ?? ""), query.owner)}
+${select(
+  "state",
+  "State",
+  distinct((v) => v.state),
+  query.state,
+)}
+${select(
+  "namespace",
+  "Namespace",
+  distinct((v) => v.namespace),
+  query.namespace,
+)}
+${select(
+  "owner",
+  "Owner",
+  distinct((v) => v.owner ?? ""),
+  query.owner,
+)}
 ${query.sort !== "vm" ? `<input type="hidden" name="sort" value="${escapeHtml(query.sort)}">` : ""}${query.descending ? `<input type="hidden" name="dir" value="desc">` : ""}
 <button type="submit">Filter</button> <a href="./">clear</a>
 </form>

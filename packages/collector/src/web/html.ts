@@ -7,12 +7,21 @@ export const escapeHtml = (text: string) =>
 
 /** "in 4m" / "3m ago" / "—". */
 export const when = (ms: number | undefined, nowMs: number) =>
-  ms === undefined ? "—" : ms >= nowMs ? `in ${formatDuration((ms - nowMs) / 1000)}` : `${formatDuration((nowMs - ms) / 1000)} ago`;
+  ms === undefined
+    ? "—"
+    : ms >= nowMs
+      ? `in ${formatDuration((ms - nowMs) / 1000)}`
+      : `${formatDuration((nowMs - ms) / 1000)} ago`;
 
 /** An absolute time people can compare with a clock, UTC. */
-export const at = (ms: number) => new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+export const at = (ms: number) =>
+  new Date(ms)
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d+Z$/, " UTC");
 
-export const vmPath = (namespace: string, name: string) => `/vm/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
+export const vmPath = (namespace: string, name: string) =>
+  `/vm/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
 
 const STYLE = `
 body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222;max-width:80rem}

@@ -57,20 +57,31 @@ export function createWebServer(options: WebOptions): http.Server {
   return http.createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://collector");
     const send = (status: number, type: string, body: string) => {
-      res.writeHead(status, { "content-type": type, "cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" });
+      res.writeHead(status, {
+        "content-type": type,
+        "cache-control": "no-store",
+        "x-content-type-options": "nosniff",
+        "referrer-policy": "no-referrer",
+      });
       res.end(req.method === "HEAD" ? undefined : body);
     };
     const html = "text/html; charset=utf-8";
     try {
       if (url.pathname.startsWith("/keep/")) {
         const vm = vmFromPath(url.pathname, "/keep/");
-        if (!options.keepLinks) return send(404, "text/plain", "keep-running links are not configured on this collector\n");
+        if (!options.keepLinks)
+          return send(404, "text/plain", "keep-running links are not configured on this collector\n");
         if (!vm) return send(404, "text/plain", "not found\n");
         const form = req.method === "POST" ? await readForm(req) : undefined;
         if (req.method === "POST" && !form) return send(413, "text/plain", "form too large\n");
         const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
         const keepSeconds = form?.get("keep");
-        const answer = options.keepLinks.handle({ method: req.method ?? "GET", vm, token, ...(keepSeconds != null ? { keepSeconds } : {}) });
+        const answer = options.keepLinks.handle({
+          method: req.method ?? "GET",
+          vm,
+          token,
+          ...(keepSeconds != null ? { keepSeconds } : {}),
+        });
         return send(answer.status, html, answer.html);
       }
       if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
@@ -84,14 +95,27 @@ export function createWebServer(options: WebOptions): http.Server {
         return send(
           200,
           "application/json",
-          JSON.stringify({ ...detail, transitions: options.history?.transitions(vm) ?? [], points: options.history?.points(vm, now - spanMs) ?? [] }, null, 2),
+          JSON.stringify(
+            {
+              ...detail,
+              transitions: options.history?.transitions(vm) ?? [],
+              points: options.history?.points(vm, now - spanMs) ?? [],
+            },
+            null,
+            2,
+          ),
         );
       }
       if (url.pathname.startsWith("/vm/")) {
         const vm = vmFromPath(url.pathname, "/vm/");
         const now = options.nowMs();
         const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
-        if (!vm || !detail) return send(404, html, `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`);
+        if (!vm || !detail)
+          return send(
+            404,
+            html,
+            `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`,
+          );
         // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
         const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
         const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
@@ -105,7 +129,12 @@ export function createWebServer(options: WebOptions): http.Server {
             // The recorded points, and where the VM is now (points are recorded on change and every spacing).
             points: [
               ...(options.history?.points(vm, now - spanMs) ?? []),
-              { atMs: now, idleSeconds: detail.view.idleSeconds ?? Number.NaN, activeSignals: detail.view.activeSignals.length, state: detail.view.state as ChartPoint["state"] },
+              {
+                atMs: now,
+                idleSeconds: detail.view.idleSeconds ?? Number.NaN,
+                activeSignals: detail.view.activeSignals.length,
+                state: detail.view.state as ChartPoint["state"],
+              },
             ],
             chartSpanMs: spanMs,
             nowMs: now,
@@ -123,7 +152,16 @@ export function createWebServer(options: WebOptions): http.Server {
         case "/api/vms":
           return send(200, "application/json", JSON.stringify({ vms: options.fleet.views(options.nowMs()) }, null, 2));
         case "/":
-          return send(200, html, renderFleetPage(options.fleet.views(options.nowMs()), options.nowMs(), options.info(), parseFleetQuery(url.searchParams)));
+          return send(
+            200,
+            html,
+            renderFleetPage(
+              options.fleet.views(options.nowMs()),
+              options.nowMs(),
+              options.info(),
+              parseFleetQuery(url.searchParams),
+            ),
+          );
         default:
           return send(404, "text/plain", "not found\n");
       }

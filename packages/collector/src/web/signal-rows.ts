@@ -12,20 +12,54 @@ export interface MeasuredRow {
 }
 
 const percent = (ratio: number) => `${(ratio * 100).toFixed(ratio < 0.1 ? 1 : 0)}%`;
-const rate = (bytes: number) => (bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB/s` : `${(bytes / 1e3).toFixed(1)} kB/s`);
+const rate = (bytes: number) =>
+  bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB/s` : `${(bytes / 1e3).toFixed(1)} kB/s`;
 
-function compare(signal: string, label: string, value: number | undefined, threshold: number, show: (n: number) => string): MeasuredRow {
-  if (value === undefined) return { signal, reading: `${label}: not measured yet`, counted: false, why: "no value in this report (the first sample has no rate)" };
-  if (!Number.isFinite(threshold)) return { signal, reading: `${label} ${show(value)}`, counted: false, why: "this signal is turned off in the policy" };
+function compare(
+  signal: string,
+  label: string,
+  value: number | undefined,
+  threshold: number,
+  show: (n: number) => string,
+): MeasuredRow {
+  if (value === undefined)
+    return {
+      signal,
+      reading: `${label}: not measured yet`,
+      counted: false,
+      why: "no value in this report (the first sample has no rate)",
+    };
+  if (!Number.isFinite(threshold))
+    return {
+      signal,
+      reading: `${label} ${show(value)}`,
+      counted: false,
+      why: "this signal is turned off in the policy",
+    };
   const counted = value >= threshold;
-  return { signal, reading: `${label} ${show(value)} (threshold ${show(threshold)})`, counted, why: counted ? "at or above the threshold: background work" : "below the threshold" };
+  return {
+    signal,
+    reading: `${label} ${show(value)} (threshold ${show(threshold)})`,
+    counted,
+    why: counted ? "at or above the threshold: background work" : "below the threshold",
+  };
 }
 
 /** One row per measured signal; `shown` lists the signals the engine's explanation already has rows for. */
-export function measuredRows(readings: ReportReadings, thresholds: Thresholds, shown: ReadonlySet<string>): MeasuredRow[] {
+export function measuredRows(
+  readings: ReportReadings,
+  thresholds: Thresholds,
+  shown: ReadonlySet<string>,
+): MeasuredRow[] {
   const rows: MeasuredRow[] = [
     compare("cpu", "whole-machine CPU", readings.cpuBusyRatio, thresholds.cpuBusyRatio, percent),
-    compare("user-cpu", "users' processes", readings.userProcessCpuCores, thresholds.userProcessCpuCores, (n) => `${n.toFixed(2)} cores`),
+    compare(
+      "user-cpu",
+      "users' processes",
+      readings.userProcessCpuCores,
+      thresholds.userProcessCpuCores,
+      (n) => `${n.toFixed(2)} cores`,
+    ),
     compare("network", "network", readings.networkBytesPerSecond, thresholds.networkBytesPerSecond, rate),
     compare("disk", "disk I/O", readings.diskBytesPerSecond, thresholds.diskBytesPerSecond, rate),
   ];

@@ -21,14 +21,23 @@ function stopBox(input: VmPageInput): string {
   const { view, policy, notice, explanation } = input.detail;
   const now = input.nowMs;
   const observe = view.mode === "observe";
-  const warned = observe ? (policy.observeNotices ? "users are warned (observe-notices is enabled)" : "nobody is warned") : "the VM's users are warned";
-  if (!view.autostop) return `<div class="box" id="stop">Autostop is off for this VM: it is never stopped for being idle.</div>`;
+  const warned = observe
+    ? policy.observeNotices
+      ? "users are warned (observe-notices is enabled)"
+      : "nobody is warned"
+    : "the VM's users are warned";
+  if (!view.autostop)
+    return `<div class="box" id="stop">Autostop is off for this VM: it is never stopped for being idle.</div>`;
   const stopAt = explanation?.stopAtMs ?? view.stopDeadlineMs;
   if (stopAt === undefined) {
     return `<div class="box ok" id="stop"><b>No stop scheduled.</b> ${escapeHtml(explanation?.reason ?? view.explanation)}</div>`;
   }
-  const lead = observe ? `<b>Would stop at ${at(stopAt)}</b> (${when(stopAt, now)}) — observe mode: nothing is stopped, ${warned}.` : `<b>Stops at ${at(stopAt)}</b> (${when(stopAt, now)}) if nothing changes; ${warned}.`;
-  const pending = notice ? `<br>${observe ? "Would-be notice" : "Notice"} since the idle timeout: ${escapeHtml(notice.reason)}.` : "";
+  const lead = observe
+    ? `<b>Would stop at ${at(stopAt)}</b> (${when(stopAt, now)}) — observe mode: nothing is stopped, ${warned}.`
+    : `<b>Stops at ${at(stopAt)}</b> (${when(stopAt, now)}) if nothing changes; ${warned}.`;
+  const pending = notice
+    ? `<br>${observe ? "Would-be notice" : "Notice"} since the idle timeout: ${escapeHtml(notice.reason)}.`
+    : "";
   return `<div class="box warn" id="stop" data-mode="${escapeHtml(view.mode)}">${lead}${pending}</div>`;
 }
 
@@ -42,21 +51,28 @@ function signalsTable(input: VmPageInput): string {
 <td class="${r.counted ? "counted" : "ignored"}">${r.counted ? "counted" : "not counted"}</td><td>${escapeHtml(r.note ?? (r.counted ? "fresh enough to move the idle clock" : ""))}</td></tr>`,
   );
   const vetoes = explanation.vetoes.map(
-    (v) => `<tr class="veto" data-signal="${escapeHtml(v.kind)}"><td>${escapeHtml(v.kind)}</td><td>veto</td><td>${escapeHtml(v.detail)}</td><td>${v.untilMs !== undefined ? `until ${when(v.untilMs, now)}` : "now"}</td><td class="counted">holds the VM</td><td>a stop is not allowed while this lasts</td></tr>`,
+    (v) =>
+      `<tr class="veto" data-signal="${escapeHtml(v.kind)}"><td>${escapeHtml(v.kind)}</td><td>veto</td><td>${escapeHtml(v.detail)}</td><td>${v.untilMs !== undefined ? `until ${when(v.untilMs, now)}` : "now"}</td><td class="counted">holds the VM</td><td>a stop is not allowed while this lasts</td></tr>`,
   );
   const blind = explanation.blind.map(
-    (b) => `<tr class="blind" data-signal="${escapeHtml(b.source)}"><td>${escapeHtml(b.source)}</td><td>unreadable</td><td>${escapeHtml(b.message)}</td><td>since ${when(b.sinceMs, now)}</td><td class="${b.holdsUntilMs !== undefined ? "counted" : "ignored"}">${b.holdsUntilMs !== undefined ? "holds the VM" : "not counted"}</td><td>${b.holdsUntilMs !== undefined ? `it had live content when last read: missing data is not idleness (until ${when(b.holdsUntilMs, now)})` : "nothing was running there when last read"}</td></tr>`,
+    (b) =>
+      `<tr class="blind" data-signal="${escapeHtml(b.source)}"><td>${escapeHtml(b.source)}</td><td>unreadable</td><td>${escapeHtml(b.message)}</td><td>since ${when(b.sinceMs, now)}</td><td class="${b.holdsUntilMs !== undefined ? "counted" : "ignored"}">${b.holdsUntilMs !== undefined ? "holds the VM" : "not counted"}</td><td>${b.holdsUntilMs !== undefined ? `it had live content when last read: missing data is not idleness (until ${when(b.holdsUntilMs, now)})` : "nothing was running there when last read"}</td></tr>`,
   );
-  const shown = new Set<string>([...explanation.readings.map((r) => r.signal), ...explanation.vetoes.map((v) => v.kind)]);
+  const shown = new Set<string>([
+    ...explanation.readings.map((r) => r.signal),
+    ...explanation.vetoes.map((v) => v.kind),
+  ]);
   const measured = input.detail.view.readings
     ? measuredRows(input.detail.view.readings, input.detail.policy.thresholds, shown).map(
-        (m) => `<tr class="measured" data-signal="${escapeHtml(m.signal)}" data-counted="${m.counted}"><td>${escapeHtml(m.signal)}</td><td>measured</td><td>${escapeHtml(m.reading)}</td><td>last report</td><td class="${m.counted ? "counted" : "ignored"}">${m.counted ? "counted" : "not counted"}</td><td>${escapeHtml(m.why)}</td></tr>`,
+        (m) =>
+          `<tr class="measured" data-signal="${escapeHtml(m.signal)}" data-counted="${m.counted}"><td>${escapeHtml(m.signal)}</td><td>measured</td><td>${escapeHtml(m.reading)}</td><td>last report</td><td class="${m.counted ? "counted" : "ignored"}">${m.counted ? "counted" : "not counted"}</td><td>${escapeHtml(m.why)}</td></tr>`,
       )
     : [];
   const sources = input.detail.sources
     .filter((s) => s.state !== "ok")
     .map(
-      (s) => `<tr class="source" data-signal="${escapeHtml(s.source)}"><td>${escapeHtml(s.source)}</td><td>source</td><td>${escapeHtml(s.state)}${s.message ? `: ${escapeHtml(s.message)}` : ""}</td><td>last report</td><td class="ignored">not counted</td><td>${s.state === "absent" ? "nothing of this kind on the VM: not an error" : s.state === "disabled" ? "turned off in the agent's configuration" : "unreadable: see the blind sources above, missing data is never idleness"}</td></tr>`,
+      (s) =>
+        `<tr class="source" data-signal="${escapeHtml(s.source)}"><td>${escapeHtml(s.source)}</td><td>source</td><td>${escapeHtml(s.state)}${s.message ? `: ${escapeHtml(s.message)}` : ""}</td><td>last report</td><td class="ignored">not counted</td><td>${s.state === "absent" ? "nothing of this kind on the VM: not an error" : s.state === "disabled" ? "turned off in the agent's configuration" : "unreadable: see the blind sources above, missing data is never idleness"}</td></tr>`,
     );
   const all = [...vetoes, ...rows, ...blind, ...measured, ...sources];
   return `<table id="signals"><thead><tr><th>Signal</th><th>Kind</th><th>Latest reading</th><th>When</th><th>Counted?</th><th>Why</th></tr></thead><tbody>
@@ -71,15 +87,24 @@ export function renderVmPage(input: VmPageInput): string {
   const name = `${view.namespace}/${view.name}`;
   const leases = view.leases.length
     ? `<table id="leases"><thead><tr><th>Lease</th><th>Owner</th><th>Until</th><th>Reason</th></tr></thead><tbody>${view.leases
-        .map((l) => `<tr><td><code>${escapeHtml(l.id)}</code></td><td>${escapeHtml(l.user)} <small>(uid ${l.uid})</small></td><td>${at(l.expiresAtMs)} (${when(l.expiresAtMs, now)})${l.clamped ? " <small>clamped to max-keep-running</small>" : ""}</td><td class="lease-reason">${escapeHtml(l.reason || "—")}</td></tr>`)
+        .map(
+          (l) =>
+            `<tr><td><code>${escapeHtml(l.id)}</code></td><td>${escapeHtml(l.user)} <small>(uid ${l.uid})</small></td><td>${at(l.expiresAtMs)} (${when(l.expiresAtMs, now)})${l.clamped ? " <small>clamped to max-keep-running</small>" : ""}</td><td class="lease-reason">${escapeHtml(l.reason || "—")}</td></tr>`,
+        )
         .join("")}</tbody></table>`
     : `<p id="leases">No lease holds this VM.</p>`;
   const transitions = input.transitions.length
     ? `<table id="transitions"><thead><tr><th>When</th><th>What</th><th>Why</th></tr></thead><tbody>${input.transitions
-        .map((t) => `<tr><td>${at(t.atMs)} <small>(${when(t.atMs, now)})</small></td><td>${escapeHtml(t.what)}</td><td>${escapeHtml(t.reason)}</td></tr>`)
+        .map(
+          (t) =>
+            `<tr><td>${at(t.atMs)} <small>(${when(t.atMs, now)})</small></td><td>${escapeHtml(t.what)}</td><td>${escapeHtml(t.reason)}</td></tr>`,
+        )
         .join("")}</tbody></table>`
     : `<p id="transitions">No transitions recorded since this collector started.</p>`;
-  const idle = view.idleSeconds !== undefined ? `${formatDuration(view.idleSeconds)} of ${formatDuration(view.idleTimeoutSeconds)}` : "unknown (no activity seen yet)";
+  const idle =
+    view.idleSeconds !== undefined
+      ? `${formatDuration(view.idleSeconds)} of ${formatDuration(view.idleTimeoutSeconds)}`
+      : "unknown (no activity seen yet)";
   return page(
     `${name} — ws-collector`,
     `<p><a href="../../">← all workstations</a></p>

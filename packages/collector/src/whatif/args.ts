@@ -68,7 +68,8 @@ export function parseTime(text: string, nowMs: number, what: string): number {
     try {
       return nowMs - parseDuration(relative[1]!) * 1000;
     } catch (error) {
-      if (error instanceof DurationError) throw new WhatifUsageError(`${what} ${JSON.stringify(text)}: ${error.message}`);
+      if (error instanceof DurationError)
+        throw new WhatifUsageError(`${what} ${JSON.stringify(text)}: ${error.message}`);
       throw error;
     }
   }
@@ -77,7 +78,9 @@ export function parseTime(text: string, nowMs: number, what: string): number {
     const ms = Date.parse(value);
     if (Number.isFinite(ms)) return ms;
   }
-  throw new WhatifUsageError(`${what} ${JSON.stringify(text)} is not a time: use RFC 3339 (2024-05-01T00:00:00Z), Unix seconds, now or now-7d`);
+  throw new WhatifUsageError(
+    `${what} ${JSON.stringify(text)} is not a time: use RFC 3339 (2024-05-01T00:00:00Z), Unix seconds, now or now-7d`,
+  );
 }
 
 function duration(text: string, what: string, allowZero = false): number {
@@ -98,25 +101,38 @@ function policySectionOf(text: string, path: string): string {
     throw new WhatifUsageError(`${path}: ${(error as Error).message.split("\n")[0]}`);
   }
   if (document === null || document === undefined) return "";
-  if (typeof document !== "object" || Array.isArray(document)) throw new WhatifUsageError(`${path}: the config must be a mapping (key: value)`);
+  if (typeof document !== "object" || Array.isArray(document))
+    throw new WhatifUsageError(`${path}: the config must be a mapping (key: value)`);
   const policy = (document as Record<string, unknown>).policy;
   // JSON is YAML too: the section travels as JSON, as serve passes it.
   return policy === undefined || policy === null ? "" : JSON.stringify(policy);
 }
 
-function basePolicy(configText: string | undefined, configPath: string | undefined, profile: string | undefined): Policy {
-  const parsed = parseCollectorPolicyConfig(configText === undefined ? "" : policySectionOf(configText, configPath ?? "config"));
+function basePolicy(
+  configText: string | undefined,
+  configPath: string | undefined,
+  profile: string | undefined,
+): Policy {
+  const parsed = parseCollectorPolicyConfig(
+    configText === undefined ? "" : policySectionOf(configText, configPath ?? "config"),
+  );
   if (!parsed.ok) throw new WhatifUsageError(`${configPath}: ${parsed.errors.join("; ")}`);
   if (profile === undefined) return parsed.config.defaults;
   const overrides = parsed.config.profiles[profile];
   if (!overrides) {
     const known = Object.keys(parsed.config.profiles);
-    throw new WhatifUsageError(`--profile ${profile}: no such profile in ${configPath ?? "the built-in defaults (give --config)"}${known.length ? ` (known: ${known.join(", ")})` : ""}`);
+    throw new WhatifUsageError(
+      `--profile ${profile}: no such profile in ${configPath ?? "the built-in defaults (give --config)"}${known.length ? ` (known: ${known.join(", ")})` : ""}`,
+    );
   }
   return mergePolicy(parsed.config.defaults, overrides);
 }
 
-export function parseWhatifArgs(argv: string[], nowMs: number, readConfig: (path: string) => string): WhatifOptions | "help" {
+export function parseWhatifArgs(
+  argv: string[],
+  nowMs: number,
+  readConfig: (path: string) => string,
+): WhatifOptions | "help" {
   const knobOptions = Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }]));
   let parsed;
   try {
@@ -156,7 +172,9 @@ export function parseWhatifArgs(argv: string[], nowMs: number, readConfig: (path
   try {
     prometheusUrl = new URL(prometheus);
   } catch {
-    throw new WhatifUsageError(`--prometheus ${JSON.stringify(prometheus)} is not a URL (for example http://prometheus:9090)`);
+    throw new WhatifUsageError(
+      `--prometheus ${JSON.stringify(prometheus)} is not a URL (for example http://prometheus:9090)`,
+    );
   }
   if (prometheusUrl.protocol !== "http:" && prometheusUrl.protocol !== "https:") {
     throw new WhatifUsageError(`--prometheus must be an http:// or https:// URL, not ${prometheusUrl.protocol}`);
@@ -165,15 +183,20 @@ export function parseWhatifArgs(argv: string[], nowMs: number, readConfig: (path
   if (!from) throw new WhatifUsageError("whatif needs --from (for example --from now-7d)");
   const fromMs = parseTime(from, nowMs, "--from");
   const toMs = parseTime(text("to") ?? "now", nowMs, "--to");
-  if (toMs <= fromMs) throw new WhatifUsageError(`--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`);
+  if (toMs <= fromMs)
+    throw new WhatifUsageError(
+      `--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`,
+    );
   const stepSeconds = duration(text("step") ?? "1m", "--step");
   if (stepSeconds < 1) throw new WhatifUsageError("--step must be at least 1s");
-  if ((toMs - fromMs) / 1000 / stepSeconds > 5_000_000) throw new WhatifUsageError("--step is too small for the range: more than 5 million steps");
+  if ((toMs - fromMs) / 1000 / stepSeconds > 5_000_000)
+    throw new WhatifUsageError("--step is too small for the range: more than 5 million steps");
   const falseStopWindowSeconds = duration(text("false-stop-window") ?? "15m", "--false-stop-window");
 
   for (const name of ["namespace", "vm"]) {
     const value = text(name);
-    if (value !== undefined && !DNS_LABEL.test(value)) throw new WhatifUsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
+    if (value !== undefined && !DNS_LABEL.test(value))
+      throw new WhatifUsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
   }
 
   const headers: Record<string, string> = {};
@@ -189,7 +212,9 @@ export function parseWhatifArgs(argv: string[], nowMs: number, readConfig: (path
     try {
       configText = readConfig(configPath);
     } catch (error) {
-      throw new WhatifUsageError(`cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+      throw new WhatifUsageError(
+        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+      );
     }
   }
   const base = basePolicy(configText, configPath, text("profile"));
@@ -201,13 +226,23 @@ export function parseWhatifArgs(argv: string[], nowMs: number, readConfig: (path
   }
   const knobs = parseKnobs(Object.entries(overrides), "annotation", { keyLabel: (name) => `--${name}` });
   if (knobs.errors.length > 0) {
-    throw new WhatifUsageError(knobs.errors.map((error) => `${error.key}${error.value !== undefined ? ` ${error.value}` : ""}: ${error.message}`).join("; "));
+    throw new WhatifUsageError(
+      knobs.errors
+        .map((error) => `${error.key}${error.value !== undefined ? ` ${error.value}` : ""}: ${error.message}`)
+        .join("; "),
+    );
   }
-  const policy = mergePolicy(base, { ...knobs.overrides, autostopEnabled: true, mode: "enforce", reportIntervalSeconds: stepSeconds });
+  const policy = mergePolicy(base, {
+    ...knobs.overrides,
+    autostopEnabled: true,
+    mode: "enforce",
+    reportIntervalSeconds: stepSeconds,
+  });
   // A step longer than agent-lost-after would make every VM look lost between two steps.
   if (policy.agentLostAfterSeconds < 2 * stepSeconds) policy.agentLostAfterSeconds = 2 * stepSeconds;
   const crossErrors = crossCheckPolicy(policy, (name) => `--${name}`);
-  if (crossErrors.length > 0) throw new WhatifUsageError(crossErrors.map((error) => `${error.key}: ${error.message}`).join("; "));
+  if (crossErrors.length > 0)
+    throw new WhatifUsageError(crossErrors.map((error) => `${error.key}: ${error.message}`).join("; "));
 
   return {
     prometheusUrl,

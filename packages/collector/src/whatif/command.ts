@@ -3,7 +3,15 @@
 // The only I/O here: the HTTP range queries and the output streams.
 import { readFileSync } from "node:fs";
 import { parseWhatifArgs, WHATIF_HELP, WhatifUsageError, type WhatifOptions } from "./args.js";
-import { HistoryError, historyFromSeries, historyQuery, parseMatrix, rangeChunks, stepGrid, type MatrixSeries } from "./history.js";
+import {
+  HistoryError,
+  historyFromSeries,
+  historyQuery,
+  parseMatrix,
+  rangeChunks,
+  stepGrid,
+  type MatrixSeries,
+} from "./history.js";
 import { formatJson, formatText } from "./report.js";
 import { simulateVm } from "./simulate.js";
 
@@ -17,9 +25,23 @@ export interface WhatifIo {
 
 const QUERY_TIMEOUT_MS = 120_000;
 
-async function queryRange(options: WhatifOptions, query: string, startMs: number, endMs: number, fetchFn: typeof fetch): Promise<MatrixSeries[]> {
-  const url = new URL("api/v1/query_range", options.prometheusUrl.href.endsWith("/") ? options.prometheusUrl : new URL(options.prometheusUrl.href + "/"));
-  const body = new URLSearchParams({ query, start: String(startMs / 1000), end: String(endMs / 1000), step: `${options.stepSeconds}s` });
+async function queryRange(
+  options: WhatifOptions,
+  query: string,
+  startMs: number,
+  endMs: number,
+  fetchFn: typeof fetch,
+): Promise<MatrixSeries[]> {
+  const url = new URL(
+    "api/v1/query_range",
+    options.prometheusUrl.href.endsWith("/") ? options.prometheusUrl : new URL(options.prometheusUrl.href + "/"),
+  );
+  const body = new URLSearchParams({
+    query,
+    start: String(startMs / 1000),
+    end: String(endMs / 1000),
+    step: `${options.stepSeconds}s`,
+  });
   let response: Response;
   try {
     response = await fetchFn(url, {
@@ -30,14 +52,18 @@ async function queryRange(options: WhatifOptions, query: string, startMs: number
     });
   } catch (error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    throw new HistoryError(`cannot reach Prometheus at ${options.prometheusUrl.href}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+    throw new HistoryError(
+      `cannot reach Prometheus at ${options.prometheusUrl.href}: ${cause?.code ?? cause?.message ?? (error as Error).message}`,
+    );
   }
   const text = await response.text();
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {
-    throw new HistoryError(`Prometheus at ${url.href} answered HTTP ${response.status} with something that is not JSON: ${text.slice(0, 200)}`);
+    throw new HistoryError(
+      `Prometheus at ${url.href} answered HTTP ${response.status} with something that is not JSON: ${text.slice(0, 200)}`,
+    );
   }
   return parseMatrix(json);
 }
@@ -60,10 +86,14 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
   }
 
   const grid = stepGrid(options.fromMs, options.toMs, options.stepSeconds);
-  const query = historyQuery({ ...(options.namespace ? { namespace: options.namespace } : {}), ...(options.vm ? { vm: options.vm } : {}) });
+  const query = historyQuery({
+    ...(options.namespace ? { namespace: options.namespace } : {}),
+    ...(options.vm ? { vm: options.vm } : {}),
+  });
   const series: MatrixSeries[] = [];
   try {
-    for (const chunk of rangeChunks(grid)) series.push(...(await queryRange(options, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
+    for (const chunk of rangeChunks(grid))
+      series.push(...(await queryRange(options, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
   } catch (error) {
     if (error instanceof HistoryError) {
       io.stderr.write(`ws-collector whatif: ${error.message}\n`);
@@ -79,7 +109,9 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     );
     return 1;
   }
-  const outcomes = histories.map((history) => simulateVm(history, { policy: options.policy, grid, falseStopWindowSeconds: options.falseStopWindowSeconds }));
+  const outcomes = histories.map((history) =>
+    simulateVm(history, { policy: options.policy, grid, falseStopWindowSeconds: options.falseStopWindowSeconds }),
+  );
   if (outcomes.every((outcome) => outcome.reportedSteps === 0)) {
     io.stderr.write(
       "ws-collector whatif: the range has VMs but none of the raw readings whatif replays (workstation_jupyter_busy_kernels and the others in docs/metrics.md): " +

@@ -50,13 +50,23 @@ export class HistoryError extends Error {
 
 /** Checks the shape of a /api/v1/query_range answer and returns its series. */
 export function parseMatrix(body: unknown): MatrixSeries[] {
-  const answer = body as { status?: unknown; error?: unknown; errorType?: unknown; data?: { resultType?: unknown; result?: unknown } };
-  if (!answer || typeof answer !== "object") throw new HistoryError("Prometheus answered something that is not a JSON object");
+  const answer = body as {
+    status?: unknown;
+    error?: unknown;
+    errorType?: unknown;
+    data?: { resultType?: unknown; result?: unknown };
+  };
+  if (!answer || typeof answer !== "object")
+    throw new HistoryError("Prometheus answered something that is not a JSON object");
   if (answer.status !== "success") {
-    throw new HistoryError(`Prometheus refused the query: ${String(answer.errorType ?? "error")}: ${String(answer.error ?? "no message")}`);
+    throw new HistoryError(
+      `Prometheus refused the query: ${String(answer.errorType ?? "error")}: ${String(answer.error ?? "no message")}`,
+    );
   }
   if (answer.data?.resultType !== "matrix" || !Array.isArray(answer.data.result)) {
-    throw new HistoryError(`Prometheus answered a ${String(answer.data?.resultType)} where a range query returns a matrix`);
+    throw new HistoryError(
+      `Prometheus answered a ${String(answer.data?.resultType)} where a range query returns a matrix`,
+    );
   }
   const series: MatrixSeries[] = [];
   for (const entry of answer.data.result as unknown[]) {
@@ -66,7 +76,8 @@ export function parseMatrix(body: unknown): MatrixSeries[] {
     }
     const values: Array<[number, string]> = [];
     for (const point of item.values as unknown[]) {
-      if (!Array.isArray(point) || typeof point[0] !== "number" || typeof point[1] !== "string") throw new HistoryError("Prometheus answered a malformed sample");
+      if (!Array.isArray(point) || typeof point[0] !== "number" || typeof point[1] !== "string")
+        throw new HistoryError("Prometheus answered a malformed sample");
       values.push([point[0], point[1]]);
     }
     series.push({ metric: item.metric as Record<string, string>, values });
@@ -102,7 +113,15 @@ export function stepGrid(fromMs: number, toMs: number, stepSeconds: number): Ste
 }
 
 function emptyReadings(): ReportReadings {
-  return { gpuCount: 0, gpuUtilization: {}, gpuProcesses: 0, jupyterBusyKernels: 0, jupyterConnectedKernels: 0, idleInhibitors: 0, lastActivityAtMs: {} };
+  return {
+    gpuCount: 0,
+    gpuUtilization: {},
+    gpuProcesses: 0,
+    jupyterBusyKernels: 0,
+    jupyterConnectedKernels: 0,
+    idleInhibitors: 0,
+    lastActivityAtMs: {},
+  };
 }
 
 /** Folds the series of one or more range queries over the same grid into per-VM timelines. */
@@ -120,7 +139,12 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
       entry = { namespace, name: vm, raw: new Map() };
       byVm.set(key, entry);
     }
-    const field = name === "gpu_utilization_ratio" ? `${name}|${metric.gpu ?? ""}` : name === "signal_last_activity_timestamp_seconds" ? `${name}|${metric.signal ?? ""}` : name;
+    const field =
+      name === "gpu_utilization_ratio"
+        ? `${name}|${metric.gpu ?? ""}`
+        : name === "signal_last_activity_timestamp_seconds"
+          ? `${name}|${metric.signal ?? ""}`
+          : name;
     for (const [seconds, text] of values) {
       const value = Number(text);
       if (!Number.isFinite(value)) continue;
@@ -136,7 +160,9 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
   }
 
   const histories: VmHistory[] = [];
-  for (const entry of [...byVm.values()].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))) {
+  for (const entry of [...byVm.values()].sort((a, b) =>
+    `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
+  )) {
     const samples: Array<StepSample | undefined> = new Array(grid.count).fill(undefined);
     for (const [index, fields] of entry.raw) samples[index] = sampleFrom(fields);
     histories.push({ namespace: entry.namespace, name: entry.name, samples });
@@ -171,7 +197,10 @@ function sampleFrom(fields: Map<string, number>): StepSample {
   for (const [field, value] of fields) {
     const [metric, label = ""] = field.split("|");
     if (metric === "gpu_utilization_ratio") readings.gpuUtilization[label] = value;
-    if (metric === "signal_last_activity_timestamp_seconds" && (ACTIVITY_SIGNALS as readonly string[]).includes(label)) {
+    if (
+      metric === "signal_last_activity_timestamp_seconds" &&
+      (ACTIVITY_SIGNALS as readonly string[]).includes(label)
+    ) {
       readings.lastActivityAtMs[label as ActivitySignal] = value * 1000;
     }
   }

@@ -72,7 +72,8 @@ export function readingsFromReport(report: Report, receivedAtMs: number): Report
     note("tty-output", session.outputAgeSeconds);
   }
   // Locked: the engine takes no desktop reading.
-  if (!report.desktop?.locked) for (const device of report.desktop?.devices ?? []) note("desktop-input", device.inputAgeSeconds);
+  if (!report.desktop?.locked)
+    for (const device of report.desktop?.devices ?? []) note("desktop-input", device.inputAgeSeconds);
   for (const session of report.remoteSessions?.sessions ?? []) {
     note("remote-connected", 0);
     note("remote-session", session.interactionAgeSeconds);
@@ -142,14 +143,24 @@ export function reportFromReadings(readings: ReportReadings, atMs: number, optio
   const ttyOutput = age("tty-output");
   const sessions =
     ttyInput !== undefined || ttyOutput !== undefined
-      ? [{ user: "whatif", tty: "pts/0", ...(ttyInput !== undefined ? { inputAgeSeconds: ttyInput } : {}), ...(ttyOutput !== undefined ? { outputAgeSeconds: ttyOutput } : {}) }]
+      ? [
+          {
+            user: "whatif",
+            tty: "pts/0",
+            ...(ttyInput !== undefined ? { inputAgeSeconds: ttyInput } : {}),
+            ...(ttyOutput !== undefined ? { outputAgeSeconds: ttyOutput } : {}),
+          },
+        ]
       : [];
 
   const kernels = [];
-  for (let i = 0; i < readings.jupyterBusyKernels; i++) kernels.push({ id: `busy-${i}`, name: "whatif", executionState: "busy" });
-  for (let i = 0; i < readings.jupyterConnectedKernels; i++) kernels.push({ id: `connected-${i}`, name: "whatif", executionState: "idle", connections: 1 });
+  for (let i = 0; i < readings.jupyterBusyKernels; i++)
+    kernels.push({ id: `busy-${i}`, name: "whatif", executionState: "busy" });
+  for (let i = 0; i < readings.jupyterConnectedKernels; i++)
+    kernels.push({ id: `connected-${i}`, name: "whatif", executionState: "idle", connections: 1 });
   const kernelAge = age("jupyter-kernel");
-  if (kernelAge !== undefined) kernels.push({ id: "activity", name: "whatif", executionState: "idle", lastActivityAgeSeconds: kernelAge });
+  if (kernelAge !== undefined)
+    kernels.push({ id: "activity", name: "whatif", executionState: "idle", lastActivityAgeSeconds: kernelAge });
   const terminalAge = age("jupyter-terminal");
   const serverAge = age("jupyter-server");
   const hasJupyter = kernels.length > 0 || terminalAge !== undefined || serverAge !== undefined;
@@ -166,18 +177,34 @@ export function reportFromReadings(readings: ReportReadings, atMs: number, optio
   const gpuProcesses = [];
   for (let i = 0; i < readings.gpuProcesses; i++) gpuProcesses.push({ pid: i + 1, gpuUuid: "", processName: "whatif" });
   const locks = [];
-  for (let i = 0; i < readings.idleInhibitors; i++) locks.push({ who: "whatif", why: `lock ${i}`, what: "idle", mode: "block", pid: i + 1 });
+  for (let i = 0; i < readings.idleInhibitors; i++)
+    locks.push({ who: "whatif", why: `lock ${i}`, what: "idle", mode: "block", pid: i + 1 });
   const lease = options.lease && options.lease.expiresAtMs > options.lease.takenAtMs ? options.lease : undefined;
 
   return create(ReportSchema, {
     sequence: 1n,
     intervalSeconds: options.intervalSeconds,
     sampleAgeSeconds: 0,
-    sources: ["sessions", "desktop", "remote_sessions", "jupyter", "code_server", "gpu", "system", "inhibitors", "leases"].map(ok),
+    sources: [
+      "sessions",
+      "desktop",
+      "remote_sessions",
+      "jupyter",
+      "code_server",
+      "gpu",
+      "system",
+      "inhibitors",
+      "leases",
+    ].map(ok),
     sessions: { sessions },
-    desktop: { devices: desktopAge !== undefined ? [{ node: "event0", name: "whatif", inputAgeSeconds: desktopAge }] : [] },
+    desktop: {
+      devices: desktopAge !== undefined ? [{ node: "event0", name: "whatif", inputAgeSeconds: desktopAge }] : [],
+    },
     remoteSessions: {
-      sessions: remoteConnected || remoteAge !== undefined ? [{ user: "whatif", ...(remoteAge !== undefined ? { interactionAgeSeconds: remoteAge } : {}) }] : [],
+      sessions:
+        remoteConnected || remoteAge !== undefined
+          ? [{ user: "whatif", ...(remoteAge !== undefined ? { interactionAgeSeconds: remoteAge } : {}) }]
+          : [],
     },
     jupyter: {
       servers: hasJupyter
@@ -192,12 +219,16 @@ export function reportFromReadings(readings: ReportReadings, atMs: number, optio
           ]
         : [],
     },
-    codeServer: { instances: heartbeatAge !== undefined ? [{ user: "whatif", heartbeatAgeSeconds: heartbeatAge }] : [] },
+    codeServer: {
+      instances: heartbeatAge !== undefined ? [{ user: "whatif", heartbeatAgeSeconds: heartbeatAge }] : [],
+    },
     gpu: { gpus, processes: gpuProcesses },
     system: {
       ...(readings.cpuBusyRatio !== undefined ? { cpuBusyRatio: readings.cpuBusyRatio } : {}),
       ...(readings.userProcessCpuCores !== undefined ? { userProcessCpuCores: readings.userProcessCpuCores } : {}),
-      ...(readings.networkBytesPerSecond !== undefined ? { networkReceiveBytesPerSecond: readings.networkBytesPerSecond } : {}),
+      ...(readings.networkBytesPerSecond !== undefined
+        ? { networkReceiveBytesPerSecond: readings.networkBytesPerSecond }
+        : {}),
       ...(readings.diskBytesPerSecond !== undefined ? { diskReadBytesPerSecond: readings.diskBytesPerSecond } : {}),
     },
     inhibitors: { locks },

@@ -46,16 +46,35 @@ export function describePolicy(policy: Policy): string {
 export function formatText(result: WhatifResult): string {
   const sum = totals(result.vms);
   const lines: string[] = [];
-  lines.push(`What-if ${iso(result.fromMs)} … ${iso(result.toMs)}, one step every ${formatDuration(result.stepSeconds)}, ${result.vms.length} VM${result.vms.length === 1 ? "" : "s"}`);
+  lines.push(
+    `What-if ${iso(result.fromMs)} … ${iso(result.toMs)}, one step every ${formatDuration(result.stepSeconds)}, ${result.vms.length} VM${result.vms.length === 1 ? "" : "s"}`,
+  );
   lines.push(`Policy: ${describePolicy(result.policy)}`);
   lines.push("");
   const rows: string[][] = [["VM", "stops", "likely false", "VM-hours saved", "GPU-hours saved"]];
   for (const vm of result.vms) {
-    rows.push([`${vm.namespace}/${vm.name}`, String(vm.stops.length), String(vm.likelyFalseStops), hours(vm.vmHoursSaved), hours(vm.gpuHoursSaved)]);
+    rows.push([
+      `${vm.namespace}/${vm.name}`,
+      String(vm.stops.length),
+      String(vm.likelyFalseStops),
+      hours(vm.vmHoursSaved),
+      hours(vm.gpuHoursSaved),
+    ]);
   }
-  rows.push(["total", String(sum.stops), String(sum.likelyFalseStops), hours(sum.vmHoursSaved), hours(sum.gpuHoursSaved)]);
+  rows.push([
+    "total",
+    String(sum.stops),
+    String(sum.likelyFalseStops),
+    hours(sum.vmHoursSaved),
+    hours(sum.gpuHoursSaved),
+  ]);
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  for (const row of rows) lines.push(row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  "));
+  for (const row of rows)
+    lines.push(
+      row
+        .map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!)))
+        .join("  "),
+    );
 
   const stops = result.vms.flatMap((vm) => vm.stops.map((stop) => ({ vm, stop })));
   if (stops.length > 0) {
@@ -68,13 +87,17 @@ export function formatText(result: WhatifResult): string {
           : stop.endedBy === "vm-gone"
             ? `off in the recording ${formatDuration((stop.untilMs - stop.atMs) / 1000)} later`
             : `idle until the end of the range`;
-      lines.push(`  ${vm.namespace}/${vm.name}  ${iso(stop.atMs)}  ${until}; saved ${hours(stop.savedSeconds / 3600)} VM-hours${stop.gpus > 0 ? ` × ${stop.gpus} GPU` : ""}`);
+      lines.push(
+        `  ${vm.namespace}/${vm.name}  ${iso(stop.atMs)}  ${until}; saved ${hours(stop.savedSeconds / 3600)} VM-hours${stop.gpus > 0 ? ` × ${stop.gpus} GPU` : ""}`,
+      );
     }
   }
   const silent = result.vms.filter((vm) => vm.reportedSteps === 0);
   if (silent.length > 0) {
     lines.push("");
-    lines.push(`No replayable readings for: ${silent.map((vm) => `${vm.namespace}/${vm.name}`).join(", ")} (their agent was never connected in the range)`);
+    lines.push(
+      `No replayable readings for: ${silent.map((vm) => `${vm.namespace}/${vm.name}`).join(", ")} (their agent was never connected in the range)`,
+    );
   }
   return lines.join("\n") + "\n";
 }
@@ -89,7 +112,12 @@ export function formatJson(result: WhatifResult): string {
         stepSeconds: result.stepSeconds,
         falseStopWindowSeconds: result.falseStopWindowSeconds,
         overrides: result.overrides,
-        policy: { ...result.policy, thresholds: Object.fromEntries(Object.entries(result.policy.thresholds).map(([k, v]) => [k, v === Infinity ? "off" : v])) },
+        policy: {
+          ...result.policy,
+          thresholds: Object.fromEntries(
+            Object.entries(result.policy.thresholds).map(([k, v]) => [k, v === Infinity ? "off" : v]),
+          ),
+        },
         vms: result.vms.map((vm) => ({
           namespace: vm.namespace,
           name: vm.name,

@@ -56,7 +56,12 @@ interface Stopped {
 }
 
 /** What the recording shows after `sinceMs` that means someone uses the VM again, or undefined. */
-function activityAfter(received: ReceivedReport, policy: Policy, record: VmRecord, sinceMs: number): { atMs: number; what: string } | undefined {
+function activityAfter(
+  received: ReceivedReport,
+  policy: Policy,
+  record: VmRecord,
+  sinceMs: number,
+): { atMs: number; what: string } | undefined {
   const evidence = extractEvidence(received, policy, record.memory);
   let earliest: { atMs: number; what: string } | undefined;
   for (const reading of evidence.readings) {
@@ -90,7 +95,13 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
       leaseFirstSeen.set(key, takenAtMs);
       lease = { takenAtMs, expiresAtMs: sample.leaseExpiresAtMs };
     }
-    return { receivedAtMs: atMs, report: reportFromReadings(sample.readings, atMs, { intervalSeconds: grid.stepMs / 1000, ...(lease ? { lease } : {}) }) };
+    return {
+      receivedAtMs: atMs,
+      report: reportFromReadings(sample.readings, atMs, {
+        intervalSeconds: grid.stepMs / 1000,
+        ...(lease ? { lease } : {}),
+      }),
+    };
   };
 
   const endStop = (untilMs: number, endedBy: StopEnd, resumedBy?: string) => {
@@ -156,7 +167,7 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
   if (stopped) endStop(grid.startMs + (grid.count - 1) * grid.stepMs, "end-of-range");
 
   const vmHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds, 0) / 3600;
-  const gpuHoursSaved = stops.reduce((sum, stop) => sum + (stop.savedSeconds * stop.gpus), 0) / 3600;
+  const gpuHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds * stop.gpus, 0) / 3600;
   return {
     namespace: history.namespace,
     name: history.name,

@@ -26,13 +26,20 @@ interface Running {
 
 let running: Running | undefined;
 
-async function startCollector(options: { hellosPerSecond?: number; helloBurst?: number; reportsPerSecond?: number; reportBurst?: number } = {}): Promise<Running> {
+async function startCollector(
+  options: { hellosPerSecond?: number; helloBurst?: number; reportsPerSecond?: number; reportBurst?: number } = {},
+): Promise<Running> {
   const stats = new CollectorStats();
   const fleet = new Fleet({
     log: () => {},
     nowMs: () => Date.now(),
     authenticate: () => ({ ok: true }),
-    policySource: staticPolicySource({ ...BUILTIN_DEFAULT_POLICY, autostopEnabled: true }, {}, "workstation.aik8s.run/", {}),
+    policySource: staticPolicySource(
+      { ...BUILTIN_DEFAULT_POLICY, autostopEnabled: true },
+      {},
+      "workstation.aik8s.run/",
+      {},
+    ),
     actuator: { stop: async () => ({ outcome: "accepted", message: "test" }), event: () => {}, persist: () => {} },
     stats,
   });
@@ -81,8 +88,16 @@ async function until<T>(what: string, probe: () => T | undefined): Promise<T> {
 describe("validation limits", () => {
   it("cuts over-long lists and strings in place and says what it cut", () => {
     const report = create(ReportSchema, {
-      gpu: { gpus: [{ index: 0, utilizationRatio: 0.5, name: "x".repeat(10_000) }], processes: Array.from({ length: 515_000 }, () => ({})) },
-      jupyter: { servers: [{ url: "http://a", reachable: true, kernels: Array.from({ length: 200 }, (_, i) => ({ id: `k${i}` })) }, { url: "http://b", reachable: true, kernels: Array.from({ length: 200 }, (_, i) => ({ id: `k${i}` })) }] },
+      gpu: {
+        gpus: [{ index: 0, utilizationRatio: 0.5, name: "x".repeat(10_000) }],
+        processes: Array.from({ length: 515_000 }, () => ({})),
+      },
+      jupyter: {
+        servers: [
+          { url: "http://a", reachable: true, kernels: Array.from({ length: 200 }, (_, i) => ({ id: `k${i}` })) },
+          { url: "http://b", reachable: true, kernels: Array.from({ length: 200 }, (_, i) => ({ id: `k${i}` })) },
+        ],
+      },
     } as never);
     const cuts = validateReport(report);
     expect(cuts).toEqual([
@@ -96,7 +111,9 @@ describe("validation limits", () => {
   });
 
   it("still refuses a bad value outright", () => {
-    expect(() => validateReport(create(ReportSchema, { sessions: { sessions: [{ inputAgeSeconds: -3 }] } } as never))).toThrow(/input_age_seconds/);
+    expect(() =>
+      validateReport(create(ReportSchema, { sessions: { sessions: [{ inputAgeSeconds: -3 }] } } as never)),
+    ).toThrow(/input_age_seconds/);
   });
 });
 
@@ -105,7 +122,11 @@ describe("one agent's cost to the collector", () => {
     const collector = await startCollector();
     const directives: Directive[] = [];
     const stream = await connect(collector, "hostile", directives);
-    const hostile: Report = create(ReportSchema, { sequence: 1n, intervalSeconds: 15, gpu: { gpus: [{ index: 0, utilizationRatio: 0 }], processes: Array.from({ length: 515_000 }, () => ({})) } } as never);
+    const hostile: Report = create(ReportSchema, {
+      sequence: 1n,
+      intervalSeconds: 15,
+      gpu: { gpus: [{ index: 0, utilizationRatio: 0 }], processes: Array.from({ length: 515_000 }, () => ({})) },
+    } as never);
     stream.sendReport(hostile);
     await until("the Directive answering the Report", () => (directives.length >= 2 ? true : undefined));
     const vm = { namespace: "lab", name: "hostile" };
@@ -113,7 +134,13 @@ describe("one agent's cost to the collector", () => {
     const view = collector.fleet.view(vm, Date.now())!;
     expect(view.truncated).toEqual(["gpu.processes 515000 → 256"]);
     expect(view.explanation).toContain("report truncated: gpu.processes 515000 → 256");
-    const text = await createMetrics(collector.fleet, collector.stats, () => Date.now(), () => 1, { processMetrics: false }).metrics();
+    const text = await createMetrics(
+      collector.fleet,
+      collector.stats,
+      () => Date.now(),
+      () => 1,
+      { processMetrics: false },
+    ).metrics();
     expect(text).toContain('workstation_report_truncations_total{field="gpu.processes"} 1');
     expect(text).toContain('workstation_report_truncated{namespace="lab",vm="hostile"} 1');
   });
@@ -128,7 +155,11 @@ describe("one agent's cost to the collector", () => {
         create(ReportSchema, {
           sequence: BigInt(round + 1),
           intervalSeconds: 15,
-          sources: Array.from({ length: 4_096 }, (_, i) => ({ source: `src-${round}-${i}`, state: SourceState.FAILED, message: "cannot read" })),
+          sources: Array.from({ length: 4_096 }, (_, i) => ({
+            source: `src-${round}-${i}`,
+            state: SourceState.FAILED,
+            message: "cannot read",
+          })),
         } as never),
       );
     }
@@ -145,12 +176,15 @@ describe("one agent's cost to the collector", () => {
     const collector = await startCollector();
     const directives: Directive[] = [];
     const stream = await connect(collector, "chatty", directives);
-    for (let i = 0; i < 50; i++) stream.sendReport(create(ReportSchema, { sequence: BigInt(i + 1), intervalSeconds: 15 } as never));
+    for (let i = 0; i < 50; i++)
+      stream.sendReport(create(ReportSchema, { sequence: BigInt(i + 1), intervalSeconds: 15 } as never));
     await until("the 50 Reports received", () => (collector.stats.reportsReceived >= 50 ? true : undefined));
     // The burst allowance (10) plus what the rate refilled while they arrived.
     expect(collector.stats.reportsRateLimited).toBeGreaterThanOrEqual(50 - 10 - 5);
     // Each Report let through is answered; the dropped ones are not.
-    await until("the admitted Reports answered", () => (directives.length - 1 === 50 - collector.stats.reportsRateLimited ? true : undefined));
+    await until("the admitted Reports answered", () =>
+      directives.length - 1 === 50 - collector.stats.reportsRateLimited ? true : undefined,
+    );
     // The stream stays open: the next Report after a pause is answered.
     await new Promise((resolve) => setTimeout(resolve, 1_100));
     const before = directives.length;
@@ -167,7 +201,8 @@ describe("one agent's cost to the collector", () => {
           new Promise<{ admitted: boolean; retryAfterMs?: number; reason?: string }>((resolve) => {
             const stream = openAgentStream(collector.address, { namespace: "lab", name: `burst-${i}` }, "t", {
               onDirective: () => resolve({ admitted: true }),
-              onEnd: (reason, retryAfterMs) => resolve({ admitted: false, reason, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) }),
+              onEnd: (reason, retryAfterMs) =>
+                resolve({ admitted: false, reason, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) }),
             });
             collector.streams.push(stream);
           }),

@@ -3,7 +3,19 @@ import { describe, expect, it } from "vitest";
 import { decide, initialRecord } from "../../src/engine/decide.js";
 import { blindHoldSeconds } from "../../src/engine/evidence.js";
 import { statusFor } from "../../src/engine/status.js";
-import { HOUR, MINUTE, SECOND, Sim, T0, actionsOf, report, sources, testPolicy, transitions, ttySession } from "./sim.js";
+import {
+  HOUR,
+  MINUTE,
+  SECOND,
+  Sim,
+  T0,
+  actionsOf,
+  report,
+  sources,
+  testPolicy,
+  transitions,
+  ttySession,
+} from "./sim.js";
 
 const typing = () => report({ sessions: { sessions: [ttySession(0)] } });
 const idle = () => report({ sessions: { sessions: [ttySession(99_999)] } });
@@ -17,11 +29,19 @@ function activeSim(policy = testPolicy()): Sim {
 
 describe("decide: transitions", () => {
   it("Unknown → Active on the first report, persisting the state", () => {
-    const decision = decide(T0, testPolicy(), { agentConnected: true, latestReport: { report: idle(), receivedAtMs: T0 } });
+    const decision = decide(T0, testPolicy(), {
+      agentConnected: true,
+      latestReport: { report: idle(), receivedAtMs: T0 },
+    });
     expect(decision.explanation.from).toBe("Unknown");
     expect(decision.next.state).toBe("Active");
     expect(decision.next.lastActivityAtMs).toBe(T0); // a VM first seen gets a full idle timeout
-    expect(actionsOf(decision, "persist")).toEqual([{ kind: "persist", values: { state: "Active", lastActiveMs: T0, noticeId: undefined, stopDeadlineMs: undefined } }]);
+    expect(actionsOf(decision, "persist")).toEqual([
+      {
+        kind: "persist",
+        values: { state: "Active", lastActiveMs: T0, noticeId: undefined, stopDeadlineMs: undefined },
+      },
+    ]);
   });
 
   it("stays Unknown without a report, and is never stopped", () => {
@@ -42,7 +62,11 @@ describe("decide: transitions", () => {
     expect(notice?.hint).toMatch(/ws-lease 2h/);
     expect(actionsOf(decisions, "event").map((e) => e.reason)).toEqual(["IdleStopPending"]);
     const persist = actionsOf(decisions, "persist")[0]!;
-    expect(persist.values).toMatchObject({ state: "StoppingPending", noticeId: notice!.id, stopDeadlineMs: notice!.deadlineMs });
+    expect(persist.values).toMatchObject({
+      state: "StoppingPending",
+      noticeId: notice!.id,
+      stopDeadlineMs: notice!.deadlineMs,
+    });
     expect(persist.values.lastActiveMs).toBe(T0);
   });
 
@@ -54,7 +78,9 @@ describe("decide: transitions", () => {
     sim.now += 2 * MINUTE;
     const decision = sim.send(report({ sessions: { sessions: [ttySession(3, { tty: "pts/1" })] } }));
     expect(decision.next.state).toBe("Active");
-    expect(actionsOf(decision, "notice-cleared")).toEqual([{ kind: "notice-cleared", id: noticeId, reason: expect.stringMatching(/input on pts\/1/) }]);
+    expect(actionsOf(decision, "notice-cleared")).toEqual([
+      { kind: "notice-cleared", id: noticeId, reason: expect.stringMatching(/input on pts\/1/) },
+    ]);
     expect(actionsOf(decision, "event")[0]).toMatchObject({ reason: "IdleStopCancelled", type: "Normal" });
     expect(actionsOf(decision, "persist")[0]?.values).toMatchObject({ state: "Active", noticeId: undefined });
   });
@@ -81,7 +107,9 @@ describe("decide: transitions", () => {
     expect(transitions(decisions)).toEqual(["StoppingPending→Stopping"]);
     const [stop] = actionsOf(decisions, "stop");
     expect(stop).toMatchObject({ trigger: "idle", attempt: 1 });
-    expect(stop?.reason).toMatch(/grace period of the notice n-\w+ is over with no activity, lease or other veto; last activity: input on pts\/0/);
+    expect(stop?.reason).toMatch(
+      /grace period of the notice n-\w+ is over with no activity, lease or other veto; last activity: input on pts\/0/,
+    );
     const accepted = sim.stopResult({ outcome: "accepted", message: "runStrategy Halted" });
     expect(accepted.next.state).toBe("Stopped");
     expect(actionsOf(accepted, "persist")[0]?.values.state).toBe("Stopped");
@@ -118,7 +146,9 @@ describe("decide: transitions", () => {
     const decision = sim.stopResult({ outcome: "refused", message: "volume scratch is an emptyDisk" });
     expect(decision.next.state).toBe("Active");
     expect(decision.next.lastActivityAtMs).toBe(sim.now);
-    expect(actionsOf(decision, "event")).toEqual([expect.objectContaining({ type: "Warning", reason: "IdleStopRefused" })]);
+    expect(actionsOf(decision, "event")).toEqual([
+      expect.objectContaining({ type: "Warning", reason: "IdleStopRefused" }),
+    ]);
   });
 
   it("a failed stop is asked for again after a back-off, never dropped", () => {
@@ -151,21 +181,81 @@ describe("decide: vetoes hold an idle VM", () => {
   const gpu = (utilizationRatio?: number, processes = 0) =>
     report({
       gpu: {
-        gpus: [{ index: 0, uuid: "GPU-1", name: "H100", ...(utilizationRatio !== undefined ? { utilizationRatio } : {}) }],
-        processes: Array.from({ length: processes }, (_, i) => ({ pid: 100 + i, gpuUuid: "GPU-1", processName: "python", user: "alice" })),
+        gpus: [
+          { index: 0, uuid: "GPU-1", name: "H100", ...(utilizationRatio !== undefined ? { utilizationRatio } : {}) },
+        ],
+        processes: Array.from({ length: processes }, (_, i) => ({
+          pid: 100 + i,
+          gpuUuid: "GPU-1",
+          processName: "python",
+          user: "alice",
+        })),
       },
     });
-  const system = (fields: Record<string, number>) => report({ system: { cpuCount: 4, uptimeSeconds: 86_400, ...fields } });
+  const system = (fields: Record<string, number>) =>
+    report({ system: { cpuCount: 4, uptimeSeconds: 86_400, ...fields } });
   const cases: Array<[string, () => ReturnType<typeof report>, RegExp]> = [
-    ["a busy Jupyter kernel", () => report({ jupyter: { servers: [{ url: "http://127.0.0.1:8888/", reachable: true, user: "alice", kernels: [{ id: "abcdef0123", name: "python3", executionState: "busy", lastActivityAgeSeconds: 7200 }] }] } }), /kernel python3 abcdef01 .* is busy/],
+    [
+      "a busy Jupyter kernel",
+      () =>
+        report({
+          jupyter: {
+            servers: [
+              {
+                url: "http://127.0.0.1:8888/",
+                reachable: true,
+                user: "alice",
+                kernels: [{ id: "abcdef0123", name: "python3", executionState: "busy", lastActivityAgeSeconds: 7200 }],
+              },
+            ],
+          },
+        }),
+      /kernel python3 abcdef01 .* is busy/,
+    ],
     ["a GPU above the threshold", () => gpu(0.9), /GPU 0 \(H100\) at 90%/],
-    ["a GPU with unreadable utilization held by processes", () => gpu(undefined, 1), /utilization unreadable and held by python \(alice\)/],
+    [
+      "a GPU with unreadable utilization held by processes",
+      () => gpu(undefined, 1),
+      /utilization unreadable and held by python \(alice\)/,
+    ],
     ["background CPU", () => system({ cpuBusyRatio: 0.8 }), /CPU 80% busy/],
     ["users' processes on the CPU", () => system({ userProcessCpuCores: 1.5 }), /users' processes use 1\.50 cores/],
-    ["network traffic", () => system({ networkReceiveBytesPerSecond: 4e6, networkTransmitBytesPerSecond: 1e5 }), /network 4\.1 MB\/s/],
+    [
+      "network traffic",
+      () => system({ networkReceiveBytesPerSecond: 4e6, networkTransmitBytesPerSecond: 1e5 }),
+      /network 4\.1 MB\/s/,
+    ],
     ["disk traffic", () => system({ diskReadBytesPerSecond: 2e7 }), /disk 20\.0 MB\/s/],
-    ["an idle inhibitor lock", () => report({ inhibitors: { locks: [{ who: "backup.sh", why: "nightly rsync", what: "sleep:idle", mode: "block", uid: 1000, pid: 77 }] } }), /idle inhibitor lock by backup\.sh \("nightly rsync"\)/],
-    ["an unexpired lease", () => report({ leases: { leases: [{ id: "L1", uid: 1000, user: "alice", reason: "training", requestedSeconds: 8 * 3600, ageSeconds: 60, confirmed: true }] } }), /lease L1 by alice \("training"\)/],
+    [
+      "an idle inhibitor lock",
+      () =>
+        report({
+          inhibitors: {
+            locks: [{ who: "backup.sh", why: "nightly rsync", what: "sleep:idle", mode: "block", uid: 1000, pid: 77 }],
+          },
+        }),
+      /idle inhibitor lock by backup\.sh \("nightly rsync"\)/,
+    ],
+    [
+      "an unexpired lease",
+      () =>
+        report({
+          leases: {
+            leases: [
+              {
+                id: "L1",
+                uid: 1000,
+                user: "alice",
+                reason: "training",
+                requestedSeconds: 8 * 3600,
+                ageSeconds: 60,
+                confirmed: true,
+              },
+            ],
+          },
+        }),
+      /lease L1 by alice \("training"\)/,
+    ],
   ];
 
   it.each(cases)("%s keeps the VM Active past idle-timeout with no notice", (_, makeReport, detail) => {
@@ -178,21 +268,32 @@ describe("decide: vetoes hold an idle VM", () => {
     expect(last.explanation.vetoes.map((veto) => veto.detail).join("\n")).toMatch(detail);
   });
 
-  it.each(cases.filter(([name]) => /lease|inhibitor/.test(name)))("%s taken during the grace period cancels the pending stop", (_, makeReport) => {
-    const sim = activeSim();
-    sim.idleFor(HOUR);
-    expect(sim.state).toBe("StoppingPending");
-    sim.now += MINUTE;
-    const decision = sim.send(makeReport());
-    expect(decision.next.state).toBe("Active");
-    expect(actionsOf(decision, "notice-cleared")[0]?.reason).toMatch(/lease|inhibitor/);
-  });
+  it.each(cases.filter(([name]) => /lease|inhibitor/.test(name)))(
+    "%s taken during the grace period cancels the pending stop",
+    (_, makeReport) => {
+      const sim = activeSim();
+      sim.idleFor(HOUR);
+      expect(sim.state).toBe("StoppingPending");
+      sim.now += MINUTE;
+      const decision = sim.send(makeReport());
+      expect(decision.next.state).toBe("Active");
+      expect(actionsOf(decision, "notice-cleared")[0]?.reason).toMatch(/lease|inhibitor/);
+    },
+  );
 
   it("a lease is not activity: when it expires the ordinary rule applies at once, with notice and grace", () => {
-    const lease = (ageSeconds: number) => report({ leases: { leases: [{ id: "L1", uid: 1000, user: "alice", requestedSeconds: 2 * 3600, ageSeconds, confirmed: true }] } });
+    const lease = (ageSeconds: number) =>
+      report({
+        leases: {
+          leases: [{ id: "L1", uid: 1000, user: "alice", requestedSeconds: 2 * 3600, ageSeconds, confirmed: true }],
+        },
+      });
     const sim = activeSim();
     let age = 0;
-    const decisions = sim.advance(2 * HOUR + 30 * SECOND, { reportEveryMs: 15 * SECOND, makeReport: () => lease((age += 15)) });
+    const decisions = sim.advance(2 * HOUR + 30 * SECOND, {
+      reportEveryMs: 15 * SECOND,
+      makeReport: () => lease((age += 15)),
+    });
     expect(transitions(decisions)).toEqual(["Active→StoppingPending"]);
     const noticeAt = decisions.find((d) => d.explanation.to === "StoppingPending")!.explanation.atMs;
     expect(noticeAt - T0).toBeGreaterThanOrEqual(2 * HOUR);
@@ -202,7 +303,9 @@ describe("decide: vetoes hold an idle VM", () => {
   it("clamps a lease to max-keep-running and tells the agent", () => {
     const sim = new Sim(testPolicy({ maxKeepRunningSeconds: 24 * 3600 }));
     const ask = (ageSeconds: number, confirmed: boolean) =>
-      report({ leases: { leases: [{ id: "L2", uid: 1000, user: "bob", requestedSeconds: 72 * 3600, ageSeconds, confirmed }] } });
+      report({
+        leases: { leases: [{ id: "L2", uid: 1000, user: "bob", requestedSeconds: 72 * 3600, ageSeconds, confirmed }] },
+      });
     const first = sim.send(ask(0, false));
     expect(actionsOf(first, "lease-decisions")).toEqual([
       {
@@ -225,7 +328,11 @@ describe("decide: vetoes hold an idle VM", () => {
     expect(actionsOf(sim.send(ask(15, true)), "lease-decisions")).toEqual([]);
     // Held until the clamp, then the notice.
     let age = 15;
-    const decisions = sim.advance(24 * HOUR, { tickMs: MINUTE, reportEveryMs: MINUTE, makeReport: () => ask((age += 60), true) });
+    const decisions = sim.advance(24 * HOUR, {
+      tickMs: MINUTE,
+      reportEveryMs: MINUTE,
+      makeReport: () => ask((age += 60), true),
+    });
     const pending = decisions.find((d) => d.explanation.to === "StoppingPending");
     // Decisions run every minute from T0 + 15 s: the first one after the clamped expiry.
     expect(pending?.explanation.atMs).toBe(T0 + 24 * HOUR + 15 * SECOND);
@@ -233,13 +340,21 @@ describe("decide: vetoes hold an idle VM", () => {
 
   it("refuses a lease with a non-positive duration", () => {
     const sim = new Sim();
-    const decision = sim.send(report({ leases: { leases: [{ id: "L3", uid: 1000, user: "eve", requestedSeconds: -5, ageSeconds: 0 }] } }));
-    expect(actionsOf(decision, "lease-decisions")[0]?.decisions[0]).toMatchObject({ accepted: false, message: expect.stringMatching(/must be positive/) });
+    const decision = sim.send(
+      report({ leases: { leases: [{ id: "L3", uid: 1000, user: "eve", requestedSeconds: -5, ageSeconds: 0 }] } }),
+    );
+    expect(actionsOf(decision, "lease-decisions")[0]?.decisions[0]).toMatchObject({
+      accepted: false,
+      message: expect.stringMatching(/must be positive/),
+    });
     expect(decision.explanation.vetoes).toEqual([]);
   });
 
   it("caps an inhibitor lock at max-keep-running from the first time it was seen", () => {
-    const locked = () => report({ inhibitors: { locks: [{ who: "sleep", why: "forgotten", what: "idle", mode: "block", uid: 1000, pid: 5 }] } });
+    const locked = () =>
+      report({
+        inhibitors: { locks: [{ who: "sleep", why: "forgotten", what: "idle", mode: "block", uid: 1000, pid: 5 }] },
+      });
     const sim = new Sim(testPolicy({ maxKeepRunningSeconds: 3 * 3600 }));
     sim.send(locked());
     const decisions = sim.advance(4 * HOUR, { tickMs: MINUTE, reportEveryMs: MINUTE, makeReport: locked });
@@ -250,7 +365,18 @@ describe("decide: vetoes hold an idle VM", () => {
 
 describe("decide: weak evidence", () => {
   const codeServer = () =>
-    report({ codeServer: { instances: [{ user: "alice", uid: 1000, heartbeatFile: "/home/alice/.local/share/code-server/heartbeat", heartbeatAgeSeconds: 20 }] } });
+    report({
+      codeServer: {
+        instances: [
+          {
+            user: "alice",
+            uid: 1000,
+            heartbeatFile: "/home/alice/.local/share/code-server/heartbeat",
+            heartbeatAgeSeconds: 20,
+          },
+        ],
+      },
+    });
 
   it("a connected browser holds the VM for at most weak-activity-max after the last strong evidence", () => {
     const sim = activeSim(testPolicy({ weakActivityMaxSeconds: 4 * 3600, idleTimeoutSeconds: 3600 }));
@@ -266,7 +392,19 @@ describe("decide: weak evidence", () => {
 
   it("Jupyter kernel connections without activity are weak too", () => {
     const jupyter = () =>
-      report({ jupyter: { servers: [{ url: "http://127.0.0.1:8888/", reachable: true, kernels: [{ id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 99_999, connections: 2 }] }] } });
+      report({
+        jupyter: {
+          servers: [
+            {
+              url: "http://127.0.0.1:8888/",
+              reachable: true,
+              kernels: [
+                { id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 99_999, connections: 2 },
+              ],
+            },
+          ],
+        },
+      });
     const sim = activeSim(testPolicy({ weakActivityMaxSeconds: 3600 }));
     const decisions = sim.advance(3 * HOUR, { tickMs: MINUTE, reportEveryMs: MINUTE, makeReport: jupyter });
     expect(decisions.find((d) => d.explanation.to === "StoppingPending")?.explanation.atMs).toBe(T0 + 2 * HOUR);
@@ -275,8 +413,19 @@ describe("decide: weak evidence", () => {
 
 describe("decide: failed sources are never idleness", () => {
   const kernels = () =>
-    report({ jupyter: { servers: [{ url: "http://127.0.0.1:8888/", reachable: true, kernels: [{ id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 30 }] }] } });
-  const jupyterFailed = () => report({ sources: sources({ jupyter: { state: SourceState.FAILED, message: "timeout after 5s" } }) });
+    report({
+      jupyter: {
+        servers: [
+          {
+            url: "http://127.0.0.1:8888/",
+            reachable: true,
+            kernels: [{ id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 30 }],
+          },
+        ],
+      },
+    });
+  const jupyterFailed = () =>
+    report({ sources: sources({ jupyter: { state: SourceState.FAILED, message: "timeout after 5s" } }) });
 
   it("a source that fails after showing kernels holds the VM, for a bounded time", () => {
     const policy = testPolicy({ weakActivityMaxSeconds: 4 * 3600 });
@@ -284,8 +433,16 @@ describe("decide: failed sources are never idleness", () => {
     sim.send(kernels());
     sim.now += 15 * SECOND;
     const blind = sim.send(jupyterFailed());
-    expect(blind.explanation.blind).toEqual([expect.objectContaining({ source: "jupyter", message: "timeout after 5s", holdsUntilMs: sim.now + blindHoldSeconds(policy) * 1000 })]);
-    expect(blind.explanation.vetoes[0]?.detail).toMatch(/jupyter cannot be read \(timeout after 5s\) and had activity to show/);
+    expect(blind.explanation.blind).toEqual([
+      expect.objectContaining({
+        source: "jupyter",
+        message: "timeout after 5s",
+        holdsUntilMs: sim.now + blindHoldSeconds(policy) * 1000,
+      }),
+    ]);
+    expect(blind.explanation.vetoes[0]?.detail).toMatch(
+      /jupyter cannot be read \(timeout after 5s\) and had activity to show/,
+    );
     const decisions = sim.advance(5 * HOUR, { tickMs: MINUTE, reportEveryMs: MINUTE, makeReport: jupyterFailed });
     const pending = decisions.find((d) => d.explanation.to === "StoppingPending");
     expect(pending?.explanation.atMs).toBe(T0 + 15 * SECOND + 4 * HOUR);
@@ -300,17 +457,25 @@ describe("decide: failed sources are never idleness", () => {
   });
 
   it("an unreachable Jupyter server that had kernels holds the VM", () => {
-    const unreachable = () => report({ jupyter: { servers: [{ url: "http://127.0.0.1:8888/", reachable: false, error: "ECONNREFUSED" }] } });
+    const unreachable = () =>
+      report({ jupyter: { servers: [{ url: "http://127.0.0.1:8888/", reachable: false, error: "ECONNREFUSED" }] } });
     const sim = new Sim();
     sim.send(kernels());
     const decisions = sim.advance(2 * HOUR, { tickMs: MINUTE, reportEveryMs: MINUTE, makeReport: unreachable });
     expect(actionsOf(decisions, "notice")).toEqual([]);
-    expect(decisions.at(-1)!.explanation.vetoes[0]?.detail).toMatch(/jupyter http:\/\/127\.0\.0\.1:8888\/ cannot be read \(ECONNREFUSED\)/);
+    expect(decisions.at(-1)!.explanation.vetoes[0]?.detail).toMatch(
+      /jupyter http:\/\/127\.0\.0\.1:8888\/ cannot be read \(ECONNREFUSED\)/,
+    );
   });
 
   it("leases last seen are carried forward while the lease source fails", () => {
-    const lease = report({ leases: { leases: [{ id: "L1", uid: 1000, user: "alice", requestedSeconds: 3 * 3600, ageSeconds: 0, confirmed: true }] } });
-    const leasesFailed = () => report({ sources: sources({ leases: { state: SourceState.FAILED, message: "state file unreadable" } }) });
+    const lease = report({
+      leases: {
+        leases: [{ id: "L1", uid: 1000, user: "alice", requestedSeconds: 3 * 3600, ageSeconds: 0, confirmed: true }],
+      },
+    });
+    const leasesFailed = () =>
+      report({ sources: sources({ leases: { state: SourceState.FAILED, message: "state file unreadable" } }) });
     const sim = new Sim();
     sim.send(lease);
     const decisions = sim.advance(4 * HOUR, { tickMs: MINUTE, reportEveryMs: MINUTE, makeReport: leasesFailed });
@@ -328,7 +493,9 @@ describe("decide: observe mode", () => {
     expect(actionsOf(observed, "stop")).toEqual([]);
     const wouldStop = actionsOf(observed, "would-stop");
     expect(wouldStop).toHaveLength(1);
-    expect(wouldStop[0]!.reason.replace(/o-\w+/, "ID")).toBe(actionsOf(enforced, "stop")[0]!.reason.replace(/n-\w+/, "ID"));
+    expect(wouldStop[0]!.reason.replace(/o-\w+/, "ID")).toBe(
+      actionsOf(enforced, "stop")[0]!.reason.replace(/n-\w+/, "ID"),
+    );
     expect(actionsOf(observed, "notice")[0]).toMatchObject({ mode: "observe" });
     expect(actionsOf(observed, "event").map((e) => e.reason)).toContain("IdleWouldStop");
     expect(observe.state).toBe("StoppingPending");
@@ -428,7 +595,8 @@ describe("decide: autostop disabled", () => {
 });
 
 describe("decide: terminal output", () => {
-  const output = (outputAgeSeconds: number) => report({ sessions: { sessions: [ttySession(99_999, { outputAgeSeconds })] } });
+  const output = (outputAgeSeconds: number) =>
+    report({ sessions: { sessions: [ttySession(99_999, { outputAgeSeconds })] } });
 
   it("does not count unless tty-output-counts is set", () => {
     const sim = activeSim();
@@ -454,7 +622,12 @@ describe("decide: terminal output", () => {
 describe("decide: ages, not clocks", () => {
   it("subtracts the sample age of a held-back report and the signal's own age from the receive time", () => {
     const r = report({ sampleAgeSeconds: 120, sessions: { sessions: [ttySession(30)] } });
-    const decision = decide(T0, testPolicy(), { agentConnected: true, latestReport: { report: r, receivedAtMs: T0 } }, { ...initialRecord(T0 - HOUR), state: "Active", lastActivityAtMs: T0 - HOUR, lastStrongAtMs: T0 - HOUR });
+    const decision = decide(
+      T0,
+      testPolicy(),
+      { agentConnected: true, latestReport: { report: r, receivedAtMs: T0 } },
+      { ...initialRecord(T0 - HOUR), state: "Active", lastActivityAtMs: T0 - HOUR, lastStrongAtMs: T0 - HOUR },
+    );
     expect(decision.next.lastActivityAtMs).toBe(T0 - 150 * SECOND);
   });
 
@@ -470,11 +643,20 @@ describe("decide: ages, not clocks", () => {
 describe("decide: policy errors", () => {
   it("reports an error set once, as an action and a Warning event, and again only when it changes", () => {
     const sim = activeSim();
-    sim.policyStatus = { errors: [{ key: "workstation.aik8s.run/idle-timeout", value: "2hh", message: "not a duration" }], fallback: "previous-valid" };
+    sim.policyStatus = {
+      errors: [{ key: "workstation.aik8s.run/idle-timeout", value: "2hh", message: "not a duration" }],
+      fallback: "previous-valid",
+    };
     sim.now += SECOND;
     const first = sim.step();
-    expect(actionsOf(first, "policy-error")).toEqual([{ kind: "policy-error", errors: sim.policyStatus.errors, fallback: "previous-valid" }]);
-    expect(actionsOf(first, "event")[0]).toMatchObject({ type: "Warning", reason: "PolicyInvalid", message: expect.stringMatching(/keeps its last valid policy/) });
+    expect(actionsOf(first, "policy-error")).toEqual([
+      { kind: "policy-error", errors: sim.policyStatus.errors, fallback: "previous-valid" },
+    ]);
+    expect(actionsOf(first, "event")[0]).toMatchObject({
+      type: "Warning",
+      reason: "PolicyInvalid",
+      message: expect.stringMatching(/keeps its last valid policy/),
+    });
     sim.now += SECOND;
     expect(sim.step().actions).toEqual([]);
     sim.policyStatus = undefined; // the caller may simply stop passing it once the errors are fixed
@@ -502,7 +684,11 @@ describe("decide: wake-up and status", () => {
     const sim = activeSim();
     sim.idleFor(HOUR);
     const status = statusFor(sim.record!, sim.policy, sim.now + MINUTE);
-    expect(status).toMatchObject({ state: 3, mode: 1, explanation: expect.stringMatching(/^StoppingPending · idle 1h/) });
+    expect(status).toMatchObject({
+      state: 3,
+      mode: 1,
+      explanation: expect.stringMatching(/^StoppingPending · idle 1h/),
+    });
     expect(status.stopInSeconds).toBe(9 * 60);
     expect(status.idleSeconds).toBe(3600 + 60);
   });

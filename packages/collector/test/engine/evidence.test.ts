@@ -18,7 +18,9 @@ describe("extractEvidence", () => {
                 url: "http://127.0.0.1:8888/",
                 reachable: true,
                 lastActivityAgeSeconds: 1,
-                kernels: [{ id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 20, connections: 1 }],
+                kernels: [
+                  { id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 20, connections: 1 },
+                ],
                 terminals: [{ name: "1", lastActivityAgeSeconds: 40 }],
               },
             ],
@@ -37,12 +39,33 @@ describe("extractEvidence", () => {
       ["jupyter-server", "weak", sampled - 1 * SECOND],
       ["gpu", "strong", sampled - 5 * SECOND],
     ]);
-    const withOutput = extractEvidence({ report: report({ jupyter: { servers: [{ url: "http://j/", reachable: true, terminals: [{ name: "1", lastActivityAgeSeconds: 40 }] }] } }), receivedAtMs: T0 }, testPolicy({ thresholds: { ttyOutputCounts: true } }));
-    expect(withOutput.readings.map((r) => [r.signal, r.atMs, r.detail])).toEqual([["jupyter-terminal", T0 - 40 * SECOND, "output of terminal 1 on http://j/"]]);
+    const withOutput = extractEvidence(
+      {
+        report: report({
+          jupyter: {
+            servers: [{ url: "http://j/", reachable: true, terminals: [{ name: "1", lastActivityAgeSeconds: 40 }] }],
+          },
+        }),
+        receivedAtMs: T0,
+      },
+      testPolicy({ thresholds: { ttyOutputCounts: true } }),
+    );
+    expect(withOutput.readings.map((r) => [r.signal, r.atMs, r.detail])).toEqual([
+      ["jupyter-terminal", T0 - 40 * SECOND, "output of terminal 1 on http://j/"],
+    ]);
   });
 
   it("treats negative or non-finite ages as no age at all rather than as the future", () => {
-    const evidence = extractEvidence({ report: report({ sampleAgeSeconds: -50, sessions: { sessions: [{ tty: "pts/0", inputAgeSeconds: Number.NaN }] } }), receivedAtMs: T0 }, policy);
+    const evidence = extractEvidence(
+      {
+        report: report({
+          sampleAgeSeconds: -50,
+          sessions: { sessions: [{ tty: "pts/0", inputAgeSeconds: Number.NaN }] },
+        }),
+        receivedAtMs: T0,
+      },
+      policy,
+    );
     expect(evidence.sampledAtMs).toBe(T0);
     expect(evidence.readings).toEqual([]);
   });
@@ -62,12 +85,21 @@ describe("extractEvidence", () => {
       },
       policy,
     );
-    expect(evidence.vetoes).toEqual([{ kind: "inhibitor", detail: 'idle inhibitor lock by backup ("rsync")', untilMs: T0 + policy.maxKeepRunningSeconds * 1000 }]);
+    expect(evidence.vetoes).toEqual([
+      {
+        kind: "inhibitor",
+        detail: 'idle inhibitor lock by backup ("rsync")',
+        untilMs: T0 + policy.maxKeepRunningSeconds * 1000,
+      },
+    ]);
   });
 
   it("a lease's hold ends at its clamped expiry", () => {
     const evidence = extractEvidence(
-      { report: report({ leases: { leases: [{ id: "L", user: "a", requestedSeconds: 3600, ageSeconds: 1800 }] } }), receivedAtMs: T0 },
+      {
+        report: report({ leases: { leases: [{ id: "L", user: "a", requestedSeconds: 3600, ageSeconds: 1800 }] } }),
+        receivedAtMs: T0,
+      },
       policy,
     );
     expect(vetoesAt(evidence, T0 + 29 * MINUTE)).toHaveLength(1);
@@ -76,13 +108,27 @@ describe("extractEvidence", () => {
 
   it("forgets Jupyter servers that went away, and a source that recovers is no longer blind", () => {
     const first = extractEvidence(
-      { report: report({ jupyter: { servers: [{ url: "http://a/", reachable: true, kernels: [{ id: "k" }] }] } }), receivedAtMs: T0 },
+      {
+        report: report({ jupyter: { servers: [{ url: "http://a/", reachable: true, kernels: [{ id: "k" }] }] } }),
+        receivedAtMs: T0,
+      },
       policy,
     );
     expect(first.memory.sources["jupyter http://a/"]).toMatchObject({ liveAtLastOk: true });
-    const failed = extractEvidence({ report: report({ sources: sources({ jupyter: { state: SourceState.FAILED, message: "boom" } }) }), receivedAtMs: T0 + MINUTE }, policy, first.memory);
+    const failed = extractEvidence(
+      {
+        report: report({ sources: sources({ jupyter: { state: SourceState.FAILED, message: "boom" } }) }),
+        receivedAtMs: T0 + MINUTE,
+      },
+      policy,
+      first.memory,
+    );
     expect(failed.blind.map((b) => b.source)).toEqual(["jupyter"]);
-    const recovered = extractEvidence({ report: report({ jupyter: { servers: [] } }), receivedAtMs: T0 + 2 * MINUTE }, policy, failed.memory);
+    const recovered = extractEvidence(
+      { report: report({ jupyter: { servers: [] } }), receivedAtMs: T0 + 2 * MINUTE },
+      policy,
+      failed.memory,
+    );
     expect(recovered.blind).toEqual([]);
     expect(recovered.memory.sources["jupyter http://a/"]).toBeUndefined();
     expect(recovered.memory.sources.jupyter).toEqual({ liveAtLastOk: false, lastOkAtMs: T0 + 2 * MINUTE });

@@ -14,7 +14,9 @@ function restartedInStoppingPending(downMs: number) {
   const persisted = actionsOf(decisions, "persist").at(-1)!.values;
   expect(persisted.state).toBe("StoppingPending");
   const annotations = Object.fromEntries(
-    Object.entries(persistedAnnotations(persisted, PREFIX)).filter((entry): entry is [string, string] => entry[1] !== null),
+    Object.entries(persistedAnnotations(persisted, PREFIX)).filter(
+      (entry): entry is [string, string] => entry[1] !== null,
+    ),
   );
   const restoredAt = before.now + downMs;
   const { record, problems } = restoreRecord({ "other.example/x": "1", ...annotations }, restoredAt, PREFIX);
@@ -26,14 +28,24 @@ function restartedInStoppingPending(downMs: number) {
 
 describe("persisted state as annotations", () => {
   it("writes RFC 3339 times and removes what no longer applies", () => {
-    const values: PersistedState = { state: "StoppingPending", lastActiveMs: T0, noticeId: "n-abc", stopDeadlineMs: T0 + 10 * MINUTE };
+    const values: PersistedState = {
+      state: "StoppingPending",
+      lastActiveMs: T0,
+      noticeId: "n-abc",
+      stopDeadlineMs: T0 + 10 * MINUTE,
+    };
     expect(persistedAnnotations(values, PREFIX)).toEqual({
       [`${PREFIX}state`]: "StoppingPending",
       [`${PREFIX}last-active`]: "2025-01-06T09:00:00.000Z",
       [`${PREFIX}notice-id`]: "n-abc",
       [`${PREFIX}stop-deadline`]: "2025-01-06T09:10:00.000Z",
     });
-    expect(persistedAnnotations({ state: "Active", lastActiveMs: T0, noticeId: undefined, stopDeadlineMs: undefined }, PREFIX)).toMatchObject({
+    expect(
+      persistedAnnotations(
+        { state: "Active", lastActiveMs: T0, noticeId: undefined, stopDeadlineMs: undefined },
+        PREFIX,
+      ),
+    ).toMatchObject({
       [`${PREFIX}notice-id`]: null,
       [`${PREFIX}stop-deadline`]: null,
     });
@@ -89,7 +101,11 @@ describe("a collector restarted in StoppingPending", () => {
 describe("restoring other states", () => {
   it("Active resumes the idle clock no earlier than the restart: downtime is missing data", () => {
     const restoredAt = T0 + 5 * HOUR;
-    const { record } = restoreRecord({ [`${PREFIX}state`]: "Active", [`${PREFIX}last-active`]: new Date(T0).toISOString() }, restoredAt, PREFIX);
+    const { record } = restoreRecord(
+      { [`${PREFIX}state`]: "Active", [`${PREFIX}last-active`]: new Date(T0).toISOString() },
+      restoredAt,
+      PREFIX,
+    );
     expect(record).toMatchObject({ state: "Active", lastActivityAtMs: restoredAt });
     const sim = new Sim(testPolicy(), record);
     sim.now = restoredAt;
@@ -98,7 +114,11 @@ describe("restoring other states", () => {
   });
 
   it("a newer last-active than the restart is kept", () => {
-    const { record } = restoreRecord({ [`${PREFIX}state`]: "Active", [`${PREFIX}last-active`]: new Date(T0 + MINUTE).toISOString() }, T0, PREFIX);
+    const { record } = restoreRecord(
+      { [`${PREFIX}state`]: "Active", [`${PREFIX}last-active`]: new Date(T0 + MINUTE).toISOString() },
+      T0,
+      PREFIX,
+    );
     expect(record?.lastActivityAtMs).toBe(T0 + MINUTE);
   });
 
@@ -128,8 +148,16 @@ describe("restoring other states", () => {
 
   it.each([
     [{ [`${PREFIX}state`]: "Sleeping" }, /unknown state "Sleeping"/, undefined],
-    [{ [`${PREFIX}state`]: "Active", [`${PREFIX}last-active`]: "yesterday" }, /last-active: "yesterday" is not an RFC 3339 time/, "Active"],
-    [{ [`${PREFIX}state`]: "StoppingPending", [`${PREFIX}last-active`]: "2025-01-06T09:00:00Z" }, /restored as Active/, "Active"],
+    [
+      { [`${PREFIX}state`]: "Active", [`${PREFIX}last-active`]: "yesterday" },
+      /last-active: "yesterday" is not an RFC 3339 time/,
+      "Active",
+    ],
+    [
+      { [`${PREFIX}state`]: "StoppingPending", [`${PREFIX}last-active`]: "2025-01-06T09:00:00Z" },
+      /restored as Active/,
+      "Active",
+    ],
   ])("reports unreadable annotations and falls back safely (%j)", (annotations, problem, state) => {
     const { record, problems } = restoreRecord(annotations, T0, PREFIX);
     expect(problems.join("\n")).toMatch(problem);

@@ -1,7 +1,13 @@
 import { PolicyMode } from "@ws/protocol";
 import { describe, expect, it } from "vitest";
 import { parseCollectorPolicyConfig } from "../../src/engine/config.js";
-import { BUILTIN_DEFAULT_POLICY, POLICY_KNOB_NAMES, policyFromAnnotations, resolvePolicy, toEffectivePolicy } from "../../src/engine/policy.js";
+import {
+  BUILTIN_DEFAULT_POLICY,
+  POLICY_KNOB_NAMES,
+  policyFromAnnotations,
+  resolvePolicy,
+  toEffectivePolicy,
+} from "../../src/engine/policy.js";
 import { closestName } from "../../src/engine/suggest.js";
 import type { PolicyOverrides } from "../../src/engine/types.js";
 import { parseByteRate, parseRatio } from "../../src/engine/values.js";
@@ -83,15 +89,28 @@ describe("policyFromAnnotations", () => {
   it("applies a profile under the VM's own annotations", () => {
     const { policy, errors } = fromAnnotations({ [`${P}profile`]: "training", [`${P}grace-period`]: "20m" });
     expect(errors).toEqual([]);
-    expect(policy).toMatchObject({ profile: "training", idleTimeoutSeconds: 8 * 3600, gracePeriodSeconds: 1200, thresholds: { gpuUtilizationRatio: 0.05 } });
+    expect(policy).toMatchObject({
+      profile: "training",
+      idleTimeoutSeconds: 8 * 3600,
+      gracePeriodSeconds: 1200,
+      thresholds: { gpuUtilizationRatio: 0.05 },
+    });
   });
 
   it("the label wins over an annotation of the same name", () => {
-    expect(fromAnnotations({ [`${P}autostop`]: "enabled" }, { [`${P}autostop`]: "disabled" }).policy.autostopEnabled).toBe(false);
+    expect(
+      fromAnnotations({ [`${P}autostop`]: "enabled" }, { [`${P}autostop`]: "disabled" }).policy.autostopEnabled,
+    ).toBe(false);
   });
 
   it("honours another prefix", () => {
-    const { policy } = policyFromAnnotations({ "ws.example.org/autostop": "enabled" }, { "ws.example.org/idle-timeout": "3h", [`${P}idle-timeout`]: "1h" }, BUILTIN_DEFAULT_POLICY, {}, "ws.example.org/");
+    const { policy } = policyFromAnnotations(
+      { "ws.example.org/autostop": "enabled" },
+      { "ws.example.org/idle-timeout": "3h", [`${P}idle-timeout`]: "1h" },
+      BUILTIN_DEFAULT_POLICY,
+      {},
+      "ws.example.org/",
+    );
     expect(policy).toMatchObject({ autostopEnabled: true, idleTimeoutSeconds: 3 * 3600 });
   });
 
@@ -111,14 +130,20 @@ describe("policyFromAnnotations", () => {
     [`${P}agent-lost-after`, "30s", /at least twice report-interval/],
     [`${P}stop-when-agent-lost-after`, "2m", /shorter than agent-lost-after/],
   ])("%s=%s is an error", (key, value, message) => {
-    const annotations = key.endsWith("agent-lost-after") && !key.includes("stop-when") ? { [key]: value, [`${P}report-interval`]: "1m" } : { [key]: value };
+    const annotations =
+      key.endsWith("agent-lost-after") && !key.includes("stop-when")
+        ? { [key]: value, [`${P}report-interval`]: "1m" }
+        : { [key]: value };
     const { errors } = fromAnnotations(annotations);
     expect(errors.map((error) => error.message).join("\n")).toMatch(message);
     expect(errors[0]?.key.startsWith(P)).toBe(true);
   });
 
   it("a label value that is not enabled/disabled is an error", () => {
-    expect(fromAnnotations({}, { [`${P}autostop`]: "yes please" }).errors[0]).toMatchObject({ key: `${P}autostop`, message: expect.stringMatching(/write enabled or disabled/) });
+    expect(fromAnnotations({}, { [`${P}autostop`]: "yes please" }).errors[0]).toMatchObject({
+      key: `${P}autostop`,
+      message: expect.stringMatching(/write enabled or disabled/),
+    });
   });
 
   it("knob names are what the docs list", () => {
@@ -150,7 +175,12 @@ describe("resolvePolicy: a VM is never stopped because of a typo", () => {
   const typo = fromAnnotations({ [`${P}idle-timeout`]: "8hh" }, { [`${P}autostop`]: "enabled" });
 
   it("a clean parse is the new valid policy", () => {
-    expect(resolvePolicy(undefined, valid)).toEqual({ policy: valid.policy, errors: [], fallback: "none", lastValid: valid.policy });
+    expect(resolvePolicy(undefined, valid)).toEqual({
+      policy: valid.policy,
+      errors: [],
+      fallback: "none",
+      lastValid: valid.policy,
+    });
   });
 
   it("errors keep the previous valid policy", () => {
@@ -161,7 +191,11 @@ describe("resolvePolicy: a VM is never stopped because of a typo", () => {
 
   it("errors with no valid policy ever seen run in observe mode", () => {
     const resolved = resolvePolicy(undefined, typo);
-    expect(resolved).toMatchObject({ fallback: "observe-defaults", lastValid: undefined, policy: { mode: "observe", autostopEnabled: true } });
+    expect(resolved).toMatchObject({
+      fallback: "observe-defaults",
+      lastValid: undefined,
+      policy: { mode: "observe", autostopEnabled: true },
+    });
   });
 
   it("end to end: the typo'd VM idles past the defaults and is not stopped", () => {
@@ -195,7 +229,12 @@ profiles:
     expect(result.ok).toBe(true);
     if (!result.ok) return;
     expect(result.config.annotationPrefix).toBe("ws.example.org/");
-    expect(result.config.defaults).toMatchObject({ autostopEnabled: true, idleTimeoutSeconds: 3 * 3600, gracePeriodSeconds: 900, thresholds: { gpuUtilizationRatio: 0.2 } });
+    expect(result.config.defaults).toMatchObject({
+      autostopEnabled: true,
+      idleTimeoutSeconds: 3 * 3600,
+      gracePeriodSeconds: 900,
+      thresholds: { gpuUtilizationRatio: 0.2 },
+    });
     expect(result.config.profiles).toEqual({
       training: { idleTimeoutSeconds: 8 * 3600, weakActivityMaxSeconds: 8 * 3600 },
       teaching: { idleTimeoutSeconds: 1800, mode: "observe" },
@@ -204,7 +243,10 @@ profiles:
   });
 
   it("an empty section is the built-in defaults", () => {
-    expect(parseCollectorPolicyConfig("")).toEqual({ ok: true, config: { annotationPrefix: P, defaults: BUILTIN_DEFAULT_POLICY, profiles: {} } });
+    expect(parseCollectorPolicyConfig("")).toEqual({
+      ok: true,
+      config: { annotationPrefix: P, defaults: BUILTIN_DEFAULT_POLICY, profiles: {} },
+    });
   });
 
   it("reports every problem with its path", () => {
@@ -225,7 +267,9 @@ profiles:
       expect.stringMatching(/^default: unknown key; did you mean "defaults"\?/),
       expect.stringMatching(/^annotationPrefix: "Not A Prefix" must be a DNS subdomain followed by "\/"/),
       expect.stringMatching(/^defaults\.idle-timeout \(forever\): "forever" is not a duration/),
-      expect.stringMatching(/^defaults\.grace-priod \(5m\): unknown setting "grace-priod"; did you mean "grace-period"\?/),
+      expect.stringMatching(
+        /^defaults\.grace-priod \(5m\): unknown setting "grace-priod"; did you mean "grace-period"\?/,
+      ),
       expect.stringMatching(/^profiles\.Training: a profile name is lower-case/),
       expect.stringMatching(/^profiles\.teaching\.profile: a profile is chosen per VM/),
       expect.stringMatching(/^profiles\.teaching\.disk-threshold \(12 parsecs\): "12 parsecs" is not a rate/),

@@ -6,7 +6,15 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { ReportSchema, SessionKind, SourceState, type Report } from "@ws/protocol";
 import { decide } from "../../src/engine/decide.js";
 import { BUILTIN_DEFAULT_POLICY, mergePolicy } from "../../src/engine/policy.js";
-import type { Action, Decision, Observation, Policy, PolicyOverrides, StopResult, VmRecord } from "../../src/engine/types.js";
+import type {
+  Action,
+  Decision,
+  Observation,
+  Policy,
+  PolicyOverrides,
+  StopResult,
+  VmRecord,
+} from "../../src/engine/types.js";
 
 export const SECOND = 1000;
 export const MINUTE = 60 * SECOND;
@@ -23,13 +31,23 @@ export function report(init: ReportInit = {}): Report {
     sequence: 1n,
     intervalSeconds: 15,
     sources: ALL_SOURCES.map((source) => ({ source, state: SourceState.OK })),
-    system: { cpuCount: 4, cpuBusyRatio: 0.02, userProcessCpuCores: 0.01, networkReceiveBytesPerSecond: 200, networkTransmitBytesPerSecond: 300, uptimeSeconds: 86_400 },
+    system: {
+      cpuCount: 4,
+      cpuBusyRatio: 0.02,
+      userProcessCpuCores: 0.01,
+      networkReceiveBytesPerSecond: 200,
+      networkTransmitBytesPerSecond: 300,
+      uptimeSeconds: 86_400,
+    },
   };
   return create(ReportSchema, { ...defaults, ...init } as ReportInit);
 }
 
 /** A terminal session whose last keystroke was `inputAgeSeconds` before the sample. */
-export function ttySession(inputAgeSeconds: number | undefined, extra: { tty?: string; user?: string; outputAgeSeconds?: number } = {}) {
+export function ttySession(
+  inputAgeSeconds: number | undefined,
+  extra: { tty?: string; user?: string; outputAgeSeconds?: number } = {},
+) {
   return {
     kind: SessionKind.UTMP,
     user: extra.user ?? "alice",
@@ -44,7 +62,11 @@ export function ttySession(inputAgeSeconds: number | undefined, extra: { tty?: s
 }
 
 export function sources(overrides: Record<string, { state: SourceState; message?: string }>) {
-  return ALL_SOURCES.map((source) => ({ source, state: overrides[source]?.state ?? SourceState.OK, message: overrides[source]?.message ?? "" }));
+  return ALL_SOURCES.map((source) => ({
+    source,
+    state: overrides[source]?.state ?? SourceState.OK,
+    message: overrides[source]?.message ?? "",
+  }));
 }
 
 export function testPolicy(overrides: PolicyOverrides = {}): Policy {
@@ -71,7 +93,10 @@ export class Sim {
   private pendingStopResult: StopResult | undefined;
   policyStatus: Observation["policyStatus"];
 
-  constructor(public policy: Policy = testPolicy(), record?: VmRecord) {
+  constructor(
+    public policy: Policy = testPolicy(),
+    record?: VmRecord,
+  ) {
     this.record = record;
   }
 
@@ -105,7 +130,10 @@ export class Sim {
    * Moves the clock by `ms`, deciding every `tickMs` and, when `reportEvery`
    * is given, sending `makeReport()` at that cadence. Returns the decisions.
    */
-  advance(ms: number, options: { tickMs?: number; reportEveryMs?: number; makeReport?: () => Report } = {}): Decision[] {
+  advance(
+    ms: number,
+    options: { tickMs?: number; reportEveryMs?: number; makeReport?: () => Report } = {},
+  ): Decision[] {
     const tick = options.tickMs ?? 15 * SECOND;
     const end = this.now + ms;
     const out: Decision[] = [];
@@ -123,7 +151,10 @@ export class Sim {
   }
 
   /** Idle reports (no input for a long time) every 15 s for `ms`. */
-  idleFor(ms: number, makeReport: () => Report = () => report({ sessions: { sessions: [ttySession(99_999)] } })): Decision[] {
+  idleFor(
+    ms: number,
+    makeReport: () => Report = () => report({ sessions: { sessions: [ttySession(99_999)] } }),
+  ): Decision[] {
     return this.advance(ms, { reportEveryMs: 15 * SECOND, makeReport });
   }
 
@@ -132,11 +163,18 @@ export class Sim {
   }
 }
 
-export function actionsOf<K extends Action["kind"]>(decisions: Decision | Decision[], kind: K): Array<Extract<Action, { kind: K }>> {
+export function actionsOf<K extends Action["kind"]>(
+  decisions: Decision | Decision[],
+  kind: K,
+): Array<Extract<Action, { kind: K }>> {
   const list = Array.isArray(decisions) ? decisions : [decisions];
-  return list.flatMap((decision) => decision.actions.filter((action): action is Extract<Action, { kind: K }> => action.kind === kind));
+  return list.flatMap((decision) =>
+    decision.actions.filter((action): action is Extract<Action, { kind: K }> => action.kind === kind),
+  );
 }
 
 export function transitions(decisions: Decision[]): string[] {
-  return decisions.filter((d) => d.explanation.from !== d.explanation.to).map((d) => `${d.explanation.from}→${d.explanation.to}`);
+  return decisions
+    .filter((d) => d.explanation.from !== d.explanation.to)
+    .map((d) => `${d.explanation.from}→${d.explanation.to}`);
 }

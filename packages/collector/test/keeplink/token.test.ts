@@ -13,23 +13,33 @@ describe("keep-running link tokens", () => {
     const token = signKeepLink(key, claims);
     expect(verifyKeepLink(key, token, vm, 9_999)).toEqual({ ok: true, claims });
     expect(verifyKeepLink(key, token, vm, 10_000)).toMatchObject({ ok: false, problem: "expired" });
-    expect(verifyKeepLink(key, token, { namespace: "lab", name: "gpu-2" }, 0)).toMatchObject({ ok: false, problem: "other-vm" });
+    expect(verifyKeepLink(key, token, { namespace: "lab", name: "gpu-2" }, 0)).toMatchObject({
+      ok: false,
+      problem: "other-vm",
+    });
   });
 
   it("refuses tampering: another payload, another signature, another key, garbage", () => {
     const token = signKeepLink(key, claims);
     const [version, payload, mac] = token.split(".");
-    const forged = Buffer.from(JSON.stringify({ ns: "lab", n: "gpu-1", id: "n-1", exp: 99_999_999 })).toString("base64url");
+    const forged = Buffer.from(JSON.stringify({ ns: "lab", n: "gpu-1", id: "n-1", exp: 99_999_999 })).toString(
+      "base64url",
+    );
     expect(verifyKeepLink(key, `${version}.${forged}.${mac}`, vm, 0)).toMatchObject({ ok: false, problem: "tampered" });
     expect(verifyKeepLink(key, `${version}.${payload}.${mac!.slice(0, -1)}A`, vm, 0).ok).toBe(false);
-    expect(verifyKeepLink(deriveLinkKey(Buffer.from("another key of enough length for the test run")), token, vm, 0)).toMatchObject({ problem: "tampered" });
-    for (const junk of ["", "k1", "k1..", "k2.a.b", "x".repeat(2000), `${version}.${payload}`]) expect(verifyKeepLink(key, junk, vm, 0).ok, junk.slice(0, 20)).toBe(false);
+    expect(
+      verifyKeepLink(deriveLinkKey(Buffer.from("another key of enough length for the test run")), token, vm, 0),
+    ).toMatchObject({ problem: "tampered" });
+    for (const junk of ["", "k1", "k1..", "k2.a.b", "x".repeat(2000), `${version}.${payload}`])
+      expect(verifyKeepLink(key, junk, vm, 0).ok, junk.slice(0, 20)).toBe(false);
     // The link key is derived: it is not the token key itself.
     expect(deriveLinkKey(Buffer.from("k")).equals(Buffer.from("k"))).toBe(false);
   });
 
   it("links carry the VM in the path, and are used once", () => {
-    expect(keepLinkUrl("https://ws.example.com", key, claims)).toMatch(/^https:\/\/ws\.example\.com\/keep\/lab\/gpu-1\?t=k1\./);
+    expect(keepLinkUrl("https://ws.example.com", key, claims)).toMatch(
+      /^https:\/\/ws\.example\.com\/keep\/lab\/gpu-1\?t=k1\./,
+    );
     const used = new UsedLinks(2);
     expect(used.usedAt(claims)).toBeUndefined();
     used.markUsed(claims, 1_000, 14_400);

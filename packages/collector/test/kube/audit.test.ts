@@ -1,12 +1,6 @@
 import { persistedAnnotations, restoreRecord } from "../../src/engine/persist.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  KubeAudit,
-  auditEvent,
-  lastStopAnnotations,
-  truncateUtf8,
-  type AuditTarget,
-} from "../../src/kube/audit.js";
+import { KubeAudit, auditEvent, lastStopAnnotations, truncateUtf8, type AuditTarget } from "../../src/kube/audit.js";
 import type { KubeClients } from "../../src/kube/client.js";
 import { fakeCluster, recordingSleep, resourceByKind, type FakeKube } from "./helpers.js";
 
@@ -29,7 +23,12 @@ afterAll(async () => {
 afterEach(() => fake.faults.clear());
 
 function audit(clock: { now: number }, extra: Partial<ConstructorParameters<typeof KubeAudit>[1]> = {}): KubeAudit {
-  return new KubeAudit(clients, { reportingInstance: "ws-collector-7d9f-abcde", nowMs: () => clock.now, ...recordingSleep(), ...extra });
+  return new KubeAudit(clients, {
+    reportingInstance: "ws-collector-7d9f-abcde",
+    nowMs: () => clock.now,
+    ...recordingSleep(),
+    ...extra,
+  });
 }
 
 interface EventsV1 {
@@ -51,7 +50,13 @@ async function eventsFor(name: string): Promise<EventsV1[]> {
 }
 
 async function vmAnnotations(): Promise<Record<string, string>> {
-  const vm = (await clients.custom.getNamespacedCustomObject({ group: "kubevirt.io", version: "v1", namespace: NS, plural: "virtualmachines", name: "alice" })) as {
+  const vm = (await clients.custom.getNamespacedCustomObject({
+    group: "kubevirt.io",
+    version: "v1",
+    namespace: NS,
+    plural: "virtualmachines",
+    name: "alice",
+  })) as {
     metadata: { annotations?: Record<string, string> };
   };
   return vm.metadata.annotations ?? {};
@@ -60,7 +65,13 @@ async function vmAnnotations(): Promise<Record<string, string>> {
 describe("audit Events on the VM", () => {
   it("creates an events.k8s.io/v1 Event regarding the VM, readable back through the API", async () => {
     const clock = { now: Date.UTC(2025, 2, 3, 10, 0, 0, 123) };
-    const result = await audit(clock).recordEvent(target, auditEvent("IdleStopPending", "idle for 2h0m (no tty input, kernels idle); stopping at 10:10 unless activity or `ws-lease 8h`"));
+    const result = await audit(clock).recordEvent(
+      target,
+      auditEvent(
+        "IdleStopPending",
+        "idle for 2h0m (no tty input, kernels idle); stopping at 10:10 unless activity or `ws-lease 8h`",
+      ),
+    );
     expect(result).toMatchObject({ ok: true, attempts: 1 });
     const [event] = await eventsFor("alice");
     expect(event).toMatchObject({
@@ -69,7 +80,13 @@ describe("audit Events on the VM", () => {
       action: "Notify",
       reportingController: "ws-collector",
       reportingInstance: "ws-collector-7d9f-abcde",
-      regarding: { apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", name: "alice", namespace: NS, uid: target.uid },
+      regarding: {
+        apiVersion: "kubevirt.io/v1",
+        kind: "VirtualMachine",
+        name: "alice",
+        namespace: NS,
+        uid: target.uid,
+      },
     });
     expect(event!.note).toContain("ws-lease 8h");
     expect(event!.metadata.name.startsWith("alice.")).toBe(true);
@@ -78,9 +95,16 @@ describe("audit Events on the VM", () => {
 
   it("uses Warning for refusals and bad policy, and cuts notes to the API's 1 kB", async () => {
     const clock = { now: Date.UTC(2025, 2, 3, 11) };
-    const long = "volume \"scratch\" is an emptyDisk; ".repeat(80);
+    const long = 'volume "scratch" is an emptyDisk; '.repeat(80);
     expect((await audit(clock).recordEvent(target, auditEvent("IdleStopRefused", long))).ok).toBe(true);
-    expect((await audit(clock).recordEvent(target, auditEvent("PolicyInvalid", "idle-timeout: \"2 hours\" is not a duration; keeping 2h"))).ok).toBe(true);
+    expect(
+      (
+        await audit(clock).recordEvent(
+          target,
+          auditEvent("PolicyInvalid", 'idle-timeout: "2 hours" is not a duration; keeping 2h'),
+        )
+      ).ok,
+    ).toBe(true);
     const events = await eventsFor("alice");
     const refused = events.find((e) => e.reason === "IdleStopRefused")!;
     expect(refused.type).toBe("Warning");
@@ -167,7 +191,13 @@ describe("annotations on the VM", () => {
     expect(JSON.stringify(fake.store.get(VM, NS, "alice")?.["spec"])).toBe(specBefore);
     const patches = fake.requestsMatching("PATCH", "/virtualmachines/alice");
     expect(patches.every((p) => p.contentType === "application/merge-patch+json")).toBe(true);
-    expect(patches.every((p) => Object.keys(p.body as object).join() === "metadata" && Object.keys((p.body as { metadata: object }).metadata).join() === "annotations")).toBe(true);
+    expect(
+      patches.every(
+        (p) =>
+          Object.keys(p.body as object).join() === "metadata" &&
+          Object.keys((p.body as { metadata: object }).metadata).join() === "annotations",
+      ),
+    ).toBe(true);
 
     expect(restoreRecord(annotations, Date.UTC(2025, 2, 4, 10), PREFIX).record?.state).toBe("Stopped");
   });
@@ -176,15 +206,30 @@ describe("annotations on the VM", () => {
     const clock = { now: Date.UTC(2025, 2, 4, 10) };
     const a = audit(clock, { annotationPrefix: "ws.example.org/" });
     const custom = "ws.example.org/";
-    await a.patchAnnotations(target, persistedAnnotations({ state: "Active", lastActiveMs: Date.UTC(2025, 2, 4, 10), noticeId: undefined, stopDeadlineMs: undefined }, custom));
-    await a.patchAnnotations(target, persistedAnnotations({ state: "AgentLost", lastActiveMs: undefined, noticeId: undefined, stopDeadlineMs: undefined }, custom));
+    await a.patchAnnotations(
+      target,
+      persistedAnnotations(
+        { state: "Active", lastActiveMs: Date.UTC(2025, 2, 4, 10), noticeId: undefined, stopDeadlineMs: undefined },
+        custom,
+      ),
+    );
+    await a.patchAnnotations(
+      target,
+      persistedAnnotations(
+        { state: "AgentLost", lastActiveMs: undefined, noticeId: undefined, stopDeadlineMs: undefined },
+        custom,
+      ),
+    );
     const annotations = await vmAnnotations();
     expect(annotations["ws.example.org/state"]).toBe("AgentLost");
     expect("ws.example.org/last-active" in annotations).toBe(false);
   });
 
   it("reports a missing VM without throwing", async () => {
-    const result = await audit({ now: 0 }).patchAnnotations({ namespace: NS, name: "ghost" }, { [`${PREFIX}state`]: "Active" });
+    const result = await audit({ now: 0 }).patchAnnotations(
+      { namespace: NS, name: "ghost" },
+      { [`${PREFIX}state`]: "Active" },
+    );
     expect(result).toMatchObject({ ok: false, status: 404, attempts: 1 });
   });
 });

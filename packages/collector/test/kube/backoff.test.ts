@@ -72,7 +72,10 @@ describe("VM facts (pure)", () => {
     const meta = { metadata: { namespace: "n", name: "v" } };
     expect(vmFacts({ ...meta, spec: { running: true } })).toMatchObject({ runStrategy: "Always", running: true });
     expect(vmFacts({ ...meta, spec: { running: false } })).toMatchObject({ runStrategy: "Halted", running: false });
-    expect(vmFacts({ ...meta, spec: { runStrategy: "Manual" } })).toMatchObject({ runStrategy: "Manual", running: null });
+    expect(vmFacts({ ...meta, spec: { runStrategy: "Manual" } })).toMatchObject({
+      runStrategy: "Manual",
+      running: null,
+    });
     expect(vmFacts({ ...meta, spec: {} })).toMatchObject({ runStrategy: "Halted" });
     expect(vmFacts({ metadata: { name: "no-namespace" } })).toBeNull();
     expect(vmFacts("garbage")).toBeNull();
@@ -89,8 +92,18 @@ describe("VM facts (pure)", () => {
   });
 
   it("reads launcher pods and ignores other pods", () => {
-    const pod = (labels: Record<string, string>, status: object = {}) => ({ metadata: { namespace: "n", name: "p", labels }, status });
-    expect(launcherPodFacts(pod({ "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "v" }, { phase: "Running", podIP: "10.0.0.1", podIPs: [{ ip: "10.0.0.1" }, { ip: "fd00::1" }] }))).toMatchObject({
+    const pod = (labels: Record<string, string>, status: object = {}) => ({
+      metadata: { namespace: "n", name: "p", labels },
+      status,
+    });
+    expect(
+      launcherPodFacts(
+        pod(
+          { "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "v" },
+          { phase: "Running", podIP: "10.0.0.1", podIPs: [{ ip: "10.0.0.1" }, { ip: "fd00::1" }] },
+        ),
+      ),
+    ).toMatchObject({
       vmName: "v",
       ips: ["10.0.0.1", "fd00::1"],
     });

@@ -53,7 +53,9 @@ describe("single-node desktop guide", () => {
     expect(verdict).toEqual({
       safe: true,
       persistentClaims: ["desktop-root"],
-      notes: ['volume "installer" (containerDisk) is attached as a read-only cdrom: it holds no state, a stop loses nothing of it'],
+      notes: [
+        'volume "installer" (containerDisk) is attached as a read-only cdrom: it holds no state, a stop loses nothing of it',
+      ],
     });
     expect(describeFreed(facts.resources)).toBe("stopping frees 1 vCPU, 1Gi memory");
     expect(gpuCountOf(facts.resources)).toBe(0);
@@ -68,12 +70,16 @@ describe("single-node desktop guide", () => {
 
   it("tinycore-desktop: a writable containerDisk still refuses (the ISO attached as a plain disk)", () => {
     const vm = fieldGuideObject("VirtualMachine", "tinycore-desktop");
-    const disks = (vm.spec as { template: { spec: { domain: { devices: { disks: Array<Record<string, unknown>> } } } } }).template.spec.domain.devices.disks;
+    const disks = (
+      vm.spec as { template: { spec: { domain: { devices: { disks: Array<Record<string, unknown>> } } } } }
+    ).template.spec.domain.devices.disks;
     disks[1] = { name: "installer", bootOrder: 2, disk: { bus: "virtio" } };
     const facts = vmFacts(vm)!;
     const verdict = stopSafety(facts, claims(facts), PREFIX);
     expect(verdict.safe).toBe(false);
-    expect(describeVerdict(verdict)).toContain('volume "installer" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops');
+    expect(describeVerdict(verdict)).toContain(
+      'volume "installer" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops',
+    );
   });
 
   it("cirros-smoke: refused, with its reason: the only disk is a writable containerDisk", () => {
@@ -105,25 +111,43 @@ describe("Ceph RBD GPU notebook guide", () => {
       ["rootdisk", "persistentVolumeClaim", "alice-rootdisk", "disk"],
       ["cloudinit", "cloudInitNoCloud", null, "disk"],
     ]);
-    expect(stopSafety(facts, claims(facts), PREFIX)).toEqual({ safe: true, persistentClaims: ["alice-rootdisk"], notes: [] });
-    expect(facts.resources).toEqual({ cpu: "8", memory: "64Gi", gpus: [{ deviceName: "nvidia.com/A100-PCIE-40GB", count: 1 }], hostDevices: [] });
+    expect(stopSafety(facts, claims(facts), PREFIX)).toEqual({
+      safe: true,
+      persistentClaims: ["alice-rootdisk"],
+      notes: [],
+    });
+    expect(facts.resources).toEqual({
+      cpu: "8",
+      memory: "64Gi",
+      gpus: [{ deviceName: "nvidia.com/A100-PCIE-40GB", count: 1 }],
+      hostDevices: [],
+    });
     expect(describeFreed(facts.resources)).toBe("stopping frees 8 CPU, 64Gi memory, 1 × nvidia.com/A100-PCIE-40GB");
     expect(gpuCountOf(facts.resources)).toBe(1);
-    expect(freedRecord(facts.resources)).toEqual({ cpu: "8", memory: "64Gi", gpus: [{ deviceName: "nvidia.com/A100-PCIE-40GB", count: 1 }] });
+    expect(freedRecord(facts.resources)).toEqual({
+      cpu: "8",
+      memory: "64Gi",
+      gpus: [{ deviceName: "nvidia.com/A100-PCIE-40GB", count: 1 }],
+    });
     expect(vmOwner(facts.labels, DEFAULT_OWNER_LABEL)).toBe("alice");
   });
 
   it("alice-gpu-workstation with its root disk from dataVolumeTemplates (the alternative the guide warns about)", () => {
     const vm = fieldGuideObject("VirtualMachine", "alice-gpu-workstation");
     const dv = fieldGuideObject("DataVolume", "alice-rootdisk");
-    const spec = vm.spec as { dataVolumeTemplates?: unknown[]; template: { spec: { volumes: Array<Record<string, unknown>> } } };
+    const spec = vm.spec as {
+      dataVolumeTemplates?: unknown[];
+      template: { spec: { volumes: Array<Record<string, unknown>> } };
+    };
     spec.dataVolumeTemplates = [{ metadata: { name: dv.metadata.name, labels: dv.metadata.labels }, spec: dv.spec }];
     spec.template.spec.volumes[0] = { name: "rootdisk", dataVolume: { name: "alice-rootdisk" } };
     const facts = vmFacts(vm)!;
     expect(facts.dataVolumeTemplates).toEqual(["alice-rootdisk"]);
     const verdict = stopSafety(facts, claims(facts), PREFIX);
     expect(verdict.safe).toBe(true);
-    expect(describeVerdict(verdict)).toContain(`DataVolume "alice-rootdisk" comes from the VM's dataVolumeTemplates (a stop keeps it; deleting the VM would delete it)`);
+    expect(describeVerdict(verdict)).toContain(
+      `DataVolume "alice-rootdisk" comes from the VM's dataVolumeTemplates (a stop keeps it; deleting the VM would delete it)`,
+    );
   });
 
   it("the owner label is configurable and only a valid label value is an owner", () => {

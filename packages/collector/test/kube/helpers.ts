@@ -4,14 +4,21 @@ import { startFakeKube, type FakeKube, type FakeKubeOptions } from "../../../../
 export { resourceByKind } from "../../../../test/support/fake-kube/index.js";
 export type { FakeKube };
 
-export async function fakeCluster(options: FakeKubeOptions = {}, clientOptions: KubeClientOptions = {}): Promise<{ fake: FakeKube; clients: KubeClients }> {
+export async function fakeCluster(
+  options: FakeKubeOptions = {},
+  clientOptions: KubeClientOptions = {},
+): Promise<{ fake: FakeKube; clients: KubeClients }> {
   const fake = await startFakeKube(options);
   const clients = createKubeClients(loadKubeConfig({ kubeconfigPath: fake.kubeconfigPath }), clientOptions);
   return { fake, clients };
 }
 
 /** Polls until `check` returns a value other than undefined/false; fails with `what` after the deadline. */
-export async function eventually<T>(what: string, check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+export async function eventually<T>(
+  what: string,
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {

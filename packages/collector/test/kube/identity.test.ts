@@ -42,18 +42,27 @@ describe("normalizeIp", () => {
 describe("checkPeerIdentity", () => {
   it("accepts the launcher pod's IP, in any spelling", () => {
     expect(checkPeerIdentity("::ffff:10.244.0.10:51234", vm, ["10.244.0.10"])).toEqual({ ok: true, ip: "10.244.0.10" });
-    expect(checkPeerIdentity("ipv6:[fd00::a]:1", vm, ["10.244.0.10", "FD00:0::A"])).toEqual({ ok: true, ip: "fd00::a" });
+    expect(checkPeerIdentity("ipv6:[fd00::a]:1", vm, ["10.244.0.10", "FD00:0::A"])).toEqual({
+      ok: true,
+      ip: "fd00::a",
+    });
   });
 
   it("refuses another VM's address, naming both", () => {
     const verdict = checkPeerIdentity("10.244.0.11:40000", vm, ["10.244.0.10"]);
     expect(verdict.ok).toBe(false);
-    if (!verdict.ok) expect(verdict.reason).toBe("connection from 10.244.0.11 but VM users/alice runs in a virt-launcher pod at 10.244.0.10");
+    if (!verdict.ok)
+      expect(verdict.reason).toBe(
+        "connection from 10.244.0.11 but VM users/alice runs in a virt-launcher pod at 10.244.0.10",
+      );
   });
 
   it("refuses when no launcher pod IP is known", () => {
     const verdict = checkPeerIdentity("10.244.0.10:40000", vm, []);
-    expect(verdict).toEqual({ ok: false, reason: "no running virt-launcher pod with an IP is known for VM users/alice" });
+    expect(verdict).toEqual({
+      ok: false,
+      reason: "no running virt-launcher pod with an IP is known for VM users/alice",
+    });
   });
 
   it("refuses a peer it cannot read", () => {

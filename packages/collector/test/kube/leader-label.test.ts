@@ -29,7 +29,12 @@ describe("LeaderLabel", () => {
     fake = cluster.fake;
     seedPod(fake, "replica-a", { [LEADER_LABEL]: "true" });
     const errors: string[] = [];
-    const label = new LeaderLabel(cluster.clients, { namespace: NS, podName: "replica-a", onError: (m) => errors.push(m), ...recordingSleep() });
+    const label = new LeaderLabel(cluster.clients, {
+      namespace: NS,
+      podName: "replica-a",
+      onError: (m) => errors.push(m),
+      ...recordingSleep(),
+    });
 
     await label.start();
     expect(labelsOf(fake, "replica-a")[LEADER_LABEL]).toBeUndefined();
@@ -53,7 +58,12 @@ describe("LeaderLabel", () => {
     seedPod(fake, "replica-new");
     seedPod(fake, "unrelated", { tier: "x" });
     const info: string[] = [];
-    const label = new LeaderLabel(cluster.clients, { namespace: NS, podName: "replica-new", onInfo: (m) => info.push(m), ...recordingSleep() });
+    const label = new LeaderLabel(cluster.clients, {
+      namespace: NS,
+      podName: "replica-new",
+      onInfo: (m) => info.push(m),
+      ...recordingSleep(),
+    });
     await label.want(true);
     expect(labelsOf(fake, "replica-new")[LEADER_LABEL]).toBe("true");
     expect(labelsOf(fake, "replica-dead")[LEADER_LABEL]).toBeUndefined();
@@ -69,7 +79,12 @@ describe("LeaderLabel", () => {
     fake.faults.add({ method: "PATCH", pathPattern: "/pods/replica-a", status: 503, times: 2 });
     const sleep = recordingSleep();
     const errors: string[] = [];
-    const label = new LeaderLabel(cluster.clients, { namespace: NS, podName: "replica-a", onError: (m) => errors.push(m), ...sleep });
+    const label = new LeaderLabel(cluster.clients, {
+      namespace: NS,
+      podName: "replica-a",
+      onError: (m) => errors.push(m),
+      ...sleep,
+    });
     await label.want(true);
     expect(labelsOf(fake, "replica-a")[LEADER_LABEL]).toBe("true");
     expect(sleep.delays).toHaveLength(2);
@@ -93,17 +108,29 @@ describe("LeaderLabel", () => {
     const cluster = await fakeCluster();
     fake = cluster.fake;
     const errors: string[] = [];
-    const label = new LeaderLabel(cluster.clients, { namespace: NS, podName: "not-a-pod", onError: (m) => errors.push(m), ...recordingSleep() });
+    const label = new LeaderLabel(cluster.clients, {
+      namespace: NS,
+      podName: "not-a-pod",
+      onError: (m) => errors.push(m),
+      ...recordingSleep(),
+    });
     await label.want(true);
     await label.want(false);
     await label.want(true);
-    expect(errors).toEqual(["cannot label pod ws-system/not-a-pod: it does not exist (running outside a pod?); agents must reach this replica another way"]);
+    expect(errors).toEqual([
+      "cannot label pod ws-system/not-a-pod: it does not exist (running outside a pod?); agents must reach this replica another way",
+    ]);
     expect(fake.requestsMatching("PATCH", "/pods/not-a-pod")).toHaveLength(1);
 
     seedPod(fake, "replica-b");
     fake.faults.add({ method: "PATCH", pathPattern: "/pods/replica-b", status: 403 });
     const forbidden: string[] = [];
-    const other = new LeaderLabel(cluster.clients, { namespace: NS, podName: "replica-b", onError: (m) => forbidden.push(m), ...recordingSleep() });
+    const other = new LeaderLabel(cluster.clients, {
+      namespace: NS,
+      podName: "replica-b",
+      onError: (m) => forbidden.push(m),
+      ...recordingSleep(),
+    });
     await other.want(true);
     expect(forbidden).toHaveLength(1);
     expect(forbidden[0]).toMatch(/cannot label pod ws-system\/replica-b: HTTP 403.*grant patch on pods/);

@@ -39,7 +39,12 @@ interface Candidate {
   log: string[];
 }
 
-function candidates(names: string[], clock: { now: number }, leaseName: string, extra: Partial<LeaderElectorOptions> = {}): Candidate[] {
+function candidates(
+  names: string[],
+  clock: { now: number },
+  leaseName: string,
+  extra: Partial<LeaderElectorOptions> = {},
+): Candidate[] {
   return names.map((identity) => {
     const log: string[] = [];
     const elector = new LeaderElector(clients, {
@@ -198,7 +203,9 @@ describe("leader election on a Lease (stepped by hand)", () => {
     fake.faults.add({ method: "PUT", pathPattern: `/leases/${leaseName}`, hangMs: Infinity, times: 1 });
     clock.now += 5_000;
     const hung = a!.elector.step();
-    await eventually("the renewal to reach the server", () => fake.requestsMatching("PUT", `/leases/${leaseName}`).some((r) => r.faulted));
+    await eventually("the renewal to reach the server", () =>
+      fake.requestsMatching("PUT", `/leases/${leaseName}`).some((r) => r.faulted),
+    );
     expect(a!.elector.isLeader()).toBe(true);
     clock.now += 5_000;
     // The request is still hanging, yet leadership ends at the deadline.
@@ -223,7 +230,12 @@ describe("leader election on a Lease (stepped by hand)", () => {
     const next = fake.requests.length;
     clock.now += 5_000;
     await a!.elector.step();
-    expect(fake.requests.slice(next).filter((r) => r.path.includes(`/leases/${leaseName}`)).map((r) => `${r.method} ${r.status}`)).toEqual(["PUT 409", "GET 200", "PUT 200"]);
+    expect(
+      fake.requests
+        .slice(next)
+        .filter((r) => r.path.includes(`/leases/${leaseName}`))
+        .map((r) => `${r.method} ${r.status}`),
+    ).toEqual(["PUT 409", "GET 200", "PUT 200"]);
     expect(a!.elector.isLeader()).toBe(true);
     expect(leaseSpec(leaseName).holderIdentity).toBe("collector-a");
   });
@@ -244,7 +256,9 @@ describe("leader election on a Lease (stepped by hand)", () => {
   });
 
   it("rejects timings that would let two leaders overlap", () => {
-    expect(() => candidates(["x"], { now: 0 }, "bad", { renewDeadlineMs: 20_000 })).toThrow(/renewDeadline must be shorter than leaseDuration/);
+    expect(() => candidates(["x"], { now: 0 }, "bad", { renewDeadlineMs: 20_000 })).toThrow(
+      /renewDeadline must be shorter than leaseDuration/,
+    );
     expect(() => candidates([""], { now: 0 }, "bad")).toThrow(/identity/);
   });
 });

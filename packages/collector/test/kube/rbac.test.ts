@@ -31,8 +31,16 @@ describe("rbac.yaml, read as data", () => {
   });
 
   it("grants exactly the rules the collector needs, and no delete, no wildcard", () => {
-    const rules = documents.filter((d) => d.kind === "ClusterRole" || d.kind === "Role").flatMap((d) => d.rules as Array<Record<string, string[]>>);
-    const flat = rules.flatMap((r) => r.apiGroups!.flatMap((g) => r.resources!.flatMap((res) => r.verbs!.map((v) => `${g || "core"} ${res} ${v}${r.resourceNames ? ` ${r.resourceNames.join()}` : ""}`))));
+    const rules = documents
+      .filter((d) => d.kind === "ClusterRole" || d.kind === "Role")
+      .flatMap((d) => d.rules as Array<Record<string, string[]>>);
+    const flat = rules.flatMap((r) =>
+      r.apiGroups!.flatMap((g) =>
+        r.resources!.flatMap((res) =>
+          r.verbs!.map((v) => `${g || "core"} ${res} ${v}${r.resourceNames ? ` ${r.resourceNames.join()}` : ""}`),
+        ),
+      ),
+    );
     expect(flat.sort()).toEqual(
       [
         "kubevirt.io virtualmachines get",
@@ -81,19 +89,42 @@ describe("the collector under exactly this RBAC", () => {
       const safety = await checkStopSafety(clients, inventory.get("users", "alice")!);
       expect(safety.safe).toBe(true);
 
-      const audit = new KubeAudit(clients, { reportingInstance: "ws-collector-0", nowMs: () => Date.UTC(2025, 0, 1), ...recordingSleep() });
+      const audit = new KubeAudit(clients, {
+        reportingInstance: "ws-collector-0",
+        nowMs: () => Date.UTC(2025, 0, 1),
+        ...recordingSleep(),
+      });
       const target = { namespace: "users", name: "alice", uid: vm.metadata.uid ?? "" };
       expect((await audit.recordEvent(target, auditEvent("IdleStopPending", "idle"))).ok).toBe(true);
       expect((await audit.recordEvent(target, auditEvent("IdleStopPending", "idle"))).ok).toBe(true);
-      expect((await audit.patchAnnotations(target, persistedAnnotations({ state: "Stopping", lastActiveMs: Date.UTC(2025, 0, 1), noticeId: undefined, stopDeadlineMs: undefined }))).ok).toBe(true);
+      expect(
+        (
+          await audit.patchAnnotations(
+            target,
+            persistedAnnotations({
+              state: "Stopping",
+              lastActiveMs: Date.UTC(2025, 0, 1),
+              noticeId: undefined,
+              stopDeadlineMs: undefined,
+            }),
+          )
+        ).ok,
+      ).toBe(true);
 
       const stopper = new VmStopper(clients, recordingSleep());
       expect((await stopper.stopVm("users", "alice")).ok).toBe(true);
       expect(await stopper.stopVm("users", "halted")).toMatchObject({ ok: true, alreadyStopped: true });
-      expect((await audit.recordLastStop(target, { whenMs: Date.UTC(2025, 0, 1), reason: "idle", signals: {} })).ok).toBe(true);
+      expect(
+        (await audit.recordLastStop(target, { whenMs: Date.UTC(2025, 0, 1), reason: "idle", signals: {} })).ok,
+      ).toBe(true);
 
       const clock = { now: Date.UTC(2025, 0, 1) };
-      const elector = new LeaderElector(clients, { namespace: "ws-system", leaseName: "ws-collector", identity: "ws-collector-0", nowMs: () => clock.now });
+      const elector = new LeaderElector(clients, {
+        namespace: "ws-system",
+        leaseName: "ws-collector",
+        identity: "ws-collector-0",
+        nowMs: () => clock.now,
+      });
       await elector.step();
       expect(elector.isLeader()).toBe(true);
       clock.now += 5_000;
@@ -103,10 +134,20 @@ describe("the collector under exactly this RBAC", () => {
 
       // The leader's label on its own pod, and off a dead leader's pod, in the collector's namespace.
       const POD = resourceByKind("Pod");
-      for (const [name, labels] of [["ws-collector-0", {}], ["ws-collector-dead", { [LEADER_LABEL]: "true" }]] as const) {
-        fake.store.create(POD, { metadata: { name, namespace: "ws-system", labels: { "app.kubernetes.io/name": "ws-collector", ...labels } }, spec: { containers: [{ name: "c", image: "i" }] } });
+      for (const [name, labels] of [
+        ["ws-collector-0", {}],
+        ["ws-collector-dead", { [LEADER_LABEL]: "true" }],
+      ] as const) {
+        fake.store.create(POD, {
+          metadata: { name, namespace: "ws-system", labels: { "app.kubernetes.io/name": "ws-collector", ...labels } },
+          spec: { containers: [{ name: "c", image: "i" }] },
+        });
       }
-      const label = new LeaderLabel(clients, { namespace: "ws-system", podName: "ws-collector-0", ...recordingSleep() });
+      const label = new LeaderLabel(clients, {
+        namespace: "ws-system",
+        podName: "ws-collector-0",
+        ...recordingSleep(),
+      });
       await label.want(true);
       expect(fake.store.get(POD, "ws-system", "ws-collector-0")?.metadata.labels?.[LEADER_LABEL]).toBe("true");
       expect(fake.store.get(POD, "ws-system", "ws-collector-dead")?.metadata.labels?.[LEADER_LABEL]).toBeUndefined();
@@ -132,9 +173,15 @@ describe("the collector under exactly this RBAC", () => {
       ).status;
     expect(await call("DELETE", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines/bob")).toBe(403);
     expect(await call("DELETE", "/apis/kubevirt.io/v1/namespaces/users/virtualmachineinstances/bob")).toBe(403);
-    expect(await call("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/users/virtualmachines/bob/start", {})).toBe(403);
-    expect(await call("PUT", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines/bob", { metadata: { name: "bob" } })).toBe(403);
-    expect(await call("POST", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines", { metadata: { name: "new" } })).toBe(403);
+    expect(await call("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/users/virtualmachines/bob/start", {})).toBe(
+      403,
+    );
+    expect(
+      await call("PUT", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines/bob", { metadata: { name: "bob" } }),
+    ).toBe(403);
+    expect(
+      await call("POST", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines", { metadata: { name: "new" } }),
+    ).toBe(403);
     // Pods are patched (the leader label) only in the collector's own namespace.
     expect(await call("PATCH", "/api/v1/namespaces/users/pods/x", {}, "application/merge-patch+json")).toBe(403);
     expect(await call("PATCH", "/api/v1/namespaces/kube-system/pods/x", {}, "application/merge-patch+json")).toBe(403);
@@ -142,6 +189,10 @@ describe("the collector under exactly this RBAC", () => {
     expect(await call("GET", "/api/v1/persistentvolumeclaims")).toBe(403);
     expect(await call("GET", "/apis/coordination.k8s.io/v1/namespaces/ws-system/leases/someone-elses")).toBe(403);
     expect(await call("GET", "/apis/coordination.k8s.io/v1/namespaces/users/leases/ws-collector")).toBe(403);
-    expect(await call("POST", "/apis/coordination.k8s.io/v1/namespaces/users/leases", { metadata: { name: "ws-collector" } })).toBe(403);
+    expect(
+      await call("POST", "/apis/coordination.k8s.io/v1/namespaces/users/leases", {
+        metadata: { name: "ws-collector" },
+      }),
+    ).toBe(403);
   });
 });

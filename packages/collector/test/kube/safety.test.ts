@@ -8,7 +8,12 @@ import { fakeCluster, type FakeKube } from "./helpers.js";
 const PREFIX = "workstation.aik8s.run/";
 const ALLOW = { [`${PREFIX}allow-ephemeral-stop`]: "true" };
 
-function vol(name: string, source: string, claimName: string | null = null, attachment: Pick<VmVolume, "attachment" | "readOnly"> = { attachment: "disk", readOnly: false }): VmVolume {
+function vol(
+  name: string,
+  source: string,
+  claimName: string | null = null,
+  attachment: Pick<VmVolume, "attachment" | "readOnly"> = { attachment: "disk", readOnly: false },
+): VmVolume {
   return { name, source, claimName, ...attachment };
 }
 
@@ -31,7 +36,12 @@ describe("stopSafety (pure)", () => {
     safe: boolean;
     mentions?: string[];
   }> = [
-    { name: "DataVolume root + cloud-init, Bound", volumes: [root, cloudInit], pvcs: { "ws-root": "Bound" }, safe: true },
+    {
+      name: "DataVolume root + cloud-init, Bound",
+      volumes: [root, cloudInit],
+      pvcs: { "ws-root": "Bound" },
+      safe: true,
+    },
     {
       name: "PVC + DataVolume + every configuration source",
       volumes: [
@@ -49,9 +59,21 @@ describe("stopSafety (pure)", () => {
       pvcs: { "ws-root": "Bound", home: "Bound" },
       safe: true,
     },
-    { name: "PVC Pending", volumes: [root], pvcs: { "ws-root": "Pending" }, safe: false, mentions: ['PVC "ws-root" is Pending, not Bound'] },
+    {
+      name: "PVC Pending",
+      volumes: [root],
+      pvcs: { "ws-root": "Pending" },
+      safe: false,
+      mentions: ['PVC "ws-root" is Pending, not Bound'],
+    },
     { name: "PVC Lost", volumes: [root], pvcs: { "ws-root": "Lost" }, safe: false, mentions: ["Lost"] },
-    { name: "PVC missing", volumes: [root], pvcs: { "ws-root": null }, safe: false, mentions: ['PVC "ws-root" does not exist'] },
+    {
+      name: "PVC missing",
+      volumes: [root],
+      pvcs: { "ws-root": null },
+      safe: false,
+      mentions: ['PVC "ws-root" does not exist'],
+    },
     { name: "PVC not looked up", volumes: [root], pvcs: {}, safe: false, mentions: ["was not checked"] },
     {
       name: "containerDisk root",
@@ -60,14 +82,56 @@ describe("stopSafety (pure)", () => {
       safe: false,
       mentions: ["containerDisk", `${PREFIX}allow-ephemeral-stop`],
     },
-    { name: "emptyDisk scratch beside a PVC", volumes: [root, vol("scratch", "emptyDisk")], pvcs: { "ws-root": "Bound" }, safe: false, mentions: ['volume "scratch" is an emptyDisk'] },
-    { name: "ephemeral overlay", volumes: [vol("rootdisk", "ephemeral", "golden")], pvcs: {}, safe: false, mentions: ["ephemeral overlay"] },
-    { name: "hostDisk", volumes: [root, vol("data", "hostDisk")], pvcs: { "ws-root": "Bound" }, safe: false, mentions: ["hostDisk", "cannot prove persistent"] },
-    { name: "unknown source", volumes: [root, vol("x", "futureDisk")], pvcs: { "ws-root": "Bound" }, safe: false, mentions: ["futureDisk"] },
+    {
+      name: "emptyDisk scratch beside a PVC",
+      volumes: [root, vol("scratch", "emptyDisk")],
+      pvcs: { "ws-root": "Bound" },
+      safe: false,
+      mentions: ['volume "scratch" is an emptyDisk'],
+    },
+    {
+      name: "ephemeral overlay",
+      volumes: [vol("rootdisk", "ephemeral", "golden")],
+      pvcs: {},
+      safe: false,
+      mentions: ["ephemeral overlay"],
+    },
+    {
+      name: "hostDisk",
+      volumes: [root, vol("data", "hostDisk")],
+      pvcs: { "ws-root": "Bound" },
+      safe: false,
+      mentions: ["hostDisk", "cannot prove persistent"],
+    },
+    {
+      name: "unknown source",
+      volumes: [root, vol("x", "futureDisk")],
+      pvcs: { "ws-root": "Bound" },
+      safe: false,
+      mentions: ["futureDisk"],
+    },
     { name: "no volumes at all", volumes: [], pvcs: {}, safe: false, mentions: ["no volume is backed by a PVC"] },
-    { name: "only cloud-init", volumes: [cloudInit], pvcs: {}, safe: false, mentions: ["no volume is backed by a PVC"] },
-    { name: "containerDisk allowed by annotation", volumes: [vol("rootdisk", "containerDisk"), cloudInit], pvcs: {}, annotations: ALLOW, safe: true },
-    { name: "emptyDisk allowed by annotation", volumes: [root, vol("scratch", "emptyDisk")], pvcs: { "ws-root": "Bound" }, annotations: ALLOW, safe: true },
+    {
+      name: "only cloud-init",
+      volumes: [cloudInit],
+      pvcs: {},
+      safe: false,
+      mentions: ["no volume is backed by a PVC"],
+    },
+    {
+      name: "containerDisk allowed by annotation",
+      volumes: [vol("rootdisk", "containerDisk"), cloudInit],
+      pvcs: {},
+      annotations: ALLOW,
+      safe: true,
+    },
+    {
+      name: "emptyDisk allowed by annotation",
+      volumes: [root, vol("scratch", "emptyDisk")],
+      pvcs: { "ws-root": "Bound" },
+      annotations: ALLOW,
+      safe: true,
+    },
     {
       name: "the annotation does not excuse an unbound PVC",
       volumes: [root, vol("scratch", "emptyDisk")],
@@ -83,7 +147,13 @@ describe("stopSafety (pure)", () => {
       annotations: { [`${PREFIX}allow-ephemeral-stop`]: "yes" },
       safe: false,
     },
-    { name: "claim source without a claim", volumes: [vol("broken", "persistentVolumeClaim", null)], pvcs: {}, safe: false, mentions: ["names no claim"] },
+    {
+      name: "claim source without a claim",
+      volumes: [vol("broken", "persistentVolumeClaim", null)],
+      pvcs: {},
+      safe: false,
+      mentions: ["names no claim"],
+    },
     {
       name: "containerDisk installer ISO as a cdrom beside a Bound root (the desktop guide)",
       volumes: [root, vol("installer", "containerDisk", null, CDROM)],
@@ -110,14 +180,18 @@ describe("stopSafety (pure)", () => {
       volumes: [root, vol("installer", "containerDisk", null, { attachment: "cdrom", readOnly: false })],
       pvcs: { "ws-root": "Bound" },
       safe: false,
-      mentions: ['volume "installer" is a containerDisk, attached as a cdrom with readonly: false (writable): its writes are lost'],
+      mentions: [
+        'volume "installer" is a containerDisk, attached as a cdrom with readonly: false (writable): its writes are lost',
+      ],
     },
     {
       name: "a writable containerDisk root still refuses, naming the disk (CirrOS)",
       volumes: [vol("root", "containerDisk")],
       pvcs: {},
       safe: false,
-      mentions: ['volume "root" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops'],
+      mentions: [
+        'volume "root" is a containerDisk, attached as a writable disk: its writes are lost when the VM stops',
+      ],
     },
     {
       name: "a containerDisk no device names cannot be proven read-only",
@@ -145,22 +219,39 @@ describe("stopSafety (pure)", () => {
   }
 
   it("names a DataVolume that comes from the VM's dataVolumeTemplates", () => {
-    const verdict = stopSafety({ annotations: {}, volumes: [root], dataVolumeTemplates: ["ws-root"] }, pvcs({ "ws-root": "Bound" }), PREFIX);
+    const verdict = stopSafety(
+      { annotations: {}, volumes: [root], dataVolumeTemplates: ["ws-root"] },
+      pvcs({ "ws-root": "Bound" }),
+      PREFIX,
+    );
     expect(verdict).toEqual({
       safe: true,
       persistentClaims: ["ws-root"],
-      notes: [`volume "rootdisk": DataVolume "ws-root" comes from the VM's dataVolumeTemplates (a stop keeps it; deleting the VM would delete it)`],
+      notes: [
+        `volume "rootdisk": DataVolume "ws-root" comes from the VM's dataVolumeTemplates (a stop keeps it; deleting the VM would delete it)`,
+      ],
     });
   });
 
   it("a custom annotation prefix is honoured", () => {
-    const v = stopSafety({ annotations: { "ws.example.org/allow-ephemeral-stop": "true" }, volumes: [vol("r", "containerDisk")] }, new Map(), "ws.example.org/");
+    const v = stopSafety(
+      { annotations: { "ws.example.org/allow-ephemeral-stop": "true" }, volumes: [vol("r", "containerDisk")] },
+      new Map(),
+      "ws.example.org/",
+    );
     expect(v.safe).toBe(true);
   });
 
   it("claimsToCheck names each claim once, from PVC, DataVolume and memoryDump volumes only", () => {
     expect(
-      claimsToCheck([root, vol("again", "dataVolume", "ws-root"), vol("h", "persistentVolumeClaim", "home"), vol("d", "memoryDump", "dump"), vol("e", "ephemeral", "golden"), cloudInit]),
+      claimsToCheck([
+        root,
+        vol("again", "dataVolume", "ws-root"),
+        vol("h", "persistentVolumeClaim", "home"),
+        vol("d", "memoryDump", "dump"),
+        vol("e", "ephemeral", "golden"),
+        cloudInit,
+      ]),
     ).toEqual(["ws-root", "home", "dump"]);
   });
 
@@ -225,7 +316,15 @@ describe("stopSafety (pure)", () => {
     const twice = volumesOf({
       template: {
         spec: {
-          domain: { devices: { disks: [{ name: "iso", cdrom: {} }, { name: "iso", disk: {} }], filesystems: [{ name: "ro", virtiofs: {} }] } },
+          domain: {
+            devices: {
+              disks: [
+                { name: "iso", cdrom: {} },
+                { name: "iso", disk: {} },
+              ],
+              filesystems: [{ name: "ro", virtiofs: {} }],
+            },
+          },
           volumes: [
             { name: "iso", containerDisk: { image: "x" } },
             { name: "ro", containerDisk: { image: "x" } },
@@ -253,22 +352,42 @@ describe("checkStopSafety reads PVCs through the API", () => {
 
   it("safe when the DataVolume's PVC (same name) is Bound", async () => {
     fake.seedWorkstation({ namespace: "u", name: "good" });
-    const verdict = await checkStopSafety(clients, { namespace: "u", annotations: {}, volumes: [vol("rootdisk", "dataVolume", "good-root"), cloudInit] });
+    const verdict = await checkStopSafety(clients, {
+      namespace: "u",
+      annotations: {},
+      volumes: [vol("rootdisk", "dataVolume", "good-root"), cloudInit],
+    });
     expect(verdict).toEqual({ safe: true, persistentClaims: ["good-root"], notes: [] });
     expect(fake.requestsMatching("GET", "/namespaces/u/persistentvolumeclaims/good-root")).toHaveLength(1);
   });
 
   it("refuses a Pending PVC and a missing one", async () => {
     fake.seedWorkstation({ namespace: "u", name: "pending", pvcPhase: "Pending" });
-    expect((await checkStopSafety(clients, { namespace: "u", annotations: {}, volumes: [vol("rootdisk", "dataVolume", "pending-root")] })).safe).toBe(false);
-    const missing = await checkStopSafety(clients, { namespace: "u", annotations: {}, volumes: [vol("rootdisk", "persistentVolumeClaim", "nowhere")] });
+    expect(
+      (
+        await checkStopSafety(clients, {
+          namespace: "u",
+          annotations: {},
+          volumes: [vol("rootdisk", "dataVolume", "pending-root")],
+        })
+      ).safe,
+    ).toBe(false);
+    const missing = await checkStopSafety(clients, {
+      namespace: "u",
+      annotations: {},
+      volumes: [vol("rootdisk", "persistentVolumeClaim", "nowhere")],
+    });
     expect(missing).toEqual({ safe: false, reasons: ['volume "rootdisk": PVC "nowhere" does not exist'] });
   });
 
   it("an API failure is transient, not a refusal of the VM", async () => {
     fake.seedWorkstation({ namespace: "u", name: "flaky" });
     fake.faults.add({ method: "GET", pathPattern: "/persistentvolumeclaims/flaky-root", status: 503, times: 1 });
-    const verdict = await checkStopSafety(clients, { namespace: "u", annotations: {}, volumes: [vol("rootdisk", "dataVolume", "flaky-root")] });
+    const verdict = await checkStopSafety(clients, {
+      namespace: "u",
+      annotations: {},
+      volumes: [vol("rootdisk", "dataVolume", "flaky-root")],
+    });
     expect(verdict).toMatchObject({ safe: false, transient: true });
     expect(JSON.stringify(verdict)).toContain("HTTP 503");
   });

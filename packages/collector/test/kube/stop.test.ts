@@ -53,15 +53,24 @@ describe("stopGracePeriod (pure): never shorter than the VM's own terminationGra
 describe("stopVm against the fake API server", () => {
   it("a requested grace period below the VM's own goes out as the VM's own", async () => {
     const name = freshVm();
-    const result = await new VmStopper(clients, { ...recordingSleep() }).stopVm(NS, name, { gracePeriodSeconds: 5, minimumGracePeriodSeconds: 120 });
+    const result = await new VmStopper(clients, { ...recordingSleep() }).stopVm(NS, name, {
+      gracePeriodSeconds: 5,
+      minimumGracePeriodSeconds: 120,
+    });
     expect(result.ok).toBe(true);
     expect(stopPuts(name)[0]!.body).toEqual({ gracePeriod: 120 });
   });
 
   it("refuses a malformed minimum grace period without sending anything", async () => {
     const name = freshVm();
-    const result = await new VmStopper(clients, { ...recordingSleep() }).stopVm(NS, name, { minimumGracePeriodSeconds: 1.5 });
-    expect(result).toMatchObject({ ok: false, attempts: 0, message: "minimumGracePeriodSeconds must be a non-negative integer, got 1.5" });
+    const result = await new VmStopper(clients, { ...recordingSleep() }).stopVm(NS, name, {
+      minimumGracePeriodSeconds: 1.5,
+    });
+    expect(result).toMatchObject({
+      ok: false,
+      attempts: 0,
+      message: "minimumGracePeriodSeconds must be a non-negative integer, got 1.5",
+    });
     expect(stopPuts(name)).toHaveLength(0);
   });
 
@@ -72,7 +81,13 @@ describe("stopVm against the fake API server", () => {
     expect(result).toEqual({ ok: true, alreadyStopped: false, attempts: 1, lastStatus: 202, message: "stop accepted" });
     expect(stopPuts(name)).toHaveLength(1);
     expect(stopPuts(name)[0]!.body).toEqual({ gracePeriod: 45 });
-    const vm = (await clients.custom.getNamespacedCustomObject({ group: "kubevirt.io", version: "v1", namespace: NS, plural: "virtualmachines", name })) as {
+    const vm = (await clients.custom.getNamespacedCustomObject({
+      group: "kubevirt.io",
+      version: "v1",
+      namespace: NS,
+      plural: "virtualmachines",
+      name,
+    })) as {
       spec: { runStrategy: string };
       status: { printableStatus: string };
     };
@@ -125,13 +140,24 @@ describe("stopVm against the fake API server", () => {
   it("retries through 409, 429 (honouring Retry-After), 500 and 503 with growing jittered delays", async () => {
     const name = freshVm();
     const path = `/virtualmachines/${name}/stop`;
-    fake.faults.add({ method: "PUT", pathPattern: path, status: 409, times: 1, message: "Operation cannot be fulfilled: the object has been modified" });
+    fake.faults.add({
+      method: "PUT",
+      pathPattern: path,
+      status: 409,
+      times: 1,
+      message: "Operation cannot be fulfilled: the object has been modified",
+    });
     fake.faults.add({ method: "PUT", pathPattern: path, status: 429, times: 1, retryAfter: 7 });
     fake.faults.add({ method: "PUT", pathPattern: path, status: 500, times: 1 });
     fake.faults.add({ method: "PUT", pathPattern: path, status: 503, times: 1 });
     const { sleep, delays } = recordingSleep();
     const randoms = [0, 1, 0.5, 0.25];
-    const stopper = new VmStopper(clients, { sleep, random: () => randoms.shift() ?? 0, backoff: { initialMs: 100, maxMs: 60_000, factor: 2 }, maxAttempts: 6 });
+    const stopper = new VmStopper(clients, {
+      sleep,
+      random: () => randoms.shift() ?? 0,
+      backoff: { initialMs: 100, maxMs: 60_000, factor: 2 },
+      maxAttempts: 6,
+    });
     const result = await stopper.stopVm(NS, name);
     expect(result).toMatchObject({ ok: true, alreadyStopped: false, attempts: 5, lastStatus: 202 });
     expect(stopPuts(name).map((r) => r.status)).toEqual([409, 429, 500, 503, 202]);
@@ -157,7 +183,13 @@ describe("stopVm against the fake API server", () => {
 
   it("a lost answer (stop processed, reply never arrives) is recognised as done, not repeated", async () => {
     const name = freshVm();
-    fake.faults.add({ method: "PUT", pathPattern: `/virtualmachines/${name}/stop`, hangMs: Infinity, afterProcessing: true, times: 1 });
+    fake.faults.add({
+      method: "PUT",
+      pathPattern: `/virtualmachines/${name}/stop`,
+      hangMs: Infinity,
+      afterProcessing: true,
+      times: 1,
+    });
     const stopper = new VmStopper(clients, { ...recordingSleep(), requestTimeoutMs: 2000 });
     const result = await stopper.stopVm(NS, name);
     expect(result).toMatchObject({ ok: true, alreadyStopped: true, attempts: 1, lastStatus: null });
@@ -180,7 +212,13 @@ describe("stopVm against the fake API server", () => {
 
   it("gives up after maxAttempts with the last status", async () => {
     const name = freshVm();
-    fake.faults.add({ method: "PUT", pathPattern: `/virtualmachines/${name}/stop`, status: 500, times: 100, message: "etcdserver: request timed out" });
+    fake.faults.add({
+      method: "PUT",
+      pathPattern: `/virtualmachines/${name}/stop`,
+      status: 500,
+      times: 100,
+      message: "etcdserver: request timed out",
+    });
     const result = await new VmStopper(clients, { ...recordingSleep(), maxAttempts: 3 }).stopVm(NS, name);
     expect(result.ok).toBe(false);
     expect(result.attempts).toBe(3);
@@ -206,11 +244,14 @@ describe("stopVm against the fake API server", () => {
 
   it("bounds concurrency across VMs", async () => {
     const names = Array.from({ length: 6 }, () => freshVm());
-    for (const name of names) fake.faults.add({ method: "PUT", pathPattern: `/virtualmachines/${name}/stop`, hangMs: 150, times: 1 });
+    for (const name of names)
+      fake.faults.add({ method: "PUT", pathPattern: `/virtualmachines/${name}/stop`, hangMs: 150, times: 1 });
     const stopper = new VmStopper(clients, { ...recordingSleep(), maxConcurrent: 2 });
     const results = await Promise.all(names.map((n) => stopper.stopVm(NS, n)));
     expect(results.every((r) => r.ok && r.attempts === 1)).toBe(true);
-    const intervals = names.flatMap((n) => stopPuts(n)).map((r) => [r.receivedAtMs, r.answeredAtMs ?? r.receivedAtMs] as [number, number]);
+    const intervals = names
+      .flatMap((n) => stopPuts(n))
+      .map((r) => [r.receivedAtMs, r.answeredAtMs ?? r.receivedAtMs] as [number, number]);
     expect(intervals).toHaveLength(6);
     expect(maxOverlap(intervals)).toBeLessThanOrEqual(2);
   });
@@ -232,7 +273,9 @@ describe("stop semantics that need a slow virt-controller", () => {
     expect((await stopper.stopVm(NS, "slow", { gracePeriodSeconds: 20 })).ok).toBe(true);
     const vmi = slow.store.get(VMI, NS, "slow");
     expect((vmi?.["spec"] as { terminationGracePeriodSeconds?: number }).terminationGracePeriodSeconds).toBe(20);
-    expect((slow.store.get(VM, NS, "slow")?.["status"] as { printableStatus: string }).printableStatus).toBe("Stopping");
+    expect((slow.store.get(VM, NS, "slow")?.["status"] as { printableStatus: string }).printableStatus).toBe(
+      "Stopping",
+    );
     const again = await stopper.stopVm(NS, "slow", { gracePeriodSeconds: 20 });
     expect(again).toMatchObject({ ok: true, alreadyStopped: true, lastStatus: 409 });
     expect(slow.requestsMatching("PUT", "/virtualmachines/slow/stop").filter((r) => r.status === 202)).toHaveLength(1);
@@ -240,7 +283,13 @@ describe("stop semantics that need a slow virt-controller", () => {
 
   it("Manual run strategy: the stop is queued on the VM's status; a lost answer is not followed by a second stop", async () => {
     slow.seedWorkstation({ namespace: NS, name: "manual", runStrategy: "Manual" });
-    slow.faults.add({ method: "PUT", pathPattern: "/virtualmachines/manual/stop", hangMs: Infinity, afterProcessing: true, times: 1 });
+    slow.faults.add({
+      method: "PUT",
+      pathPattern: "/virtualmachines/manual/stop",
+      hangMs: Infinity,
+      afterProcessing: true,
+      times: 1,
+    });
     const stopper = new VmStopper(slowClients, { ...recordingSleep(), requestTimeoutMs: 2000 });
     expect(await stopper.stopVm(NS, "manual")).toMatchObject({ ok: true, alreadyStopped: true, attempts: 1 });
     const status = slow.store.get(VM, NS, "manual")?.["status"] as { stateChangeRequests?: Array<{ action: string }> };
@@ -261,7 +310,12 @@ describe("stop over HTTPS with the kubeconfig's credentials", () => {
 
   it("verifies the server with the kubeconfig's CA and sends its token, for typed calls and the raw stop alike", async () => {
     secure.seedWorkstation({ namespace: NS, name: "tls-vm" });
-    const list = (await secureClients.custom.listNamespacedCustomObject({ group: "kubevirt.io", version: "v1", namespace: NS, plural: "virtualmachines" })) as { items: unknown[] };
+    const list = (await secureClients.custom.listNamespacedCustomObject({
+      group: "kubevirt.io",
+      version: "v1",
+      namespace: NS,
+      plural: "virtualmachines",
+    })) as { items: unknown[] };
     expect(list.items).toHaveLength(1);
     const result = await new VmStopper(secureClients, { ...recordingSleep() }).stopVm(NS, "tls-vm");
     expect(result).toMatchObject({ ok: true, attempts: 1, lastStatus: 202 });

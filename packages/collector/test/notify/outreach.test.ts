@@ -15,7 +15,10 @@ const vm = { namespace: "lab", name: "gpu-1" };
 const NOW = Date.parse("2026-12-01T10:00:00Z");
 
 function outreach(send?: string[]) {
-  const config = parseNotificationsConfig({ publicUrl: "https://ws.example.com", webhooks: [{ url: `${receiver.url}/json` }], ...(send ? { send } : {}) }, []);
+  const config = parseNotificationsConfig(
+    { publicUrl: "https://ws.example.com", webhooks: [{ url: `${receiver.url}/json` }], ...(send ? { send } : {}) },
+    [],
+  );
   return new Outreach({
     config,
     log: () => {},
@@ -28,7 +31,19 @@ function outreach(send?: string[]) {
 function noticeDecision(mode: "enforce" | "observe"): Decision {
   return {
     summary: "StoppingPending",
-    actions: [{ kind: "notice", id: "n-1", deadlineMs: NOW + 600_000, stopInSeconds: 600, idleSeconds: 7200, reason: "idle for 2h", hint: "ws-lease 2h", mode, repeat: false }],
+    actions: [
+      {
+        kind: "notice",
+        id: "n-1",
+        deadlineMs: NOW + 600_000,
+        stopInSeconds: 600,
+        idleSeconds: 7200,
+        reason: "idle for 2h",
+        hint: "ws-lease 2h",
+        mode,
+        repeat: false,
+      },
+    ],
     next: { state: "StoppingPending", activeSignals: [], lastActivityAtMs: NOW - 7_200_000 },
   } as unknown as Decision;
 }
@@ -40,14 +55,26 @@ describe("Outreach", () => {
     receiver = await webhookReceiver();
     const o = outreach(["notice", "refused-stop"]);
     o.decided(vm, noticeDecision("enforce"), { state: "Active" } as never, policy(), NOW);
-    o.stopped(vm, { outcome: "refused", message: "disk rootdisk is a containerDisk" }, { reason: "idle for 2h10m", trigger: "idle" }, policy(), NOW + 600_000);
+    o.stopped(
+      vm,
+      { outcome: "refused", message: "disk rootdisk is a containerDisk" },
+      { reason: "idle for 2h10m", trigger: "idle" },
+      policy(),
+      NOW + 600_000,
+    );
     await o.sender.idle();
-    const bodies = receiver.on("/json").map((h) => h.body as { event: string; owner: string; keepUrl: string | null; reason: string });
+    const bodies = receiver
+      .on("/json")
+      .map((h) => h.body as { event: string; owner: string; keepUrl: string | null; reason: string });
     expect(bodies.map((b) => b.event)).toEqual(["notice", "refused-stop"]);
     expect(bodies[0]!.owner).toBe("alice");
     expect(bodies[0]!.keepUrl).toMatch(/^https:\/\/ws\.example\.com\/keep\/lab\/gpu-1\?t=k1\./);
     expect(bodies[1]!.reason).toBe("stop refused: disk rootdisk is a containerDisk");
-    expect(o.history.transitions(vm).map((t) => t.what)).toEqual(["refused-stop", "notice", "Active → StoppingPending"]);
+    expect(o.history.transitions(vm).map((t) => t.what)).toEqual([
+      "refused-stop",
+      "notice",
+      "Active → StoppingPending",
+    ]);
     expect(o.history.points(vm, 0)).toHaveLength(1);
   });
 

@@ -18,7 +18,12 @@ const notice: VmTransition = {
   hint: "ws-lease 2h",
   explanation: "StoppingPending",
 };
-const content = { transition: notice, owner: "alice", keepUrl: "https://ws.example.com/keep/lab/gpu-1?t=k1.x.y", vmUrl: "https://ws.example.com/vm/lab/gpu-1" };
+const content = {
+  transition: notice,
+  owner: "alice",
+  keepUrl: "https://ws.example.com/keep/lab/gpu-1?t=k1.x.y",
+  vmUrl: "https://ws.example.com/vm/lab/gpu-1",
+};
 
 describe("payloads", () => {
   it("generic JSON carries every documented field", () => {
@@ -46,15 +51,25 @@ describe("payloads", () => {
     const slack = slackPayload(content);
     expect(slack.text).toContain("*Workstation lab/gpu-1 will be stopped*");
     expect(JSON.stringify(slack.blocks)).toContain("&lt;no input&gt;");
-    expect(slack.blocks[1]).toMatchObject({ type: "actions", elements: [{ url: content.keepUrl }, { url: content.vmUrl }] });
+    expect(slack.blocks[1]).toMatchObject({
+      type: "actions",
+      elements: [{ url: content.keepUrl }, { url: content.vmUrl }],
+    });
   });
 
   it("ntfy: JSON published at the server root with the topic from the URL", () => {
     const request = ntfyRequest("https://ntfy.example.com/ws-alice", content);
     expect(request.url).toBe("https://ntfy.example.com/");
-    expect(request.body).toMatchObject({ topic: "ws-alice", priority: 4, click: content.vmUrl, actions: [{ action: "view", label: "Keep running", url: content.keepUrl }, { label: "Why?" }] });
+    expect(request.body).toMatchObject({
+      topic: "ws-alice",
+      priority: 4,
+      click: content.vmUrl,
+      actions: [{ action: "view", label: "Keep running", url: content.keepUrl }, { label: "Why?" }],
+    });
     expect(ntfyRequest("https://example.com/ntfy/ws-bob", content).url).toBe("https://example.com/ntfy/");
-    expect(JSON.parse(requestFor({ url: "https://ntfy.example.com/t", format: "ntfy", name: "n" }, content).body).topic).toBe("t");
+    expect(
+      JSON.parse(requestFor({ url: "https://ntfy.example.com/t", format: "ntfy", name: "n" }, content).body).topic,
+    ).toBe("t");
   });
 
   it("stop and cancel read as people say them", () => {
@@ -73,15 +88,27 @@ describe("configuration", () => {
         publicUrl: "https://ws.example.com/",
         timeout: "3s",
         retries: 5,
-        webhooks: [{ url: "https://hooks.slack.com/services/T/B/SECRET", format: "slack" }, { url: "not a url SECRET2", format: "json" }, { url: "https://x.example.com", format: "teams" }],
+        webhooks: [
+          { url: "https://hooks.slack.com/services/T/B/SECRET", format: "slack" },
+          { url: "not a url SECRET2", format: "json" },
+          { url: "https://x.example.com", format: "teams" },
+        ],
         profiles: { training: [{ url: "https://ntfy.example.com/ws-training", format: "ntfy" }] },
         keepChoices: ["2h", "12h"],
         bogus: 1,
       },
       problems,
     );
-    expect(config).toMatchObject({ ownerKey: "example.org/owner", publicUrl: "https://ws.example.com", timeoutMs: 3000, retries: 5, keepChoicesHours: [2, 12] });
-    expect(config.webhooks).toEqual([{ url: "https://hooks.slack.com/services/T/B/SECRET", format: "slack", name: "slack@hooks.slack.com" }]);
+    expect(config).toMatchObject({
+      ownerKey: "example.org/owner",
+      publicUrl: "https://ws.example.com",
+      timeoutMs: 3000,
+      retries: 5,
+      keepChoicesHours: [2, 12],
+    });
+    expect(config.webhooks).toEqual([
+      { url: "https://hooks.slack.com/services/T/B/SECRET", format: "slack", name: "slack@hooks.slack.com" },
+    ]);
     expect(config.profiles.training).toHaveLength(1);
     expect(problems).toEqual([
       'notifications: unknown setting "bogus" (known: ownerKey, publicUrl, timeout, retries, queueSize, send, webhooks, profiles, keepChoices)',
@@ -93,16 +120,34 @@ describe("configuration", () => {
   });
 
   it("a VM gets the global, its profile's and its annotation's webhooks; its owner from the label", () => {
-    const config = parseNotificationsConfig({ webhooks: [{ url: "https://a.example.com/h" }], profiles: { training: [{ url: "https://b.example.com/h", format: "slack" }] } }, []);
+    const config = parseNotificationsConfig(
+      {
+        webhooks: [{ url: "https://a.example.com/h" }],
+        profiles: { training: [{ url: "https://b.example.com/h", format: "slack" }] },
+      },
+      [],
+    );
     const { targets, problems } = targetsFor(config, {
       profile: "training",
       labels: {},
-      annotations: { "workstation.aik8s.run/notify-url": "https://c.example.com/h", "workstation.aik8s.run/notify-format": "ntfy" },
+      annotations: {
+        "workstation.aik8s.run/notify-url": "https://c.example.com/h",
+        "workstation.aik8s.run/notify-format": "ntfy",
+      },
       prefix: "workstation.aik8s.run/",
     });
     expect(problems).toEqual([]);
-    expect(targets.map((t) => `${t.format} ${t.url}`)).toEqual(["json https://a.example.com/h", "slack https://b.example.com/h", "ntfy https://c.example.com/h"]);
-    const bad = targetsFor(config, { profile: "", labels: {}, annotations: { "workstation.aik8s.run/notify-url": "ftp://x" }, prefix: "workstation.aik8s.run/" });
+    expect(targets.map((t) => `${t.format} ${t.url}`)).toEqual([
+      "json https://a.example.com/h",
+      "slack https://b.example.com/h",
+      "ntfy https://c.example.com/h",
+    ]);
+    const bad = targetsFor(config, {
+      profile: "",
+      labels: {},
+      annotations: { "workstation.aik8s.run/notify-url": "ftp://x" },
+      prefix: "workstation.aik8s.run/",
+    });
     expect(bad.problems).toEqual(["workstation.aik8s.run/notify-url: url is not a valid http(s) URL"]);
     expect(ownerOf(config, { "platform.example.com/user": "alice" }, {})).toBe("alice");
     expect(ownerOf(config, {}, { "platform.example.com/user": "bob" })).toBe("bob");
@@ -112,7 +157,10 @@ describe("configuration", () => {
   it("the webhook annotations are not policy errors (and their values are never echoed as one)", () => {
     const parsed = policyFromAnnotations(
       {},
-      { "workstation.aik8s.run/notify-url": "https://hooks.slack.com/services/SECRET", "workstation.aik8s.run/notify-format": "slack" },
+      {
+        "workstation.aik8s.run/notify-url": "https://hooks.slack.com/services/SECRET",
+        "workstation.aik8s.run/notify-format": "slack",
+      },
       BUILTIN_DEFAULT_POLICY,
       {},
       "workstation.aik8s.run/",
@@ -130,12 +178,24 @@ describe("configuration", () => {
     const decision = {
       summary: "s",
       actions: [
-        { kind: "notice", id: "n1", deadlineMs: at + 1, stopInSeconds: 1, idleSeconds: 5, reason: "idle", hint: "h", mode: "enforce", repeat: true },
+        {
+          kind: "notice",
+          id: "n1",
+          deadlineMs: at + 1,
+          stopInSeconds: 1,
+          idleSeconds: 5,
+          reason: "idle",
+          hint: "h",
+          mode: "enforce",
+          repeat: true,
+        },
         { kind: "notice-cleared", id: "n0", reason: "input on pts/1" },
         { kind: "persist", values: {} },
       ],
     } as unknown as Parameters<typeof transitionsOf>[1];
-    const out = transitionsOf({ namespace: "a", name: "b" }, decision, at, { notice: { mode: "observe" } } as Parameters<typeof transitionsOf>[3]);
+    const out = transitionsOf({ namespace: "a", name: "b" }, decision, at, {
+      notice: { mode: "observe" },
+    } as Parameters<typeof transitionsOf>[3]);
     expect(out.map((t) => [t.kind, t.mode, t.reason])).toEqual([
       ["reminder", "enforce", "idle"],
       ["cancel", "observe", "input on pts/1"],

@@ -14,7 +14,13 @@ afterEach(async () => {
   logs.length = 0;
 });
 
-const request = (path: string, body: unknown) => ({ name: "receiver", format: "json" as const, url: `${receiver!.url}${path}`, body: JSON.stringify(body), about: "notice for ns/vm" });
+const request = (path: string, body: unknown) => ({
+  name: "receiver",
+  format: "json" as const,
+  url: `${receiver!.url}${path}`,
+  body: JSON.stringify(body),
+  about: "notice for ns/vm",
+});
 
 describe("WebhookSender", () => {
   it("posts the body as JSON and counts it sent", async () => {
@@ -31,7 +37,14 @@ describe("WebhookSender", () => {
   it("retries a 500 with backoff, then counts it failed; the log names the target, not the URL", async () => {
     receiver = await webhookReceiver();
     const delays: number[] = [];
-    const sender = new WebhookSender({ log, timeoutMs: 2000, retries: 3, queueSize: 10, random: () => 1, sleep: async (ms) => void delays.push(ms) });
+    const sender = new WebhookSender({
+      log,
+      timeoutMs: 2000,
+      retries: 3,
+      queueSize: 10,
+      random: () => 1,
+      sleep: async (ms) => void delays.push(ms),
+    });
     sender.enqueue(request("/fail/secret-token", { event: "stop" }));
     await sender.idle();
     expect(receiver.on("/fail")).toHaveLength(4);
@@ -90,7 +103,8 @@ describe("WebhookSender", () => {
     sender.enqueue(request("/ok", { n: 7 }));
     // The healthy receiver gets its message while the hanging one holds its slots.
     const deadline = Date.now() + 10_000;
-    while (receiver.on("/ok").length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (receiver.on("/ok").length === 0 && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20));
     expect(receiver.on("/ok")).toHaveLength(1);
     expect(receiver.hanging()).toBe(2); // two at a time per receiver
     expect(sender.queueLength).toBe(4);

@@ -28,7 +28,9 @@ describe("ws-collector replay", () => {
     expect(stderr).toBe("");
     expect(code).toBe(0);
     const doc = await readFile(`${ROOT}docs/replay.md`, "utf8");
-    const block = /<!-- replay-output:start[^>]*-->\n```\n\$ [^\n]*\n([\s\S]*?)```\n<!-- replay-output:end -->/.exec(doc);
+    const block = /<!-- replay-output:start[^>]*-->\n```\n\$ [^\n]*\n([\s\S]*?)```\n<!-- replay-output:end -->/.exec(
+      doc,
+    );
     expect(block, "docs/replay.md has the replay-output block").not.toBeNull();
     expect(stdout).toBe(block![1]);
   });
@@ -36,9 +38,16 @@ describe("ws-collector replay", () => {
   it("--json prints one parseable object per line with explanations", async () => {
     const { code, stdout } = await run(["replay", "--trace", EXAMPLE, "--json"]);
     expect(code).toBe(0);
-    const entries = stdout.trimEnd().split("\n").map((line) => JSON.parse(line));
+    const entries = stdout
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line));
     const stop = entries.find((entry) => entry.kind === "decision" && entry.to === "Stopping");
-    expect(stop).toMatchObject({ t: 948, from: "StoppingPending", actions: expect.arrayContaining([expect.objectContaining({ kind: "stop", trigger: "idle" })]) });
+    expect(stop).toMatchObject({
+      t: 948,
+      from: "StoppingPending",
+      actions: expect.arrayContaining([expect.objectContaining({ kind: "stop", trigger: "idle" })]),
+    });
     expect(stop.explanation).toMatchObject({ idleTimeoutSeconds: 300, lastActivityAtMs: 528_000, stopAtMs: 948_000 });
   });
 
@@ -53,11 +62,19 @@ describe("ws-collector replay", () => {
   it("applies the policy section of a collector config", async () => {
     const trace = [
       JSON.stringify({ t: 0, vm: "lab/a", policy: { profile: "teaching" } }),
-      JSON.stringify({ t: 0, vm: "lab/a", report: { intervalSeconds: 15, sessions: { sessions: [{ tty: "pts/0", inputAgeSeconds: 0 }] } } }),
+      JSON.stringify({
+        t: 0,
+        vm: "lab/a",
+        report: { intervalSeconds: 15, sessions: { sessions: [{ tty: "pts/0", inputAgeSeconds: 0 }] } },
+      }),
       JSON.stringify({ t: 1800, vm: "lab/a", event: "agent-disconnected" }),
     ].join("\n");
-    const config = "grpc:\n  listen: 0.0.0.0:7443\npolicy:\n  defaults:\n    autostop: enabled\n    agent-lost-after: 1h\n  profiles:\n    teaching: { idle-timeout: 10m, grace-period: 5m }\n";
-    const { code, stdout } = await run(["--trace", "t.jsonl", "--config", "c.yaml"], { "t.jsonl": trace, "c.yaml": config });
+    const config =
+      "grpc:\n  listen: 0.0.0.0:7443\npolicy:\n  defaults:\n    autostop: enabled\n    agent-lost-after: 1h\n  profiles:\n    teaching: { idle-timeout: 10m, grace-period: 5m }\n";
+    const { code, stdout } = await run(["--trace", "t.jsonl", "--config", "c.yaml"], {
+      "t.jsonl": trace,
+      "c.yaml": config,
+    });
     expect(code).toBe(0);
     expect(stdout).toMatch(/\+00:10:00  lab\/a  Active → StoppingPending/);
     expect(stdout).toMatch(/\+00:15:00  lab\/a  StoppingPending → Stopping/);
@@ -84,7 +101,9 @@ describe("ws-collector replay", () => {
   });
 
   it("a malformed trace exits 1 naming the line", async () => {
-    const { code, stderr } = await run(["--trace", "bad.jsonl"], { "bad.jsonl": '{"t":0,"vm":"a/b","event":"agent-connected"}\n{"t":1,"vm":"a/b","report":{"sequence":"x"}}\n' });
+    const { code, stderr } = await run(["--trace", "bad.jsonl"], {
+      "bad.jsonl": '{"t":0,"vm":"a/b","event":"agent-connected"}\n{"t":1,"vm":"a/b","report":{"sequence":"x"}}\n',
+    });
     expect(code).toBe(1);
     expect(stderr).toMatch(/bad\.jsonl: line 2: "report" is not a Report/);
   });
@@ -96,7 +115,9 @@ describe("ws-collector replay", () => {
   });
 
   it("an invalid config exits 1 with every problem", async () => {
-    const { code, stderr } = await run(["--trace", EXAMPLE, "--config", "c.yaml"], { "c.yaml": "policy:\n  defaults:\n    idle-timeout: soon\n    grace: 5m\n" });
+    const { code, stderr } = await run(["--trace", EXAMPLE, "--config", "c.yaml"], {
+      "c.yaml": "policy:\n  defaults:\n    idle-timeout: soon\n    grace: 5m\n",
+    });
     expect(code).toBe(1);
     expect(stderr).toMatch(/policy\.defaults\.idle-timeout \(soon\): "soon" is not a duration/);
     expect(stderr).toMatch(/policy\.defaults\.grace \(5m\): unknown setting "grace"; did you mean "grace-period"\?/);

@@ -8,10 +8,16 @@ import { describe, expect, it } from "vitest";
 import { replayCommand } from "../../src/replay/command.js";
 
 const ROOT = fileURLToPath(new URL("../../../../", import.meta.url));
-const BLOCK = /<!-- replay-output:start[^>]*-->\n```\n\$ ws-collector replay ([^\n]*)\n([\s\S]*?)```\n<!-- replay-output:end -->/g;
+const BLOCK =
+  /<!-- replay-output:start[^>]*-->\n```\n\$ ws-collector replay ([^\n]*)\n([\s\S]*?)```\n<!-- replay-output:end -->/g;
 
 async function documentedBlocks(): Promise<Array<{ doc: string; argv: string[]; expected: string }>> {
-  const docs = ["docs/policy.md", ...(await readdir(`${ROOT}docs/signals`)).filter((name) => name.endsWith(".md")).map((name) => `docs/signals/${name}`)];
+  const docs = [
+    "docs/policy.md",
+    ...(await readdir(`${ROOT}docs/signals`))
+      .filter((name) => name.endsWith(".md"))
+      .map((name) => `docs/signals/${name}`),
+  ];
   const blocks: Array<{ doc: string; argv: string[]; expected: string }> = [];
   for (const doc of docs) {
     const text = await readFile(`${ROOT}${doc}`, "utf8");
@@ -36,7 +42,11 @@ describe("replays shown in the docs", async () => {
     it(`${block.doc}: ws-collector replay ${block.argv.join(" ")}`, async () => {
       const stdout = sink();
       const stderr = sink();
-      const code = await replayCommand(block.argv, { stdout, stderr, readFile: (path) => readFile(path.startsWith("/") ? path : `${ROOT}${path}`, "utf8") });
+      const code = await replayCommand(block.argv, {
+        stdout,
+        stderr,
+        readFile: (path) => readFile(path.startsWith("/") ? path : `${ROOT}${path}`, "utf8"),
+      });
       expect(stderr.text).toBe("");
       expect(code).toBe(0);
       expect(stdout.text).toBe(block.expected);

@@ -19,7 +19,9 @@ afterAll(async () => {
 });
 
 function decisions(text: string): string[] {
-  return replayTrace(text).flatMap((entry) => (entry.kind === "decision" && entry.from !== entry.to ? [`${entry.t} ${entry.from}→${entry.to}`] : []));
+  return replayTrace(text).flatMap((entry) =>
+    entry.kind === "decision" && entry.from !== entry.to ? [`${entry.t} ${entry.from}→${entry.to}`] : [],
+  );
 }
 
 describe("TraceRecorder", () => {
@@ -37,7 +39,12 @@ describe("TraceRecorder", () => {
     const text = await readFile(path, "utf8");
     const lines = text.trimEnd().split("\n");
     expect(lines).toHaveLength(original.length);
-    expect(JSON.parse(lines[0]!)).toEqual({ t: 0, at: "2025-01-06T09:00:00.000Z", vm: "demo/alice", policy: expect.any(Object) });
+    expect(JSON.parse(lines[0]!)).toEqual({
+      t: 0,
+      at: "2025-01-06T09:00:00.000Z",
+      vm: "demo/alice",
+      policy: expect.any(Object),
+    });
     expect(decisions(text)).toEqual(decisions(await readFile(EXAMPLE, "utf8")));
     expect(recorder.dropped).toBe(0);
   });
@@ -70,7 +77,9 @@ describe("TraceRecorder", () => {
 
   it("a write error is reported, counted and never thrown", async () => {
     const errors: Error[] = [];
-    const recorder = new TraceRecorder(join(dir, "missing-dir", "trace.jsonl"), { onError: (error) => errors.push(error) });
+    const recorder = new TraceRecorder(join(dir, "missing-dir", "trace.jsonl"), {
+      onError: (error) => errors.push(error),
+    });
     expect(() => recorder.record({ atMs: START, vm: "a/b", event: "agent-connected" })).not.toThrow();
     await recorder.close();
     expect(errors.map((error) => (error as NodeJS.ErrnoException).code)).toEqual(["ENOENT"]);

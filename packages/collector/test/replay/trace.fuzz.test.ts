@@ -24,26 +24,41 @@ const traceish = fc.dictionary(
 describe("trace parsing under fuzzing", () => {
   it("parseTraceLine never throws: a problem as text, or an event at a finite t ≥ 0", () => {
     fc.assert(
-      fc.property(fc.oneof(traceish.map((value) => JSON.stringify(value)), fc.string({ maxLength: 200 })), (text) => {
-        const parsed = parseTraceLine(text, 1);
-        if (typeof parsed === "string") return void expect(parsed.length).toBeGreaterThan(0);
-        expect(Number.isFinite(parsed.t) && parsed.t >= 0).toBe(true);
-        expect(parsed.vm).toMatch(/\//);
-      }),
+      fc.property(
+        fc.oneof(
+          traceish.map((value) => JSON.stringify(value)),
+          fc.string({ maxLength: 200 }),
+        ),
+        (text) => {
+          const parsed = parseTraceLine(text, 1);
+          if (typeof parsed === "string") return void expect(parsed.length).toBeGreaterThan(0);
+          expect(Number.isFinite(parsed.t) && parsed.t >= 0).toBe(true);
+          expect(parsed.vm).toMatch(/\//);
+        },
+      ),
       RUNS,
     );
   });
 
   it("parseTrace throws only a TraceError, and returns events sorted by t", () => {
     fc.assert(
-      fc.property(fc.array(fc.oneof(traceish.map((value) => JSON.stringify(value)), fc.string({ maxLength: 40 })), { maxLength: 8 }), (lines) => {
-        try {
-          const events = parseTrace(lines.join("\n"));
-          for (let i = 1; i < events.length; i++) expect(events[i]!.t).toBeGreaterThanOrEqual(events[i - 1]!.t);
-        } catch (error) {
-          if (!(error instanceof TraceError)) throw error;
-        }
-      }),
+      fc.property(
+        fc.array(
+          fc.oneof(
+            traceish.map((value) => JSON.stringify(value)),
+            fc.string({ maxLength: 40 }),
+          ),
+          { maxLength: 8 },
+        ),
+        (lines) => {
+          try {
+            const events = parseTrace(lines.join("\n"));
+            for (let i = 1; i < events.length; i++) expect(events[i]!.t).toBeGreaterThanOrEqual(events[i - 1]!.t);
+          } catch (error) {
+            if (!(error instanceof TraceError)) throw error;
+          }
+        },
+      ),
       RUNS,
     );
   });

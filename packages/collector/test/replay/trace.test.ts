@@ -39,7 +39,11 @@ describe("parseTrace", () => {
 
   it("orders events by t, keeping file order for equal times", () => {
     const events = parseTrace(
-      ['{"t": 30, "vm": "a/b", "event": "agent-disconnected"}', '{"t": 10, "vm": "a/b", "event": "agent-connected"}', '{"t": 10, "vm": "a/c", "event": "agent-connected"}'].join("\n"),
+      [
+        '{"t": 30, "vm": "a/b", "event": "agent-disconnected"}',
+        '{"t": 10, "vm": "a/b", "event": "agent-connected"}',
+        '{"t": 10, "vm": "a/c", "event": "agent-connected"}',
+      ].join("\n"),
     );
     expect(events.map((event) => `${event.t}:${event.vm}`)).toEqual(["10:a/b", "10:a/c", "30:a/b"]);
   });
@@ -53,18 +57,34 @@ describe("parseTrace", () => {
     ['{"t": 0, "vm": "a/b", "event": "agent-connected", "colour": 1}', /^line 1: unknown field "colour"/],
     ['{"t": 0, "vm": "a/b"}', /^line 1: a line has exactly one of "report", "event" or "policy"$/],
     ['{"t": 0, "vm": "a/b", "event": "agent-connected", "policy": {}}', /exactly one .* not event and policy/],
-    ['{"t": 0, "vm": "a/b", "event": "connected"}', /^line 1: "event" must be "agent-connected" or "agent-disconnected", got "connected"/],
-    ['{"t": 0, "vm": "a/b", "report": {"sessoins": {}}}', /^line 1: "report" is not a Report in the protobuf JSON mapping: .*sessoins/],
+    [
+      '{"t": 0, "vm": "a/b", "event": "connected"}',
+      /^line 1: "event" must be "agent-connected" or "agent-disconnected", got "connected"/,
+    ],
+    [
+      '{"t": 0, "vm": "a/b", "report": {"sessoins": {}}}',
+      /^line 1: "report" is not a Report in the protobuf JSON mapping: .*sessoins/,
+    ],
     ['{"t": 0, "vm": "a/b", "report": {"intervalSeconds": "fast"}}', /^line 1: "report" is not a Report/],
-    ['{"t": 0, "vm": "a/b", "policy": {"idle-timeout": 300}}', /^line 1: "policy": the value of "idle-timeout" must be a string, as annotations are \(write "300"\)/],
+    [
+      '{"t": 0, "vm": "a/b", "policy": {"idle-timeout": 300}}',
+      /^line 1: "policy": the value of "idle-timeout" must be a string, as annotations are \(write "300"\)/,
+    ],
     ['{"t": 0, "vm": "a/b", "at": "yesterday", "event": "agent-connected"}', /"at" must be an RFC 3339 time/],
   ])("%s → a clear error with the line number", (line, message) => {
     expect(problemsOf(line)[0]).toMatch(message);
   });
 
   it("names every bad line, with its number in the file", () => {
-    const problems = problemsOf(['{"t": 0, "vm": "a/b", "event": "agent-connected"}', "", "oops", '{"t": 1, "vm": "a/b", "event": "nope"}'].join("\n"));
-    expect(problems).toEqual([expect.stringMatching(/^line 3: not valid JSON/), expect.stringMatching(/^line 4: "event" must be/)]);
+    const problems = problemsOf(
+      ['{"t": 0, "vm": "a/b", "event": "agent-connected"}', "", "oops", '{"t": 1, "vm": "a/b", "event": "nope"}'].join(
+        "\n",
+      ),
+    );
+    expect(problems).toEqual([
+      expect.stringMatching(/^line 3: not valid JSON/),
+      expect.stringMatching(/^line 4: "event" must be/),
+    ]);
   });
 
   it("stops listing after 20 problems", () => {

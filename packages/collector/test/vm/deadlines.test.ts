@@ -21,7 +21,15 @@ const policy: Policy = {
 
 const typedAgo = (atMs: number, seconds: number) =>
   reportFromReadings(
-    { gpuCount: 0, gpuUtilization: {}, gpuProcesses: 0, jupyterBusyKernels: 0, jupyterConnectedKernels: 0, idleInhibitors: 0, lastActivityAtMs: { "tty-input": atMs - seconds * 1000 } },
+    {
+      gpuCount: 0,
+      gpuUtilization: {},
+      gpuProcesses: 0,
+      jupyterBusyKernels: 0,
+      jupyterConnectedKernels: 0,
+      idleInhibitors: 0,
+      lastActivityAtMs: { "tty-input": atMs - seconds * 1000 },
+    },
     atMs,
     { intervalSeconds: 15 },
   );
@@ -38,8 +46,15 @@ describe("VM deadlines", () => {
 
     // Three hours pass without a Report (the agent keeps its stream open but says nothing new).
     await clock.advanceTo(START + 3 * 3_600_000);
-    const changes = transitions.filter((t) => t.from !== t.to).map((t) => `${(t.atMs - START) / 1000}s ${t.from}→${t.to}`);
-    expect(changes).toEqual(["0s Unknown→Active", "600s Active→StoppingPending", "720s StoppingPending→Stopping", "720s Stopping→Stopped"]);
+    const changes = transitions
+      .filter((t) => t.from !== t.to)
+      .map((t) => `${(t.atMs - START) / 1000}s ${t.from}→${t.to}`);
+    expect(changes).toEqual([
+      "0s Unknown→Active",
+      "600s Active→StoppingPending",
+      "720s StoppingPending→Stopping",
+      "720s Stopping→Stopped",
+    ]);
     expect(stops.map((stop) => stop.atMs - START)).toEqual([720_000]);
     // Every decision after the Report happened exactly at a time the previous decision named.
     const timed = transitions.slice(transitions.findIndex((t) => t.to === "Active") + 1);
@@ -76,7 +91,11 @@ describe("DeadlineQueue", () => {
   it("fires each key once at its latest deadline, earliest first", async () => {
     const clock = new VirtualClock(0);
     const fired: Array<[string, number]> = [];
-    const queue = new DeadlineQueue<string>({ nowMs: clock.now, timers: clock, fire: (key, now) => fired.push([key, now]) });
+    const queue = new DeadlineQueue<string>({
+      nowMs: clock.now,
+      timers: clock,
+      fire: (key, now) => fired.push([key, now]),
+    });
     queue.start();
     queue.schedule("a", 5_000);
     queue.schedule("b", 2_000);
@@ -94,7 +113,12 @@ describe("DeadlineQueue", () => {
   it("hands out many deadlines of one instant in slices, yielding between them", async () => {
     const clock = new VirtualClock(0);
     const order: string[] = [];
-    const queue = new DeadlineQueue<number>({ nowMs: clock.now, timers: clock, sliceSize: 100, fire: (key) => order.push(`vm${key}`) });
+    const queue = new DeadlineQueue<number>({
+      nowMs: clock.now,
+      timers: clock,
+      sliceSize: 100,
+      fire: (key) => order.push(`vm${key}`),
+    });
     queue.start();
     for (let vm = 0; vm < 350; vm++) queue.schedule(vm, 1_000);
     // Something else due at the same instant (a Lease renewal) gets its turn between slices.

@@ -13,7 +13,11 @@ export interface TestSession extends AgentSession {
   closed?: { code: number; details: string };
 }
 
-export function startFleet(policy: Policy, startMs: number, stopResult: StopResult = { outcome: "accepted", message: "test" }) {
+export function startFleet(
+  policy: Policy,
+  startMs: number,
+  stopResult: StopResult = { outcome: "accepted", message: "test" },
+) {
   const clock = new VirtualClock(startMs);
   const transitions: VmTransition[] = [];
   const stops: Array<{ vm: VmKey; atMs: number }> = [];

@@ -88,18 +88,37 @@ describe("one loop for the live collector, replay and whatif", () => {
     ].join("\n");
     const replayed = replayTrace(trace, { defaults: policy, tickSeconds: 0 });
     const replayDecisions = untilStop(
-      replayed.flatMap((entry) => (entry.kind === "decision" ? [{ atMs: entry.atMs, from: entry.from, to: entry.to, actions: entry.actions.map((a) => a.kind) }] : [])),
+      replayed.flatMap((entry) =>
+        entry.kind === "decision"
+          ? [{ atMs: entry.atMs, from: entry.from, to: entry.to, actions: entry.actions.map((a) => a.kind) }]
+          : [],
+      ),
     );
 
     // whatif: the same readings as Prometheus would return them, on a grid of the report interval.
-    const history: VmHistory = { namespace: "lab", name: "ws", samples: stepTimes.map((atMs) => ({ connected: true, readings: readingsAt(atMs), gpuCount: 0 })) };
+    const history: VmHistory = {
+      namespace: "lab",
+      name: "ws",
+      samples: stepTimes.map((atMs) => ({ connected: true, readings: readingsAt(atMs), gpuCount: 0 })),
+    };
     const simulated: Seen[] = [];
-    const outcome = simulateVm(history, { policy, grid: { startMs: START, stepMs: STEP_MS, count: STEPS }, falseStopWindowSeconds: 900, onDecision: (d) => simulated.push(seen(d)) });
+    const outcome = simulateVm(history, {
+      policy,
+      grid: { startMs: START, stepMs: STEP_MS, count: STEPS },
+      falseStopWindowSeconds: 900,
+      onDecision: (d) => simulated.push(seen(d)),
+    });
     const whatifDecisions = untilStop(simulated);
 
     // The story itself: active, notice at last input + idle-timeout, stop after the grace period.
-    const transitions = liveDecisions.filter((d) => d.from !== d.to).map((d) => `${(d.atMs - START) / 1000}s ${d.from}→${d.to}`);
-    expect(transitions).toEqual(["0s Unknown→Active", "1135s Active→StoppingPending", "1255s StoppingPending→Stopping"]);
+    const transitions = liveDecisions
+      .filter((d) => d.from !== d.to)
+      .map((d) => `${(d.atMs - START) / 1000}s ${d.from}→${d.to}`);
+    expect(transitions).toEqual([
+      "0s Unknown→Active",
+      "1135s Active→StoppingPending",
+      "1255s StoppingPending→Stopping",
+    ]);
     expect(liveDecisions.at(-1)!.actions).toContain("stop");
     expect(live.stops.map((stop) => stop.atMs - START)).toEqual([1_255_000]);
     expect(outcome.stops.map((stop) => stop.atMs - START)).toEqual([1_255_000]);

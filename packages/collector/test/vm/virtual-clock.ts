@@ -43,7 +43,9 @@ export class VirtualClock implements DeadlineTimers {
   async advanceTo(targetMs: number): Promise<void> {
     for (;;) {
       await settle();
-      const next = this.timers.filter((timer) => timer.atMs <= targetMs).sort((a, b) => a.atMs - b.atMs || a.seq - b.seq)[0];
+      const next = this.timers
+        .filter((timer) => timer.atMs <= targetMs)
+        .sort((a, b) => a.atMs - b.atMs || a.seq - b.seq)[0];
       if (!next) break;
       this.timers = this.timers.filter((timer) => timer !== next);
       this.nowMs = Math.max(this.nowMs, next.atMs);

@@ -143,7 +143,10 @@ export class AgentConnection {
     call.on("error", (error: grpc.ServiceError) => {
       this.retryHintMs = retryAfterMs(error.metadata);
       if (error.code === grpc.status.UNAUTHENTICATED || error.code === grpc.status.PERMISSION_DENIED) {
-        log("error", `collector refused this agent: ${error.details} — check vm.namespace, vm.name and token in the config (ws-collector token prints the right one)`);
+        log(
+          "error",
+          `collector refused this agent: ${error.details} — check vm.namespace, vm.name and token in the config (ws-collector token prints the right one)`,
+        );
       }
       finish(`${grpc.status[error.code] ?? error.code}: ${error.details || error.message}`);
     });

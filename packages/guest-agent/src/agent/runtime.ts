@@ -15,7 +15,18 @@ import { createUsersCache, type UsersCache } from "../users.js";
 import { AGENT_VERSION } from "../version.js";
 import { AgentConnection, type LogFn } from "./connection.js";
 
-export const CAPABILITIES = ["jupyter", "sessions", "code_server", "gpu", "system", "inhibitors", "leases", "disk", "notices", "report-interval"];
+export const CAPABILITIES = [
+  "jupyter",
+  "sessions",
+  "code_server",
+  "gpu",
+  "system",
+  "inhibitors",
+  "leases",
+  "disk",
+  "notices",
+  "report-interval",
+];
 
 /** The shortest interval a collector may ask for; protects the guest from a runaway collector. */
 const MIN_INTERVAL_SECONDS = 1;

@@ -111,7 +111,8 @@ const DIRECTORY_FLAGS = OPEN_FLAGS | constants.O_DIRECTORY;
 export async function readUserFile(options: UserPathOptions & { maxBytes: number }): Promise<UserFile> {
   return inLane(options, async () => {
     const { segments } = options;
-    if (segments.length < 2) throw new Error("a user file needs a user directory and a name below the trusted directory");
+    if (segments.length < 2)
+      throw new Error("a user file needs a user directory and a name below the trusted directory");
     const parent = await openDirectories(options, segments.length - 1);
     try {
       return await readLeaf(parent, segments[segments.length - 1]!, options, options.maxBytes);
@@ -122,10 +123,20 @@ export async function readUserFile(options: UserPathOptions & { maxBytes: number
 }
 
 /** Opens `name` in the open directory, checks it, reads it whole (at most maxBytes, else refused). */
-async function readLeaf(parent: OpenDirectory, name: string, options: UserPathOptions, maxBytes: number): Promise<UserFile> {
+async function readLeaf(
+  parent: OpenDirectory,
+  name: string,
+  options: UserPathOptions,
+  maxBytes: number,
+): Promise<UserFile> {
   const { handle, info, file } = await openFileIn(parent, name, options);
   try {
-    if (info.size > maxBytes) throw new UserPathError(file, "too-large", `${info.size} bytes, more than the ${maxBytes} a file of this kind may have`);
+    if (info.size > maxBytes)
+      throw new UserPathError(
+        file,
+        "too-large",
+        `${info.size} bytes, more than the ${maxBytes} a file of this kind may have`,
+      );
     const data = Buffer.alloc(Math.max(0, info.size));
     let filled = 0;
     // The file may grow after fstat: read no more than the size checked, so the cap holds.
@@ -156,7 +167,9 @@ export async function statUserFile(options: UserPathOptions): Promise<UserFileSt
  * file's). With `read`, the regular files whose names it selects are read in the same walk,
  * relative to the directory's descriptor: one walk for a runtime dir and its files.
  */
-export async function listUserDir(options: UserPathOptions & { read?: { names: (name: string) => boolean; maxBytes: number; maxFiles?: number } }): Promise<UserDirListing> {
+export async function listUserDir(
+  options: UserPathOptions & { read?: { names: (name: string) => boolean; maxBytes: number; maxFiles?: number } },
+): Promise<UserDirListing> {
   return inLane(options, async () => {
     const { handle, uid, dir } = await openDirectories(options, options.segments.length);
     try {
@@ -175,7 +188,12 @@ export async function listUserDir(options: UserPathOptions & { read?: { names: (
         if (selected.length > maxFiles) listing.skipped = selected.length - maxFiles;
         for (const name of selected.slice(0, maxFiles)) {
           if (options.signal?.aborted) break; // the source's deadline passed: nobody waits for the rest
-          listing.files.set(name, await readLeaf({ handle, uid, dir }, name, options, maxBytes).catch((error: unknown) => asUserPathError(path.join(dir, name), error)));
+          listing.files.set(
+            name,
+            await readLeaf({ handle, uid, dir }, name, options, maxBytes).catch((error: unknown) =>
+              asUserPathError(path.join(dir, name), error),
+            ),
+          );
         }
       }
       return listing;
@@ -228,7 +246,11 @@ async function openLeaf(options: UserPathOptions): Promise<{ handle: FileHandle;
   }
 }
 
-async function openFileIn(parent: OpenDirectory, name: string, options: UserPathOptions): Promise<{ handle: FileHandle; info: Stats; file: string }> {
+async function openFileIn(
+  parent: OpenDirectory,
+  name: string,
+  options: UserPathOptions,
+): Promise<{ handle: FileHandle; info: Stats; file: string }> {
   const file = path.join(parent.dir, name);
   let handle: FileHandle;
   try {
@@ -260,7 +282,8 @@ async function openDirectories(options: UserPathOptions, count: number): Promise
   try {
     for (let index = 0; index < count; index++) {
       const name = options.segments[index]!;
-      if (name === "" || name === "." || name === ".." || name.includes("/")) throw new Error(`bad path component ${JSON.stringify(name)}`);
+      if (name === "" || name === "." || name === ".." || name.includes("/"))
+        throw new Error(`bad path component ${JSON.stringify(name)}`);
       const next = path.join(dir, name);
       const opened = await openDirectory(handle, name, next, index === 0);
       await handle.close().catch(() => undefined);
@@ -276,7 +299,12 @@ async function openDirectories(options: UserPathOptions, count: number): Promise
   }
 }
 
-async function openDirectory(parent: FileHandle, name: string, shown: string, mayBeRootLink: boolean): Promise<{ handle: FileHandle; info: Stats }> {
+async function openDirectory(
+  parent: FileHandle,
+  name: string,
+  shown: string,
+  mayBeRootLink: boolean,
+): Promise<{ handle: FileHandle; info: Stats }> {
   const inParent = path.join(fdPath(parent), name);
   let handle: FileHandle;
   try {
@@ -288,10 +316,12 @@ async function openDirectory(parent: FileHandle, name: string, shown: string, ma
     const link = await lstat(inParent).catch((cause: unknown) => {
       throw asUserPathError(shown, cause);
     });
-    if (!link.isSymbolicLink()) throw new UserPathError(shown, "not-directory", `${kindOf(link)}, not a directory: ignored`);
+    if (!link.isSymbolicLink())
+      throw new UserPathError(shown, "not-directory", `${kindOf(link)}, not a directory: ignored`);
     if (!mayBeRootLink) throw new UserPathError(shown, "symlink", "a symbolic link: not followed");
     // A home that is a symbolic link: followed only when root made the link (its parent is root's).
-    if (link.uid !== 0) throw new UserPathError(shown, "symlink", `a symbolic link owned by uid ${link.uid}, not root: not followed`);
+    if (link.uid !== 0)
+      throw new UserPathError(shown, "symlink", `a symbolic link owned by uid ${link.uid}, not root: not followed`);
     try {
       handle = await open(inParent, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NONBLOCK);
     } catch (cause) {
@@ -384,7 +414,9 @@ export class Lanes {
       const onAbort = (): void => {
         const index = this.waiting.indexOf(grant);
         if (index >= 0) this.waiting.splice(index, 1);
-        reject(new UserPathError(shown, "timed-out", "gave up: other reads of user files are stuck (a hanging filesystem?)"));
+        reject(
+          new UserPathError(shown, "timed-out", "gave up: other reads of user files are stuck (a hanging filesystem?)"),
+        );
       };
       const grant = (): void => {
         signal?.removeEventListener("abort", onAbort);

@@ -57,7 +57,11 @@ export async function runGrow(options: GrowOptions): Promise<GrowOutcome> {
     options.mounts,
   );
   const plans = planGrow(facts);
-  const results = await executeGrow(plans, { dryRun: options.dryRun, run, probe: options.probe ?? systemProbe(sysRoot, tools, run) });
+  const results = await executeGrow(plans, {
+    dryRun: options.dryRun,
+    run,
+    probe: options.probe ?? systemProbe(sysRoot, tools, run),
+  });
   return { plans, results, exitCode: growExitCode(results) };
 }
 
@@ -97,6 +101,8 @@ export async function growCommand(argv: string[], io: GrowIo): Promise<number> {
     io.stderr.write(`ws-agent grow: ${(error as Error).message}\n`);
     return 1;
   }
-  io.stdout.write(values.json ? formatGrowJson(outcome.results, dryRun, outcome.exitCode) : formatGrowText(outcome.results, dryRun));
+  io.stdout.write(
+    values.json ? formatGrowJson(outcome.results, dryRun, outcome.exitCode) : formatGrowText(outcome.results, dryRun),
+  );
   return outcome.exitCode;
 }

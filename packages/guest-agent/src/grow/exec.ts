@@ -45,7 +45,11 @@ export function spawnRunner(env: Record<string, string | undefined>, timeoutMs =
       });
       child.on("error", (error) => finish({ exitCode: null, stdout, stderr, error: error.message }));
       child.on("close", (code, signal) =>
-        finish(signal ? { exitCode: null, stdout, stderr, error: `killed by ${signal}` } : { exitCode: code, stdout, stderr }),
+        finish(
+          signal
+            ? { exitCode: null, stdout, stderr, error: `killed by ${signal}` }
+            : { exitCode: code, stdout, stderr },
+        ),
       );
       child.stdin.on("error", () => undefined);
       child.stdin.end(options.input ?? "");

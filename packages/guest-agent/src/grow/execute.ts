@@ -55,7 +55,9 @@ export function systemProbe(sysRoot: string, tools: ToolPaths, run: CommandRunne
   return {
     async partitionBytes(partitionPath) {
       try {
-        const sectors = Number((await readFile(path.join(sysRoot, "class", "block", path.basename(partitionPath), "size"), "utf8")).trim());
+        const sectors = Number(
+          (await readFile(path.join(sysRoot, "class", "block", path.basename(partitionPath), "size"), "utf8")).trim(),
+        );
         return Number.isFinite(sectors) ? sectors * 512 : null;
       } catch {
         return null;
@@ -93,7 +95,12 @@ function measure(probe: GrowProbe, step: GrowStep): Promise<number | null> {
 }
 
 function lastLines(text: string, count = 2): string {
-  return text.trim().split("\n").filter((line) => line.trim() !== "").slice(-count).join(" | ");
+  return text
+    .trim()
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .slice(-count)
+    .join(" | ");
 }
 
 async function runStep(planned: PlannedStep, run: CommandRunner, probe: GrowProbe): Promise<StepResult> {
@@ -111,7 +118,12 @@ async function runStep(planned: PlannedStep, run: CommandRunner, probe: GrowProb
     // Taking "+100%FREE" of nothing is an error in lvextend; nothing to take is success here.
     const free = await probe.volumeGroupFree(step.vg);
     if (free && free.freeBytes < free.extentBytes) {
-      return { ...result, outcome: "unchanged", detail: `volume group ${step.vg} has no free extents`, bytesAfter: result.bytesBefore };
+      return {
+        ...result,
+        outcome: "unchanged",
+        detail: `volume group ${step.vg} has no free extents`,
+        bytesAfter: result.bytesBefore,
+      };
     }
   }
   const details: string[] = [];
@@ -120,7 +132,12 @@ async function runStep(planned: PlannedStep, run: CommandRunner, probe: GrowProb
     if (step.kind === "grow-partition" && step.via === "growpart") {
       const verdict = parseGrowpartOutput(`${output.stdout}\n${output.stderr}`, output.exitCode);
       result.bytesAfter = await measure(probe, step);
-      if (verdict.outcome === "failed") return { ...result, outcome: "failed", detail: output.error ? describeFailure(command.argv, output) : verdict.line };
+      if (verdict.outcome === "failed")
+        return {
+          ...result,
+          outcome: "failed",
+          detail: output.error ? describeFailure(command.argv, output) : verdict.line,
+        };
       return { ...result, outcome: verdict.outcome === "changed" ? "changed" : "unchanged", detail: verdict.line };
     }
     if (output.exitCode !== 0) {
@@ -158,7 +175,10 @@ function statusOf(steps: StepResult[], refusals: string[]): MountStatus {
  * Runs each mount's steps in order. A failed step is reported and the later steps still run:
  * each of them is safe on its own (growing a filesystem that has no room is a no-op).
  */
-export async function executeGrow(plans: MountPlan[], options: { dryRun: boolean; run: CommandRunner; probe: GrowProbe }): Promise<MountResult[]> {
+export async function executeGrow(
+  plans: MountPlan[],
+  options: { dryRun: boolean; run: CommandRunner; probe: GrowProbe },
+): Promise<MountResult[]> {
   const results: MountResult[] = [];
   for (const plan of plans) {
     const before = plan.mountPoint ? await options.probe.filesystemBytes(plan.mountPoint) : null;
@@ -184,5 +204,9 @@ export async function executeGrow(plans: MountPlan[], options: { dryRun: boolean
 }
 
 export function growExitCode(results: MountResult[]): 0 | 1 {
-  return results.every((result) => result.status === "grown" || result.status === "unchanged" || result.status === "planned") ? 0 : 1;
+  return results.every(
+    (result) => result.status === "grown" || result.status === "unchanged" || result.status === "planned",
+  )
+    ? 0
+    : 1;
 }

@@ -21,7 +21,13 @@ import { missingToolMessage, type ToolPaths } from "./tools.js";
 /** Where a filesystem lives, as far as grow needs to know. */
 export type DeviceFacts =
   | { kind: "disk"; disk: DiskNode }
-  | { kind: "partition"; partition: PartitionNode; disk: DiskNode; table: PartitionTable | null; tableError: string | null }
+  | {
+      kind: "partition";
+      partition: PartitionNode;
+      disk: DiskNode;
+      table: PartitionTable | null;
+      tableError: string | null;
+    }
   | {
       kind: "lvm";
       node: BlockNode;
@@ -82,7 +88,10 @@ export async function filesystemBytes(mountPoint: string): Promise<number | null
   }
 }
 
-async function readPartitionTable(env: GrowEnvironment, disk: DiskNode): Promise<{ table: PartitionTable | null; tableError: string | null }> {
+async function readPartitionTable(
+  env: GrowEnvironment,
+  disk: DiskNode,
+): Promise<{ table: PartitionTable | null; tableError: string | null }> {
   if (!env.tools.sfdisk) return { table: null, tableError: "sfdisk is not installed (Debian package fdisk)" };
   const argv = [env.tools.sfdisk, "--json", disk.devPath];
   const result = await env.run(argv);
@@ -94,7 +103,12 @@ async function readPartitionTable(env: GrowEnvironment, disk: DiskNode): Promise
   }
 }
 
-async function lvmReport<T>(env: GrowEnvironment, tool: "lvs" | "pvs", args: string[], parse: (text: string) => T): Promise<T | string> {
+async function lvmReport<T>(
+  env: GrowEnvironment,
+  tool: "lvs" | "pvs",
+  args: string[],
+  parse: (text: string) => T,
+): Promise<T | string> {
   const binary = env.tools[tool];
   if (!binary) return `${tool} is not installed (Debian package lvm2)`;
   const argv = [binary, "--reportformat", "json", "--units", "b", "--nosuffix", ...args];
@@ -113,15 +127,30 @@ export async function deviceFacts(env: GrowEnvironment, sys: SysBlockDevice, dep
     case "disk":
       return { kind: "disk", disk: sys.disk };
     case "partition":
-      return { kind: "partition", partition: sys.partition, disk: sys.disk, ...(await readPartitionTable(env, sys.disk)) };
+      return {
+        kind: "partition",
+        partition: sys.partition,
+        disk: sys.disk,
+        ...(await readPartitionTable(env, sys.disk)),
+      };
     case "device-mapper": {
       if (!sys.dmUuid.startsWith("LVM-")) {
         const target = sys.dmUuid.split("-")[0] || "unknown";
-        return { kind: "unsupported", name: sys.node.name, reason: `device-mapper device ${sys.dmName} is not LVM (uuid prefix ${target}); grow understands LVM only` };
+        return {
+          kind: "unsupported",
+          name: sys.node.name,
+          reason: `device-mapper device ${sys.dmName} is not LVM (uuid prefix ${target}); grow understands LVM only`,
+        };
       }
-      if (depth > 0) return { kind: "unsupported", name: sys.node.name, reason: `LVM stacked on device-mapper (${sys.dmName}) is not understood` };
+      if (depth > 0)
+        return {
+          kind: "unsupported",
+          name: sys.node.name,
+          reason: `LVM stacked on device-mapper (${sys.dmName}) is not understood`,
+        };
       const lvs = await lvmReport(env, "lvs", ["--segments", "-o", LVS_FIELDS], parseLvsJson);
-      const lv = typeof lvs === "string" ? null : (lvs.find((candidate) => candidate.dmPath === sys.node.devPath) ?? null);
+      const lv =
+        typeof lvs === "string" ? null : (lvs.find((candidate) => candidate.dmPath === sys.node.devPath) ?? null);
       const lvError = typeof lvs === "string" ? lvs : lv ? null : `lvs lists no logical volume at ${sys.node.devPath}`;
       const physicalVolumes: PhysicalVolumeFacts[] = [];
       for (const slave of sys.slaves) {
@@ -129,9 +158,18 @@ export async function deviceFacts(env: GrowEnvironment, sys: SysBlockDevice, dep
         try {
           device = await deviceFacts(env, await readBlockByName(env.sysRoot, slave), depth + 1);
         } catch (error) {
-          device = { kind: "unsupported", name: slave, reason: `cannot read /sys/class/block/${slave}: ${message(error)}` };
+          device = {
+            kind: "unsupported",
+            name: slave,
+            reason: `cannot read /sys/class/block/${slave}: ${message(error)}`,
+          };
         }
-        const pvPath = device.kind === "partition" ? device.partition.devPath : device.kind === "disk" ? device.disk.devPath : `/dev/${slave}`;
+        const pvPath =
+          device.kind === "partition"
+            ? device.partition.devPath
+            : device.kind === "disk"
+              ? device.disk.devPath
+              : `/dev/${slave}`;
         const pvs = await lvmReport(env, "pvs", ["-o", PVS_FIELDS, pvPath], parsePvsJson);
         const pv = typeof pvs === "string" ? null : (pvs.find((candidate) => candidate.path === pvPath) ?? null);
         const pvError = typeof pvs === "string" ? pvs : pv ? null : `pvs lists no physical volume at ${pvPath}`;
@@ -142,8 +180,12 @@ export async function deviceFacts(env: GrowEnvironment, sys: SysBlockDevice, dep
   }
 }
 
-async function btrfsFacts(env: GrowEnvironment, mountPoint: string): Promise<{ btrfsDevices: BtrfsDevice[] | null; btrfsError: string | null }> {
-  if (!env.tools.btrfs) return { btrfsDevices: null, btrfsError: "btrfs is not installed (Debian package btrfs-progs)" };
+async function btrfsFacts(
+  env: GrowEnvironment,
+  mountPoint: string,
+): Promise<{ btrfsDevices: BtrfsDevice[] | null; btrfsError: string | null }> {
+  if (!env.tools.btrfs)
+    return { btrfsDevices: null, btrfsError: "btrfs is not installed (Debian package btrfs-progs)" };
   const argv = [env.tools.btrfs, "filesystem", "show", "--raw", mountPoint];
   const result = await env.run(argv);
   if (result.exitCode !== 0) return { btrfsDevices: null, btrfsError: describeFailure(argv, result) };
@@ -163,12 +205,18 @@ export function deviceNodePath(device: DeviceFacts): string {
   }
 }
 
-async function readFilesystemSize(env: GrowEnvironment, tool: "dumpe2fs" | "xfs_info", args: string[], parse: (text: string) => number): Promise<{ filesystemOnDeviceBytes: number | null; filesystemSizeError: string | null }> {
+async function readFilesystemSize(
+  env: GrowEnvironment,
+  tool: "dumpe2fs" | "xfs_info",
+  args: string[],
+  parse: (text: string) => number,
+): Promise<{ filesystemOnDeviceBytes: number | null; filesystemSizeError: string | null }> {
   const binary = env.tools[tool];
   if (!binary) return { filesystemOnDeviceBytes: null, filesystemSizeError: missingToolMessage(tool) };
   const argv = [binary, ...args];
   const result = await env.run(argv);
-  if (result.exitCode !== 0) return { filesystemOnDeviceBytes: null, filesystemSizeError: describeFailure(argv, result) };
+  if (result.exitCode !== 0)
+    return { filesystemOnDeviceBytes: null, filesystemSizeError: describeFailure(argv, result) };
   try {
     return { filesystemOnDeviceBytes: parse(result.stdout), filesystemSizeError: null };
   } catch (error) {
@@ -190,7 +238,10 @@ async function filesystemSizeFacts(env: GrowEnvironment, facts: TargetFacts): Pr
       const devices = facts.btrfsDevices ?? [];
       return devices.length === 1
         ? { filesystemOnDeviceBytes: devices[0]!.sizeBytes, filesystemSizeError: null }
-        : { filesystemOnDeviceBytes: null, filesystemSizeError: facts.btrfsError ?? `btrfs over ${devices.length} devices` };
+        : {
+            filesystemOnDeviceBytes: null,
+            filesystemSizeError: facts.btrfsError ?? `btrfs over ${devices.length} devices`,
+          };
     }
     default:
       return {};
@@ -224,11 +275,18 @@ async function targetFacts(env: GrowEnvironment, mounts: MountEntry[], requested
     } else {
       // btrfs (and network or virtual filesystems) report an anonymous device number.
       const name = await kernelNameOfSource(mount.source, env.devRoot);
-      if (!name) return { ...facts, problem: `${mount.mountPoint} (${mount.fsType} from ${mount.source}) is not on a block device` };
+      if (!name)
+        return {
+          ...facts,
+          problem: `${mount.mountPoint} (${mount.fsType} from ${mount.source}) is not on a block device`,
+        };
       facts.device = await deviceFacts(env, await readBlockByName(env.sysRoot, name));
     }
   } catch (error) {
-    return { ...facts, problem: `cannot find the block device of ${mount.mountPoint} (${mount.source}): ${message(error)}` };
+    return {
+      ...facts,
+      problem: `cannot find the block device of ${mount.mountPoint} (${mount.source}): ${message(error)}`,
+    };
   }
   if (facts.device.kind === "unsupported") return facts;
   if (mount.fsType === "btrfs") Object.assign(facts, await btrfsFacts(env, mount.mountPoint));
@@ -239,7 +297,9 @@ async function targetFacts(env: GrowEnvironment, mounts: MountEntry[], requested
 /** Gathers everything the planner needs for each requested mount. Never throws for one bad mount. */
 export async function gatherGrowFacts(env: GrowEnvironment, requestedMounts: string[]): Promise<GrowFacts> {
   const mounts = parseMountInfo(await readFile(path.join(env.procRoot, "self", "mountinfo"), "utf8"));
-  const capabilities = parseEffectiveCapabilities(await readFile(path.join(env.procRoot, "self", "status"), "utf8").catch(() => ""));
+  const capabilities = parseEffectiveCapabilities(
+    await readFile(path.join(env.procRoot, "self", "status"), "utf8").catch(() => ""),
+  );
   const targets: TargetFacts[] = [];
   const seen = new Set<string>();
   for (const requested of requestedMounts) {

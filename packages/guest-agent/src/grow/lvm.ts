@@ -57,7 +57,9 @@ function reportRows(text: string, kinds: ReportKind[], command: string): Array<R
 function bytes(value: string | undefined, field: string, command: string): number {
   const number = Number(value);
   if (value === undefined || value === "" || !Number.isFinite(number)) {
-    throw new Error(`${command}: field ${field} is not a number of bytes (${JSON.stringify(value)}); run with --units b --nosuffix`);
+    throw new Error(
+      `${command}: field ${field} is not a number of bytes (${JSON.stringify(value)}); run with --units b --nosuffix`,
+    );
   }
   return number;
 }

@@ -1,4 +1,10 @@
-import { deviceNodePath, type DeviceFacts, type GrowFacts, type PhysicalVolumeFacts, type TargetFacts } from "./facts.js";
+import {
+  deviceNodePath,
+  type DeviceFacts,
+  type GrowFacts,
+  type PhysicalVolumeFacts,
+  type TargetFacts,
+} from "./facts.js";
 import { physicalVolumeHasRoom } from "./lvm.js";
 import { isExtendedPartition, type PartitionTable } from "./partition-table.js";
 import type { DiskNode, PartitionNode } from "./sysblock.js";
@@ -10,8 +16,22 @@ export const MIN_GROWTH_BYTES = 1024 * 1024;
 export const GROWABLE_FILESYSTEMS = ["ext2", "ext3", "ext4", "xfs", "btrfs"] as const;
 
 export type GrowStep =
-  | { kind: "grow-partition"; via: "growpart" | "sfdisk"; disk: string; partition: number; partitionPath: string; freeBytes: number }
-  | { kind: "tell-kernel"; disk: string; partition: number; partitionPath: string; tableBytes: number; kernelBytes: number }
+  | {
+      kind: "grow-partition";
+      via: "growpart" | "sfdisk";
+      disk: string;
+      partition: number;
+      partitionPath: string;
+      freeBytes: number;
+    }
+  | {
+      kind: "tell-kernel";
+      disk: string;
+      partition: number;
+      partitionPath: string;
+      tableBytes: number;
+      kernelBytes: number;
+    }
   | { kind: "pvresize"; pv: string; vg: string }
   | { kind: "lvextend"; vg: string; lv: string; device: string }
   | { kind: "grow-filesystem"; fsType: string; device: string; mountPoint: string };
@@ -61,9 +81,16 @@ function tableReserveBytes(table: PartitionTable): number {
  * sfdisk's "+" takes all the space up to the end of the disk; for GPT the backup header must
  * first move to the new end, or the old end would still bound the partition.
  */
-export function sfdiskGrowCommands(sfdisk: string, partx: string, disk: string, partition: number, label: string): PlannedCommand[] {
+export function sfdiskGrowCommands(
+  sfdisk: string,
+  partx: string,
+  disk: string,
+  partition: number,
+  label: string,
+): PlannedCommand[] {
   const commands: PlannedCommand[] = [];
-  if (label === "gpt") commands.push({ argv: [sfdisk, "--no-reread", "--no-tell-kernel", "--relocate", "gpt-bak-std", disk] });
+  if (label === "gpt")
+    commands.push({ argv: [sfdisk, "--no-reread", "--no-tell-kernel", "--relocate", "gpt-bak-std", disk] });
   commands.push({ argv: [sfdisk, "--no-reread", "--no-tell-kernel", "-N", String(partition), disk], input: ", +\n" });
   commands.push({ argv: [partx, "--update", "--nr", String(partition), disk] });
   return commands;
@@ -83,7 +110,12 @@ class MountPlanner {
     return binary;
   }
 
-  partition(partition: PartitionNode, disk: DiskNode, table: PartitionTable | null, tableError: string | null): boolean {
+  partition(
+    partition: PartitionNode,
+    disk: DiskNode,
+    table: PartitionTable | null,
+    tableError: string | null,
+  ): boolean {
     const where = `partition ${partition.number} of ${disk.devPath}`;
     if (!table) {
       this.refusals.push(`cannot read the partition table of ${disk.devPath}: ${tableError ?? "unknown error"}`);
@@ -95,11 +127,15 @@ class MountPlanner {
     }
     const ours = table.partitions.find((p) => p.number === partition.number);
     if (!ours || ours.startBytes !== partition.startBytes) {
-      this.refusals.push(`the partition table of ${disk.devPath} does not match what the kernel shows for ${where}: refusing to guess`);
+      this.refusals.push(
+        `the partition table of ${disk.devPath} does not match what the kernel shows for ${where}: refusing to guess`,
+      );
       return false;
     }
     if (table.label === "dos" && partition.number > 4) {
-      this.refusals.push(`${where} is a logical partition inside an extended one; grow does not resize extended partitions`);
+      this.refusals.push(
+        `${where} is a logical partition inside an extended one; grow does not resize extended partitions`,
+      );
       return false;
     }
     const usableEnd = disk.sizeBytes - tableReserveBytes(table);
@@ -123,10 +159,19 @@ class MountPlanner {
       return this.kernelCatchUp(where, disk, partition, ours.sizeBytes);
     }
     if (!this.facts.capabilities.sysAdmin) {
-      this.refusals.push(`growing ${where} needs CAP_SYS_ADMIN to tell the kernel the new size, and this process lacks it`);
+      this.refusals.push(
+        `growing ${where} needs CAP_SYS_ADMIN to tell the kernel the new size, and this process lacks it`,
+      );
       return false;
     }
-    const step: GrowStep = { kind: "grow-partition", via: "growpart", disk: disk.devPath, partition: partition.number, partitionPath: partition.devPath, freeBytes };
+    const step: GrowStep = {
+      kind: "grow-partition",
+      via: "growpart",
+      disk: disk.devPath,
+      partition: partition.number,
+      partitionPath: partition.devPath,
+      freeBytes,
+    };
     const { growpart, sfdisk, partx } = this.facts.tools;
     if (growpart) {
       this.steps.push({
@@ -141,7 +186,9 @@ class MountPlanner {
         description: `grow ${where} into ${formatBytes(freeBytes)} of free space (with sfdisk: growpart, Debian package cloud-guest-utils, is not installed)`,
       });
     } else {
-      this.refusals.push(`growing ${where} needs growpart (Debian package cloud-guest-utils) or sfdisk and partx (fdisk, util-linux)`);
+      this.refusals.push(
+        `growing ${where} needs growpart (Debian package cloud-guest-utils) or sfdisk and partx (fdisk, util-linux)`,
+      );
       return false;
     }
     return true;
@@ -153,7 +200,14 @@ class MountPlanner {
     const partx = this.tool("partx");
     if (!partx) return false;
     this.steps.push({
-      step: { kind: "tell-kernel", disk: disk.devPath, partition: partition.number, partitionPath: partition.devPath, tableBytes, kernelBytes: partition.sizeBytes },
+      step: {
+        kind: "tell-kernel",
+        disk: disk.devPath,
+        partition: partition.number,
+        partitionPath: partition.devPath,
+        tableBytes,
+        kernelBytes: partition.sizeBytes,
+      },
       commands: [{ argv: [partx, "--update", "--nr", String(partition.number), disk.devPath] }],
       description: `tell the kernel ${where} is ${formatBytes(tableBytes)}, as the table says (it uses ${formatBytes(partition.sizeBytes)})`,
     });
@@ -202,7 +256,9 @@ class MountPlanner {
     }
     const odd = [...new Set(lv.segmentTypes.filter((type) => type !== "linear"))];
     if (odd.length > 0) {
-      this.refusals.push(`logical volume ${lv.vg}/${lv.lv} has ${odd.join(", ")} segments; grow extends linear volumes only`);
+      this.refusals.push(
+        `logical volume ${lv.vg}/${lv.lv} has ${odd.join(", ")} segments; grow extends linear volumes only`,
+      );
       return false;
     }
     if (device.physicalVolumes.length === 0) {
@@ -237,7 +293,9 @@ class MountPlanner {
       return;
     }
     if (occupied === null) {
-      this.notes.push(`cannot tell how much of ${device} the filesystem fills (${target.filesystemSizeError ?? "unknown"}): growing it anyway, which changes nothing if it already fills the device`);
+      this.notes.push(
+        `cannot tell how much of ${device} the filesystem fills (${target.filesystemSizeError ?? "unknown"}): growing it anyway, which changes nothing if it already fills the device`,
+      );
     }
     const step: GrowStep = { kind: "grow-filesystem", fsType, device, mountPoint: mount.mountPoint };
     if (fsType === "xfs") {
@@ -247,7 +305,11 @@ class MountPlanner {
         this.refusals.push("xfs_growfs needs CAP_SYS_ADMIN, and this process lacks it");
         return;
       }
-      this.steps.push({ step, commands: [{ argv: [tool, mount.mountPoint] }], description: `grow the xfs filesystem at ${mount.mountPoint} to the end of ${device}` });
+      this.steps.push({
+        step,
+        commands: [{ argv: [tool, mount.mountPoint] }],
+        description: `grow the xfs filesystem at ${mount.mountPoint} to the end of ${device}`,
+      });
       return;
     }
     if (fsType === "btrfs") {
@@ -255,11 +317,15 @@ class MountPlanner {
       if (!tool) return;
       const devices = target.btrfsDevices;
       if (!devices) {
-        this.refusals.push(`cannot list the devices of the btrfs filesystem at ${mount.mountPoint}: ${target.btrfsError ?? "unknown error"}`);
+        this.refusals.push(
+          `cannot list the devices of the btrfs filesystem at ${mount.mountPoint}: ${target.btrfsError ?? "unknown error"}`,
+        );
         return;
       }
       if (devices.length !== 1) {
-        this.refusals.push(`the btrfs filesystem at ${mount.mountPoint} spans ${devices.length} devices; grow resizes single-device btrfs only`);
+        this.refusals.push(
+          `the btrfs filesystem at ${mount.mountPoint} spans ${devices.length} devices; grow resizes single-device btrfs only`,
+        );
         return;
       }
       if (!this.facts.capabilities.sysAdmin) {
@@ -283,7 +349,11 @@ class MountPlanner {
       );
       return;
     }
-    this.steps.push({ step, commands: [{ argv: [tool, device] }], description: `grow the ${fsType} filesystem on ${device} (mounted at ${mount.mountPoint}) to the end of the device` });
+    this.steps.push({
+      step,
+      commands: [{ argv: [tool, device] }],
+      description: `grow the ${fsType} filesystem on ${device} (mounted at ${mount.mountPoint}) to the end of the device`,
+    });
   }
 }
 
@@ -318,7 +388,9 @@ export function planTarget(facts: GrowFacts, target: TargetFacts): MountPlan {
     plan.notes.push(`${target.requested} is on the filesystem mounted at ${target.mount.mountPoint}`);
   }
   if (!(GROWABLE_FILESYSTEMS as readonly string[]).includes(target.mount.fsType)) {
-    plan.refusals.push(`${target.mount.mountPoint} is ${target.mount.fsType}; grow understands ${GROWABLE_FILESYSTEMS.join(", ")}`);
+    plan.refusals.push(
+      `${target.mount.mountPoint} is ${target.mount.fsType}; grow understands ${GROWABLE_FILESYSTEMS.join(", ")}`,
+    );
     return plan;
   }
   const planner = new MountPlanner(facts);

@@ -19,11 +19,15 @@ export function formatGrowText(results: MountResult[], dryRun: boolean): string 
   const lines: string[] = [];
   if (dryRun) lines.push("dry run: nothing is changed; this is what grow would do");
   for (const result of results) {
-    const what = result.mountPoint ? `${result.mountPoint} (${result.fsType} on ${result.device ?? "?"})` : result.requested;
+    const what = result.mountPoint
+      ? `${result.mountPoint} (${result.fsType} on ${result.device ?? "?"})`
+      : result.requested;
     const size = result.device ? sizeChange(result.filesystemBytesBefore, result.filesystemBytesAfter) : "";
     lines.push(`${what}: ${result.status}${size}`);
     for (const step of result.steps) {
-      lines.push(`  ${OUTCOME_WORD[step.outcome].padEnd(9)} ${step.description}${sizeChange(step.bytesBefore, step.bytesAfter)}`);
+      lines.push(
+        `  ${OUTCOME_WORD[step.outcome].padEnd(9)} ${step.description}${sizeChange(step.bytesBefore, step.bytesAfter)}`,
+      );
       for (const command of step.commands) lines.push(`            $ ${command.join(" ")}`);
       if (step.detail) lines.push(`            ${step.detail}`);
     }

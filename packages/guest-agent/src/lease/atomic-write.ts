@@ -7,8 +7,15 @@ import { open, rename, unlink } from "node:fs/promises";
 import path from "node:path";
 
 export async function writeFileAtomic(filePath: string, data: string, mode = 0o644): Promise<void> {
-  const temporary = path.join(path.dirname(filePath), `.${path.basename(filePath)}.tmp-${randomBytes(6).toString("hex")}`);
-  const handle = await open(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  const temporary = path.join(
+    path.dirname(filePath),
+    `.${path.basename(filePath)}.tmp-${randomBytes(6).toString("hex")}`,
+  );
+  const handle = await open(
+    temporary,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    mode,
+  );
   try {
     await handle.chmod(mode); // the umask must not decide who may read it
     await handle.writeFile(data, "utf8");

@@ -51,7 +51,9 @@ export class AuditLog {
   }
 
   record(events: AuditEvent[], wallMs: number): void {
-    void this.append(events, wallMs).catch((error: Error) => this.log(`leases: cannot append to ${this.file}: ${error.message}`));
+    void this.append(events, wallMs).catch((error: Error) =>
+      this.log(`leases: cannot append to ${this.file}: ${error.message}`),
+    );
   }
 
   /** Resolves once the lines are written and fsynced; rejects (with the errno code) if they could not be. */
@@ -69,7 +71,11 @@ export class AuditLog {
 }
 
 async function appendDurably(file: string, text: string): Promise<void> {
-  const handle = await open(file, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+  const handle = await open(
+    file,
+    constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW,
+    0o600,
+  );
   try {
     const before = (await handle.stat()).size;
     try {

@@ -5,7 +5,13 @@ import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
 import { DurationError, parseDuration } from "@ws/protocol";
 import { systemClock, type Clock } from "../clock.js";
-import { AgentProtocolError, AgentUnavailableError, callAgent, DEFAULT_SOCKET_PATH, type OutgoingRequest } from "./client.js";
+import {
+  AgentProtocolError,
+  AgentUnavailableError,
+  callAgent,
+  DEFAULT_SOCKET_PATH,
+  type OutgoingRequest,
+} from "./client.js";
 import { formatCancelled, formatLeaseList, formatOverCap, formatStatus, formatTaken, type Moment } from "./format.js";
 import { DEFAULT_MAX_KEEP_RUNNING_SECONDS, isLeaseId, MAX_REASON_LENGTH, MIN_LEASE_SECONDS } from "./leases.js";
 import type { Answer, ErrorAnswer } from "./wire.js";
@@ -284,7 +290,10 @@ export function agentUnavailableText(error: AgentUnavailableError): string {
   );
 }
 
-function parse(argv: string[], options: Record<string, { type: "boolean" | "string" }>): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+function parse(
+  argv: string[],
+  options: Record<string, { type: "boolean" | "string" }>,
+): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
   try {
     const { values, positionals } = parseArgs({
       args: argv,
@@ -302,7 +311,13 @@ function parse(argv: string[], options: Record<string, { type: "boolean" | "stri
 function refused(answer: ErrorAnswer, io: LeaseIo, requestedSeconds?: number): number {
   const { error } = answer;
   if (error.code === "over_cap" && requestedSeconds !== undefined) {
-    io.stderr.write(formatOverCap(requestedSeconds, error.capSeconds ?? DEFAULT_MAX_KEEP_RUNNING_SECONDS, error.capSource ?? "default"));
+    io.stderr.write(
+      formatOverCap(
+        requestedSeconds,
+        error.capSeconds ?? DEFAULT_MAX_KEEP_RUNNING_SECONDS,
+        error.capSource ?? "default",
+      ),
+    );
   } else {
     io.stderr.write(`ws-lease: ${error.message}\n`);
   }
@@ -317,7 +332,13 @@ async function request(socketPath: string, outgoing: OutgoingRequest): Promise<A
   return callAgent(socketPath, outgoing);
 }
 
-async function takeCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment, explicit: boolean): Promise<number> {
+async function takeCommand(
+  argv: string[],
+  io: LeaseIo,
+  socketPath: string,
+  moment: Moment,
+  explicit: boolean,
+): Promise<number> {
   const { values, positionals } = parse(argv, { reason: { type: "string" } });
   if (values.help) {
     io.stdout.write(explicit || positionals.length > 0 || values.reason !== undefined ? TAKE_HELP : LEASE_SHORT_HELP);
@@ -329,18 +350,31 @@ async function takeCommand(argv: string[], io: LeaseIo, socketPath: string, mome
     return statusCommand(values.json ? ["--json"] : [], io, socketPath, moment);
   }
   if (positionals.length > 1) {
-    throw new UsageError(`one duration please, got ${positionals.map((p) => JSON.stringify(p)).join(" ")} (quote a reason with spaces: --reason "two words")`);
+    throw new UsageError(
+      `one duration please, got ${positionals.map((p) => JSON.stringify(p)).join(" ")} (quote a reason with spaces: --reason "two words")`,
+    );
   }
   const text = positionals[0]!;
-  if (!/^\d/.test(text)) throw new UsageError(`unknown command "${text}": expected a duration (8h, 90m, 1h30m), status, list or cancel`);
+  if (!/^\d/.test(text))
+    throw new UsageError(`unknown command "${text}": expected a duration (8h, 90m, 1h30m), status, list or cancel`);
   const seconds = parseDuration(text);
-  if (seconds < MIN_LEASE_SECONDS) throw new UsageError(`"${text}" is shorter than ${MIN_LEASE_SECONDS}s: a lease that short keeps nothing running (try 30m or 2h)`);
+  if (seconds < MIN_LEASE_SECONDS)
+    throw new UsageError(
+      `"${text}" is shorter than ${MIN_LEASE_SECONDS}s: a lease that short keeps nothing running (try 30m or 2h)`,
+    );
   const reason = typeof values.reason === "string" ? values.reason : "";
-  if (reason.length > MAX_REASON_LENGTH) throw new UsageError(`--reason is ${reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`);
+  if (reason.length > MAX_REASON_LENGTH)
+    throw new UsageError(`--reason is ${reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`);
   const answer = await request(socketPath, { op: "take", seconds, reason, wait: CONFIRM_WAIT_SECONDS });
   if (!answer.ok) return refused(answer, io, seconds);
   if (answer.op !== "take") throw new AgentProtocolError("the agent answered another question");
-  if (values.json) printJson(io, { lease: answer.lease, capSeconds: answer.capSeconds, capSource: answer.capSource, collectorConnected: answer.collectorConnected });
+  if (values.json)
+    printJson(io, {
+      lease: answer.lease,
+      capSeconds: answer.capSeconds,
+      capSource: answer.capSource,
+      collectorConnected: answer.collectorConnected,
+    });
   else io.stdout.write(formatTaken(answer.lease, answer.collectorConnected, moment));
   return 0;
 }
@@ -388,7 +422,8 @@ async function cancelCommand(argv: string[], io: LeaseIo, socketPath: string): P
     outgoing = { op: "cancel", all: true };
   } else if (positionals[0] !== undefined) {
     const id = positionals[0].toLowerCase();
-    if (!isLeaseId(id)) throw new UsageError(`"${positionals[0]}" is not a lease ID (8 hex digits, as ws-lease list shows them)`);
+    if (!isLeaseId(id))
+      throw new UsageError(`"${positionals[0]}" is not a lease ID (8 hex digits, as ws-lease list shows them)`);
     outgoing = { op: "cancel", id };
   } else {
     const mine = await yourLeaseIds(socketPath);
@@ -442,11 +477,16 @@ async function runCommand(argv: string[], io: LeaseIo, socketPath: string): Prom
     io.stdout.write(RUN_HELP);
     return 0;
   }
-  if (positionals.length !== 1) throw new UsageError("run needs one duration, then -- and the command: ws-lease run 2h -- make test");
+  if (positionals.length !== 1)
+    throw new UsageError("run needs one duration, then -- and the command: ws-lease run 2h -- make test");
   if (command.length === 0) throw new UsageError("run needs a command after --: ws-lease run 2h -- make test");
   const seconds = parseDuration(positionals[0]!);
-  const reason = typeof values.reason === "string" ? values.reason : `while running: ${command.join(" ")}`.slice(0, MAX_REASON_LENGTH);
-  if (reason.length > MAX_REASON_LENGTH) throw new UsageError(`--reason is ${reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`);
+  const reason =
+    typeof values.reason === "string"
+      ? values.reason
+      : `while running: ${command.join(" ")}`.slice(0, MAX_REASON_LENGTH);
+  if (reason.length > MAX_REASON_LENGTH)
+    throw new UsageError(`--reason is ${reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`);
   // Signals are caught from the start: one that arrives while the lease is being taken still
   // releases it (and reaches the command, once there is one).
   let child: ReturnType<typeof spawn> | undefined;
@@ -468,9 +508,12 @@ async function runCommand(argv: string[], io: LeaseIo, socketPath: string): Prom
     const release = async (): Promise<void> => {
       try {
         const cancelled = await callAgent(socketPath, { op: "cancel", id: leaseId }, 10_000);
-        if (!cancelled.ok && cancelled.error.code !== "not_found") io.stderr.write(`ws-lease: could not release lease ${leaseId}: ${cancelled.error.message}\n`);
+        if (!cancelled.ok && cancelled.error.code !== "not_found")
+          io.stderr.write(`ws-lease: could not release lease ${leaseId}: ${cancelled.error.message}\n`);
       } catch (error) {
-        io.stderr.write(`ws-lease: could not release lease ${leaseId} (${(error as Error).message}); it ends by itself after ${positionals[0]}\n`);
+        io.stderr.write(
+          `ws-lease: could not release lease ${leaseId} (${(error as Error).message}); it ends by itself after ${positionals[0]}\n`,
+        );
       }
     };
     if (caught) {
@@ -480,7 +523,9 @@ async function runCommand(argv: string[], io: LeaseIo, socketPath: string): Prom
     const status = await new Promise<number>((resolve) => {
       child = spawn(command[0]!, command.slice(1), { stdio: "inherit" });
       child.once("error", (error: NodeJS.ErrnoException) => {
-        io.stderr.write(`ws-lease: cannot run ${JSON.stringify(command[0])}: ${error.code === "ENOENT" ? "command not found" : error.message}\n`);
+        io.stderr.write(
+          `ws-lease: cannot run ${JSON.stringify(command[0])}: ${error.code === "ENOENT" ? "command not found" : error.message}\n`,
+        );
         resolve(error.code === "ENOENT" ? 127 : 126);
       });
       child.once("exit", (code, signal) => resolve(code ?? (signal ? signalStatus(signal) : 1)));

@@ -55,17 +55,22 @@ export async function callAgent(socketPath: string, request: OutgoingRequest, ti
       if (error) reject(error);
       else resolve(answer!);
     };
-    const timer = setTimeout(() => finish(new AgentProtocolError(`the agent did not answer within ${timeoutMs / 1000}s`)), timeoutMs);
+    const timer = setTimeout(
+      () => finish(new AgentProtocolError(`the agent did not answer within ${timeoutMs / 1000}s`)),
+      timeoutMs,
+    );
     socket.on("error", (error: NodeJS.ErrnoException) => {
       const code = error.code ?? "";
-      if (!challenged && UNAVAILABLE_CODES.has(code)) finish(new AgentUnavailableError(error.message, socketPath, code));
+      if (!challenged && UNAVAILABLE_CODES.has(code))
+        finish(new AgentUnavailableError(error.message, socketPath, code));
       else if (code === "EACCES") finish(new AgentUnavailableError(error.message, socketPath, code));
       else finish(error);
     });
     socket.on("close", () => finish(new AgentProtocolError("the agent closed the connection without answering")));
     socket.on("data", (chunk: Buffer) => {
       buffer += decoder.write(chunk);
-      if (Buffer.byteLength(buffer) > 4 * MAX_LINE_BYTES + 1024 * 1024) return finish(new AgentProtocolError("the agent's answer is too large"));
+      if (Buffer.byteLength(buffer) > 4 * MAX_LINE_BYTES + 1024 * 1024)
+        return finish(new AgentProtocolError("the agent's answer is too large"));
       const { lines, rest } = takeLines(buffer);
       buffer = rest;
       for (const line of lines) {
@@ -74,7 +79,9 @@ export async function callAgent(socketPath: string, request: OutgoingRequest, ti
           if (!challenge) {
             // A busy agent answers with an error instead of a challenge.
             const early = parseAnswer(line);
-            return early ? finish(undefined, early) : finish(new AgentProtocolError(`${socketPath} does not speak the ws-agent lease protocol`));
+            return early
+              ? finish(undefined, early)
+              : finish(new AgentProtocolError(`${socketPath} does not speak the ws-agent lease protocol`));
           }
           challenged = true;
           void (async () => {
@@ -103,7 +110,8 @@ export async function callAgent(socketPath: string, request: OutgoingRequest, ti
 function parseAnswer(line: string): Answer | undefined {
   try {
     const value: unknown = JSON.parse(line);
-    if (typeof value !== "object" || value === null || typeof (value as { ok?: unknown }).ok !== "boolean") return undefined;
+    if (typeof value !== "object" || value === null || typeof (value as { ok?: unknown }).ok !== "boolean")
+      return undefined;
     return value as Answer;
   } catch {
     return undefined;

@@ -67,11 +67,21 @@ function confirmationState(lease: LeaseView): string {
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows.map((row) => row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!))).join("  ").trimEnd()).join("\n") + "\n";
+  return (
+    rows
+      .map((row) =>
+        row
+          .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
+          .join("  ")
+          .trimEnd(),
+      )
+      .join("\n") + "\n"
+  );
 }
 
 export function formatLeaseList(leases: LeaseView[], moment: Moment): string {
-  if (leases.length === 0) return `No leases: nothing is keeping this VM running on purpose.\nTake one with: ws-lease 8h --reason "what you are running"\n`;
+  if (leases.length === 0)
+    return `No leases: nothing is keeping this VM running on purpose.\nTake one with: ws-lease 8h --reason "what you are running"\n`;
   const rows = [["ID", "USER", "UNTIL", "LEFT", "STATE", "REASON"]];
   for (const lease of leases) {
     rows.push([
@@ -92,7 +102,9 @@ export function formatTaken(lease: LeaseView, collectorConnected: boolean, momen
     `Lease ${lease.id} taken: this VM keeps running until ${until} (${formatSpan(lease.remainingSeconds)})${lease.reason ? `, for "${safeText(lease.reason)}"` : ""}.`,
   ];
   if (lease.refused) {
-    lines.push(`The collector refused it${lease.message ? `: ${safeText(lease.message)}` : ""}. It does not keep the VM running.`);
+    lines.push(
+      `The collector refused it${lease.message ? `: ${safeText(lease.message)}` : ""}. It does not keep the VM running.`,
+    );
   } else if (lease.clamped) {
     lines.push(
       `The collector clamped it: you asked for ${formatLeaseDuration(lease.requestedSeconds)}, this VM's max-keep-running is ${formatLeaseDuration(lease.maxKeepRunningSeconds ?? lease.holdSeconds)}.`,
@@ -103,7 +115,9 @@ export function formatTaken(lease: LeaseView, collectorConnected: boolean, momen
   } else if (collectorConnected) {
     lines.push("The collector has not confirmed it yet; it will at the next report (see: ws-lease status).");
   } else {
-    lines.push("The collector is not reachable right now: the lease is recorded on this VM and will be confirmed when it reconnects.");
+    lines.push(
+      "The collector is not reachable right now: the lease is recorded on this VM and will be confirmed when it reconnects.",
+    );
   }
   lines.push(`Cancel it early with: ws-lease cancel ${lease.id}`);
   return lines.join("\n") + "\n";
@@ -111,7 +125,14 @@ export function formatTaken(lease: LeaseView, collectorConnected: boolean, momen
 
 export function formatCancelled(cancelled: LeaseView[]): string {
   if (cancelled.length === 0) return "No leases to cancel.\n";
-  return cancelled.map((lease) => `Cancelled lease ${lease.id} of ${safeText(lease.user, 32)}${lease.reason ? ` ("${safeText(lease.reason, 80)}")` : ""}.`).join("\n") + "\n";
+  return (
+    cancelled
+      .map(
+        (lease) =>
+          `Cancelled lease ${lease.id} of ${safeText(lease.user, 32)}${lease.reason ? ` ("${safeText(lease.reason, 80)}")` : ""}.`,
+      )
+      .join("\n") + "\n"
+  );
 }
 
 export function capExplanation(capSeconds: number, capSource: CapSource): string {
@@ -142,25 +163,35 @@ export function formatStatus(status: StatusView, moment: Moment): string {
     const notice = status.notice;
     const at = formatWhen(Date.parse(notice.stopAt), moment);
     if (notice.mode === "observe") {
-      out.push(`WOULD STOP ${formatStopIn(notice.stopInSeconds).toUpperCase()} (at ${at}), but this VM is in observe mode: nothing will be stopped.`);
+      out.push(
+        `WOULD STOP ${formatStopIn(notice.stopInSeconds).toUpperCase()} (at ${at}), but this VM is in observe mode: nothing will be stopped.`,
+      );
     } else {
       out.push(`STOP PENDING: this VM will stop ${formatStopIn(notice.stopInSeconds)} (at ${at}).`);
     }
     const why = safeText(notice.reason) || `no activity for ${formatSpan(notice.idleSeconds)}`;
-    out.push(`  Why: ${why}.`, `  To keep it running: ws-lease 2h (or any activity: type in a terminal, run a notebook cell).`, "");
+    out.push(
+      `  Why: ${why}.`,
+      `  To keep it running: ws-lease 2h (or any activity: type in a terminal, run a notebook cell).`,
+      "",
+    );
   }
 
   if (status.vm) {
     const vm = status.vm;
     const fresh = vm.ageSeconds < 120 ? "" : ` (last heard ${formatSpan(vm.ageSeconds)} ago)`;
-    out.push(`VM:          ${STATE_WORDS[vm.state] ?? vm.state}${vm.mode === "observe" ? " — observe mode: nothing is ever stopped" : ""}${fresh}`);
+    out.push(
+      `VM:          ${STATE_WORDS[vm.state] ?? vm.state}${vm.mode === "observe" ? " — observe mode: nothing is ever stopped" : ""}${fresh}`,
+    );
     out.push(
       vm.activeSignals.length > 0
         ? `Activity:    seen in use now by: ${vm.activeSignals.map((signal) => safeText(signal, 40)).join(", ")}`
         : `Activity:    idle for ${formatSpan(vm.idleSeconds)} (no signal shows use)`,
     );
     if (vm.stopInSeconds !== undefined && vm.stopAt !== undefined) {
-      out.push(`Stop:        would stop ${formatStopIn(vm.stopInSeconds)} (at ${formatWhen(Date.parse(vm.stopAt), moment)}) if nothing changes`);
+      out.push(
+        `Stop:        would stop ${formatStopIn(vm.stopInSeconds)} (at ${formatWhen(Date.parse(vm.stopAt), moment)}) if nothing changes`,
+      );
     } else {
       out.push(`Stop:        none scheduled`);
     }

@@ -136,7 +136,11 @@ export interface AuditEvent {
  * the Directive's arrival, so it becomes an age limit: age now + remaining.
  * A collector may shorten a lease, never lengthen it past the request.
  */
-export function applyDecision(lease: LeaseRecord, decision: LeaseDecision, now: Instant): { lease: LeaseRecord; events: AuditEvent[] } {
+export function applyDecision(
+  lease: LeaseRecord,
+  decision: LeaseDecision,
+  now: Instant,
+): { lease: LeaseRecord; events: AuditEvent[] } {
   const events: AuditEvent[] = [];
   const next: LeaseRecord = { ...lease, confirmed: true };
   if (decision.message) next.collectorMessage = decision.message;
@@ -144,16 +148,23 @@ export function applyDecision(lease: LeaseRecord, decision: LeaseDecision, now: 
   if (decision.maxKeepRunningSeconds > 0) next.maxKeepRunningSeconds = decision.maxKeepRunningSeconds;
   if (!decision.accepted) {
     next.refused = true;
-    if (!lease.refused) events.push({ action: "refused", lease: next, detail: decision.message || "refused by the collector" });
+    if (!lease.refused)
+      events.push({ action: "refused", lease: next, detail: decision.message || "refused by the collector" });
     return { lease: next, events };
   }
   next.refused = false;
-  const remaining = Number.isFinite(decision.effectiveRemainingSeconds) ? Math.max(0, decision.effectiveRemainingSeconds) : lease.requestedSeconds;
+  const remaining = Number.isFinite(decision.effectiveRemainingSeconds)
+    ? Math.max(0, decision.effectiveRemainingSeconds)
+    : lease.requestedSeconds;
   next.holdSeconds = Math.min(lease.requestedSeconds, leaseAgeSeconds(lease, now) + remaining);
   next.clamped = decision.clamped;
   if (decision.clamped && !lease.clamped) {
     const cap = next.maxKeepRunningSeconds;
-    events.push({ action: "clamped", lease: next, detail: cap !== undefined ? `max-keep-running ${formatLeaseDuration(cap)}` : "max-keep-running" });
+    events.push({
+      action: "clamped",
+      lease: next,
+      detail: cap !== undefined ? `max-keep-running ${formatLeaseDuration(cap)}` : "max-keep-running",
+    });
   } else if (!lease.confirmed || lease.refused) {
     events.push({ action: "confirmed", lease: next });
   }
@@ -161,7 +172,10 @@ export function applyDecision(lease: LeaseRecord, decision: LeaseDecision, now: 
 }
 
 /** Splits leases into those still alive and those whose time is up. */
-export function partitionExpired(leases: LeaseRecord[], now: Instant): { alive: LeaseRecord[]; expired: LeaseRecord[] } {
+export function partitionExpired(
+  leases: LeaseRecord[],
+  now: Instant,
+): { alive: LeaseRecord[]; expired: LeaseRecord[] } {
   const alive: LeaseRecord[] = [];
   const expired: LeaseRecord[] = [];
   for (const lease of leases) (isExpired(lease, now) ? expired : alive).push(lease);
@@ -188,16 +202,25 @@ export function checkTake(
     return { code: "bad_duration", message: "the duration must be a positive number of seconds" };
   }
   if (request.seconds < MIN_LEASE_SECONDS) {
-    return { code: "bad_duration", message: `a lease shorter than ${MIN_LEASE_SECONDS}s keeps nothing running; ask for at least ${MIN_LEASE_SECONDS}s (such as 30m)` };
+    return {
+      code: "bad_duration",
+      message: `a lease shorter than ${MIN_LEASE_SECONDS}s keeps nothing running; ask for at least ${MIN_LEASE_SECONDS}s (such as 30m)`,
+    };
   }
   if (request.seconds > capSeconds) {
     return { code: "over_cap", message: `longer than the keep-running cap of ${capSeconds}s`, capSeconds };
   }
   if (request.reason.length > MAX_REASON_LENGTH) {
-    return { code: "bad_reason", message: `the reason is ${request.reason.length} characters long; keep it under ${MAX_REASON_LENGTH}` };
+    return {
+      code: "bad_reason",
+      message: `the reason is ${request.reason.length} characters long; keep it under ${MAX_REASON_LENGTH}`,
+    };
   }
   if (existing.filter((lease) => lease.uid === uid).length >= MAX_LEASES_PER_USER) {
-    return { code: "too_many", message: `you already hold ${MAX_LEASES_PER_USER} leases; cancel some first (ws-lease list, ws-lease cancel ID)` };
+    return {
+      code: "too_many",
+      message: `you already hold ${MAX_LEASES_PER_USER} leases; cancel some first (ws-lease list, ws-lease cancel ID)`,
+    };
   }
   if (existing.length >= MAX_LEASES_TOTAL) {
     return { code: "too_many", message: `this VM already has ${MAX_LEASES_TOTAL} leases` };

@@ -64,7 +64,8 @@ export async function prepareProofDir(dir: string, ownUid: number): Promise<stri
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const info = await lstat(dir);
   if (!info.isDirectory()) throw new Error(`${dir} is not a directory`);
-  if (info.uid !== ownUid) throw new Error(`${dir} is owned by uid ${info.uid}, not by the agent (uid ${ownUid}); remove it`);
+  if (info.uid !== ownUid)
+    throw new Error(`${dir} is owned by uid ${info.uid}, not by the agent (uid ${ownUid}); remove it`);
   if ((info.mode & 0o7777) !== PROOF_DIR_MODE) await chmod(dir, PROOF_DIR_MODE);
   return cleanProofDir(dir);
 }
@@ -115,7 +116,8 @@ export async function verifyProof(dir: string, challenge: ProofChallenge): Promi
     const info = await handle.stat();
     if (!info.isFile()) return { ok: false, reason: "the proof file is not a regular file" };
     if (info.nlink !== 1) return { ok: false, reason: "the proof file has other hard links" };
-    if ((info.mode & 0o7777) !== PROOF_FILE_MODE) return { ok: false, reason: `the proof file's mode is ${(info.mode & 0o7777).toString(8)}, not 600` };
+    if ((info.mode & 0o7777) !== PROOF_FILE_MODE)
+      return { ok: false, reason: `the proof file's mode is ${(info.mode & 0o7777).toString(8)}, not 600` };
     if (info.size > MAX_PROOF_BYTES) return { ok: false, reason: "the proof file is too large" };
     const buffer = Buffer.alloc(MAX_PROOF_BYTES);
     const { bytesRead } = await handle.read(buffer, 0, MAX_PROOF_BYTES, 0);

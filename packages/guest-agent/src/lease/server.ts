@@ -6,7 +6,15 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 import { chmod, lstat, mkdir, unlink } from "node:fs/promises";
 import path from "node:path";
 import { StringDecoder } from "node:string_decoder";
-import { discardProof, newProofChallenge, prepareProofDir, rootSocketFor, verifyProof, type ProofChallenge, type ProofResult } from "./peer-proof.js";
+import {
+  discardProof,
+  newProofChallenge,
+  prepareProofDir,
+  rootSocketFor,
+  verifyProof,
+  type ProofChallenge,
+  type ProofResult,
+} from "./peer-proof.js";
 import {
   MAX_LINE_BYTES,
   PROTOCOL_NAME,
@@ -82,7 +90,8 @@ export class LeaseSocketServer {
       await chmod(directory, 0o755);
     }
     const left = await prepareProofDir(options.proofDir, options.ownUid ?? process.getuid?.() ?? 0);
-    if (left.length > 0) options.log(`leases: left in ${options.proofDir} what is not a file or an empty directory: ${left.join(", ")}`);
+    if (left.length > 0)
+      options.log(`leases: left in ${options.proofDir} what is not a file or an empty directory: ${left.join(", ")}`);
     await removeStaleSocket(options.socketPath);
     const server = createServer({ allowHalfOpen: false });
     const instance = new LeaseSocketServer(server, options);
@@ -102,7 +111,9 @@ export class LeaseSocketServer {
 
   async close(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    const rootClosed = new Promise<void>((resolve) => (this.rootServer ? this.rootServer.close(() => resolve()) : resolve()));
+    const rootClosed = new Promise<void>((resolve) =>
+      this.rootServer ? this.rootServer.close(() => resolve()) : resolve(),
+    );
     for (const socket of [...this.connections, ...this.rootConnections]) socket.destroy();
     await Promise.all([closed, rootClosed]);
     await unlink(this.options.socketPath).catch(() => undefined);
@@ -137,7 +148,9 @@ export class LeaseSocketServer {
       await chmod(rootPath, 0o600);
       this.rootServer = server;
     } catch (error) {
-      this.options.log(`leases: cannot serve root's socket ${rootPath}: ${(error as Error).message}; root uses the shared one`);
+      this.options.log(
+        `leases: cannot serve root's socket ${rootPath}: ${(error as Error).message}; root uses the shared one`,
+      );
     }
   }
 
@@ -150,7 +163,12 @@ export class LeaseSocketServer {
     this.rootConnections.add(socket);
     socket.on("close", () => this.rootConnections.delete(socket));
     const root: ProofResult = { ok: true, uid: 0 };
-    this.converse(socket, newProofChallenge(), async () => root, () => true);
+    this.converse(
+      socket,
+      newProofChallenge(),
+      async () => root,
+      () => true,
+    );
   }
 
   private serve(socket: Socket): void {
@@ -162,10 +180,13 @@ export class LeaseSocketServer {
     if (this.unverified.size >= maxUnverified) {
       // Push out the oldest connection that has not said anything yet, not the newcomer.
       const oldest = this.unverified.values().next().value as Socket | undefined;
-      if (oldest) this.dropUnverified(oldest, "too many connections are waiting to prove who they are; try again in a moment");
+      if (oldest)
+        this.dropUnverified(oldest, "too many connections are waiting to prove who they are; try again in a moment");
     }
     if (this.connections.size >= maxConnections) {
-      socket.end(JSON.stringify(errorAnswer("busy", "the agent is serving too many connections; try again in a moment")) + "\n");
+      socket.end(
+        JSON.stringify(errorAnswer("busy", "the agent is serving too many connections; try again in a moment")) + "\n",
+      );
       return;
     }
     this.connections.add(socket);
@@ -212,13 +233,24 @@ export class LeaseSocketServer {
   }
 
   /** The conversation on one connection: challenge, then up to N request lines, one answer each. */
-  private converse(socket: Socket, challenge: ProofChallenge, whoIsCalling: WhoIsCalling, admit: (proof: ProofResult) => boolean, maxPerUid = 0): void {
+  private converse(
+    socket: Socket,
+    challenge: ProofChallenge,
+    whoIsCalling: WhoIsCalling,
+    admit: (proof: ProofResult) => boolean,
+    maxPerUid = 0,
+  ): void {
     const { log, handle } = this.options;
     const maxRequests = this.options.maxRequestsPerConnection ?? DEFAULTS.maxRequestsPerConnection;
     socket.setTimeout(this.options.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs, () => socket.destroy());
     let admitted = false;
     let turnedAway = false;
-    const hello: Challenge = { protocol: PROTOCOL_NAME, version: PROTOCOL_VERSION, nonce: challenge.nonce, proof: challenge.name };
+    const hello: Challenge = {
+      protocol: PROTOCOL_NAME,
+      version: PROTOCOL_VERSION,
+      nonce: challenge.nonce,
+      proof: challenge.name,
+    };
     socket.write(JSON.stringify(hello) + "\n");
 
     const decoder = new StringDecoder("utf8");
@@ -251,14 +283,20 @@ export class LeaseSocketServer {
             const proof = await whoIsCalling();
             if (!admit(proof)) {
               const who = proof.ok ? `you (uid ${proof.uid})` : "callers who cannot prove who they are";
-              answer(errorAnswer("busy", `${who} already hold ${maxPerUid} connections to the agent; close some (or wait ${Math.round((this.options.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs) / 1000)}s) and try again`));
+              answer(
+                errorAnswer(
+                  "busy",
+                  `${who} already hold ${maxPerUid} connections to the agent; close some (or wait ${Math.round((this.options.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs) / 1000)}s) and try again`,
+                ),
+              );
               socket.end();
               turnedAway = true;
               return;
             }
             admitted = true;
           }
-          if (Buffer.byteLength(line) > MAX_LINE_BYTES) return answer(errorAnswer("bad_request", `request longer than ${MAX_LINE_BYTES} bytes`));
+          if (Buffer.byteLength(line) > MAX_LINE_BYTES)
+            return answer(errorAnswer("bad_request", `request longer than ${MAX_LINE_BYTES} bytes`));
           const parsed = parseRequest(line);
           if (!parsed.ok) return answer(parsed);
           try {

@@ -5,7 +5,14 @@
 import { randomBytes } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { PolicyMode, VmState, type Directive, type EffectivePolicy, type LeaseSignalSchema, type VmStatus } from "@ws/protocol";
+import {
+  PolicyMode,
+  VmState,
+  type Directive,
+  type EffectivePolicy,
+  type LeaseSignalSchema,
+  type VmStatus,
+} from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import { NoticeDelivery } from "../notice/delivery.js";
 import { under, type Roots } from "../roots.js";
@@ -35,7 +42,16 @@ import {
 import { proofDirFor } from "./peer-proof.js";
 import { LeaseSocketServer, type WhoIsCalling } from "./server.js";
 import { loadLeaseState, saveLeaseState } from "./store.js";
-import { errorAnswer, type Answer, type CapSource, type LeaseView, type ModeName, type Request, type StateName, type StatusView } from "./wire.js";
+import {
+  errorAnswer,
+  type Answer,
+  type CapSource,
+  type LeaseView,
+  type ModeName,
+  type Request,
+  type StateName,
+  type StatusView,
+} from "./wire.js";
 
 export interface LeaseServiceOptions {
   stateDir: string;
@@ -69,7 +85,11 @@ export class LeaseService {
   private capFromPolicy: number | undefined;
   private policy: Received<EffectivePolicy> | undefined;
   private vmStatus: Received<VmStatus> | undefined;
-  private collector: { connected: boolean; address: string; sinceMonoMs: number | undefined } = { connected: false, address: "", sinceMonoMs: undefined };
+  private collector: { connected: boolean; address: string; sinceMonoMs: number | undefined } = {
+    connected: false,
+    address: "",
+    sinceMonoMs: undefined,
+  };
   private saving: Promise<void> = Promise.resolve();
   /** Ids in the last leases.json that was saved: what a restart would bring back. */
   private onDisk = new Set<string>();
@@ -86,7 +106,8 @@ export class LeaseService {
     this.users = options.users;
     this.audit = AuditLog.in(options.stateDir, options.log);
     this.notifier =
-      options.notifier ?? new NoticeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log });
+      options.notifier ??
+      new NoticeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log });
   }
 
   static async open(options: LeaseServiceOptions): Promise<LeaseService> {
@@ -97,7 +118,8 @@ export class LeaseService {
     service.capFromPolicy = state.maxKeepRunningSeconds;
     service.leases = state.leases.map((lease) => restoredLease(lease, now));
     service.onDisk = new Set(state.leases.map((lease) => lease.id));
-    if (service.leases.length > 0) options.log(`leases: restored ${service.leases.length} lease(s) from ${options.stateDir}`);
+    if (service.leases.length > 0)
+      options.log(`leases: restored ${service.leases.length} lease(s) from ${options.stateDir}`);
     service.pruneExpired(now);
     await service.listen();
     return service;
@@ -122,7 +144,9 @@ export class LeaseService {
       this.listenFailures = 0;
     } catch (error) {
       if (this.listenFailures++ === 0) {
-        this.options.log(`leases: cannot serve ${socketPath}: ${(error as Error).message}; ws-lease will not work until it can (retrying every 30s)`);
+        this.options.log(
+          `leases: cannot serve ${socketPath}: ${(error as Error).message}; ws-lease will not work until it can (retrying every 30s)`,
+        );
       }
       if (this.closed) return;
       this.retryTimer = setTimeout(() => void this.listen(), this.options.listenRetryMs ?? LISTEN_RETRY_MS);
@@ -159,7 +183,10 @@ export class LeaseService {
       changed ||= !sameDecisionState(lease, result.lease);
     }
     this.audit.record(events, now.wallMs);
-    for (const event of events) this.options.log(`lease ${event.lease.id} of ${event.lease.user}: ${event.action}${event.detail ? ` (${event.detail})` : ""}`);
+    for (const event of events)
+      this.options.log(
+        `lease ${event.lease.id} of ${event.lease.user}: ${event.action}${event.detail ? ` (${event.detail})` : ""}`,
+      );
     if (directive.leaseGrants.length > 0) changed = this.acceptGrants(directive.leaseGrants, now) || changed;
     if (directive.status) this.vmStatus = { value: directive.status, receivedAtMonoMs: now.monoMs };
     if (directive.notice) void this.notifier.deliver(directive.notice, now.monoMs);
@@ -183,13 +210,22 @@ export class LeaseService {
       const user = account?.name ?? (grant.user ? cleanText(grant.user, 32) : "link");
       const reason = cleanText(grant.reason || "kept running via link");
       const seconds = Math.min(grant.seconds, this.cap().seconds);
-      const lease: LeaseRecord = { ...newLease({ id: grant.id, uid: account?.uid ?? NOBODY_UID, user, reason, requestedSeconds: seconds }, now), via: "link" };
+      const lease: LeaseRecord = {
+        ...newLease({ id: grant.id, uid: account?.uid ?? NOBODY_UID, user, reason, requestedSeconds: seconds }, now),
+        via: "link",
+      };
       this.leases.push(lease);
       granted.push(lease);
     }
     if (granted.length === 0) return false;
-    this.audit.record(granted.map((lease) => ({ action: "granted", lease, detail: "via keep-running link" })), now.wallMs);
-    for (const lease of granted) this.options.log(`lease ${lease.id} granted via link to ${lease.user} for ${formatLeaseDuration(lease.requestedSeconds)}: ${lease.reason}`);
+    this.audit.record(
+      granted.map((lease) => ({ action: "granted", lease, detail: "via keep-running link" })),
+      now.wallMs,
+    );
+    for (const lease of granted)
+      this.options.log(
+        `lease ${lease.id} granted via link to ${lease.user} for ${formatLeaseDuration(lease.requestedSeconds)}: ${lease.reason}`,
+      );
     this.options.onLeasesChanged?.();
     return true;
   }
@@ -231,7 +267,10 @@ export class LeaseService {
     const { alive, expired } = partitionExpired(this.leases, now);
     if (expired.length === 0) return;
     this.leases = alive;
-    this.audit.record(expired.map((lease) => ({ action: "expired", lease })), now.wallMs);
+    this.audit.record(
+      expired.map((lease) => ({ action: "expired", lease })),
+      now.wallMs,
+    );
     for (const lease of expired) this.options.log(`lease ${lease.id} of ${lease.user} expired`);
     void this.persist();
   }
@@ -239,7 +278,9 @@ export class LeaseService {
   /** Saves in the background; a failure is logged and the leases stay in memory. */
   private persist(): Promise<void> {
     return this.persistOrThrow().catch((error: unknown) => {
-      this.options.log(`leases: cannot save to ${this.options.stateDir}: ${(error as Error).message}; leases are kept in memory`);
+      this.options.log(
+        `leases: cannot save to ${this.options.stateDir}: ${(error as Error).message}; leases are kept in memory`,
+      );
     });
   }
 
@@ -247,7 +288,10 @@ export class LeaseService {
   private persistOrThrow(): Promise<void> {
     const run = this.saving.then(async () => {
       const now = this.now();
-      const state = { leases: this.leases.map((lease) => storedLease(lease, now)), ...(this.capFromPolicy !== undefined ? { maxKeepRunningSeconds: this.capFromPolicy } : {}) };
+      const state = {
+        leases: this.leases.map((lease) => storedLease(lease, now)),
+        ...(this.capFromPolicy !== undefined ? { maxKeepRunningSeconds: this.capFromPolicy } : {}),
+      };
       await saveLeaseState(this.options.stateDir, state);
       this.onDisk = new Set(state.leases.map((lease) => lease.id));
     });
@@ -259,7 +303,10 @@ export class LeaseService {
   private notSaved(what: string, error: unknown): Answer {
     const reason = diskProblem(error);
     this.options.log(`leases: ${what} refused: cannot write to ${this.options.stateDir}: ${(error as Error).message}`);
-    return errorAnswer("not_saved", `the agent could not save the ${what}: ${reason}; nothing was changed (ask an administrator to look at ${this.options.stateDir})`);
+    return errorAnswer(
+      "not_saved",
+      `the agent could not save the ${what}: ${reason}; nothing was changed (ask an administrator to look at ${this.options.stateDir})`,
+    );
   }
 
   private async handle(request: Request, whoIsCalling: WhoIsCalling): Promise<Answer> {
@@ -296,7 +343,10 @@ export class LeaseService {
       return errorAnswer(refusal.code, refusal.message);
     }
     const user = await this.userName(caller.uid);
-    const lease = newLease({ id: this.newId(), uid: caller.uid, user, reason: cleanText(request.reason), requestedSeconds: request.seconds }, now);
+    const lease = newLease(
+      { id: this.newId(), uid: caller.uid, user, reason: cleanText(request.reason), requestedSeconds: request.seconds },
+      now,
+    );
     // Confirmed only once durable: first the audit line, then leases.json. On any failure the
     // lease is refused and what was stored before is untouched (the atomic write never touches
     // leases.json until its replacement is fully on disk).
@@ -319,13 +369,29 @@ export class LeaseService {
   }
 
   /** The lease is on disk: say so, report it, and wait a moment for the collector's answer. */
-  private async granted(lease: LeaseRecord, request: Extract<Request, { op: "take" }>, user: string, uid: number, cap: { seconds: number; source: CapSource }): Promise<Answer> {
-    this.options.log(`lease ${lease.id} granted to ${user} (uid ${uid}) for ${formatLeaseDuration(lease.requestedSeconds)}${lease.reason ? `: ${lease.reason}` : ""}`);
+  private async granted(
+    lease: LeaseRecord,
+    request: Extract<Request, { op: "take" }>,
+    user: string,
+    uid: number,
+    cap: { seconds: number; source: CapSource },
+  ): Promise<Answer> {
+    this.options.log(
+      `lease ${lease.id} granted to ${user} (uid ${uid}) for ${formatLeaseDuration(lease.requestedSeconds)}${lease.reason ? `: ${lease.reason}` : ""}`,
+    );
     this.options.onLeasesChanged?.();
-    if (request.waitSeconds > 0 && this.collector.connected) await this.waitForConfirmation(lease.id, request.waitSeconds);
+    if (request.waitSeconds > 0 && this.collector.connected)
+      await this.waitForConfirmation(lease.id, request.waitSeconds);
     const now = this.now();
     const current = this.leases.find((candidate) => candidate.id === lease.id) ?? lease;
-    return { ok: true, op: "take", lease: leaseView(current, now), capSeconds: cap.seconds, capSource: cap.source, collectorConnected: this.collector.connected };
+    return {
+      ok: true,
+      op: "take",
+      lease: leaseView(current, now),
+      capSeconds: cap.seconds,
+      capSource: cap.source,
+      collectorConnected: this.collector.connected,
+    };
   }
 
   private async cancel(request: Extract<Request, { op: "cancel" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {
@@ -337,9 +403,16 @@ export class LeaseService {
     if ("id" in request.target) {
       const id = request.target.id;
       const lease = this.leases.find((candidate) => candidate.id === id);
-      if (!lease) return errorAnswer("not_found", `there is no lease ${JSON.stringify(cleanText(id, 40))} (it may have expired); see ws-lease list`);
+      if (!lease)
+        return errorAnswer(
+          "not_found",
+          `there is no lease ${JSON.stringify(cleanText(id, 40))} (it may have expired); see ws-lease list`,
+        );
       if (!mayCancel(lease, caller.uid)) {
-        return errorAnswer("forbidden", `lease ${lease.id} belongs to ${lease.user} (uid ${lease.uid}): only ${lease.user} or root may cancel it`);
+        return errorAnswer(
+          "forbidden",
+          `lease ${lease.id} belongs to ${lease.user} (uid ${lease.uid}): only ${lease.user} or root may cancel it`,
+        );
       }
       chosen = [lease];
     } else {
@@ -358,10 +431,15 @@ export class LeaseService {
         return this.notSaved("cancellation", error);
       }
       this.audit.record(
-        chosen.map((lease) => (lease.uid === caller.uid ? { action: "cancelled", lease } : { action: "cancelled", lease, byUid: caller.uid, byUser })),
+        chosen.map((lease) =>
+          lease.uid === caller.uid
+            ? { action: "cancelled", lease }
+            : { action: "cancelled", lease, byUid: caller.uid, byUser },
+        ),
         now.wallMs,
       );
-      for (const lease of chosen) this.options.log(`lease ${lease.id} of ${lease.user} cancelled by ${byUser} (uid ${caller.uid})`);
+      for (const lease of chosen)
+        this.options.log(`lease ${lease.id} of ${lease.user} cancelled by ${byUser} (uid ${caller.uid})`);
       this.options.onLeasesChanged?.();
     }
     return { ok: true, op: "cancel", cancelled: chosen.map((lease) => leaseView(lease, now)) };
@@ -408,7 +486,9 @@ export class LeaseService {
       collector: {
         connected: this.collector.connected,
         address: this.collector.address,
-        ...(this.collector.sinceMonoMs !== undefined ? { sinceSeconds: (now.monoMs - this.collector.sinceMonoMs) / 1000 } : {}),
+        ...(this.collector.sinceMonoMs !== undefined
+          ? { sinceSeconds: (now.monoMs - this.collector.sinceMonoMs) / 1000 }
+          : {}),
       },
       capSeconds: cap.seconds,
       capSource: cap.source,
@@ -522,6 +602,8 @@ export function diskProblem(error: unknown): string {
     case "EPERM":
       return "the agent may not write its state directory";
     default:
-      return code ? `the write failed (${code})` : `the write failed (${(error as Error | undefined)?.message ?? String(error)})`;
+      return code
+        ? `the write failed (${code})`
+        : `the write failed (${(error as Error | undefined)?.message ?? String(error)})`;
   }
 }

@@ -31,7 +31,8 @@ export function parseLeaseState(text: string): ParseResult {
     return { ok: false, error: `not JSON (${(error as Error).message})` };
   }
   if (!isObject(document)) return { ok: false, error: "not a JSON object" };
-  if (document.version !== FORMAT_VERSION) return { ok: false, error: `unknown format version ${JSON.stringify(document.version)}` };
+  if (document.version !== FORMAT_VERSION)
+    return { ok: false, error: `unknown format version ${JSON.stringify(document.version)}` };
   if (!Array.isArray(document.leases)) return { ok: false, error: `"leases" is not a list` };
   const leases: StoredLease[] = [];
   for (const [index, entry] of document.leases.entries()) {
@@ -58,8 +59,20 @@ function parseStoredLease(entry: unknown): StoredLease | string {
   if (!isPositive(requestedSeconds)) return "bad requestedSeconds";
   if (typeof holdSeconds !== "number" || !Number.isFinite(holdSeconds) || holdSeconds < 0) return "bad holdSeconds";
   if (typeof takenAtMs !== "number" || !Number.isFinite(takenAtMs)) return "bad takenAtMs";
-  if (typeof confirmed !== "boolean" || typeof clamped !== "boolean" || typeof refused !== "boolean") return "bad flags";
-  const lease: StoredLease = { id, uid, user, reason, requestedSeconds, holdSeconds, takenAtMs, confirmed, clamped, refused };
+  if (typeof confirmed !== "boolean" || typeof clamped !== "boolean" || typeof refused !== "boolean")
+    return "bad flags";
+  const lease: StoredLease = {
+    id,
+    uid,
+    user,
+    reason,
+    requestedSeconds,
+    holdSeconds,
+    takenAtMs,
+    confirmed,
+    clamped,
+    refused,
+  };
   if (entry.maxKeepRunningSeconds !== undefined) {
     if (!isPositive(entry.maxKeepRunningSeconds)) return "bad maxKeepRunningSeconds";
     lease.maxKeepRunningSeconds = entry.maxKeepRunningSeconds;
@@ -89,7 +102,11 @@ export function corruptFileName(wallMs: number): string {
 }
 
 /** Reads the state; a missing file is an empty state, a corrupt one is moved aside and logged. */
-export async function loadLeaseState(stateDir: string, wallMs: number, log: (line: string) => void): Promise<LeaseState> {
+export async function loadLeaseState(
+  stateDir: string,
+  wallMs: number,
+  log: (line: string) => void,
+): Promise<LeaseState> {
   const file = path.join(stateDir, LEASE_FILE);
   let text: string;
   try {
@@ -106,7 +123,9 @@ export async function loadLeaseState(stateDir: string, wallMs: number, log: (lin
     await rename(file, aside);
     log(`leases: ${file} is corrupt (${parsed.error}); moved it to ${aside} and starting with no leases`);
   } catch (error) {
-    log(`leases: ${file} is corrupt (${parsed.error}) and could not be moved aside (${(error as Error).message}); starting with no leases`);
+    log(
+      `leases: ${file} is corrupt (${parsed.error}) and could not be moved aside (${(error as Error).message}); starting with no leases`,
+    );
   }
   return { leases: [] };
 }

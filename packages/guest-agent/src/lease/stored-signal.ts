@@ -17,13 +17,16 @@ export function createStoredLeasesSignal(): Signal<MessageInitShape<typeof Lease
       try {
         text = await readFile(file, "utf8");
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === "ENOENT") return absent(`no ${file}: no lease was ever taken here`);
+        if ((error as NodeJS.ErrnoException).code === "ENOENT")
+          return absent(`no ${file}: no lease was ever taken here`);
         return failed(`${file}: ${errorMessage(error)}`);
       }
       const parsed = parseLeaseState(text);
       if (!parsed.ok) return failed(`${file}: ${parsed.error}`);
       const now = { wallMs: ctx.clock.nowMs(), monoMs: ctx.clock.monotonicMs() };
-      const leases = parsed.state.leases.map((stored) => restoredLease(stored, now)).filter((lease) => isHolding(lease, now));
+      const leases = parsed.state.leases
+        .map((stored) => restoredLease(stored, now))
+        .filter((lease) => isHolding(lease, now));
       return ok({ leases: leases.map((lease) => leaseOnWire(lease, now)) });
     },
   };

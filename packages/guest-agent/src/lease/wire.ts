@@ -121,7 +121,11 @@ export type Answer =
   | { ok: true; op: "cancel"; cancelled: LeaseView[] }
   | ErrorAnswer;
 
-export function errorAnswer(code: ErrorCode, message: string, extra: { capSeconds?: number; capSource?: CapSource } = {}): ErrorAnswer {
+export function errorAnswer(
+  code: ErrorCode,
+  message: string,
+  extra: { capSeconds?: number; capSource?: CapSource } = {},
+): ErrorAnswer {
   return { ok: false, error: { code, message, ...extra } };
 }
 
@@ -149,19 +153,29 @@ export function parseRequest(line: string): { ok: true; request: Request } | Err
       }
       return {
         ok: true,
-        request: { op: "take", seconds, reason: reason ?? "", waitSeconds: Math.min(MAX_CONFIRM_WAIT_SECONDS, wait ?? 0) },
+        request: {
+          op: "take",
+          seconds,
+          reason: reason ?? "",
+          waitSeconds: Math.min(MAX_CONFIRM_WAIT_SECONDS, wait ?? 0),
+        },
       };
     }
     case "list":
     case "status":
       return { ok: true, request: { op: value.op } };
     case "cancel": {
-      if (value.all === true && value.id === undefined) return { ok: true, request: { op: "cancel", target: { all: true } } };
-      if (typeof value.id === "string" && value.all === undefined) return { ok: true, request: { op: "cancel", target: { id: value.id } } };
+      if (value.all === true && value.id === undefined)
+        return { ok: true, request: { op: "cancel", target: { all: true } } };
+      if (typeof value.id === "string" && value.all === undefined)
+        return { ok: true, request: { op: "cancel", target: { id: value.id } } };
       return errorAnswer("bad_request", `cancel needs either "id" or "all": true`);
     }
     default:
-      return errorAnswer("bad_request", `unknown op ${JSON.stringify(value.op)}: expected take, list, status or cancel`);
+      return errorAnswer(
+        "bad_request",
+        `unknown op ${JSON.stringify(value.op)}: expected take, list, status or cancel`,
+      );
   }
 }
 

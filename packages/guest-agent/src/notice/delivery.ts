@@ -8,8 +8,21 @@ import type { Users } from "../users.js";
 import { desktopCommand, findDesktopSessions, findExecutable, runDesktopCommand } from "./desktop.js";
 import { defaultNoticeFile, noticeFileContent, readNoticeFileId, removeNoticeFile, writeNoticeFile } from "./file.js";
 import { cancellationText, noticeText, safeText, terminalBytes, type NoticeText } from "./format.js";
-import { planReminders, REMINDER_OFFSETS_SECONDS, systemScheduler, type Scheduler, type TimerHandle } from "./schedule.js";
-import { listLoggedInTerminals, mergeTerminals, writeToTerminal, type ListTerminals, type TerminalTarget, type WriteOutcome } from "./terminals.js";
+import {
+  planReminders,
+  REMINDER_OFFSETS_SECONDS,
+  systemScheduler,
+  type Scheduler,
+  type TimerHandle,
+} from "./schedule.js";
+import {
+  listLoggedInTerminals,
+  mergeTerminals,
+  writeToTerminal,
+  type ListTerminals,
+  type TerminalTarget,
+  type WriteOutcome,
+} from "./terminals.js";
 
 /** A stop further away than this is not believed (a collector bug must not schedule timers for years). */
 const MAX_STOP_IN_SECONDS = 7 * 86_400;
@@ -81,7 +94,9 @@ export class NoticeDelivery {
    * announced at once; a repeat of the pending one only moves its deadline.
    */
   deliver(notice: Notice, receivedAtMonoMs: number): Promise<void> {
-    const stopIn = Number.isFinite(notice.stopInSeconds) ? Math.min(MAX_STOP_IN_SECONDS, Math.max(0, notice.stopInSeconds)) : 0;
+    const stopIn = Number.isFinite(notice.stopInSeconds)
+      ? Math.min(MAX_STOP_IN_SECONDS, Math.max(0, notice.stopInSeconds))
+      : 0;
     const previous = this.current;
     const tracked: Tracked = {
       id: safeText(notice.id, 100) || "notice",
@@ -117,9 +132,11 @@ export class NoticeDelivery {
     return this.enqueue(async () => {
       // A notice announced by a previous run of the agent is still on people's screens: cancel it too.
       const fileId = tracked ? undefined : await readNoticeFileId(this.noticeFile);
-      const announcedBefore = tracked !== undefined || (fileId !== undefined && (cleared.id === "" || cleared.id === fileId));
+      const announcedBefore =
+        tracked !== undefined || (fileId !== undefined && (cleared.id === "" || cleared.id === fileId));
       await removeNoticeFile(this.noticeFile);
-      if (announcedBefore) await this.broadcast("cancelled", cleared.id || tracked?.id || "", cancellationText(cleared.reason));
+      if (announcedBefore)
+        await this.broadcast("cancelled", cleared.id || tracked?.id || "", cancellationText(cleared.reason));
     });
   }
 
@@ -148,7 +165,11 @@ export class NoticeDelivery {
 
   private textFor(tracked: Tracked): NoticeText {
     const view = this.view(tracked);
-    return noticeText({ ...view, observeMode: tracked.mode === PolicyMode.OBSERVE }, this.options.clock.nowMs(), this.options.timeZone);
+    return noticeText(
+      { ...view, observeMode: tracked.mode === PolicyMode.OBSERVE },
+      this.options.clock.nowMs(),
+      this.options.timeZone,
+    );
   }
 
   private announce(tracked: Tracked, kind: "notice" | "reminder"): Promise<void> {
@@ -163,7 +184,10 @@ export class NoticeDelivery {
     if (this.current !== tracked) return;
     const view = this.view(tracked);
     try {
-      await writeNoticeFile(this.noticeFile, noticeFileContent(view, this.textFor(tracked), this.options.clock.nowMs()));
+      await writeNoticeFile(
+        this.noticeFile,
+        noticeFileContent(view, this.textFor(tracked), this.options.clock.nowMs()),
+      );
     } catch (error) {
       this.options.log(`notice: cannot write ${this.noticeFile}: ${(error as Error).message}`);
     }
@@ -182,7 +206,9 @@ export class NoticeDelivery {
     const terminals = await Promise.all(targets.map((target) => writeToTerminal(roots.dev, target.tty, bytes)));
     const { users: desktopUsers, errors: desktopErrors } = await this.notifyDesktops(kind, text);
     const reached = terminals.filter((outcome) => outcome.ok).map((outcome) => outcome.tty);
-    const failedTerminals = terminals.filter((outcome) => !outcome.ok).map((outcome) => `${outcome.tty} (${outcome.ok ? "" : outcome.error})`);
+    const failedTerminals = terminals
+      .filter((outcome) => !outcome.ok)
+      .map((outcome) => `${outcome.tty} (${outcome.ok ? "" : outcome.error})`);
     log(
       `notice ${id}: ${kind} sent to ${reached.length} terminal(s)${reached.length ? ` [${reached.join(", ")}]` : ""}` +
         `${failedTerminals.length ? `, not to ${failedTerminals.join(", ")}` : ""}` +
@@ -192,7 +218,10 @@ export class NoticeDelivery {
     this.onBroadcast?.({ kind, id, text, terminals, desktopUsers, desktopErrors });
   }
 
-  private async notifyDesktops(kind: Broadcast["kind"], text: NoticeText): Promise<{ users: string[]; errors: string[] }> {
+  private async notifyDesktops(
+    kind: Broadcast["kind"],
+    text: NoticeText,
+  ): Promise<{ users: string[]; errors: string[] }> {
     if (this.options.desktop === false) return { users: [], errors: [] };
     this.desktopTools ??= (async () => {
       const [runuser, notifySend] = await Promise.all([findExecutable("runuser"), findExecutable("notify-send")]);
@@ -205,7 +234,13 @@ export class NoticeDelivery {
     const errors: string[] = [];
     await Promise.all(
       sessions.map(async (session) => {
-        const command = desktopCommand(tools, session, text.title, text.lines.join("\n"), kind === "cancelled" ? "normal" : "critical");
+        const command = desktopCommand(
+          tools,
+          session,
+          text.title,
+          text.lines.join("\n"),
+          kind === "cancelled" ? "normal" : "critical",
+        );
         const error = await runDesktopCommand(command);
         if (error) errors.push(`${session.user}: ${error}`);
         else users.push(session.user);
@@ -215,7 +250,9 @@ export class NoticeDelivery {
   }
 
   private enqueue(step: () => Promise<void>): Promise<void> {
-    const run = this.chain.then(step).catch((error: Error) => this.options.log(`notice: delivery failed: ${error.stack ?? error.message}`));
+    const run = this.chain
+      .then(step)
+      .catch((error: Error) => this.options.log(`notice: delivery failed: ${error.stack ?? error.message}`));
     this.chain = run;
     return run;
   }

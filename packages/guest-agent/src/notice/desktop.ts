@@ -21,10 +21,27 @@ export interface DesktopCommand {
 const SEARCH_PATH = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"];
 
 /** The command that shows one notification in `session`. Pure. */
-export function desktopCommand(tools: { runuser: string; notifySend: string }, session: DesktopSession, title: string, body: string, urgency: "critical" | "normal"): DesktopCommand {
+export function desktopCommand(
+  tools: { runuser: string; notifySend: string },
+  session: DesktopSession,
+  title: string,
+  body: string,
+  urgency: "critical" | "normal",
+): DesktopCommand {
   return {
     file: tools.runuser,
-    args: ["-u", session.user, "--", tools.notifySend, "--app-name=ws", `--urgency=${urgency}`, "--icon=dialog-warning", "--", title, body],
+    args: [
+      "-u",
+      session.user,
+      "--",
+      tools.notifySend,
+      "--app-name=ws",
+      `--urgency=${urgency}`,
+      "--icon=dialog-warning",
+      "--",
+      title,
+      body,
+    ],
     env: {
       DBUS_SESSION_BUS_ADDRESS: `unix:path=${session.busPath}`,
       XDG_RUNTIME_DIR: path.dirname(session.busPath),
@@ -75,8 +92,17 @@ export async function findExecutable(name: string): Promise<string | undefined> 
 /** Runs one notification; resolves with an error text instead of throwing. */
 export function runDesktopCommand(command: DesktopCommand, timeoutMs = 5_000): Promise<string | undefined> {
   return new Promise((resolve) => {
-    execFile(command.file, command.args, { env: command.env, timeout: timeoutMs, killSignal: "SIGKILL" }, (error, _stdout, stderr) => {
-      resolve(error ? `${error.message.split("\n")[0]}${stderr ? `: ${String(stderr).trim().slice(0, 200)}` : ""}` : undefined);
-    });
+    execFile(
+      command.file,
+      command.args,
+      { env: command.env, timeout: timeoutMs, killSignal: "SIGKILL" },
+      (error, _stdout, stderr) => {
+        resolve(
+          error
+            ? `${error.message.split("\n")[0]}${stderr ? `: ${String(stderr).trim().slice(0, 200)}` : ""}`
+            : undefined,
+        );
+      },
+    );
   });
 }

@@ -59,7 +59,8 @@ export async function removeNoticeFile(file: string): Promise<boolean> {
 export async function readNoticeFileId(file: string): Promise<string | undefined> {
   try {
     const value: unknown = JSON.parse(await readFile(file, "utf8"));
-    if (typeof value === "object" && value !== null && typeof (value as { id?: unknown }).id === "string") return (value as { id: string }).id;
+    if (typeof value === "object" && value !== null && typeof (value as { id?: unknown }).id === "string")
+      return (value as { id: string }).id;
   } catch {
     // absent or unreadable: no previous notice
   }

@@ -21,7 +21,9 @@ export interface NoticeFacts {
 
 /** "14:32" in the given zone (the machine's own when undefined). */
 export function formatLocalTime(wallMs: number, timeZone?: string): string {
-  return new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZone }).format(new Date(wallMs));
+  return new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZone }).format(
+    new Date(wallMs),
+  );
 }
 
 /** "in 10 minutes", "in 1 minute", "in 40 seconds", "in 1 hour 5 minutes", "now". */
@@ -58,16 +60,23 @@ function plural(count: number, unit: string): string {
  * sequences or control characters, bounded length.
  */
 export function safeText(text: string, maxLength = 300): string {
-  const clean = text.replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069]+/g, " ").replace(/\s+/g, " ").trim();
+  const clean = text
+    .replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069]+/g, " ")
+    .replace(/\s+/g, " ")
+    .trim();
   return clean.length > maxLength ? clean.slice(0, maxLength - 1) + "…" : clean;
 }
 
 export function noticeText(facts: NoticeFacts, nowWallMs: number, timeZone?: string): NoticeText {
   const at = formatLocalTime(nowWallMs + Math.max(0, facts.stopInSeconds) * 1000, timeZone);
   const when = formatStopIn(facts.stopInSeconds);
-  const why = safeText(facts.reason) || (facts.idleSeconds > 0 ? `no activity for ${formatSpan(facts.idleSeconds)}` : "no activity");
+  const why =
+    safeText(facts.reason) ||
+    (facts.idleSeconds > 0 ? `no activity for ${formatSpan(facts.idleSeconds)}` : "no activity");
   const hint = safeText(facts.keepRunningHint, 600); // room for a keep-running link (docs/notifications.md)
-  const keep = hint.includes("ws-lease") ? hint : `run \`${KEEP_RUNNING_COMMAND}\` in a terminal here, or just use it (type in a terminal, run a notebook cell)`;
+  const keep = hint.includes("ws-lease")
+    ? hint
+    : `run \`${KEEP_RUNNING_COMMAND}\` in a terminal here, or just use it (type in a terminal, run a notebook cell)`;
   if (facts.observeMode) {
     return {
       title: `ws: this VM would stop ${when} (at ${at}) — observe mode, nothing will be stopped`,
@@ -75,7 +84,11 @@ export function noticeText(facts: NoticeFacts, nowWallMs: number, timeZone?: str
     };
   }
   const title = when === "now" ? `ws: this VM is stopping now (${at})` : `ws: this VM will stop ${when} (at ${at})`;
-  const lines = [`Why: ${why}.`, `To keep it running: ${keep}.`, `Your files are kept: the disk persists; the VM can be started again.`];
+  const lines = [
+    `Why: ${why}.`,
+    `To keep it running: ${keep}.`,
+    `Your files are kept: the disk persists; the VM can be started again.`,
+  ];
   return { title, lines };
 }
 

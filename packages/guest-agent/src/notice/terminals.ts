@@ -36,7 +36,11 @@ export interface PtyEntry {
 export function userPtys(entries: PtyEntry[], users: Users): TerminalTarget[] {
   return entries
     .filter((entry) => /^\d+$/.test(entry.name) && entry.isCharacterDevice && users.isHuman(entry.uid))
-    .map((entry) => ({ tty: `pts/${entry.name}`, uid: entry.uid, user: users.byUid(entry.uid)?.name ?? String(entry.uid) }))
+    .map((entry) => ({
+      tty: `pts/${entry.name}`,
+      uid: entry.uid,
+      user: users.byUid(entry.uid)?.name ?? String(entry.uid),
+    }))
     .sort((a, b) => Number(a.tty.slice(4)) - Number(b.tty.slice(4)));
 }
 
@@ -94,7 +98,12 @@ export function mergeTerminals(...lists: TerminalTarget[][]): TerminalTarget[] {
 export type WriteOutcome = { tty: string; ok: true } | { tty: string; ok: false; error: string };
 
 /** Writes `text` to <dev>/<tty>. Never blocks; never throws. */
-export async function writeToTerminal(devRoot: string, tty: string, text: string, timeoutMs = 2_000): Promise<WriteOutcome> {
+export async function writeToTerminal(
+  devRoot: string,
+  tty: string,
+  text: string,
+  timeoutMs = 2_000,
+): Promise<WriteOutcome> {
   if (!isTerminalName(tty)) return { tty, ok: false, error: "not a terminal name" };
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<WriteOutcome>((resolve) => {
@@ -124,7 +133,9 @@ async function writeNow(device: string, tty: string, bytes: Buffer): Promise<Wri
       if (bytesWritten <= 0) break;
       offset += bytesWritten;
     }
-    return offset === bytes.length ? { tty, ok: true } : { tty, ok: false, error: `wrote ${offset} of ${bytes.length} bytes` };
+    return offset === bytes.length
+      ? { tty, ok: true }
+      : { tty, ok: false, error: `wrote ${offset} of ${bytes.length} bytes` };
   } catch (error) {
     // EAGAIN: the terminal's buffer is full (a suspended or dead session). Wall gives up there too.
     return { tty, ok: false, error: (error as NodeJS.ErrnoException).code ?? (error as Error).message };

@@ -15,7 +15,12 @@ export function parseCleanHelp(text: string): CleanFlags {
   let configs: string[] | null = null;
   if (/--configs\b/.test(text)) {
     const choices = /--configs\s+\{([^}]*)\}/.exec(text);
-    configs = choices ? choices[1]!.split(",").map((choice) => choice.trim()).filter(Boolean) : [];
+    configs = choices
+      ? choices[1]!
+          .split(",")
+          .map((choice) => choice.trim())
+          .filter(Boolean)
+      : [];
   }
   return { logs: has("--logs"), machineId: has("--machine-id"), seed: has("--seed"), configs };
 }
@@ -79,7 +84,9 @@ export function readCloudInitSettings(files: Array<{ path: string; text: string 
     if ("cloud_init_modules" in config) modules = config.cloud_init_modules;
   }
   const networkConfigDisabled =
-    !!network && typeof network === "object" && String((network as Record<string, unknown>).config ?? "") === "disabled";
+    !!network &&
+    typeof network === "object" &&
+    String((network as Record<string, unknown>).config ?? "") === "disabled";
   const moduleNames = Array.isArray(modules) ? modules.map((m) => (Array.isArray(m) ? String(m[0]) : String(m))) : [];
   const sshModule = moduleNames.some((name) => name === "ssh" || name === "cc_ssh");
   const typesOk = keyTypes === undefined || (Array.isArray(keyTypes) && keyTypes.length > 0);

@@ -54,10 +54,20 @@ export interface SealOptions {
 export async function runSeal(options: SealOptions): Promise<SealReport> {
   const facts = await gatherSealFacts(options.root, options.run);
   const operations = planSeal(facts);
-  const base = { root: options.root, live: facts.live, dryRun: options.dryRun, poweroff: "not requested" as SealReport["poweroff"] };
+  const base = {
+    root: options.root,
+    live: facts.live,
+    dryRun: options.dryRun,
+    poweroff: "not requested" as SealReport["poweroff"],
+  };
   if (options.dryRun) {
     const planned = plannedResults(operations);
-    return { ...base, operations: planned, verification: null, ok: planned.every((operation) => operation.status !== "failed") };
+    return {
+      ...base,
+      operations: planned,
+      verification: null,
+      ok: planned.every((operation) => operation.status !== "failed"),
+    };
   }
   const results = await executeSeal(options.root, operations, options.run);
   const verification = verifySeal(await gatherSealFacts(options.root, options.run));
@@ -68,7 +78,9 @@ export async function runSeal(options: SealOptions): Promise<SealReport> {
   await options.beforePoweroff?.({ ...report, poweroff: "requested" });
   const argv = ["systemctl", "poweroff"];
   const result = await options.run(argv);
-  return result.exitCode === 0 ? { ...report, poweroff: "done" } : { ...report, poweroff: "failed", poweroffError: describeFailure(argv, result), ok: false };
+  return result.exitCode === 0
+    ? { ...report, poweroff: "done" }
+    : { ...report, poweroff: "failed", poweroffError: describeFailure(argv, result), ok: false };
 }
 
 export async function sealCommand(argv: string[], io: SealIo): Promise<number> {
@@ -135,6 +147,7 @@ export async function sealCommand(argv: string[], io: SealIo): Promise<number> {
     return 1;
   }
   if (!printed) io.stdout.write(format(report));
-  else if (report.poweroff === "failed") io.stderr.write(`ws-agent seal: power-off failed: ${report.poweroffError ?? "unknown error"}\n`);
+  else if (report.poweroff === "failed")
+    io.stderr.write(`ws-agent seal: power-off failed: ${report.poweroffError ?? "unknown error"}\n`);
   return report.ok ? 0 : 1;
 }

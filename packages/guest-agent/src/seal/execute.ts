@@ -35,7 +35,10 @@ function errorText(error: unknown): string {
 /** Writes through a temporary file and a rename, so a crash never leaves half a file. */
 async function writeAtomically(hostPath: string, content: string, mode: number): Promise<void> {
   await mkdir(path.dirname(hostPath), { recursive: true });
-  const temporary = path.join(path.dirname(hostPath), `.${path.basename(hostPath)}.ws-seal-${randomBytes(4).toString("hex")}`);
+  const temporary = path.join(
+    path.dirname(hostPath),
+    `.${path.basename(hostPath)}.ws-seal-${randomBytes(4).toString("hex")}`,
+  );
   try {
     await writeFile(temporary, content, { mode, flag: "wx" });
     await chmod(temporary, mode);
@@ -93,7 +96,11 @@ async function perform(root: string, action: SealAction, run: CommandRunner): Pr
  * Runs every operation's actions. A failed action is recorded and the rest go on: one
  * immutable file must not leave the host keys in place.
  */
-export async function executeSeal(root: string, operations: SealOperation[], run: CommandRunner): Promise<OperationResult[]> {
+export async function executeSeal(
+  root: string,
+  operations: SealOperation[],
+  run: CommandRunner,
+): Promise<OperationResult[]> {
   const results: OperationResult[] = [];
   for (const operation of operations) {
     const actions: ActionResult[] = [];
@@ -114,7 +121,12 @@ export function plannedResults(operations: SealOperation[]): OperationResult[] {
   return operations.map((operation) =>
     resultOf(
       operation,
-      operation.actions.map((action) => ({ action, description: describeAction(action), status: "planned", error: null })),
+      operation.actions.map((action) => ({
+        action,
+        description: describeAction(action),
+        status: "planned",
+        error: null,
+      })),
       true,
     ),
   );
@@ -126,5 +138,13 @@ function resultOf(operation: SealOperation, actions: ActionResult[], dryRun: boo
   else if (operation.skipped !== null) status = "skipped";
   else if (actions.length === 0) status = "nothing-to-do";
   else status = dryRun ? "planned" : "done";
-  return { id: operation.id, title: operation.title, status, skipped: operation.skipped, problems: operation.problems, notes: operation.notes, actions };
+  return {
+    id: operation.id,
+    title: operation.title,
+    status,
+    skipped: operation.skipped,
+    problems: operation.problems,
+    notes: operation.notes,
+    actions,
+  };
 }

@@ -2,9 +2,20 @@ import { lstat, readFile, readlink } from "node:fs/promises";
 import path from "node:path";
 import type { CommandRunner } from "../grow/exec.js";
 import { defaultRoots } from "../roots.js";
-import { CLOUD_INIT_NETWORK_CONFIGS, CLOUD_INIT_SSH_CONFIGS, readCloudInitSettings, type CloudInitSettings } from "./cloud-init.js";
+import {
+  CLOUD_INIT_NETWORK_CONFIGS,
+  CLOUD_INIT_SSH_CONFIGS,
+  readCloudInitSettings,
+  type CloudInitSettings,
+} from "./cloud-init.js";
 import { entryAt, listImageDir, resolveInRoot, walkImageDir, type ImageEntry } from "./rootfs.js";
-import { REGENERATE_UNIT_LINK, REGENERATE_UNIT_NAME, REGENERATE_UNIT_PATH, isHostKeyFile, unitRegeneratesHostKeys } from "./ssh.js";
+import {
+  REGENERATE_UNIT_LINK,
+  REGENERATE_UNIT_NAME,
+  REGENERATE_UNIT_PATH,
+  isHostKeyFile,
+  unitRegeneratesHostKeys,
+} from "./ssh.js";
 
 /** Everything seal decides from, read from the tree at `root`. Gathered again to verify. */
 export interface SealFacts {
@@ -72,7 +83,11 @@ const HISTORY_FILES = [
   ".wget-hsts",
   ".local/share/fish/fish_history",
 ];
-const RANDOM_SEEDS = ["/var/lib/systemd/random-seed", "/var/lib/systemd/credential.secret", "/var/lib/urandom/random-seed"];
+const RANDOM_SEEDS = [
+  "/var/lib/systemd/random-seed",
+  "/var/lib/systemd/credential.secret",
+  "/var/lib/urandom/random-seed",
+];
 const DHCP_DIRS = ["/var/lib/dhcp", "/var/lib/dhclient", "/var/lib/NetworkManager"];
 const ROTATED_LOG = /(\.\d+(\.(gz|xz|bz2|zst|lz4))?|\.(gz|xz|bz2|zst|lz4|old)|-\d{8}(\.(gz|xz|bz2|zst))?)$/;
 
@@ -92,14 +107,22 @@ async function globImage(root: string, pattern: string): Promise<ImageEntry[]> {
     const entry = await entryAt(root, pattern);
     return entry ? [entry] : [];
   }
-  const regex = new RegExp(`^${base.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`);
+  const regex = new RegExp(
+    `^${base
+      .split("*")
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+      .join(".*")}$`,
+  );
   return (await listImageDir(root, dir)).filter((entry) => regex.test(path.posix.basename(entry.path)));
 }
 
 async function cloudInitFacts(root: string, live: boolean, run: CommandRunner): Promise<SealFacts["cloudInit"]> {
   const installed = (await entryAt(root, "/usr/bin/cloud-init")) !== null;
   const configFiles: Array<{ path: string; text: string }> = [];
-  for (const file of ["/etc/cloud/cloud.cfg", ...(await globImage(root, "/etc/cloud/cloud.cfg.d/*.cfg")).map((e) => e.path)]) {
+  for (const file of [
+    "/etc/cloud/cloud.cfg",
+    ...(await globImage(root, "/etc/cloud/cloud.cfg.d/*.cfg")).map((e) => e.path),
+  ]) {
     const text = await readImageText(root, file);
     if (text !== null) configFiles.push({ path: file, text });
   }
@@ -108,7 +131,9 @@ async function cloudInitFacts(root: string, live: boolean, run: CommandRunner): 
   if (live && installed) {
     const result = await run(["/usr/bin/cloud-init", "clean", "--help"]);
     if (result.exitCode === 0) cleanHelp = result.stdout;
-    else cleanHelpError = `cloud-init clean --help: ${result.error ?? `exit status ${result.exitCode}`} ${result.stderr.trim()}`.trim();
+    else
+      cleanHelpError =
+        `cloud-init clean --help: ${result.error ?? `exit status ${result.exitCode}`} ${result.stderr.trim()}`.trim();
   }
   const generatedNetwork: ImageEntry[] = [];
   for (const pattern of CLOUD_INIT_NETWORK_CONFIGS) generatedNetwork.push(...(await globImage(root, pattern)));
@@ -194,7 +219,10 @@ async function logFacts(root: string): Promise<{ logs: SealFacts["logs"]; journa
 }
 
 async function historyFacts(root: string): Promise<ImageEntry[]> {
-  const homes = ["/root", ...(await listImageDir(root, "/home")).filter((e) => e.kind === "directory").map((e) => e.path)];
+  const homes = [
+    "/root",
+    ...(await listImageDir(root, "/home")).filter((e) => e.kind === "directory").map((e) => e.path),
+  ];
   const found: ImageEntry[] = [];
   for (const home of homes) {
     for (const file of HISTORY_FILES) {
@@ -212,7 +240,11 @@ export async function gatherSealFacts(root: string, run: CommandRunner): Promise
   const { logs, journal } = await logFacts(root);
   const dhcpLeases: ImageEntry[] = [];
   for (const dir of DHCP_DIRS) {
-    dhcpLeases.push(...(await listImageDir(root, dir)).filter((e) => e.kind === "file" && /(\.leases?|^dhclient.*)$/.test(path.posix.basename(e.path))));
+    dhcpLeases.push(
+      ...(await listImageDir(root, dir)).filter(
+        (e) => e.kind === "file" && /(\.leases?|^dhclient.*)$/.test(path.posix.basename(e.path)),
+      ),
+    );
   }
   const randomSeeds: ImageEntry[] = [];
   for (const seed of RANDOM_SEEDS) {
@@ -223,10 +255,16 @@ export async function gatherSealFacts(root: string, run: CommandRunner): Promise
     root,
     live,
     cloudInit: await cloudInitFacts(root, live, run),
-    machineId: { entry: machineIdEntry, content: machineIdEntry?.kind === "file" ? await readImageText(root, "/etc/machine-id") : null },
+    machineId: {
+      entry: machineIdEntry,
+      content: machineIdEntry?.kind === "file" ? await readImageText(root, "/etc/machine-id") : null,
+    },
     dbusMachineId: {
       entry: dbusEntry,
-      linkTarget: dbusEntry?.kind === "symlink" ? await readlink(await resolveInRoot(root, "/var/lib/dbus/machine-id")).catch(() => null) : null,
+      linkTarget:
+        dbusEntry?.kind === "symlink"
+          ? await readlink(await resolveInRoot(root, "/var/lib/dbus/machine-id")).catch(() => null)
+          : null,
     },
     netplan: await netplanFacts(root),
     sshHostKeys: (await listImageDir(root, "/etc/ssh")).filter((e) => isHostKeyFile(path.posix.basename(e.path))),

@@ -69,7 +69,8 @@ function memberIds(document: Document.Parsed): Set<string> {
   }
   const vlans = document.getIn(["network", "vlans"]);
   if (isMap(vlans)) {
-    for (const pair of vlans.items) if (isMap(pair.value) && pair.value.has("link")) members.add(scalarString(pair.value.get("link")));
+    for (const pair of vlans.items)
+      if (isMap(pair.value) && pair.value.has("link")) members.add(scalarString(pair.value.get("link")));
   }
   return members;
 }
@@ -90,7 +91,13 @@ export function rewriteMacMatches(text: string): NetplanRewrite {
     if (!isMap(devices)) continue;
     const macOnly = devices.items.filter((pair) => {
       const match = isMap(pair.value) ? pair.value.get("match") : undefined;
-      return isMap(match) && match.has("macaddress") && match.items.length === 1 && !(pair.value as YAMLMap).has("set-name") && !INTERFACE_NAME.test(scalarString(pair.key));
+      return (
+        isMap(match) &&
+        match.has("macaddress") &&
+        match.items.length === 1 &&
+        !(pair.value as YAMLMap).has("set-name") &&
+        !INTERFACE_NAME.test(scalarString(pair.key))
+      );
     });
     for (const pair of devices.items) {
       const id = scalarString(pair.key);
@@ -98,7 +105,9 @@ export function rewriteMacMatches(text: string): NetplanRewrite {
       const device = pair.value as YAMLMap;
       const where = `${type}.${id}`;
       if (device.has("macaddress")) {
-        warnings.push(`${where} sets macaddress ${scalarString(device.get("macaddress"))}: every clone would use that MAC; remove it by hand if it is not wanted`);
+        warnings.push(
+          `${where} sets macaddress ${scalarString(device.get("macaddress"))}: every clone would use that MAC; remove it by hand if it is not wanted`,
+        );
       }
       const match = device.get("match");
       if (!isMap(match) || !match.has("macaddress")) continue;
@@ -108,7 +117,9 @@ export function rewriteMacMatches(text: string): NetplanRewrite {
       let matchBy: string;
       if (setName !== undefined) {
         if (!INTERFACE_NAME.test(setName)) {
-          problems.push(`${where} is renamed to ${setName} by its MAC ${mac}; on a clone nothing tells which interface that is: match it by its kernel name by hand`);
+          problems.push(
+            `${where} is renamed to ${setName} by its MAC ${mac}; on a clone nothing tells which interface that is: match it by its kernel name by hand`,
+          );
           continue;
         }
         match.delete("macaddress");
@@ -131,7 +142,9 @@ export function rewriteMacMatches(text: string): NetplanRewrite {
         match.set("name", NAME_GLOB[type]);
         matchBy = `names matching ${NAME_GLOB[type]} (the file does not say which interface it is)`;
       } else {
-        problems.push(`${where} is one of ${macOnly.length} interfaces told apart only by MAC; match each by its kernel name by hand`);
+        problems.push(
+          `${where} is one of ${macOnly.length} interfaces told apart only by MAC; match each by its kernel name by hand`,
+        );
         continue;
       }
       const hasAddressing = ["dhcp4", "dhcp6", "addresses"].some((key) => device.has(key));

@@ -41,11 +41,16 @@ export interface SealOperation {
   notes: string[];
 }
 
-function operation(id: SealOperationId, title: string, parts: Partial<Omit<SealOperation, "id" | "title">> = {}): SealOperation {
+function operation(
+  id: SealOperationId,
+  title: string,
+  parts: Partial<Omit<SealOperation, "id" | "title">> = {},
+): SealOperation {
   return { id, title, actions: [], skipped: null, problems: [], notes: [], ...parts };
 }
 
-const removeAll = (entries: ImageEntry[]): SealAction[] => entries.map((entry) => ({ kind: "remove", path: entry.path }));
+const removeAll = (entries: ImageEntry[]): SealAction[] =>
+  entries.map((entry) => ({ kind: "remove", path: entry.path }));
 
 export function describeAction(action: SealAction): string {
   switch (action.kind) {
@@ -74,24 +79,39 @@ export function planSeal(facts: SealFacts): SealOperation[] {
   const keepNetworkConfig = !ci.installed || ci.disabled || ci.settings.networkConfigDisabled;
 
   if (!ci.installed) {
-    operations.push(operation("cloud-init-clean", "cloud-init clean", { skipped: "cloud-init is not installed in this image" }));
+    operations.push(
+      operation("cloud-init-clean", "cloud-init clean", { skipped: "cloud-init is not installed in this image" }),
+    );
   } else if (!facts.live) {
     operations.push(
       operation("cloud-init-clean", "cloud-init clean", {
-        skipped: "an offline tree (--root): cloud-init clean acts on the running system only, so its work is done by hand in the next operations",
-        notes: ci.cleanHooks.length > 0 ? [`the image has clean hooks cloud-init clean would run, not run from outside: ${ci.cleanHooks.map((h) => h.path).join(", ")}`] : [],
+        skipped:
+          "an offline tree (--root): cloud-init clean acts on the running system only, so its work is done by hand in the next operations",
+        notes:
+          ci.cleanHooks.length > 0
+            ? [
+                `the image has clean hooks cloud-init clean would run, not run from outside: ${ci.cleanHooks.map((h) => h.path).join(", ")}`,
+              ]
+            : [],
       }),
     );
   } else if (ci.cleanHelp === null) {
-    operations.push(operation("cloud-init-clean", "cloud-init clean", { problems: [ci.cleanHelpError ?? "cloud-init clean --help gave nothing"] }));
+    operations.push(
+      operation("cloud-init-clean", "cloud-init clean", {
+        problems: [ci.cleanHelpError ?? "cloud-init clean --help gave nothing"],
+      }),
+    );
   } else {
     const flags = parseCleanHelp(ci.cleanHelp);
     const args = cleanArguments(flags, keepNetworkConfig);
-    const missing = [!flags.logs && "--logs", !flags.machineId && "--machine-id", !flags.configs && "--configs"].filter(Boolean);
+    const missing = [!flags.logs && "--logs", !flags.machineId && "--machine-id", !flags.configs && "--configs"].filter(
+      Boolean,
+    );
     operations.push(
       operation("cloud-init-clean", "cloud-init clean", {
         actions: [{ kind: "run", argv: ["/usr/bin/cloud-init", ...args] }],
-        notes: missing.length > 0 ? [`this cloud-init has no ${missing.join(", ")}: the same is done by hand below`] : [],
+        notes:
+          missing.length > 0 ? [`this cloud-init has no ${missing.join(", ")}: the same is done by hand below`] : [],
       }),
     );
   }
@@ -107,8 +127,14 @@ export function planSeal(facts: SealFacts): SealOperation[] {
   const generatedNetwork = keepNetworkConfig ? [] : ci.generatedNetwork;
   const generatedNotes: string[] = [];
   if (keepNetworkConfig && ci.generatedNetwork.length > 0) {
-    const why = !ci.installed ? "cloud-init is not installed" : ci.disabled ? "cloud-init is disabled (/etc/cloud/cloud-init.disabled)" : "cloud-init's network config is disabled (network: {config: disabled})";
-    generatedNotes.push(`kept ${ci.generatedNetwork.map((e) => e.path).join(", ")}: ${why}, so nothing would write a new one; its MAC match is rewritten instead`);
+    const why = !ci.installed
+      ? "cloud-init is not installed"
+      : ci.disabled
+        ? "cloud-init is disabled (/etc/cloud/cloud-init.disabled)"
+        : "cloud-init's network config is disabled (network: {config: disabled})";
+    generatedNotes.push(
+      `kept ${ci.generatedNetwork.map((e) => e.path).join(", ")}: ${why}, so nothing would write a new one; its MAC match is rewritten instead`,
+    );
   }
   operations.push(
     operation("cloud-init-generated-config", "network and sshd config cloud-init generated", {
@@ -120,11 +146,18 @@ export function planSeal(facts: SealFacts): SealOperation[] {
   const machineId = facts.machineId;
   const machineIdActions: SealAction[] = [];
   if (machineId.content !== "uninitialized\n") {
-    machineIdActions.push({ kind: "write", path: "/etc/machine-id", content: "uninitialized\n", mode: 0o444, why: "uninitialized: systemd makes a new one on first boot" });
+    machineIdActions.push({
+      kind: "write",
+      path: "/etc/machine-id",
+      content: "uninitialized\n",
+      mode: 0o444,
+      why: "uninitialized: systemd makes a new one on first boot",
+    });
   }
   const dbus = facts.dbusMachineId;
   const machineIdNotes: string[] = [];
-  if (dbus.entry?.kind === "symlink") machineIdNotes.push(`kept /var/lib/dbus/machine-id: a symlink to ${dbus.linkTarget ?? "?"}`);
+  if (dbus.entry?.kind === "symlink")
+    machineIdNotes.push(`kept /var/lib/dbus/machine-id: a symlink to ${dbus.linkTarget ?? "?"}`);
   else if (dbus.entry) machineIdActions.push({ kind: "remove", path: "/var/lib/dbus/machine-id" });
   operations.push(operation("machine-id", "machine-id", { actions: machineIdActions, notes: machineIdNotes }));
 
@@ -141,7 +174,13 @@ export function planSeal(facts: SealFacts): SealOperation[] {
       netplan.notes.push(...rewrite.warnings.map((w) => `${file.path}: ${w}`));
       netplan.problems.push(...rewrite.problems.map((p) => `${file.path}: ${p}`));
       if (rewrite.changed) {
-        netplan.actions.push({ kind: "write", path: file.path, content: rewrite.text, mode: file.mode, why: rewrite.changes.join("; ") });
+        netplan.actions.push({
+          kind: "write",
+          path: file.path,
+          content: rewrite.text,
+          mode: file.mode,
+          why: rewrite.changes.join("; "),
+        });
       }
     } catch (error) {
       netplan.problems.push(`${file.path} is not YAML netplan can read, left as it is: ${(error as Error).message}`);
@@ -162,29 +201,52 @@ export function planSeal(facts: SealFacts): SealOperation[] {
     regenerationNotes.push(`already ensured by ${otherUnits.map((u) => u.path).join(", ")}`);
   } else {
     if (regeneration.ourUnitText !== REGENERATE_UNIT_TEXT) {
-      regenerationActions.push({ kind: "write", path: REGENERATE_UNIT_PATH, content: REGENERATE_UNIT_TEXT, mode: 0o644, why: "runs ssh-keygen -A on a boot that finds no host keys" });
+      regenerationActions.push({
+        kind: "write",
+        path: REGENERATE_UNIT_PATH,
+        content: REGENERATE_UNIT_TEXT,
+        mode: 0o644,
+        why: "runs ssh-keygen -A on a boot that finds no host keys",
+      });
     }
-    if (!regeneration.ourUnitLinked) regenerationActions.push({ kind: "symlink", path: REGENERATE_UNIT_LINK, target: REGENERATE_UNIT_PATH });
+    if (!regeneration.ourUnitLinked)
+      regenerationActions.push({ kind: "symlink", path: REGENERATE_UNIT_LINK, target: REGENERATE_UNIT_PATH });
   }
-  operations.push(operation("ssh-host-key-regeneration", "SSH host keys made anew on first boot", { actions: regenerationActions, notes: regenerationNotes }));
+  operations.push(
+    operation("ssh-host-key-regeneration", "SSH host keys made anew on first boot", {
+      actions: regenerationActions,
+      notes: regenerationNotes,
+    }),
+  );
 
   operations.push(
     operation("agent-state", `ws-agent state (${AGENT_STATE_DIR}: leases, audit, identity)`, {
       actions: removeAll(facts.agentState),
       notes: facts.agentConfig
-        ? [`kept ${AGENT_CONFIG}: cloud-init writes each VM's own; if it names this VM, clones report as it until theirs is written`]
+        ? [
+            `kept ${AGENT_CONFIG}: cloud-init writes each VM's own; if it names this VM, clones report as it until theirs is written`,
+          ]
         : [],
     }),
   );
   operations.push(
     operation("logfiles", "log files in /var/log (truncated; rotated ones removed)", {
-      actions: [...facts.logs.truncate.map((e): SealAction => ({ kind: "truncate", path: e.path })), ...removeAll(facts.logs.remove)],
+      actions: [
+        ...facts.logs.truncate.map((e): SealAction => ({ kind: "truncate", path: e.path })),
+        ...removeAll(facts.logs.remove),
+      ],
     }),
   );
-  operations.push(operation("journal", "systemd journal files (/var/log/journal)", { actions: removeAll(facts.journal) }));
-  operations.push(operation("shell-history", "shell and tool histories of root and /home/*", { actions: removeAll(facts.histories) }));
+  operations.push(
+    operation("journal", "systemd journal files (/var/log/journal)", { actions: removeAll(facts.journal) }),
+  );
+  operations.push(
+    operation("shell-history", "shell and tool histories of root and /home/*", { actions: removeAll(facts.histories) }),
+  );
   operations.push(operation("tmp-files", "/tmp and /var/tmp", { actions: removeAll(facts.tmp) }));
-  operations.push(operation("random-seed", "random seed and systemd credential secret", { actions: removeAll(facts.randomSeeds) }));
+  operations.push(
+    operation("random-seed", "random seed and systemd credential secret", { actions: removeAll(facts.randomSeeds) }),
+  );
   operations.push(operation("dhcp-client-state", "DHCP client leases", { actions: removeAll(facts.dhcpLeases) }));
   return operations;
 }

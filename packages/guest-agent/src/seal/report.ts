@@ -24,7 +24,8 @@ const STATUS_WORD: Record<OperationResult["status"], string> = {
 
 function counts(report: SealReport): string {
   const tally = new Map<string, number>();
-  for (const operation of report.operations) tally.set(STATUS_WORD[operation.status], (tally.get(STATUS_WORD[operation.status]) ?? 0) + 1);
+  for (const operation of report.operations)
+    tally.set(STATUS_WORD[operation.status], (tally.get(STATUS_WORD[operation.status]) ?? 0) + 1);
   const parts = [...tally].map(([word, count]) => `${count} ${word}`);
   if (report.verification) {
     const passed = report.verification.filter((check) => check.ok).length;
@@ -39,7 +40,9 @@ export function formatSealText(report: SealReport): string {
   lines.push(`ws-agent seal: ${report.live ? "the running system (/)" : `offline tree ${report.root}`}`);
   if (report.dryRun) lines.push("dry run: nothing is changed; this is what seal would do");
   for (const operation of report.operations) {
-    lines.push(`[${STATUS_WORD[operation.status]}] ${operation.title}${operation.skipped ? `: ${operation.skipped}` : ""}`);
+    lines.push(
+      `[${STATUS_WORD[operation.status]}] ${operation.title}${operation.skipped ? `: ${operation.skipped}` : ""}`,
+    );
     for (const action of operation.actions) {
       const mark = action.status === "failed" ? "FAILED " : action.status === "planned" ? "would " : "";
       lines.push(`    ${mark}${action.description}${action.error ? `: ${action.error}` : ""}`);
@@ -49,10 +52,14 @@ export function formatSealText(report: SealReport): string {
   }
   if (report.verification) {
     lines.push("verification:");
-    for (const check of report.verification) lines.push(`    ${check.ok ? "ok    " : "FAILED"} ${check.id}: ${check.detail}`);
+    for (const check of report.verification)
+      lines.push(`    ${check.ok ? "ok    " : "FAILED"} ${check.id}: ${check.detail}`);
   }
-  if (report.poweroff !== "not requested") lines.push(`poweroff: ${report.poweroff}${report.poweroffError ? `: ${report.poweroffError}` : ""}`);
-  lines.push(`summary: ${counts(report)}${report.dryRun ? "" : report.ok ? " — sealed" : " — NOT sealed: see FAILED above"}`);
+  if (report.poweroff !== "not requested")
+    lines.push(`poweroff: ${report.poweroff}${report.poweroffError ? `: ${report.poweroffError}` : ""}`);
+  lines.push(
+    `summary: ${counts(report)}${report.dryRun ? "" : report.ok ? " — sealed" : " — NOT sealed: see FAILED above"}`,
+  );
   return `${lines.join("\n")}\n`;
 }
 
@@ -65,7 +72,12 @@ function actionForJson(action: SealAction): Record<string, unknown> {
 export function formatSealJson(report: SealReport): string {
   const operations = report.operations.map((operation) => ({
     ...operation,
-    actions: operation.actions.map((result) => ({ ...actionForJson(result.action), description: result.description, status: result.status, error: result.error })),
+    actions: operation.actions.map((result) => ({
+      ...actionForJson(result.action),
+      description: result.description,
+      status: result.status,
+      error: result.error,
+    })),
   }));
   return `${JSON.stringify({ ...report, operations }, null, 2)}\n`;
 }

@@ -61,7 +61,13 @@ export interface ImageEntry {
 export async function entryAt(root: string, imagePath: string): Promise<ImageEntry | null> {
   try {
     const stats = await lstat(await resolveInRoot(root, imagePath));
-    const kind: EntryKind = stats.isSymbolicLink() ? "symlink" : stats.isFile() ? "file" : stats.isDirectory() ? "directory" : "other";
+    const kind: EntryKind = stats.isSymbolicLink()
+      ? "symlink"
+      : stats.isFile()
+        ? "file"
+        : stats.isDirectory()
+          ? "directory"
+          : "other";
     return { path: imagePath, kind, size: stats.size };
   } catch {
     return null;

@@ -60,7 +60,8 @@ export function parseCgroupProcs(text: string): Set<number> {
   for (const line of text.split("\n")) {
     if (line === "") continue;
     const pid = Number(line);
-    if (!/^\d+$/.test(line) || !Number.isSafeInteger(pid)) throw new Error(`not a pid: ${JSON.stringify(line.slice(0, 32))}`);
+    if (!/^\d+$/.test(line) || !Number.isSafeInteger(pid))
+      throw new Error(`not a pid: ${JSON.stringify(line.slice(0, 32))}`);
     pids.add(pid);
   }
   return pids;
@@ -134,7 +135,12 @@ export function readCgroups(sysRoot: string, problems: string[]): CgroupReading 
  * starts a build at once is busy, not idle). A removed slice is gone and adds nothing, nor does a
  * counter that went backwards (a slice removed and created again). Pure.
  */
-export function userSliceCores(previous: UserSliceUsage, current: UserSliceUsage, seconds: number, isHuman: (uid: number) => boolean): number | undefined {
+export function userSliceCores(
+  previous: UserSliceUsage,
+  current: UserSliceUsage,
+  seconds: number,
+  isHuman: (uid: number) => boolean,
+): number | undefined {
   if (!(seconds > 0)) return undefined;
   let usec = 0;
   for (const [uid, usage] of current) {

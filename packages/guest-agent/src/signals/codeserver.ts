@@ -41,7 +41,11 @@ export function createCodeServerSignal(): Signal<CodeServerSignalValue> {
       const instances: InstanceInit[] = [];
       for (const home of homes) {
         try {
-          const info = await statUserFile({ trusted: home.trusted, segments: [home.name, ...HEARTBEAT_SEGMENTS], signal: ctx.signal });
+          const info = await statUserFile({
+            trusted: home.trusted,
+            segments: [home.name, ...HEARTBEAT_SEGMENTS],
+            signal: ctx.signal,
+          });
           instances.push(heartbeatInstance(info.path, info, ctx.users, ctx.clock.nowMs()));
         } catch (error) {
           if (!isMissingUserPath(error)) problems.push(errorMessage(error));

@@ -35,7 +35,10 @@ const NOT_INPUT = new Set([EV_LED, EV_SND, EV_FF, EV_PWR, EV_FF_STATUS]);
  */
 export function parseCapabilityBitmap(text: string): Set<number> {
   const bits = new Set<number>();
-  const words = text.trim().split(/\s+/).filter((word) => word !== "");
+  const words = text
+    .trim()
+    .split(/\s+/)
+    .filter((word) => word !== "");
   if (words.some((word) => !/^[0-9a-f]{1,16}$/i.test(word))) return bits;
   words.reverse().forEach((word, index) => {
     let value = BigInt(`0x${word}`);
@@ -57,7 +60,8 @@ export interface DeviceCapabilities {
  * Anything else (power button, lid switch, PC speaker) is not a person's input. Pure.
  */
 export function classifyInputDevice(caps: DeviceCapabilities): InputDeviceKind | undefined {
-  if (caps.ev.has(EV_ABS) && caps.abs.has(ABS_X) && (caps.key.has(BTN_LEFT) || caps.key.has(BTN_TOUCH))) return InputDeviceKind.TABLET;
+  if (caps.ev.has(EV_ABS) && caps.abs.has(ABS_X) && (caps.key.has(BTN_LEFT) || caps.key.has(BTN_TOUCH)))
+    return InputDeviceKind.TABLET;
   if (caps.ev.has(EV_REL) && caps.rel.has(REL_X)) return InputDeviceKind.MOUSE;
   if (caps.ev.has(EV_KEY)) {
     for (let key = KEY_Q; key <= KEY_P; key++) if (caps.key.has(key)) return InputDeviceKind.KEYBOARD;
@@ -84,7 +88,11 @@ export function lastInputEventMs(buffer: Buffer, length = buffer.length): number
 }
 
 /** The age of input read now, given its event time, bounded to the time since the previous read. Pure. */
-export function boundedInputAgeMs(eventWallMs: number | undefined, nowWallMs: number, sincePreviousReadMs: number): number {
+export function boundedInputAgeMs(
+  eventWallMs: number | undefined,
+  nowWallMs: number,
+  sincePreviousReadMs: number,
+): number {
   const window = Math.max(0, sincePreviousReadMs);
   if (eventWallMs === undefined || !Number.isFinite(eventWallMs)) return window;
   return Math.min(window, Math.max(0, nowWallMs - eventWallMs));

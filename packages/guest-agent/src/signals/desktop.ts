@@ -60,7 +60,9 @@ export interface DesktopOptions {
   openDevice?: (roots: Roots, node: string) => Promise<OpenDevice | undefined>;
 }
 
-export function createDesktopSignal(options: DesktopOptions = {}): Signal<DesktopSignalValue> & { close(): Promise<void> } {
+export function createDesktopSignal(
+  options: DesktopOptions = {},
+): Signal<DesktopSignalValue> & { close(): Promise<void> } {
   const devices = new Map<string, OpenDevice>();
   /** Nodes not opened, and why ("" for a device that is not a person's input): not retried until they go away. */
   const refused = new Map<string, string>();
@@ -78,10 +80,14 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
       const dir = under(ctx.roots.dev, "input");
       let nodes: string[];
       try {
-        nodes = (await readdir(dir)).filter((name) => /^event\d+$/.test(name)).sort(byEventNumber).slice(0, MAX_DEVICES);
+        nodes = (await readdir(dir))
+          .filter((name) => /^event\d+$/.test(name))
+          .sort(byEventNumber)
+          .slice(0, MAX_DEVICES);
       } catch (error) {
         await closeAll();
-        if ((error as NodeJS.ErrnoException).code === "ENOENT") return absent(`${dir} does not exist: the guest has no input devices`);
+        if ((error as NodeJS.ErrnoException).code === "ENOENT")
+          return absent(`${dir} does not exist: the guest has no input devices`);
         return { state: "failed", message: `${dir}: ${errorMessage(error)}` };
       }
       const notes: string[] = [];
@@ -117,7 +123,8 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
           devices.delete(node);
           continue;
         }
-        if (drained.events > 0) device.lastInputMonoMs = nowMono - boundedInputAgeMs(drained.lastEventWallMs, nowWall, sincePrevious);
+        if (drained.events > 0)
+          device.lastInputMonoMs = nowMono - boundedInputAgeMs(drained.lastEventWallMs, nowWall, sincePrevious);
       }
       previousReadMonoMs = nowMono;
       if (devices.size === 0) {
@@ -137,7 +144,9 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
           node: device.node,
           name: device.name,
           kind: device.kind,
-          ...(device.lastInputMonoMs === undefined ? {} : { inputAgeSeconds: Math.max(0, (nowMono - device.lastInputMonoMs) / 1000) }),
+          ...(device.lastInputMonoMs === undefined
+            ? {}
+            : { inputAgeSeconds: Math.max(0, (nowMono - device.lastInputMonoMs) / 1000) }),
         })),
       };
       return notes.length > 0 ? ok(value, notes.join("; ")) : ok(value);
@@ -152,15 +161,27 @@ export function createDesktopSignal(options: DesktopOptions = {}): Signal<Deskto
  */
 export async function openInputDevice(roots: Roots, node: string): Promise<OpenDevice | undefined> {
   const sysDevice = under(roots.sys, "class", "input", node, "device");
-  const capability = (name: string) => readFile(under(sysDevice, "capabilities", name), "utf8").then(parseCapabilityBitmap, () => new Set<number>());
-  const kind = classifyInputDevice({ ev: await capability("ev"), key: await capability("key"), rel: await capability("rel"), abs: await capability("abs") });
+  const capability = (name: string) =>
+    readFile(under(sysDevice, "capabilities", name), "utf8").then(parseCapabilityBitmap, () => new Set<number>());
+  const kind = classifyInputDevice({
+    ev: await capability("ev"),
+    key: await capability("key"),
+    rel: await capability("rel"),
+    abs: await capability("abs"),
+  });
   if (kind === undefined) return undefined;
-  const name = (await readFile(under(sysDevice, "name"), "utf8").catch(() => "")).trim().replace(/[^\x20-\x7e]/g, "?").slice(0, MAX_NAME);
+  const name = (await readFile(under(sysDevice, "name"), "utf8").catch(() => ""))
+    .trim()
+    .replace(/[^\x20-\x7e]/g, "?")
+    .slice(0, MAX_NAME);
   const path = under(roots.dev, "input", node);
   const handle = await open(path, DEVICE_OPEN_FLAGS);
   try {
     const info = await handle.stat();
-    if (!info.isCharacterDevice() || deviceMajor(info.rdev) !== INPUT_MAJOR) throw new Error(`not an input device (${info.isCharacterDevice() ? `major ${deviceMajor(info.rdev)}` : "not a character device"})`);
+    if (!info.isCharacterDevice() || deviceMajor(info.rdev) !== INPUT_MAJOR)
+      throw new Error(
+        `not an input device (${info.isCharacterDevice() ? `major ${deviceMajor(info.rdev)}` : "not a character device"})`,
+      );
     return { node, name, kind, handle };
   } catch (error) {
     await handle.close().catch(() => undefined);
@@ -172,7 +193,9 @@ export async function openInputDevice(roots: Roots, node: string): Promise<OpenD
  * Reads everything queued on a non-blocking descriptor and keeps only the last event's time.
  * EAGAIN ends the drain (nothing more queued); it never waits.
  */
-export async function drainEvents(handle: FileHandle): Promise<{ events: number; lastEventWallMs: number | undefined } | { error: string }> {
+export async function drainEvents(
+  handle: FileHandle,
+): Promise<{ events: number; lastEventWallMs: number | undefined } | { error: string }> {
   const buffer = Buffer.alloc(INPUT_EVENT_BYTES * EVENTS_PER_READ);
   let events = 0;
   let lastEventWallMs: number | undefined;
@@ -215,8 +238,12 @@ export async function readLogindLock(roots: Roots, signal: AbortSignal): Promise
     graphical.map(
       (id) =>
         new Promise<string>((resolve, reject) =>
-          execFile(LOGINCTL, ["show-session", id, "--property=LockedHint"], { timeout: LOGINCTL_TIMEOUT_MS, signal, maxBuffer: 4096 }, (error, stdout) =>
-            error ? reject(new Error(`loginctl show-session: ${errorMessage(error)}`)) : resolve(stdout),
+          execFile(
+            LOGINCTL,
+            ["show-session", id, "--property=LockedHint"],
+            { timeout: LOGINCTL_TIMEOUT_MS, signal, maxBuffer: 4096 },
+            (error, stdout) =>
+              error ? reject(new Error(`loginctl show-session: ${errorMessage(error)}`)) : resolve(stdout),
           ),
         ),
     ),
@@ -227,4 +254,3 @@ export async function readLogindLock(roots: Roots, signal: AbortSignal): Promise
 function byEventNumber(a: string, b: string): number {
   return Number(a.slice(5)) - Number(b.slice(5));
 }
-

@@ -45,7 +45,9 @@ export function mountUsage(mountPoint: string, entry: MountEntry | undefined, bl
   };
 }
 
-export function createDiskSignal(options: DiskSignalOptions = { mounts: DEFAULT_DISK_MOUNTS }): Signal<DiskSignalValue> {
+export function createDiskSignal(
+  options: DiskSignalOptions = { mounts: DEFAULT_DISK_MOUNTS },
+): Signal<DiskSignalValue> {
   const notAbsolute = options.mounts.filter((mount) => !path.isAbsolute(mount));
   if (notAbsolute.length > 0) throw new Error(`disk mounts must be absolute paths: ${notAbsolute.join(", ")}`);
   return {
@@ -63,7 +65,9 @@ export function createDiskSignal(options: DiskSignalOptions = { mounts: DEFAULT_
       const mounts: MountInit[] = [];
       for (const mountPoint of options.mounts) {
         try {
-          mounts.push(mountUsage(mountPoint, mountHolding(entries, mountPoint), await statfs(mountPoint, { bigint: true })));
+          mounts.push(
+            mountUsage(mountPoint, mountHolding(entries, mountPoint), await statfs(mountPoint, { bigint: true })),
+          );
         } catch (error) {
           problems.push(`${mountPoint}: ${errorMessage(error)}`);
         }

@@ -34,7 +34,10 @@ export const GPU_QUERY_ARGS = [
   "--query-gpu=index,uuid,name,utilization.gpu,utilization.memory,memory.used,memory.total,mig.mode.current",
   "--format=csv,noheader,nounits",
 ];
-export const COMPUTE_APPS_QUERY_ARGS = ["--query-compute-apps=pid,gpu_uuid,process_name,used_memory", "--format=csv,noheader,nounits"];
+export const COMPUTE_APPS_QUERY_ARGS = [
+  "--query-compute-apps=pid,gpu_uuid,process_name,used_memory",
+  "--format=csv,noheader,nounits",
+];
 
 const MIB = 1024n * 1024n;
 /** nvidia-smi's answer for a GPU list is a few hundred bytes per GPU; anything near this is not it. */
@@ -56,7 +59,8 @@ export function isUnavailable(field: string): boolean {
 function optionalNumber(field: string, what: string): number | undefined {
   if (isUnavailable(field)) return undefined;
   const value = Number(field.trim());
-  if (!/^\d+(\.\d+)?$/.test(field.trim()) || !Number.isFinite(value)) throw new Error(`${what} is not a number: ${JSON.stringify(field.trim())}`);
+  if (!/^\d+(\.\d+)?$/.test(field.trim()) || !Number.isFinite(value))
+    throw new Error(`${what} is not a number: ${JSON.stringify(field.trim())}`);
   return value;
 }
 
@@ -81,10 +85,17 @@ function csvLines(text: string): string[] {
 export function parseGpuCsv(text: string): GpuInit[] {
   return csvLines(text).map((line, lineIndex) => {
     const fields = line.split(",").map((field) => field.trim());
-    if (fields.length < 8) throw new Error(`GPU line ${lineIndex + 1} has ${fields.length} fields, expected 8: ${JSON.stringify(line)}`);
+    if (fields.length < 8)
+      throw new Error(`GPU line ${lineIndex + 1} has ${fields.length} fields, expected 8: ${JSON.stringify(line)}`);
     const where = `GPU line ${lineIndex + 1}`;
     const [indexField, uuid] = fields as [string, string];
-    const [utilization, memoryUtilization, memoryUsed, memoryTotal, migMode] = fields.slice(-5) as [string, string, string, string, string];
+    const [utilization, memoryUtilization, memoryUsed, memoryTotal, migMode] = fields.slice(-5) as [
+      string,
+      string,
+      string,
+      string,
+      string,
+    ];
     if (!/^\d+$/.test(indexField)) throw new Error(`${where}: index is not a number: ${JSON.stringify(indexField)}`);
     const gpu: GpuInit = {
       index: Number(indexField),
@@ -124,10 +135,12 @@ export function parseComputeAppsCsv(text: string): ComputeApp[] {
   for (const [lineIndex, line] of csvLines(text).entries()) {
     if (line.startsWith("No running processes found")) continue;
     const fields = line.split(",").map((field) => field.trim());
-    if (fields.length < 4) throw new Error(`process line ${lineIndex + 1} has ${fields.length} fields, expected 4: ${JSON.stringify(line)}`);
+    if (fields.length < 4)
+      throw new Error(`process line ${lineIndex + 1} has ${fields.length} fields, expected 4: ${JSON.stringify(line)}`);
     const [pidField, gpuUuid] = fields as [string, string];
     if (isUnavailable(pidField)) continue;
-    if (!/^\d+$/.test(pidField)) throw new Error(`process line ${lineIndex + 1}: pid is not a number: ${JSON.stringify(pidField)}`);
+    if (!/^\d+$/.test(pidField))
+      throw new Error(`process line ${lineIndex + 1}: pid is not a number: ${JSON.stringify(pidField)}`);
     const app: ComputeApp = { pid: Number(pidField), gpuUuid, processName: fields.slice(2, -1).join(", ") };
     const used = optionalMebibytes(fields[fields.length - 1]!, `process line ${lineIndex + 1}: used_memory`);
     if (used !== undefined) app.usedMemoryBytes = used;
@@ -172,7 +185,8 @@ export function interpretRun(result: CommandResult): RunMeaning {
       return { kind: "failed", message: `nvidia-smi wrote more than ${result.maxBytes} bytes and was killed` };
     case "exited": {
       const said = firstLine(`${result.stdout}\n${result.stderr}`);
-      if (NO_GPU_MESSAGES.some((pattern) => pattern.test(result.stdout) || pattern.test(result.stderr))) return { kind: "no-gpu", message: `nvidia-smi: ${said}` };
+      if (NO_GPU_MESSAGES.some((pattern) => pattern.test(result.stdout) || pattern.test(result.stderr)))
+        return { kind: "no-gpu", message: `nvidia-smi: ${said}` };
       if (result.code === 0) return { kind: "answered", stdout: result.stdout };
       const how = result.code === null ? `was killed by ${result.signal}` : `exited with code ${result.code}`;
       return { kind: "failed", message: `nvidia-smi ${how}${said === "" ? "" : `: ${said}`}` };
@@ -196,8 +210,12 @@ export async function nvidiaPciDevices(roots: Roots): Promise<string[]> {
   const found = await Promise.all(
     addresses.map(async (address) => {
       try {
-        const [vendor, pciClass] = await Promise.all(["vendor", "class"].map((file) => readFile(path.join(devicesDir, address, file), "utf8")));
-        return vendor?.trim() === NVIDIA_VENDOR && pciClass?.trim().startsWith(DISPLAY_CLASS_PREFIX) ? address : undefined;
+        const [vendor, pciClass] = await Promise.all(
+          ["vendor", "class"].map((file) => readFile(path.join(devicesDir, address, file), "utf8")),
+        );
+        return vendor?.trim() === NVIDIA_VENDOR && pciClass?.trim().startsWith(DISPLAY_CLASS_PREFIX)
+          ? address
+          : undefined;
       } catch {
         return undefined;
       }
@@ -225,7 +243,12 @@ interface RunningCommand {
 }
 
 /** Runs an executable without a shell, killing it with SIGKILL after timeoutMs. */
-export function runCommand(file: string, args: string[], timeoutMs: number, maxBytes = MAX_OUTPUT_BYTES): RunningCommand {
+export function runCommand(
+  file: string,
+  args: string[],
+  timeoutMs: number,
+  maxBytes = MAX_OUTPUT_BYTES,
+): RunningCommand {
   let settle!: (result: CommandResult) => void;
   let markGone!: () => void;
   const result = new Promise<CommandResult>((resolve) => (settle = resolve));
@@ -259,11 +282,21 @@ export function runCommand(file: string, args: string[], timeoutMs: number, maxB
   }, timeoutMs);
 
   child.on("error", (error: NodeJS.ErrnoException) => {
-    finish(error.code === "ENOENT" ? { kind: "not-found", message: errorMessage(error) } : { kind: "spawn-failed", message: errorMessage(error) });
+    finish(
+      error.code === "ENOENT"
+        ? { kind: "not-found", message: errorMessage(error) }
+        : { kind: "spawn-failed", message: errorMessage(error) },
+    );
     if (child.pid === undefined) markGone();
   });
   child.on("close", (code, signal) => {
-    finish({ kind: "exited", code, signal, stdout: Buffer.concat(stdout).toString("utf8"), stderr: Buffer.concat(stderr).toString("utf8") });
+    finish({
+      kind: "exited",
+      code,
+      signal,
+      stdout: Buffer.concat(stdout).toString("utf8"),
+      stderr: Buffer.concat(stderr).toString("utf8"),
+    });
     markGone();
   });
   return { result, gone };
@@ -282,7 +315,12 @@ async function processOwner(roots: Roots, pid: number): Promise<number | undefin
 type GpuAnswer = SignalOutcome<{ gpus: GpuInit[]; processes: GpuProcessInit[] }>;
 
 /** One refresh: the GPU query, then (with GPUs) the process query, one after the other. */
-async function queryNvidiaSmi(options: GpuSignalOptions, roots: Roots, users: Users, onChild: (gone: Promise<void>) => void): Promise<GpuAnswer> {
+async function queryNvidiaSmi(
+  options: GpuSignalOptions,
+  roots: Roots,
+  users: Users,
+  onChild: (gone: Promise<void>) => void,
+): Promise<GpuAnswer> {
   const run = async (args: string[]) => {
     const running = runCommand(options.command, args, options.timeoutMs);
     onChild(running.gone);
@@ -306,17 +344,24 @@ async function queryNvidiaSmi(options: GpuSignalOptions, roots: Roots, users: Us
   if (gpus.length === 0) return absent("nvidia-smi lists no GPU");
 
   const appsRun = await run(COMPUTE_APPS_QUERY_ARGS);
-  if (appsRun.kind !== "answered") return { state: "failed", message: `GPU processes unknown: ${appsRun.message}`, value: { gpus, processes: [] } };
+  if (appsRun.kind !== "answered")
+    return { state: "failed", message: `GPU processes unknown: ${appsRun.message}`, value: { gpus, processes: [] } };
   let apps: ComputeApp[];
   try {
     apps = parseComputeAppsCsv(appsRun.stdout);
   } catch (error) {
-    return { state: "failed", message: `nvidia-smi --query-compute-apps: ${errorMessage(error)}`, value: { gpus, processes: [] } };
+    return {
+      state: "failed",
+      message: `nvidia-smi --query-compute-apps: ${errorMessage(error)}`,
+      value: { gpus, processes: [] },
+    };
   }
   const processes = await Promise.all(
     apps.map(async (app): Promise<GpuProcessInit> => {
       const uid = await processOwner(roots, app.pid);
-      return uid === undefined ? { ...app, uid: 0, user: "" } : { ...app, uid, user: users.byUid(uid)?.name ?? String(uid) };
+      return uid === undefined
+        ? { ...app, uid: 0, user: "" }
+        : { ...app, uid, user: users.byUid(uid)?.name ?? String(uid) };
     }),
   );
   return ok({ gpus, processes });
@@ -334,7 +379,8 @@ function whenAborted(signal: AbortSignal): { aborted: Promise<void>; cleanup: ()
 }
 
 export function createGpuSignal(options: GpuSignalOptions = DEFAULT_GPU_OPTIONS): Signal<GpuSignalValue> {
-  if (!(options.intervalMs > 0) || !(options.timeoutMs > 0)) throw new Error(`GPU intervalMs and timeoutMs must be positive (got ${options.intervalMs}, ${options.timeoutMs})`);
+  if (!(options.intervalMs > 0) || !(options.timeoutMs > 0))
+    throw new Error(`GPU intervalMs and timeoutMs must be positive (got ${options.intervalMs}, ${options.timeoutMs})`);
   let cached: { atMs: number; answer: GpuAnswer } | undefined;
   /** Settles when the refresh in progress has an answer. */
   let answering: Promise<void> | undefined;
@@ -369,7 +415,8 @@ export function createGpuSignal(options: GpuSignalOptions = DEFAULT_GPU_OPTIONS)
       const sampleAgeSeconds = Math.max(0, (ctx.clock.monotonicMs() - cached.atMs) / 1000);
       const { answer } = cached;
       if (answer.state === "ok") return ok({ ...answer.value, sampleAgeSeconds }, answer.message);
-      if (answer.state === "failed" && answer.value !== undefined) return { state: "failed", message: answer.message, value: { ...answer.value, sampleAgeSeconds } };
+      if (answer.state === "failed" && answer.value !== undefined)
+        return { state: "failed", message: answer.message, value: { ...answer.value, sampleAgeSeconds } };
       return answer.state === "absent" ? absent(answer.message) : failed(answer.message);
     },
   };

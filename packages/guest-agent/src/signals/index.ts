@@ -19,7 +19,11 @@ export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
     createRemoteSessionsSignal(),
     createDesktopSignal(),
     createCodeServerSignal(),
-    createGpuSignal({ command: config.gpu.command, intervalMs: config.gpu.intervalMs, timeoutMs: config.gpu.timeoutMs }),
+    createGpuSignal({
+      command: config.gpu.command,
+      intervalMs: config.gpu.intervalMs,
+      timeoutMs: config.gpu.timeoutMs,
+    }),
     createSystemSignal(),
     createInhibitorsSignal(),
     createDiskSignal({ mounts: config.disk.mounts }),

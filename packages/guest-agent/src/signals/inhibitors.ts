@@ -159,14 +159,21 @@ export function createInhibitorsSignal(): Signal<InhibitorSignalValue> {
         const file = under(dir, name);
         try {
           // logind's files, root's alone; read the safe way anyway (the .ref FIFOs sit beside them).
-          const read = await readUserFile({ trusted: ctx.roots.run, segments: ["systemd", "inhibit", name], maxBytes: MAX_FILE_BYTES, owners: "root", signal: ctx.signal });
+          const read = await readUserFile({
+            trusted: ctx.roots.run,
+            segments: ["systemd", "inhibit", name],
+            maxBytes: MAX_FILE_BYTES,
+            owners: "root",
+            signal: ctx.signal,
+          });
           const lock = parseInhibitorFile(read.data.toString("utf8"));
           if (lock.problems.length > 0) notes.push(`${file}: ${lock.problems.join(", ")}`);
           const holderAlive = lock.pid === undefined ? undefined : await processExists(ctx, lock.pid);
           files.push({ id: name, lock, holderAlive });
         } catch (error) {
           // Released between readdir() and here: logind deleted it, not a problem.
-          if (!isMissing(error) && !isMissingUserPath(error)) notes.push(error instanceof UserPathError ? error.message : `${file}: ${errorMessage(error)}`);
+          if (!isMissing(error) && !isMissingUserPath(error))
+            notes.push(error instanceof UserPathError ? error.message : `${file}: ${errorMessage(error)}`);
         }
       }
 
@@ -194,7 +201,13 @@ async function exists(file: string): Promise<boolean> {
   }
 }
 
-function parseId(key: string, raw: string | undefined, min: number, max: number, problems: string[]): number | undefined {
+function parseId(
+  key: string,
+  raw: string | undefined,
+  min: number,
+  max: number,
+  problems: string[],
+): number | undefined {
   if (raw === undefined) return undefined;
   const value = /^\d{1,10}$/.test(raw) ? Number(raw) : NaN;
   if (Number.isInteger(value) && value >= min && value <= max) return value;
@@ -235,7 +248,17 @@ function shellUnquote(text: string): string | undefined {
 }
 
 const SIMPLE_ESCAPES: Record<string, number> = {
-  a: 0x07, b: 0x08, f: 0x0c, n: 0x0a, r: 0x0d, t: 0x09, v: 0x0b, s: 0x20, "\\": 0x5c, '"': 0x22, "'": 0x27,
+  a: 0x07,
+  b: 0x08,
+  f: 0x0c,
+  n: 0x0a,
+  r: 0x0d,
+  t: 0x09,
+  v: 0x0b,
+  s: 0x20,
+  "\\": 0x5c,
+  '"': 0x22,
+  "'": 0x27,
 };
 
 /** systemd's cunescape(): C escapes to bytes, the bytes read as UTF-8. */
@@ -263,7 +286,11 @@ export function cUnescape(text: string): { value: string; bad: string[] } {
     const octal = /^[0-3][0-7]{2}/.exec(text.slice(i + 1, i + 4));
     const hex = next === "x" ? /^[0-9a-fA-F]{2}/.exec(text.slice(i + 2, i + 4)) : null;
     const unicode =
-      next === "u" ? /^[0-9a-fA-F]{4}/.exec(text.slice(i + 2, i + 6)) : next === "U" ? /^[0-9a-fA-F]{8}/.exec(text.slice(i + 2, i + 10)) : null;
+      next === "u"
+        ? /^[0-9a-fA-F]{4}/.exec(text.slice(i + 2, i + 6))
+        : next === "U"
+          ? /^[0-9a-fA-F]{8}/.exec(text.slice(i + 2, i + 10))
+          : null;
     if (octal) {
       bytes.push(parseInt(octal[0], 8));
       i += 3;

@@ -7,7 +7,15 @@
  */
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
-import { isMissingUserPath, listUserDir, MAX_ENTRIES_SCANNED, MAX_FILES_PER_DIRECTORY, UserPathError, type UserFile, type UserPathOptions } from "../fs/user-file.js";
+import {
+  isMissingUserPath,
+  listUserDir,
+  MAX_ENTRIES_SCANNED,
+  MAX_FILES_PER_DIRECTORY,
+  UserPathError,
+  type UserFile,
+  type UserPathOptions,
+} from "../fs/user-file.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import { isMissing, listHomeDirs } from "./jupyter-homes.js";
@@ -42,12 +50,20 @@ export interface RuntimeDir {
 const MAX_RUNTIME_FILE_BYTES = 64 * 1024;
 const HOME_RUNTIME = [".local", "share", "jupyter", "runtime"];
 
-export async function runtimeDirs(roots: Roots, users: Users, signal?: AbortSignal): Promise<{ dirs: RuntimeDir[]; problems: string[] }> {
+export async function runtimeDirs(
+  roots: Roots,
+  users: Users,
+  signal?: AbortSignal,
+): Promise<{ dirs: RuntimeDir[]; problems: string[] }> {
   const { homes, problems } = await listHomeDirs(roots, users);
-  const candidates: Array<RuntimeDir["where"]> = homes.map((home) => ({ trusted: home.trusted, segments: [home.name, ...HOME_RUNTIME] }));
+  const candidates: Array<RuntimeDir["where"]> = homes.map((home) => ({
+    trusted: home.trusted,
+    segments: [home.name, ...HOME_RUNTIME],
+  }));
   const userRunDir = under(roots.run, "user");
   try {
-    for (const uid of (await readdir(userRunDir)).sort()) candidates.push({ trusted: userRunDir, segments: [uid, "jupyter"] });
+    for (const uid of (await readdir(userRunDir)).sort())
+      candidates.push({ trusted: userRunDir, segments: [uid, "jupyter"] });
   } catch (error) {
     if (!isMissing(error)) problems.push(`${userRunDir}: ${errorMessage(error)}`);
   }
@@ -55,13 +71,23 @@ export async function runtimeDirs(roots: Roots, users: Users, signal?: AbortSign
   const dirs: RuntimeDir[] = [];
   for (const where of candidates) {
     try {
-      const listing = await listUserDir({ ...where, read: { names: isRuntimeFileName, maxBytes: MAX_RUNTIME_FILE_BYTES }, ...(signal ? { signal } : {}) });
+      const listing = await listUserDir({
+        ...where,
+        read: { names: isRuntimeFileName, maxBytes: MAX_RUNTIME_FILE_BYTES },
+        ...(signal ? { signal } : {}),
+      });
       // The same directory reached twice (a home linked under two names) is read once.
       if (seen.has(listing.identity)) continue;
       seen.add(listing.identity);
       dirs.push({ path: listing.path, where, names: listing.names, files: listing.files ?? new Map() });
-      if (listing.truncated) problems.push(`${listing.path}: more than ${MAX_ENTRIES_SCANNED} entries: only the first ${MAX_ENTRIES_SCANNED} were looked at`);
-      if (listing.skipped) problems.push(`${listing.path}: ${listing.skipped} more runtime files than the ${MAX_FILES_PER_DIRECTORY} read per directory: not read`);
+      if (listing.truncated)
+        problems.push(
+          `${listing.path}: more than ${MAX_ENTRIES_SCANNED} entries: only the first ${MAX_ENTRIES_SCANNED} were looked at`,
+        );
+      if (listing.skipped)
+        problems.push(
+          `${listing.path}: ${listing.skipped} more runtime files than the ${MAX_FILES_PER_DIRECTORY} read per directory: not read`,
+        );
     } catch (error) {
       if (!isMissingUserPath(error)) problems.push(errorMessage(error));
     }

@@ -88,7 +88,9 @@ export function createJupyterSignal(options: JupyterSignalOptions): Signal<Jupyt
 
       const notes = [...problems];
       if (discovered.staleFiles.length > 0) {
-        notes.push(`skipped ${discovered.staleFiles.length} stale runtime file(s): ${discovered.staleFiles.join(", ")}`);
+        notes.push(
+          `skipped ${discovered.staleFiles.length} stale runtime file(s): ${discovered.staleFiles.join(", ")}`,
+        );
       }
       const message = notes.length > 0 ? notes.join("; ") : undefined;
 

@@ -20,14 +20,20 @@ export function parseDiskstats(text: string): DiskCounters[] {
     if (line.trim() === "") continue;
     const fields = line.trim().split(/\s+/);
     const name = fields[2] ?? "";
-    if (fields.length < 14) throw new Error(`line ${index + 1} (${JSON.stringify(name)}) has ${fields.length} fields, expected at least 14`);
-    disks.push({ name, readBytes: sectors(fields[5]!, name) * DISKSTATS_SECTOR_BYTES, writtenBytes: sectors(fields[9]!, name) * DISKSTATS_SECTOR_BYTES });
+    if (fields.length < 14)
+      throw new Error(`line ${index + 1} (${JSON.stringify(name)}) has ${fields.length} fields, expected at least 14`);
+    disks.push({
+      name,
+      readBytes: sectors(fields[5]!, name) * DISKSTATS_SECTOR_BYTES,
+      writtenBytes: sectors(fields[9]!, name) * DISKSTATS_SECTOR_BYTES,
+    });
   }
   return disks;
 }
 
 function sectors(field: string, name: string): number {
   const value = Number(field);
-  if (!/^\d+$/.test(field) || !Number.isFinite(value)) throw new Error(`${name}: not a sector count: ${JSON.stringify(field)}`);
+  if (!/^\d+$/.test(field) || !Number.isFinite(value))
+    throw new Error(`${name}: not a sector count: ${JSON.stringify(field)}`);
   return value;
 }

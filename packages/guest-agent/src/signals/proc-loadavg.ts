@@ -12,7 +12,8 @@ export function parseLoadavg(text: string): LoadAverages {
   if (fields.length < 3) throw new Error(`expected at least 3 fields, found ${fields.length}`);
   const [load1, load5, load15] = fields.slice(0, 3).map((field, index) => {
     const value = Number(field);
-    if (field === "" || !Number.isFinite(value) || value < 0) throw new Error(`field ${index + 1} is not a load average: ${JSON.stringify(field)}`);
+    if (field === "" || !Number.isFinite(value) || value < 0)
+      throw new Error(`field ${index + 1} is not a load average: ${JSON.stringify(field)}`);
     return value;
   }) as [number, number, number];
   return { load1, load5, load15 };

@@ -18,7 +18,8 @@ export function parseMounts(text: string): MountEntry[] {
     const fields = line.trim().split(/\s+/);
     if (fields.length < 4) throw new Error(`line ${index + 1} has ${fields.length} fields, expected at least 4`);
     const [device, mountPoint, fsType, options] = fields.map(unescapeOctal) as [string, string, string, string];
-    if (!mountPoint.startsWith("/")) throw new Error(`line ${index + 1}: mount point is not absolute: ${JSON.stringify(mountPoint)}`);
+    if (!mountPoint.startsWith("/"))
+      throw new Error(`line ${index + 1}: mount point is not absolute: ${JSON.stringify(mountPoint)}`);
     entries.push({ device, mountPoint, fsType, options });
   }
   return entries;

@@ -19,8 +19,12 @@ export function parseNetDev(text: string): InterfaceCounters[] {
     const colon = line.indexOf(":");
     if (colon < 0) throw new Error(`line ${offset + 3} has no "name:"`);
     const name = line.slice(0, colon).trim();
-    const fields = line.slice(colon + 1).trim().split(/\s+/);
-    if (name === "" || fields.length < 16) throw new Error(`line ${offset + 3} (${JSON.stringify(name)}) has ${fields.length} counters, expected 16`);
+    const fields = line
+      .slice(colon + 1)
+      .trim()
+      .split(/\s+/);
+    if (name === "" || fields.length < 16)
+      throw new Error(`line ${offset + 3} (${JSON.stringify(name)}) has ${fields.length} counters, expected 16`);
     counters.push({ name, receiveBytes: counter(fields[0]!, name), transmitBytes: counter(fields[8]!, name) });
   }
   return counters;
@@ -28,6 +32,7 @@ export function parseNetDev(text: string): InterfaceCounters[] {
 
 function counter(field: string, name: string): number {
   const value = Number(field);
-  if (!/^\d+$/.test(field) || !Number.isFinite(value)) throw new Error(`${name}: not a byte count: ${JSON.stringify(field)}`);
+  if (!/^\d+$/.test(field) || !Number.isFinite(value))
+    throw new Error(`${name}: not a byte count: ${JSON.stringify(field)}`);
   return value;
 }

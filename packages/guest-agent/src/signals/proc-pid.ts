@@ -36,12 +36,17 @@ export function parsePidStat(text: string): ProcessStat {
   // Fields after ")" start at field 3 (state); field N of proc(5) is rest[N - 3]. Only fields up
   // to 22 (starttime) are read: splitting no further than that costs a third of the whole line's
   // split, and this runs for every process every sample.
-  const rest = text.slice(close + 1).trim().split(/\s+/, LAST_FIELD_READ - 2);
-  if (rest.length < LAST_FIELD_READ - 2) throw new Error(`pid ${pid}: ${rest.length + 2} fields, expected at least ${LAST_FIELD_READ}`);
+  const rest = text
+    .slice(close + 1)
+    .trim()
+    .split(/\s+/, LAST_FIELD_READ - 2);
+  if (rest.length < LAST_FIELD_READ - 2)
+    throw new Error(`pid ${pid}: ${rest.length + 2} fields, expected at least ${LAST_FIELD_READ}`);
   const numberAt = (field: number): number => {
     const raw = rest[field - 3] ?? "";
     const value = Number(raw);
-    if (!/^-?\d+$/.test(raw) || !Number.isSafeInteger(value)) throw new Error(`pid ${pid}: field ${field} is not a number: ${JSON.stringify(raw)}`);
+    if (!/^-?\d+$/.test(raw) || !Number.isSafeInteger(value))
+      throw new Error(`pid ${pid}: field ${field} is not a number: ${JSON.stringify(raw)}`);
     return value;
   };
   return {

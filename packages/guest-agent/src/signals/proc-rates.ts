@@ -26,7 +26,11 @@ export function cpuBusyRatio(previous: CpuTimes, current: CpuTimes): number | un
  * reading adds nothing (hot-plugged, removed), nor does a counter that went
  * backwards (the device was re-created and started again at zero).
  */
-export function summedRate(previous: ReadonlyMap<string, number>, current: ReadonlyMap<string, number>, seconds: number): number | undefined {
+export function summedRate(
+  previous: ReadonlyMap<string, number>,
+  current: ReadonlyMap<string, number>,
+  seconds: number,
+): number | undefined {
   if (!(seconds > 0)) return undefined;
   let growth = 0;
   for (const [name, value] of current) {
@@ -81,7 +85,8 @@ export function processCpuTicks(previous: ProcessSnapshot, current: ProcessSnaps
     const earlier = before.get(identity(process));
     if (earlier !== undefined) {
       const own = Math.max(0, process.ownTicks - earlier.ownTicks);
-      const unseenChildren = process.reapedChildTicks - earlier.reapedChildTicks - (countedForGoneChildren.get(process.pid) ?? 0);
+      const unseenChildren =
+        process.reapedChildTicks - earlier.reapedChildTicks - (countedForGoneChildren.get(process.pid) ?? 0);
       usage.push({ process, ticks: own + Math.max(0, unseenChildren) });
     } else if (process.startTicks / CLOCK_TICKS_PER_SECOND >= previous.uptimeSeconds) {
       usage.push({ process, ticks: process.ownTicks + process.reapedChildTicks });

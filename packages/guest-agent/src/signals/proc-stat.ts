@@ -41,7 +41,8 @@ function cpuTimesFrom(fields: string[]): CpuTimes {
   if (fields.length < 4) throw new Error(`"cpu" line has ${fields.length} fields, expected at least 4`);
   const ticks = fields.map((field, index) => {
     const value = Number(field);
-    if (!/^\d+$/.test(field) || !Number.isSafeInteger(value)) throw new Error(`"cpu" field ${index + 1} is not a tick count: ${JSON.stringify(field)}`);
+    if (!/^\d+$/.test(field) || !Number.isSafeInteger(value))
+      throw new Error(`"cpu" field ${index + 1} is not a tick count: ${JSON.stringify(field)}`);
     return value;
   });
   const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = ticks;

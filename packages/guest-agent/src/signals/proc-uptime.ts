@@ -4,6 +4,7 @@
 export function parseUptime(text: string): number {
   const field = text.trim().split(/\s+/)[0] ?? "";
   const seconds = Number(field);
-  if (field === "" || !Number.isFinite(seconds) || seconds < 0) throw new Error(`not an uptime: ${JSON.stringify(text.slice(0, 40))}`);
+  if (field === "" || !Number.isFinite(seconds) || seconds < 0)
+    throw new Error(`not an uptime: ${JSON.stringify(text.slice(0, 40))}`);
   return seconds;
 }

@@ -44,7 +44,11 @@ export function sshSessionTitleUser(cmdline: string): string | undefined {
 /** sshd's privileged monitor for a user's connection: "sshd: alice [priv]". */
 export function isSshMonitorTitle(cmdline: string, user: string): boolean {
   const title = cmdline.replace(/[\0 ]+$/, "");
-  return /^sshd(?:-session)?: /.test(title) && title.endsWith(` ${user} [priv]`) && title.slice(title.indexOf(": ") + 2, -" [priv]".length) === user;
+  return (
+    /^sshd(?:-session)?: /.test(title) &&
+    title.endsWith(` ${user} [priv]`) &&
+    title.slice(title.indexOf(": ") + 2, -" [priv]".length) === user
+  );
 }
 
 /** One TCP socket of /proc/net/tcp or tcp6: its inode and the peer address. */
@@ -67,8 +71,21 @@ export function parseProcNetTcp(text: string): TcpSocket[] {
     const remote = fields[2]!;
     const inode = Number(fields[9]);
     const [hexAddress, hexPort] = remote.split(":");
-    if (!hexAddress || !hexPort || !/^[0-9A-F]+$/i.test(hexAddress) || !/^[0-9A-F]{4}$/i.test(hexPort) || !Number.isSafeInteger(inode) || inode <= 0) continue;
-    const address = hexAddress.length === 8 ? ipv4FromHex(hexAddress) : hexAddress.length === 32 ? ipv6FromHex(hexAddress) : undefined;
+    if (
+      !hexAddress ||
+      !hexPort ||
+      !/^[0-9A-F]+$/i.test(hexAddress) ||
+      !/^[0-9A-F]{4}$/i.test(hexPort) ||
+      !Number.isSafeInteger(inode) ||
+      inode <= 0
+    )
+      continue;
+    const address =
+      hexAddress.length === 8
+        ? ipv4FromHex(hexAddress)
+        : hexAddress.length === 32
+          ? ipv6FromHex(hexAddress)
+          : undefined;
     if (address === undefined) continue;
     sockets.push({ inode, remoteAddress: address, remotePort: parseInt(hexPort, 16) });
   }

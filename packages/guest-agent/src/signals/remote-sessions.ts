@@ -96,7 +96,10 @@ export function trackSessions(
   for (const process of found) {
     const key = `${process.pid}:${process.startTicks}`;
     seen.add(key);
-    const loginAgeSeconds = uptimeSeconds === undefined ? undefined : Math.max(0, uptimeSeconds - process.startTicks / CLOCK_TICKS_PER_SECOND);
+    const loginAgeSeconds =
+      uptimeSeconds === undefined
+        ? undefined
+        : Math.max(0, uptimeSeconds - process.startTicks / CLOCK_TICKS_PER_SECOND);
     const previous = tracked.get(key);
     let lastInteractionMonoMs: number | undefined;
     if (previous) {
@@ -113,7 +116,9 @@ export function trackSessions(
       remoteHost,
       command: process.command,
       ...(loginAgeSeconds === undefined ? {} : { loginAgeSeconds }),
-      ...(lastInteractionMonoMs === undefined ? {} : { interactionAgeSeconds: Math.max(0, (nowMonoMs - lastInteractionMonoMs) / 1000) }),
+      ...(lastInteractionMonoMs === undefined
+        ? {}
+        : { interactionAgeSeconds: Math.max(0, (nowMonoMs - lastInteractionMonoMs) / 1000) }),
       trafficBytes: BigInt(process.io.readBytes + process.io.writtenBytes),
     });
   }
@@ -122,7 +127,11 @@ export function trackSessions(
 }
 
 /** Every sshd session process without a pty, owned by a person; undefined when /proc cannot be listed. */
-async function findSessionProcesses(roots: Roots, users: Users, notes: string[]): Promise<SessionProcess[] | undefined> {
+async function findSessionProcesses(
+  roots: Roots,
+  users: Users,
+  notes: string[],
+): Promise<SessionProcess[] | undefined> {
   let pids: string[];
   try {
     pids = (await readdir(roots.proc)).filter((name) => /^\d+$/.test(name));
@@ -166,9 +175,21 @@ async function readSessionProcess(roots: Roots, users: Users, pid: string): Prom
   // ...and sshd's root monitor for that user is its parent.
   const parent = String(stat.ppid);
   const parentUid = parseStatusUid(await readFile(under(roots.proc, parent, "status"), "utf8"));
-  if (parentUid !== 0 || !isSshMonitorTitle(await readCapped(under(roots.proc, parent, "cmdline"), MAX_TITLE_BYTES), titleUser)) return undefined;
+  if (
+    parentUid !== 0 ||
+    !isSshMonitorTitle(await readCapped(under(roots.proc, parent, "cmdline"), MAX_TITLE_BYTES), titleUser)
+  )
+    return undefined;
   const io = parseProcIo(await readFile(under(roots.proc, pid, "io"), "utf8"));
-  return { pid: stat.pid, uid, user: titleUser, startTicks: stat.startTicks, io, socketInodes: await socketInodes(roots, pid), command: await firstChildCommand(roots, pid) };
+  return {
+    pid: stat.pid,
+    uid,
+    user: titleUser,
+    startTicks: stat.startTicks,
+    io,
+    socketInodes: await socketInodes(roots, pid),
+    command: await firstChildCommand(roots, pid),
+  };
 }
 
 async function socketInodes(roots: Roots, pid: string): Promise<number[]> {

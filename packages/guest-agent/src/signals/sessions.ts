@@ -78,7 +78,10 @@ export function isSafeTtyName(line: string): boolean {
   return /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9._-]+)*$/.test(line) && !line.split("/").includes("..");
 }
 
-function ttyAges(tty: TtyStat | undefined, nowMs: number): Pick<TerminalSessionInit, "inputAgeSeconds" | "outputAgeSeconds"> {
+function ttyAges(
+  tty: TtyStat | undefined,
+  nowMs: number,
+): Pick<TerminalSessionInit, "inputAgeSeconds" | "outputAgeSeconds"> {
   if (!tty) return {};
   return { inputAgeSeconds: ageSeconds(nowMs, tty.atimeMs), outputAgeSeconds: ageSeconds(nowMs, tty.mtimeMs) };
 }

@@ -24,7 +24,15 @@ import { parseMeminfo, type MemoryInfo } from "./proc-meminfo.js";
 import { parseNetDev } from "./proc-netdev.js";
 import { ProcessStatFiles, readProcessFile } from "./proc-files.js";
 import { parsePidStat, parseStatusUid, type ProcessStat } from "./proc-pid.js";
-import { cpuBusyRatio, processCpuTicks, summedRate, userProcessCpu, type OwnedProcessCpu, type ProcessCpu, type ProcessSnapshot } from "./proc-rates.js";
+import {
+  cpuBusyRatio,
+  processCpuTicks,
+  summedRate,
+  userProcessCpu,
+  type OwnedProcessCpu,
+  type ProcessCpu,
+  type ProcessSnapshot,
+} from "./proc-rates.js";
 import { parseProcStat, type ProcStat } from "./proc-stat.js";
 import { parseUptime } from "./proc-uptime.js";
 import { errorMessage, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
@@ -90,7 +98,8 @@ export function createSystemSignal(): Signal<SystemSignalValue> {
         Object.assign(value, userProcessCpu(owned, ctx.users, busy.seconds, reading.uptimeSeconds));
       }
       const sliceCores = userSliceCoresSince(previous.userSlices, reading.userSlices, ctx.users.isHuman);
-      if (sliceCores !== undefined && !(sliceCores <= (value.userProcessCpuCores ?? 0))) value.userProcessCpuCores = sliceCores;
+      if (sliceCores !== undefined && !(sliceCores <= (value.userProcessCpuCores ?? 0)))
+        value.userProcessCpuCores = sliceCores;
       previous = {
         stat: reading.stat ?? previous.stat,
         network: reading.network ?? previous.network,
@@ -119,8 +128,16 @@ export function systemValue(previous: PreviousReading, current: SystemReading): 
   if (previous.stat && current.stat) value.cpuBusyRatio = cpuBusyRatio(previous.stat.cpu, current.stat.cpu);
   if (previous.network && current.network) {
     const seconds = (current.network.atMs - previous.network.atMs) / 1000;
-    value.networkReceiveBytesPerSecond = summedRate(previous.network.receiveBytes, current.network.receiveBytes, seconds);
-    value.networkTransmitBytesPerSecond = summedRate(previous.network.transmitBytes, current.network.transmitBytes, seconds);
+    value.networkReceiveBytesPerSecond = summedRate(
+      previous.network.receiveBytes,
+      current.network.receiveBytes,
+      seconds,
+    );
+    value.networkTransmitBytesPerSecond = summedRate(
+      previous.network.transmitBytes,
+      current.network.transmitBytes,
+      seconds,
+    );
   }
   if (previous.disk && current.disk) {
     const seconds = (current.disk.atMs - previous.disk.atMs) / 1000;
@@ -131,7 +148,10 @@ export function systemValue(previous: PreviousReading, current: SystemReading): 
 }
 
 /** The processes that used CPU between two readings of the process table, and the seconds between them. Pure. */
-export function busyProcessesSince(previous: ProcessReading | undefined, current: ProcessReading | undefined): { usage: ProcessCpu[]; seconds: number } | undefined {
+export function busyProcessesSince(
+  previous: ProcessReading | undefined,
+  current: ProcessReading | undefined,
+): { usage: ProcessCpu[]; seconds: number } | undefined {
   if (previous === undefined || current === undefined || !(current.atMs > previous.atMs)) return undefined;
   return {
     usage: processCpuTicks(previous, current).filter((entry) => entry.ticks > 0),
@@ -146,7 +166,11 @@ export function busyProcessesSince(previous: ProcessReading | undefined, current
  * user.slice (a system service running as a user, a container). The Report carries the larger
  * of the two: each is a lower bound of what people's work used. Pure.
  */
-export function userSliceCoresSince(previous: UserSliceReading | undefined, current: UserSliceReading | undefined, isHuman: (uid: number) => boolean): number | undefined {
+export function userSliceCoresSince(
+  previous: UserSliceReading | undefined,
+  current: UserSliceReading | undefined,
+  isHuman: (uid: number) => boolean,
+): number | undefined {
   if (previous === undefined || current === undefined) return undefined;
   return userSliceCores(previous.usage, current.usage, (current.atMs - previous.atMs) / 1000, isHuman);
 }
@@ -223,7 +247,12 @@ function readSystem(roots: Roots, statFiles: ProcessStatFiles, atMs: number): Sy
  * halve what is left. Pids in `skip` (the kernel threads of the root cgroup, see
  * cgroup-cpu.ts) are not read at all.
  */
-function readProcesses(roots: Roots, statFiles: ProcessStatFiles, problems: string[], skip: ReadonlySet<number> = new Set()): ProcessStat[] | undefined {
+function readProcesses(
+  roots: Roots,
+  statFiles: ProcessStatFiles,
+  problems: string[],
+  skip: ReadonlySet<number> = new Set(),
+): ProcessStat[] | undefined {
   let names: string[];
   try {
     names = readdirSync(roots.proc);

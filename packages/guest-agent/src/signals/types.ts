@@ -3,7 +3,17 @@ import type { Roots } from "../roots.js";
 import type { Users } from "../users.js";
 
 /** The signal families of a Report; also the `source` names in SourceStatus. */
-export type SourceName = "jupyter" | "sessions" | "code_server" | "gpu" | "system" | "inhibitors" | "leases" | "disk" | "desktop" | "remote_sessions";
+export type SourceName =
+  | "jupyter"
+  | "sessions"
+  | "code_server"
+  | "gpu"
+  | "system"
+  | "inhibitors"
+  | "leases"
+  | "disk"
+  | "desktop"
+  | "remote_sessions";
 
 /** What one collect() found. A source never throws into the sampler: it returns failed. */
 export type SignalOutcome<T> =

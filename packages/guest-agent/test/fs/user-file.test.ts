@@ -8,7 +8,15 @@ import { chown, lchown, mkdir, mkdtemp, open, rm, symlink, truncate, writeFile }
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Lanes, listUserDir, MAX_ENTRIES_SCANNED, readUserFile, statUserFile, UserPathError, type UserPathProblem } from "../../src/fs/user-file.js";
+import {
+  Lanes,
+  listUserDir,
+  MAX_ENTRIES_SCANNED,
+  readUserFile,
+  statUserFile,
+  UserPathError,
+  type UserPathProblem,
+} from "../../src/fs/user-file.js";
 
 const USER = 4242;
 const OTHER = 4343;
@@ -60,7 +68,10 @@ describe("readUserFile / statUserFile / listUserDir", () => {
     const fifo = path.join(home, "dir", "fifo.json");
     execFileSync("mkfifo", [fifo]);
     await lchown(fifo, USER, USER);
-    expect(await problemOf(readUserFile(at("dir", "fifo.json")))).toEqual({ problem: "not-regular", message: `${fifo}: a FIFO, not a regular file: ignored` });
+    expect(await problemOf(readUserFile(at("dir", "fifo.json")))).toEqual({
+      problem: "not-regular",
+      message: `${fifo}: a FIFO, not a regular file: ignored`,
+    });
   });
 
   it("does not follow a link to a root-only file, and never quotes its content", async () => {
@@ -104,13 +115,20 @@ describe("readUserFile / statUserFile / listUserDir", () => {
     await truncate(file, 1024 ** 3);
     await chown(file, USER, USER);
     const refused = await problemOf(readUserFile(at("dir", "huge.json")));
-    expect(refused).toEqual({ problem: "too-large", message: `${file}: 1073741824 bytes, more than the 1024 a file of this kind may have` });
+    expect(refused).toEqual({
+      problem: "too-large",
+      message: `${file}: 1073741824 bytes, more than the 1024 a file of this kind may have`,
+    });
   });
 
   it("follows a home that is a link only when root made it", async () => {
     await writeFile(path.join(home, "dir", "rootlinked.json"), "{}");
     await symlink(home, path.join(trusted, "alice-by-root"));
-    expect((await readUserFile({ trusted, segments: ["alice-by-root", "dir", "rootlinked.json"], maxBytes: 64 })).data.toString()).toBe("{}");
+    expect(
+      (
+        await readUserFile({ trusted, segments: ["alice-by-root", "dir", "rootlinked.json"], maxBytes: 64 })
+      ).data.toString(),
+    ).toBe("{}");
 
     const userLink = path.join(trusted, "mallory");
     await symlink("/root", userLink);
@@ -122,7 +140,11 @@ describe("readUserFile / statUserFile / listUserDir", () => {
   });
 
   it("lists a directory and reads the files it selects in the same walk, each checked like readUserFile", async () => {
-    const listing = await listUserDir({ trusted, segments: ["alice", "dir"], read: { names: (name) => name.endsWith(".json"), maxBytes: 64 } });
+    const listing = await listUserDir({
+      trusted,
+      segments: ["alice", "dir"],
+      read: { names: (name) => name.endsWith(".json"), maxBytes: 64 },
+    });
     const files = listing.files!;
     expect([...files.keys()].sort()).toEqual(listing.names.filter((name) => name.endsWith(".json")).sort());
     expect((files.get("ok.json") as { data: Buffer }).data.toString()).toBe('{"port": 1}');
@@ -130,7 +152,11 @@ describe("readUserFile / statUserFile / listUserDir", () => {
     expect(files.get("link.json")).toMatchObject({ problem: "symlink" });
     expect(files.get("theirs.json")).toMatchObject({ problem: "wrong-owner" });
     // Thousands of planted names cost no more than maxFiles reads.
-    const capped = await listUserDir({ trusted, segments: ["alice", "dir"], read: { names: (name) => name.endsWith(".json"), maxBytes: 64, maxFiles: 2 } });
+    const capped = await listUserDir({
+      trusted,
+      segments: ["alice", "dir"],
+      read: { names: (name) => name.endsWith(".json"), maxBytes: 64, maxFiles: 2 },
+    });
     expect(capped.files!.size).toBe(2);
     expect(capped.skipped).toBe(files.size - 2);
   });
@@ -155,10 +181,13 @@ describe("readUserFile / statUserFile / listUserDir", () => {
     await writeFile(path.join(dir, "lock"), "WHO=x");
     await writeFile(path.join(dir, "planted"), "WHO=y");
     await chown(path.join(dir, "planted"), USER, USER);
-    expect((await readUserFile({ trusted, segments: ["rootonly", "lock"], maxBytes: 64, owners: "root" })).data.toString()).toBe("WHO=x");
-    expect((await problemOf(readUserFile({ trusted, segments: ["rootonly", "planted"], maxBytes: 64, owners: "root" }))).message).toBe(
-      `${path.join(dir, "planted")}: owned by uid ${USER}, not root: ignored`,
-    );
+    expect(
+      (await readUserFile({ trusted, segments: ["rootonly", "lock"], maxBytes: 64, owners: "root" })).data.toString(),
+    ).toBe("WHO=x");
+    expect(
+      (await problemOf(readUserFile({ trusted, segments: ["rootonly", "planted"], maxBytes: 64, owners: "root" })))
+        .message,
+    ).toBe(`${path.join(dir, "planted")}: owned by uid ${USER}, not root: ignored`);
   });
 
   it("keeps the file open only while reading: no descriptor is left behind", async () => {
@@ -182,7 +211,10 @@ describe("Lanes: a stuck read holds its lane, never the others' threads", () => 
     const deadline = new AbortController();
     const waiting = lanes.run("/home/alice/x", deadline.signal, async () => "ran");
     deadline.abort();
-    await expect(waiting).rejects.toMatchObject({ problem: "timed-out", message: expect.stringContaining("/home/alice/x: gave up") });
+    await expect(waiting).rejects.toMatchObject({
+      problem: "timed-out",
+      message: expect.stringContaining("/home/alice/x: gave up"),
+    });
     expect(lanes.stuck(-1)).toBe(2);
 
     const free = new Lanes(1);

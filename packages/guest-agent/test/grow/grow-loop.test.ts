@@ -27,7 +27,10 @@ beforeAll(async () => {
   await requireLoopSupport(["ext4", "xfs", "btrfs"]);
   const tools = await findTools(process.env.PATH);
   for (const [tool, found] of Object.entries(tools)) {
-    if (!found) throw new Error(`${tool} is missing: run scripts/install-test-deps.sh (Debian packages cloud-guest-utils fdisk util-linux e2fsprogs xfsprogs btrfs-progs lvm2)`);
+    if (!found)
+      throw new Error(
+        `${tool} is missing: run scripts/install-test-deps.sh (Debian packages cloud-guest-utils fdisk util-linux e2fsprogs xfsprogs btrfs-progs lvm2)`,
+      );
   }
   workDir = await mkdtemp(path.join(os.tmpdir(), "ws-grow-"));
 });
@@ -59,7 +62,9 @@ function capture() {
   };
 }
 
-async function grow(args: string[]): Promise<{ code: number; report: { ok: boolean; dryRun: boolean; mounts: MountResult[] }; text: string }> {
+async function grow(
+  args: string[],
+): Promise<{ code: number; report: { ok: boolean; dryRun: boolean; mounts: MountResult[] }; text: string }> {
   const out = capture();
   const code = await growCommand([...args, "--json"], out.io);
   const text = out.stdout();
@@ -123,7 +128,9 @@ describe("ws-agent grow on real loop devices", () => {
     const second = await grow(["--mount", mountPoint]);
     expect(second.code, second.text).toBe(0);
     expect(second.report.mounts[0]).toMatchObject({ status: "unchanged", steps: [], refusals: [] });
-    expect(second.report.mounts[0]!.notes.join("\n")).toMatch(/already reaches the end of the disk[\s\S]*already fills/);
+    expect(second.report.mounts[0]!.notes.join("\n")).toMatch(
+      /already reaches the end of the disk[\s\S]*already fills/,
+    );
   });
 
   it("grows the last MBR (dos) partition and its mounted btrfs filesystem", async () => {
@@ -148,36 +155,39 @@ describe("ws-agent grow on real loop devices", () => {
     expect(second.report.mounts[0]!.status).toBe("unchanged");
   });
 
-  it.each(["gpt", "dos"] as const)("grows with sfdisk and partx when growpart is not installed (%s, btrfs)", async (label) => {
-    const disk = await newDisk({ dir: workDir, sizeMiB: 200, label, partitions: [{ sizeMiB: 8 }, {}] });
-    const mountPoint = path.join(workDir, `btrfs-sfdisk-${label}`);
-    await disk.mkfs(2, "btrfs");
-    await disk.mount(2, mountPoint);
-    const partitionBefore = await disk.partitionBytes(2);
-    await disk.enlarge(360);
+  it.each(["gpt", "dos"] as const)(
+    "grows with sfdisk and partx when growpart is not installed (%s, btrfs)",
+    async (label) => {
+      const disk = await newDisk({ dir: workDir, sizeMiB: 200, label, partitions: [{ sizeMiB: 8 }, {}] });
+      const mountPoint = path.join(workDir, `btrfs-sfdisk-${label}`);
+      await disk.mkfs(2, "btrfs");
+      await disk.mount(2, mountPoint);
+      const partitionBefore = await disk.partitionBytes(2);
+      await disk.enlarge(360);
 
-    const tools = { ...(await findTools(process.env.PATH)), growpart: null };
-    const first = await runGrow({ mounts: [mountPoint], dryRun: false, env: process.env, tools });
-    expect(first.exitCode, JSON.stringify(first.results, null, 2)).toBe(0);
-    const steps = first.results[0]!.steps;
-    expect(steps[0]!.commands.map((argv) => argv.slice(1).join(" "))).toEqual([
-      ...(label === "gpt" ? [`--no-reread --no-tell-kernel --relocate gpt-bak-std ${disk.device}`] : []),
-      `--no-reread --no-tell-kernel -N 2 ${disk.device}`,
-      `--update --nr 2 ${disk.device}`,
-    ]);
-    expect(steps.map((step) => step.outcome)).toEqual(["changed", "changed"]);
-    const partitionAfter = await disk.partitionBytes(2);
-    expect(partitionAfter).toBeGreaterThan(partitionBefore + 150 * MiB);
-    expectFills(await btrfsBytes(mountPoint), partitionAfter);
-    // The table on disk agrees with the kernel (for GPT, with its backup header at the new end).
-    const table = JSON.parse(await runChecked(["sfdisk", "--json", disk.device])).partitiontable;
-    expect(table.partitions[1].size * 512).toBe(partitionAfter);
-    if (label === "gpt") expect(table.lastlba).toBeGreaterThan(360 * 2048 - 40);
+      const tools = { ...(await findTools(process.env.PATH)), growpart: null };
+      const first = await runGrow({ mounts: [mountPoint], dryRun: false, env: process.env, tools });
+      expect(first.exitCode, JSON.stringify(first.results, null, 2)).toBe(0);
+      const steps = first.results[0]!.steps;
+      expect(steps[0]!.commands.map((argv) => argv.slice(1).join(" "))).toEqual([
+        ...(label === "gpt" ? [`--no-reread --no-tell-kernel --relocate gpt-bak-std ${disk.device}`] : []),
+        `--no-reread --no-tell-kernel -N 2 ${disk.device}`,
+        `--update --nr 2 ${disk.device}`,
+      ]);
+      expect(steps.map((step) => step.outcome)).toEqual(["changed", "changed"]);
+      const partitionAfter = await disk.partitionBytes(2);
+      expect(partitionAfter).toBeGreaterThan(partitionBefore + 150 * MiB);
+      expectFills(await btrfsBytes(mountPoint), partitionAfter);
+      // The table on disk agrees with the kernel (for GPT, with its backup header at the new end).
+      const table = JSON.parse(await runChecked(["sfdisk", "--json", disk.device])).partitiontable;
+      expect(table.partitions[1].size * 512).toBe(partitionAfter);
+      if (label === "gpt") expect(table.lastlba).toBeGreaterThan(360 * 2048 - 40);
 
-    const second = await runGrow({ mounts: [mountPoint], dryRun: false, env: process.env, tools });
-    expect(second.exitCode).toBe(0);
-    expect(second.results[0]!.status).toBe("unchanged");
-  });
+      const second = await runGrow({ mounts: [mountPoint], dryRun: false, env: process.env, tools });
+      expect(second.exitCode).toBe(0);
+      expect(second.results[0]!.status).toBe("unchanged");
+    },
+  );
 
   it("grows the partition under a mounted ext4 filesystem, and the filesystem online where the process may (CAP_SYS_RESOURCE)", async () => {
     const disk = await newDisk({ dir: workDir, sizeMiB: 64, label: "gpt", partitions: [{ sizeMiB: 8 }, {}] });
@@ -219,7 +229,12 @@ describe("ws-agent grow on real loop devices", () => {
   });
 
   it("refuses to grow a partition that is not the last one, and leaves the disk alone", async () => {
-    const disk = await newDisk({ dir: workDir, sizeMiB: 200, label: "gpt", partitions: [{ sizeMiB: 150 }, { sizeMiB: 20 }] });
+    const disk = await newDisk({
+      dir: workDir,
+      sizeMiB: 200,
+      label: "gpt",
+      partitions: [{ sizeMiB: 150 }, { sizeMiB: 20 }],
+    });
     const mountPoint = path.join(workDir, "not-last");
     await disk.mkfs(1, "btrfs");
     await disk.mount(1, mountPoint);
@@ -232,7 +247,9 @@ describe("ws-agent grow on real loop devices", () => {
     const mount = result.report.mounts[0]!;
     expect(mount.status).toBe("refused");
     expect(mount.steps).toEqual([]);
-    expect(mount.refusals.join("\n")).toMatch(/partition 1 of \/dev\/loop\d+ is not the last partition \(partition 2 comes after it\)/);
+    expect(mount.refusals.join("\n")).toMatch(
+      /partition 1 of \/dev\/loop\d+ is not the last partition \(partition 2 comes after it\)/,
+    );
     expect(await runChecked(["sfdisk", "--dump", disk.device])).toBe(tableBefore);
     expect(await btrfsBytes(mountPoint)).toBe(btrfsBefore);
   });
@@ -257,7 +274,12 @@ describe("ws-agent grow on real loop devices", () => {
     const out = capture();
     expect(await growCommand(["--mount", mountPoint, "--dry-run"], out.io)).toBe(0);
     expect(out.stdout()).toMatch(/^dry run: nothing is changed/);
-    expect(out.stdout()).toContain(`$ /usr/bin/growpart ${disk.device} 2`.replace("/usr/bin/growpart", (await findTools(process.env.PATH)).growpart!));
+    expect(out.stdout()).toContain(
+      `$ /usr/bin/growpart ${disk.device} 2`.replace(
+        "/usr/bin/growpart",
+        (await findTools(process.env.PATH)).growpart!,
+      ),
+    );
     expect(out.stdout()).toMatch(/would run +grow the btrfs filesystem/);
 
     expect(await runChecked(["sfdisk", "--dump", disk.device])).toBe(tableBefore);
@@ -285,7 +307,14 @@ describe("ws-agent grow on real loop devices", () => {
       notes: [],
       steps: [
         {
-          step: { kind: "grow-partition" as const, via: "growpart" as const, disk: disk.device, partition: 7, partitionPath: `${disk.device}p7`, freeBytes: MiB },
+          step: {
+            kind: "grow-partition" as const,
+            via: "growpart" as const,
+            disk: disk.device,
+            partition: 7,
+            partitionPath: `${disk.device}p7`,
+            freeBytes: MiB,
+          },
           commands: [{ argv: [tools.growpart!, disk.device, "7"] }],
           description: "grow a partition that does not exist",
         },
@@ -315,7 +344,8 @@ describe("ws-agent grow on real loop devices", () => {
 
       const tools = await findTools(process.env.PATH);
       const run = spawnRunner(process.env);
-      const report = (tool: string, args: string[]) => runChecked([tool, "--reportformat", "json", "--units", "b", "--nosuffix", ...args]);
+      const report = (tool: string, args: string[]) =>
+        runChecked([tool, "--reportformat", "json", "--units", "b", "--nosuffix", ...args]);
       const lv = parseLvsJson(await report("lvs", ["--segments", "-o", LVS_FIELDS, vg]))[0]!;
       const pv = parsePvsJson(await report("pvs", ["-o", PVS_FIELDS, pvPath]))[0]!;
       const env = { procRoot: "/proc", sysRoot: "/sys", devRoot: "/dev", tools, run };
@@ -326,14 +356,25 @@ describe("ws-agent grow on real loop devices", () => {
         targets: [
           {
             requested: "/srv/lvm",
-            mount: { mountId: 1, parentId: 0, major: 253, minor: 0, root: "/", mountPoint: "/srv/lvm", fsType: "ext4", source: lv.dmPath },
+            mount: {
+              mountId: 1,
+              parentId: 0,
+              major: 253,
+              minor: 0,
+              root: "/",
+              mountPoint: "/srv/lvm",
+              fsType: "ext4",
+              source: lv.dmPath,
+            },
             device: {
               kind: "lvm",
               node: { name: "dm-0", devPath: lv.dmPath, sizeBytes: lv.sizeBytes },
               dmName: `${vg}-root`,
               lv,
               lvError: null,
-              physicalVolumes: [{ device: await deviceFacts(env, await readBlockByName("/sys", `${disk.name}p2`)), pv, pvError: null }],
+              physicalVolumes: [
+                { device: await deviceFacts(env, await readBlockByName("/sys", `${disk.name}p2`)), pv, pvError: null },
+              ],
             },
             btrfsDevices: null,
             btrfsError: null,
@@ -345,7 +386,12 @@ describe("ws-agent grow on real loop devices", () => {
         ],
       };
       const [plan] = planGrow(facts);
-      expect(plan!.steps.map((step) => step.step.kind)).toEqual(["grow-partition", "pvresize", "lvextend", "grow-filesystem"]);
+      expect(plan!.steps.map((step) => step.step.kind)).toEqual([
+        "grow-partition",
+        "pvresize",
+        "lvextend",
+        "grow-filesystem",
+      ]);
       // An LV carries a filesystem only once active, which needs the kernel's device-mapper;
       // the filesystem step is exercised on partitions above.
       plan!.steps = plan!.steps.filter((step) => step.step.kind !== "grow-filesystem");

@@ -19,22 +19,48 @@ describe("mountinfo", () => {
 
   it("reads device numbers, mount points, types and sources", () => {
     expect(entries).toEqual([
-      expect.objectContaining({ major: 259, minor: 1, mountPoint: "/tmp/ws-grow/m-ext4", fsType: "ext4", source: "/dev/loop0p2", root: "/" }),
-      expect.objectContaining({ major: 259, minor: 2, mountPoint: "/tmp/ws-grow/m-xfs", fsType: "xfs", source: "/dev/loop1p1" }),
+      expect.objectContaining({
+        major: 259,
+        minor: 1,
+        mountPoint: "/tmp/ws-grow/m-ext4",
+        fsType: "ext4",
+        source: "/dev/loop0p2",
+        root: "/",
+      }),
+      expect.objectContaining({
+        major: 259,
+        minor: 2,
+        mountPoint: "/tmp/ws-grow/m-xfs",
+        fsType: "xfs",
+        source: "/dev/loop1p1",
+      }),
       // btrfs shows an anonymous device number: the source names the device.
-      expect.objectContaining({ major: 0, minor: 40, mountPoint: "/tmp/ws-grow/m-btrfs", fsType: "btrfs", source: "/dev/loop1p2" }),
+      expect.objectContaining({
+        major: 0,
+        minor: 40,
+        mountPoint: "/tmp/ws-grow/m-btrfs",
+        fsType: "btrfs",
+        source: "/dev/loop1p2",
+      }),
     ]);
   });
 
   it("unescapes spaces and skips lines it cannot read", () => {
-    const parsed = parseMountInfo("garbage\n61 1 8:1 / /mnt/my\\040disk rw - ext4 /dev/sda1 rw\n62 1 x:y / /x rw - ext4 /dev/sdb rw\n");
+    const parsed = parseMountInfo(
+      "garbage\n61 1 8:1 / /mnt/my\\040disk rw - ext4 /dev/sda1 rw\n62 1 x:y / /x rw - ext4 /dev/sdb rw\n",
+    );
     expect(parsed).toHaveLength(1);
     expect(parsed[0]!.mountPoint).toBe("/mnt/my disk");
   });
 
   it("finds the mount holding a path: longest mount point, the later of two on one path", () => {
     const table = parseMountInfo(
-      ["1 0 254:1 / / rw - ext4 /dev/vda1 rw", "2 1 254:2 / /home rw - xfs /dev/vda2 rw", "3 1 254:3 / /home rw - xfs /dev/vdb rw", "4 1 0:5 / /homework rw - tmpfs tmpfs rw"].join("\n"),
+      [
+        "1 0 254:1 / / rw - ext4 /dev/vda1 rw",
+        "2 1 254:2 / /home rw - xfs /dev/vda2 rw",
+        "3 1 254:3 / /home rw - xfs /dev/vdb rw",
+        "4 1 0:5 / /homework rw - tmpfs tmpfs rw",
+      ].join("\n"),
     );
     expect(mountContaining(table, "/home/alice")!.source).toBe("/dev/vdb");
     expect(mountContaining(table, "/homework")!.fsType).toBe("tmpfs");
@@ -67,7 +93,9 @@ describe("sfdisk --json", () => {
   it("says clearly what is wrong with bad input", () => {
     expect(() => parseSfdiskJson("sfdisk: cannot open /dev/vdz")).toThrow(/not JSON/);
     expect(() => parseSfdiskJson("{}")).toThrow(/no partitiontable/);
-    expect(() => parseSfdiskJson('{"partitiontable":{"label":"gpt","partitions":[{"node":"/dev/vda1"}]}}')).toThrow(/unreadable partition entry/);
+    expect(() => parseSfdiskJson('{"partitiontable":{"label":"gpt","partitions":[{"node":"/dev/vda1"}]}}')).toThrow(
+      /unreadable partition entry/,
+    );
   });
 });
 
@@ -86,9 +114,17 @@ describe("growpart output", () => {
   });
 
   it("FAILED is a failure whatever the exit status, and exit 1 without NOCHANGE is too", () => {
-    expect(parseGrowpartOutput(fixture("growpart-failed.txt"), 2)).toEqual({ outcome: "failed", line: fixture("growpart-failed.txt").trim() });
-    expect(parseGrowpartOutput(`${fixture("growpart-changed.txt")}FAILED: disk went away\n`, 0)).toMatchObject({ outcome: "failed" });
-    expect(parseGrowpartOutput("growpart: command not understood\n", 1)).toMatchObject({ outcome: "failed", line: expect.stringMatching(/exited 1 without a verdict/) });
+    expect(parseGrowpartOutput(fixture("growpart-failed.txt"), 2)).toEqual({
+      outcome: "failed",
+      line: fixture("growpart-failed.txt").trim(),
+    });
+    expect(parseGrowpartOutput(`${fixture("growpart-changed.txt")}FAILED: disk went away\n`, 0)).toMatchObject({
+      outcome: "failed",
+    });
+    expect(parseGrowpartOutput("growpart: command not understood\n", 1)).toMatchObject({
+      outcome: "failed",
+      line: expect.stringMatching(/exited 1 without a verdict/),
+    });
   });
 });
 
@@ -105,7 +141,9 @@ describe("filesystem sizes", () => {
   });
 
   it("btrfs filesystem show --raw: devices with ids and sizes", () => {
-    expect(parseBtrfsShow(fixture("btrfs-show.txt"))).toEqual([{ devid: 1, sizeBytes: 396361728, path: "/dev/loop1p2" }]);
+    expect(parseBtrfsShow(fixture("btrfs-show.txt"))).toEqual([
+      { devid: 1, sizeBytes: 396361728, path: "/dev/loop1p2" },
+    ]);
     expect(parseBtrfsShow("Label: none  uuid: x\n\t*** Some devices missing\n")).toEqual([]);
   });
 });
@@ -130,8 +168,24 @@ describe("LVM reports", () => {
       report: [
         {
           seg: [
-            { lv_name: "root", vg_name: "vg", lv_dm_path: "/dev/mapper/vg-root", lv_size: "8388608", segtype: "linear", vg_free: "0", vg_extent_size: "4194304" },
-            { lv_name: "root", vg_name: "vg", lv_dm_path: "/dev/mapper/vg-root", lv_size: "8388608", segtype: "raid1", vg_free: "0", vg_extent_size: "4194304" },
+            {
+              lv_name: "root",
+              vg_name: "vg",
+              lv_dm_path: "/dev/mapper/vg-root",
+              lv_size: "8388608",
+              segtype: "linear",
+              vg_free: "0",
+              vg_extent_size: "4194304",
+            },
+            {
+              lv_name: "root",
+              vg_name: "vg",
+              lv_dm_path: "/dev/mapper/vg-root",
+              lv_size: "8388608",
+              segtype: "raid1",
+              vg_free: "0",
+              vg_extent_size: "4194304",
+            },
           ],
         },
       ],
@@ -141,15 +195,25 @@ describe("LVM reports", () => {
 
   it("pvs and vgs", () => {
     const [pv] = parsePvsJson(fixture("pvs.json"));
-    expect(pv).toEqual({ path: "/dev/vda2", vg: "wsfixturevg", sizeBytes: 54525952, deviceBytes: 56623104, peStartBytes: 1048576 });
+    expect(pv).toEqual({
+      path: "/dev/vda2",
+      vg: "wsfixturevg",
+      sizeBytes: 54525952,
+      deviceBytes: 56623104,
+      peStartBytes: 1048576,
+    });
     // 56623104 - 1 MiB - 54525952 = 1 MiB: less than one 4 MiB extent, nothing to resize.
     expect(physicalVolumeHasRoom(pv!, 4194304)).toBe(false);
     expect(physicalVolumeHasRoom({ ...pv!, deviceBytes: pv!.deviceBytes + 64 * 1024 * 1024 }, 4194304)).toBe(true);
-    expect(parseVgsJson(fixture("vgs.json"))).toEqual([{ vg: "wsfixturevg", freeBytes: 29360128, extentBytes: 4194304 }]);
+    expect(parseVgsJson(fixture("vgs.json"))).toEqual([
+      { vg: "wsfixturevg", freeBytes: 29360128, extentBytes: 4194304 },
+    ]);
   });
 
   it("rejects reports without sizes in bytes", () => {
-    expect(() => parsePvsJson('{"report":[{"pv":[{"pv_name":"/dev/vda2","pv_size":"52.00m"}]}]}')).toThrow(/--units b --nosuffix/);
+    expect(() => parsePvsJson('{"report":[{"pv":[{"pv_name":"/dev/vda2","pv_size":"52.00m"}]}]}')).toThrow(
+      /--units b --nosuffix/,
+    );
     expect(() => parseLvsJson("  WARNING: nothing")).toThrow(/not JSON/);
   });
 });

@@ -34,23 +34,55 @@ function disk(name: string, sizeBytes: number, partitions: Array<[number, number
     name,
     devPath: `/dev/${name}`,
     sizeBytes,
-    partitions: partitions.map(([number, startBytes, size]) => ({ name: `${name}${sep}${number}`, devPath: `/dev/${name}${sep}${number}`, number, startBytes, sizeBytes: size })),
+    partitions: partitions.map(([number, startBytes, size]) => ({
+      name: `${name}${sep}${number}`,
+      devPath: `/dev/${name}${sep}${number}`,
+      number,
+      startBytes,
+      sizeBytes: size,
+    })),
   };
 }
 
-function table(label: string, d: DiskNode, overrides: Partial<Record<number, { sizeBytes?: number; type?: string }>> = {}): PartitionTable {
+function table(
+  label: string,
+  d: DiskNode,
+  overrides: Partial<Record<number, { sizeBytes?: number; type?: string }>> = {},
+): PartitionTable {
   return {
     label,
     sectorSize: 512,
-    partitions: d.partitions.map((p) => ({ node: p.devPath, number: p.number, startBytes: p.startBytes, sizeBytes: overrides[p.number]?.sizeBytes ?? p.sizeBytes, type: overrides[p.number]?.type ?? "83" })),
+    partitions: d.partitions.map((p) => ({
+      node: p.devPath,
+      number: p.number,
+      startBytes: p.startBytes,
+      sizeBytes: overrides[p.number]?.sizeBytes ?? p.sizeBytes,
+      type: overrides[p.number]?.type ?? "83",
+    })),
   };
 }
 
-function onPartition(d: DiskNode, number: number, label = "gpt", overrides: Parameters<typeof table>[2] = {}): DeviceFacts {
-  return { kind: "partition", partition: d.partitions.find((p) => p.number === number)!, disk: d, table: table(label, d, overrides), tableError: null };
+function onPartition(
+  d: DiskNode,
+  number: number,
+  label = "gpt",
+  overrides: Parameters<typeof table>[2] = {},
+): DeviceFacts {
+  return {
+    kind: "partition",
+    partition: d.partitions.find((p) => p.number === number)!,
+    disk: d,
+    table: table(label, d, overrides),
+    tableError: null,
+  };
 }
 
-function target(fsType: string, device: DeviceFacts, occupiedBytes: number | null, extra: Partial<TargetFacts> = {}): TargetFacts {
+function target(
+  fsType: string,
+  device: DeviceFacts,
+  occupiedBytes: number | null,
+  extra: Partial<TargetFacts> = {},
+): TargetFacts {
   return {
     requested: "/",
     mount: mount(fsType),
@@ -89,8 +121,12 @@ describe("planGrow: partitions", () => {
   });
 
   it("uses each filesystem's own tool: xfs_growfs on the mount point, btrfs on its device id", () => {
-    expect(argvs(plan(target("xfs", onPartition(grownVda, 2), rootOf(grownVda).sizeBytes)))[1]).toBe("/usr/sbin/xfs_growfs /");
-    expect(argvs(plan(target("btrfs", onPartition(grownVda, 2), rootOf(grownVda).sizeBytes)))[1]).toBe("/usr/sbin/btrfs filesystem resize 1:max /");
+    expect(argvs(plan(target("xfs", onPartition(grownVda, 2), rootOf(grownVda).sizeBytes)))[1]).toBe(
+      "/usr/sbin/xfs_growfs /",
+    );
+    expect(argvs(plan(target("btrfs", onPartition(grownVda, 2), rootOf(grownVda).sizeBytes)))[1]).toBe(
+      "/usr/sbin/btrfs filesystem resize 1:max /",
+    );
   });
 
   it("does nothing when the partition reaches the end and the filesystem fills it", () => {
@@ -101,7 +137,10 @@ describe("planGrow: partitions", () => {
     const p = plan(target("ext4", onPartition(full, 2), rootOf(full).sizeBytes - 4096));
     expect(p.steps).toEqual([]);
     expect(p.refusals).toEqual([]);
-    expect(p.notes).toEqual(["partition 2 of /dev/vda already reaches the end of the disk", "the ext4 filesystem at / already fills /dev/vda2"]);
+    expect(p.notes).toEqual([
+      "partition 2 of /dev/vda already reaches the end of the disk",
+      "the ext4 filesystem at / already fills /dev/vda2",
+    ]);
   });
 
   it("grows a filesystem that does not fill its partition even when the partition cannot grow", () => {
@@ -145,24 +184,42 @@ describe("planGrow: partitions", () => {
       [5, 1 * GiB + 2 * MiB, 9 * GiB - 1 * MiB],
     ]);
     const logical = plan(target("ext4", onPartition(dos, 5, "dos", { 2: { type: "5" } }), 9 * GiB - 1 * MiB));
-    expect(logical.refusals).toEqual(["partition 5 of /dev/sda is a logical partition inside an extended one; grow does not resize extended partitions"]);
+    expect(logical.refusals).toEqual([
+      "partition 5 of /dev/sda is a logical partition inside an extended one; grow does not resize extended partitions",
+    ]);
     const beforeExtended = plan(target("ext4", onPartition(dos, 1, "dos", { 2: { type: "5" } }), 1 * GiB));
-    expect(beforeExtended.refusals[0]).toMatch(/^partition 1 of \/dev\/sda is not the last partition \(partition 2 \(extended\), 5 comes after it\)/);
-    expect(plan(target("ext4", onPartition(grownVda, 2, "sun"), 1 * GiB)).refusals).toEqual(["/dev/vda has a sun partition table; grow understands gpt and dos"]);
+    expect(beforeExtended.refusals[0]).toMatch(
+      /^partition 1 of \/dev\/sda is not the last partition \(partition 2 \(extended\), 5 comes after it\)/,
+    );
+    expect(plan(target("ext4", onPartition(grownVda, 2, "sun"), 1 * GiB)).refusals).toEqual([
+      "/dev/vda has a sun partition table; grow understands gpt and dos",
+    ]);
   });
 
   it("refuses when the table and the kernel disagree, or the table cannot be read", () => {
     const device = onPartition(grownVda, 2);
     if (device.kind !== "partition") throw new Error("unreachable");
-    const moved = { ...device, table: { ...device.table!, partitions: device.table!.partitions.map((p) => (p.number === 2 ? { ...p, startBytes: p.startBytes + MiB } : p)) } };
+    const moved = {
+      ...device,
+      table: {
+        ...device.table!,
+        partitions: device.table!.partitions.map((p) =>
+          p.number === 2 ? { ...p, startBytes: p.startBytes + MiB } : p,
+        ),
+      },
+    };
     expect(plan(target("ext4", moved, 1 * GiB)).refusals[0]).toMatch(/does not match what the kernel shows/);
     const unreadable = { ...device, table: null, tableError: "sfdisk --json /dev/vda: exit status 1: cannot open" };
-    expect(plan(target("ext4", unreadable, 1 * GiB)).refusals).toEqual(["cannot read the partition table of /dev/vda: sfdisk --json /dev/vda: exit status 1: cannot open"]);
+    expect(plan(target("ext4", unreadable, 1 * GiB)).refusals).toEqual([
+      "cannot read the partition table of /dev/vda: sfdisk --json /dev/vda: exit status 1: cannot open",
+    ]);
   });
 
   it("tells the kernel when the table is already larger than the partition it uses", () => {
     const full = disk("vda", 20 * GiB, [[1, 1 * MiB, 10 * GiB]]);
-    const p = plan(target("ext4", onPartition(full, 1, "gpt", { 1: { sizeBytes: 20 * GiB - 1 * MiB - 17 * 1024 } }), 10 * GiB));
+    const p = plan(
+      target("ext4", onPartition(full, 1, "gpt", { 1: { sizeBytes: 20 * GiB - 1 * MiB - 17 * 1024 } }), 10 * GiB),
+    );
     expect(argvs(p)).toEqual(["/usr/sbin/partx --update --nr 1 /dev/vda", "/usr/sbin/resize2fs /dev/vda1"]);
   });
 
@@ -174,7 +231,10 @@ describe("planGrow: partitions", () => {
       { argv: ["/usr/sbin/partx", "--update", "--nr", "2", "/dev/vda"] },
     ]);
     const dos = plan(target("ext4", onPartition(grownVda, 2, "dos"), 1 * GiB), { growpart: null });
-    expect(dos.steps[0]!.commands.map((c) => c.argv.slice(1, 4).join(" "))).toEqual(["--no-reread --no-tell-kernel -N", "--update --nr 2"]);
+    expect(dos.steps[0]!.commands.map((c) => c.argv.slice(1, 4).join(" "))).toEqual([
+      "--no-reread --no-tell-kernel -N",
+      "--update --nr 2",
+    ]);
   });
 
   it("names the Debian package of a missing tool", () => {
@@ -188,12 +248,19 @@ describe("planGrow: partitions", () => {
   });
 
   it("says which capability is missing instead of failing halfway", () => {
-    const noResource = plan(target("ext4", onPartition(grownVda, 2), 1 * GiB), {}, { sysAdmin: true, sysResource: false });
+    const noResource = plan(
+      target("ext4", onPartition(grownVda, 2), 1 * GiB),
+      {},
+      { sysAdmin: true, sysResource: false },
+    );
     expect(noResource.steps.map((s) => s.step.kind)).toEqual(["grow-partition"]);
     expect(noResource.refusals[0]).toMatch(/mounted ext4 filesystem at \/ needs CAP_SYS_RESOURCE/);
     // Nothing to grow needs no capability at all.
     const full = disk("vda", 10 * GiB, [[1, 1 * MiB, 10 * GiB - 1 * MiB - 17 * 1024]]);
-    expect(plan(target("ext4", onPartition(full, 1), rootOf(full, 1).sizeBytes), {}, { sysAdmin: false, sysResource: false }).refusals).toEqual([]);
+    expect(
+      plan(target("ext4", onPartition(full, 1), rootOf(full, 1).sizeBytes), {}, { sysAdmin: false, sysResource: false })
+        .refusals,
+    ).toEqual([]);
     const noAdmin = plan(target("xfs", onPartition(grownVda, 2), 1 * GiB), {}, { sysAdmin: false, sysResource: false });
     expect(noAdmin.refusals).toEqual([
       "growing partition 2 of /dev/vda needs CAP_SYS_ADMIN to tell the kernel the new size, and this process lacks it",
@@ -205,7 +272,9 @@ describe("planGrow: partitions", () => {
     const full = disk("vda", 10 * GiB, [[1, 1 * MiB, 10 * GiB - 1 * MiB - 17 * 1024]]);
     const p = plan(target("ext4", onPartition(full, 1), null));
     expect(argvs(p)).toEqual(["/usr/sbin/resize2fs /dev/vda1"]);
-    expect(p.notes.join("\n")).toMatch(/cannot tell how much of \/dev\/vda1 the filesystem fills \(dumpe2fs: Operation not permitted\)/);
+    expect(p.notes.join("\n")).toMatch(
+      /cannot tell how much of \/dev\/vda1 the filesystem fills \(dumpe2fs: Operation not permitted\)/,
+    );
   });
 });
 
@@ -218,16 +287,34 @@ describe("planGrow: whole disks, odd filesystems, problems", () => {
   });
 
   it("refuses filesystems it does not grow, and devices it does not understand", () => {
-    expect(plan(target("vfat", onPartition(grownVda, 2), 1 * GiB)).refusals).toEqual(["/ is vfat; grow understands ext2, ext3, ext4, xfs, btrfs"]);
-    const crypt: DeviceFacts = { kind: "unsupported", name: "dm-0", reason: "device-mapper device luks-root is not LVM (uuid prefix CRYPT); grow understands LVM only" };
-    expect(plan(target("ext4", crypt, 1 * GiB)).refusals).toEqual([crypt.reason]);
-    expect(plan(target("btrfs", onPartition(grownVda, 2), 1 * GiB, { btrfsDevices: [{ devid: 1, sizeBytes: 1, path: "/dev/vda2" }, { devid: 2, sizeBytes: 1, path: "/dev/vdb" }] })).refusals).toEqual([
-      "the btrfs filesystem at / spans 2 devices; grow resizes single-device btrfs only",
+    expect(plan(target("vfat", onPartition(grownVda, 2), 1 * GiB)).refusals).toEqual([
+      "/ is vfat; grow understands ext2, ext3, ext4, xfs, btrfs",
     ]);
+    const crypt: DeviceFacts = {
+      kind: "unsupported",
+      name: "dm-0",
+      reason: "device-mapper device luks-root is not LVM (uuid prefix CRYPT); grow understands LVM only",
+    };
+    expect(plan(target("ext4", crypt, 1 * GiB)).refusals).toEqual([crypt.reason]);
+    expect(
+      plan(
+        target("btrfs", onPartition(grownVda, 2), 1 * GiB, {
+          btrfsDevices: [
+            { devid: 1, sizeBytes: 1, path: "/dev/vda2" },
+            { devid: 2, sizeBytes: 1, path: "/dev/vdb" },
+          ],
+        }),
+      ).refusals,
+    ).toEqual(["the btrfs filesystem at / spans 2 devices; grow resizes single-device btrfs only"]);
   });
 
   it("a target whose facts could not be found is refused with the reason", () => {
-    const missing: TargetFacts = { ...target("ext4", onPartition(grownVda, 2), null), mount: null, device: null, problem: "/srv: ENOENT" };
+    const missing: TargetFacts = {
+      ...target("ext4", onPartition(grownVda, 2), null),
+      mount: null,
+      device: null,
+      problem: "/srv: ENOENT",
+    };
     expect(plan(missing)).toMatchObject({ mountPoint: null, steps: [], refusals: ["/srv: ENOENT"] });
   });
 });
@@ -264,7 +351,9 @@ describe("planGrow: LVM", () => {
       [1, 1 * MiB, 1 * MiB],
       [2, 2 * MiB, pv.deviceBytes],
     ]);
-    const p = plan(target("xfs", lvm({ physicalVolumes: [{ device: onPartition(fullDisk, 2), pv, pvError: null }] }), lv.sizeBytes));
+    const p = plan(
+      target("xfs", lvm({ physicalVolumes: [{ device: onPartition(fullDisk, 2), pv, pvError: null }] }), lv.sizeBytes),
+    );
     expect(argvs(p)).toEqual(["/usr/sbin/lvextend -l +100%FREE wsfixturevg/root", "/usr/sbin/xfs_growfs /"]);
   });
 
@@ -273,7 +362,16 @@ describe("planGrow: LVM", () => {
       [1, 1 * MiB, 1 * MiB],
       [2, 2 * MiB, pv.deviceBytes],
     ]);
-    const p = plan(target("xfs", lvm({ lv: { ...lv, vgFreeBytes: 0 }, physicalVolumes: [{ device: onPartition(fullDisk, 2), pv, pvError: null }] }), lv.sizeBytes));
+    const p = plan(
+      target(
+        "xfs",
+        lvm({
+          lv: { ...lv, vgFreeBytes: 0 },
+          physicalVolumes: [{ device: onPartition(fullDisk, 2), pv, pvError: null }],
+        }),
+        lv.sizeBytes,
+      ),
+    );
     expect(p.steps).toEqual([]);
     expect(p.notes).toContain("volume group wsfixturevg has no free extents");
   });
@@ -282,7 +380,9 @@ describe("planGrow: LVM", () => {
     expect(plan(target("ext4", lvm({ lv: { ...lv, segmentTypes: ["linear", "raid1"] } }), 1)).refusals).toEqual([
       "logical volume wsfixturevg/root has raid1 segments; grow extends linear volumes only",
     ]);
-    expect(plan(target("ext4", lvm({ lv: null, lvError: "lvs lists no logical volume at /dev/mapper/x" }), 1)).refusals).toEqual(["lvs lists no logical volume at /dev/mapper/x"]);
+    expect(
+      plan(target("ext4", lvm({ lv: null, lvError: "lvs lists no logical volume at /dev/mapper/x" }), 1)).refusals,
+    ).toEqual(["lvs lists no logical volume at /dev/mapper/x"]);
   });
 });
 
@@ -301,7 +401,13 @@ describe("discovery through /sys", () => {
   }
 
   /** A disk directory as the kernel makes it, with partitions inside and /sys/dev/block and /sys/class/block links. */
-  async function sysDisk(devicesPath: string, name: string, sectors: number, majorMinor: string, partitions: Array<[string, number, number, number, string]>) {
+  async function sysDisk(
+    devicesPath: string,
+    name: string,
+    sectors: number,
+    majorMinor: string,
+    partitions: Array<[string, number, number, number, string]>,
+  ) {
     const dir = `sys/devices/${devicesPath}/${name}`;
     await file(`${dir}/size`, `${sectors}\n`);
     await file(`${dir}/dev`, `${majorMinor}\n`);
@@ -318,7 +424,18 @@ describe("discovery through /sys", () => {
 
   function sfdiskFor(node: (n: number) => string, parts: Array<[number, number, number]>) {
     return JSON.stringify({
-      partitiontable: { label: "gpt", device: "x", unit: "sectors", sectorsize: 512, partitions: parts.map(([n, start, size]) => ({ node: node(n), start, size, type: "0FC63DAF-8483-4772-8E79-3D69D8477DE4" })) },
+      partitiontable: {
+        label: "gpt",
+        device: "x",
+        unit: "sectors",
+        sectorsize: 512,
+        partitions: parts.map(([n, start, size]) => ({
+          node: node(n),
+          start,
+          size,
+          type: "0FC63DAF-8483-4772-8E79-3D69D8477DE4",
+        })),
+      },
     });
   }
 
@@ -340,18 +457,30 @@ describe("discovery through /sys", () => {
       ["vda1", 1, 2048, 2048, "254:1"],
       ["vda2", 2, 4096, 20967424, "254:2"],
     ]);
-    await sysDisk("pci0000:00/0000:00:04.0/nvme/nvme0", "nvme0n1", 41943040, "259:0", [["nvme0n1p1", 1, 2048, 20969472, "259:1"]]);
-    await sysDisk("pci0000:00/0000:00:05.0/virtio2/host0/target0:0:0/0:0:0:0/block", "sda", 41943040, "8:0", [["sda1", 1, 2048, 20969472, "8:1"]]);
+    await sysDisk("pci0000:00/0000:00:04.0/nvme/nvme0", "nvme0n1", 41943040, "259:0", [
+      ["nvme0n1p1", 1, 2048, 20969472, "259:1"],
+    ]);
+    await sysDisk("pci0000:00/0000:00:05.0/virtio2/host0/target0:0:0/0:0:0:0/block", "sda", 41943040, "8:0", [
+      ["sda1", 1, 2048, 20969472, "8:1"],
+    ]);
     await sysDisk("virtual/block", "loop0", 262144, "7:0", [
       ["loop0p1", 1, 2048, 16384, "259:7"],
       ["loop0p2", 2, 18432, 110592, "259:8"],
     ]);
     // LVM: dm-0 over vdb1.
-    await sysDisk("pci0000:00/0000:00:06.0/virtio3/block", "vdb", 41943040, "254:16", [["vdb1", 1, 2048, 20969472, "254:17"]]);
+    await sysDisk("pci0000:00/0000:00:06.0/virtio3/block", "vdb", 41943040, "254:16", [
+      ["vdb1", 1, 2048, 20969472, "254:17"],
+    ]);
     await file("sys/devices/virtual/block/dm-0/size", "49152\n");
     await file("sys/devices/virtual/block/dm-0/dm/name", "wsfixturevg-root\n");
-    await file("sys/devices/virtual/block/dm-0/dm/uuid", "LVM-abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd\n");
-    await link("sys/devices/virtual/block/dm-0/slaves/vdb1", "../../../../pci0000:00/0000:00:06.0/virtio3/block/vdb/vdb1");
+    await file(
+      "sys/devices/virtual/block/dm-0/dm/uuid",
+      "LVM-abcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcdefabcd\n",
+    );
+    await link(
+      "sys/devices/virtual/block/dm-0/slaves/vdb1",
+      "../../../../pci0000:00/0000:00:06.0/virtio3/block/vdb/vdb1",
+    );
     await link("sys/dev/block/253:0", "../../devices/virtual/block/dm-0");
     await link("sys/class/block/dm-0", "../../devices/virtual/block/dm-0");
     // dm-1: a LUKS mapping.
@@ -373,7 +502,8 @@ describe("discovery through /sys", () => {
     );
     // /dev for the btrfs source lookup: a plain file stands in for the node.
     await file("dev/loop0p2", "");
-    for (const dir of ["srv/nvme", "srv/scsi", "srv/loop", "srv/lvm", "srv/crypt", "srv/tmp"]) await mkdir(path.join(root, dir), { recursive: true });
+    for (const dir of ["srv/nvme", "srv/scsi", "srv/loop", "srv/lvm", "srv/crypt", "srv/tmp"])
+      await mkdir(path.join(root, dir), { recursive: true });
   });
 
   afterAll(async () => {
@@ -384,30 +514,47 @@ describe("discovery through /sys", () => {
   async function discover(answers: Record<string, string>, requested: string[]): Promise<GrowFacts> {
     const lines = readFileSync(path.join(root, "proc/self/mountinfo"), "utf8").replaceAll(" /srv/", ` ${root}/srv/`);
     await writeFile(path.join(root, "proc/self/mountinfo"), lines);
-    return gatherGrowFacts({ procRoot: path.join(root, "proc"), sysRoot: path.join(root, "sys"), devRoot: path.join(root, "dev"), tools: allTools, run: replay(answers) }, requested);
+    return gatherGrowFacts(
+      {
+        procRoot: path.join(root, "proc"),
+        sysRoot: path.join(root, "sys"),
+        devRoot: path.join(root, "dev"),
+        tools: allTools,
+        run: replay(answers),
+      },
+      requested,
+    );
   }
 
   it("finds disk, partition and table for vda, nvme0n1p1, sda1 and a loop partition under btrfs", async () => {
     const dumpe2fs = "Block count:              2620928\nBlock size:               4096\n";
     const facts = await discover(
       {
-        "sfdisk --json /dev/vda": sfdiskFor((n) => `/dev/vda${n}`, [
-          [1, 2048, 2048],
-          [2, 4096, 20967424],
-        ]),
+        "sfdisk --json /dev/vda": sfdiskFor(
+          (n) => `/dev/vda${n}`,
+          [
+            [1, 2048, 2048],
+            [2, 4096, 20967424],
+          ],
+        ),
         "sfdisk --json /dev/nvme0n1": sfdiskFor((n) => `/dev/nvme0n1p${n}`, [[1, 2048, 20969472]]),
         "sfdisk --json /dev/sda": sfdiskFor((n) => `/dev/sda${n}`, [[1, 2048, 20969472]]),
         "sfdisk --json /dev/loop0": fixture("sfdisk-gpt.json"),
         "dumpe2fs -h /dev/vda2": dumpe2fs,
         "dumpe2fs -h /dev/sda1": dumpe2fs,
         [`xfs_info ${root}/srv/nvme`]: fixture("xfs_info.txt"),
-        [`btrfs filesystem show --raw ${root}/srv/loop`]: fixture("btrfs-show.txt").replace("/dev/loop1p2", "/dev/loop0p2"),
+        [`btrfs filesystem show --raw ${root}/srv/loop`]: fixture("btrfs-show.txt").replace(
+          "/dev/loop1p2",
+          "/dev/loop0p2",
+        ),
       },
       ["/", `${root}/srv/nvme`, `${root}/srv/scsi`, `${root}/srv/loop`],
     );
     const where = facts.targets.map((t) => {
       const d = t.device!;
-      return d.kind === "partition" ? [t.mount!.fsType, d.disk.devPath, d.partition.devPath, d.partition.number, d.disk.partitions.length] : [d.kind];
+      return d.kind === "partition"
+        ? [t.mount!.fsType, d.disk.devPath, d.partition.devPath, d.partition.number, d.disk.partitions.length]
+        : [d.kind];
     });
     expect(where).toEqual([
       ["ext4", "/dev/vda", "/dev/vda2", 2, 2],
@@ -429,15 +576,23 @@ describe("discovery through /sys", () => {
   it("follows a device-mapper node to LVM and its physical volume; refuses LUKS and tmpfs", async () => {
     const facts = await discover(
       {
-        "lvs --reportformat json --units b --nosuffix --segments -o lv_name,vg_name,lv_dm_path,lv_size,segtype,vg_free,vg_extent_size": fixture("lvs-segments.json"),
-        "pvs --reportformat json --units b --nosuffix -o pv_name,vg_name,pv_size,dev_size,pe_start /dev/vdb1": fixture("pvs.json").replace("/dev/vda2", "/dev/vdb1"),
+        "lvs --reportformat json --units b --nosuffix --segments -o lv_name,vg_name,lv_dm_path,lv_size,segtype,vg_free,vg_extent_size":
+          fixture("lvs-segments.json"),
+        "pvs --reportformat json --units b --nosuffix -o pv_name,vg_name,pv_size,dev_size,pe_start /dev/vdb1": fixture(
+          "pvs.json",
+        ).replace("/dev/vda2", "/dev/vdb1"),
         "sfdisk --json /dev/vdb": sfdiskFor((n) => `/dev/vdb${n}`, [[1, 2048, 20969472]]),
         "dumpe2fs -h /dev/mapper/wsfixturevg-root": "Block count:              24576\nBlock size:               1024\n",
       },
       [`${root}/srv/lvm`, `${root}/srv/crypt`, `${root}/srv/tmp`],
     );
     const [lvm, crypt, tmp] = facts.targets;
-    expect(lvm!.device).toMatchObject({ kind: "lvm", dmName: "wsfixturevg-root", node: { devPath: "/dev/mapper/wsfixturevg-root" }, lv: { vg: "wsfixturevg", lv: "root" } });
+    expect(lvm!.device).toMatchObject({
+      kind: "lvm",
+      dmName: "wsfixturevg-root",
+      node: { devPath: "/dev/mapper/wsfixturevg-root" },
+      lv: { vg: "wsfixturevg", lv: "root" },
+    });
     const plans = planGrow(facts);
     expect(argvs(plans[0]!)).toEqual([
       "/usr/sbin/growpart /dev/vdb 1",
@@ -446,17 +601,21 @@ describe("discovery through /sys", () => {
       "/usr/sbin/resize2fs /dev/mapper/wsfixturevg-root",
     ]);
     expect(crypt!.device).toMatchObject({ kind: "unsupported" });
-    expect(plans[1]!.refusals).toEqual(["device-mapper device luks-data is not LVM (uuid prefix CRYPT); grow understands LVM only"]);
+    expect(plans[1]!.refusals).toEqual([
+      "device-mapper device luks-data is not LVM (uuid prefix CRYPT); grow understands LVM only",
+    ]);
     expect(tmp!.problem).toBe(`${root}/srv/tmp (tmpfs from tmpfs) is not on a block device`);
     expect(plans[2]!.refusals).toEqual([tmp!.problem]);
   });
 
   it("a path that does not exist is reported, and two paths on one filesystem are grown once", async () => {
-    const facts = await discover({ "sfdisk --json /dev/vda": sfdiskFor((n) => `/dev/vda${n}`, [[2, 4096, 20967424]]), "dumpe2fs -h /dev/vda2": "" }, [
-      "/nonexistent-ws-grow",
-      "/",
-      "/usr",
-    ]);
+    const facts = await discover(
+      {
+        "sfdisk --json /dev/vda": sfdiskFor((n) => `/dev/vda${n}`, [[2, 4096, 20967424]]),
+        "dumpe2fs -h /dev/vda2": "",
+      },
+      ["/nonexistent-ws-grow", "/", "/usr"],
+    );
     expect(facts.targets.map((t) => t.requested)).toEqual(["/nonexistent-ws-grow", "/"]);
     expect(facts.targets[0]!.problem).toMatch(/^\/nonexistent-ws-grow: ENOENT/);
     expect(facts.targets[1]!.filesystemSizeError).toBe("dumpe2fs -h: no Block count / Block size lines");
@@ -467,8 +626,13 @@ describe("ws-agent grow usage", () => {
   function capture() {
     let stdout = "";
     let stderr = "";
-    const stream = (append: (text: string) => void) => ({ write: (chunk: string) => (append(chunk), true) }) as unknown as NodeJS.WritableStream;
-    return { io: { stdout: stream((t) => (stdout += t)), stderr: stream((t) => (stderr += t)), env: process.env }, stdout: () => stdout, stderr: () => stderr };
+    const stream = (append: (text: string) => void) =>
+      ({ write: (chunk: string) => (append(chunk), true) }) as unknown as NodeJS.WritableStream;
+    return {
+      io: { stdout: stream((t) => (stdout += t)), stderr: stream((t) => (stderr += t)), env: process.env },
+      stdout: () => stdout,
+      stderr: () => stderr,
+    };
   }
 
   it.each([

@@ -10,7 +10,11 @@ import { eventually } from "./support/harness.js";
 async function runCli(argv: string[], socket: string): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = "";
   let stderr = "";
-  const code = await leaseCommand(argv, { stdout: { write: (text: string) => (stdout += text) }, stderr: { write: (text: string) => (stderr += text) }, env: { WS_AGENT_SOCKET: socket } });
+  const code = await leaseCommand(argv, {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+    env: { WS_AGENT_SOCKET: socket },
+  });
   return { code, stdout, stderr };
 }
 
@@ -23,7 +27,9 @@ describe("ws-lease without an agent", () => {
   it("no socket (ENOENT): says the agent is not running and how to check, exit 1", async () => {
     const result = await runCli(["8h"], "/nonexistent/ws-agent/agent.sock");
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain("the ws agent is not running on this VM (nothing answers on /nonexistent/ws-agent/agent.sock)");
+    expect(result.stderr).toContain(
+      "the ws agent is not running on this VM (nothing answers on /nonexistent/ws-agent/agent.sock)",
+    );
     expect(result.stderr).toContain("systemctl status ws-agent");
   });
 
@@ -32,8 +38,18 @@ describe("ws-lease without an agent", () => {
     dirs.push(dir);
     const socket = path.join(dir, "agent.sock");
     // A process that binds the socket and is killed leaves the file behind, with nobody listening.
-    const child = spawn(process.execPath, ["-e", `require("net").createServer().listen(${JSON.stringify(socket)}); setInterval(() => {}, 1000)`]);
-    await eventually(() => stat(socket).then(() => true, () => false), "the socket to appear");
+    const child = spawn(process.execPath, [
+      "-e",
+      `require("net").createServer().listen(${JSON.stringify(socket)}); setInterval(() => {}, 1000)`,
+    ]);
+    await eventually(
+      () =>
+        stat(socket).then(
+          () => true,
+          () => false,
+        ),
+      "the socket to appear",
+    );
     child.kill("SIGKILL");
     await new Promise((resolve) => child.once("exit", resolve));
     const result = await runCli(["status"], socket);
@@ -44,7 +60,16 @@ describe("ws-lease without an agent", () => {
 
 describe("usage", () => {
   it("help for each command, exit 0", async () => {
-    for (const argv of [["--help"], ["-h"], ["help"], ["status", "--help"], ["list", "--help"], ["cancel", "--help"], ["8h", "--help"], ["help", "cancel"]]) {
+    for (const argv of [
+      ["--help"],
+      ["-h"],
+      ["help"],
+      ["status", "--help"],
+      ["list", "--help"],
+      ["cancel", "--help"],
+      ["8h", "--help"],
+      ["help", "cancel"],
+    ]) {
       const result = await runCli(argv, "/nonexistent");
       expect(result.code, argv.join(" ")).toBe(0);
       expect(result.stdout, argv.join(" ")).toMatch(/Usage: ws-lease|SYNOPSIS/);
@@ -53,7 +78,7 @@ describe("usage", () => {
 
   it("bad input: a clear message, exit 2, nothing sent", async () => {
     const cases: Array<[string[], string]> = [
-      [["8"], 'has no unit: write 8h, 8m or 8s'],
+      [["8"], "has no unit: write 8h, 8m or 8s"],
       [["eight"], 'unknown command "eight"'],
       [["8h", "extra"], "one duration please"],
       [["1h30"], "is not a duration"],

@@ -53,7 +53,13 @@ describe("durable leases", () => {
     await fill(h.stateDir);
     for (let attempt = 0; attempt < 3; attempt++) {
       const refused = await callAgent(h.socketPath, { op: "take", seconds: 7200, reason: "three" });
-      expect(refused).toMatchObject({ ok: false, error: { code: "not_saved", message: expect.stringContaining("the agent could not save the lease: the disk is full") } });
+      expect(refused).toMatchObject({
+        ok: false,
+        error: {
+          code: "not_saved",
+          message: expect.stringContaining("the agent could not save the lease: the disk is full"),
+        },
+      });
     }
     // Refused means not held either: the list is what it was, and so is the file.
     expect(leaseIds(await callAgent(h.socketPath, { op: "list" }))).toEqual(before);
@@ -64,9 +70,14 @@ describe("durable leases", () => {
     const audit = await readFile(path.join(h.stateDir, "lease-audit.log"), "utf8");
     // The audit tells the same story: each refused grant is followed by its refusal (when there was
     // room for the line), and what was granted and not refused is exactly what is stored.
-    const ids = (action: string) => [...audit.matchAll(new RegExp(`action=${action} id=([0-9a-f]{8})`, "g"))].map((match) => match[1]);
+    const ids = (action: string) =>
+      [...audit.matchAll(new RegExp(`action=${action} id=([0-9a-f]{8})`, "g"))].map((match) => match[1]);
     const refusedIds = new Set(ids("refused"));
-    expect(ids("granted").filter((id) => !refusedIds.has(id)).sort()).toEqual(before);
+    expect(
+      ids("granted")
+        .filter((id) => !refusedIds.has(id))
+        .sort(),
+    ).toEqual(before);
     expect(audit.endsWith("\n")).toBe(true); // no torn line
   });
 });

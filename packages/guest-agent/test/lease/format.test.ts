@@ -3,7 +3,15 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { formatAuditLine } from "../../src/lease/audit.js";
-import { formatLeaseDuration, formatLeaseList, formatOverCap, formatStatus, formatTaken, formatWhen, leaseState } from "../../src/lease/format.js";
+import {
+  formatLeaseDuration,
+  formatLeaseList,
+  formatOverCap,
+  formatStatus,
+  formatTaken,
+  formatWhen,
+  leaseState,
+} from "../../src/lease/format.js";
 import { newLease } from "../../src/lease/leases.js";
 import type { LeaseView, StatusView } from "../../src/lease/wire.js";
 
@@ -57,7 +65,14 @@ describe("what ws-lease prints", () => {
     expect(formatTaken(view(), true, moment)).toContain("has not confirmed it yet");
     expect(formatTaken(view({ confirmed: true }), true, moment)).toContain("The collector confirmed it.");
     const clamped = formatTaken(
-      view({ confirmed: true, clamped: true, holdSeconds: 4 * 3600, remainingSeconds: 4 * 3600, expiresAt: iso(4 * 3600), maxKeepRunningSeconds: 4 * 3600 }),
+      view({
+        confirmed: true,
+        clamped: true,
+        holdSeconds: 4 * 3600,
+        remainingSeconds: 4 * 3600,
+        expiresAt: iso(4 * 3600),
+        maxKeepRunningSeconds: 4 * 3600,
+      }),
       true,
       moment,
     );
@@ -75,7 +90,18 @@ describe("what ws-lease prints", () => {
 
   it("the list, as a table; escape sequences in reasons are not passed on", () => {
     const text = formatLeaseList(
-      [view(), view({ id: "0badf00d", user: "bob", uid: 1002, reason: "x\u001b[2Jy", confirmed: true, clamped: true, maxKeepRunningSeconds: 14400 })],
+      [
+        view(),
+        view({
+          id: "0badf00d",
+          user: "bob",
+          uid: 1002,
+          reason: "x\u001b[2Jy",
+          confirmed: true,
+          clamped: true,
+          maxKeepRunningSeconds: 14400,
+        }),
+      ],
       moment,
     );
     expect(text).toBe(
@@ -84,19 +110,45 @@ describe("what ws-lease prints", () => {
         "0badf00d  bob    Wed 06:13  8h    clamped to 4h (asked 8h)  x [2Jy\n",
     );
     expect(formatLeaseList([], moment)).toContain("No leases");
-    expect(leaseState(view({ refused: true, confirmed: true, message: "leases are off" }))).toBe("refused by the collector: leases are off");
+    expect(leaseState(view({ refused: true, confirmed: true, message: "leases are off" }))).toBe(
+      "refused by the collector: leases are off",
+    );
   });
 
   it("status: the stop pending first, with how to keep the VM; then activity, collector, leases, cap", () => {
     const status: StatusView = {
       now: iso(0),
       collector: { connected: false, address: "collector:8443", sinceSeconds: 300 },
-      vm: { state: "StoppingPending", idleSeconds: 7260, activeSignals: [], stopInSeconds: 540, stopAt: iso(540), explanation: "idle for 2h: no input", mode: "enforce", ageSeconds: 30 },
-      policy: { autostopEnabled: true, mode: "enforce", profile: "", idleTimeoutSeconds: 7200, gracePeriodSeconds: 600, maxKeepRunningSeconds: 86400 },
+      vm: {
+        state: "StoppingPending",
+        idleSeconds: 7260,
+        activeSignals: [],
+        stopInSeconds: 540,
+        stopAt: iso(540),
+        explanation: "idle for 2h: no input",
+        mode: "enforce",
+        ageSeconds: 30,
+      },
+      policy: {
+        autostopEnabled: true,
+        mode: "enforce",
+        profile: "",
+        idleTimeoutSeconds: 7200,
+        gracePeriodSeconds: 600,
+        maxKeepRunningSeconds: 86400,
+      },
       capSeconds: 86400,
       capSource: "policy",
       leases: [],
-      notice: { id: "n1", stopInSeconds: 540, stopAt: iso(540), reason: "no activity for 2h", keepRunningHint: "", idleSeconds: 7260, mode: "enforce" },
+      notice: {
+        id: "n1",
+        stopInSeconds: 540,
+        stopAt: iso(540),
+        reason: "no activity for 2h",
+        keepRunningHint: "",
+        idleSeconds: 7260,
+        mode: "enforce",
+      },
     };
     expect(formatStatus(status, moment)).toBe(
       [
@@ -125,7 +177,14 @@ describe("what ws-lease prints", () => {
       {
         now: iso(0),
         collector: { connected: true, address: "collector:8443", sinceSeconds: 7200 },
-        vm: { state: "Active", idleSeconds: 0, activeSignals: ["lease", "tty"], explanation: "a lease by alice holds it", mode: "observe", ageSeconds: 5 },
+        vm: {
+          state: "Active",
+          idleSeconds: 0,
+          activeSignals: ["lease", "tty"],
+          explanation: "a lease by alice holds it",
+          mode: "observe",
+          ageSeconds: 5,
+        },
         capSeconds: 86400,
         capSource: "default",
         leases: [view({ confirmed: true })],
@@ -143,11 +202,20 @@ describe("what ws-lease prints", () => {
 
 describe("the audit log", () => {
   it("one logfmt line per event, as the service writes them", async () => {
-    const fixture = await readFile(path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "lease-audit.log"), "utf8");
+    const fixture = await readFile(
+      path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "lease-audit.log"),
+      "utf8",
+    );
     const first = fixture.split("\n")[0]!;
-    const lease = newLease({ id: "60bf025d", uid: 0, user: "root", reason: "training resnet50", requestedSeconds: 28800 }, { wallMs: Date.parse("2026-11-29T14:38:21.511Z"), monoMs: 0 });
+    const lease = newLease(
+      { id: "60bf025d", uid: 0, user: "root", reason: "training resnet50", requestedSeconds: 28800 },
+      { wallMs: Date.parse("2026-11-29T14:38:21.511Z"), monoMs: 0 },
+    );
     expect(formatAuditLine({ action: "granted", lease }, Date.parse("2026-11-29T14:38:21.511Z"))).toBe(first + "\n");
-    const byRoot = formatAuditLine({ action: "cancelled", lease: { ...lease, uid: 1001, user: "alice" }, byUid: 0, byUser: "root" }, NOW);
+    const byRoot = formatAuditLine(
+      { action: "cancelled", lease: { ...lease, uid: 1001, user: "alice" }, byUid: 0, byUser: "root" },
+      NOW,
+    );
     expect(byRoot).toMatch(/action=cancelled id=60bf025d uid=1001 user=alice .* by_uid=0 by_user=root\n$/);
   });
 });

@@ -18,7 +18,9 @@ afterAll(async () => {
 });
 
 const grant = (fields: { id: string; seconds: number; user: string; reason?: string }) =>
-  create(DirectiveSchema, { leaseGrants: [{ reason: "kept running via link", via: "link", noticeId: "n-1", ...fields }] });
+  create(DirectiveSchema, {
+    leaseGrants: [{ reason: "kept running via link", via: "link", noticeId: "n-1", ...fields }],
+  });
 
 describe("lease grants from the collector", () => {
   it("records a grant once, as a lease via link, owned by the local account of that name", async () => {
@@ -26,7 +28,14 @@ describe("lease grants from the collector", () => {
     h.service.applyDirective(grant({ id: "0a1b2c3d", seconds: 14_400, user: "root" })); // a repeated Directive
     const leases = h.service.status().leases;
     expect(leases).toHaveLength(1);
-    expect(leases[0]).toMatchObject({ id: "0a1b2c3d", uid: 0, user: "root", via: "link", requestedSeconds: 14_400, reason: "kept running via link" });
+    expect(leases[0]).toMatchObject({
+      id: "0a1b2c3d",
+      uid: 0,
+      user: "root",
+      via: "link",
+      requestedSeconds: 14_400,
+      reason: "kept running via link",
+    });
     expect(h.service.reportLeases().leases?.[0]).toMatchObject({ id: "0a1b2c3d", via: "link" });
     await h.restart(); // durable like any lease
     expect(h.service.status().leases[0]).toMatchObject({ id: "0a1b2c3d", via: "link" });
@@ -36,9 +45,18 @@ describe("lease grants from the collector", () => {
 
   it("a name with no local account: owned by nobody, named as sent; malformed grants are ignored", () => {
     h.service.applyDirective(grant({ id: "1b2c3d4e", seconds: 3600, user: "ws17-no-such-user" }));
-    expect(h.service.status().leases.find((l) => l.id === "1b2c3d4e")).toMatchObject({ uid: 65534, user: "ws17-no-such-user", via: "link" });
+    expect(h.service.status().leases.find((l) => l.id === "1b2c3d4e")).toMatchObject({
+      uid: 65534,
+      user: "ws17-no-such-user",
+      via: "link",
+    });
     const before = h.service.status().leases.length;
-    for (const bad of [{ id: "not-hex!", seconds: 3600, user: "" }, { id: "2c3d4e5f", seconds: -1, user: "" }, { id: "3d4e5f60", seconds: Number.NaN, user: "" }]) h.service.applyDirective(grant(bad));
+    for (const bad of [
+      { id: "not-hex!", seconds: 3600, user: "" },
+      { id: "2c3d4e5f", seconds: -1, user: "" },
+      { id: "3d4e5f60", seconds: Number.NaN, user: "" },
+    ])
+      h.service.applyDirective(grant(bad));
     expect(h.service.status().leases).toHaveLength(before);
   });
 });

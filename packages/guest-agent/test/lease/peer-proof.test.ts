@@ -7,7 +7,13 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newProofChallenge, prepareProofDir, proofDirFor, verifyProof, writeProof } from "../../src/lease/peer-proof.js";
+import {
+  newProofChallenge,
+  prepareProofDir,
+  proofDirFor,
+  verifyProof,
+  writeProof,
+} from "../../src/lease/peer-proof.js";
 
 let base: string;
 let dir: string;
@@ -74,7 +80,10 @@ describe("verifyProof", () => {
   });
 
   it("no file: refused", async () => {
-    expect(await verifyProof(dir, newProofChallenge())).toEqual({ ok: false, reason: "the proof file was not created" });
+    expect(await verifyProof(dir, newProofChallenge())).toEqual({
+      ok: false,
+      reason: "the proof file was not created",
+    });
   });
 
   it("a symlink to someone else's file holding the nonce: refused", async () => {
@@ -93,19 +102,28 @@ describe("verifyProof", () => {
     await writeFile(victim, challenge.nonce, { mode: 0o600 });
     await chown(victim, 1234, 1234);
     await link(victim, path.join(dir, challenge.name));
-    expect(await verifyProof(dir, challenge)).toMatchObject({ ok: false, reason: "the proof file has other hard links" });
+    expect(await verifyProof(dir, challenge)).toMatchObject({
+      ok: false,
+      reason: "the proof file has other hard links",
+    });
     await rm(victim);
   });
 
   it("wrong content, wrong mode, too large, a directory, a FIFO: refused, and nothing hangs", async () => {
     const wrongNonce = newProofChallenge();
     await writeFile(path.join(dir, wrongNonce.name), "0".repeat(32), { mode: 0o600 });
-    expect(await verifyProof(dir, wrongNonce)).toMatchObject({ ok: false, reason: "the proof file does not hold this connection's nonce" });
+    expect(await verifyProof(dir, wrongNonce)).toMatchObject({
+      ok: false,
+      reason: "the proof file does not hold this connection's nonce",
+    });
 
     const wrongMode = newProofChallenge();
     await writeFile(path.join(dir, wrongMode.name), wrongMode.nonce);
     await chmod(path.join(dir, wrongMode.name), 0o666);
-    expect(await verifyProof(dir, wrongMode)).toMatchObject({ ok: false, reason: "the proof file's mode is 666, not 600" });
+    expect(await verifyProof(dir, wrongMode)).toMatchObject({
+      ok: false,
+      reason: "the proof file's mode is 666, not 600",
+    });
 
     const large = newProofChallenge();
     await writeFile(path.join(dir, large.name), large.nonce + "x".repeat(1000), { mode: 0o600 });
@@ -113,7 +131,10 @@ describe("verifyProof", () => {
 
     const directory = newProofChallenge();
     await mkdir(path.join(dir, directory.name));
-    expect(await verifyProof(dir, directory)).toMatchObject({ ok: false, reason: "the proof file is not a regular file" });
+    expect(await verifyProof(dir, directory)).toMatchObject({
+      ok: false,
+      reason: "the proof file is not a regular file",
+    });
     await rm(path.join(dir, directory.name), { recursive: true });
 
     const fifo = newProofChallenge();

@@ -30,7 +30,10 @@ afterAll(async () => {
 });
 
 function runLease(args: string[]) {
-  const child = spawn(process.execPath, [wsLease, ...args], { env: { ...process.env, WS_AGENT_SOCKET: h.socketPath }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [wsLease, ...args], {
+    env: { ...process.env, WS_AGENT_SOCKET: h.socketPath },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
   child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -76,7 +79,11 @@ describe("ws-lease run", () => {
     expect(await missing.exit).toBe(127);
     expect(missing.output()).toContain("command not found");
     expect(leases()).toEqual([]);
-    for (const args of [["run", "1m"], ["run", "--", "true"], ["run", "soon", "--", "true"]]) {
+    for (const args of [
+      ["run", "1m"],
+      ["run", "--", "true"],
+      ["run", "soon", "--", "true"],
+    ]) {
       const bad = runLease(args);
       expect(await bad.exit, args.join(" ")).toBe(2);
     }
@@ -85,12 +92,17 @@ describe("ws-lease run", () => {
 });
 
 describe("ws-lease as a native tool", () => {
-  const cli = (args: string[]) => spawnSync(process.execPath, [wsLease, ...args], { encoding: "utf8", env: { ...process.env, WS_AGENT_SOCKET: "/nonexistent" } });
+  const cli = (args: string[]) =>
+    spawnSync(process.execPath, [wsLease, ...args], {
+      encoding: "utf8",
+      env: { ...process.env, WS_AGENT_SOCKET: "/nonexistent" },
+    });
 
   it("--version", () => {
     const result = cli(["--version"]);
     expect(result.status).toBe(0);
-    const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
+    const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string })
+      .version;
     expect(result.stdout.trim()).toBe(`ws-lease ${version}`);
   });
 

@@ -44,12 +44,25 @@ describe("LeaseService", () => {
 
     const report = h.service.reportLeases();
     expect(report.leases).toHaveLength(1);
-    expect(report.leases?.[0]).toMatchObject({ id: lease.id, uid: 0, user: "root", reason: "training", requestedSeconds: 28800, confirmed: false });
+    expect(report.leases?.[0]).toMatchObject({
+      id: lease.id,
+      uid: 0,
+      user: "root",
+      reason: "training",
+      requestedSeconds: 28800,
+      confirmed: false,
+    });
     expect(report.leases?.[0]?.ageSeconds).toBeGreaterThanOrEqual(0);
 
-    await eventually(async () => (await readFile(path.join(h.stateDir, "lease-audit.log"), "utf8").catch(() => "")).includes("action=granted"), "the audit line");
+    await eventually(
+      async () =>
+        (await readFile(path.join(h.stateDir, "lease-audit.log"), "utf8").catch(() => "")).includes("action=granted"),
+      "the audit line",
+    );
     const auditNow = await readFile(path.join(h.stateDir, "lease-audit.log"), "utf8");
-    expect(auditNow).toMatch(new RegExp(`action=granted id=${lease.id} uid=0 user=root requested=8h holds=8h .*reason=training`));
+    expect(auditNow).toMatch(
+      new RegExp(`action=granted id=${lease.id} uid=0 user=root requested=8h holds=8h .*reason=training`),
+    );
   });
 
   it("socket 0666 in a 0755 directory; proof directory 1733; state file 0600", async () => {
@@ -69,24 +82,46 @@ describe("LeaseService", () => {
     h.service.applyDirective(
       create(DirectiveSchema, {
         leaseDecisions: [
-          { id: a.id, accepted: true, clamped: true, effectiveRemainingSeconds: 4 * 3600, maxKeepRunningSeconds: 4 * 3600 },
+          {
+            id: a.id,
+            accepted: true,
+            clamped: true,
+            effectiveRemainingSeconds: 4 * 3600,
+            maxKeepRunningSeconds: 4 * 3600,
+          },
           { id: b.id, accepted: true, clamped: false, effectiveRemainingSeconds: 3600 },
           { id: c.id, accepted: false, message: "leases are disabled for this VM" },
           { id: "ffffffff", accepted: true },
         ],
       }),
     );
-    const list = expectOk<Extract<Answer, { op: "list" }>>(await callAgent(h.socketPath, { op: "list" }), "list").leases;
+    const list = expectOk<Extract<Answer, { op: "list" }>>(
+      await callAgent(h.socketPath, { op: "list" }),
+      "list",
+    ).leases;
     const byId = new Map(list.map((lease) => [lease.id, lease]));
-    expect(byId.get(a.id)).toMatchObject({ confirmed: true, clamped: true, maxKeepRunningSeconds: 14400, requestedSeconds: 28800 });
+    expect(byId.get(a.id)).toMatchObject({
+      confirmed: true,
+      clamped: true,
+      maxKeepRunningSeconds: 14400,
+      requestedSeconds: 28800,
+    });
     expect(byId.get(a.id)!.holdSeconds).toBeLessThanOrEqual(4 * 3600 + 5);
     expect(byId.get(a.id)!.remainingSeconds).toBeLessThanOrEqual(4 * 3600);
     expect(byId.get(b.id)).toMatchObject({ confirmed: true, clamped: false, refused: false });
-    expect(byId.get(c.id)).toMatchObject({ confirmed: true, refused: true, message: "leases are disabled for this VM" });
+    expect(byId.get(c.id)).toMatchObject({
+      confirmed: true,
+      refused: true,
+      message: "leases are disabled for this VM",
+    });
     expect(h.service.reportLeases().leases?.every((lease) => lease.confirmed)).toBe(true);
     await eventually(async () => {
       const text = await readFile(path.join(h.stateDir, "lease-audit.log"), "utf8");
-      return text.includes(`action=clamped id=${a.id}`) && text.includes(`action=refused id=${c.id}`) && text.includes(`action=confirmed id=${b.id}`);
+      return (
+        text.includes(`action=clamped id=${a.id}`) &&
+        text.includes(`action=refused id=${c.id}`) &&
+        text.includes(`action=confirmed id=${b.id}`)
+      );
     }, "clamped, refused and confirmed audit lines");
   });
 
@@ -96,23 +131,40 @@ describe("LeaseService", () => {
     expect(over).toMatchObject({ ok: false, error: { code: "over_cap", capSeconds: 86400, capSource: "default" } });
     if (!over.ok) expect(over.error.message).toContain("24h");
 
-    h.service.applyDirective(create(DirectiveSchema, { policy: { maxKeepRunningSeconds: 4 * 3600, mode: PolicyMode.ENFORCE, autostopEnabled: true } }));
+    h.service.applyDirective(
+      create(DirectiveSchema, {
+        policy: { maxKeepRunningSeconds: 4 * 3600, mode: PolicyMode.ENFORCE, autostopEnabled: true },
+      }),
+    );
     const overPolicy = await callAgent(h.socketPath, { op: "take", seconds: 5 * 3600, reason: "" });
-    expect(overPolicy).toMatchObject({ ok: false, error: { code: "over_cap", capSeconds: 14400, capSource: "policy" } });
+    expect(overPolicy).toMatchObject({
+      ok: false,
+      error: { code: "over_cap", capSeconds: 14400, capSource: "policy" },
+    });
     await take(h, 4 * 3600);
 
     // The cap learnt from the policy survives a restart, before any collector speaks again.
     await h.restart();
     const afterRestart = await callAgent(h.socketPath, { op: "take", seconds: 5 * 3600, reason: "" });
-    expect(afterRestart).toMatchObject({ ok: false, error: { code: "over_cap", capSeconds: 14400, capSource: "policy" } });
+    expect(afterRestart).toMatchObject({
+      ok: false,
+      error: { code: "over_cap", capSeconds: 14400, capSource: "policy" },
+    });
   });
 
   it("keeps leases across a restart", async () => {
     const h = await harness();
     const lease = await take(h, 2 * 3600, "overnight");
-    h.service.applyDirective(create(DirectiveSchema, { leaseDecisions: [{ id: lease.id, accepted: true, effectiveRemainingSeconds: 2 * 3600 }] }));
+    h.service.applyDirective(
+      create(DirectiveSchema, {
+        leaseDecisions: [{ id: lease.id, accepted: true, effectiveRemainingSeconds: 2 * 3600 }],
+      }),
+    );
     await h.restart();
-    const list = expectOk<Extract<Answer, { op: "list" }>>(await callAgent(h.socketPath, { op: "list" }), "list").leases;
+    const list = expectOk<Extract<Answer, { op: "list" }>>(
+      await callAgent(h.socketPath, { op: "list" }),
+      "list",
+    ).leases;
     expect(list).toHaveLength(1);
     expect(list[0]).toMatchObject({ id: lease.id, reason: "overnight", uid: 0, confirmed: true });
     expect(list[0]!.remainingSeconds).toBeGreaterThan(3600);
@@ -127,7 +179,10 @@ describe("LeaseService", () => {
     const full = await readFile(file, "utf8");
     await writeFile(file, full.slice(0, Math.floor(full.length / 2)));
     await h.restart();
-    const list = expectOk<Extract<Answer, { op: "list" }>>(await callAgent(h.socketPath, { op: "list" }), "list").leases;
+    const list = expectOk<Extract<Answer, { op: "list" }>>(
+      await callAgent(h.socketPath, { op: "list" }),
+      "list",
+    ).leases;
     expect(list).toEqual([]);
     const files = await readdir(h.stateDir);
     const aside = files.filter((name) => name.startsWith("leases.json.corrupt-"));
@@ -146,18 +201,35 @@ describe("LeaseService", () => {
     expect(h.service.reportLeases().leases?.[0]?.ageSeconds).toBe(1800);
     clock.advance(31 * 60 * 1000);
     expect(h.service.reportLeases().leases).toEqual([]);
-    await eventually(async () => (await readFile(path.join(h.stateDir, "lease-audit.log"), "utf8")).includes(`action=expired id=${lease.id}`), "the expired audit line");
+    await eventually(
+      async () =>
+        (await readFile(path.join(h.stateDir, "lease-audit.log"), "utf8")).includes(`action=expired id=${lease.id}`),
+      "the expired audit line",
+    );
   });
 
   it("answers malformed requests with errors and keeps serving", async () => {
     const h = await harness();
     const answers = await rawLines(
       h.socketPath,
-      ["not json", "[1,2]", JSON.stringify({ op: "explode" }), JSON.stringify({ op: "take", seconds: -5 }), JSON.stringify({ op: "cancel" }), JSON.stringify({ op: "status" })],
+      [
+        "not json",
+        "[1,2]",
+        JSON.stringify({ op: "explode" }),
+        JSON.stringify({ op: "take", seconds: -5 }),
+        JSON.stringify({ op: "cancel" }),
+        JSON.stringify({ op: "status" }),
+      ],
       6,
     );
     const parsed = answers.slice(1).map((line) => JSON.parse(line) as Answer);
-    expect(parsed.slice(0, 5).map((answer) => (answer.ok ? "ok" : answer.error.code))).toEqual(["bad_request", "bad_request", "bad_request", "bad_duration", "bad_request"]);
+    expect(parsed.slice(0, 5).map((answer) => (answer.ok ? "ok" : answer.error.code))).toEqual([
+      "bad_request",
+      "bad_request",
+      "bad_request",
+      "bad_duration",
+      "bad_request",
+    ]);
     expect(parsed[5]).toMatchObject({ ok: true, op: "status" });
 
     const huge = await rawLines(h.socketPath, ["x".repeat(40_000)], 1);
@@ -218,11 +290,17 @@ describe("LeaseService", () => {
         await answered;
       }
       const refused = await rawLines(h.socketPath, [JSON.stringify({ op: "status" })], 1);
-      expect(JSON.parse(refused[1]!)).toMatchObject({ ok: false, error: { code: "busy", message: expect.stringContaining("already hold 8 connections") } });
+      expect(JSON.parse(refused[1]!)).toMatchObject({
+        ok: false,
+        error: { code: "busy", message: expect.stringContaining("already hold 8 connections") },
+      });
     } finally {
       for (const socket of held) socket.destroy();
     }
-    await eventually(async () => JSON.parse((await rawLines(h.socketPath, [JSON.stringify({ op: "status" })], 1))[1]!).ok === true, "the agent to serve again");
+    await eventually(
+      async () => JSON.parse((await rawLines(h.socketPath, [JSON.stringify({ op: "status" })], 1))[1]!).ok === true,
+      "the agent to serve again",
+    );
   });
 
   it("cancel: by id, unknown id, --all; reports the change", async () => {
@@ -232,10 +310,19 @@ describe("LeaseService", () => {
     await take(h, 700);
     await take(h, 800);
     expect(changes).toBe(3);
-    expect(await callAgent(h.socketPath, { op: "cancel", id: "00000000" })).toMatchObject({ ok: false, error: { code: "not_found" } });
-    const one = expectOk<Extract<Answer, { op: "cancel" }>>(await callAgent(h.socketPath, { op: "cancel", id: a.id }), "cancel");
+    expect(await callAgent(h.socketPath, { op: "cancel", id: "00000000" })).toMatchObject({
+      ok: false,
+      error: { code: "not_found" },
+    });
+    const one = expectOk<Extract<Answer, { op: "cancel" }>>(
+      await callAgent(h.socketPath, { op: "cancel", id: a.id }),
+      "cancel",
+    );
     expect(one.cancelled.map((lease) => lease.id)).toEqual([a.id]);
-    const all = expectOk<Extract<Answer, { op: "cancel" }>>(await callAgent(h.socketPath, { op: "cancel", all: true }), "cancel");
+    const all = expectOk<Extract<Answer, { op: "cancel" }>>(
+      await callAgent(h.socketPath, { op: "cancel", all: true }),
+      "cancel",
+    );
     expect(all.cancelled).toHaveLength(2);
     expect(h.service.reportLeases().leases).toEqual([]);
     expect(changes).toBe(5);
@@ -250,19 +337,31 @@ describe("LeaseService", () => {
           const leases = service!.reportLeases().leases ?? [];
           service!.applyDirective(
             create(DirectiveSchema, {
-              leaseDecisions: leases.map((lease) => ({ id: lease.id, accepted: true, clamped: true, effectiveRemainingSeconds: 7200, maxKeepRunningSeconds: 7200 })),
+              leaseDecisions: leases.map((lease) => ({
+                id: lease.id,
+                accepted: true,
+                clamped: true,
+                effectiveRemainingSeconds: 7200,
+                maxKeepRunningSeconds: 7200,
+              })),
             }),
           );
         }),
     });
     service = h.service;
     h.service.setCollectorConnected(true, "collector.example:8443");
-    const answer = expectOk<Extract<Answer, { op: "take" }>>(await callAgent(h.socketPath, { op: "take", seconds: 5 * 3600, reason: "", wait: 10 }), "take");
+    const answer = expectOk<Extract<Answer, { op: "take" }>>(
+      await callAgent(h.socketPath, { op: "take", seconds: 5 * 3600, reason: "", wait: 10 }),
+      "take",
+    );
     expect(answer.collectorConnected).toBe(true);
     expect(answer.lease).toMatchObject({ confirmed: true, clamped: true, maxKeepRunningSeconds: 7200 });
 
     h.service.setCollectorConnected(false, "collector.example:8443");
-    const offline = expectOk<Extract<Answer, { op: "take" }>>(await callAgent(h.socketPath, { op: "take", seconds: 600, reason: "", wait: 10 }), "take");
+    const offline = expectOk<Extract<Answer, { op: "take" }>>(
+      await callAgent(h.socketPath, { op: "take", seconds: 600, reason: "", wait: 10 }),
+      "take",
+    );
     expect(offline.collectorConnected).toBe(false);
   });
 
@@ -276,7 +375,10 @@ describe("LeaseService", () => {
     expect(h.logs.some((line) => line.includes("cannot serve") && line.includes("is not a socket"))).toBe(true);
     expect(h.service.reportLeases()).toEqual({ leases: [] });
     await rm(h.socketPath);
-    await eventually(async () => (await callAgent(h.socketPath, { op: "status" }).catch(() => ({ ok: false }))).ok, "the socket to be served");
+    await eventually(
+      async () => (await callAgent(h.socketPath, { op: "status" }).catch(() => ({ ok: false }))).ok,
+      "the socket to be served",
+    );
     expect(h.logs.some((line) => line.includes("now serving"))).toBe(true);
   });
 
@@ -285,18 +387,44 @@ describe("LeaseService", () => {
     h.service.setCollectorConnected(true, "collector.example:8443");
     h.service.applyDirective(
       create(DirectiveSchema, {
-        policy: { autostopEnabled: true, mode: PolicyMode.ENFORCE, idleTimeoutSeconds: 7200, gracePeriodSeconds: 600, maxKeepRunningSeconds: 86400 },
-        status: { state: VmState.STOPPING_PENDING, idleSeconds: 7300, activeSignals: [], stopInSeconds: 500, explanation: "idle for 2h", mode: PolicyMode.ENFORCE },
-        notice: { id: "n-1", stopInSeconds: 500, reason: "no activity for 2h", keepRunningHint: "ws-lease 2h", idleSeconds: 7300, mode: PolicyMode.ENFORCE },
+        policy: {
+          autostopEnabled: true,
+          mode: PolicyMode.ENFORCE,
+          idleTimeoutSeconds: 7200,
+          gracePeriodSeconds: 600,
+          maxKeepRunningSeconds: 86400,
+        },
+        status: {
+          state: VmState.STOPPING_PENDING,
+          idleSeconds: 7300,
+          activeSignals: [],
+          stopInSeconds: 500,
+          explanation: "idle for 2h",
+          mode: PolicyMode.ENFORCE,
+        },
+        notice: {
+          id: "n-1",
+          stopInSeconds: 500,
+          reason: "no activity for 2h",
+          keepRunningHint: "ws-lease 2h",
+          idleSeconds: 7300,
+          mode: PolicyMode.ENFORCE,
+        },
       }),
     );
-    const status = expectOk<Extract<Answer, { op: "status" }>>(await callAgent(h.socketPath, { op: "status" }), "status").status;
+    const status = expectOk<Extract<Answer, { op: "status" }>>(
+      await callAgent(h.socketPath, { op: "status" }),
+      "status",
+    ).status;
     expect(status.collector).toMatchObject({ connected: true, address: "collector.example:8443" });
     expect(status.vm).toMatchObject({ state: "StoppingPending", explanation: "idle for 2h", mode: "enforce" });
     expect(status.vm!.stopInSeconds).toBeLessThanOrEqual(500);
     expect(status.policy).toMatchObject({ idleTimeoutSeconds: 7200, gracePeriodSeconds: 600 });
     expect(status.notice).toMatchObject({ id: "n-1", reason: "no activity for 2h", mode: "enforce" });
     expect(status.capSource).toBe("policy");
-    await eventually(async () => (await readFile(h.noticeFile, "utf8").catch(() => "")).includes('"n-1"'), "the notice file");
+    await eventually(
+      async () => (await readFile(h.noticeFile, "utf8").catch(() => "")).includes('"n-1"'),
+      "the notice file",
+    );
   });
 });

@@ -5,7 +5,13 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { corruptFileName, loadLeaseState, parseLeaseState, saveLeaseState, serializeLeaseState } from "../../src/lease/store.js";
+import {
+  corruptFileName,
+  loadLeaseState,
+  parseLeaseState,
+  saveLeaseState,
+  serializeLeaseState,
+} from "../../src/lease/store.js";
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures");
 const fixture = (name: string): Promise<string> => readFile(path.join(fixtures, name), "utf8");
@@ -20,14 +26,28 @@ describe("parseLeaseState", () => {
     if (!parsed.ok) throw new Error(parsed.error);
     expect(parsed.state.maxKeepRunningSeconds).toBe(86400);
     expect(parsed.state.leases).toHaveLength(2);
-    expect(parsed.state.leases[0]).toMatchObject({ id: "60bf025d", uid: 0, user: "root", reason: "training resnet50", requestedSeconds: 28800, confirmed: true });
-    expect(parsed.state.leases[1]).toMatchObject({ clamped: true, maxKeepRunningSeconds: 14400, collectorMessage: "clamped to max-keep-running 4h" });
+    expect(parsed.state.leases[0]).toMatchObject({
+      id: "60bf025d",
+      uid: 0,
+      user: "root",
+      reason: "training resnet50",
+      requestedSeconds: 28800,
+      confirmed: true,
+    });
+    expect(parsed.state.leases[1]).toMatchObject({
+      clamped: true,
+      maxKeepRunningSeconds: 14400,
+      collectorMessage: "clamped to max-keep-running 4h",
+    });
     // What it reads, it writes back the same.
     expect(parseLeaseState(serializeLeaseState(parsed.state))).toEqual(parsed);
   });
 
   it("refuses a truncated file, a wrong version, a bad field", async () => {
-    expect(parseLeaseState(await fixture("leases-truncated.json"))).toMatchObject({ ok: false, error: expect.stringMatching(/^not JSON/) });
+    expect(parseLeaseState(await fixture("leases-truncated.json"))).toMatchObject({
+      ok: false,
+      error: expect.stringMatching(/^not JSON/),
+    });
     expect(parseLeaseState('{"version":2,"leases":[]}')).toEqual({ ok: false, error: "unknown format version 2" });
     expect(parseLeaseState("[]")).toEqual({ ok: false, error: "not a JSON object" });
     const good = JSON.parse(await fixture("leases.json"));
@@ -35,7 +55,10 @@ describe("parseLeaseState", () => {
     expect(parseLeaseState(JSON.stringify(good))).toEqual({ ok: false, error: "lease #2: bad uid" });
     good.leases[1].uid = 0;
     good.leases[0].id = "../../x";
-    expect(parseLeaseState(JSON.stringify(good))).toMatchObject({ ok: false, error: expect.stringContaining("lease #1: bad id") });
+    expect(parseLeaseState(JSON.stringify(good))).toMatchObject({
+      ok: false,
+      error: expect.stringContaining("lease #1: bad id"),
+    });
   });
 });
 

@@ -25,10 +25,16 @@ function shellEnv(): Record<string, string> {
 }
 
 /** Runs the bundled CLI as `user` (no terminal), for its JSON output. */
-async function cliAs(user: TestUser | "root", args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+async function cliAs(
+  user: TestUser | "root",
+  args: string[],
+): Promise<{ stdout: string; stderr: string; code: number }> {
   const ids = user === "root" ? {} : { uid: user.uid, gid: user.gid };
   try {
-    const { stdout, stderr } = await run(process.execPath, [bundle.cli, ...args], { ...ids, env: { WS_AGENT_SOCKET: h.socketPath, PATH: "/usr/bin:/bin" } });
+    const { stdout, stderr } = await run(process.execPath, [bundle.cli, ...args], {
+      ...ids,
+      env: { WS_AGENT_SOCKET: h.socketPath, PATH: "/usr/bin:/bin" },
+    });
     return { stdout, stderr, code: 0 };
   } catch (error) {
     const failure = error as { stdout: string; stderr: string; code: number };
@@ -44,7 +50,10 @@ async function listAs(user: TestUser | "root"): Promise<LeaseView[]> {
 
 /** One raw request line, sent as `user` by a process that answers the identity challenge honestly. */
 async function rawAs(user: TestUser, request: Record<string, unknown>): Promise<Answer> {
-  const { stdout } = await run(process.execPath, [bundle.rawRequest, h.socketPath, JSON.stringify(request)], { uid: user.uid, gid: user.gid });
+  const { stdout } = await run(process.execPath, [bundle.rawRequest, h.socketPath, JSON.stringify(request)], {
+    uid: user.uid,
+    gid: user.gid,
+  });
   return JSON.parse(stdout.trim()) as Answer;
 }
 
@@ -76,7 +85,13 @@ describe("ws-lease typed by users in real terminals", () => {
 
     const leases = await listAs(alice);
     const lease = leases.find((candidate) => candidate.id === trainingId);
-    expect(lease).toMatchObject({ uid: alice.uid, user: "wslease1", reason: "training", requestedSeconds: 8 * 3600, confirmed: false });
+    expect(lease).toMatchObject({
+      uid: alice.uid,
+      user: "wslease1",
+      reason: "training",
+      requestedSeconds: 8 * 3600,
+      confirmed: false,
+    });
 
     const listed = await aliceShell.run("ws-lease list");
     expect(listed.exitCode).toBe(0);
@@ -102,7 +117,9 @@ describe("ws-lease typed by users in real terminals", () => {
   it("another user cannot cancel it; the message names the owner", async () => {
     const attempt = await bobShell.run(`ws-lease cancel ${trainingId}`);
     expect(attempt.exitCode).toBe(1);
-    expect(attempt.output).toContain(`lease ${trainingId} belongs to wslease1 (uid ${alice.uid}): only wslease1 or root may cancel it`);
+    expect(attempt.output).toContain(
+      `lease ${trainingId} belongs to wslease1 (uid ${alice.uid}): only wslease1 or root may cancel it`,
+    );
     expect((await listAs(bob)).some((lease) => lease.id === trainingId)).toBe(true);
 
     // --all only reaches bob's own leases.
@@ -147,13 +164,18 @@ describe("ws-lease typed by users in real terminals", () => {
     expect(status.output).toContain("Collector:   NOT connected");
     expect(status.output).toContain("a lease lasts at most 24h");
     const json = await cliAs(alice, ["status", "--json"]);
-    expect(JSON.parse(json.stdout)).toMatchObject({ collector: { connected: false }, capSeconds: 86400, capSource: "default" });
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      collector: { connected: false },
+      capSeconds: 86400,
+      capSource: "default",
+    });
   });
 
   it("--man is a manual page; bad usage exits 2", async () => {
     const help = await aliceShell.run("ws-lease --man");
     expect(help.exitCode).toBe(0);
-    for (const section of ["SYNOPSIS", "DESCRIPTION", "EXAMPLES", "EXIT STATUS"]) expect(help.output).toContain(section);
+    for (const section of ["SYNOPSIS", "DESCRIPTION", "EXAMPLES", "EXIT STATUS"])
+      expect(help.output).toContain(section);
     const bad = await aliceShell.run("ws-lease 8 hours");
     expect(bad.exitCode).toBe(2);
     expect(bad.output).toContain("ws-lease:");

@@ -56,7 +56,14 @@ async function delivery(terminals: () => TerminalTarget[], noticeFile = path.joi
 
 const target = (): TerminalTarget => ({ tty: shell.tty, uid: user.uid, user: user.name });
 const notice = (id: string, stopInSeconds: number) =>
-  create(NoticeSchema, { id, stopInSeconds, reason: "no activity for 2h", keepRunningHint: "ws-lease 2h", idleSeconds: 7200, mode: PolicyMode.ENFORCE });
+  create(NoticeSchema, {
+    id,
+    stopInSeconds,
+    reason: "no activity for 2h",
+    keepRunningHint: "ws-lease 2h",
+    idleSeconds: 7200,
+    mode: PolicyMode.ENFORCE,
+  });
 
 afterEach(() => {
   // Each test waits for its own text; a marker line keeps them apart on the shared screen.
@@ -68,11 +75,21 @@ describe("NoticeDelivery", () => {
     const d = await delivery(() => [target()]);
     const from = shell.text.length;
     await d.notices.deliver(notice("stop-1", 600), d.clock.monotonicMs());
-    await shell.waitFor((screen) => screen.slice(from).includes("*** ws: this VM will stop in 10 minutes (at 22:23) ***"), 30_000, "the notice");
+    await shell.waitFor(
+      (screen) => screen.slice(from).includes("*** ws: this VM will stop in 10 minutes (at 22:23) ***"),
+      30_000,
+      "the notice",
+    );
     expect(shell.text.slice(from)).toContain("To keep it running: ws-lease 2h.");
 
     const file = JSON.parse(await readFile(d.noticeFile, "utf8"));
-    expect(file).toMatchObject({ id: "stop-1", stopInSeconds: 600, stopAt: "2023-11-14T22:23:20.000Z", reason: "no activity for 2h", mode: "enforce" });
+    expect(file).toMatchObject({
+      id: "stop-1",
+      stopInSeconds: 600,
+      stopAt: "2023-11-14T22:23:20.000Z",
+      reason: "no activity for 2h",
+      mode: "enforce",
+    });
     expect((await stat(d.noticeFile)).mode & 0o777).toBe(0o644);
     expect(d.scheduler.pendingDelaysMs()).toEqual([300_000, 540_000]);
 
@@ -84,13 +101,25 @@ describe("NoticeDelivery", () => {
 
     const beforeReminder = shell.text.length;
     expect(d.scheduler.fireNext()).toBe(true);
-    await shell.waitFor((screen) => screen.slice(beforeReminder).includes("will stop in 5 minutes (at 22:23)"), 30_000, "the 5-minute reminder");
+    await shell.waitFor(
+      (screen) => screen.slice(beforeReminder).includes("will stop in 5 minutes (at 22:23)"),
+      30_000,
+      "the 5-minute reminder",
+    );
     expect(d.scheduler.fireNext()).toBe(true);
-    await shell.waitFor((screen) => screen.slice(beforeReminder).includes("will stop in 1 minute (at 22:23)"), 30_000, "the 1-minute reminder");
+    await shell.waitFor(
+      (screen) => screen.slice(beforeReminder).includes("will stop in 1 minute (at 22:23)"),
+      30_000,
+      "the 1-minute reminder",
+    );
 
     const beforeCancel = shell.text.length;
     await d.notices.clear(create(NoticeClearedSchema, { id: "stop-1", reason: "a lease by wslease1" }));
-    await shell.waitFor((screen) => screen.slice(beforeCancel).includes("*** ws: the pending stop of this VM is cancelled ***"), 30_000, "the cancellation");
+    await shell.waitFor(
+      (screen) => screen.slice(beforeCancel).includes("*** ws: the pending stop of this VM is cancelled ***"),
+      30_000,
+      "the cancellation",
+    );
     expect(shell.text.slice(beforeCancel)).toContain("Why: a lease by wslease1. Nothing to do.");
     await expect(stat(d.noticeFile)).rejects.toThrow(/ENOENT/);
     expect(d.scheduler.pendingDelaysMs()).toEqual([]);
@@ -117,7 +146,11 @@ describe("NoticeDelivery", () => {
     const second = await delivery(() => [target()], first.noticeFile);
     const from = shell.text.length;
     await second.notices.clear(create(NoticeClearedSchema, { id: "stop-old", reason: "terminal input on pts/0" }));
-    await shell.waitFor((screen) => screen.slice(from).includes("Why: terminal input on pts/0. Nothing to do."), 30_000, "the cancellation");
+    await shell.waitFor(
+      (screen) => screen.slice(from).includes("Why: terminal input on pts/0. Nothing to do."),
+      30_000,
+      "the cancellation",
+    );
     await expect(stat(first.noticeFile)).rejects.toThrow(/ENOENT/);
 
     // Nothing was announced and there is no file: nothing to take back.
@@ -145,7 +178,11 @@ describe("NoticeDelivery", () => {
     const d = await delivery(() => [{ tty: frozen.tty, uid: user.uid, user: user.name }, target()]);
     const from = shell.text.length;
     await d.notices.deliver(notice("stop-frozen", 600), d.clock.monotonicMs());
-    await shell.waitFor((screen) => screen.slice(from).includes("will stop in 10 minutes"), 30_000, "the notice on the live terminal");
+    await shell.waitFor(
+      (screen) => screen.slice(from).includes("will stop in 10 minutes"),
+      30_000,
+      "the notice on the live terminal",
+    );
     const outcomes = d.broadcasts[0]!.terminals;
     expect(outcomes).toContainEqual({ tty: shell.tty, ok: true });
     expect(outcomes.find((outcome) => outcome.tty === frozen.tty)).toMatchObject({ ok: false });

@@ -62,7 +62,9 @@ describe("desktop notifications", () => {
     await bind(1002, 0); // bob's dir, but a bus someone else owns: not trusted
     await bind(120, 120); // the display manager: not a person
     await mkdir(path.join(run, "user", "1003"), { recursive: true }); // no bus: no graphical session
-    expect(await findDesktopSessions(run, users)).toEqual([{ uid: 1001, user: "alice", busPath: path.join(run, "user", "1001", "bus") }]);
+    expect(await findDesktopSessions(run, users)).toEqual([
+      { uid: 1001, user: "alice", busPath: path.join(run, "user", "1001", "bus") },
+    ]);
     expect(await findDesktopSessions(path.join(run, "missing"), users)).toEqual([]);
   });
 });

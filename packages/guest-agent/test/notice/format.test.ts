@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { cancellationText, formatLocalTime, formatSpan, formatStopIn, noticeText, safeText, terminalBytes } from "../../src/notice/format.js";
+import {
+  cancellationText,
+  formatLocalTime,
+  formatSpan,
+  formatStopIn,
+  noticeText,
+  safeText,
+  terminalBytes,
+} from "../../src/notice/format.js";
 
 // 2023-11-14T22:13:20Z
 const NOW = 1_700_000_000_000;
@@ -23,7 +31,11 @@ describe("notice text", () => {
   });
 
   it("a notice: when, why, and the exact command that keeps the VM", () => {
-    const text = noticeText({ stopInSeconds: 600, reason: "no activity for 2h", keepRunningHint: "", idleSeconds: 7200, observeMode: false }, NOW, "UTC");
+    const text = noticeText(
+      { stopInSeconds: 600, reason: "no activity for 2h", keepRunningHint: "", idleSeconds: 7200, observeMode: false },
+      NOW,
+      "UTC",
+    );
     expect(text.title).toBe("ws: this VM will stop in 10 minutes (at 22:23)");
     expect(text.lines[0]).toBe("Why: no activity for 2h.");
     expect(text.lines[1]).toContain("`ws-lease 2h`");
@@ -31,27 +43,49 @@ describe("notice text", () => {
   });
 
   it("uses the collector's hint when it names ws-lease, and makes up a reason from the idle time when there is none", () => {
-    const text = noticeText({ stopInSeconds: 300, reason: "", keepRunningHint: "run ws-lease 4h, or type in a terminal", idleSeconds: 7500, observeMode: false }, NOW, "UTC");
+    const text = noticeText(
+      {
+        stopInSeconds: 300,
+        reason: "",
+        keepRunningHint: "run ws-lease 4h, or type in a terminal",
+        idleSeconds: 7500,
+        observeMode: false,
+      },
+      NOW,
+      "UTC",
+    );
     expect(text.lines[0]).toBe("Why: no activity for 2h 5m.");
     expect(text.lines[1]).toBe("To keep it running: run ws-lease 4h, or type in a terminal.");
   });
 
   it("observe mode says nothing will be stopped", () => {
-    const text = noticeText({ stopInSeconds: 600, reason: "idle", keepRunningHint: "", idleSeconds: 0, observeMode: true }, NOW, "UTC");
+    const text = noticeText(
+      { stopInSeconds: 600, reason: "idle", keepRunningHint: "", idleSeconds: 0, observeMode: true },
+      NOW,
+      "UTC",
+    );
     expect(text.title).toContain("would stop in 10 minutes (at 22:23)");
     expect(text.title).toContain("nothing will be stopped");
   });
 
   it("never passes escape sequences from the collector to terminals", () => {
-    expect(safeText("idle\u001b]0;pwned\u0007 for \u001b[2J2h\r\nsecond line")).toBe("idle ]0;pwned for [2J2h second line");
+    expect(safeText("idle\u001b]0;pwned\u0007 for \u001b[2J2h\r\nsecond line")).toBe(
+      "idle ]0;pwned for [2J2h second line",
+    );
     expect(safeText("x".repeat(400)).length).toBe(300);
-    const text = noticeText({ stopInSeconds: 60, reason: "\u001b[31mred", keepRunningHint: "", idleSeconds: 0, observeMode: false }, NOW, "UTC");
+    const text = noticeText(
+      { stopInSeconds: 60, reason: "\u001b[31mred", keepRunningHint: "", idleSeconds: 0, observeMode: false },
+      NOW,
+      "UTC",
+    );
     expect(terminalBytes(text)).not.toContain("\u001b");
   });
 
   it("frames terminal output like wall: bell, CR LF, blank lines around", () => {
     const bytes = terminalBytes(cancellationText("terminal input on pts/0"));
-    expect(bytes).toBe("\r\n\u0007*** ws: the pending stop of this VM is cancelled ***\r\n    Why: terminal input on pts/0. Nothing to do.\r\n\r\n");
+    expect(bytes).toBe(
+      "\r\n\u0007*** ws: the pending stop of this VM is cancelled ***\r\n    Why: terminal input on pts/0. Nothing to do.\r\n\r\n",
+    );
     expect(cancellationText("").lines).toEqual(["Nothing to do."]);
   });
 });

@@ -6,7 +6,15 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { isTerminalName, listUserPtys, listUtmpTerminals, mergeTerminals, userPtys, utmpTerminals, writeToTerminal } from "../../src/notice/terminals.js";
+import {
+  isTerminalName,
+  listUserPtys,
+  listUtmpTerminals,
+  mergeTerminals,
+  userPtys,
+  utmpTerminals,
+  writeToTerminal,
+} from "../../src/notice/terminals.js";
 import { parseUtmp } from "../../src/signals/utmp.js";
 import { loadUsers, usersFrom } from "../../src/users.js";
 import { defaultRoots } from "../../src/roots.js";
@@ -40,8 +48,10 @@ describe("which terminals", () => {
   });
 
   it("only names a login can have", () => {
-    for (const name of ["pts/0", "pts/123", "tty1", "ttyS0", "hvc0", "console"]) expect(isTerminalName(name)).toBe(true);
-    for (const name of ["../etc/passwd", "pts/../../etc/shadow", "pts/", "sda", "/dev/pts/1", "null", "pts/1/x"]) expect(isTerminalName(name)).toBe(false);
+    for (const name of ["pts/0", "pts/123", "tty1", "ttyS0", "hvc0", "console"])
+      expect(isTerminalName(name)).toBe(true);
+    for (const name of ["../etc/passwd", "pts/../../etc/shadow", "pts/", "sda", "/dev/pts/1", "null", "pts/1/x"])
+      expect(isTerminalName(name)).toBe(false);
   });
 
   it("utmp login sessions (captured from a real sshd): live logins only, never a line outside /dev", async () => {
@@ -52,7 +62,9 @@ describe("which terminals", () => {
       { tty: "pts/1", uid: 2001, user: "wstest1" },
       { tty: "pts/3", uid: -1, user: "wstest2" },
     ]);
-    expect(utmpTerminals(parseUtmp(await fixture("one-logged-out.utmp")), known)).toEqual([{ tty: "pts/1", uid: 2001, user: "wstest1" }]);
+    expect(utmpTerminals(parseUtmp(await fixture("one-logged-out.utmp")), known)).toEqual([
+      { tty: "pts/1", uid: 2001, user: "wstest1" },
+    ]);
     const hostile = utmpTerminals(parseUtmp(await fixture("malformed.utmp")), known).map((target) => target.tty);
     expect(hostile.every((tty) => isTerminalName(tty))).toBe(true);
     expect(hostile).not.toContain("../../etc/shadow");
@@ -61,8 +73,17 @@ describe("which terminals", () => {
 
   it("merges sources, each terminal once", () => {
     expect(
-      mergeTerminals([{ tty: "pts/1", uid: 1001, user: "alice" }], [{ tty: "pts/1", uid: 1001, user: "alice" }, { tty: "tty1", uid: 0, user: "root" }]),
-    ).toEqual([{ tty: "pts/1", uid: 1001, user: "alice" }, { tty: "tty1", uid: 0, user: "root" }]);
+      mergeTerminals(
+        [{ tty: "pts/1", uid: 1001, user: "alice" }],
+        [
+          { tty: "pts/1", uid: 1001, user: "alice" },
+          { tty: "tty1", uid: 0, user: "root" },
+        ],
+      ),
+    ).toEqual([
+      { tty: "pts/1", uid: 1001, user: "alice" },
+      { tty: "tty1", uid: 0, user: "root" },
+    ]);
   });
 });
 
@@ -93,10 +114,16 @@ describe("real terminals", () => {
   });
 
   it("refuses what is not a terminal, and reports a missing one without throwing", async () => {
-    expect(await writeToTerminal(defaultRoots.dev, "../etc/passwd", "x")).toMatchObject({ ok: false, error: "not a terminal name" });
+    expect(await writeToTerminal(defaultRoots.dev, "../etc/passwd", "x")).toMatchObject({
+      ok: false,
+      error: "not a terminal name",
+    });
     expect(await writeToTerminal(defaultRoots.dev, "pts/9999999", "x")).toMatchObject({ ok: false, error: "ENOENT" });
     // A regular file planted where a terminal should be is not written.
     await writeFile(path.join(scratch, "console"), "");
-    expect(await writeToTerminal(scratch, "console", "x")).toMatchObject({ ok: false, error: "not a character device" });
+    expect(await writeToTerminal(scratch, "console", "x")).toMatchObject({
+      ok: false,
+      error: "not a character device",
+    });
   });
 });

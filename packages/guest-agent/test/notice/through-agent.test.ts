@@ -34,13 +34,33 @@ describe("a stop notice through the agent", () => {
     h.service.setCollectorConnected(true, "collector.example:8443");
     h.service.applyDirective(
       create(DirectiveSchema, {
-        status: { state: VmState.STOPPING_PENDING, idleSeconds: 7200, stopInSeconds: 600, explanation: "idle for 2h", mode: PolicyMode.ENFORCE },
-        notice: { id: "vm-7-stop-1", stopInSeconds: 600, reason: "no activity for 2h", keepRunningHint: "", idleSeconds: 7200, mode: PolicyMode.ENFORCE },
+        status: {
+          state: VmState.STOPPING_PENDING,
+          idleSeconds: 7200,
+          stopInSeconds: 600,
+          explanation: "idle for 2h",
+          mode: PolicyMode.ENFORCE,
+        },
+        notice: {
+          id: "vm-7-stop-1",
+          stopInSeconds: 600,
+          reason: "no activity for 2h",
+          keepRunningHint: "",
+          idleSeconds: 7200,
+          mode: PolicyMode.ENFORCE,
+        },
       }),
     );
-    await shell.waitFor((screen) => /\*\*\* ws: this VM will stop in 10 minutes \(at \d\d:\d\d\) \*\*\*/.test(screen.slice(from)), 30_000, "the notice on the terminal");
+    await shell.waitFor(
+      (screen) => /\*\*\* ws: this VM will stop in 10 minutes \(at \d\d:\d\d\) \*\*\*/.test(screen.slice(from)),
+      30_000,
+      "the notice on the terminal",
+    );
     expect(shell.text.slice(from)).toContain("`ws-lease 2h`");
-    await eventually(async () => (await readFile(h.noticeFile, "utf8").catch(() => "")).includes('"vm-7-stop-1"'), "the notice file");
+    await eventually(
+      async () => (await readFile(h.noticeFile, "utf8").catch(() => "")).includes('"vm-7-stop-1"'),
+      "the notice file",
+    );
 
     const status = await shell.run("ws-lease status");
     expect(status.exitCode).toBe(0);
@@ -48,9 +68,22 @@ describe("a stop notice through the agent", () => {
     expect(status.output).toContain("To keep it running: ws-lease 2h");
 
     const beforeCancel = shell.text.length;
-    h.service.applyDirective(create(DirectiveSchema, { noticeCleared: { id: "vm-7-stop-1", reason: "a lease by wslease2" } }));
-    await shell.waitFor((screen) => screen.slice(beforeCancel).includes("the pending stop of this VM is cancelled"), 30_000, "the cancellation on the terminal");
-    await eventually(async () => stat(h.noticeFile).then(() => false, () => true), "the notice file to go");
+    h.service.applyDirective(
+      create(DirectiveSchema, { noticeCleared: { id: "vm-7-stop-1", reason: "a lease by wslease2" } }),
+    );
+    await shell.waitFor(
+      (screen) => screen.slice(beforeCancel).includes("the pending stop of this VM is cancelled"),
+      30_000,
+      "the cancellation on the terminal",
+    );
+    await eventually(
+      async () =>
+        stat(h.noticeFile).then(
+          () => false,
+          () => true,
+        ),
+      "the notice file to go",
+    );
     const after = await shell.run("ws-lease status");
     expect(after.output).not.toContain("STOP PENDING");
   });

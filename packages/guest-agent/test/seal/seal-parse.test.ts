@@ -22,8 +22,17 @@ const fixture = (name: string) => readFileSync(path.join(sealFixtures, name), "u
 
 describe("cloud-init clean --help", () => {
   it("Debian 12's cloud-init 22.4 has --logs and --machine-id but no --configs", () => {
-    expect(parseCleanHelp(fixture("cloud-init-22.4-clean-help.txt"))).toEqual({ logs: true, machineId: true, seed: true, configs: null });
-    expect(cleanArguments(parseCleanHelp(fixture("cloud-init-22.4-clean-help.txt")), false)).toEqual(["clean", "--logs", "--machine-id"]);
+    expect(parseCleanHelp(fixture("cloud-init-22.4-clean-help.txt"))).toEqual({
+      logs: true,
+      machineId: true,
+      seed: true,
+      configs: null,
+    });
+    expect(cleanArguments(parseCleanHelp(fixture("cloud-init-22.4-clean-help.txt")), false)).toEqual([
+      "clean",
+      "--logs",
+      "--machine-id",
+    ]);
   });
 
   it("cloud-init 23.4+ lists the --configs choices; network config is held back only when nothing would rewrite it", () => {
@@ -49,7 +58,12 @@ describe("cloud-init clean --help", () => {
   });
 
   it("an unknown help text offers nothing", () => {
-    expect(parseCleanHelp("usage: cloud-init [-h]\n")).toEqual({ logs: false, machineId: false, seed: false, configs: null });
+    expect(parseCleanHelp("usage: cloud-init [-h]\n")).toEqual({
+      logs: false,
+      machineId: false,
+      seed: false,
+      configs: null,
+    });
     expect(cleanArguments(parseCleanHelp(""), false)).toEqual(["clean"]);
   });
 });
@@ -58,7 +72,12 @@ describe("cloud-init configuration", () => {
   const cloudCfg = { path: "/etc/cloud/cloud.cfg", text: fixture("cloud/cloud.cfg") };
 
   it("Debian's cloud.cfg: network config on, the ssh module regenerates host keys", () => {
-    expect(readCloudInitSettings([cloudCfg, { path: "/etc/cloud/cloud.cfg.d/05_logging.cfg", text: fixture("cloud/05_logging.cfg") }])).toEqual({
+    expect(
+      readCloudInitSettings([
+        cloudCfg,
+        { path: "/etc/cloud/cloud.cfg.d/05_logging.cfg", text: fixture("cloud/05_logging.cfg") },
+      ]),
+    ).toEqual({
       networkConfigDisabled: false,
       regeneratesHostKeys: true,
       problems: [],
@@ -66,13 +85,22 @@ describe("cloud-init configuration", () => {
   });
 
   it("99-disable-network-config.cfg turns network config off; ssh_deletekeys: false stops key regeneration", () => {
-    const disabled = { path: "/etc/cloud/cloud.cfg.d/99-disable-network-config.cfg", text: fixture("cloud/99-disable-network-config.cfg") };
+    const disabled = {
+      path: "/etc/cloud/cloud.cfg.d/99-disable-network-config.cfg",
+      text: fixture("cloud/99-disable-network-config.cfg"),
+    };
     expect(readCloudInitSettings([cloudCfg, disabled]).networkConfigDisabled).toBe(true);
-    expect(readCloudInitSettings([cloudCfg, { path: "/etc/cloud/cloud.cfg.d/90-keys.cfg", text: "ssh_deletekeys: false\n" }]).regeneratesHostKeys).toBe(false);
+    expect(
+      readCloudInitSettings([cloudCfg, { path: "/etc/cloud/cloud.cfg.d/90-keys.cfg", text: "ssh_deletekeys: false\n" }])
+        .regeneratesHostKeys,
+    ).toBe(false);
   });
 
   it("a broken file is reported, not fatal", () => {
-    const settings = readCloudInitSettings([cloudCfg, { path: "/etc/cloud/cloud.cfg.d/bad.cfg", text: "network: [unclosed\n" }]);
+    const settings = readCloudInitSettings([
+      cloudCfg,
+      { path: "/etc/cloud/cloud.cfg.d/bad.cfg", text: "network: [unclosed\n" },
+    ]);
     expect(settings.problems).toHaveLength(1);
     expect(settings.problems[0]).toMatch(/^\/etc\/cloud\/cloud\.cfg\.d\/bad\.cfg: /);
   });
@@ -84,7 +112,12 @@ describe("netplan MAC matches", () => {
     expect(macMatchedInterfaces(original)).toEqual(["ethernets.enp1s0"]);
     const rewrite = rewriteMacMatches(original);
     expect(rewrite.changes).toEqual(["ethernets.enp1s0: matched by the name enp1s0, not by MAC 52:54:00:6b:3c:58"]);
-    expect(rewrite.text).toBe(original.replace("            match:\n                macaddress: 52:54:00:6b:3c:58\n            set-name: enp1s0\n", ""));
+    expect(rewrite.text).toBe(
+      original.replace(
+        "            match:\n                macaddress: 52:54:00:6b:3c:58\n            set-name: enp1s0\n",
+        "",
+      ),
+    );
     expect(parseYaml(rewrite.text)).toEqual({ network: { version: 2, ethernets: { enp1s0: { dhcp4: true } } } });
     expect(macMatchedInterfaces(rewrite.text)).toEqual([]);
     expect(rewriteMacMatches(rewrite.text).changed).toBe(false);
@@ -105,7 +138,10 @@ describe("netplan MAC matches", () => {
       "ethernets.lan: matched by the name enp2s0, not by MAC 52:54:00:ab:cd:f0; DHCP on",
     ]);
     expect(rewrite.problems).toEqual([]);
-    expect(parseYaml(rewrite.text).network.ethernets).toEqual({ id0: { match: { name: "e*" } }, lan: { match: { name: "enp2s0" }, mtu: 1450, dhcp4: true } });
+    expect(parseYaml(rewrite.text).network.ethernets).toEqual({
+      id0: { match: { name: "e*" } },
+      lan: { match: { name: "enp2s0" }, mtu: 1450, dhcp4: true },
+    });
   });
 
   it("keeps other match criteria, and refuses what it cannot tell apart", () => {
@@ -133,7 +169,9 @@ describe("netplan MAC matches", () => {
       "ethernets.a is one of 2 interfaces told apart only by MAC; match each by its kernel name by hand",
       "ethernets.b is one of 2 interfaces told apart only by MAC; match each by its kernel name by hand",
     ]);
-    expect(rewrite.warnings).toEqual(["ethernets.b sets macaddress 52:54:00:99:99:99: every clone would use that MAC; remove it by hand if it is not wanted"]);
+    expect(rewrite.warnings).toEqual([
+      "ethernets.b sets macaddress 52:54:00:99:99:99: every clone would use that MAC; remove it by hand if it is not wanted",
+    ]);
     expect(macMatchedInterfaces(rewrite.text)).toEqual(["ethernets.storage", "ethernets.a", "ethernets.b"]);
   });
 
@@ -169,7 +207,9 @@ describe("paths inside the image", () => {
   });
 
   it("follows absolute symlinks inside the root, never out of it", async () => {
-    expect(await resolveInRoot(root, "/var/lib/cloud/instance/datasource")).toBe(path.join(root, "var/lib/cloud/instances/iid-1/datasource"));
+    expect(await resolveInRoot(root, "/var/lib/cloud/instance/datasource")).toBe(
+      path.join(root, "var/lib/cloud/instances/iid-1/datasource"),
+    );
     expect(await resolveInRoot(root, "/var/lib/escape", true)).toBe(path.join(root, "etc/passwd"));
     expect(await resolveInRoot(root, "/var/run/utmp")).toBe(path.join(root, "run/utmp"));
     expect(await resolveInRoot(root, "/../../../etc/shadow")).toBe(path.join(root, "etc/shadow"));
@@ -177,7 +217,9 @@ describe("paths inside the image", () => {
 
   it("does not follow the last component unless asked", async () => {
     expect(await resolveInRoot(root, "/var/lib/cloud/instance")).toBe(path.join(root, "var/lib/cloud/instance"));
-    expect(await resolveInRoot(root, "/var/lib/cloud/instance", true)).toBe(path.join(root, "var/lib/cloud/instances/iid-1"));
+    expect(await resolveInRoot(root, "/var/lib/cloud/instance", true)).toBe(
+      path.join(root, "var/lib/cloud/instances/iid-1"),
+    );
   });
 
   it("a symlink loop is an error", async () => {
@@ -206,9 +248,20 @@ function liveFacts(overrides: Partial<SealFacts["cloudInit"]> = {}): SealFacts {
     },
     machineId: { entry: entry("/etc/machine-id"), content: "3d1219c7c4c5404aaa1f6d2a48adfda4\n" },
     dbusMachineId: { entry: entry("/var/lib/dbus/machine-id", "symlink"), linkTarget: "/etc/machine-id" },
-    netplan: [{ path: "/etc/netplan/50-cloud-init.yaml", text: fixture("netplan/50-cloud-init.yaml"), mode: 0o600, error: null }],
+    netplan: [
+      {
+        path: "/etc/netplan/50-cloud-init.yaml",
+        text: fixture("netplan/50-cloud-init.yaml"),
+        mode: 0o600,
+        error: null,
+      },
+    ],
     sshHostKeys: [entry("/etc/ssh/ssh_host_ed25519_key")],
-    keyRegeneration: { units: [{ path: "/usr/lib/systemd/system/sshd-keygen@.service", enabled: true }], ourUnitText: null, ourUnitLinked: false },
+    keyRegeneration: {
+      units: [{ path: "/usr/lib/systemd/system/sshd-keygen@.service", enabled: true }],
+      ourUnitText: null,
+      ourUnitLinked: false,
+    },
     agentState: [],
     agentConfig: null,
     logs: { truncate: [], remove: [] },
@@ -226,36 +279,57 @@ describe("planSeal on the running system", () => {
   it("runs the real cloud-init clean first, with what its --help offers, then the rest by hand", () => {
     const plan = byId(liveFacts());
     expect(planSeal(liveFacts())[0]!.id).toBe("cloud-init-clean");
-    expect(plan["cloud-init-clean"]!.actions).toEqual([{ kind: "run", argv: ["/usr/bin/cloud-init", "clean", "--logs", "--machine-id", "--configs", "all"] }]);
-    expect(plan["cloud-init-generated-config"]!.actions).toEqual([{ kind: "remove", path: "/etc/netplan/50-cloud-init.yaml" }]);
+    expect(plan["cloud-init-clean"]!.actions).toEqual([
+      { kind: "run", argv: ["/usr/bin/cloud-init", "clean", "--logs", "--machine-id", "--configs", "all"] },
+    ]);
+    expect(plan["cloud-init-generated-config"]!.actions).toEqual([
+      { kind: "remove", path: "/etc/netplan/50-cloud-init.yaml" },
+    ]);
     // Removed as cloud-init's, so not rewritten too.
     expect(plan["netplan-mac-match"]!.actions).toEqual([]);
     // A symlinked dbus machine-id is kept; another unit already makes host keys.
-    expect(plan["machine-id"]!.actions).toEqual([expect.objectContaining({ kind: "write", path: "/etc/machine-id", content: "uninitialized\n", mode: 0o444 })]);
+    expect(plan["machine-id"]!.actions).toEqual([
+      expect.objectContaining({ kind: "write", path: "/etc/machine-id", content: "uninitialized\n", mode: 0o444 }),
+    ]);
     expect(plan["machine-id"]!.notes).toEqual(["kept /var/lib/dbus/machine-id: a symlink to /etc/machine-id"]);
     expect(plan["ssh-host-key-regeneration"]!.actions).toEqual([]);
-    expect(plan["ssh-host-key-regeneration"]!.notes).toContain("already ensured by /usr/lib/systemd/system/sshd-keygen@.service");
+    expect(plan["ssh-host-key-regeneration"]!.notes).toContain(
+      "already ensured by /usr/lib/systemd/system/sshd-keygen@.service",
+    );
   });
 
   it("on cloud-init 22.4 it says what the old clean cannot do, and the by-hand steps cover it", () => {
     const plan = byId(liveFacts({ cleanHelp: fixture("cloud-init-22.4-clean-help.txt") }));
-    expect(plan["cloud-init-clean"]!.actions).toEqual([{ kind: "run", argv: ["/usr/bin/cloud-init", "clean", "--logs", "--machine-id"] }]);
-    expect(plan["cloud-init-clean"]!.notes).toEqual(["this cloud-init has no --configs: the same is done by hand below"]);
+    expect(plan["cloud-init-clean"]!.actions).toEqual([
+      { kind: "run", argv: ["/usr/bin/cloud-init", "clean", "--logs", "--machine-id"] },
+    ]);
+    expect(plan["cloud-init-clean"]!.notes).toEqual([
+      "this cloud-init has no --configs: the same is done by hand below",
+    ]);
     expect(plan["cloud-init-generated-config"]!.actions).toHaveLength(1);
   });
 
   it("holds the network config back when cloud-init is disabled, and rewrites it instead", () => {
     const plan = byId(liveFacts({ disabled: true }));
-    expect(plan["cloud-init-clean"]!.actions[0]).toEqual({ kind: "run", argv: ["/usr/bin/cloud-init", "clean", "--logs", "--machine-id", "--configs", "ssh_config"] });
+    expect(plan["cloud-init-clean"]!.actions[0]).toEqual({
+      kind: "run",
+      argv: ["/usr/bin/cloud-init", "clean", "--logs", "--machine-id", "--configs", "ssh_config"],
+    });
     expect(plan["cloud-init-generated-config"]!.actions).toEqual([]);
-    expect(plan["netplan-mac-match"]!.actions).toEqual([expect.objectContaining({ kind: "write", path: "/etc/netplan/50-cloud-init.yaml" })]);
+    expect(plan["netplan-mac-match"]!.actions).toEqual([
+      expect.objectContaining({ kind: "write", path: "/etc/netplan/50-cloud-init.yaml" }),
+    ]);
   });
 
   it("a --help that cannot be read is a failed step; a machine without cloud-init skips it", () => {
-    expect(byId(liveFacts({ cleanHelp: null, cleanHelpError: "cloud-init clean --help: exit status 1" }))["cloud-init-clean"]!.problems).toEqual([
-      "cloud-init clean --help: exit status 1",
-    ]);
-    expect(byId(liveFacts({ installed: false, cleanHelp: null }))["cloud-init-clean"]!.skipped).toBe("cloud-init is not installed in this image");
+    expect(
+      byId(liveFacts({ cleanHelp: null, cleanHelpError: "cloud-init clean --help: exit status 1" }))[
+        "cloud-init-clean"
+      ]!.problems,
+    ).toEqual(["cloud-init clean --help: exit status 1"]);
+    expect(byId(liveFacts({ installed: false, cleanHelp: null }))["cloud-init-clean"]!.skipped).toBe(
+      "cloud-init is not installed in this image",
+    );
   });
 
   it("verification names what is left", () => {

@@ -55,7 +55,11 @@ function capture() {
         return true;
       },
     }) as unknown as NodeJS.WritableStream;
-  return { io: { stdout: stream((t) => (stdout += t)), stderr: stream((t) => (stderr += t)), env: process.env }, stdout: () => stdout, stderr: () => stderr };
+  return {
+    io: { stdout: stream((t) => (stdout += t)), stderr: stream((t) => (stderr += t)), env: process.env },
+    stdout: () => stdout,
+    stderr: () => stderr,
+  };
 }
 
 interface JsonReport {
@@ -64,7 +68,21 @@ interface JsonReport {
   dryRun: boolean;
   ok: boolean;
   poweroff: string;
-  operations: Array<{ id: string; status: string; skipped: string | null; problems: string[]; notes: string[]; actions: Array<{ kind: string; path?: string; argv?: string[]; status: string; error: string | null; description: string }> }>;
+  operations: Array<{
+    id: string;
+    status: string;
+    skipped: string | null;
+    problems: string[];
+    notes: string[];
+    actions: Array<{
+      kind: string;
+      path?: string;
+      argv?: string[];
+      status: string;
+      error: string | null;
+      description: string;
+    }>;
+  }>;
   verification: Array<{ id: string; ok: boolean; detail: string }> | null;
 }
 
@@ -74,8 +92,16 @@ async function seal(args: string[]): Promise<{ code: number; report: JsonReport;
   return { code, report: out.stdout() ? JSON.parse(out.stdout()) : null, stderr: out.stderr() };
 }
 
-const exists = (file: string) => lstat(file).then(() => true, () => false);
-const entries = (dir: string) => readdir(dir).then((names) => names.sort(), () => null);
+const exists = (file: string) =>
+  lstat(file).then(
+    () => true,
+    () => false,
+  );
+const entries = (dir: string) =>
+  readdir(dir).then(
+    (names) => names.sort(),
+    () => null,
+  );
 const operation = (report: JsonReport, id: string) => report.operations.find((op) => op.id === id)!;
 
 describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
@@ -90,7 +116,10 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
       "write /etc/machine-id (uninitialized: systemd makes a new one on first boot)",
       "remove /var/lib/dbus/machine-id",
     ]);
-    expect(operation(report, "cloud-init-clean")).toMatchObject({ status: "skipped", skipped: expect.stringMatching(/offline tree/) });
+    expect(operation(report, "cloud-init-clean")).toMatchObject({
+      status: "skipped",
+      skipped: expect.stringMatching(/offline tree/),
+    });
     expect(report.operations.every((op) => ["planned", "skipped", "nothing-to-do"].includes(op.status))).toBe(true);
 
     const text = capture();
@@ -113,7 +142,9 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
 
   it("--yes seals everything, verifies it, and a second run finds nothing to do", async () => {
     const { root, outside } = await newTree();
-    const oldFingerprint = (await execFileAsync("ssh-keygen", ["-l", "-f", path.join(root, "etc/ssh/ssh_host_ed25519_key.pub")])).stdout;
+    const oldFingerprint = (
+      await execFileAsync("ssh-keygen", ["-l", "-f", path.join(root, "etc/ssh/ssh_host_ed25519_key.pub")])
+    ).stdout;
     const { code, report } = await seal(["--root", root, "--yes"]);
     expect(code, JSON.stringify(report, null, 2)).toBe(0);
     expect(report.ok).toBe(true);
@@ -137,9 +168,13 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
     // First-boot key generation: a real unit systemd accepts, enabled.
     expect(await readFile(path.join(root, REGENERATE_UNIT_PATH), "utf8")).toBe(REGENERATE_UNIT_TEXT);
     expect(await readlink(path.join(root, REGENERATE_UNIT_LINK))).toBe(REGENERATE_UNIT_PATH);
-    await execFileAsync("systemd-analyze", ["verify", path.join(root, REGENERATE_UNIT_PATH)]).catch((error: { stderr?: string }) => {
-      throw new Error(`systemd-analyze verify rejected the unit (Debian package systemd): ${error.stderr ?? String(error)}`);
-    });
+    await execFileAsync("systemd-analyze", ["verify", path.join(root, REGENERATE_UNIT_PATH)]).catch(
+      (error: { stderr?: string }) => {
+        throw new Error(
+          `systemd-analyze verify rejected the unit (Debian package systemd): ${error.stderr ?? String(error)}`,
+        );
+      },
+    );
 
     // Network: cloud-init's rendered file goes (it writes a new one on the clone's first boot);
     // the builder's file matches by name now, comments and other settings kept.
@@ -173,7 +208,14 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
     expect(await readFile(path.join(outside, "sentinel.log"), "utf8")).toBe("host file, not the image's\n");
 
     // People, tmp, agent, seeds, leases.
-    for (const file of ["root/.bash_history", "root/.lesshst", "home/ubuntu/.bash_history", "home/ubuntu/.python_history", "home/ubuntu/.local/share/fish/fish_history", "home/admin/.bash_history"]) {
+    for (const file of [
+      "root/.bash_history",
+      "root/.lesshst",
+      "home/ubuntu/.bash_history",
+      "home/ubuntu/.python_history",
+      "home/ubuntu/.local/share/fish/fish_history",
+      "home/admin/.bash_history",
+    ]) {
       expect(await exists(path.join(root, file)), file).toBe(false);
     }
     expect(await exists(path.join(root, "home/ubuntu/.ssh/authorized_keys"))).toBe(true);
@@ -189,14 +231,20 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
 
     // What the unit does on the clone's first boot makes different keys.
     await execFileAsync("ssh-keygen", ["-A", "-f", root]);
-    const newFingerprint = (await execFileAsync("ssh-keygen", ["-l", "-f", path.join(root, "etc/ssh/ssh_host_ed25519_key.pub")])).stdout;
+    const newFingerprint = (
+      await execFileAsync("ssh-keygen", ["-l", "-f", path.join(root, "etc/ssh/ssh_host_ed25519_key.pub")])
+    ).stdout;
     expect(newFingerprint).not.toBe(oldFingerprint);
-    await rm(path.join(root, "etc/ssh"), { recursive: true, force: true }).then(() => mkdir(path.join(root, "etc/ssh")));
+    await rm(path.join(root, "etc/ssh"), { recursive: true, force: true }).then(() =>
+      mkdir(path.join(root, "etc/ssh")),
+    );
 
     const before = await hashTree(root);
     const again = await seal(["--root", root, "--yes"]);
     expect(again.code, JSON.stringify(again.report, null, 2)).toBe(0);
-    expect(again.report.operations.filter((op) => op.status !== "nothing-to-do").map((op) => [op.id, op.status])).toEqual([["cloud-init-clean", "skipped"]]);
+    expect(
+      again.report.operations.filter((op) => op.status !== "nothing-to-do").map((op) => [op.id, op.status]),
+    ).toEqual([["cloud-init-clean", "skipped"]]);
     expect(await hashTree(root)).toBe(before);
   });
 
@@ -207,8 +255,12 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
     const rewritten = await readFile(path.join(root, "etc/netplan/50-cloud-init.yaml"), "utf8");
     expect(parseYaml(rewritten)).toEqual({ network: { version: 2, ethernets: { enp1s0: { dhcp4: true } } } });
     // cloud-init's 4-space layout and header comment survive.
-    expect(rewritten).toContain("# network: {config: disabled}\nnetwork:\n    version: 2\n    ethernets:\n        enp1s0:\n            dhcp4: true\n");
-    expect(operation(report, "cloud-init-generated-config").notes[0]).toMatch(/^kept \/etc\/netplan\/50-cloud-init\.yaml: cloud-init's network config is disabled/);
+    expect(rewritten).toContain(
+      "# network: {config: disabled}\nnetwork:\n    version: 2\n    ethernets:\n        enp1s0:\n            dhcp4: true\n",
+    );
+    expect(operation(report, "cloud-init-generated-config").notes[0]).toMatch(
+      /^kept \/etc\/netplan\/50-cloud-init\.yaml: cloud-init's network config is disabled/,
+    );
   });
 
   it("reports a step that fails (a directory where /etc/machine-id should be) and does all the others", async () => {
@@ -220,7 +272,11 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
     expect(report.ok).toBe(false);
     const machineId = operation(report, "machine-id");
     expect(machineId.status).toBe("failed");
-    expect(machineId.actions[0]).toMatchObject({ path: "/etc/machine-id", status: "failed", error: expect.stringMatching(/EISDIR|ENOTEMPTY|EEXIST|directory/i) });
+    expect(machineId.actions[0]).toMatchObject({
+      path: "/etc/machine-id",
+      status: "failed",
+      error: expect.stringMatching(/EISDIR|ENOTEMPTY|EEXIST|directory/i),
+    });
     expect(machineId.actions[1]).toMatchObject({ path: "/var/lib/dbus/machine-id", status: "done" });
     expect(report.operations.filter((op) => op.status === "failed").map((op) => op.id)).toEqual(["machine-id"]);
     expect(report.verification!.filter((check) => !check.ok).map((check) => check.id)).toEqual(["machine-id"]);
@@ -240,15 +296,22 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
     try {
       await execFileAsync("chattr", ["+i", history]);
     } catch (error) {
-      throw new Error(`chattr +i failed (Debian package e2fsprogs; the temp filesystem must support it): ${(error as { stderr?: string }).stderr ?? error}`);
+      throw new Error(
+        `chattr +i failed (Debian package e2fsprogs; the temp filesystem must support it): ${(error as { stderr?: string }).stderr ?? error}`,
+      );
     }
     cleanups.push(() => execFileAsync("chattr", ["-i", history]).catch(() => undefined));
     const { code, report } = await seal(["--root", root, "--yes"]);
     expect(code).toBe(1);
     const histories = operation(report, "shell-history");
     expect(histories.status).toBe("failed");
-    expect(histories.actions.find((a) => a.path === "/root/.bash_history")).toMatchObject({ status: "failed", error: expect.stringMatching(/EPERM/) });
-    expect(histories.actions.filter((a) => a.status === "done").map((a) => a.path)).toContain("/home/ubuntu/.bash_history");
+    expect(histories.actions.find((a) => a.path === "/root/.bash_history")).toMatchObject({
+      status: "failed",
+      error: expect.stringMatching(/EPERM/),
+    });
+    expect(histories.actions.filter((a) => a.status === "done").map((a) => a.path)).toContain(
+      "/home/ubuntu/.bash_history",
+    );
     expect(report.operations.filter((op) => op.status === "failed").map((op) => op.id)).toEqual(["shell-history"]);
     // Histories are not a verification item, but the run still fails because a step did.
     expect(report.verification!.every((check) => check.ok)).toBe(true);
@@ -275,29 +338,48 @@ describe("ws-agent seal usage", () => {
   it("--help explains every option", async () => {
     const out = capture();
     expect(await sealCommand(["--help"], out.io)).toBe(0);
-    for (const option of ["--root DIR", "--dry-run", "--yes", "--poweroff", "--json"]) expect(out.stdout()).toContain(option);
+    for (const option of ["--root DIR", "--dry-run", "--yes", "--poweroff", "--json"])
+      expect(out.stdout()).toContain(option);
   });
 });
 
 describe("ws-agent seal --dry-run on this machine's own root", () => {
   it("plans the real cloud-init clean with the flags its --help lists, and changes nothing", async () => {
     const watched = ["/etc/machine-id", "/etc/ssh/ssh_host_ed25519_key", "/var/lib/dbus/machine-id"];
-    const before = await Promise.all(watched.map((file) => lstat(file).then((s) => `${s.mtimeMs}:${s.size}`, () => "absent")));
+    const before = await Promise.all(
+      watched.map((file) =>
+        lstat(file).then(
+          (s) => `${s.mtimeMs}:${s.size}`,
+          () => "absent",
+        ),
+      ),
+    );
     const { code, report } = await seal(["--dry-run"]);
     expect(report, "no report").not.toBeNull();
     expect(report.live).toBe(true);
     expect([0, 1]).toContain(code);
-    const help = (await execFileAsync("/usr/bin/cloud-init", ["clean", "--help"]).catch(() => {
-      throw new Error("cloud-init is not installed: install the Debian package cloud-init");
-    })).stdout;
+    const help = (
+      await execFileAsync("/usr/bin/cloud-init", ["clean", "--help"]).catch(() => {
+        throw new Error("cloud-init is not installed: install the Debian package cloud-init");
+      })
+    ).stdout;
     const clean = operation(report, "cloud-init-clean");
     expect(clean.status).toBe("planned");
     const flags = parseCleanHelp(help);
     // The network part depends on whether this machine's cloud-init writes network config.
-    expect([cleanArguments(flags, false), cleanArguments(flags, true)]).toContainEqual(clean.actions[0]!.argv!.slice(1));
+    expect([cleanArguments(flags, false), cleanArguments(flags, true)]).toContainEqual(
+      clean.actions[0]!.argv!.slice(1),
+    );
     expect(clean.actions[0]!.argv!.slice(0, 4)).toEqual(["/usr/bin/cloud-init", "clean", "--logs", "--machine-id"]);
     expect(clean.actions[0]!.status).toBe("planned");
-    const after = await Promise.all(watched.map((file) => lstat(file).then((s) => `${s.mtimeMs}:${s.size}`, () => "absent")));
+    const after = await Promise.all(
+      watched.map((file) =>
+        lstat(file).then(
+          (s) => `${s.mtimeMs}:${s.size}`,
+          () => "absent",
+        ),
+      ),
+    );
     expect(after).toEqual(before);
   });
 });

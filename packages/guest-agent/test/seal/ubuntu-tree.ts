@@ -65,7 +65,11 @@ export async function buildUbuntuCloudTree(root: string, options: TreeOptions): 
   await copyInto(root, path.join(sealFixtures, "cloud/cloud.cfg"), "/etc/cloud/cloud.cfg");
   await copyInto(root, path.join(sealFixtures, "cloud/05_logging.cfg"), "/etc/cloud/cloud.cfg.d/05_logging.cfg");
   if (options.networkConfigDisabled) {
-    await copyInto(root, path.join(sealFixtures, "cloud/99-disable-network-config.cfg"), "/etc/cloud/cloud.cfg.d/99-disable-network-config.cfg");
+    await copyInto(
+      root,
+      path.join(sealFixtures, "cloud/99-disable-network-config.cfg"),
+      "/etc/cloud/cloud.cfg.d/99-disable-network-config.cfg",
+    );
   }
   await copyInto(root, path.join(sealFixtures, "netplan/50-cloud-init.yaml"), "/etc/netplan/50-cloud-init.yaml", 0o600);
   await copyInto(root, path.join(sealFixtures, "netplan/01-builder.yaml"), "/etc/netplan/01-builder.yaml", 0o600);
@@ -86,7 +90,11 @@ export async function buildUbuntuCloudTree(root: string, options: TreeOptions): 
   await mkdir(path.join(root, "var/lib/cloud/scripts/per-boot"), { recursive: true });
   await mkdir(path.join(root, "var/lib/cloud/handlers"), { recursive: true });
   await put(root, "/var/lib/cloud/seed/nocloud/meta-data", "instance-id: golden\n");
-  await put(root, "/var/log/cloud-init.log", "2025-11-24 09:12:40,001 - util.py[DEBUG]: Cloud-init v. 22.4.2 running 'init-local'\n");
+  await put(
+    root,
+    "/var/log/cloud-init.log",
+    "2025-11-24 09:12:40,001 - util.py[DEBUG]: Cloud-init v. 22.4.2 running 'init-local'\n",
+  );
   await put(root, "/var/log/cloud-init-output.log", "Cloud-init v. 22.4.2 finished\n");
 
   // systemd: Debian's ssh.service (which makes no host keys), journal, random seed.
@@ -118,7 +126,12 @@ export async function buildUbuntuCloudTree(root: string, options: TreeOptions): 
   await put(root, "/home/ubuntu/.python_history", "import torch\n", 0o600);
   await put(root, "/home/ubuntu/.local/share/fish/fish_history", "- cmd: ls\n", 0o600);
   await link(root, "/home/admin/.bash_history", "/dev/null");
-  await put(root, "/home/ubuntu/.ssh/authorized_keys", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9tZXN0dWZm builder\n", 0o600);
+  await put(
+    root,
+    "/home/ubuntu/.ssh/authorized_keys",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9tZXN0dWZm builder\n",
+    0o600,
+  );
 
   // tmp, the agent's state and config, DHCP leases.
   await put(root, "/tmp/build.log", "building\n");
@@ -128,7 +141,7 @@ export async function buildUbuntuCloudTree(root: string, options: TreeOptions): 
   await put(root, "/var/lib/ws-agent/leases.json", '{"leases":[]}\n', 0o600);
   await put(root, "/var/lib/ws-agent/audit.log", "granted lease\n", 0o600);
   await put(root, "/etc/ws-agent/config.yaml", "collector: ws-collector.ws-system.svc:7443\n", 0o600);
-  await put(root, "/var/lib/dhcp/dhclient.enp1s0.leases", "lease { interface \"enp1s0\"; }\n");
+  await put(root, "/var/lib/dhcp/dhclient.enp1s0.leases", 'lease { interface "enp1s0"; }\n');
 }
 
 /** Path, type, mode, owner, size, mtime and content (or link target) of everything in a tree. */
@@ -138,7 +151,9 @@ export async function hashTree(root: string): Promise<string> {
     for (const name of (await readdir(dir)).sort()) {
       const file = path.join(dir, name);
       const stats = await lstat(file);
-      hash.update(`${path.relative(root, file)}\0${stats.mode}\0${stats.uid}:${stats.gid}\0${stats.size}\0${stats.mtimeMs}\0`);
+      hash.update(
+        `${path.relative(root, file)}\0${stats.mode}\0${stats.uid}:${stats.gid}\0${stats.size}\0${stats.mtimeMs}\0`,
+      );
       if (stats.isSymbolicLink()) hash.update(await readlink(file));
       else if (stats.isFile()) hash.update(await readFile(file));
       else if (stats.isDirectory()) await walk(file);

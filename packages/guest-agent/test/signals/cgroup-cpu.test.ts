@@ -10,11 +10,19 @@ const human = (uid: number) => uid >= 1000 && uid !== 65534;
 
 describe("parseCgroupCpuStat", () => {
   it("reads the usage lines of a hybrid host's v2 root (captured)", () => {
-    expect(parseCgroupCpuStat(fixture("hybrid-unified-root.cpu.stat"))).toEqual({ usageUsec: 2382031944, userUsec: 2045759524, systemUsec: 336272420 });
+    expect(parseCgroupCpuStat(fixture("hybrid-unified-root.cpu.stat"))).toEqual({
+      usageUsec: 2382031944,
+      userUsec: 2045759524,
+      systemUsec: 336272420,
+    });
   });
 
   it("reads a systemd user slice with the cpu controller's extra lines", () => {
-    expect(parseCgroupCpuStat(fixture("systemd-user-slice.cpu.stat"))).toEqual({ usageUsec: 84123456, userUsec: 60123456, systemUsec: 24000000 });
+    expect(parseCgroupCpuStat(fixture("systemd-user-slice.cpu.stat"))).toEqual({
+      usageUsec: 84123456,
+      userUsec: 60123456,
+      systemUsec: 24000000,
+    });
   });
 
   it("names the missing line of a truncated or foreign file", () => {
@@ -50,14 +58,28 @@ describe("parseCgroupProcs", () => {
 
 describe("userSliceCores", () => {
   it("sums the growth of people's slices only, per second", () => {
-    const before = new Map([[0, 5_000_000], [1000, 1_000_000], [1001, 2_000_000]]);
-    const after = new Map([[0, 9_000_000], [1000, 1_500_000], [1001, 3_000_000]]);
+    const before = new Map([
+      [0, 5_000_000],
+      [1000, 1_000_000],
+      [1001, 2_000_000],
+    ]);
+    const after = new Map([
+      [0, 9_000_000],
+      [1000, 1_500_000],
+      [1001, 3_000_000],
+    ]);
     expect(userSliceCores(before, after, 2, human)).toBeCloseTo((0.5 + 1.0) / 2, 10);
   });
 
   it("counts a slice created since the last reading whole, a removed or restarted one not at all", () => {
-    const before = new Map([[1000, 1_000_000], [1001, 9_000_000]]);
-    const after = new Map([[1001, 100_000], [1002, 300_000]]);
+    const before = new Map([
+      [1000, 1_000_000],
+      [1001, 9_000_000],
+    ]);
+    const after = new Map([
+      [1001, 100_000],
+      [1002, 300_000],
+    ]);
     expect(userSliceCores(before, after, 1, human)).toBeCloseTo(0.3, 10);
   });
 

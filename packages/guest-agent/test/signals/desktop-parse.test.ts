@@ -12,7 +12,10 @@ import {
 } from "../../src/signals/desktop-parse.js";
 
 const caps = (node: string) => {
-  const read = (name: string) => parseCapabilityBitmap(readFileSync(new URL(`../fixtures/desktop/${node}/device/capabilities/${name}`, import.meta.url), "utf8"));
+  const read = (name: string) =>
+    parseCapabilityBitmap(
+      readFileSync(new URL(`../fixtures/desktop/${node}/device/capabilities/${name}`, import.meta.url), "utf8"),
+    );
   return { ev: read("ev"), key: read("key"), rel: read("rel"), abs: read("abs") };
 };
 
@@ -29,7 +32,9 @@ function event(wallMs: number, type: number, code = 0, value = 0): Buffer {
 
 describe("desktop parsers", () => {
   it("reads capability bitmaps word by word, most significant first", () => {
-    expect([...parseCapabilityBitmap("1f0000 0 0 0 0")].sort((a, b) => a - b)).toEqual([0x110, 0x111, 0x112, 0x113, 0x114]);
+    expect([...parseCapabilityBitmap("1f0000 0 0 0 0")].sort((a, b) => a - b)).toEqual([
+      0x110, 0x111, 0x112, 0x113, 0x114,
+    ]);
     expect([...parseCapabilityBitmap("143\n")].sort((a, b) => a - b)).toEqual([0, 1, 6, 8]);
     expect(parseCapabilityBitmap("zz 1").size).toBe(0);
     expect(parseCapabilityBitmap("").size).toBe(0);
@@ -45,7 +50,12 @@ describe("desktop parsers", () => {
 
   it("keeps only the time of the last input event, skipping LED and sound events and partial ones", () => {
     const t = 1_764_000_000_123;
-    const buffer = Buffer.concat([event(t, 0x01, 30, 1), event(t + 5, 0x00), event(t + 900, 0x11, 0, 1), event(t + 950, 0x12)]);
+    const buffer = Buffer.concat([
+      event(t, 0x01, 30, 1),
+      event(t + 5, 0x00),
+      event(t + 900, 0x11, 0, 1),
+      event(t + 950, 0x12),
+    ]);
     expect(lastInputEventMs(buffer)).toBeCloseTo(t + 5, 3);
     expect(lastInputEventMs(Buffer.concat([buffer, Buffer.alloc(10)]))).toBeCloseTo(t + 5, 3);
     expect(lastInputEventMs(Buffer.alloc(0))).toBeUndefined();

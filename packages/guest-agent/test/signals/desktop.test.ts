@@ -41,12 +41,20 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const context = (r: Roots): SignalContext => ({ roots: r, clock: manualClock(), users: usersFrom([]), signal: new AbortController().signal });
+const context = (r: Roots): SignalContext => ({
+  roots: r,
+  clock: manualClock(),
+  users: usersFrom([]),
+  signal: new AbortController().signal,
+});
 
 describe("desktop signal", () => {
   it("is absent on a guest without /dev/input", async () => {
     const outcome = await createDesktopSignal().collect(context({ ...roots, dev: path.join(root, "nothing") }));
-    expect(outcome).toEqual({ state: "absent", message: `${path.join(root, "nothing", "input")} does not exist: the guest has no input devices` });
+    expect(outcome).toEqual({
+      state: "absent",
+      message: `${path.join(root, "nothing", "input")} does not exist: the guest has no input devices`,
+    });
   });
 
   it("opens only keyboards, mice and tablets, and refuses planted files, links and devices that are not there", async () => {
@@ -123,9 +131,19 @@ describe("desktop signal", () => {
     const signal = createDesktopSignal({
       lockReader: async () => false,
       // The real opener insists on an input character device; a FIFO carries the same bytes.
-      openDevice: async (_roots, node) => ({ node, name: "test tablet", kind: InputDeviceKind.TABLET, handle: await open(path.join(dev, "input", node), constants.O_RDONLY | constants.O_NONBLOCK) }),
+      openDevice: async (_roots, node) => ({
+        node,
+        name: "test tablet",
+        kind: InputDeviceKind.TABLET,
+        handle: await open(path.join(dev, "input", node), constants.O_RDONLY | constants.O_NONBLOCK),
+      }),
     });
-    const ctx: SignalContext = { roots: { ...roots, dev }, clock, users: usersFrom([]), signal: new AbortController().signal };
+    const ctx: SignalContext = {
+      roots: { ...roots, dev },
+      clock,
+      users: usersFrom([]),
+      signal: new AbortController().signal,
+    };
     const ageOf = async () => {
       const outcome = await signal.collect(ctx);
       if (outcome.state !== "ok") throw new Error(`desktop ${outcome.state}: ${outcome.message}`);

@@ -23,14 +23,26 @@ interface DfLine {
 /** What coreutils' df says about the filesystem holding a path, in bytes. */
 async function df(target: string): Promise<DfLine> {
   const { stdout } = await run("df", ["-B1", "--output=source,fstype,size,used,avail", target]);
-  const [source, fsType, size, used, available] = stdout.trim().split("\n")[1]!.trim().split(/\s+/) as [string, string, string, string, string];
+  const [source, fsType, size, used, available] = stdout.trim().split("\n")[1]!.trim().split(/\s+/) as [
+    string,
+    string,
+    string,
+    string,
+    string,
+  ];
   return { source, fsType, size: BigInt(size), used: BigInt(used), available: BigInt(available) };
 }
 
-const ctx: SignalContext = { roots: defaultRoots, clock: manualClock(), users: usersFrom([]), signal: new AbortController().signal };
+const ctx: SignalContext = {
+  roots: defaultRoots,
+  clock: manualClock(),
+  users: usersFrom([]),
+  signal: new AbortController().signal,
+};
 
 function mountsOf(outcome: SignalOutcome<DiskSignalValue>) {
-  if (outcome.state === "absent" || outcome.value === undefined) throw new Error(`no value: ${JSON.stringify(outcome)}`);
+  if (outcome.state === "absent" || outcome.value === undefined)
+    throw new Error(`no value: ${JSON.stringify(outcome)}`);
   return outcome.value.mounts ?? [];
 }
 
@@ -49,9 +61,18 @@ describe("disk signal", () => {
     const outcome = await createDiskSignal({ mounts: ["/", dir, "/dev/shm"] }).collect(ctx);
     expect(outcome.state).toBe("ok");
     const [root, temporary, shm] = mountsOf(outcome);
-    for (const [mount, target] of [[root, "/"], [temporary, dir], [shm, "/dev/shm"]] as const) {
+    for (const [mount, target] of [
+      [root, "/"],
+      [temporary, dir],
+      [shm, "/dev/shm"],
+    ] as const) {
       const expected = await df(target);
-      expect(mount).toMatchObject({ mountPoint: target, device: expected.source, fsType: expected.fsType, sizeBytes: expected.size });
+      expect(mount).toMatchObject({
+        mountPoint: target,
+        device: expected.source,
+        fsType: expected.fsType,
+        sizeBytes: expected.size,
+      });
       // Other processes write meanwhile; used and available agree with df within 1 GiB.
       const slack = 1n << 30n;
       expect(mount?.usedBytes).toBeGreaterThanOrEqual(expected.used - slack);
@@ -72,14 +93,20 @@ describe("disk signal", () => {
   });
 
   it("an unreadable mount table leaves device and type empty, and says why", async () => {
-    const outcome = await createDiskSignal({ mounts: ["/"] }).collect({ ...ctx, roots: { ...defaultRoots, proc: path.join(dir, "no-proc") } });
+    const outcome = await createDiskSignal({ mounts: ["/"] }).collect({
+      ...ctx,
+      roots: { ...defaultRoots, proc: path.join(dir, "no-proc") },
+    });
     expect(outcome.state).toBe("failed");
     expect(outcome.message).toContain(path.join(dir, "no-proc", "self", "mounts"));
     expect(mountsOf(outcome)[0]).toMatchObject({ mountPoint: "/", device: "", fsType: "" });
   });
 
   it("no configured mount is absent; a relative one is a configuration error", async () => {
-    expect(await createDiskSignal({ mounts: [] }).collect(ctx)).toEqual({ state: "absent", message: "no mounts configured" });
+    expect(await createDiskSignal({ mounts: [] }).collect(ctx)).toEqual({
+      state: "absent",
+      message: "no mounts configured",
+    });
     expect(() => createDiskSignal({ mounts: ["home"] })).toThrow(/must be absolute paths: home/);
   });
 

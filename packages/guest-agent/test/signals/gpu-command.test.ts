@@ -8,7 +8,12 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import { defaultRoots, type Roots } from "../../src/roots.js";
-import { COMPUTE_APPS_QUERY_ARGS, createGpuSignal, GPU_QUERY_ARGS, type GpuSignalOptions } from "../../src/signals/gpu.js";
+import {
+  COMPUTE_APPS_QUERY_ARGS,
+  createGpuSignal,
+  GPU_QUERY_ARGS,
+  type GpuSignalOptions,
+} from "../../src/signals/gpu.js";
 import type { SignalContext } from "../../src/signals/types.js";
 import { loadUsers } from "../../src/users.js";
 
@@ -32,13 +37,23 @@ async function fakeNvidiaSmi(body: string): Promise<{ command: string; calls: ()
   return { command, calls };
 }
 
-const answering = (gpus: string, apps: string) => `case "$1" in\n  --query-gpu=*) cat '${path.join(fixtures, gpus)}' ;;\n  --query-compute-apps=*) ${apps} ;;\nesac`;
+const answering = (gpus: string, apps: string) =>
+  `case "$1" in\n  --query-gpu=*) cat '${path.join(fixtures, gpus)}' ;;\n  --query-compute-apps=*) ${apps} ;;\nesac`;
 
-async function context(clock = manualClock(), signal = new AbortController().signal, sys = roots.sys): Promise<SignalContext> {
+async function context(
+  clock = manualClock(),
+  signal = new AbortController().signal,
+  sys = roots.sys,
+): Promise<SignalContext> {
   return { roots: { ...roots, sys }, clock, users: await loadUsers(defaultRoots), signal };
 }
 
-const options = (command: string, overrides: Partial<GpuSignalOptions> = {}): GpuSignalOptions => ({ command, intervalMs: 15_000, timeoutMs: 30_000, ...overrides });
+const options = (command: string, overrides: Partial<GpuSignalOptions> = {}): GpuSignalOptions => ({
+  command,
+  intervalMs: 15_000,
+  timeoutMs: 30_000,
+  ...overrides,
+});
 
 async function waitUntilGone(pid: number): Promise<boolean> {
   for (let attempt = 0; attempt < 200; attempt++) {
@@ -63,14 +78,37 @@ afterAll(async () => {
 
 describe("GPU signal running nvidia-smi", () => {
   it("runs both queries without a shell and looks up each process's owner", async () => {
-    const fake = await fakeNvidiaSmi(answering("h100-load.gpus.csv", `printf '%s\\n' '${process.pid}, ${UUID}, python3, 1024' '${GONE_PID}, ${UUID}, gone, [N/A]'`));
+    const fake = await fakeNvidiaSmi(
+      answering(
+        "h100-load.gpus.csv",
+        `printf '%s\\n' '${process.pid}, ${UUID}, python3, 1024' '${GONE_PID}, ${UUID}, gone, [N/A]'`,
+      ),
+    );
     const outcome = await createGpuSignal(options(fake.command)).collect(await context());
     expect(outcome).toEqual({
       state: "ok",
       value: {
-        gpus: [{ index: 0, uuid: UUID, name: "NVIDIA H100 80GB HBM3", utilizationRatio: 1, memoryUtilizationRatio: 0.11, memoryUsedBytes: 19818n * MIB, memoryTotalBytes: 81559n * MIB, migMode: "Disabled" }],
+        gpus: [
+          {
+            index: 0,
+            uuid: UUID,
+            name: "NVIDIA H100 80GB HBM3",
+            utilizationRatio: 1,
+            memoryUtilizationRatio: 0.11,
+            memoryUsedBytes: 19818n * MIB,
+            memoryTotalBytes: 81559n * MIB,
+            migMode: "Disabled",
+          },
+        ],
         processes: [
-          { pid: process.pid, gpuUuid: UUID, processName: "python3", usedMemoryBytes: 1024n * MIB, uid: process.getuid?.(), user: "root" },
+          {
+            pid: process.pid,
+            gpuUuid: UUID,
+            processName: "python3",
+            usedMemoryBytes: 1024n * MIB,
+            uid: process.getuid?.(),
+            user: "root",
+          },
           { pid: GONE_PID, gpuUuid: UUID, processName: "gone", uid: 0, user: "" },
         ],
         sampleAgeSeconds: 0,
@@ -80,7 +118,9 @@ describe("GPU signal running nvidia-smi", () => {
   });
 
   it("runs on its own cadence and serves the cached answer with its age in between", async () => {
-    const fake = await fakeNvidiaSmi(answering("h200-mig-load.gpus.csv", `cat '${path.join(fixtures, "h200-mig-load.apps.csv")}'`));
+    const fake = await fakeNvidiaSmi(
+      answering("h200-mig-load.gpus.csv", `cat '${path.join(fixtures, "h200-mig-load.apps.csv")}'`),
+    );
     const clock = manualClock();
     const ctx = await context(clock);
     const signal = createGpuSignal(options(fake.command, { intervalMs: 30_000 }));
@@ -92,7 +132,9 @@ describe("GPU signal running nvidia-smi", () => {
     clock.advance(12_000);
     const cached = await signal.collect(ctx);
     expect(cached.state === "ok" && cached.value.sampleAgeSeconds).toBe(12);
-    expect(cached.state === "ok" && cached.value.processes?.map((process) => process.pid)).toEqual([12249, 12250, 12267]);
+    expect(cached.state === "ok" && cached.value.processes?.map((process) => process.pid)).toEqual([
+      12249, 12250, 12267,
+    ]);
     expect(await fake.calls()).toHaveLength(2);
 
     clock.advance(18_000);
@@ -125,7 +167,10 @@ describe("GPU signal running nvidia-smi", () => {
     const signal = createGpuSignal(options(fake.command));
     const budget = new AbortController();
     setTimeout(() => budget.abort(), 100);
-    expect(await signal.collect({ ...ctx, signal: budget.signal })).toEqual({ state: "failed", message: "nvidia-smi has not answered yet" });
+    expect(await signal.collect({ ...ctx, signal: budget.signal })).toEqual({
+      state: "failed",
+      message: "nvidia-smi has not answered yet",
+    });
     const later = await signal.collect(ctx);
     expect(later.state).toBe("ok");
     expect(await fake.calls()).toHaveLength(2);
@@ -147,22 +192,32 @@ describe("GPU signal running nvidia-smi", () => {
     expect(outcome.message).toMatch(/could not start: .*EACCES/);
   });
 
-  it("\"No devices were found\" is absent without an NVIDIA GPU on the PCI bus, failed with one", async () => {
+  it('"No devices were found" is absent without an NVIDIA GPU on the PCI bus, failed with one', async () => {
     const fake = await fakeNvidiaSmi(`echo "No devices were found"\nexit 6`);
     const noGpu = await createGpuSignal(options(fake.command)).collect(await context());
-    expect(noGpu).toEqual({ state: "absent", message: "nvidia-smi: No devices were found (no NVIDIA GPU on the PCI bus)" });
+    expect(noGpu).toEqual({
+      state: "absent",
+      message: "nvidia-smi: No devices were found (no NVIDIA GPU on the PCI bus)",
+    });
 
     const sys = path.join(dir, "sys-with-gpu");
     const device = path.join(sys, "bus", "pci", "devices", "0000:01:00.0");
     await mkdir(device, { recursive: true });
     await writeFile(path.join(device, "vendor"), "0x10de\n");
     await writeFile(path.join(device, "class"), "0x030200\n");
-    const broken = await createGpuSignal(options(fake.command)).collect(await context(manualClock(), new AbortController().signal, sys));
-    expect(broken).toEqual({ state: "failed", message: "nvidia-smi: No devices were found, yet an NVIDIA GPU is on the PCI bus at 0000:01:00.0" });
+    const broken = await createGpuSignal(options(fake.command)).collect(
+      await context(manualClock(), new AbortController().signal, sys),
+    );
+    expect(broken).toEqual({
+      state: "failed",
+      message: "nvidia-smi: No devices were found, yet an NVIDIA GPU is on the PCI bus at 0000:01:00.0",
+    });
   });
 
   it("other exit codes and unreadable answers are failed with the reason", async () => {
-    const mismatch = await fakeNvidiaSmi(`echo "Failed to initialize NVML: Driver/library version mismatch" >&2\nexit 18`);
+    const mismatch = await fakeNvidiaSmi(
+      `echo "Failed to initialize NVML: Driver/library version mismatch" >&2\nexit 18`,
+    );
     expect(await createGpuSignal(options(mismatch.command)).collect(await context())).toEqual({
       state: "failed",
       message: "nvidia-smi exited with code 18: Failed to initialize NVML: Driver/library version mismatch",
@@ -170,12 +225,22 @@ describe("GPU signal running nvidia-smi", () => {
 
     const garbage = await fakeNvidiaSmi(`echo "garbage"`);
     const unreadable = await createGpuSignal(options(garbage.command)).collect(await context());
-    expect(unreadable).toEqual({ state: "failed", message: 'nvidia-smi --query-gpu: GPU line 1 has 1 fields, expected 8: "garbage"' });
+    expect(unreadable).toEqual({
+      state: "failed",
+      message: 'nvidia-smi --query-gpu: GPU line 1 has 1 fields, expected 8: "garbage"',
+    });
 
-    const appsFail = await fakeNvidiaSmi(answering("h100-idle.gpus.csv", `echo "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error"; exit 15`));
+    const appsFail = await fakeNvidiaSmi(
+      answering(
+        "h100-idle.gpus.csv",
+        `echo "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error"; exit 15`,
+      ),
+    );
     const partial = await createGpuSignal(options(appsFail.command)).collect(await context());
     expect(partial.state).toBe("failed");
-    expect(partial.message).toBe("GPU processes unknown: nvidia-smi exited with code 15: Unable to determine the device handle for GPU0000:01:00.0: Unknown Error");
+    expect(partial.message).toBe(
+      "GPU processes unknown: nvidia-smi exited with code 15: Unable to determine the device handle for GPU0000:01:00.0: Unknown Error",
+    );
     expect(partial.state === "failed" && partial.value?.gpus).toHaveLength(1);
   });
 

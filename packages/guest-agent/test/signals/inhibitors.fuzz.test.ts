@@ -13,7 +13,9 @@ const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "
 
 describe("parseInhibitorFile under fuzzing", () => {
   it("gives a lock with valid ids (or none), or refuses with InhibitorFileError", () => {
-    const captures = ["idle-block-root", "sleep-idle-escaped", "quoted-newer-systemd"].map((name) => readFileSync(path.join(fixtures, name), "utf8"));
+    const captures = ["idle-block-root", "sleep-idle-escaped", "quoted-newer-systemd"].map((name) =>
+      readFileSync(path.join(fixtures, name), "utf8"),
+    );
     fc.assert(
       fc.property(fc.oneof(...captures.map(mutated), anyText), (text) =>
         parsesOrRefuses(

@@ -93,15 +93,30 @@ beforeAll(async () => {
   let dbusLog = "";
   dbus.stdout!.on("data", (chunk: Buffer) => (dbusLog += chunk.toString()));
   dbus.stderr!.on("data", (chunk: Buffer) => (dbusLog += chunk.toString()));
-  await pollUntil(`dbus-daemon to listen (log: ${dbusLog})`, () => (dbusLog.includes("unix:path=") ? true : undefined), {
-    timeoutMs: 30_000,
-  });
+  await pollUntil(
+    `dbus-daemon to listen (log: ${dbusLog})`,
+    () => (dbusLog.includes("unix:path=") ? true : undefined),
+    {
+      timeoutMs: 30_000,
+    },
+  );
 
   // logind writes /run/systemd/...: give it a /run of its own. The script is fixed; the paths
   // come in as arguments.
   logind = spawn(
     "/usr/bin/unshare",
-    ["--mount", "--propagation", "private", "--", "/bin/sh", "-c", 'mount --bind -- "$1" /run && exec "$2"', "sh", runDir, logindBinary],
+    [
+      "--mount",
+      "--propagation",
+      "private",
+      "--",
+      "/bin/sh",
+      "-c",
+      'mount --bind -- "$1" /run && exec "$2"',
+      "sh",
+      runDir,
+      logindBinary,
+    ],
     { stdio: ["ignore", "pipe", "pipe"], env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", SYSTEMD_LOG_LEVEL: "info" } },
   );
   logind.stdout!.on("data", (chunk: Buffer) => (logindLog += chunk.toString()));
@@ -110,7 +125,9 @@ beforeAll(async () => {
     "systemd-logind to answer on the private bus",
     async () => {
       if (logind!.exitCode !== null) {
-        throw new Error(`systemd-logind exited (${logind!.exitCode}); it needs root for its mount namespace:\n${logindLog}`);
+        throw new Error(
+          `systemd-logind exited (${logind!.exitCode}); it needs root for its mount namespace:\n${logindLog}`,
+        );
       }
       await execFileAsync("/usr/bin/systemd-inhibit", ["--list", "--no-pager"], { env: busEnv() });
       return true;
@@ -137,7 +154,14 @@ async function takeLock(options: { what: string; who: string; why: string; mode?
   const before = await lockFiles();
   const holder = spawn(
     "/usr/bin/systemd-inhibit",
-    [`--what=${options.what}`, `--who=${options.who}`, `--why=${options.why}`, `--mode=${options.mode ?? "block"}`, "sleep", "infinity"],
+    [
+      `--what=${options.what}`,
+      `--who=${options.who}`,
+      `--why=${options.why}`,
+      `--mode=${options.mode ?? "block"}`,
+      "sleep",
+      "infinity",
+    ],
     { env: busEnv(), stdio: ["ignore", "ignore", "pipe"], detached: true },
   );
   let stderr = "";
@@ -160,7 +184,12 @@ function roots(): Roots {
 }
 
 async function collect(): Promise<SignalOutcome<InhibitorSignalValue>> {
-  const ctx: SignalContext = { roots: roots(), clock: systemClock, users: usersFrom([]), signal: new AbortController().signal };
+  const ctx: SignalContext = {
+    roots: roots(),
+    clock: systemClock,
+    users: usersFrom([]),
+    signal: new AbortController().signal,
+  };
   return createInhibitorsSignal().collect(ctx);
 }
 
@@ -198,7 +227,14 @@ describe("inhibitors signal with a real systemd-logind", () => {
     const holder = await takeLock({ what: "idle", who: 'trainer "ws"', why: "epoch 3\tof 10 — ümlaut $HOME" });
     const reported = await locks();
     expect(reported).toEqual([
-      { who: 'trainer "ws"', why: "epoch 3\tof 10 — ümlaut $HOME", what: "idle", mode: "block", uid: 0, pid: holder.pid },
+      {
+        who: 'trainer "ws"',
+        why: "epoch 3\tof 10 — ümlaut $HOME",
+        what: "idle",
+        mode: "block",
+        uid: 0,
+        pid: holder.pid,
+      },
     ]);
   });
 
@@ -208,7 +244,10 @@ describe("inhibitors signal with a real systemd-logind", () => {
     const combined = await takeLock({ what: "sleep:idle", who: "ws-combined", why: "both" });
     const reported = await locks();
     expect(reported.map((lock) => lock.who).sort()).toEqual(['trainer "ws"', "ws-combined"]);
-    expect(reported.find((lock) => lock.who === "ws-combined")).toMatchObject({ what: "sleep:idle", pid: combined.pid });
+    expect(reported.find((lock) => lock.who === "ws-combined")).toMatchObject({
+      what: "sleep:idle",
+      pid: combined.pid,
+    });
   });
 
   it("drops a lock once its holder lets go: logind deletes the file", async () => {

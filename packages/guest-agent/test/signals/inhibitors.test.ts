@@ -43,7 +43,11 @@ describe("parseInhibitorFile on files logind wrote", () => {
   });
 
   it("reads the uid of a lock taken by another user", async () => {
-    expect(parseInhibitorFile(await fixture("idle-nobody"))).toMatchObject({ uid: 65534, who: "nobody-job", why: "as nobody" });
+    expect(parseInhibitorFile(await fixture("idle-nobody"))).toMatchObject({
+      uid: 65534,
+      who: "nobody-job",
+      why: "as nobody",
+    });
   });
 
   it("undoes logind's C escaping: quotes, tabs, backslashes, UTF-8 as octal bytes, a literal $", async () => {
@@ -186,18 +190,27 @@ describe("inhibitors signal over a fixture root tree", () => {
 
   it("is absent where logind keeps no state at all", async () => {
     const outcome = await createInhibitorsSignal().collect(context(await rootTree(undefined, [])));
-    expect(outcome).toEqual({ state: "absent", message: expect.stringMatching(/systemd\/inhibit absent .*logind is not running/) });
+    expect(outcome).toEqual({
+      state: "absent",
+      message: expect.stringMatching(/systemd\/inhibit absent .*logind is not running/),
+    });
   });
 
   it("is ok and empty where logind runs but no lock was taken since boot (it makes the directory lazily)", async () => {
     const roots = await rootTree(undefined, []);
     await mkdir(path.join(roots.run, "systemd", "seats"));
-    await writeFile(path.join(roots.run, "systemd", "seats", "seat0"), "# This is private data. Do not parse.\nIS_SEAT0=1\n");
+    await writeFile(
+      path.join(roots.run, "systemd", "seats", "seat0"),
+      "# This is private data. Do not parse.\nIS_SEAT0=1\n",
+    );
     expect(await createInhibitorsSignal().collect(context(roots))).toEqual({ state: "ok", value: { locks: [] } });
   });
 
   it("is ok and empty with no locks", async () => {
-    expect(await createInhibitorsSignal().collect(context(await rootTree({}, [])))).toEqual({ state: "ok", value: { locks: [] } });
+    expect(await createInhibitorsSignal().collect(context(await rootTree({}, [])))).toEqual({
+      state: "ok",
+      value: { locks: [] },
+    });
   });
 
   it("reports the live idle locks in id order and says which were stale or unreadable", async () => {
@@ -216,7 +229,14 @@ describe("inhibitors signal over a fixture root tree", () => {
     expect(outcome.state).toBe("ok");
     if (outcome.state !== "ok") return;
     expect(outcome.value.locks).toEqual([
-      { who: 'GNOME "Shell"', why: "tab\tand \\ backslash; ümlaut=1 $HOME", what: "sleep:idle", mode: "block", uid: 0, pid: 9729 },
+      {
+        who: 'GNOME "Shell"',
+        why: "tab\tand \\ backslash; ümlaut=1 $HOME",
+        what: "sleep:idle",
+        mode: "block",
+        uid: 0,
+        pid: 9729,
+      },
       { who: "nobody-job", why: "as nobody", what: "idle", mode: "block", uid: 65534, pid: 8746 },
     ]);
     expect(outcome.message).toMatch(/inhibit\/7: no WHAT= line/);

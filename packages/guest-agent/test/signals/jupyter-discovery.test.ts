@@ -45,7 +45,11 @@ describe("Jupyter runtime file discovery", () => {
     await mkdir(roots.etc, { recursive: true });
     await writeFile(
       path.join(roots.etc, "passwd"),
-      ["root:x:0:0:root:/root:/bin/bash", "alice:x:1000:1000::/home/alice:/bin/bash", "svc:x:998:998::/var/lib/svc:/usr/sbin/nologin"].join("\n"),
+      [
+        "root:x:0:0:root:/root:/bin/bash",
+        "alice:x:1000:1000::/home/alice:/bin/bash",
+        "svc:x:998:998::/var/lib/svc:/usr/sbin/nologin",
+      ].join("\n"),
     );
   });
 
@@ -79,10 +83,18 @@ describe("Jupyter runtime file discovery", () => {
   it("keeps live servers, skips stale files, and reports a broken file of a live pid", async () => {
     const aliceDir = path.join(roots.home, "alice", RUNTIME);
     const live = await place("jpserver-plain.json", aliceDir, "jpserver-9555.json"); // pid 9555 inside
-    const legacy = await place("nbserver-legacy.json", path.join(roots.run, "user", "1000", "jupyter"), "nbserver-4242.json");
+    const legacy = await place(
+      "nbserver-legacy.json",
+      path.join(roots.run, "user", "1000", "jupyter"),
+      "nbserver-4242.json",
+    );
     const stale = await place("jpserver-https-base-url.json", aliceDir, "jpserver-9598.json"); // pid 9598: gone
     const staleHalfWritten = await place("jpserver-truncated.json", aliceDir, "jpserver-777.json"); // gone
-    const liveHalfWritten = await place("jpserver-truncated.json", path.join(machine, "root", RUNTIME), "jpserver-888.json");
+    const liveHalfWritten = await place(
+      "jpserver-truncated.json",
+      path.join(machine, "root", RUNTIME),
+      "jpserver-888.json",
+    );
     await place("jpserver-plain.json", aliceDir, "jpserver-9555-open.html"); // not a runtime file
     await alive(9555, 4242, 888);
 

@@ -73,7 +73,9 @@ describe("parseRuntimeFile", () => {
 
   it("rejects truncated and foreign files with a clear error", () => {
     expect(() => parseRuntimeFile(fixture("jpserver-truncated.json"))).toThrow(/runtime file: not JSON/);
-    expect(() => parseRuntimeFile(fixture("jpserver-not-an-object.json"))).toThrow(/expected a JSON object, got a list/);
+    expect(() => parseRuntimeFile(fixture("jpserver-not-an-object.json"))).toThrow(
+      /expected a JSON object, got a list/,
+    );
     expect(() => parseRuntimeFile(fixture("jpserver-port-not-a-number.json"))).toThrow(/no port, sock or url/);
     expect(() => parseRuntimeFile("")).toThrow(/not JSON/);
   });
@@ -120,7 +122,9 @@ describe("parseKernels", () => {
 
   it("rejects what is not a kernel list with a clear error", () => {
     expect(() => parseKernels(fixture("api-kernels-truncated.json"), NOW)).toThrow(/api\/kernels: not JSON/);
-    expect(() => parseKernels(fixture("api-forbidden.json"), NOW)).toThrow(/api\/kernels: expected a JSON list, got an object/);
+    expect(() => parseKernels(fixture("api-forbidden.json"), NOW)).toThrow(
+      /api\/kernels: expected a JSON list, got an object/,
+    );
     expect(() => parseKernels(fixture("api-kernels-list-of-strings.json"), NOW)).toThrow(
       /api\/kernels\[0\]: expected a JSON object, got a string/,
     );

@@ -24,7 +24,13 @@ import { createJupyterSignal, type JupyterSignalValue } from "../../src/signals/
 import { createSessionsSignal, type SessionSignalValue } from "../../src/signals/sessions.js";
 import type { SignalContext } from "../../src/signals/types.js";
 import { loadUsers } from "../../src/users.js";
-import { connectTerminal, startJupyterServer, startTerminal, type RunningJupyter, type TerminalSession } from "../../../../test/support/jupyter.js";
+import {
+  connectTerminal,
+  startJupyterServer,
+  startTerminal,
+  type RunningJupyter,
+  type TerminalSession,
+} from "../../../../test/support/jupyter.js";
 import { ensureTestUser } from "../../../../test/support/sshd.js";
 
 const USER = "wstest16d";
@@ -42,7 +48,10 @@ async function openTerminal(marker: string): Promise<{ name: string; tab: Termin
   for (;;) {
     const pty = (await readFile(ttyFile, "utf8").catch(() => "")).trim();
     if (/^\/dev\/pts\/\d+$/.test(pty)) return { name, tab, pty: pty.slice("/dev/".length) };
-    if (Date.now() > deadline) throw new Error(`terminal ${name} did not run its command; it printed:\n${tab.output()}\nserver log:\n${server.log()}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `terminal ${name} did not run its command; it printed:\n${tab.output()}\nserver log:\n${server.log()}`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
@@ -52,7 +61,11 @@ beforeAll(async () => {
   scratch = await mkdtemp(path.join(os.tmpdir(), "ws16-jterm-"));
   await mkdir(path.join(scratch, "runtime"));
   await chmod(scratch, 0o777);
-  server = await startJupyterServer({ runtimeDir: path.join(scratch, "runtime"), runAs: { uid: account.uid, gid: account.gid }, shell: "/bin/bash" });
+  server = await startJupyterServer({
+    runtimeDir: path.join(scratch, "runtime"),
+    runAs: { uid: account.uid, gid: account.gid },
+    shell: "/bin/bash",
+  });
   await chown(path.join(scratch, "runtime"), account.uid, account.gid);
   terminals.push(await openTerminal("alone"), await openTerminal("typed"));
 }, 180_000);
@@ -69,19 +82,38 @@ describe("a Jupyter terminal's output is not a person", () => {
     const [alone, typed] = terminals as [(typeof terminals)[0], (typeof terminals)[0]];
     timers.push(setInterval(() => typed.tab.type("\r"), 2_000));
     // Short timings, as the collector's own config may set them (docs/policy.md).
-    const policy: Policy = { ...BUILTIN_DEFAULT_POLICY, autostopEnabled: true, idleTimeoutSeconds: 20, gracePeriodSeconds: 5, weakActivityMaxSeconds: 5, reportIntervalSeconds: 1, agentLostAfterSeconds: 60 };
+    const policy: Policy = {
+      ...BUILTIN_DEFAULT_POLICY,
+      autostopEnabled: true,
+      idleTimeoutSeconds: 20,
+      gracePeriodSeconds: 5,
+      weakActivityMaxSeconds: 5,
+      reportIntervalSeconds: 1,
+      agentLostAfterSeconds: 60,
+    };
     const empty = path.join(scratch, "empty");
     await mkdir(empty);
     // Only the configured server is read; sessions from /dev, without utmp.
     const roots: Roots = { ...defaultRoots, home: empty, run: empty };
-    const context: SignalContext = { roots, clock: systemClock, users: await loadUsers(defaultRoots), signal: new AbortController().signal };
+    const context: SignalContext = {
+      roots,
+      clock: systemClock,
+      users: await loadUsers(defaultRoots),
+      signal: new AbortController().signal,
+    };
     const jupyter = createJupyterSignal({ urls: [`${server.url}?token=${server.token}`], timeoutMs: 10_000 });
     const sessions = createSessionsSignal();
-    const vms = new Map(terminals.map((terminal) => [terminal.name, { terminal, record: undefined as VmRecord | undefined, decisions: [] as Decision[] }]));
+    const vms = new Map(
+      terminals.map((terminal) => [
+        terminal.name,
+        { terminal, record: undefined as VmRecord | undefined, decisions: [] as Decision[] },
+      ]),
+    );
     const startedAt = Date.now();
     while (Date.now() - startedAt < 60_000 && vms.get(alone.name)!.record?.state !== "Stopping") {
       const [j, s] = await Promise.all([jupyter.collect(context), sessions.collect(context)]);
-      if (j.state !== "ok" || s.state !== "ok") throw new Error(`signals: jupyter ${j.state} ${j.message ?? ""}; sessions ${s.state} ${s.message ?? ""}`);
+      if (j.state !== "ok" || s.state !== "ok")
+        throw new Error(`signals: jupyter ${j.state} ${j.message ?? ""}; sessions ${s.state} ${s.message ?? ""}`);
       const jValue = create(JupyterSignalSchema, j.value as JupyterSignalValue);
       const sValue = s.value as SessionSignalValue;
       for (const vm of vms.values()) {
@@ -90,11 +122,21 @@ describe("a Jupyter terminal's output is not a person", () => {
             { source: "jupyter", state: SourceState.OK },
             { source: "sessions", state: SourceState.OK },
           ],
-          jupyter: { servers: jValue.servers.map((entry) => ({ ...entry, terminals: entry.terminals.filter((t) => t.name === vm.terminal.name) })) },
+          jupyter: {
+            servers: jValue.servers.map((entry) => ({
+              ...entry,
+              terminals: entry.terminals.filter((t) => t.name === vm.terminal.name),
+            })),
+          },
           sessions: { sessions: (sValue.sessions ?? []).filter((session) => session.tty === vm.terminal.pty) },
         });
         const now = Date.now();
-        const decision = decide(now, policy, { agentConnected: true, latestReport: { report, receivedAtMs: now } }, vm.record);
+        const decision = decide(
+          now,
+          policy,
+          { agentConnected: true, latestReport: { report, receivedAtMs: now } },
+          vm.record,
+        );
         vm.record = decision.next;
         vm.decisions.push(decision);
       }
@@ -105,7 +147,9 @@ describe("a Jupyter terminal's output is not a person", () => {
     expect(alone.tab.output()).toMatch(/\d\d:\d\d:\d\d/); // it did print, every second
     expect(stopped.decisions.map((d) => d.next.state)).toEqual(expect.arrayContaining(["StoppingPending", "Stopping"]));
     // The terminal's fresh last_activity was never taken for use.
-    expect(stopped.decisions.flatMap((d) => d.explanation.readings).filter((r) => r.signal === "jupyter-terminal")).toEqual([]);
+    expect(
+      stopped.decisions.flatMap((d) => d.explanation.readings).filter((r) => r.signal === "jupyter-terminal"),
+    ).toEqual([]);
     expect(kept.decisions.every((d) => d.next.state === "Active")).toBe(true);
     expect(kept.decisions.at(-1)!.explanation.lastActivity).toBe(`input on ${typed.pty} (${USER})`);
   }, 180_000);

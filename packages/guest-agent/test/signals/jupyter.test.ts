@@ -121,16 +121,15 @@ describe("jupyter signal on real Jupyter Servers", () => {
     ]);
     const failure = started.find((result) => result.status === "rejected");
     if (failure) {
-      await Promise.allSettled(started.map((result) => (result.status === "fulfilled" ? result.value.stop() : undefined)));
+      await Promise.allSettled(
+        started.map((result) => (result.status === "fulfilled" ? result.value.stop() : undefined)),
+      );
       throw failure.reason;
     }
     let crashed: RunningJupyter;
-    [plain, hub, socketServer, crashed] = started.map((result) => (result as PromiseFulfilledResult<RunningJupyter>).value) as [
-      RunningJupyter,
-      RunningJupyter,
-      RunningJupyter,
-      RunningJupyter,
-    ];
+    [plain, hub, socketServer, crashed] = started.map(
+      (result) => (result as PromiseFulfilledResult<RunningJupyter>).value,
+    ) as [RunningJupyter, RunningJupyter, RunningJupyter, RunningJupyter];
     await chown(plain.runtimeFile, 1000, 1000);
     // As in a real home: alice owns it (the agent trusts a file in a home only from its owner or root).
     await chown(path.join(machine, "home", "alice"), 1000, 1000);
@@ -162,7 +161,9 @@ describe("jupyter signal on real Jupyter Servers", () => {
       uid: 1000,
       user: "alice",
     });
-    expect(serverAt(result, hub.url)).toMatchObject({ url: expect.stringMatching(/^https:\/\/127\.0\.0\.1:\d+\/user\/bob\/$/) });
+    expect(serverAt(result, hub.url)).toMatchObject({
+      url: expect.stringMatching(/^https:\/\/127\.0\.0\.1:\d+\/user\/bob\/$/),
+    });
     expect(outcome.message).toContain(staleFile);
   });
 
@@ -184,8 +185,14 @@ describe("jupyter signal on real Jupyter Servers", () => {
   });
 
   /** One kernel as the signal reports it; throws (with what it saw) until `ready` holds. */
-  async function kernelSeen(server: RunningJupyter, id: string, ready: (state: string, connections: number) => boolean) {
-    const found = serverAt(value(await signal.collect(await contextFor(roots))), server.url).kernels?.find((k) => k.id === id);
+  async function kernelSeen(
+    server: RunningJupyter,
+    id: string,
+    ready: (state: string, connections: number) => boolean,
+  ) {
+    const found = serverAt(value(await signal.collect(await contextFor(roots))), server.url).kernels?.find(
+      (k) => k.id === id,
+    );
     if (!found || !ready(found.executionState ?? "", found.connections ?? 0)) {
       throw new Error(`the signal saw ${JSON.stringify(found)}`);
     }
@@ -209,7 +216,11 @@ describe("jupyter signal on real Jupyter Servers", () => {
       const tab = await connectKernel(server, id);
       expect(await replyOf(tab, tab.execute("1 + 1"))).toEqual({ status: "ok" });
       try {
-        await waitFor("the kernel idle after its first cell", () => kernelSeen(server, id, (state) => state === "idle"), 10_000);
+        await waitFor(
+          "the kernel idle after its first cell",
+          () => kernelSeen(server, id, (state) => state === "idle"),
+          10_000,
+        );
         return { id, tab };
       } catch (error) {
         untracked.push(`${id}: ${(error as Error).message}`);
@@ -262,7 +273,10 @@ describe("jupyter signal on real Jupyter Servers", () => {
   });
 
   it("queries a configured URL carrying its token, once even when a runtime file lists it too", async () => {
-    const configured = createJupyterSignal({ urls: [`${plain.url}?token=${plain.token}`], timeoutMs: GENEROUS_TIMEOUT_MS });
+    const configured = createJupyterSignal({
+      urls: [`${plain.url}?token=${plain.token}`],
+      timeoutMs: GENEROUS_TIMEOUT_MS,
+    });
     const empty = await machineTree(path.join(scratch, "empty-machine"));
     const alone = value(await configured.collect(await contextFor(empty)));
     expect(alone.servers).toEqual([
@@ -307,7 +321,15 @@ describe("jupyter signal on servers that do not answer", () => {
     await mkdir(runtimeDir, { recursive: true });
     await writeFile(
       path.join(runtimeDir, `nbserver-${process.pid}.json`),
-      JSON.stringify({ base_url: "/", hostname: "127.0.0.1", port, secure: false, token: "t", pid: process.pid, url: hungUrl }),
+      JSON.stringify({
+        base_url: "/",
+        hostname: "127.0.0.1",
+        port,
+        secure: false,
+        token: "t",
+        pid: process.pid,
+        url: hungUrl,
+      }),
     );
   });
 
@@ -363,7 +385,9 @@ describe("jupyter signal on servers that do not answer", () => {
       state: "absent",
       message: "no Jupyter server running",
     });
-    const badUrl = await createJupyterSignal({ urls: ["localhost:8888"], timeoutMs: 300 }).collect(await contextFor(empty));
+    const badUrl = await createJupyterSignal({ urls: ["localhost:8888"], timeoutMs: 300 }).collect(
+      await contextFor(empty),
+    );
     expect(badUrl.state).toBe("failed");
     expect(badUrl.message).toMatch(/jupyter url "localhost:8888": scheme must be http or https/);
   });

@@ -45,7 +45,12 @@ describe("procfs parsers under fuzzing: a clear Error or finite, non-negative nu
     it(`${name}: damaged captures and random text`, () => {
       expect(() => parse(text)).not.toThrow(); // the capture itself parses: the damage is what is tested
       fc.assert(
-        fc.property(fc.oneof(mutated(text), anyText), (input) => parsesOrRefuses(() => parse(input), (result) => expectFiniteNumbers(result, { nonNegative: true }))),
+        fc.property(fc.oneof(mutated(text), anyText), (input) =>
+          parsesOrRefuses(
+            () => parse(input),
+            (result) => expectFiniteNumbers(result, { nonNegative: true }),
+          ),
+        ),
         RUNS,
       );
     });
@@ -69,7 +74,10 @@ describe("procfs parsers under fuzzing: a clear Error or finite, non-negative nu
   it("parseMounts: mount points are absolute, whatever the damage", () => {
     fc.assert(
       fc.property(fc.oneof(mutated(MOUNTS), anyText), (input) =>
-        parsesOrRefuses(() => parseMounts(input), (mounts) => mounts.forEach((mount) => expect(mount.mountPoint.startsWith("/")).toBe(true))),
+        parsesOrRefuses(
+          () => parseMounts(input),
+          (mounts) => mounts.forEach((mount) => expect(mount.mountPoint.startsWith("/")).toBe(true)),
+        ),
       ),
       RUNS,
     );

@@ -46,11 +46,15 @@ describe("parseLoadavg / parseUptime / parseMeminfo", () => {
   it("reads the captured files", () => {
     expect(parseLoadavg(snapshot1("loadavg"))).toEqual({ load1: 2, load5: 1.08, load15: 0.47 });
     expect(parseUptime(snapshot1("uptime"))).toBe(671.17);
-    expect(parseMeminfo(snapshot1("meminfo"))).toEqual({ totalBytes: 24683652n * 1024n, availableBytes: 24019448n * 1024n });
+    expect(parseMeminfo(snapshot1("meminfo"))).toEqual({
+      totalBytes: 24683652n * 1024n,
+      availableBytes: 24019448n * 1024n,
+    });
   });
 
   it("stands free + buffers + cached in for MemAvailable on kernels without it", () => {
-    const old = "MemTotal:        2048000 kB\nMemFree:          100000 kB\nBuffers:           20000 kB\nCached:           300000 kB\n";
+    const old =
+      "MemTotal:        2048000 kB\nMemFree:          100000 kB\nBuffers:           20000 kB\nCached:           300000 kB\n";
     expect(parseMeminfo(old).availableBytes).toBe(420000n * 1024n);
   });
 
@@ -82,13 +86,30 @@ describe("parseNetDev", () => {
 describe("parseDiskstats", () => {
   it("reads sectors as bytes (512 per sector) for every device", () => {
     const disks = parseDiskstats(snapshot1("diskstats"));
-    expect(disks.map((disk) => disk.name)).toEqual(["loop0", "loop1", "loop2", "loop3", "loop4", "loop5", "loop6", "loop7", "vda", "zram0"]);
+    expect(disks.map((disk) => disk.name)).toEqual([
+      "loop0",
+      "loop1",
+      "loop2",
+      "loop3",
+      "loop4",
+      "loop5",
+      "loop6",
+      "loop7",
+      "vda",
+      "zram0",
+    ]);
     // 254 0 vda 50301 9350 2782202 22679 20481 26629 3059320 ...
-    expect(disks.find((disk) => disk.name === "vda")).toEqual({ name: "vda", readBytes: 2782202 * 512, writtenBytes: 3059320 * 512 });
+    expect(disks.find((disk) => disk.name === "vda")).toEqual({
+      name: "vda",
+      readBytes: 2782202 * 512,
+      writtenBytes: 3059320 * 512,
+    });
   });
 
   it("accepts the 14-field format of kernels before 4.18", () => {
-    expect(parseDiskstats("   8       0 sda 1 2 30 4 5 6 70 8 0 10 12\n")).toEqual([{ name: "sda", readBytes: 30 * 512, writtenBytes: 70 * 512 }]);
+    expect(parseDiskstats("   8       0 sda 1 2 30 4 5 6 70 8 0 10 12\n")).toEqual([
+      { name: "sda", readBytes: 30 * 512, writtenBytes: 70 * 512 },
+    ]);
   });
 
   it("rejects a truncated line", () => {
@@ -138,7 +159,12 @@ describe("parseMounts / mountHolding", () => {
 
   it("unescapes octal names and lets a later mount hide an earlier one", () => {
     const mounts = parseMounts("/dev/sdb1 /mnt/my\\040disk ext4 rw 0 0\n/dev/sdc1 /mnt/my\\040disk xfs rw 0 0\n");
-    expect(mountHolding(mounts, "/mnt/my disk/data")).toEqual({ device: "/dev/sdc1", mountPoint: "/mnt/my disk", fsType: "xfs", options: "rw" });
+    expect(mountHolding(mounts, "/mnt/my disk/data")).toEqual({
+      device: "/dev/sdc1",
+      mountPoint: "/mnt/my disk",
+      fsType: "xfs",
+      options: "rw",
+    });
   });
 
   it("rejects malformed lines", () => {
@@ -157,14 +183,22 @@ describe("rates between the two captured snapshots", () => {
   });
 
   it("summed counter growth per second ignores counters that appeared or went backwards", () => {
-    const before = new Map([["eth0", 100], ["eth1", 500]]);
-    const after = new Map([["eth0", 400], ["eth1", 20], ["eth2", 999]]);
+    const before = new Map([
+      ["eth0", 100],
+      ["eth1", 500],
+    ]);
+    const after = new Map([
+      ["eth0", 400],
+      ["eth1", 20],
+      ["eth2", 999],
+    ]);
     expect(summedRate(before, after, 3)).toBe(100);
     expect(summedRate(before, after, 0)).toBeUndefined();
   });
 
   it("per-process CPU: seen twice, born in between, and children reaped in between", () => {
-    const table = (read: (...segments: string[]) => string, pids: number[]): ProcessStat[] => pids.map((pid) => parsePidStat(read(String(pid), "stat")));
+    const table = (read: (...segments: string[]) => string, pids: number[]): ProcessStat[] =>
+      pids.map((pid) => parsePidStat(read(String(pid), "stat")));
     const previous = { uptimeSeconds: 671.17, processes: table(snapshot1, [1, 2, BUSY, PARENT, CHILD]) };
     const current = { uptimeSeconds: 676.03, processes: table(snapshot2, [1, 2, BUSY, PARENT, LATE]) };
     const ticks = new Map(processCpuTicks(previous, current).map((entry) => [entry.process.pid, entry.ticks]));
@@ -178,8 +212,13 @@ describe("rates between the two captured snapshots", () => {
       [LATE]: 217,
     });
 
-    const wsbusy = usersFrom([{ name: "wsbusy", uid: 1003, gid: 1003, home: "/home/wsbusy", shell: "/usr/sbin/nologin" }]);
-    const owned = processCpuTicks(previous, current).map((entry) => ({ ...entry, uid: entry.process.pid <= 2 ? 0 : 1003 }));
+    const wsbusy = usersFrom([
+      { name: "wsbusy", uid: 1003, gid: 1003, home: "/home/wsbusy", shell: "/usr/sbin/nologin" },
+    ]);
+    const owned = processCpuTicks(previous, current).map((entry) => ({
+      ...entry,
+      uid: entry.process.pid <= 2 ? 0 : 1003,
+    }));
     const usage = userProcessCpu(owned, wsbusy, seconds, 676.03);
     expect(usage.userProcessCpuCores).toBeCloseTo((232 + 77 + 217) / 100 / seconds, 10);
     expect(usage.topProcesses.map((process) => [process.pid, process.user, process.command])).toEqual([
@@ -192,7 +231,14 @@ describe("rates between the two captured snapshots", () => {
   });
 
   it("a reused pid is a new process, and an unseen old one is left out", () => {
-    const process = (pid: number, startTicks: number, ownTicks: number): ProcessStat => ({ pid, comm: "x", ppid: 1, ownTicks, reapedChildTicks: 0, startTicks });
+    const process = (pid: number, startTicks: number, ownTicks: number): ProcessStat => ({
+      pid,
+      comm: "x",
+      ppid: 1,
+      ownTicks,
+      reapedChildTicks: 0,
+      startTicks,
+    });
     const previous = { uptimeSeconds: 100, processes: [process(10, 5000, 900)] };
     const current = { uptimeSeconds: 110, processes: [process(10, 10_500, 40), process(11, 2000, 7000)] };
     expect(processCpuTicks(previous, current).map((entry) => [entry.process.pid, entry.ticks])).toEqual([[10, 40]]);

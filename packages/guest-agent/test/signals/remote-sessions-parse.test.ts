@@ -15,7 +15,12 @@ const fixture = (name: string) => readFileSync(new URL(`../fixtures/remote-sessi
 
 describe("remote-sessions parsers", () => {
   it("reads /proc/PID/io counters and refuses a file without them", () => {
-    expect(parseProcIo(fixture("sshd-listener.io"))).toEqual({ readBytes: 579438, writtenBytes: 139954, readCalls: 1379, writeCalls: 381 });
+    expect(parseProcIo(fixture("sshd-listener.io"))).toEqual({
+      readBytes: 579438,
+      writtenBytes: 139954,
+      readCalls: 1379,
+      writeCalls: 381,
+    });
     expect(() => parseProcIo("rchar: 1\nwchar: 2\n")).toThrow(/no syscr line/);
   });
 
@@ -40,13 +45,20 @@ describe("remote-sessions parsers", () => {
       { inode: 54321, remoteAddress: "127.0.0.1", remotePort: 0xd2a4 },
       { inode: 54322, remoteAddress: "2001:db8::5", remotePort: 0xe1f0 },
     ]);
-    expect(parseProcNetTcp("header\n   0: 0100007F:0016 0F02000A:C350 01 0:0 0:0 0 1000 0 777 1\n")).toEqual([{ inode: 777, remoteAddress: "10.0.2.15", remotePort: 50000 }]);
+    expect(parseProcNetTcp("header\n   0: 0100007F:0016 0F02000A:C350 01 0:0 0:0 0 1000 0 777 1\n")).toEqual([
+      { inode: 777, remoteAddress: "10.0.2.15", remotePort: 50000 },
+    ]);
     expect(socketInode("socket:[24116]")).toBe(24116);
     expect(socketInode("pipe:[25190]")).toBeUndefined();
   });
 
   // Deltas measured on this machine's OpenSSH 9.2 over 10 s (docs/signals/remote-sessions.md).
-  const at = (readBytes: number, writtenBytes: number, readCalls: number, writeCalls: number) => ({ readBytes, writtenBytes, readCalls, writeCalls });
+  const at = (readBytes: number, writtenBytes: number, readCalls: number, writeCalls: number) => ({
+    readBytes,
+    writtenBytes,
+    readCalls,
+    writeCalls,
+  });
   const zero = at(0, 0, 0, 0);
 
   it("keep-alives are not interaction, an IDE-sized exchange is", () => {

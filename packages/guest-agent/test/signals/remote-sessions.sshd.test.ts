@@ -42,7 +42,11 @@ beforeAll(async () => {
   sshd = await startSshd({ users: [KEEPALIVE_USER, TYPING_USER, SFTP_USER] });
   scratch = await mkdtemp(path.join(os.tmpdir(), "ws16-remote-"));
   // A keep-alive-only session: cat waits on a stdin nobody writes to.
-  children.push(spawn(SSH, sshd.sshNoTtyArgs(KEEPALIVE_USER, ["cat"], ["ServerAliveInterval=1"]), { stdio: ["pipe", "ignore", "pipe"] }));
+  children.push(
+    spawn(SSH, sshd.sshNoTtyArgs(KEEPALIVE_USER, ["cat"], ["ServerAliveInterval=1"]), {
+      stdio: ["pipe", "ignore", "pipe"],
+    }),
+  );
   // An IDE-like session: 1 KiB every half second, echoed back.
   const typing = spawn(SSH, sshd.sshNoTtyArgs(TYPING_USER, ["cat"]), { stdio: ["pipe", "ignore", "pipe"] });
   children.push(typing);
@@ -57,7 +61,12 @@ afterAll(async () => {
 });
 
 async function sample(signal = createRemoteSessionsSignal()): Promise<Session[]> {
-  const outcome = await signal.collect({ roots: defaultRoots, clock: systemClock, users: await loadUsers(defaultRoots), signal: new AbortController().signal });
+  const outcome = await signal.collect({
+    roots: defaultRoots,
+    clock: systemClock,
+    users: await loadUsers(defaultRoots),
+    signal: new AbortController().signal,
+  });
   if (outcome.state !== "ok") throw new Error(`remote_sessions ${outcome.state}: ${outcome.message}`);
   return outcome.value.sessions ?? [];
 }
@@ -82,10 +91,16 @@ describe("remote sessions with a real sshd", () => {
     // sshd's session process exists a moment before it starts the command: wait for both.
     const first = await until("both sessions running cat", async () => {
       const sessions = await sample(signal);
-      return of(sessions, KEEPALIVE_USER)?.command === "cat" && of(sessions, TYPING_USER)?.command === "cat" ? sessions : undefined;
+      return of(sessions, KEEPALIVE_USER)?.command === "cat" && of(sessions, TYPING_USER)?.command === "cat"
+        ? sessions
+        : undefined;
     });
     const users = await loadUsers(defaultRoots);
-    expect(of(first, KEEPALIVE_USER)).toMatchObject({ uid: users.byName(KEEPALIVE_USER)!.uid, remoteHost: "127.0.0.1", command: "cat" });
+    expect(of(first, KEEPALIVE_USER)).toMatchObject({
+      uid: users.byName(KEEPALIVE_USER)!.uid,
+      remoteHost: "127.0.0.1",
+      command: "cat",
+    });
     await delay(3_000);
     const later = await sample(signal);
     const keepalive = of(later, KEEPALIVE_USER)!;
@@ -114,7 +129,9 @@ describe("remote sessions with a real sshd", () => {
     const idle = of(await sample(signal), SFTP_USER)!;
     expect(idle.interactionAgeSeconds).toBeGreaterThan(2);
     sftp.stdin!.write(`put ${payload} ${target}\n`);
-    await until("the upload", async () => ((await stat(target).catch(() => undefined))?.size === 2 * 1024 * 1024 ? true : undefined));
+    await until("the upload", async () =>
+      (await stat(target).catch(() => undefined))?.size === 2 * 1024 * 1024 ? true : undefined,
+    );
     const transferred = of(await sample(signal), SFTP_USER)!;
     expect(transferred.interactionAgeSeconds).toBeLessThan(idle.interactionAgeSeconds!);
     sftp.stdin!.end("bye\n");
@@ -124,9 +141,10 @@ describe("remote sessions with a real sshd", () => {
   it("shows in the shipped agent's probe --json: the typing session interacts, the keep-alive one is open only", async () => {
     requireBundles();
     // Asynchronously: this process keeps typing into its session meanwhile.
-    const { stdout } = await execFileAsync(process.execPath, [agentBundle, "probe", "--json", "--window", "2s"], { timeout: 60_000, env: { ...process.env, WS_AGENT_CONFIG: "/dev/null" } }).catch(
-      (error: { stdout?: string }) => ({ stdout: error.stdout ?? "" }),
-    );
+    const { stdout } = await execFileAsync(process.execPath, [agentBundle, "probe", "--json", "--window", "2s"], {
+      timeout: 60_000,
+      env: { ...process.env, WS_AGENT_CONFIG: "/dev/null" },
+    }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? "" }));
     const report = fromJson(ReportSchema, JSON.parse(stdout));
     expect(report.sources.find((s) => s.source === "remote_sessions")?.state).toBe(SourceState.OK);
     const sessions = report.remoteSessions?.sessions ?? [];
@@ -138,9 +156,20 @@ describe("remote sessions with a real sshd", () => {
 
   it("the collector's engine stops the VM of the keep-alive-only session and keeps the one with traffic", async () => {
     // Short timings, as the collector's own config may set them (docs/policy.md).
-    const policy: Policy = { ...BUILTIN_DEFAULT_POLICY, autostopEnabled: true, idleTimeoutSeconds: 8, gracePeriodSeconds: 4, weakActivityMaxSeconds: 2, reportIntervalSeconds: 1, agentLostAfterSeconds: 60 };
+    const policy: Policy = {
+      ...BUILTIN_DEFAULT_POLICY,
+      autostopEnabled: true,
+      idleTimeoutSeconds: 8,
+      gracePeriodSeconds: 4,
+      weakActivityMaxSeconds: 2,
+      reportIntervalSeconds: 1,
+      agentLostAfterSeconds: 60,
+    };
     const signal = createRemoteSessionsSignal();
-    const vms = { [KEEPALIVE_USER]: { record: undefined as VmRecord | undefined, decisions: [] as Decision[] }, [TYPING_USER]: { record: undefined as VmRecord | undefined, decisions: [] as Decision[] } };
+    const vms = {
+      [KEEPALIVE_USER]: { record: undefined as VmRecord | undefined, decisions: [] as Decision[] },
+      [TYPING_USER]: { record: undefined as VmRecord | undefined, decisions: [] as Decision[] },
+    };
     const startedAt = Date.now();
     while (Date.now() - startedAt < 20_000) {
       const sessions = await sample(signal);
@@ -151,7 +180,12 @@ describe("remote sessions with a real sshd", () => {
           remoteSessions: { sessions: sessions.filter((session) => session.user === user) },
         });
         const now = Date.now();
-        const decision = decide(now, policy, { agentConnected: true, latestReport: { report, receivedAtMs: now } }, vm.record);
+        const decision = decide(
+          now,
+          policy,
+          { agentConnected: true, latestReport: { report, receivedAtMs: now } },
+          vm.record,
+        );
         vm.record = decision.next;
         vm.decisions.push(decision);
       }
@@ -162,7 +196,13 @@ describe("remote sessions with a real sshd", () => {
     expect(stopped.decisions.map((d) => d.next.state)).toContain("Stopping");
     // What the keep-alive VM saw: an open session (weak), and no traffic after its opening.
     const seen = stopped.decisions.flatMap((d) => d.explanation.readings);
-    expect(seen).toContainEqual(expect.objectContaining({ signal: "remote-connected", strength: "weak", detail: "SSH session without a terminal is open (wstest16a from 127.0.0.1, running cat)" }));
+    expect(seen).toContainEqual(
+      expect.objectContaining({
+        signal: "remote-connected",
+        strength: "weak",
+        detail: "SSH session without a terminal is open (wstest16a from 127.0.0.1, running cat)",
+      }),
+    );
     expect(seen.filter((r) => r.signal === "remote-session" && r.counted)).toEqual([]);
     expect(kept.decisions.every((d) => d.next.state === "Active")).toBe(true);
     const strong = kept.decisions.at(-1)!.explanation.readings.find((r) => r.signal === "remote-session");

@@ -116,7 +116,10 @@ describe("sessions signal with a real sshd", () => {
     expect(outcome.state).toBe("ok");
     if (outcome.state !== "ok") return;
     expect(outcome.message).toMatch(/utmp absent/);
-    expect(outcome.value.sessions?.find((s) => s.tty === tty)).toMatchObject({ kind: SessionKind.PTY, user: "wstest1" });
+    expect(outcome.value.sessions?.find((s) => s.tty === tty)).toMatchObject({
+      kind: SessionKind.PTY,
+      user: "wstest1",
+    });
   });
 });
 
@@ -135,13 +138,22 @@ describe("sessions signal with pseudo-terminals outside utmp", () => {
   it("does not give wstest2 a shell that root's node-pty started with uid/gid: devpts made that pts root's", async () => {
     const { uid, gid } = (await context()).users.byName("wstest2")!;
     const asUser = pty.spawn("/bin/bash", ["--noprofile", "--norc", "-i"], {
-      name: "xterm", cols: 80, rows: 24, cwd: "/tmp", env: { PATH: "/usr/bin:/bin", HOME: "/tmp" }, uid, gid,
+      name: "xterm",
+      cols: 80,
+      rows: 24,
+      cwd: "/tmp",
+      env: { PATH: "/usr/bin:/bin", HOME: "/tmp" },
+      uid,
+      gid,
     });
     let output = "";
     asUser.onData((data) => (output += data));
     try {
       asUser.write("echo WS_ID=$(id -u) WS_TTY=$(tty)\r");
-      const match = await pollUntil("the uid/gid shell to answer", () => /WS_ID=(\d+) WS_TTY=\/dev\/(pts\/\d+)/.exec(output) ?? undefined);
+      const match = await pollUntil(
+        "the uid/gid shell to answer",
+        () => /WS_ID=(\d+) WS_TTY=\/dev\/(pts\/\d+)/.exec(output) ?? undefined,
+      );
       expect(Number(match[1])).toBe(uid);
       const outcome = await createSessionsSignal().collect(await context());
       expect(outcome.state).toBe("ok");

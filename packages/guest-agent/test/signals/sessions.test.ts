@@ -174,7 +174,12 @@ describe("sessions signal over a fixture root tree", () => {
   });
 
   it("survives malformed records without leaving dev/ for a hostile tty name", async () => {
-    const roots = await rootTree({ utmp: "malformed.utmp", pids: [...LIVE_PIDS, 424242, 424243], ttys: TTYS, devDir: "a/dev" });
+    const roots = await rootTree({
+      utmp: "malformed.utmp",
+      pids: [...LIVE_PIDS, 424242, 424243],
+      ttys: TTYS,
+      devDir: "a/dev",
+    });
     // What "../../etc/shadow" below dev/ would reach: it exists, and must not be timed.
     await mkdir(roots.etc, { recursive: true });
     await writeFile(path.join(roots.etc, "shadow"), "");
@@ -190,7 +195,12 @@ describe("sessions signal over a fixture root tree", () => {
     expect(display).toMatchObject({ kind: SessionKind.UTMP, remoteHost: ":0" });
     expect(display!.inputAgeSeconds).toBeUndefined();
     // Unknown type, pid -1 (no process) and the empty user are not logins.
-    expect(sessions.filter((s) => s.kind === SessionKind.UTMP).map((s) => s.tty)).toEqual(["pts/1", "../../etc/shadow", ":0", "pts/1"]);
+    expect(sessions.filter((s) => s.kind === SessionKind.UTMP).map((s) => s.tty)).toEqual([
+      "pts/1",
+      "../../etc/shadow",
+      ":0",
+      "pts/1",
+    ]);
   });
 
   it("fails, with what it could not read, when neither utmp nor /dev/pts exist", async () => {
@@ -238,7 +248,13 @@ describe("pure parts", () => {
     );
     expect(sessions).toEqual([
       // Not in passwd (a directory-service account): the uid comes from the pts owner.
-      expect.objectContaining({ kind: SessionKind.UTMP, user: "ldapuser", uid: 5000, inputAgeSeconds: 1, outputAgeSeconds: 0 }),
+      expect.objectContaining({
+        kind: SessionKind.UTMP,
+        user: "ldapuser",
+        uid: 5000,
+        inputAgeSeconds: 1,
+        outputAgeSeconds: 0,
+      }),
       // A time in the future (clock stepped back) is age 0, never negative.
       { kind: SessionKind.PTY, user: "4242", uid: 4242, tty: "pts/2", inputAgeSeconds: 0, outputAgeSeconds: 0 },
       { kind: SessionKind.PTY, user: "4242", uid: 4242, tty: "pts/10", inputAgeSeconds: 0, outputAgeSeconds: 0 },

@@ -13,7 +13,8 @@ import { loadUsers, parsePasswd, usersFrom } from "../../src/users.js";
 
 const run = promisify(execFile);
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "proc");
-const lines = async (name: string) => (await readFile(path.join(fixtures, name), "utf8")).split("\n").filter((line) => line !== "");
+const lines = async (name: string) =>
+  (await readFile(path.join(fixtures, name), "utf8")).split("\n").filter((line) => line !== "");
 
 const BUSY = 13405;
 const PARENT = 13406;
@@ -21,7 +22,8 @@ const LATE = 13473;
 const INTERVAL_SECONDS = 676.03 - 671.17;
 
 function valueOf(outcome: SignalOutcome<SystemSignalValue>): SystemSignalValue {
-  if (outcome.state === "absent" || outcome.value === undefined) throw new Error(`no value: ${JSON.stringify(outcome)}`);
+  if (outcome.state === "absent" || outcome.value === undefined)
+    throw new Error(`no value: ${JSON.stringify(outcome)}`);
   return outcome.value;
 }
 
@@ -91,10 +93,37 @@ describe("system signal over a captured /proc and /sys", () => {
     expect(value.diskWriteBytesPerSecond).toBeCloseTo(((3060304 - 3059320) * 512) / INTERVAL_SECONDS, 6);
     expect(value.uptimeSeconds).toBe(676.03);
     expect(value.userProcessCpuCores).toBeCloseTo((232 + 217 + 77) / 100 / INTERVAL_SECONDS, 10);
-    expect(value.topProcesses?.map((process) => ({ ...process, cpuCores: Number(process.cpuCores?.toFixed(4)), ageSeconds: Number(process.ageSeconds?.toFixed(2)) }))).toEqual([
-      { pid: BUSY, uid: 1003, user: "wsbusy", command: "sh", cpuCores: Number((2.32 / INTERVAL_SECONDS).toFixed(4)), ageSeconds: 5.93 },
-      { pid: LATE, uid: 1003, user: "wsbusy", command: "sh", cpuCores: Number((2.17 / INTERVAL_SECONDS).toFixed(4)), ageSeconds: 4.65 },
-      { pid: PARENT, uid: 1003, user: "wsbusy", command: "sleep", cpuCores: Number((0.77 / INTERVAL_SECONDS).toFixed(4)), ageSeconds: 5.93 },
+    expect(
+      value.topProcesses?.map((process) => ({
+        ...process,
+        cpuCores: Number(process.cpuCores?.toFixed(4)),
+        ageSeconds: Number(process.ageSeconds?.toFixed(2)),
+      })),
+    ).toEqual([
+      {
+        pid: BUSY,
+        uid: 1003,
+        user: "wsbusy",
+        command: "sh",
+        cpuCores: Number((2.32 / INTERVAL_SECONDS).toFixed(4)),
+        ageSeconds: 5.93,
+      },
+      {
+        pid: LATE,
+        uid: 1003,
+        user: "wsbusy",
+        command: "sh",
+        cpuCores: Number((2.17 / INTERVAL_SECONDS).toFixed(4)),
+        ageSeconds: 4.65,
+      },
+      {
+        pid: PARENT,
+        uid: 1003,
+        user: "wsbusy",
+        command: "sleep",
+        cpuCores: Number((0.77 / INTERVAL_SECONDS).toFixed(4)),
+        ageSeconds: 5.93,
+      },
     ]);
   });
 
@@ -103,7 +132,10 @@ describe("system signal over a captured /proc and /sys", () => {
     const slice = (uid: number) => path.join(cgroup, "user.slice", `user-${uid}.slice`);
     const usage = async (uid: number, usec: number) => {
       await mkdir(slice(uid), { recursive: true });
-      const text = (await readFile(path.join(fixtures, "..", "cgroup", "systemd-user-slice.cpu.stat"), "utf8")).replace(/^usage_usec \d+$/m, `usage_usec ${Math.round(usec)}`);
+      const text = (await readFile(path.join(fixtures, "..", "cgroup", "systemd-user-slice.cpu.stat"), "utf8")).replace(
+        /^usage_usec \d+$/m,
+        `usage_usec ${Math.round(usec)}`,
+      );
       await writeFile(path.join(slice(uid), "cpu.stat"), text);
     };
     try {
@@ -179,7 +211,9 @@ describe("system signal over a captured /proc and /sys", () => {
     await cp(path.join(fixtures, "malformed", "pid-stat-truncated"), path.join(roots.proc, String(BUSY), "stat"));
     const garbled = await createSystemSignal().collect(ctx);
     expect(garbled.state).toBe("failed");
-    expect(garbled.message).toContain(`unparsable stat of process ${BUSY}: pid ${BUSY}: 16 fields, expected at least 22`);
+    expect(garbled.message).toContain(
+      `unparsable stat of process ${BUSY}: pid ${BUSY}: 16 fields, expected at least 22`,
+    );
 
     await rm(roots.proc, { recursive: true, force: true });
     const missing = await createSystemSignal().collect(ctx);
@@ -199,13 +233,19 @@ describe("system signal over the real /proc", () => {
     );
     if (!exists) {
       await run("useradd", ["--no-create-home", "--shell", "/usr/sbin/nologin", USER]).catch((error: unknown) => {
-        throw new Error(`cannot create the test user ${USER} with useradd (Debian package passwd; run as root): ${String(error)}`);
+        throw new Error(
+          `cannot create the test user ${USER} with useradd (Debian package passwd; run as root): ${String(error)}`,
+        );
       });
     }
     await run("setpriv", ["--version"]).catch(() => {
       throw new Error("setpriv is missing: install the Debian package util-linux");
     });
-    busy = spawn("setpriv", [`--reuid=${USER}`, `--regid=${USER}`, "--clear-groups", process.execPath, "-e", "for(;;){}"], { stdio: "ignore" });
+    busy = spawn(
+      "setpriv",
+      [`--reuid=${USER}`, `--regid=${USER}`, "--clear-groups", process.execPath, "-e", "for(;;){}"],
+      { stdio: "ignore" },
+    );
   });
 
   afterAll(() => {

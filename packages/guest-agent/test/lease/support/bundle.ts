@@ -23,7 +23,10 @@ export async function bundleLeaseCli(): Promise<LeaseCliBundle> {
   await chmod(dir, 0o755);
   const cli = path.join(dir, "ws-lease.cjs");
   const rawRequest = path.join(dir, "raw-request.cjs");
-  for (const [entry, outfile] of [["ws-lease-entry.ts", cli], ["raw-request-entry.ts", rawRequest]] as const) {
+  for (const [entry, outfile] of [
+    ["ws-lease-entry.ts", cli],
+    ["raw-request-entry.ts", rawRequest],
+  ] as const) {
     await build({
       entryPoints: [path.join(here, entry)],
       outfile,

@@ -30,7 +30,12 @@ export interface Harness {
 }
 
 export async function startHarness(
-  options: { clock?: Clock; scheduler?: Scheduler; onLeasesChanged?: () => void; beforeOpen?: (socketPath: string) => Promise<void> } = {},
+  options: {
+    clock?: Clock;
+    scheduler?: Scheduler;
+    onLeasesChanged?: () => void;
+    beforeOpen?: (socketPath: string) => Promise<void>;
+  } = {},
 ): Promise<Harness> {
   const base = await mkdtemp(path.join(os.tmpdir(), "ws-lease-svc-"));
   await chmod(base, 0o755); // the test users must reach the socket inside
@@ -99,7 +104,12 @@ export async function startHarness(
 }
 
 /** Sends raw lines on the socket, without answering the identity challenge; returns every line received. */
-export async function rawLines(socketPath: string, lines: string[], expectAnswers: number, timeoutMs = 20_000): Promise<string[]> {
+export async function rawLines(
+  socketPath: string,
+  lines: string[],
+  expectAnswers: number,
+  timeoutMs = 20_000,
+): Promise<string[]> {
   return new Promise((resolve, reject) => {
     const socket = connect(socketPath);
     const received: string[] = [];
@@ -134,7 +144,11 @@ export async function rawLines(socketPath: string, lines: string[], expectAnswer
 }
 
 /** Polls until `check` returns true. */
-export async function eventually(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

@@ -39,7 +39,13 @@ export class PtyShell {
     const terminal = pty.spawn(
       "/usr/bin/setpriv",
       [`--reuid=${user.uid}`, `--regid=${user.gid}`, "--init-groups", "/bin/bash", "--norc", "--noprofile", "-i"],
-      { name: "xterm", cols: 200, rows: 50, cwd: "/tmp", env: { TERM: "xterm", HOME: "/tmp", USER: user.name, LOGNAME: user.name, PS1: "$ ", ...env } },
+      {
+        name: "xterm",
+        cols: 200,
+        rows: 50,
+        cwd: "/tmp",
+        env: { TERM: "xterm", HOME: "/tmp", USER: user.name, LOGNAME: user.name, PS1: "$ ", ...env },
+      },
     );
     const device = (terminal as unknown as { ptsName?: string }).ptsName;
     if (!device || !device.startsWith("/dev/pts/")) {
@@ -69,7 +75,9 @@ export class PtyShell {
     const tail = this.screen.slice(from);
     const startMatch = start.exec(tail);
     const endMatch = end.exec(tail)!;
-    const output = tail.slice(startMatch ? startMatch.index + startMatch[0].length : 0, endMatch.index).replace(/\r\n/g, "\n");
+    const output = tail
+      .slice(startMatch ? startMatch.index + startMatch[0].length : 0, endMatch.index)
+      .replace(/\r\n/g, "\n");
     return { output, exitCode: Number(endMatch[1]) };
   }
 
@@ -77,7 +85,8 @@ export class PtyShell {
   async waitFor(predicate: (screen: string) => boolean, timeoutMs: number, what: string): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!predicate(this.screen)) {
-      if (this.exited) throw new Error(`the shell exited while waiting for ${what}; screen:\n${this.screen.slice(-2000)}`);
+      if (this.exited)
+        throw new Error(`the shell exited while waiting for ${what}; screen:\n${this.screen.slice(-2000)}`);
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${this.screen.slice(-2000)}`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }

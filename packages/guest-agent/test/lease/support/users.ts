@@ -20,10 +20,19 @@ export async function ensureUser(name: string): Promise<TestUser> {
   // Other test files create accounts at the same time: useradd then finds /etc/passwd locked.
   for (let attempt = 0; ; attempt++) {
     try {
-      await run("useradd", ["--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/bash", "--user-group", name]);
+      await run("useradd", [
+        "--no-create-home",
+        "--home-dir",
+        "/nonexistent",
+        "--shell",
+        "/bin/bash",
+        "--user-group",
+        name,
+      ]);
       break;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") throw new Error("useradd is missing: install the Debian package passwd");
+      if ((error as NodeJS.ErrnoException).code === "ENOENT")
+        throw new Error("useradd is missing: install the Debian package passwd");
       const text = String((error as { stderr?: string }).stderr ?? (error as Error).message);
       if (/already exists/.test(text)) break; // created by another test process meanwhile
       if (!/lock/i.test(text) || attempt >= 150) throw new Error(`useradd ${name} failed: ${text}`);
@@ -38,6 +47,7 @@ async function lookup(name: string): Promise<TestUser> {
   const fields = stdout.trim().split(":");
   const uid = Number(fields[2]);
   const gid = Number(fields[3]);
-  if (!Number.isInteger(uid) || !Number.isInteger(gid)) throw new Error(`getent passwd ${name}: unexpected "${stdout.trim()}"`);
+  if (!Number.isInteger(uid) || !Number.isInteger(gid))
+    throw new Error(`getent passwd ${name}: unexpected "${stdout.trim()}"`);
   return { name, uid, gid };
 }
