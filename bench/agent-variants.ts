@@ -214,7 +214,7 @@ async function main(): Promise<void> {
     ),
     "",
   ];
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 runBenchmark(main, cleanups);

@@ -446,7 +446,7 @@ async function main(): Promise<void> {
     "",
   );
   if (soakStart !== undefined && soakEnd !== undefined) out.push(...soakSection(ticks, soakStart, soakEnd));
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 /** The agent's memory at one moment of a soak, and the heap snapshot taken then (after the RSS was read). */

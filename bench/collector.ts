@@ -781,7 +781,7 @@ async function main(): Promise<void> {
       "",
     );
   }
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 main().catch((error) => {

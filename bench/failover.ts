@@ -176,7 +176,7 @@ async function oneRun(signal: "SIGKILL" | "SIGTERM"): Promise<Timings> {
   const keyText = generateKey();
   const key = Buffer.from(keyText, "utf8");
   const keyFile = path.join(dir, "token.key");
-  writeFileSync(keyFile, keyText + "\n", { mode: 0o600 });
+  writeFileSync(keyFile, `${keyText}\n`, { mode: 0o600 });
   const kube = await startFakeKube({ rbac: RBAC });
   const procs: Launched[] = [];
   let service: FakeService | undefined;

@@ -233,7 +233,7 @@ async function main(): Promise<void> {
           : `missed by ${fmt(vsRecorded.p99 - intervalSeconds)} s.`),
     "",
   );
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
   writeCollectorLog(collector, vms);
   if (missing > 0) {
     process.stderr.write(`collector output:\n${collector.proc.output().slice(-6000)}\n`);

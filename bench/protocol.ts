@@ -227,7 +227,7 @@ async function main(): Promise<void> {
       "report-interval",
     ],
     bootId: "5f0c1c7e-8a7b-4f6e-9b7e-2c1d0e9f8a7b",
-    token: "wst1." + "x".repeat(43),
+    token: `wst1.${"x".repeat(43)}`,
     hostname: "alice-workstation",
     protocolVersion: 1,
   });
@@ -250,7 +250,7 @@ async function main(): Promise<void> {
     rows.push(["Directive answering a typical Report", "n/a (collector bundle not built)"]);
   }
   out.push(markdownTable(["Other message", "gRPC message bytes (incl. 5-byte prefix)"], rows), "");
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 function describeDirective(directive: Directive): string {

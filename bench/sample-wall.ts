@@ -100,7 +100,7 @@ async function main(): Promise<void> {
     markdownTable(["source", "duration p50", "max"], rows),
     "",
   ];
-  process.stdout.write(out.join("\n") + "\n");
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 runBenchmark(main, cleanups);

@@ -309,7 +309,7 @@ describe("fake Kubernetes API server", () => {
     expect((await api("GET", "/api/v1/namespaces/fkf/pods")).status).toBe(429);
     expect((await api("GET", "/api/v1/namespaces/fkf/pods")).status).toBe(200);
     fake.faults.add({ method: "GET", pathPattern: /fkh/, hangMs: Infinity });
-    const hung = await fetch(fake.url + "/api/v1/namespaces/fkh/pods", {
+    const hung = await fetch(`${fake.url}/api/v1/namespaces/fkh/pods`, {
       headers: { Authorization: `Bearer ${fake.token}` },
       signal: AbortSignal.timeout(300),
     }).then(

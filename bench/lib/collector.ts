@@ -50,7 +50,7 @@ export async function startCollector(options: CollectorOptions): Promise<Running
   const keyText = generateKey();
   const key = Buffer.from(keyText, "utf8");
   const keyFile = path.join(dir, "token.key");
-  writeFileSync(keyFile, keyText + "\n", { mode: 0o600 });
+  writeFileSync(keyFile, `${keyText}\n`, { mode: 0o600 });
   const grpcPort = await freePort();
   const httpPort = await freePort();
   const configFile = path.join(dir, "collector.yaml");

@@ -101,7 +101,7 @@ export function helpToMan(page) {
   if (page.seeAlso?.length && !sections?.some((s) => s.title === "SEE ALSO")) {
     out.push(".SH SEE ALSO", page.seeAlso.map((ref) => roffEscape(ref)).join(", "));
   }
-  return out.join("\n") + "\n";
+  return `${out.join("\n")}\n`;
 }
 
 /** NAME must read "name \- what it is" for mandb/whatis. */

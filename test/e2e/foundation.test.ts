@@ -107,7 +107,7 @@ describe("collector and agent, as shipped", () => {
     expect(Number(metrics.body.match(/^workstation_reports_received_total (\d+)/m)?.[1])).toBeGreaterThan(0);
 
     const page = await getText(`http://127.0.0.1:${httpPort}/`);
-    expect(page.body).toContain("e2e</td>".replace("</td>", "") + "/vm-reporting");
+    expect(page.body).toContain(`${"e2e</td>".replace("</td>", "")}/vm-reporting`);
     expect(page.body).toContain("Active");
     expect((await getText(`http://127.0.0.1:${httpPort}/healthz`)).status).toBe(200);
     expect((await getText(`http://127.0.0.1:${httpPort}/readyz`)).status).toBe(200);

@@ -7,17 +7,7 @@
 // CPU, network and disk show no activity, and an empty /dev/pts unless a scenario gives a user a
 // terminal. Activity is made the way a person makes it: a keystroke (the terminal's atime) or a
 // lease taken with `ws-agent lease` over the agent's socket.
-import {
-  chownSync,
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  utimesSync,
-  writeFileSync,
-} from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";

@@ -59,7 +59,7 @@ it("probe --json over a fixture machine equals the golden output", () => {
   expect(result.stderr).toBe("");
   const actual = normalise(JSON.parse(result.stdout));
   if (process.env.UPDATE_GOLDEN === "1" || !existsSync(expectedFile)) {
-    writeFileSync(expectedFile, JSON.stringify(actual, null, 2) + "\n");
+    writeFileSync(expectedFile, `${JSON.stringify(actual, null, 2)}\n`);
   }
   expect(actual).toEqual(JSON.parse(readFileSync(expectedFile, "utf8")));
 });

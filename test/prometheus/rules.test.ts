@@ -1,7 +1,3 @@
-// The alert rules, checked and unit-tested by the real promtool, plus the
-// guarantees promtool cannot give: every alert tested both ways, a runbook
-// section for each, and the Operator's PrometheusRule equal to the plain file.
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";

@@ -127,7 +127,7 @@ the token is worthless for any other VM. Rotating the key invalidates every toke
   }
   if (!values.namespace || !values.name) throw new UsageError("token needs --namespace and --name");
   const key = loadKey(values["key-file"] ?? io.env.WS_COLLECTOR_KEY_FILE ?? "/etc/ws-collector/token.key");
-  io.stdout.write(tokenFor(key, values.namespace, values.name) + "\n");
+  io.stdout.write(`${tokenFor(key, values.namespace, values.name)}\n`);
   return 0;
 }
 
@@ -147,7 +147,7 @@ export async function main(argv: string[], io: Io): Promise<number> {
           return 0;
         }
         if (rest.length) throw new UsageError(`keygen takes no arguments`);
-        io.stdout.write(generateKey() + "\n");
+        io.stdout.write(`${generateKey()}\n`);
         return 0;
       case "replay":
         return await replayCommand(rest, {

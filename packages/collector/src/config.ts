@@ -191,7 +191,7 @@ export function resolveCollectorConfig(
     ["grpc.listen", config.grpc.listen],
     ["http.listen", config.http.listen],
   ] as const) {
-    if (!/^[\w.\-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address))
+    if (!/^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address))
       problems.push(`${label}: "${address}" must be host:port`);
   }
   if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))

@@ -309,7 +309,7 @@ export class PerVmSeriesCache {
         if (block !== "") parts.push(block);
       }
     });
-    return parts.join("\n") + "\n";
+    return `${parts.join("\n")}\n`;
   }
 
   private build(view: VmView, version: number): CachedVm {
@@ -504,7 +504,7 @@ export function createMetrics(
       const sources =
         fleet.seriesSources?.() ??
         fleet.views(now).map((view) => ({ id: `${view.namespace}/${view.name}`, version: -1, view: () => view }));
-      return own + (await renderFleet()) + "\n" + perVm.render(sources, now);
+      return `${own + (await renderFleet())}\n${perVm.render(sources, now)}`;
     } finally {
       scrapeDuration.observe((performance.now() - began) / 1000);
     }

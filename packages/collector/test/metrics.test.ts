@@ -95,7 +95,7 @@ function setup(options: { leader?: () => boolean } = {}) {
 
 /** The value of one sample line, or undefined when the series is absent. */
 function sample(text: string, series: string): number | undefined {
-  const line = text.split("\n").find((l) => l.startsWith(series + " "));
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 

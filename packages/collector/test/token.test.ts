@@ -20,6 +20,6 @@ describe("tokens", () => {
   it("refuses short keys with the command that makes a good one", () => {
     expect(() => keyFromFile(Buffer.from("short\n"), "/etc/k")).toThrow(KeyError);
     expect(() => keyFromFile(Buffer.from("short\n"), "/etc/k")).toThrow(/ws-collector keygen > \/etc\/k/);
-    expect(keyFromFile(Buffer.from(generateKey() + "\n"), "/k").length).toBe(64);
+    expect(keyFromFile(Buffer.from(`${generateKey()}\n`), "/k").length).toBe(64);
   });
 });

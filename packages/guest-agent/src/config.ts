@@ -184,7 +184,7 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
 
   const address =
     flags.collector ?? env.WS_AGENT_COLLECTOR ?? str(collectorFile, "address", `${where}: collector.address`) ?? "";
-  if (address !== "" && !/^[\w.\-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i.test(address)) {
+  if (address !== "" && !/^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i.test(address)) {
     problems.push(`collector address "${address}" must be host:port (for example collector.ws-system.svc:7443)`);
   }
   const insecure =

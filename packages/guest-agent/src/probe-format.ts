@@ -44,7 +44,7 @@ export function summarize(report: Report, source: string): string {
     }
     case "gpu": {
       const gpus = report.gpu?.gpus ?? [];
-      return `${gpus.length} GPU(s)${gpus.length ? ": " + gpus.map((g) => `#${g.index} ${pct(g.utilizationRatio)}`).join(" ") : ""}, ${report.gpu?.processes.length ?? 0} process(es)`;
+      return `${gpus.length} GPU(s)${gpus.length ? `: ${gpus.map((g) => `#${g.index} ${pct(g.utilizationRatio)}`).join(" ")}` : ""}, ${report.gpu?.processes.length ?? 0} process(es)`;
     }
     case "system": {
       const s = report.system;
@@ -76,5 +76,5 @@ export function describeSources(report: Report): string {
     const detail = s.state === SourceState.OK ? summarize(report, s.source) : s.message;
     return `${s.source.padEnd(16)} ${(STATE_WORD[s.state] ?? "?").padEnd(9)} ${detail}`;
   });
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }

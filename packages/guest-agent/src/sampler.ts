@@ -111,6 +111,6 @@ export async function takeSample(
 
 function createField(field: keyof Report, value: unknown): unknown {
   const desc = ReportSchema.fields.find((f) => f.localName === field);
-  if (!desc || desc.fieldKind !== "message") throw new Error(`Report has no message field ${String(field)}`);
+  if (desc?.fieldKind !== "message") throw new Error(`Report has no message field ${String(field)}`);
   return create(desc.message, value as never);
 }

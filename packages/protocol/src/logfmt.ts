@@ -14,6 +14,6 @@ export function logfmtLogger(write: (line: string) => void, nowMs: () => number)
     for (const [key, value] of Object.entries(fields)) {
       if (value !== undefined) parts.push(`${key}=${quote(value)}`);
     }
-    write(parts.join(" ") + "\n");
+    write(`${parts.join(" ")}\n`);
   };
 }

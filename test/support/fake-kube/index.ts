@@ -294,7 +294,7 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     res.flushHeaders();
     openWatches.set(res, new URL(req.url ?? "/", "http://fake-kube").pathname);
     const write = (type: string, object: unknown) => {
-      if (!res.destroyed && !res.writableEnded) res.write(JSON.stringify({ type, object }) + "\n");
+      if (!res.destroyed && !res.writableEnded) res.write(`${JSON.stringify({ type, object })}\n`);
     };
     const emit = (event: StoredEvent) => {
       if (event.resource !== route.resource) return;

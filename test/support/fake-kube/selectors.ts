@@ -68,7 +68,7 @@ export function matchesRequirements(
 ): boolean {
   const l = labels ?? {};
   return requirements.every((r) => {
-    const has = Object.prototype.hasOwnProperty.call(l, r.key);
+    const has = Object.hasOwn(l, r.key);
     const value = l[r.key];
     switch (r.op) {
       case "eq":

@@ -67,7 +67,7 @@ export function parseCollectorPolicyDocument(document: unknown): ConfigResult {
     if (SECTION_KEYS.includes(key)) continue;
     const suggestion = closestName(key, SECTION_KEYS);
     errors.push(
-      `${key}: unknown key` + (suggestion ? `; did you mean "${suggestion}"?` : `; known: ${SECTION_KEYS.join(", ")}`),
+      `${key}: unknown key${suggestion ? `; did you mean "${suggestion}"?` : `; known: ${SECTION_KEYS.join(", ")}`}`,
     );
   }
   let annotationPrefix = DEFAULT_ANNOTATION_PREFIX;

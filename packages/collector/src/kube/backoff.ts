@@ -28,7 +28,7 @@ export function backoffDelayMs(
   retryAfterSeconds: number | null = null,
 ): number {
   const exponent = Math.max(0, retry - 1);
-  const ceiling = Math.min(policy.maxMs, policy.initialMs * Math.pow(policy.factor, exponent));
+  const ceiling = Math.min(policy.maxMs, policy.initialMs * policy.factor ** exponent);
   const r = Math.min(1, Math.max(0, random()));
   const jittered = ceiling / 2 + (ceiling / 2) * r;
   const serverAsked = retryAfterSeconds !== null ? Math.min(policy.maxMs, retryAfterSeconds * 1000) : 0;

@@ -114,7 +114,6 @@ export class LeaderLabel {
         );
         this.written = target;
         if (target) await this.clearStale();
-        continue;
       } catch (err) {
         const status = httpStatusOf(err);
         const where = `pod ${this.options.namespace}/${this.options.podName}`;

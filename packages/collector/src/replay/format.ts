@@ -84,7 +84,7 @@ export function formatTimelineText(timeline: readonly TimelineEntry[], options: 
       );
     }
   }
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 /** One JSON object per line: the entry with its explanation and actions. */

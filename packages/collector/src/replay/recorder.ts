@@ -132,7 +132,7 @@ export class TraceRecorder {
     this.pending = [];
     if (batch.length === 0) return;
     try {
-      await appendFile(this.path, batch.map((input) => this.format(input)).join("\n") + "\n", "utf8");
+      await appendFile(this.path, `${batch.map((input) => this.format(input)).join("\n")}\n`, "utf8");
     } catch (error) {
       this.droppedLines += batch.length;
       this.options.onError?.(error as Error);

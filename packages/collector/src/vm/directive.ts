@@ -1,7 +1,7 @@
 // What a decision tells the agent: the Directive fields its actions carry. Pure:
 // the Fleet sends the result and executes the other actions (stop, events, persist).
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { DirectiveSchema, PolicyMode } from "@ws/protocol";
+import { type DirectiveSchema, PolicyMode } from "@ws/protocol";
 import { toEffectivePolicy } from "../engine/policy.js";
 import { statusFor } from "../engine/status.js";
 import type { Action, Policy, VmRecord } from "../engine/types.js";

@@ -90,7 +90,7 @@ export function createWebServer(options: WebOptions): http.Server {
         const vm = vmFromPath(url.pathname, "/api/vms/");
         const now = options.nowMs();
         const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
-        if (!vm || !detail) return send(404, "application/json", JSON.stringify({ error: "no such VM" }) + "\n");
+        if (!vm || !detail) return send(404, "application/json", `${JSON.stringify({ error: "no such VM" })}\n`);
         const spanMs = options.chartSpanMs ?? 4 * 3600_000;
         return send(
           200,
@@ -171,4 +171,4 @@ export function createWebServer(options: WebOptions): http.Server {
   });
 }
 
-const escapeText = (text: string) => text.replace(/[^\w.\-]/g, "?").slice(0, 253);
+const escapeText = (text: string) => text.replace(/[^\w.-]/g, "?").slice(0, 253);

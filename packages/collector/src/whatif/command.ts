@@ -34,7 +34,7 @@ async function queryRange(
 ): Promise<MatrixSeries[]> {
   const url = new URL(
     "api/v1/query_range",
-    options.prometheusUrl.href.endsWith("/") ? options.prometheusUrl : new URL(options.prometheusUrl.href + "/"),
+    options.prometheusUrl.href.endsWith("/") ? options.prometheusUrl : new URL(`${options.prometheusUrl.href}/`),
   );
   const body = new URLSearchParams({
     query,

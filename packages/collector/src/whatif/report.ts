@@ -99,49 +99,47 @@ export function formatText(result: WhatifResult): string {
       `No replayable readings for: ${silent.map((vm) => `${vm.namespace}/${vm.name}`).join(", ")} (their agent was never connected in the range)`,
     );
   }
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 export function formatJson(result: WhatifResult): string {
   const sum: WhatifTotals = totals(result.vms);
-  return (
-    JSON.stringify(
-      {
-        from: iso(result.fromMs),
-        to: iso(result.toMs),
-        stepSeconds: result.stepSeconds,
-        falseStopWindowSeconds: result.falseStopWindowSeconds,
-        overrides: result.overrides,
-        policy: {
-          ...result.policy,
-          thresholds: Object.fromEntries(
-            Object.entries(result.policy.thresholds).map(([k, v]) => [k, v === Infinity ? "off" : v]),
-          ),
-        },
-        vms: result.vms.map((vm) => ({
-          namespace: vm.namespace,
-          name: vm.name,
-          stops: vm.stops.length,
-          likelyFalseStops: vm.likelyFalseStops,
-          vmHoursSaved: vm.vmHoursSaved,
-          gpuHoursSaved: vm.gpuHoursSaved,
-          reportedSteps: vm.reportedSteps,
-          stopList: vm.stops.map((stop) => ({
-            at: iso(stop.atMs),
-            until: iso(stop.untilMs),
-            endedBy: stop.endedBy,
-            ...(stop.resumedBy ? { resumedBy: stop.resumedBy } : {}),
-            likelyFalse: stop.likelyFalse,
-            savedSeconds: stop.savedSeconds,
-            gpus: stop.gpus,
-            trigger: stop.trigger,
-            reason: stop.reason,
-          })),
-        })),
-        total: sum,
+  return `${JSON.stringify(
+    {
+      from: iso(result.fromMs),
+      to: iso(result.toMs),
+      stepSeconds: result.stepSeconds,
+      falseStopWindowSeconds: result.falseStopWindowSeconds,
+      overrides: result.overrides,
+      policy: {
+        ...result.policy,
+        thresholds: Object.fromEntries(
+          Object.entries(result.policy.thresholds).map(([k, v]) => [k, v === Infinity ? "off" : v]),
+        ),
       },
-      null,
-      2,
-    ) + "\n"
-  );
+      vms: result.vms.map((vm) => ({
+        namespace: vm.namespace,
+        name: vm.name,
+        stops: vm.stops.length,
+        likelyFalseStops: vm.likelyFalseStops,
+        vmHoursSaved: vm.vmHoursSaved,
+        gpuHoursSaved: vm.gpuHoursSaved,
+        reportedSteps: vm.reportedSteps,
+        stopList: vm.stops.map((stop) => ({
+          at: iso(stop.atMs),
+          until: iso(stop.untilMs),
+          endedBy: stop.endedBy,
+          ...(stop.resumedBy ? { resumedBy: stop.resumedBy } : {}),
+          likelyFalse: stop.likelyFalse,
+          savedSeconds: stop.savedSeconds,
+          gpus: stop.gpus,
+          trigger: stop.trigger,
+          reason: stop.reason,
+        })),
+      })),
+      total: sum,
+    },
+    null,
+    2,
+  )}\n`;
 }

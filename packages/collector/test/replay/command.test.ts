@@ -76,8 +76,8 @@ describe("ws-collector replay", () => {
       "c.yaml": config,
     });
     expect(code).toBe(0);
-    expect(stdout).toMatch(/\+00:10:00  lab\/a  Active → StoppingPending/);
-    expect(stdout).toMatch(/\+00:15:00  lab\/a  StoppingPending → Stopping/);
+    expect(stdout).toMatch(/\+00:10:00 {2}lab\/a {2}Active → StoppingPending/);
+    expect(stdout).toMatch(/\+00:15:00 {2}lab\/a {2}StoppingPending → Stopping/);
   });
 
   it.each([

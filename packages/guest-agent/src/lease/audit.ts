@@ -30,7 +30,7 @@ export function formatAuditLine(event: AuditEvent, wallMs: number): string {
   if (event.byUid !== undefined) fields.push(["by_uid", String(event.byUid)]);
   if (event.byUser !== undefined) fields.push(["by_user", event.byUser]);
   if (event.detail !== undefined) fields.push(["detail", event.detail]);
-  return fields.map(([key, value]) => `${key}=${quote(value)}`).join(" ") + "\n";
+  return `${fields.map(([key, value]) => `${key}=${quote(value)}`).join(" ")}\n`;
 }
 
 /**

@@ -325,7 +325,7 @@ function refused(answer: ErrorAnswer, io: LeaseIo, requestedSeconds?: number): n
 }
 
 function printJson(io: LeaseIo, value: unknown): void {
-  io.stdout.write(JSON.stringify(value, null, 2) + "\n");
+  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
 async function request(socketPath: string, outgoing: OutgoingRequest): Promise<Answer> {

@@ -92,7 +92,7 @@ export async function callAgent(socketPath: string, request: OutgoingRequest, ti
                 proofProblem = (error as Error).message;
               }
             }
-            if (!settled) socket.write(JSON.stringify(request) + "\n");
+            if (!settled) socket.write(`${JSON.stringify(request)}\n`);
           })();
           continue;
         }

@@ -67,16 +67,14 @@ function confirmationState(lease: LeaseView): string {
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return (
-    rows
-      .map((row) =>
-        row
-          .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
-          .join("  ")
-          .trimEnd(),
-      )
-      .join("\n") + "\n"
-  );
+  return `${rows
+    .map((row) =>
+      row
+        .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n")}\n`;
 }
 
 export function formatLeaseList(leases: LeaseView[], moment: Moment): string {
@@ -120,19 +118,17 @@ export function formatTaken(lease: LeaseView, collectorConnected: boolean, momen
     );
   }
   lines.push(`Cancel it early with: ws-lease cancel ${lease.id}`);
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 export function formatCancelled(cancelled: LeaseView[]): string {
   if (cancelled.length === 0) return "No leases to cancel.\n";
-  return (
-    cancelled
-      .map(
-        (lease) =>
-          `Cancelled lease ${lease.id} of ${safeText(lease.user, 32)}${lease.reason ? ` ("${safeText(lease.reason, 80)}")` : ""}.`,
-      )
-      .join("\n") + "\n"
-  );
+  return `${cancelled
+    .map(
+      (lease) =>
+        `Cancelled lease ${lease.id} of ${safeText(lease.user, 32)}${lease.reason ? ` ("${safeText(lease.reason, 80)}")` : ""}.`,
+    )
+    .join("\n")}\n`;
 }
 
 export function capExplanation(capSeconds: number, capSource: CapSource): string {
@@ -233,5 +229,5 @@ export function formatStatus(status: StatusView, moment: Moment): string {
   out.push(`Cap:         a lease lasts at most ${capExplanation(status.capSeconds, status.capSource)}`);
   out.push("");
   out.push(`Keep this VM running: ws-lease 8h --reason "what you are running"    More: ws-lease --help`);
-  return out.join("\n") + "\n";
+  return `${out.join("\n")}\n`;
 }

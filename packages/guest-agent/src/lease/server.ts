@@ -157,7 +157,7 @@ export class LeaseSocketServer {
   private serveRoot(socket: Socket): void {
     socket.on("error", () => undefined);
     if (this.rootConnections.size >= DEFAULTS.maxRootConnections) {
-      socket.end(JSON.stringify(errorAnswer("busy", "root already holds too many connections to the agent")) + "\n");
+      socket.end(`${JSON.stringify(errorAnswer("busy", "root already holds too many connections to the agent"))}\n`);
       return;
     }
     this.rootConnections.add(socket);
@@ -185,7 +185,7 @@ export class LeaseSocketServer {
     }
     if (this.connections.size >= maxConnections) {
       socket.end(
-        JSON.stringify(errorAnswer("busy", "the agent is serving too many connections; try again in a moment")) + "\n",
+        `${JSON.stringify(errorAnswer("busy", "the agent is serving too many connections; try again in a moment"))}\n`,
       );
       return;
     }
@@ -227,7 +227,7 @@ export class LeaseSocketServer {
 
   private dropUnverified(socket: Socket, why: string): void {
     this.unverified.delete(socket);
-    if (socket.writable) socket.end(JSON.stringify(errorAnswer("busy", why)) + "\n");
+    if (socket.writable) socket.end(`${JSON.stringify(errorAnswer("busy", why))}\n`);
     socket.destroySoon?.();
     setTimeout(() => socket.destroy(), 100).unref?.();
   }
@@ -251,14 +251,14 @@ export class LeaseSocketServer {
       nonce: challenge.nonce,
       proof: challenge.name,
     };
-    socket.write(JSON.stringify(hello) + "\n");
+    socket.write(`${JSON.stringify(hello)}\n`);
 
     const decoder = new StringDecoder("utf8");
     let pending = "";
     let served = 0;
     let queue = Promise.resolve();
     const answer = (reply: Answer): void => {
-      if (!socket.destroyed && socket.writable) socket.write(JSON.stringify(reply) + "\n");
+      if (!socket.destroyed && socket.writable) socket.write(`${JSON.stringify(reply)}\n`);
     };
 
     socket.on("data", (chunk: Buffer) => {

@@ -20,7 +20,7 @@ export type ParseResult = { ok: true; state: LeaseState } | { ok: false; error: 
 export function serializeLeaseState(state: LeaseState): string {
   const document: Record<string, unknown> = { version: FORMAT_VERSION, leases: state.leases };
   if (state.maxKeepRunningSeconds !== undefined) document.maxKeepRunningSeconds = state.maxKeepRunningSeconds;
-  return JSON.stringify(document, null, 2) + "\n";
+  return `${JSON.stringify(document, null, 2)}\n`;
 }
 
 export function parseLeaseState(text: string): ParseResult {

@@ -43,7 +43,7 @@ export function noticeFileContent(
 
 export async function writeNoticeFile(file: string, content: NoticeFileContent): Promise<void> {
   await mkdir(path.dirname(file), { recursive: true, mode: 0o755 });
-  await writeFileAtomic(file, JSON.stringify(content, null, 2) + "\n", 0o644);
+  await writeFileAtomic(file, `${JSON.stringify(content, null, 2)}\n`, 0o644);
 }
 
 export async function removeNoticeFile(file: string): Promise<boolean> {

@@ -64,7 +64,7 @@ export function safeText(text: string, maxLength = 300): string {
     .replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069]+/g, " ")
     .replace(/\s+/g, " ")
     .trim();
-  return clean.length > maxLength ? clean.slice(0, maxLength - 1) + "…" : clean;
+  return clean.length > maxLength ? `${clean.slice(0, maxLength - 1)}…` : clean;
 }
 
 export function noticeText(facts: NoticeFacts, nowWallMs: number, timeZone?: string): NoticeText {

@@ -11,10 +11,10 @@ import { growCommand } from "../../src/grow/command.js";
 import { gatherGrowFacts, type DeviceFacts, type GrowFacts, type TargetFacts } from "../../src/grow/facts.js";
 import { parseLvsJson, parsePvsJson } from "../../src/grow/lvm.js";
 import type { MountEntry } from "../../src/grow/mountinfo.js";
-import { parseSfdiskJson, type PartitionTable } from "../../src/grow/partition-table.js";
+import { type PartitionTable } from "../../src/grow/partition-table.js";
 import { MIN_GROWTH_BYTES, planGrow, planTarget, type MountPlan } from "../../src/grow/plan.js";
-import type { DiskNode, PartitionNode } from "../../src/grow/sysblock.js";
-import { GROW_TOOLS, type GrowTool, type ToolPaths } from "../../src/grow/tools.js";
+import type { DiskNode } from "../../src/grow/sysblock.js";
+import { GROW_TOOLS, type ToolPaths } from "../../src/grow/tools.js";
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;

@@ -211,7 +211,7 @@ describe("the audit log", () => {
       { id: "60bf025d", uid: 0, user: "root", reason: "training resnet50", requestedSeconds: 28800 },
       { wallMs: Date.parse("2026-11-29T14:38:21.511Z"), monoMs: 0 },
     );
-    expect(formatAuditLine({ action: "granted", lease }, Date.parse("2026-11-29T14:38:21.511Z"))).toBe(first + "\n");
+    expect(formatAuditLine({ action: "granted", lease }, Date.parse("2026-11-29T14:38:21.511Z"))).toBe(`${first}\n`);
     const byRoot = formatAuditLine(
       { action: "cancelled", lease: { ...lease, uid: 1001, user: "alice" }, byUid: 0, byUser: "root" },
       NOW,

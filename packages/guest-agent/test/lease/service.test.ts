@@ -286,7 +286,7 @@ describe("LeaseService", () => {
             if (lines >= 2) resolve();
           });
         });
-        socket.write(JSON.stringify({ op: "status" }) + "\n");
+        socket.write(`${JSON.stringify({ op: "status" })}\n`);
         await answered;
       }
       const refused = await rawLines(h.socketPath, [JSON.stringify({ op: "status" })], 1);

@@ -128,7 +128,7 @@ export async function rawLines(
       buffer = parts.pop() ?? "";
       for (const part of parts) {
         received.push(part);
-        if (received.length === 1) for (const line of lines) socket.write(line + "\n");
+        if (received.length === 1) for (const line of lines) socket.write(`${line}\n`);
         if (received.length === 1 + expectAnswers) {
           clearTimeout(timer);
           socket.end();

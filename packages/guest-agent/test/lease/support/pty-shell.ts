@@ -48,7 +48,7 @@ export class PtyShell {
       },
     );
     const device = (terminal as unknown as { ptsName?: string }).ptsName;
-    if (!device || !device.startsWith("/dev/pts/")) {
+    if (!device?.startsWith("/dev/pts/")) {
       terminal.kill();
       throw new Error(`node-pty did not report the pseudo-terminal's name (got ${String(device)})`);
     }

@@ -24,9 +24,9 @@ socket.on("data", async (chunk) => {
       const challenge = parseChallenge(line);
       if (!challenge) throw new Error(`no challenge: ${line}`);
       await writeProof(proofDirFor(socketPath), challenge.proof, challenge.nonce);
-      socket.write(requestLine + "\n");
+      socket.write(`${requestLine}\n`);
     } else {
-      process.stdout.write(line + "\n");
+      process.stdout.write(`${line}\n`);
       socket.end();
       return;
     }
