@@ -58,7 +58,9 @@ async function main(): Promise<void> {
     await startKernel(server);
   }
   const sleepers: ChildProcess[] = [];
-  cleanups.push(() => sleepers.forEach((child) => child.kill("SIGKILL")));
+  cleanups.push(() => {
+    for (const child of sleepers) child.kill("SIGKILL");
+  });
   while (processCount() < targetProcesses) sleepers.push(spawn("sleep", ["3600"], { stdio: "ignore" }));
   const processes = processCount();
 

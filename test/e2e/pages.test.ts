@@ -22,7 +22,7 @@ import { quietMachine, type QuietMachine } from "../support/quiet-machine.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
 const CHROMIUM = "/usr/bin/chromium";
-export const SCREENSHOT_DIR = path.join(repoRoot, "test-output/pages");
+const SCREENSHOT_DIR = path.join(repoRoot, "test-output/pages");
 
 let dir: string;
 let wsLease: string;

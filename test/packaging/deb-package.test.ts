@@ -222,6 +222,7 @@ describe("the man pages", () => {
       });
       expect(result.status, result.output).toBe(0);
       expect(result.stderr, `man warned about ${page}`).toBe("");
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: man(1) marks bold and underline with backspaces
       const text = result.stdout.replace(/.\x08/g, ""); // overstrike bold/underline
       for (const phrase of expected) expect(text, `${page} lacks "${phrase}"`).toContain(phrase);
     }

@@ -32,12 +32,12 @@ function splitTopLevel(selector: string): string[] {
   return parts.map((p) => p.trim()).filter((p) => p.length > 0);
 }
 
-const KEY = String.raw`[A-Za-z0-9][-A-Za-z0-9_./]*`;
+const KEY = "[A-Za-z0-9][-A-Za-z0-9_./]*";
 const SET_RE = new RegExp(String.raw`^(${KEY})\s+(in|notin)\s*\(([^)]*)\)$`);
 const NEQ_RE = new RegExp(String.raw`^(${KEY})\s*!=\s*(.*)$`);
 const EQ_RE = new RegExp(String.raw`^(${KEY})\s*==?\s*(.*)$`);
 const ABSENT_RE = new RegExp(String.raw`^!\s*(${KEY})$`);
-const EXISTS_RE = new RegExp(String.raw`^(${KEY})$`);
+const EXISTS_RE = new RegExp(`^(${KEY})$`);
 
 export function parseLabelSelector(selector: string | null | undefined): Requirement[] {
   if (!selector) return [];

@@ -76,100 +76,134 @@ export const POLICY_KNOBS: readonly Knob[] = [
   {
     name: "autostop",
     help: "enabled | disabled: whether idle VMs get notices and stops (normally the label)",
-    set: (t, raw) => void (t.autostopEnabled = parseSwitch(raw)),
+    set: (t, raw) => {
+      t.autostopEnabled = parseSwitch(raw);
+    },
   },
   {
     name: "mode",
     help: "enforce | observe: observe records would-stop and stops nothing",
-    set: (t, raw) => void (t.mode = parseMode(raw)),
+    set: (t, raw) => {
+      t.mode = parseMode(raw);
+    },
   },
   {
     name: "idle-timeout",
     help: "idle time before a notice (default 2h, at least 1m)",
-    set: (t, raw, s) => void (t.idleTimeoutSeconds = duration(raw, s, { min: 60 })),
+    set: (t, raw, s) => {
+      t.idleTimeoutSeconds = duration(raw, s, { min: 60 });
+    },
   },
   {
     name: "grace-period",
     help: "time between the notice and the stop (default 10m, at least 30s)",
-    set: (t, raw, s) => void (t.gracePeriodSeconds = duration(raw, s, { min: 30 })),
+    set: (t, raw, s) => {
+      t.gracePeriodSeconds = duration(raw, s, { min: 30 });
+    },
   },
   {
     name: "max-keep-running",
     help: "cap on a lease or an inhibitor lock (default 24h)",
-    set: (t, raw, s) => void (t.maxKeepRunningSeconds = duration(raw, s, { min: 60 })),
+    set: (t, raw, s) => {
+      t.maxKeepRunningSeconds = duration(raw, s, { min: 60 });
+    },
   },
   {
     name: "weak-activity-max",
     help: "how long weak evidence keeps a VM after the last strong evidence (default 4h; 0s: never)",
-    set: (t, raw, s) => void (t.weakActivityMaxSeconds = duration(raw, s, { allowZero: true })),
+    set: (t, raw, s) => {
+      t.weakActivityMaxSeconds = duration(raw, s, { allowZero: true });
+    },
   },
   {
     name: "unattended-max",
     help: "how long background work (CPU, GPU, network, disk, a busy kernel) holds a VM after the last human evidence (default 24h; off)",
-    set: (t, raw, s) =>
-      void (t.unattendedMaxSeconds = parseOptionalDuration(raw, {
+    set: (t, raw, s) => {
+      t.unattendedMaxSeconds = parseOptionalDuration(raw, {
         allowBareSeconds: s === "config",
         ...(s === "annotation" ? { minSeconds: 60 } : {}),
-      })),
+      });
+    },
   },
   {
     name: "agent-lost-after",
     help: "no report for this long → AgentLost (default 5m, at least 30s)",
-    set: (t, raw, s) => void (t.agentLostAfterSeconds = duration(raw, s, { min: 30 })),
+    set: (t, raw, s) => {
+      t.agentLostAfterSeconds = duration(raw, s, { min: 30 });
+    },
   },
   {
     name: "stop-when-agent-lost-after",
     help: "stop a VM whose agent has been silent this long (default never)",
-    set: (t, raw, s) =>
-      void (t.stopWhenAgentLostAfterSeconds = parseOptionalDuration(raw, {
+    set: (t, raw, s) => {
+      t.stopWhenAgentLostAfterSeconds = parseOptionalDuration(raw, {
         allowBareSeconds: s === "config",
         ...(s === "annotation" ? { minSeconds: 60 } : {}),
-      })),
+      });
+    },
   },
   {
     name: "report-interval",
     help: "how often agents report (default 15s, 5s to 10m)",
-    set: (t, raw, s) => void (t.reportIntervalSeconds = duration(raw, s, { min: 5, max: 600 })),
+    set: (t, raw, s) => {
+      t.reportIntervalSeconds = duration(raw, s, { min: 5, max: 600 });
+    },
   },
   {
     name: "notice-repeat",
     help: "how often a pending notice is sent again (default 5m, at least 30s)",
-    set: (t, raw, s) => void (t.noticeRepeatSeconds = duration(raw, s, { min: 30 })),
+    set: (t, raw, s) => {
+      t.noticeRepeatSeconds = duration(raw, s, { min: 30 });
+    },
   },
   {
     name: "observe-notices",
     help: "enabled | disabled: observe mode also warns users (terminals, desktop, webhooks), for a dry run (default disabled)",
-    set: (t, raw) => void (t.observeNotices = parseSwitch(raw)),
+    set: (t, raw) => {
+      t.observeNotices = parseSwitch(raw);
+    },
   },
   {
     name: "gpu-utilization-threshold",
     help: "GPU utilization that counts as work (default 10%; off)",
-    set: (t, raw) => void (thresholds(t).gpuUtilizationRatio = parseRatio(raw)),
+    set: (t, raw) => {
+      thresholds(t).gpuUtilizationRatio = parseRatio(raw);
+    },
   },
   {
     name: "cpu-busy-threshold",
     help: "whole-machine CPU busy share that counts as work (default 50%; off)",
-    set: (t, raw) => void (thresholds(t).cpuBusyRatio = parseRatio(raw)),
+    set: (t, raw) => {
+      thresholds(t).cpuBusyRatio = parseRatio(raw);
+    },
   },
   {
     name: "user-cpu-threshold",
     help: "CPU cores used by users' processes that count as work (default 0.5; off)",
-    set: (t, raw) => void (thresholds(t).userProcessCpuCores = parseCores(raw)),
+    set: (t, raw) => {
+      thresholds(t).userProcessCpuCores = parseCores(raw);
+    },
   },
   {
     name: "network-threshold",
     help: "network bytes/s that count as work (default 1MB/s; off)",
-    set: (t, raw) => void (thresholds(t).networkBytesPerSecond = parseByteRate(raw)),
+    set: (t, raw) => {
+      thresholds(t).networkBytesPerSecond = parseByteRate(raw);
+    },
   },
   {
     name: "disk-threshold",
     help: "disk bytes/s that count as work (default 5MB/s; off)",
-    set: (t, raw) => void (thresholds(t).diskBytesPerSecond = parseByteRate(raw)),
+    set: (t, raw) => {
+      thresholds(t).diskBytesPerSecond = parseByteRate(raw);
+    },
   },
   {
     name: "tty-output-counts",
     help: "true: output written to a terminal counts as activity, not only keystrokes (default false)",
-    set: (t, raw) => void (thresholds(t).ttyOutputCounts = parseBoolean(raw)),
+    set: (t, raw) => {
+      thresholds(t).ttyOutputCounts = parseBoolean(raw);
+    },
   },
 ];
 

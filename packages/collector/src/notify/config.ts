@@ -110,9 +110,12 @@ function parseTargets(raw: unknown, label: string, problems: string[]): WebhookT
     return [];
   }
   const out: WebhookTarget[] = [];
-  raw.forEach((entry, index) => {
+  for (const [index, entry] of raw.entries()) {
     const where = `${label}[${index}]`;
-    if (!isObj(entry)) return void problems.push(`${where}: expected { url, format }`);
+    if (!isObj(entry)) {
+      problems.push(`${where}: expected { url, format }`);
+      continue;
+    }
     for (const key of Object.keys(entry))
       if (!["url", "format", "name"].includes(key))
         problems.push(`${where}: unknown setting "${key}" (known: url, format, name)`);
@@ -124,7 +127,8 @@ function parseTargets(raw: unknown, label: string, problems: string[]): WebhookT
         format,
         name: typeof entry.name === "string" && entry.name ? entry.name.slice(0, 60) : `${format}@${new URL(url).host}`,
       });
-  });
+  }
+
   return out;
 }
 

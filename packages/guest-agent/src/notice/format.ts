@@ -61,6 +61,7 @@ function plural(count: number, unit: string): string {
  */
 export function safeText(text: string, maxLength = 300): string {
   const clean = text
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control and bidi characters are what a notice must not carry to a terminal
     .replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069]+/g, " ")
     .replace(/\s+/g, " ")
     .trim();

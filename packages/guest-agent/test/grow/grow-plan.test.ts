@@ -11,7 +11,7 @@ import { growCommand } from "../../src/grow/command.js";
 import { gatherGrowFacts, type DeviceFacts, type GrowFacts, type TargetFacts } from "../../src/grow/facts.js";
 import { parseLvsJson, parsePvsJson } from "../../src/grow/lvm.js";
 import type { MountEntry } from "../../src/grow/mountinfo.js";
-import { type PartitionTable } from "../../src/grow/partition-table.js";
+import type { PartitionTable } from "../../src/grow/partition-table.js";
 import { MIN_GROWTH_BYTES, planGrow, planTarget, type MountPlan } from "../../src/grow/plan.js";
 import type { DiskNode } from "../../src/grow/sysblock.js";
 import { GROW_TOOLS, type ToolPaths } from "../../src/grow/tools.js";
@@ -627,7 +627,12 @@ describe("ws-agent grow usage", () => {
     let stdout = "";
     let stderr = "";
     const stream = (append: (text: string) => void) =>
-      ({ write: (chunk: string) => (append(chunk), true) }) as unknown as NodeJS.WritableStream;
+      ({
+        write: (chunk: string) => {
+          append(chunk);
+          return true;
+        },
+      }) as unknown as NodeJS.WritableStream;
     return {
       io: { stdout: stream((t) => (stdout += t)), stderr: stream((t) => (stderr += t)), env: process.env },
       stdout: () => stdout,

@@ -21,7 +21,7 @@ const PARENT = 13406;
 const LATE = 13473;
 const INTERVAL_SECONDS = 676.03 - 671.17;
 
-function valueOf(outcome: SignalOutcome<SystemSignalValue>): SystemSignalValue {
+function valueOfOutcome(outcome: SignalOutcome<SystemSignalValue>): SystemSignalValue {
   if (outcome.state === "absent" || outcome.value === undefined)
     throw new Error(`no value: ${JSON.stringify(outcome)}`);
   return outcome.value;
@@ -68,7 +68,7 @@ describe("system signal over a captured /proc and /sys", () => {
     await useSnapshot("snapshot-1");
     const first = await signal.collect(ctx);
     expect(first.state).toBe("ok");
-    expect(valueOf(first)).toEqual({
+    expect(valueOfOutcome(first)).toEqual({
       cpuCount: 2,
       load1: 2,
       load5: 1.08,
@@ -83,7 +83,7 @@ describe("system signal over a captured /proc and /sys", () => {
     clock.advance(INTERVAL_SECONDS * 1000);
     const second = await signal.collect(ctx);
     expect(second.state).toBe("ok");
-    const value = valueOf(second);
+    const value = valueOfOutcome(second);
     expect(value.cpuBusyRatio).toBeCloseTo(965 / 968, 10);
     // eth0 only: lo and the ifb devices are under /sys/devices/virtual/net
     expect(value.networkReceiveBytesPerSecond).toBeCloseTo((234667707 - 234664167) / INTERVAL_SECONDS, 6);
@@ -159,7 +159,7 @@ describe("system signal over a captured /proc and /sys", () => {
       clock.advance(INTERVAL_SECONDS * 1000);
       const outcome = await signal.collect(ctx);
       expect(outcome.state, outcome.message).toBe("ok");
-      const value = valueOf(outcome);
+      const value = valueOfOutcome(outcome);
       expect(value.userProcessCpuCores).toBeCloseTo(2, 6);
       // The busiest processes still come from /proc.
       expect(value.topProcesses?.map((process) => process.pid)).toEqual([BUSY, LATE, PARENT]);
@@ -170,7 +170,7 @@ describe("system signal over a captured /proc and /sys", () => {
       await again.collect(ctx);
       await useSnapshot("snapshot-2");
       clock.advance(INTERVAL_SECONDS * 1000);
-      const lower = valueOf(await again.collect(ctx));
+      const lower = valueOfOutcome(await again.collect(ctx));
       expect(lower.userProcessCpuCores).toBeCloseTo((232 + 217 + 77) / 100 / INTERVAL_SECONDS, 10);
     } finally {
       await rm(path.join(roots.sys, "fs"), { recursive: true, force: true });
@@ -189,7 +189,7 @@ describe("system signal over a captured /proc and /sys", () => {
     clock.advance(INTERVAL_SECONDS * 1000);
     const outcome = await signal.collect(ctx);
     expect(outcome.state).toBe("ok");
-    expect(valueOf(outcome).topProcesses?.map((process) => process.pid)).toEqual([BUSY, PARENT]);
+    expect(valueOfOutcome(outcome).topProcesses?.map((process) => process.pid)).toEqual([BUSY, PARENT]);
   });
 
   it("reports a truncated or garbage /proc file as failed with the reason, keeping the rest", async () => {
@@ -202,7 +202,7 @@ describe("system signal over a captured /proc and /sys", () => {
     expect(outcome.state).toBe("failed");
     expect(outcome.message).toContain(`${path.join(roots.proc, "stat")}: no per-CPU "cpuN" line`);
     expect(outcome.message).toContain(`${path.join(roots.proc, "net", "dev")}: missing the two header lines`);
-    expect(valueOf(outcome)).toMatchObject({ cpuCount: 0, load1: 2, uptimeSeconds: 671.17 });
+    expect(valueOfOutcome(outcome)).toMatchObject({ cpuCount: 0, load1: 2, uptimeSeconds: 671.17 });
   });
 
   it("reports a garbled process entry and a missing /proc as failed, never throwing", async () => {
@@ -268,7 +268,7 @@ describe("system signal over the real /proc", () => {
       await new Promise((resolve) => setTimeout(resolve, 250));
       const outcome = await signal.collect(ctx);
       expect(outcome.state).toBe("ok");
-      value = valueOf(outcome);
+      value = valueOfOutcome(outcome);
       seen = value.topProcesses?.find((process) => process.pid === busy?.pid && (process.cpuCores ?? 0) > 0);
     }
     expect(seen).toMatchObject({ uid, user: USER, command: "node" });
