@@ -8,6 +8,7 @@ import { serve } from "./serve.js";
 import { loadKey } from "./key-file.js";
 import { generateKey, KeyError, tokenFor } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
+import { errorMessage } from "@ws/protocol";
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -61,7 +62,7 @@ function parse<T extends ParseArgsConfig["options"]>(argv: string[], options: T)
   try {
     return parseArgs({ args: argv, options, strict: true, allowPositionals: false });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(errorMessage(error));
   }
 }
 
@@ -88,7 +89,7 @@ async function serveCommand(argv: string[], io: Io): Promise<number> {
       fileText = readFileSync(configPath, "utf8");
     } catch (error) {
       throw new CollectorConfigError([
-        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
       ]);
     }
   }

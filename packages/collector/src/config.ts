@@ -1,7 +1,7 @@
 // ws-collector configuration file (YAML) and flags. Resolution is pure; the
 // policy section is handed to the engine's own parser.
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration } from "@ws/protocol";
+import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 
@@ -85,7 +85,7 @@ export function resolveCollectorConfig(
       if (isObj(parsed)) file = parsed;
       else if (parsed != null) problems.push(`${filePath}: expected a mapping at the top level`);
     } catch (error) {
-      throw new CollectorConfigError([`${filePath}: not valid YAML: ${(error as Error).message.split("\n")[0]}`]);
+      throw new CollectorConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
     }
   }
   for (const key of Object.keys(file))

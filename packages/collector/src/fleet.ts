@@ -10,7 +10,7 @@
 import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { DirectiveSchema, SourceState, type Directive, type Report } from "@ws/protocol";
+import { DirectiveSchema, SourceState, type Directive, type Report, errorMessage } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
 import { vmId } from "./agents/server.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
@@ -388,7 +388,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         try {
           listener(transition);
         } catch (error) {
-          this.options.log("warn", `transition listener failed: ${(error as Error).message}`, { vm: entry.id });
+          this.options.log("warn", `transition listener failed: ${errorMessage(error)}`, { vm: entry.id });
         }
       }
     }

@@ -1,6 +1,7 @@
 // Reading the token key file (the I/O beside token.ts's pure HMAC code).
 import { readFileSync } from "node:fs";
 import { keyFromFile, KeyError } from "./token.js";
+import { errorMessage } from "@ws/protocol";
 
 export function loadKey(path: string): Buffer {
   let contents: Buffer;
@@ -8,7 +9,7 @@ export function loadKey(path: string): Buffer {
     contents = readFileSync(path);
   } catch (error) {
     throw new KeyError(
-      `cannot read key file ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message} (create one with: ws-collector keygen > ${path})`,
+      `cannot read key file ${path}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)} (create one with: ws-collector keygen > ${path})`,
     );
   }
   return keyFromFile(contents, path);

@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
-import { logfmtLogger, ReportSchema, SourceState } from "@ws/protocol";
+import { logfmtLogger, ReportSchema, SourceState, errorMessage } from "@ws/protocol";
 import { systemClock } from "./clock.js";
 import {
   ConfigError,
@@ -104,7 +104,7 @@ function parse<T extends ParseArgsConfig["options"]>(argv: string[], options: T,
   try {
     return parseArgs({ args: argv, options, strict: true, allowPositionals });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(errorMessage(error));
   }
 }
 
@@ -144,7 +144,7 @@ export function loadConfig(values: Record<string, unknown>, env: Io["env"], requ
       fileText = readFileSync(filePath, "utf8");
     } catch (error) {
       throw new ConfigError([
-        `cannot read config file ${filePath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+        `cannot read config file ${filePath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
       ]);
     }
   }

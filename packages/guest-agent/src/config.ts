@@ -1,7 +1,7 @@
 // Agent configuration: /etc/ws-agent/config.yaml (what cloud-init writes),
 // overridden by environment, overridden by flags. Resolution is pure.
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration } from "@ws/protocol";
+import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { defaultRoots, type Roots } from "./roots.js";
 
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
@@ -121,7 +121,7 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
       else if (!isObj(parsed)) problems.push(`${where}: expected a mapping of settings at the top level`);
       else file = parsed;
     } catch (error) {
-      throw new ConfigError([`${where}: not valid YAML: ${(error as Error).message.split("\n")[0]}`]);
+      throw new ConfigError([`${where}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
     }
   }
   for (const key of Object.keys(file)) {
@@ -209,7 +209,7 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
         })
       )(tokenFile).trim();
     } catch (error) {
-      problems.push(`${where}: tokenFile ${tokenFile}: ${(error as Error).message}`);
+      problems.push(`${where}: tokenFile ${tokenFile}: ${errorMessage(error)}`);
     }
   }
 

@@ -5,3 +5,4 @@ export * from "./grpc.js";
 export * from "./limits.js";
 export * from "./duration.js";
 export * from "./logfmt.js";
+export * from "./errors.js";

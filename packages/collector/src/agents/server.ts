@@ -14,6 +14,7 @@ import {
   type Directive,
   type Hello,
   type Report,
+  errorMessage,
 } from "@ws/protocol";
 import type { CollectorStats } from "../stats.js";
 import { describeTruncation, validateHello, validateReport, ValidationError } from "./validate.js";
@@ -186,8 +187,8 @@ export class AgentServer {
           vm = validateHello(payload.value);
         } catch (error) {
           stats.countAuthFailure("invalid-hello");
-          log("warn", `refused agent: ${(error as Error).message}`, { peer });
-          stream.fail(grpc.status.INVALID_ARGUMENT, (error as Error).message);
+          log("warn", `refused agent: ${errorMessage(error)}`, { peer });
+          stream.fail(grpc.status.INVALID_ARGUMENT, errorMessage(error));
           return;
         }
         const retryAfter = this.admission.admit();

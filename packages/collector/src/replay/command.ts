@@ -2,7 +2,7 @@
 
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration } from "@ws/protocol";
+import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import {
   defaultCollectorPolicyConfig,
   parseCollectorPolicyDocument,
@@ -63,7 +63,7 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
     }
     if (!values.trace) throw new UsageError("replay needs --trace FILE");
   } catch (error) {
-    io.stderr.write(`ws-collector replay: ${(error as Error).message}\nRun 'ws-collector replay --help' for usage.\n`);
+    io.stderr.write(`ws-collector replay: ${errorMessage(error)}\nRun 'ws-collector replay --help' for usage.\n`);
     return 2;
   }
 
@@ -121,7 +121,7 @@ async function readOrReport(io: ReplayIo, path: string, what: string): Promise<s
     return await io.readFile(path);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    io.stderr.write(`ws-collector replay: cannot read ${what} ${path}: ${code ?? (error as Error).message}\n`);
+    io.stderr.write(`ws-collector replay: cannot read ${what} ${path}: ${code ?? errorMessage(error)}\n`);
     return undefined;
   }
 }
@@ -132,7 +132,7 @@ export function policyConfigFromFile(text: string): ReturnType<typeof parseColle
   try {
     document = parseYaml(text, { uniqueKeys: true });
   } catch (error) {
-    return { ok: false, errors: [`not valid YAML: ${(error as Error).message.split("\n")[0]}`] };
+    return { ok: false, errors: [`not valid YAML: ${errorMessage(error).split("\n")[0]}`] };
   }
   if (typeof document === "object" && document !== null && !Array.isArray(document)) {
     const object = document as Record<string, unknown>;

@@ -9,7 +9,7 @@
 // print real times. Blank lines and lines starting with # are skipped.
 
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
-import { ReportSchema, type Report } from "@ws/protocol";
+import { ReportSchema, type Report, errorMessage } from "@ws/protocol";
 
 export type TraceEvent =
   | { line: number; t: number; at?: string; vm: string; kind: "report"; report: Report }
@@ -40,7 +40,7 @@ export function parseTraceLine(text: string, line: number): TraceEvent | string 
   try {
     value = JSON.parse(text);
   } catch (error) {
-    return `not valid JSON (${(error as Error).message})`;
+    return `not valid JSON (${errorMessage(error)})`;
   }
   if (typeof value !== "object" || value === null || Array.isArray(value))
     return `expected a JSON object, got ${describeType(value)}`;
@@ -63,7 +63,7 @@ export function parseTraceLine(text: string, line: number): TraceEvent | string 
     try {
       return { ...base, kind: "report", report: fromJson(ReportSchema, object.report as JsonValue) };
     } catch (error) {
-      return `"report" is not a Report in the protobuf JSON mapping: ${(error as Error).message}`;
+      return `"report" is not a Report in the protobuf JSON mapping: ${errorMessage(error)}`;
     }
   }
   if ("event" in object) {

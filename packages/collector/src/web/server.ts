@@ -7,6 +7,7 @@ import type { KeepLinks } from "../keeplink/handler.js";
 import type { FleetReader } from "../view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { renderVmPage } from "./vm-page.js";
+import { errorMessage } from "@ws/protocol";
 
 export interface WebOptions {
   fleet: FleetReader;
@@ -166,7 +167,7 @@ export function createWebServer(options: WebOptions): http.Server {
           return send(404, "text/plain", "not found\n");
       }
     } catch (error) {
-      send(500, "text/plain", `error: ${(error as Error).message}\n`);
+      send(500, "text/plain", `error: ${errorMessage(error)}\n`);
     }
   });
 }

@@ -1,6 +1,6 @@
 // `ws-collector whatif` options: pure parsing, every problem named.
 import { parseArgs } from "node:util";
-import { DurationError, parseDuration } from "@ws/protocol";
+import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { parse as parseYaml } from "yaml";
 import { parseCollectorPolicyConfig } from "../engine/config.js";
 import { mergePolicy, parseKnobs, POLICY_KNOB_NAMES, crossCheckPolicy } from "../engine/policy.js";
@@ -98,7 +98,7 @@ function policySectionOf(text: string, path: string): string {
   try {
     document = parseYaml(text);
   } catch (error) {
-    throw new WhatifUsageError(`${path}: ${(error as Error).message.split("\n")[0]}`);
+    throw new WhatifUsageError(`${path}: ${errorMessage(error).split("\n")[0]}`);
   }
   if (document === null || document === undefined) return "";
   if (typeof document !== "object" || Array.isArray(document))
@@ -157,7 +157,7 @@ export function parseWhatifArgs(
       },
     });
   } catch (error) {
-    throw new WhatifUsageError((error as Error).message);
+    throw new WhatifUsageError(errorMessage(error));
   }
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   if (values.help) return "help";
@@ -213,7 +213,7 @@ export function parseWhatifArgs(
       configText = readConfig(configPath);
     } catch (error) {
       throw new WhatifUsageError(
-        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
       );
     }
   }

@@ -14,6 +14,7 @@ import {
 } from "./history.js";
 import { formatJson, formatText } from "./report.js";
 import { simulateVm } from "./simulate.js";
+import { errorMessage } from "@ws/protocol";
 
 export interface WhatifIo {
   stdout: NodeJS.WritableStream;
@@ -53,7 +54,7 @@ async function queryRange(
   } catch (error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
     throw new HistoryError(
-      `cannot reach Prometheus at ${options.prometheusUrl.href}: ${cause?.code ?? cause?.message ?? (error as Error).message}`,
+      `cannot reach Prometheus at ${options.prometheusUrl.href}: ${cause?.code ?? cause?.message ?? errorMessage(error)}`,
     );
   }
   const text = await response.text();

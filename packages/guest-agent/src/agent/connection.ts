@@ -17,6 +17,7 @@ import {
   type Logger,
   type Report,
   retryAfterMs,
+  errorMessage,
 } from "@ws/protocol";
 import { backoffDelayMs, defaultBackoff, type BackoffPolicy } from "../backoff.js";
 import type { AgentConfig } from "../config.js";
@@ -65,7 +66,7 @@ export class AgentConnection {
         try {
           this.openStream(resolve, () => (gotDirective = true));
         } catch (error) {
-          resolve(`cannot connect: ${(error as Error).message}`);
+          resolve(`cannot connect: ${errorMessage(error)}`);
         }
       });
       this.setConnected(false);
@@ -136,7 +137,7 @@ export class AgentConnection {
         try {
           this.options.onDirective(message.payload.value);
         } catch (error) {
-          log("error", `directive handling failed: ${(error as Error).message}`);
+          log("error", `directive handling failed: ${errorMessage(error)}`);
         }
       }
     });

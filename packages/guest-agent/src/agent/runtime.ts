@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import os from "node:os";
 import { create } from "@bufbuild/protobuf";
-import { PROTOCOL_VERSION, ReportSchema, type Directive } from "@ws/protocol";
+import { PROTOCOL_VERSION, ReportSchema, type Directive, errorMessage } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import type { AgentConfig } from "../config.js";
 import { LeaseService } from "../lease/service.js";
@@ -135,7 +135,7 @@ export class AgentRuntime {
         this.clock,
       );
     } catch (error) {
-      this.log("error", `sample failed: ${(error as Error).message}`);
+      this.log("error", `sample failed: ${errorMessage(error)}`);
     } finally {
       this.sampling = false;
     }

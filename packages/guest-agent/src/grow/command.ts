@@ -5,6 +5,7 @@ import { gatherGrowFacts } from "./facts.js";
 import { planGrow, type MountPlan } from "./plan.js";
 import { formatGrowJson, formatGrowText } from "./report.js";
 import { findTools, type ToolPaths } from "./tools.js";
+import { errorMessage } from "@ws/protocol";
 
 export const GROW_HELP = `Usage: ws-agent grow [--mount PATH ...] [--dry-run] [--json]
 
@@ -80,7 +81,7 @@ export async function growCommand(argv: string[], io: GrowIo): Promise<number> {
       allowPositionals: false,
     }));
   } catch (error) {
-    io.stderr.write(`ws-agent grow: ${(error as Error).message}\n\n${GROW_HELP}`);
+    io.stderr.write(`ws-agent grow: ${errorMessage(error)}\n\n${GROW_HELP}`);
     return 2;
   }
   if (values.help) {
@@ -98,7 +99,7 @@ export async function growCommand(argv: string[], io: GrowIo): Promise<number> {
   try {
     outcome = await runGrow({ mounts, dryRun, env: io.env ?? process.env });
   } catch (error) {
-    io.stderr.write(`ws-agent grow: ${(error as Error).message}\n`);
+    io.stderr.write(`ws-agent grow: ${errorMessage(error)}\n`);
     return 1;
   }
   io.stdout.write(

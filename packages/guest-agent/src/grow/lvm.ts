@@ -1,3 +1,4 @@
+import { errorMessage } from "@ws/protocol";
 /**
  * LVM, read from `lvs`/`pvs`/`vgs --reportformat json --units b --nosuffix`. Pure parsers:
  * the commands are run by facts.ts with the field lists below.
@@ -40,7 +41,7 @@ function reportRows(text: string, kinds: ReportKind[], command: string): Array<R
   try {
     document = JSON.parse(text);
   } catch (error) {
-    throw new Error(`${command}: not JSON (${(error as Error).message})`);
+    throw new Error(`${command}: not JSON (${errorMessage(error)})`);
   }
   const reports = (document as { report?: unknown })?.report;
   if (!Array.isArray(reports)) throw new Error(`${command}: no "report" array`);

@@ -1,3 +1,4 @@
+import { errorMessage } from "@ws/protocol";
 /** What `sfdisk --json DISK` says about a disk's partition table. */
 export interface PartitionTable {
   label: "gpt" | "dos" | string;
@@ -30,7 +31,7 @@ export function parseSfdiskJson(text: string): PartitionTable {
   try {
     document = JSON.parse(text);
   } catch (error) {
-    throw new Error(`sfdisk --json: not JSON (${(error as Error).message})`);
+    throw new Error(`sfdisk --json: not JSON (${errorMessage(error)})`);
   }
   const table = (document as { partitiontable?: unknown })?.partitiontable as Record<string, unknown> | undefined;
   if (!table || typeof table !== "object") throw new Error("sfdisk --json: no partitiontable object");

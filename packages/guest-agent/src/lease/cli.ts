@@ -3,7 +3,7 @@
 import { spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
-import { DurationError, parseDuration } from "@ws/protocol";
+import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { systemClock, type Clock } from "../clock.js";
 import {
   AgentProtocolError,
@@ -269,7 +269,7 @@ export async function leaseCommand(argv: string[], io: LeaseIo, clock: Clock = s
       io.stderr.write(`ws-lease: ${error.message}.\nCheck the agent with: systemctl status ws-agent\n`);
       return 1;
     }
-    io.stderr.write(`ws-lease: ${(error as Error).message}\n`);
+    io.stderr.write(`ws-lease: ${errorMessage(error)}\n`);
     return 1;
   }
 }
@@ -303,7 +303,7 @@ function parse(
     });
     return { values: values as Record<string, string | boolean | undefined>, positionals };
   } catch (error) {
-    throw new UsageError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ""));
+    throw new UsageError(errorMessage(error).replace(/\. To specify a positional argument.*$/s, ""));
   }
 }
 
@@ -512,7 +512,7 @@ async function runCommand(argv: string[], io: LeaseIo, socketPath: string): Prom
           io.stderr.write(`ws-lease: could not release lease ${leaseId}: ${cancelled.error.message}\n`);
       } catch (error) {
         io.stderr.write(
-          `ws-lease: could not release lease ${leaseId} (${(error as Error).message}); it ends by itself after ${positionals[0]}\n`,
+          `ws-lease: could not release lease ${leaseId} (${errorMessage(error)}); it ends by itself after ${positionals[0]}\n`,
         );
       }
     };

@@ -5,6 +5,7 @@ import { connect } from "node:net";
 import { StringDecoder } from "node:string_decoder";
 import { proofDirFor, rootSocketFor, writeProof } from "./peer-proof.js";
 import { MAX_LINE_BYTES, parseChallenge, takeLines, type Answer } from "./wire.js";
+import { errorMessage } from "@ws/protocol";
 
 export const DEFAULT_SOCKET_PATH = "/run/ws-agent/agent.sock";
 
@@ -89,7 +90,7 @@ export async function callAgent(socketPath: string, request: OutgoingRequest, ti
               try {
                 await writeProof(proofDirFor(socketPath), challenge.proof, challenge.nonce);
               } catch (error) {
-                proofProblem = (error as Error).message;
+                proofProblem = errorMessage(error);
               }
             }
             if (!settled) socket.write(`${JSON.stringify(request)}\n`);

@@ -25,6 +25,7 @@ import { randomBytes, timingSafeEqual } from "node:crypto";
 import { constants } from "node:fs";
 import { chmod, lstat, mkdir, open, readdir, rmdir, unlink } from "node:fs/promises";
 import path from "node:path";
+import { errorMessage } from "@ws/protocol";
 
 export const PROOF_DIR_NAME = "proof";
 export const PROOF_DIR_MODE = 0o1733;
@@ -110,7 +111,7 @@ export async function verifyProof(dir: string, challenge: ProofChallenge): Promi
       await unlink(file).catch(() => undefined);
       return { ok: false, reason: "the proof file is a symbolic link" };
     }
-    return { ok: false, reason: `cannot open the proof file (${code ?? (error as Error).message})` };
+    return { ok: false, reason: `cannot open the proof file (${code ?? errorMessage(error)})` };
   }
   try {
     const info = await handle.stat();

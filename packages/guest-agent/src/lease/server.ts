@@ -26,6 +26,7 @@ import {
   type Challenge,
   type Request,
 } from "./wire.js";
+import { errorMessage } from "@ws/protocol";
 
 /** Resolves the caller's uid (once per connection, on first need). */
 export type WhoIsCalling = () => Promise<ProofResult>;
@@ -149,7 +150,7 @@ export class LeaseSocketServer {
       this.rootServer = server;
     } catch (error) {
       this.options.log(
-        `leases: cannot serve root's socket ${rootPath}: ${(error as Error).message}; root uses the shared one`,
+        `leases: cannot serve root's socket ${rootPath}: ${errorMessage(error)}; root uses the shared one`,
       );
     }
   }
@@ -303,7 +304,7 @@ export class LeaseSocketServer {
             answer(await handle(parsed.request, whoIsCalling));
           } catch (error) {
             log(`leases: request ${parsed.request.op} failed: ${(error as Error).stack ?? String(error)}`);
-            answer(errorAnswer("internal", `the agent failed to handle the request: ${(error as Error).message}`));
+            answer(errorAnswer("internal", `the agent failed to handle the request: ${errorMessage(error)}`));
           }
         });
       }

@@ -12,6 +12,7 @@ import {
   type EffectivePolicy,
   type LeaseSignalSchema,
   type VmStatus,
+  errorMessage,
 } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import { NoticeDelivery } from "../notice/delivery.js";
@@ -145,7 +146,7 @@ export class LeaseService {
     } catch (error) {
       if (this.listenFailures++ === 0) {
         this.options.log(
-          `leases: cannot serve ${socketPath}: ${(error as Error).message}; ws-lease will not work until it can (retrying every 30s)`,
+          `leases: cannot serve ${socketPath}: ${errorMessage(error)}; ws-lease will not work until it can (retrying every 30s)`,
         );
       }
       if (this.closed) return;
@@ -279,7 +280,7 @@ export class LeaseService {
   private persist(): Promise<void> {
     return this.persistOrThrow().catch((error: unknown) => {
       this.options.log(
-        `leases: cannot save to ${this.options.stateDir}: ${(error as Error).message}; leases are kept in memory`,
+        `leases: cannot save to ${this.options.stateDir}: ${errorMessage(error)}; leases are kept in memory`,
       );
     });
   }
@@ -302,7 +303,7 @@ export class LeaseService {
   /** The answer for a change that could not be made durable; the log line says what failed. */
   private notSaved(what: string, error: unknown): Answer {
     const reason = diskProblem(error);
-    this.options.log(`leases: ${what} refused: cannot write to ${this.options.stateDir}: ${(error as Error).message}`);
+    this.options.log(`leases: ${what} refused: cannot write to ${this.options.stateDir}: ${errorMessage(error)}`);
     return errorAnswer(
       "not_saved",
       `the agent could not save the ${what}: ${reason}; nothing was changed (ask an administrator to look at ${this.options.stateDir})`,

@@ -5,6 +5,7 @@ import { readFile, rename } from "node:fs/promises";
 import path from "node:path";
 import { writeFileAtomic } from "./atomic-write.js";
 import type { StoredLease } from "./leases.js";
+import { errorMessage } from "@ws/protocol";
 
 export const LEASE_FILE = "leases.json";
 const FORMAT_VERSION = 1;
@@ -28,7 +29,7 @@ export function parseLeaseState(text: string): ParseResult {
   try {
     document = JSON.parse(text);
   } catch (error) {
-    return { ok: false, error: `not JSON (${(error as Error).message})` };
+    return { ok: false, error: `not JSON (${errorMessage(error)})` };
   }
   if (!isObject(document)) return { ok: false, error: "not a JSON object" };
   if (document.version !== FORMAT_VERSION)
@@ -113,7 +114,7 @@ export async function loadLeaseState(
     text = await readFile(file, "utf8");
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return { leases: [] };
-    log(`leases: cannot read ${file} (${(error as Error).message}); starting with no leases`);
+    log(`leases: cannot read ${file} (${errorMessage(error)}); starting with no leases`);
     return { leases: [] };
   }
   const parsed = parseLeaseState(text);
@@ -124,7 +125,7 @@ export async function loadLeaseState(
     log(`leases: ${file} is corrupt (${parsed.error}); moved it to ${aside} and starting with no leases`);
   } catch (error) {
     log(
-      `leases: ${file} is corrupt (${parsed.error}) and could not be moved aside (${(error as Error).message}); starting with no leases`,
+      `leases: ${file} is corrupt (${parsed.error}) and could not be moved aside (${errorMessage(error)}); starting with no leases`,
     );
   }
   return { leases: [] };

@@ -1,7 +1,7 @@
 // Delivers the collector's stop notices to people: every logged-in terminal,
 // desktop sessions (best effort), and the notice file. Repeats as the stop
 // nears; says so when the stop is cancelled. Never throws into the agent.
-import { PolicyMode, type Notice, type NoticeCleared } from "@ws/protocol";
+import { PolicyMode, type Notice, type NoticeCleared, errorMessage } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import type { Roots } from "../roots.js";
 import type { Users } from "../users.js";
@@ -189,7 +189,7 @@ export class NoticeDelivery {
         noticeFileContent(view, this.textFor(tracked), this.options.clock.nowMs()),
       );
     } catch (error) {
-      this.options.log(`notice: cannot write ${this.noticeFile}: ${(error as Error).message}`);
+      this.options.log(`notice: cannot write ${this.noticeFile}: ${errorMessage(error)}`);
     }
   }
 
@@ -199,7 +199,7 @@ export class NoticeDelivery {
     try {
       targets = mergeTerminals(await this.listTerminals());
     } catch (error) {
-      log(`notice: cannot list terminals: ${(error as Error).message}`);
+      log(`notice: cannot list terminals: ${errorMessage(error)}`);
       targets = [];
     }
     const bytes = terminalBytes(text);

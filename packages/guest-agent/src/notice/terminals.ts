@@ -8,6 +8,7 @@ import path from "node:path";
 import type { Roots } from "../roots.js";
 import { parseUtmp, UtmpType, type UtmpRecord } from "../signals/utmp.js";
 import type { Users } from "../users.js";
+import { errorMessage } from "@ws/protocol";
 
 export interface TerminalTarget {
   /** Relative to /dev: "pts/3", "tty1". */
@@ -122,7 +123,7 @@ async function writeNow(device: string, tty: string, bytes: Buffer): Promise<Wri
   try {
     handle = await open(device, constants.O_WRONLY | constants.O_NOCTTY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
   } catch (error) {
-    return { tty, ok: false, error: (error as NodeJS.ErrnoException).code ?? (error as Error).message };
+    return { tty, ok: false, error: (error as NodeJS.ErrnoException).code ?? errorMessage(error) };
   }
   try {
     const info: Stats = await handle.stat();
@@ -138,7 +139,7 @@ async function writeNow(device: string, tty: string, bytes: Buffer): Promise<Wri
       : { tty, ok: false, error: `wrote ${offset} of ${bytes.length} bytes` };
   } catch (error) {
     // EAGAIN: the terminal's buffer is full (a suspended or dead session). Wall gives up there too.
-    return { tty, ok: false, error: (error as NodeJS.ErrnoException).code ?? (error as Error).message };
+    return { tty, ok: false, error: (error as NodeJS.ErrnoException).code ?? errorMessage(error) };
   } finally {
     await handle.close().catch(() => undefined);
   }

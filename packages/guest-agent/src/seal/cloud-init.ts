@@ -1,4 +1,5 @@
 import { parse as parseYaml } from "yaml";
+import { errorMessage } from "@ws/protocol";
 
 /** What the installed `cloud-init clean` accepts, read from its --help (versions differ). */
 export interface CleanFlags {
@@ -73,7 +74,7 @@ export function readCloudInitSettings(files: Array<{ path: string; text: string 
     try {
       document = parseYaml(file.text);
     } catch (error) {
-      problems.push(`${file.path}: ${(error as Error).message.split("\n")[0]}`);
+      problems.push(`${file.path}: ${errorMessage(error).split("\n")[0]}`);
       continue;
     }
     if (!document || typeof document !== "object") continue;

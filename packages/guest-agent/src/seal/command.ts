@@ -7,6 +7,7 @@ import { gatherSealFacts } from "./facts.js";
 import { planSeal } from "./plan.js";
 import { formatSealJson, formatSealText, type SealReport } from "./report.js";
 import { verifySeal } from "./verify.js";
+import { errorMessage } from "@ws/protocol";
 
 export const SEAL_HELP = `Usage: ws-agent seal [--root DIR] [--dry-run] [--yes] [--poweroff] [--json]
 
@@ -100,7 +101,7 @@ export async function sealCommand(argv: string[], io: SealIo): Promise<number> {
       allowPositionals: false,
     }));
   } catch (error) {
-    io.stderr.write(`ws-agent seal: ${(error as Error).message}\n\n${SEAL_HELP}`);
+    io.stderr.write(`ws-agent seal: ${errorMessage(error)}\n\n${SEAL_HELP}`);
     return 2;
   }
   if (values.help) {
@@ -118,7 +119,7 @@ export async function sealCommand(argv: string[], io: SealIo): Promise<number> {
   try {
     if (!(await stat(root)).isDirectory()) return usage(`--root ${values.root}: not a directory`);
   } catch (error) {
-    return usage(`--root ${values.root}: ${(error as Error).message}`);
+    return usage(`--root ${values.root}: ${errorMessage(error)}`);
   }
   if (poweroff && root !== "/") return usage("--poweroff powers off the running system; it does not go with --root");
   if (poweroff && dryRun) return usage("--poweroff does not go with --dry-run");
@@ -143,7 +144,7 @@ export async function sealCommand(argv: string[], io: SealIo): Promise<number> {
         }),
     });
   } catch (error) {
-    io.stderr.write(`ws-agent seal: ${(error as Error).message}\n`);
+    io.stderr.write(`ws-agent seal: ${errorMessage(error)}\n`);
     return 1;
   }
   if (!printed) io.stdout.write(format(report));

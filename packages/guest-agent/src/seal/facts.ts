@@ -16,6 +16,7 @@ import {
   isHostKeyFile,
   unitRegeneratesHostKeys,
 } from "./ssh.js";
+import { errorMessage } from "@ws/protocol";
 
 /** Everything seal decides from, read from the tree at `root`. Gathered again to verify. */
 export interface SealFacts {
@@ -163,7 +164,7 @@ async function netplanFacts(root: string): Promise<NetplanFile[]> {
         const stats = await lstat(host);
         files.push({ path: entry.path, text: await readFile(host, "utf8"), mode: stats.mode & 0o7777, error: null });
       } catch (error) {
-        files.push({ path: entry.path, text: null, mode: 0o600, error: (error as Error).message });
+        files.push({ path: entry.path, text: null, mode: 0o600, error: errorMessage(error) });
       }
     }
   }

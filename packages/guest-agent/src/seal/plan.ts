@@ -3,6 +3,7 @@ import { AGENT_CONFIG, AGENT_STATE_DIR, type SealFacts } from "./facts.js";
 import { rewriteMacMatches } from "./netplan.js";
 import type { ImageEntry } from "./rootfs.js";
 import { REGENERATE_UNIT_LINK, REGENERATE_UNIT_PATH, REGENERATE_UNIT_TEXT } from "./ssh.js";
+import { errorMessage } from "@ws/protocol";
 
 /** One change to the tree; paths are absolute inside the image. Each is safe to repeat. */
 export type SealAction =
@@ -183,7 +184,7 @@ export function planSeal(facts: SealFacts): SealOperation[] {
         });
       }
     } catch (error) {
-      netplan.problems.push(`${file.path} is not YAML netplan can read, left as it is: ${(error as Error).message}`);
+      netplan.problems.push(`${file.path} is not YAML netplan can read, left as it is: ${errorMessage(error)}`);
     }
   }
   operations.push(netplan);

@@ -1,6 +1,7 @@
 import type { SealFacts } from "./facts.js";
 import { macMatchedInterfaces } from "./netplan.js";
 import { REGENERATE_UNIT_TEXT } from "./ssh.js";
+import { errorMessage } from "@ws/protocol";
 
 /** One property a sealed image must have, checked on facts gathered after sealing. */
 export interface SealCheck {
@@ -66,7 +67,7 @@ export function verifySeal(facts: SealFacts): SealCheck[] {
     try {
       for (const id of macMatchedInterfaces(file.text)) macMatches.push(`${file.path}: ${id}`);
     } catch (error) {
-      macMatches.push(`${file.path} (does not parse: ${(error as Error).message})`);
+      macMatches.push(`${file.path} (does not parse: ${errorMessage(error)})`);
     }
   }
   checks.push({

@@ -17,6 +17,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { under } from "../roots.js";
+import { errorMessage } from "@ws/protocol";
 
 /** The CPU a cgroup has used since it was created, from its cpu.stat, in microseconds. */
 export interface CgroupCpuStat {
@@ -103,7 +104,7 @@ export function readCgroups(sysRoot: string, problems: string[]): CgroupReading 
   try {
     kernelPids = parseCgroupProcs(readFileSync(procs, "utf8"));
   } catch (error) {
-    problems.push(`${procs}: ${(error as Error).message}`);
+    problems.push(`${procs}: ${errorMessage(error)}`);
     return undefined;
   }
   const userSlices: UserSliceUsage = new Map();
@@ -113,7 +114,7 @@ export function readCgroups(sysRoot: string, problems: string[]): CgroupReading 
     names = readdirSync(slices);
   } catch (error) {
     // No user.slice: nobody has logged in since boot. Anything else is worth a note.
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") problems.push(`${slices}: ${(error as Error).message}`);
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") problems.push(`${slices}: ${errorMessage(error)}`);
   }
   for (const name of names) {
     const uid = userSliceUid(name);
@@ -123,7 +124,7 @@ export function readCgroups(sysRoot: string, problems: string[]): CgroupReading 
       userSlices.set(uid, parseCgroupCpuStat(readFileSync(file, "utf8")).usageUsec);
     } catch (error) {
       // A slice removed between the listing and the read (the user's last session ended) is not a problem.
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") problems.push(`${file}: ${(error as Error).message}`);
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") problems.push(`${file}: ${errorMessage(error)}`);
     }
   }
   return { kernelPids, userSlices };

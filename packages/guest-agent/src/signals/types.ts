@@ -45,10 +45,5 @@ export const ok = <T>(value: T, message?: string): SignalOutcome<T> =>
 export const absent = <T>(message: string): SignalOutcome<T> => ({ state: "absent", message });
 export const failed = <T>(message: string): SignalOutcome<T> => ({ state: "failed", message });
 
-export function errorMessage(error: unknown): string {
-  if (error instanceof Error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return code && !error.message.includes(code) ? `${code}: ${error.message}` : error.message;
-  }
-  return String(error);
-}
+/** Kept here too because every signal imports its helpers from this file; the one definition is in @ws/protocol. */
+export { errorMessage } from "@ws/protocol";
