@@ -1,7 +1,7 @@
 // Agent configuration: /etc/ws-agent/config.yaml (what cloud-init writes),
 // overridden by environment, overridden by flags. Resolution is pure.
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
+import { DurationError, parseDuration, SOURCE_NAMES, errorMessage } from "@ws/protocol";
 import { defaultRoots, type Roots } from "./roots.js";
 
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
@@ -49,29 +49,7 @@ const FILE_KEYS = [
   "sampleTimeout",
 ] as const;
 
-export const ENV_KEYS = {
-  WS_AGENT_COLLECTOR: "collector address",
-  WS_AGENT_TOKEN: "token",
-  WS_AGENT_VM_NAMESPACE: "VM namespace",
-  WS_AGENT_VM_NAME: "VM name",
-  WS_AGENT_REPORT_INTERVAL: "report interval",
-  WS_AGENT_INSECURE: "plaintext gRPC (true/false)",
-  WS_AGENT_STATE_DIR: "state directory",
-  WS_AGENT_SOCKET: "lease socket path",
-} as const;
-
-export const SIGNAL_NAMES = [
-  "jupyter",
-  "sessions",
-  "code_server",
-  "gpu",
-  "system",
-  "inhibitors",
-  "leases",
-  "disk",
-  "desktop",
-  "remote_sessions",
-];
+export const SIGNAL_NAMES: readonly string[] = SOURCE_NAMES;
 
 /** What flags may set (already split from argv by the CLI). */
 export interface ConfigOverrides {

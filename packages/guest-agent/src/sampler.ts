@@ -1,23 +1,12 @@
 // Runs every signal for one Report. A source that throws, hangs past the
 // budget or fails is reported as failed and the rest go on.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { ReportSchema, SourceState, SourceStatusSchema, type Report } from "@ws/protocol";
+import { REPORT_SOURCES, ReportSchema, SourceState, SourceStatusSchema, type Report } from "@ws/protocol";
 import type { Clock } from "./clock.js";
 import { errorMessage, type Signal, type SignalContext, type SignalOutcome, type SourceName } from "./signals/types.js";
 
 /** Report field each source fills. */
-const REPORT_FIELD: Record<SourceName, keyof Report> = {
-  jupyter: "jupyter",
-  sessions: "sessions",
-  code_server: "codeServer",
-  gpu: "gpu",
-  system: "system",
-  inhibitors: "inhibitors",
-  leases: "leases",
-  disk: "disk",
-  desktop: "desktop",
-  remote_sessions: "remoteSessions",
-};
+const REPORT_FIELD: Record<SourceName, keyof Report> = REPORT_SOURCES;
 
 export interface Sample {
   /** Report without sequence/interval/sample age, which the sender fills. */

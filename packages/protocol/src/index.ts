@@ -6,3 +6,4 @@ export * from "./limits.js";
 export * from "./duration.js";
 export * from "./logfmt.js";
 export * from "./errors.js";
+export * from "./sources.js";

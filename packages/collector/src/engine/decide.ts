@@ -8,7 +8,7 @@
 // StoppingPending ──grace over, no veto──▶ Stopping ──stop accepted──▶ Stopped
 // Active/StoppingPending ──no report for agent-lost-after──▶ AgentLost
 
-import { formatDuration, SourceState } from "@ws/protocol";
+import { formatDuration } from "@ws/protocol";
 import { advanceClocks, clockOf, type CountedReading, unattendedUntilMs } from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
@@ -743,11 +743,4 @@ function summarize(state: EngineState, explanation: Explanation, policy: Policy)
   if (explanation.vetoes.length > 0) parts.push(`held by ${explanation.vetoes.map((veto) => veto.kind).join(", ")}`);
   parts.push(explanation.reason);
   return parts.join(" · ");
-}
-
-/** The sources whose state the latest report lists as failed (for metrics). */
-export function failedSources(observation: Observation): string[] {
-  return (observation.latestReport?.report.sources ?? [])
-    .filter((status) => status.state === SourceState.FAILED)
-    .map((status) => status.source);
 }

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import os from "node:os";
 import { create } from "@bufbuild/protobuf";
-import { PROTOCOL_VERSION, ReportSchema, type Directive, errorMessage } from "@ws/protocol";
+import { PROTOCOL_VERSION, ReportSchema, SOURCE_NAMES, type Directive, errorMessage } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import type { AgentConfig } from "../config.js";
 import { LeaseService } from "../lease/service.js";
@@ -15,18 +15,8 @@ import { createUsersCache, type UsersCache } from "../users.js";
 import { AGENT_VERSION } from "../version.js";
 import { AgentConnection, type LogFn } from "./connection.js";
 
-export const CAPABILITIES = [
-  "jupyter",
-  "sessions",
-  "code_server",
-  "gpu",
-  "system",
-  "inhibitors",
-  "leases",
-  "disk",
-  "notices",
-  "report-interval",
-];
+/** Every signal source, then what else this agent does with a Directive. */
+export const CAPABILITIES = [...SOURCE_NAMES, "notices", "report-interval"];
 
 /** The shortest interval a collector may ask for; protects the guest from a runaway collector. */
 const MIN_INTERVAL_SECONDS = 1;

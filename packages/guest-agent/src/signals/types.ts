@@ -2,18 +2,9 @@ import type { Clock } from "../clock.js";
 import type { Roots } from "../roots.js";
 import type { Users } from "../users.js";
 
-/** The signal families of a Report; also the `source` names in SourceStatus. */
-export type SourceName =
-  | "jupyter"
-  | "sessions"
-  | "code_server"
-  | "gpu"
-  | "system"
-  | "inhibitors"
-  | "leases"
-  | "disk"
-  | "desktop"
-  | "remote_sessions";
+/** The signal families of a Report; also the `source` names in SourceStatus (one table: @ws/protocol). */
+export type { SourceName } from "@ws/protocol";
+import type { SourceName } from "@ws/protocol";
 
 /** What one collect() found. A source never throws into the sampler: it returns failed. */
 export type SignalOutcome<T> =
