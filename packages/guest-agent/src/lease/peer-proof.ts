@@ -43,9 +43,13 @@ export function proofDirFor(socketPath: string): string {
   return path.join(path.dirname(socketPath), PROOF_DIR_NAME);
 }
 
-/** Root's own socket beside the public one: mode 0600, so the kernel admits root alone and root is never locked out. */
+/**
+ * Root's own socket beside the public one (agent.sock → agent-root.sock): mode 0600, so the kernel
+ * admits root alone and root is never locked out. Named after the public socket, so two agents
+ * whose sockets share a directory (tests, a host running several) each keep their own.
+ */
 export function rootSocketFor(socketPath: string): string {
-  return path.join(path.dirname(socketPath), "root.sock");
+  return path.join(path.dirname(socketPath), `${path.basename(socketPath).replace(/\.sock$/, "")}-root.sock`);
 }
 
 export function newProofChallenge(): ProofChallenge {

@@ -7,6 +7,7 @@ import { DirectiveSchema, PolicyMode, VmState } from "@ws/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import { callAgent } from "../../src/lease/client.js";
+import { rootSocketFor } from "../../src/lease/peer-proof.js";
 import type { Answer, LeaseView } from "../../src/lease/wire.js";
 import { eventually, rawLines, startHarness, type Harness } from "./support/harness.js";
 
@@ -264,7 +265,7 @@ describe("LeaseService", () => {
       await eventually(async () => pushedOut.length >= 9, "the oldest silent connections to be pushed out");
       expect(pushedOut.slice(0, 9)).toEqual(["0", "1", "2", "3", "4", "5", "6", "7", "8"]);
       // ... and root goes through its own socket (0600: the kernel admits root alone).
-      expect((await stat(path.join(path.dirname(h.socketPath), "root.sock"))).mode & 0o777).toBe(0o600);
+      expect((await stat(rootSocketFor(h.socketPath))).mode & 0o777).toBe(0o600);
       expectOk(await callAgent(h.socketPath, { op: "status" }), "status");
     } finally {
       for (const socket of held) socket.destroy();
