@@ -6,7 +6,8 @@
 // after the agent's own backoff (1 s doubling to 60 s, jittered), as agents
 // do. Driven by bench/collector.ts.
 import { tokenFor } from "../packages/collector/src/token.js";
-import { backoffDelayMs, defaultBackoff } from "../packages/guest-agent/src/backoff.js";
+import { backoffDelayMs } from "@ws/protocol";
+import { RECONNECT_BACKOFF } from "../packages/guest-agent/src/agent/connection.js";
 import type { Report } from "@ws/protocol";
 import { openAgentStream, type AgentStream } from "./lib/agent-stream.js";
 import { hostileReport, reportFor, TYPICAL_VM } from "./lib/reports.js";
@@ -137,7 +138,7 @@ function connect(vm: Vm): void {
       const delay =
         retryAfterMs !== undefined
           ? Math.round(retryAfterMs * (0.5 + Math.random()))
-          : backoffDelayMs(vm.attempt, defaultBackoff, Math.random);
+          : backoffDelayMs(vm.attempt + 1, RECONNECT_BACKOFF, Math.random);
       if (retryAfterMs !== undefined) refusedBusy++;
       else vm.attempt++;
       setTimeout(() => {

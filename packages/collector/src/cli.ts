@@ -1,4 +1,5 @@
 // ws-collector: serve | token | keygen | replay | version. Every command has --help; bad usage exits 2.
+import type { Io } from "@ws/protocol";
 import { existsSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { parseArgs, type ParseArgsConfig } from "node:util";
@@ -10,11 +11,7 @@ import { generateKey, KeyError, tokenFor } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import { errorMessage } from "@ws/protocol";
 
-export interface Io {
-  stdout: NodeJS.WritableStream;
-  stderr: NodeJS.WritableStream;
-  env: Record<string, string | undefined>;
-}
+export type { Io } from "@ws/protocol";
 
 class UsageError extends Error {}
 

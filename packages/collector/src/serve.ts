@@ -1,5 +1,6 @@
 // `ws-collector serve`: wires the agent server, the fleet, metrics and the web
 // server around a mode (standalone here, Kubernetes in kube/serve.ts).
+import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
@@ -24,10 +25,8 @@ import { deriveLinkKey } from "./keeplink/token.js";
 import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
 
-export interface Io {
-  stdout: NodeJS.WritableStream;
-  stderr: NodeJS.WritableStream;
-}
+/** The output streams serve writes to (the environment is read by the CLI before). */
+export type Io = Pick<ProtocolIo, "stdout" | "stderr">;
 
 /** The `policy:` section, parsed by the engine; any error stops the start with every problem listed. */
 export function loadPolicyConfig(config: CollectorConfig): CollectorPolicyConfig {

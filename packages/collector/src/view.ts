@@ -4,7 +4,7 @@ import type { ReportReadings } from "./whatif/readings.js";
 
 export type { ReportReadings };
 
-export interface LeaseView {
+export interface LeaseRow {
   id: string;
   user: string;
   uid: number;
@@ -48,7 +48,7 @@ export interface VmView {
   explanation: string;
   gpus: Array<{ gpu: string; utilizationRatio: number }>;
   disks: Array<{ mount: string; usedRatio: number }>;
-  leases: LeaseView[];
+  leases: LeaseRow[];
   policyErrors: string[];
   /**
    * GPUs of the VM: the ones its domain declares when it declares any (Kubernetes), else the ones

@@ -1,5 +1,6 @@
 // Command-line entry: dispatches on the name it was started under (ws-lease)
 // and on the subcommand. Every command has --help; bad usage exits 2.
+import type { Io } from "@ws/protocol";
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
@@ -33,11 +34,7 @@ const sealCommand = async (argv: string[], io: Io): Promise<number> =>
 const growCommand = async (argv: string[], io: Io): Promise<number> =>
   (await import("./grow/command.js")).growCommand(argv, io);
 
-export interface Io {
-  stdout: NodeJS.WritableStream;
-  stderr: NodeJS.WritableStream;
-  env: Record<string, string | undefined>;
-}
+export type { Io } from "@ws/protocol";
 
 export class UsageError extends Error {
   override name = "UsageError";

@@ -87,7 +87,7 @@ describe("the agent and a busy collector", () => {
     const logs: string[] = [];
     connection = agentAgainst(collector.address, logs, 0.25);
     void connection.run();
-    // The default backoff: 1 s less up to half of it for jitter (1 × (1 − 0.5 × 0.25)).
-    expect(await firstRetryLine(logs)).toMatch(/reconnecting in 0\.9s$/);
+    // The reconnect backoff: half of the 1 s ceiling fixed, the other half drawn (1 × (0.5 + 0.5 × 0.25)).
+    expect(await firstRetryLine(logs)).toMatch(/reconnecting in 0\.6s$/);
   });
 });

@@ -7,3 +7,5 @@ export * from "./duration.js";
 export * from "./logfmt.js";
 export * from "./errors.js";
 export * from "./sources.js";
+export * from "./io.js";
+export * from "./backoff.js";

@@ -15,7 +15,7 @@ import type {
   Evidence,
   EvidenceMemory,
   InhibitorView,
-  LeaseView,
+  TrackedLease,
   Policy,
   ReceivedReport,
   SignalReading,
@@ -382,7 +382,7 @@ function leaseEvidence(
   memory: EvidenceMemory,
   sourceFailed: boolean,
 ) {
-  let leases: LeaseView[];
+  let leases: TrackedLease[];
   let carried = false;
   if (sourceFailed && (report.leases?.leases.length ?? 0) === 0) {
     leases = memory.leases.map((view) => clampLease(view, policy));

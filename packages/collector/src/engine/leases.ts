@@ -4,9 +4,9 @@
 
 import type { Lease } from "@ws/protocol";
 import { formatDuration } from "@ws/protocol";
-import type { LeaseDecisionView, LeaseView, Policy } from "./types.js";
+import type { LeaseDecisionView, TrackedLease, Policy } from "./types.js";
 
-export function leaseView(lease: Lease, sampledAtMs: number, policy: Policy): LeaseView {
+export function leaseView(lease: Lease, sampledAtMs: number, policy: Policy): TrackedLease {
   const age = Number.isFinite(lease.ageSeconds) && lease.ageSeconds > 0 ? lease.ageSeconds : 0;
   const takenAtMs = sampledAtMs - age * 1000;
   return clampLease(
@@ -27,7 +27,7 @@ export function leaseView(lease: Lease, sampledAtMs: number, policy: Policy): Le
 }
 
 /** Recomputes expiry, clamp and acceptance under `policy` (max-keep-running may have changed). */
-export function clampLease(view: LeaseView, policy: Policy): LeaseView {
+export function clampLease(view: TrackedLease, policy: Policy): TrackedLease {
   const requested = view.requestedSeconds;
   if (!Number.isFinite(requested) || requested <= 0) {
     return {
@@ -46,7 +46,7 @@ export function clampLease(view: LeaseView, policy: Policy): LeaseView {
   return { ...view, accepted: true, clamped, expiresAtMs: view.takenAtMs + effective * 1000, message };
 }
 
-export function leaseDecision(view: LeaseView, policy: Policy, nowMs: number): LeaseDecisionView {
+export function leaseDecision(view: TrackedLease, policy: Policy, nowMs: number): LeaseDecisionView {
   const remaining = Math.max(0, (view.expiresAtMs - nowMs) / 1000);
   return {
     id: view.id,
@@ -63,14 +63,14 @@ export function leaseDecision(view: LeaseView, policy: Policy, nowMs: number): L
  * A key that changes when the agent must hear about leases again: a lease
  * came or went, or its acceptance, clamp or expiry (to the second) changed.
  */
-export function leaseDecisionsKey(views: readonly LeaseView[]): string {
+export function leaseDecisionsKey(views: readonly TrackedLease[]): string {
   return views
     .map((view) => `${view.id}:${view.accepted ? 1 : 0}:${view.clamped ? 1 : 0}:${Math.round(view.expiresAtMs / 1000)}`)
     .sort()
     .join(",");
 }
 
-export function describeLease(view: LeaseView): string {
+export function describeLease(view: TrackedLease): string {
   const who = view.user || `uid ${view.uid}`;
   return `lease ${view.id} by ${who}${view.reason ? ` ("${view.reason}")` : ""}`;
 }

@@ -137,7 +137,7 @@ export interface SourceMemory {
   lastMessage?: string;
 }
 
-export interface LeaseView {
+export interface TrackedLease {
   id: string;
   user: string;
   uid: number;
@@ -167,7 +167,7 @@ export interface EvidenceMemory {
   /** First time each idle inhibitor lock was seen: locks carry no age, so the cap counts from here. */
   inhibitorsFirstSeenMs: Record<string, number>;
   /** The leases of the last report whose lease source was read successfully. */
-  leases: LeaseView[];
+  leases: TrackedLease[];
 }
 
 /** The idle clock's parts, as a record keeps them. */
@@ -320,7 +320,7 @@ export interface Evidence {
   readings: SignalReading[];
   vetoes: Veto[];
   blind: BlindSource[];
-  leases: LeaseView[];
+  leases: TrackedLease[];
   inhibitors: InhibitorView[];
   /** Memory to carry to the next report. */
   memory: EvidenceMemory;

@@ -4,35 +4,19 @@
  * randomness and the sleeping are passed in, so tests drive them.
  */
 
-export interface BackoffPolicy {
-  /** Delay cap for the first retry (ms). */
-  initialMs: number;
-  /** No delay exceeds this (ms). */
-  maxMs: number;
-  /** Growth per attempt. */
-  factor: number;
-}
+export type { BackoffPolicy } from "@ws/protocol";
+import { backoffDelayMs as sharedBackoffDelayMs, type BackoffPolicy } from "@ws/protocol";
 
 export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 500, maxMs: 30_000, factor: 2 };
 
-/**
- * Delay before retry number `retry` (1 = the first retry): uniformly random in
- * [ceiling/2, ceiling], ceiling = min(maxMs, initialMs * factor^(retry-1)). Half the ceiling is
- * kept so the delays still grow; the random half spreads replicas and VMs apart.
- * A server's Retry-After, when longer, wins (still capped by maxMs).
- */
+/** The shared backoff with a server's Retry-After in seconds, as the Kubernetes API sends it. */
 export function backoffDelayMs(
   retry: number,
   policy: BackoffPolicy,
   random: () => number,
   retryAfterSeconds: number | null = null,
 ): number {
-  const exponent = Math.max(0, retry - 1);
-  const ceiling = Math.min(policy.maxMs, policy.initialMs * policy.factor ** exponent);
-  const r = Math.min(1, Math.max(0, random()));
-  const jittered = ceiling / 2 + (ceiling / 2) * r;
-  const serverAsked = retryAfterSeconds !== null ? Math.min(policy.maxMs, retryAfterSeconds * 1000) : 0;
-  return Math.round(Math.max(jittered, serverAsked));
+  return sharedBackoffDelayMs(retry, policy, random, retryAfterSeconds === null ? 0 : retryAfterSeconds * 1000);
 }
 
 /** Conflicts, throttling, server errors and no answer at all (null) are worth retrying. */

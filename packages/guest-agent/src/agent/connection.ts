@@ -18,8 +18,12 @@ import {
   type Report,
   retryAfterMs,
   errorMessage,
+  backoffDelayMs,
+  type BackoffPolicy,
 } from "@ws/protocol";
-import { backoffDelayMs, defaultBackoff, type BackoffPolicy } from "../backoff.js";
+
+/** Reconnects: 1 s doubling to a minute, each delay in [ceiling/2, ceiling]. */
+export const RECONNECT_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 60_000, factor: 2, jitter: 0.5 };
 import type { AgentConfig } from "../config.js";
 
 export type LogFn = Logger;
@@ -79,7 +83,11 @@ export class AgentConnection {
       const delay =
         hint !== undefined
           ? Math.round(hint * (0.5 + (this.options.random ?? Math.random)()))
-          : backoffDelayMs(this.attempt, this.options.backoff ?? defaultBackoff, this.options.random ?? Math.random);
+          : backoffDelayMs(
+              this.attempt + 1,
+              this.options.backoff ?? RECONNECT_BACKOFF,
+              this.options.random ?? Math.random,
+            );
       if (hint === undefined) this.attempt++;
       log("warn", `collector stream ended (${endReason}); reconnecting in ${(delay / 1000).toFixed(1)}s`, {
         collector: this.options.config.collector.address,

@@ -2,7 +2,7 @@
 // the time zone in; text out.
 import { formatDuration } from "@ws/protocol";
 import { formatSpan, formatStopIn, safeText } from "../notice/format.js";
-import type { CapSource, LeaseView, StatusView } from "./wire.js";
+import type { CapSource, WireLease, StatusView } from "./wire.js";
 
 /**
  * A duration as people say it, in the form ws-lease accepts: "24h" rather
@@ -51,12 +51,12 @@ export function formatWhen(wallMs: number, moment: Moment): string {
 }
 
 /** One word or phrase for where a lease stands with the collector. */
-export function leaseState(lease: LeaseView): string {
+export function leaseState(lease: WireLease): string {
   const via = lease.via === "link" ? "via link, " : "";
   return via + confirmationState(lease);
 }
 
-function confirmationState(lease: LeaseView): string {
+function confirmationState(lease: WireLease): string {
   if (lease.refused) return `refused by the collector${lease.message ? `: ${safeText(lease.message, 120)}` : ""}`;
   if (lease.clamped) {
     const cap = lease.maxKeepRunningSeconds ?? lease.holdSeconds;
@@ -77,7 +77,7 @@ function table(rows: string[][]): string {
     .join("\n")}\n`;
 }
 
-export function formatLeaseList(leases: LeaseView[], moment: Moment): string {
+export function formatLeaseList(leases: WireLease[], moment: Moment): string {
   if (leases.length === 0)
     return `No leases: nothing is keeping this VM running on purpose.\nTake one with: ws-lease 8h --reason "what you are running"\n`;
   const rows = [["ID", "USER", "UNTIL", "LEFT", "STATE", "REASON"]];
@@ -94,7 +94,7 @@ export function formatLeaseList(leases: LeaseView[], moment: Moment): string {
   return table(rows);
 }
 
-export function formatTaken(lease: LeaseView, collectorConnected: boolean, moment: Moment): string {
+export function formatTaken(lease: WireLease, collectorConnected: boolean, moment: Moment): string {
   const until = formatWhen(Date.parse(lease.expiresAt), moment);
   const lines = [
     `Lease ${lease.id} taken: this VM keeps running until ${until} (${formatSpan(lease.remainingSeconds)})${lease.reason ? `, for "${safeText(lease.reason)}"` : ""}.`,
@@ -121,7 +121,7 @@ export function formatTaken(lease: LeaseView, collectorConnected: boolean, momen
   return `${lines.join("\n")}\n`;
 }
 
-export function formatCancelled(cancelled: LeaseView[]): string {
+export function formatCancelled(cancelled: WireLease[]): string {
   if (cancelled.length === 0) return "No leases to cancel.\n";
   return `${cancelled
     .map(

@@ -47,7 +47,7 @@ import {
   errorAnswer,
   type Answer,
   type CapSource,
-  type LeaseView,
+  type WireLease,
   type ModeName,
   type Request,
   type StateName,
@@ -542,10 +542,10 @@ function sameDecisionState(a: LeaseRecord, b: LeaseRecord): boolean {
   );
 }
 
-export function leaseView(lease: LeaseRecord, now: Instant): LeaseView {
+export function leaseView(lease: LeaseRecord, now: Instant): WireLease {
   const age = leaseAgeSeconds(lease, now);
   const remaining = isExpired(lease, now) ? 0 : remainingSeconds(lease, now);
-  const view: LeaseView = {
+  const view: WireLease = {
     id: lease.id,
     uid: lease.uid,
     user: lease.user,

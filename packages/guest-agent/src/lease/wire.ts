@@ -46,7 +46,7 @@ export interface ErrorAnswer {
 export type CapSource = "policy" | "default";
 
 /** A lease as the CLI shows it. Wall times are this machine's, for display only. */
-export interface LeaseView {
+export interface WireLease {
   id: string;
   uid: number;
   user: string;
@@ -110,15 +110,15 @@ export interface StatusView {
   policy?: PolicyView;
   capSeconds: number;
   capSource: CapSource;
-  leases: LeaseView[];
+  leases: WireLease[];
   notice?: NoticeView;
 }
 
 export type Answer =
-  | { ok: true; op: "take"; lease: LeaseView; capSeconds: number; capSource: CapSource; collectorConnected: boolean }
-  | { ok: true; op: "list"; leases: LeaseView[] }
+  | { ok: true; op: "take"; lease: WireLease; capSeconds: number; capSource: CapSource; collectorConnected: boolean }
+  | { ok: true; op: "list"; leases: WireLease[] }
   | { ok: true; op: "status"; status: StatusView }
-  | { ok: true; op: "cancel"; cancelled: LeaseView[] }
+  | { ok: true; op: "cancel"; cancelled: WireLease[] }
   | ErrorAnswer;
 
 export function errorAnswer(

@@ -13,14 +13,14 @@ import {
   leaseState,
 } from "../../src/lease/format.js";
 import { newLease } from "../../src/lease/leases.js";
-import type { LeaseView, StatusView } from "../../src/lease/wire.js";
+import type { WireLease, StatusView } from "../../src/lease/wire.js";
 
 // Tuesday 2023-11-14 22:13:20 UTC
 const NOW = 1_700_000_000_000;
 const moment = { nowMs: NOW, timeZone: "UTC" };
 const iso = (offsetSeconds: number): string => new Date(NOW + offsetSeconds * 1000).toISOString();
 
-function view(overrides: Partial<LeaseView> = {}): LeaseView {
+function view(overrides: Partial<WireLease> = {}): WireLease {
   return {
     id: "3f9a0c21",
     uid: 1001,

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import { callAgent } from "../../src/lease/client.js";
 import { rootSocketFor } from "../../src/lease/peer-proof.js";
-import type { Answer, LeaseView } from "../../src/lease/wire.js";
+import type { Answer, WireLease } from "../../src/lease/wire.js";
 import { eventually, rawLines, startHarness, type Harness } from "./support/harness.js";
 
 const harnesses: Harness[] = [];
@@ -28,7 +28,7 @@ function expectOk<T extends Answer>(answer: Answer, op: string): Extract<T, { ok
   return answer as Extract<T, { ok: true }>;
 }
 
-async function take(h: Harness, seconds: number, reason = "work"): Promise<LeaseView> {
+async function take(h: Harness, seconds: number, reason = "work"): Promise<WireLease> {
   const answer = await callAgent(h.socketPath, { op: "take", seconds, reason });
   return expectOk<Extract<Answer, { op: "take" }>>(answer, "take").lease;
 }

@@ -5,7 +5,7 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Answer, LeaseView } from "../../src/lease/wire.js";
+import type { Answer, WireLease } from "../../src/lease/wire.js";
 import { bundleLeaseCli, type LeaseCliBundle } from "./support/bundle.js";
 import { startHarness, type Harness } from "./support/harness.js";
 import { PtyShell } from "./support/pty-shell.js";
@@ -42,10 +42,10 @@ async function cliAs(
   }
 }
 
-async function listAs(user: TestUser | "root"): Promise<LeaseView[]> {
+async function listAs(user: TestUser | "root"): Promise<WireLease[]> {
   const result = await cliAs(user, ["list", "--json"]);
   expect(result.code, result.stderr).toBe(0);
-  return (JSON.parse(result.stdout) as { leases: LeaseView[] }).leases;
+  return (JSON.parse(result.stdout) as { leases: WireLease[] }).leases;
 }
 
 /** One raw request line, sent as `user` by a process that answers the identity challenge honestly. */
