@@ -10,7 +10,8 @@
  */
 import type { VmVolume } from "./vm-model.js";
 
-export const DEFAULT_ANNOTATION_PREFIX = "workstation.aik8s.run/";
+export { DEFAULT_ANNOTATION_PREFIX } from "../engine/policy.js";
+import { DEFAULT_ANNOTATION_PREFIX } from "../engine/policy.js";
 
 /** What the API said about one PVC; `phase: null` means it does not exist. */
 export interface PvcFacts {
