@@ -9,11 +9,9 @@ import { serve } from "./serve.js";
 import { loadKey } from "./key-file.js";
 import { generateKey, KeyError, tokenFor } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
-import { errorMessage } from "@ws/protocol";
+import { errorMessage, runProgram, UsageError } from "@ws/protocol";
 
 export type { Io } from "@ws/protocol";
-
-class UsageError extends Error {}
 
 const DEFAULT_CONFIG = "/etc/ws-collector/config.yaml";
 
@@ -129,59 +127,36 @@ the token is worthless for any other VM. Rotating the key invalidates every toke
   return 0;
 }
 
-export async function main(argv: string[], io: Io): Promise<number> {
-  try {
-    const [command, ...rest] = argv;
-    switch (command) {
-      case "serve":
-        return await serveCommand(rest, io);
-      case "token":
-        return tokenCommand(rest, io);
-      case "keygen":
-        if (rest.includes("--help") || rest.includes("-h")) {
-          io.stdout.write(
-            "Usage: ws-collector keygen > /etc/ws-collector/token.key\n\nPrints a new random 64-character key for signing VM tokens.\n",
-          );
-          return 0;
-        }
-        if (rest.length) throw new UsageError(`keygen takes no arguments`);
-        io.stdout.write(`${generateKey()}\n`);
-        return 0;
-      case "replay":
-        return await replayCommand(rest, {
-          stdout: io.stdout,
-          stderr: io.stderr,
-          readFile: (p: string) => readFile(p, "utf8"),
-        });
-      case "whatif":
-        return await (await import("./whatif/command.js")).whatifCommand(rest, {
-          stdout: io.stdout,
-          stderr: io.stderr,
-        });
-      case "version":
-      case "--version":
-      case "-V":
-        io.stdout.write(`ws-collector ${COLLECTOR_VERSION}\n`);
-        return 0;
-      case undefined:
-      case "help":
-      case "--help":
-      case "-h":
-        io.stdout.write(MAIN_HELP);
-        return command === undefined ? 2 : 0;
-      default:
-        throw new UsageError(`unknown command "${command}"`);
-    }
-  } catch (error) {
-    if (error instanceof UsageError) {
-      io.stderr.write(`ws-collector: ${error.message}\nRun 'ws-collector --help' for usage.\n`);
-      return 2;
-    }
-    if (error instanceof CollectorConfigError || error instanceof KeyError) {
-      io.stderr.write(`ws-collector: ${error.message}\n`);
-      return 2;
-    }
-    io.stderr.write(`ws-collector: ${(error as Error).stack ?? String(error)}\n`);
-    return 1;
+export function main(argv: string[], io: Io): Promise<number> {
+  return runProgram(
+    {
+      name: "ws-collector",
+      version: COLLECTOR_VERSION,
+      help: MAIN_HELP,
+      userErrors: [CollectorConfigError, KeyError],
+      commands: {
+        serve: serveCommand,
+        token: tokenCommand,
+        keygen: keygenCommand,
+        replay: (rest) =>
+          replayCommand(rest, { stdout: io.stdout, stderr: io.stderr, readFile: (p: string) => readFile(p, "utf8") }),
+        whatif: async (rest) =>
+          (await import("./whatif/command.js")).whatifCommand(rest, { stdout: io.stdout, stderr: io.stderr }),
+      },
+    },
+    argv,
+    io,
+  );
+}
+
+function keygenCommand(rest: string[], io: Io): number {
+  if (rest.includes("--help") || rest.includes("-h")) {
+    io.stdout.write(
+      "Usage: ws-collector keygen > /etc/ws-collector/token.key\n\nPrints a new random 64-character key for signing VM tokens.\n",
+    );
+    return 0;
   }
+  if (rest.length) throw new UsageError("keygen takes no arguments");
+  io.stdout.write(`${generateKey()}\n`);
+  return 0;
 }

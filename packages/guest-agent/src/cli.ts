@@ -5,7 +5,15 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
-import { logfmtLogger, ReportSchema, SourceState, errorMessage } from "@ws/protocol";
+import {
+  logfmtLogger,
+  ReportSchema,
+  reportProgramError,
+  runProgram,
+  SourceState,
+  UsageError,
+  errorMessage,
+} from "@ws/protocol";
 import { systemClock } from "./clock.js";
 import {
   ConfigError,
@@ -36,9 +44,7 @@ const growCommand = async (argv: string[], io: Io): Promise<number> =>
 
 export type { Io } from "@ws/protocol";
 
-export class UsageError extends Error {
-  override name = "UsageError";
-}
+export { UsageError } from "@ws/protocol";
 
 const MAIN_HELP = `ws-agent ${AGENT_VERSION} — the in-guest agent of ws (persistent-workstation idle detection)
 
@@ -245,45 +251,18 @@ function parseWindow(text: string): number {
 }
 
 export async function main(argv0: string, argv: string[], io: Io): Promise<number> {
+  const invokedAs = path.basename(argv0).replace(/\.(c?js|mjs)$/, "");
+  const program = {
+    name: "ws-agent",
+    version: AGENT_VERSION,
+    help: MAIN_HELP,
+    userErrors: [ConfigError],
+    commands: { run: runCommand, probe: probeCommand, lease: leaseCommand, seal: sealCommand, grow: growCommand },
+  };
+  if (invokedAs !== "ws-lease") return runProgram(program, argv, io);
   try {
-    const invokedAs = path.basename(argv0).replace(/\.(c?js|mjs)$/, "");
-    if (invokedAs === "ws-lease") return await leaseCommand(argv, io);
-    const [command, ...rest] = argv;
-    switch (command) {
-      case "run":
-        return await runCommand(rest, io);
-      case "probe":
-        return await probeCommand(rest, io);
-      case "lease":
-        return await leaseCommand(rest, io);
-      case "seal":
-        return await sealCommand(rest, io);
-      case "grow":
-        return await growCommand(rest, io);
-      case "version":
-      case "--version":
-      case "-V":
-        io.stdout.write(`ws-agent ${AGENT_VERSION}\n`);
-        return 0;
-      case undefined:
-      case "help":
-      case "--help":
-      case "-h":
-        io.stdout.write(MAIN_HELP);
-        return command === undefined ? 2 : 0;
-      default:
-        throw new UsageError(`unknown command "${command}"`);
-    }
+    return await leaseCommand(argv, io);
   } catch (error) {
-    if (error instanceof UsageError) {
-      io.stderr.write(`ws-agent: ${error.message}\nRun 'ws-agent --help' for usage.\n`);
-      return 2;
-    }
-    if (error instanceof ConfigError) {
-      io.stderr.write(`ws-agent: ${error.message}\n`);
-      return 2;
-    }
-    io.stderr.write(`ws-agent: ${(error as Error).stack ?? String(error)}\n`);
-    return 1;
+    return reportProgramError(program, error, io);
   }
 }

@@ -9,3 +9,4 @@ export * from "./errors.js";
 export * from "./sources.js";
 export * from "./io.js";
 export * from "./backoff.js";
+export * from "./program.js";
