@@ -368,7 +368,8 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     const before = await c.metrics();
     expect(gauge(before, "workstation_vm_info", `namespace="${NS}",vm="${NAME}",owner="alice"`)).toBe(1);
     expect((await c.apiVm(NS, NAME))?.["owner"]).toBe("alice");
-    expect((await getText(`http://127.0.0.1:${c.httpPort}/`)).body).toContain("owner alice");
+    // The fleet page has an Owner column.
+    expect((await getText(`http://127.0.0.1:${c.httpPort}/`)).body).toContain("<td>alice</td>");
 
     const FREES = "8 CPU, 64Gi memory, 1 × nvidia.com/A100-PCIE-40GB";
     const pending = await c.waitForEvent(NS, NAME, "IdleStopPending", NOTICE_WAIT_MS);

@@ -98,7 +98,7 @@ describe("leadership under a reconnect burst", () => {
     writeFileSync(
       config,
       `mode: kubernetes
-grpc: { listen: "127.0.0.1:${grpcPort}" }
+grpc: { listen: "127.0.0.1:${grpcPort}", hellosPerSecond: 100 }
 http: { listen: "127.0.0.1:${httpPort}" }
 tokenKeyFile: ${JSON.stringify(keyFile)}
 reportInterval: 2s
@@ -139,7 +139,8 @@ policy:
       300_000,
       `all ${AGENTS} agents connected`,
     );
-    // The burst was paced: some agents were told to come back later, and came back.
+    // The burst was paced (100 Hellos/s here, so 2,000 at once cannot all get in at the first try):
+    // some agents were told to come back later, and came back.
     expect(connected.refusedBusy).toBeGreaterThan(0);
     expect(connected.endReasons.every((reason) => reason.includes("RESOURCE_EXHAUSTED"))).toBe(true);
     // Ten more seconds of every agent reporting every 2 s (1,000 Reports/s).

@@ -7,7 +7,8 @@ import { parseNotificationsConfig, type NotificationsConfig } from "./notify/con
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
-  grpc: { listen: string; certFile?: string; keyFile?: string };
+  /** hellosPerSecond: agents admitted per second before RESOURCE_EXHAUSTED with a retry hint (docs/collector-limits.md). */
+  grpc: { listen: string; certFile?: string; keyFile?: string; hellosPerSecond?: number };
   http: { listen: string };
   tokenKeyFile: string;
   reportIntervalSeconds: number;
@@ -113,6 +114,13 @@ export function resolveCollectorConfig(
       return fallback;
     }
   };
+  const positiveRate = (value: unknown): number => {
+    if (typeof value === "number" && Number.isFinite(value) && value >= 1 && value <= 1_000_000) return value;
+    problems.push(
+      `grpc.hellosPerSecond: expected a number from 1 to 1000000, not ${JSON.stringify(value)?.slice(0, 40)}`,
+    );
+    return 400;
+  };
   const grpcFile = section("grpc");
   const httpFile = section("http");
   const standaloneFile = section("standalone");
@@ -162,6 +170,9 @@ export function resolveCollectorConfig(
       listen: flags.grpcListen ?? str(grpcFile, "listen", `${filePath}: grpc.listen`) ?? "0.0.0.0:7443",
       ...(str(grpcFile, "certFile", "grpc.certFile") ? { certFile: str(grpcFile, "certFile", "grpc.certFile")! } : {}),
       ...(str(grpcFile, "keyFile", "grpc.keyFile") ? { keyFile: str(grpcFile, "keyFile", "grpc.keyFile")! } : {}),
+      ...(grpcFile["hellosPerSecond"] !== undefined
+        ? { hellosPerSecond: positiveRate(grpcFile["hellosPerSecond"]) }
+        : {}),
     },
     http: { listen: flags.httpListen ?? str(httpFile, "listen", `${filePath}: http.listen`) ?? "0.0.0.0:8080" },
     tokenKeyFile:

@@ -139,7 +139,13 @@ async function run(
     },
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
   });
-  const agents = new AgentServer({ sink: fleet, stats, log, nowMs });
+  const agents = new AgentServer({
+    sink: fleet,
+    stats,
+    log,
+    nowMs,
+    ...(config.grpc.hellosPerSecond !== undefined ? { hellosPerSecond: config.grpc.hellosPerSecond } : {}),
+  });
   const credentials = config.grpc.certFile
     ? grpc.ServerCredentials.createSsl(
         null,

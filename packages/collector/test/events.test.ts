@@ -30,6 +30,7 @@ function reasonsInSources(): Map<string, string[]> {
     const patterns = [
       /\bevent\(\s*(?:step,\s*)?(?:"(?:Normal|Warning)"|trigger[^,]*),\s*"([A-Za-z]+)"/g,
       /\bauditEvent\(\s*"([A-Za-z]+)"/g,
+      /\.event\(\s*\w+,\s*"(?:Normal|Warning)",\s*"([A-Za-z]+)"/g,
       /\breason:\s*"([A-Z][A-Za-z]+)",\s*action:/g,
     ];
     for (const pattern of patterns) {

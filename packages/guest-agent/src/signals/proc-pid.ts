@@ -45,8 +45,9 @@ export function parsePidStat(text: string): ProcessStat {
   const numberAt = (field: number): number => {
     const raw = rest[field - 3] ?? "";
     const value = Number(raw);
-    if (!/^-?\d+$/.test(raw) || !Number.isSafeInteger(value))
-      throw new Error(`pid ${pid}: field ${field} is not a number: ${JSON.stringify(raw)}`);
+    // Every field read here (ppid, CPU times, start time) is a count: a sign means a damaged line.
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value))
+      throw new Error(`pid ${pid}: field ${field} is not a non-negative number: ${JSON.stringify(raw.slice(0, 24))}`);
     return value;
   };
   return {
