@@ -1,7 +1,7 @@
 // The built collector (packages/collector/dist/ws-collector.cjs), started in
 // standalone mode with a fresh key, for benchmarks to report to.
+import { freePort } from "../../test/support/process.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { generateKey, tokenFor } from "../../packages/collector/src/token.js";
@@ -34,16 +34,7 @@ export interface RunningCollector {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export async function startCollector(options: CollectorOptions): Promise<RunningCollector> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "ws-bench-collector-"));

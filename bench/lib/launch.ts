@@ -1,6 +1,7 @@
 // Starts a process for a benchmark, optionally pinned to CPUs with taskset
 // (which execs the program, so the pid is the program's own), keeps the tail
 // of its output and lets the caller wait for a line.
+import { eventually } from "../../test/support/process.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";
@@ -101,24 +102,12 @@ export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Polls until check() gives a value (not undefined/false) or the time is up. */
-export async function pollFor<T>(
+/** Polls until check() gives a value (not undefined/false) or the time is up: the tests' eventually(). */
+export function pollFor<T>(
   what: string,
   check: () => Promise<T | undefined | false> | T | undefined | false,
   timeoutMs = 60_000,
   everyMs = 200,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
-    await delay(everyMs);
-  }
+  return eventually(check, timeoutMs, what, everyMs);
 }

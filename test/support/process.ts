@@ -112,6 +112,7 @@ export async function eventually<T>(
   check: () => Promise<T | undefined | false> | T | undefined | false,
   timeoutMs = 30_000,
   what = "condition",
+  everyMs = 200,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
@@ -124,6 +125,6 @@ export async function eventually<T>(
     }
     if (Date.now() > deadline)
       throw new Error(`timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ""}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
