@@ -12,6 +12,7 @@ import path from "node:path";
 import { defineConfig } from "vitest/config";
 
 export const NEEDS_ROOT_OR_REAL_PARTS = [
+  "packages/collector/test/agents/limits.test.ts",
   "packages/collector/test/kube/rbac.test.ts",
   "packages/collector/test/kube/stop.test.ts",
   "packages/collector/test/metrics.test.ts",
@@ -21,6 +22,7 @@ export const NEEDS_ROOT_OR_REAL_PARTS = [
   "packages/guest-agent/test/lease/cli.test.ts",
   "packages/guest-agent/test/lease/durable.test.ts",
   "packages/guest-agent/test/lease/peer-proof.test.ts",
+  "packages/guest-agent/test/lease/run.test.ts",
   "packages/guest-agent/test/lease/service.test.ts",
   "packages/guest-agent/test/lease/ws-lease-users.test.ts",
   "packages/guest-agent/test/notice/delivery.test.ts",
@@ -30,12 +32,15 @@ export const NEEDS_ROOT_OR_REAL_PARTS = [
   "packages/guest-agent/test/seal/seal-parse.test.ts",
   "packages/guest-agent/test/seal/seal-tree.test.ts",
   "packages/guest-agent/test/signals/codeserver.test.ts",
+  "packages/guest-agent/test/signals/desktop.test.ts",
   "packages/guest-agent/test/signals/disk.test.ts",
   "packages/guest-agent/test/signals/gpu-command.test.ts",
   "packages/guest-agent/test/signals/inhibitors.logind.test.ts",
   "packages/guest-agent/test/signals/inhibitors.test.ts",
   "packages/guest-agent/test/signals/jupyter-discovery.test.ts",
+  "packages/guest-agent/test/signals/jupyter-terminal.test.ts",
   "packages/guest-agent/test/signals/jupyter.test.ts",
+  "packages/guest-agent/test/signals/remote-sessions.sshd.test.ts",
   "packages/guest-agent/test/signals/sessions.sshd.test.ts",
   "packages/guest-agent/test/signals/sessions.test.ts",
   "packages/guest-agent/test/signals/system.test.ts",
