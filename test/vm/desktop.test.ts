@@ -8,7 +8,7 @@
  * No key that types a character is sent (shift only) and the pointer moves without clicking:
  * nothing lands in the guest's console.
  */
-import { readFileSync } from "node:fs";
+import { debFile } from "../packaging/lib/artifacts.js";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -40,9 +40,7 @@ let collector: VmTestCollector;
 const guests: Guest[] = [];
 
 function deb(): string {
-  const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string })
-    .version;
-  return path.join(repoRoot, "packaging/dist", `ws-agent_${version}_all.deb`);
+  return debFile();
 }
 
 async function bootGuest(name: string, mac: string, input: { machine?: string; extraArgs?: string[] }): Promise<Guest> {

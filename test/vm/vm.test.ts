@@ -9,7 +9,7 @@
  * (5 and the seal of 6, on a disk grown while it was off), and the clone (6).
  * `npm run test:vm` runs this file (scripts/test-vm.mjs); test/vm/README.md says what it proves.
  */
-import { readFileSync } from "node:fs";
+import { debFile } from "../packaging/lib/artifacts.js";
 import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -60,9 +60,7 @@ function note(line: string): void {
 }
 
 function deb(): string {
-  const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string })
-    .version;
-  return path.join(repoRoot, "packaging/dist", `ws-agent_${version}_all.deb`);
+  return debFile();
 }
 
 function stopSocket(name: string): string {

@@ -22,6 +22,11 @@ export function buildDeb(outDir: string): string {
   runOk(process.execPath, [path.join(repoRoot, "scripts/build-deb.mjs"), "--out", outDir], {
     env: { ...process.env, SOURCE_DATE_EPOCH: "1767225600" },
   });
+  return debFile(outDir);
+}
+
+/** Where scripts/build-deb.mjs puts the .deb (the Debian revision included: ws-agent_0.1.0-1_all.deb). */
+export function debFile(outDir = path.join(repoRoot, "packaging/dist")): string {
   return path.join(outDir, `ws-agent_${debianPackageVersion(rootVersion)}_all.deb`);
 }
 
