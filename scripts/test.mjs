@@ -43,7 +43,7 @@ run("npx", ["biome", "check", "."]);
 
 step("pure tier, unprivileged (npm run test:unit)");
 {
-  const [command, ...args] = unprivilegedUnitTierCommand();
+  const [command, ...args] = unprivilegedUnitTierCommand(root);
   run(command, args);
 }
 
