@@ -85,26 +85,10 @@ function agentFlags(stateDir = machine.stateDir): string[] {
 }
 
 function startAgent(name: string, stateDir?: string): Proc {
-  const agent = start(
-    agentBundle,
-    [
-      "run",
-      "--insecure",
-      "--collector",
-      `127.0.0.1:${setup.grpcPort}`,
-      "--namespace",
-      "e2e",
-      "--name",
-      name,
-      "--report-interval",
-      "1s",
-      ...agentFlags(stateDir),
-    ],
-    {
-      WS_AGENT_TOKEN: setup.token("e2e", name),
-      WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
-    },
-  );
+  const agent = start(agentBundle, setup.agentRunArgs("e2e", name, [...agentFlags(stateDir)]), {
+    WS_AGENT_TOKEN: setup.token("e2e", name),
+    WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
+  });
   running.push(agent);
   return agent;
 }

@@ -79,17 +79,7 @@ function startAgent(vm: string, dev: string): Proc {
   const empty = path.join(dir, "empty");
   const proc = start(
     agentBundle,
-    [
-      "run",
-      "--insecure",
-      "--collector",
-      `127.0.0.1:${setup.grpcPort}`,
-      "--namespace",
-      "e2e",
-      "--name",
-      vm,
-      "--report-interval",
-      "1s",
+    setup.agentRunArgs("e2e", vm, [
       "--state-dir",
       path.join(dir, `state-${vm}`),
       "--socket",
@@ -102,7 +92,7 @@ function startAgent(vm: string, dev: string): Proc {
       empty,
       "--jupyter-url",
       `${server.url}?token=${server.token}`,
-    ],
+    ]),
     { WS_AGENT_TOKEN: setup.token("e2e", vm), WS_AGENT_CONFIG: path.join(dir, "agent.yaml") },
   );
   procs.push(proc);

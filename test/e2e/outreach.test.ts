@@ -96,26 +96,10 @@ standalone:
     const machine = await quietMachine();
     machines[name] = machine;
     writeFileSync(path.join(dir, "none.yaml"), "");
-    const agent = start(
-      agentBundle,
-      [
-        "run",
-        "--insecure",
-        "--collector",
-        `127.0.0.1:${setup.grpcPort}`,
-        "--namespace",
-        "e2e",
-        "--name",
-        name,
-        "--report-interval",
-        "1s",
-        ...machine.flags,
-      ],
-      {
-        WS_AGENT_TOKEN: setup.token("e2e", name),
-        WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
-      },
-    );
+    const agent = start(agentBundle, setup.agentRunArgs("e2e", name, [...machine.flags]), {
+      WS_AGENT_TOKEN: setup.token("e2e", name),
+      WS_AGENT_CONFIG: path.join(dir, "none.yaml"),
+    });
     running.push(agent);
     await agent.waitFor(/connected to collector/);
   }

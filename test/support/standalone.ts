@@ -12,6 +12,8 @@ export interface StandaloneCollector {
   httpPort: number;
   /** The token `ws-collector token` prints for namespace/name. */
   token(namespace: string, name: string): string;
+  /** `ws-agent run` arguments for an agent that reports VM namespace/name here every second. */
+  agentRunArgs(namespace: string, name: string, flags: readonly string[]): string[];
 }
 
 export interface StandaloneOptions {
@@ -57,5 +59,18 @@ ${defaults}
     httpPort,
     token: (namespace, name) =>
       collector(["token", "--key-file", keyFile, "--namespace", namespace, "--name", name]).trim(),
+    agentRunArgs: (namespace, name, flags) => [
+      "run",
+      "--insecure",
+      "--collector",
+      `127.0.0.1:${grpcPort}`,
+      "--namespace",
+      namespace,
+      "--name",
+      name,
+      "--report-interval",
+      "1s",
+      ...flags,
+    ],
   };
 }
