@@ -19,7 +19,7 @@
 //   first      the first Report handled by the new leader (a VM's lastReportAtMs after the kill)
 //   all        every VM's Report handled by the new leader
 // Polled every 25 ms: each figure is up to 25 ms late.
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -28,6 +28,7 @@ import { generateKey, tokenFor } from "../packages/collector/src/token.js";
 import { resourceByKind, startFakeKube, type FakeKube } from "../test/support/fake-kube/index.js";
 import { policyForServiceAccount } from "../test/support/fake-kube/rbac.js";
 import { startFakeService, type FakeService } from "../test/support/fake-kube/service.js";
+import { layFrozenMachine } from "../test/support/kube-agent.js";
 import { benchArgs, seconds } from "./lib/args.js";
 import { freePort } from "./lib/collector.js";
 import { delay, launch, type Launched } from "./lib/launch.js";
@@ -50,8 +51,6 @@ const POD = resourceByKind("Pod");
 const NS = "failover";
 const COLLECTOR_NS = "ws-system";
 const POLL_MS = 25;
-const PROC_SNAPSHOT = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/snapshot-1");
-const PASSWD = path.join(repoRoot, "packages/guest-agent/test/fixtures/proc/passwd");
 
 type Manifest = Record<string, any>;
 const manifests = (file: string): Manifest[] =>
@@ -120,20 +119,7 @@ async function startReplica(kube: FakeKube, dir: string, keyFile: string, name: 
 
 function startAgent(dir: string, key: Buffer, name: string, grpcPort: number): Launched {
   const root = path.join(dir, `vm-${name}`);
-  cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
-  for (const sub of [
-    "sys/devices/virtual/net",
-    "sys/devices/virtual/block",
-    "sys/block",
-    "dev/pts",
-    "run",
-    "home",
-    "etc",
-    "state",
-  ])
-    mkdirSync(path.join(root, sub), { recursive: true });
-  cpSync(PASSWD, path.join(root, "etc/passwd"));
-  writeFileSync(path.join(root, "agent.yaml"), "disabledSignals: [jupyter, code_server, gpu, inhibitors]\n");
+  layFrozenMachine(root);
   return launch(
     process.execPath,
     [

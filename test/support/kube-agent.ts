@@ -39,6 +39,28 @@ export async function collectorToken(keyFile: string, namespace: string, name: s
   return stdout.trim();
 }
 
+/**
+ * A machine tree that never changes: a captured /proc, empty /sys, /dev/pts, /run and homes, a
+ * passwd, and an agent.yaml with the sources this machine has none of turned off (not failing).
+ */
+export function layFrozenMachine(root: string): void {
+  cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
+  for (const dir of [
+    "sys/devices/virtual/net",
+    "sys/devices/virtual/block",
+    "sys/block",
+    "dev/pts",
+    "run",
+    "home",
+    "etc",
+    "state",
+  ]) {
+    mkdirSync(path.join(root, dir), { recursive: true });
+  }
+  cpSync(PASSWD, path.join(root, "etc/passwd"));
+  writeFileSync(path.join(root, "agent.yaml"), "disabledSignals: [jupyter, code_server, gpu, inhibitors]\n");
+}
+
 export interface FrozenAgent {
   proc: Proc;
   root: string;
@@ -58,22 +80,7 @@ export function startFrozenAgent(options: {
   prepare?: (root: string) => void;
 }): FrozenAgent {
   const { root } = options;
-  cpSync(PROC_SNAPSHOT, path.join(root, "proc"), { recursive: true });
-  for (const dir of [
-    "sys/devices/virtual/net",
-    "sys/devices/virtual/block",
-    "sys/block",
-    "dev/pts",
-    "run",
-    "home",
-    "etc",
-    "state",
-  ]) {
-    mkdirSync(path.join(root, dir), { recursive: true });
-  }
-  cpSync(PASSWD, path.join(root, "etc/passwd"));
-  // No Jupyter, code-server, GPU or logind in this machine: their sources are off, not failing.
-  writeFileSync(path.join(root, "agent.yaml"), "disabledSignals: [jupyter, code_server, gpu, inhibitors]\n");
+  layFrozenMachine(root);
   options.prepare?.(root);
   const socket = path.join(root, "agent.sock");
   const proc = start(
