@@ -11,6 +11,7 @@
 import { formatDuration } from "@ws/protocol";
 import { advanceClocks, clockOf, type CountedReading, unattendedUntilMs } from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
+import { advanceHostClock, explainHost, hostActivityAfter, hostSchedule, judgeWithoutAgent } from "./host.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
 import type { EventReason } from "./events.js";
 import { describeErrors, describeFallback } from "./policy.js";
@@ -90,6 +91,10 @@ interface Step {
   vetoes: Veto[];
   /** unattended-max is over: the background work that no longer holds the VM. */
   unattended: Veto[] | undefined;
+  /** With host-side evidence and no agent: since when the VM has had none (engine/host.ts). */
+  hostGoneSinceMs?: number;
+  /** What the host-side readings did to this decision. */
+  hostRole?: string;
 }
 
 export function decide(nowMs: number, policy: Policy, observation: Observation, previous?: VmRecord): Decision {
@@ -119,6 +124,7 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
     step.rec.memory = step.evidence.memory;
     step.rec.awaitingFreshReport = false;
   }
+  step.rec.host = advanceHostClock(step.rec.host, observation.host, policy);
   if (applyStopResult(step) === "stopped" || noteNotRunning(step) || !comeBack(step)) return finish(step);
   runClocks(step);
   sendLeaseDecisions(step);
@@ -284,6 +290,9 @@ function noteNotRunning(step: Step): boolean {
 /** Coming back after a stop, a first report or a lost agent. False when the VM stays stopped. */
 function comeBack(step: Step): boolean {
   const { rec, prev, received, isNewReport, evidence, observation } = step;
+  // A notice the host-side rule sent while the agent was gone ends with the agent's return.
+  if ((rec.state === "AgentLost" || rec.state === "Unknown") && rec.notice && isNewReport)
+    clearNotice(step, "the agent reports again");
   if (rec.state === "Stopped") {
     const uptime = received?.report.system?.uptimeSeconds;
     const runningAgain = observation.vmRunning === true || (isNewReport && bootedAfter(evidence, uptime, prev.sinceMs));
@@ -399,6 +408,8 @@ function noticeLostAgent(step: Step): void {
   step.reason = `no report for ${duration(silentMs)} (agent-lost-after ${formatDuration(policy.agentLostAfterSeconds)}): a VM the collector cannot see is never stopped`;
   if (policy.stopWhenAgentLostAfterSeconds !== null)
     step.reason += ` unless it stays lost for stop-when-agent-lost-after ${formatDuration(policy.stopWhenAgentLostAfterSeconds)}`;
+  if (step.observation.host)
+    step.reason += `; after agent-lost-max ${formatDuration(policy.agentLostMaxSeconds)} the host-side readings decide`;
   event(step, "Warning", "AgentLost", step.reason);
 }
 
@@ -429,7 +440,7 @@ function startNotice(step: Step): void {
   );
 }
 
-function pushNotice(step: Step, notice: PendingNotice, repeat: boolean): void {
+function pushNotice(step: Step, notice: PendingNotice, repeat: boolean, idle = idleMs(step) ?? 0): void {
   const { rec, policy, nowMs } = step;
   // The agent writes every notice to the terminals: remember when, so that output is not taken for activity.
   rec.lastNoticeSentAtMs = nowMs;
@@ -438,7 +449,7 @@ function pushNotice(step: Step, notice: PendingNotice, repeat: boolean): void {
     id: notice.id,
     deadlineMs: notice.deadlineMs,
     stopInSeconds: Math.max(0, (notice.deadlineMs - nowMs) / 1000),
-    idleSeconds: (idleMs(step) ?? 0) / 1000,
+    idleSeconds: idle / 1000,
     reason: notice.reason,
     hint: `any activity cancels it; to keep the VM running without activity: ws-lease 2h (at most ${formatDuration(policy.maxKeepRunningSeconds)})`,
     mode: notice.mode,
@@ -572,6 +583,15 @@ function decideStopping(step: Step): void {
   const { rec, nowMs, isNewReport } = step;
   const stop = rec.stop;
   if (!stop) return;
+  const hostActivity = stop.trigger === "agent-lost" ? hostActivityAfter(rec.host, stop.decidedAtMs) : undefined;
+  if (hostActivity) {
+    step.actions.push({ kind: "cancel-stop", reason: hostActivity });
+    transition(step, "AgentLost");
+    rec.stop = undefined;
+    step.reason = `stop cancelled: activity after the stop was decided: ${hostActivity}`;
+    event(step, "Normal", "IdleStopCancelled", step.reason);
+    return;
+  }
   if (stop.trigger === "agent-lost" && isNewReport) {
     const why = "the agent reports again";
     step.actions.push({ kind: "cancel-stop", reason: why });
@@ -611,6 +631,7 @@ function decideStopping(step: Step): void {
 
 /** AgentLost and Unknown: the collector cannot see the VM. */
 function decideUnseen(step: Step): void {
+  if (decideOnHost(step)) return;
   const { rec, policy, nowMs, observation } = step;
   const limit = policy.stopWhenAgentLostAfterSeconds;
   const silentSince =
@@ -637,6 +658,76 @@ function decideUnseen(step: Step): void {
   }
 }
 
+/** Since when a VM has had no agent: its last report (AgentLost), or since it was seen running without one. */
+function agentGoneSinceMs(step: Step): number | undefined {
+  const { rec, observation } = step;
+  if (rec.state === "AgentLost") return rec.lastReportAtMs ?? rec.sinceMs;
+  if (rec.state === "Unknown" && observation.vmRunning === true) return rec.sinceMs;
+  return undefined;
+}
+
+/** AgentLost and Unknown with host-side evidence (engine/host.ts decides, this carries it out). True when it decided. */
+function decideOnHost(step: Step): boolean {
+  const { rec, policy, nowMs, observation } = step;
+  const reading = observation.host;
+  const goneSinceMs = agentGoneSinceMs(step);
+  if (!reading || goneSinceMs === undefined || !policy.autostopEnabled) return false;
+  step.hostGoneSinceMs = goneSinceMs;
+  const verdict = judgeWithoutAgent({ nowMs, policy, record: rec, reading, agentGoneSinceMs: goneSinceMs });
+  step.hostRole = verdict.reason;
+  const notice = rec.notice;
+  if (verdict.kind !== "idle") {
+    if (notice) {
+      clearNotice(step, verdict.reason);
+      step.reason = `pending stop cancelled: ${verdict.reason}`;
+      event(step, "Normal", "IdleStopCancelled", step.reason);
+    } else step.reason = verdict.reason;
+    // Not judged yet, or blind: the stop-when-agent-lost-after rule, if set, applies as it would without host-side evidence.
+    return verdict.kind === "active";
+  }
+  const hostIdle = nowMs - verdict.idleSinceMs;
+  const idle = `host idle for ${duration(hostIdle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)})`;
+  if (notice && notice.mode === "observe" && policy.mode === "enforce")
+    clearNotice(step, "the policy changed from observe to enforce; a new notice follows");
+  if (!rec.notice) {
+    const sent: PendingNotice = {
+      id: noticeId(nowMs, policy.mode),
+      sentAtMs: nowMs,
+      lastSentAtMs: nowMs,
+      deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
+      idleSinceMs: verdict.idleSinceMs,
+      mode: policy.mode,
+      reason: `${verdict.reason}; ${idle}`,
+    };
+    rec.notice = sent;
+    pushNotice(step, sent, false, hostIdle);
+    const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
+    step.reason = `${sent.reason}: notice sent (webhooks: the VM's terminals cannot be reached), ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless the agent reports or the host shows activity`;
+    event(step, "Warning", "IdleStopPending", step.reason);
+    return true;
+  }
+  const pending = rec.notice;
+  if (nowMs >= pending.deadlineMs) {
+    const why = `${verdict.reason}; ${idle} and the grace period of the notice ${pending.id} is over`;
+    if (policy.mode === "enforce") {
+      requestStop(step, "agent-lost", why);
+      step.reason = `stop now: ${why}`;
+    } else if (pending.wouldStopAtMs === undefined) {
+      rec.notice = { ...pending, wouldStopAtMs: nowMs };
+      recordWouldStop(step, "agent-lost", why);
+      step.reason = `would stop now (observe mode): ${why}`;
+    } else
+      step.reason = `observe mode: would have stopped ${duration(nowMs - pending.wouldStopAtMs)} ago; host still idle`;
+    return true;
+  }
+  if (nowMs - pending.lastSentAtMs >= policy.noticeRepeatSeconds * 1000) {
+    rec.notice = { ...pending, lastSentAtMs: nowMs };
+    pushNotice(step, rec.notice, true, hostIdle);
+  }
+  step.reason = `${verdict.reason}; ${idle}: ${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(pending.deadlineMs - nowMs)} unless the agent reports or the host shows activity (notice ${pending.id})`;
+  return true;
+}
+
 function finish(step: Step): Decision {
   const { rec, policy, nowMs, evidence, actions, from } = step;
   rec.activeSignals =
@@ -657,7 +748,13 @@ function finish(step: Step): Decision {
       ? undefined
       : Math.max(0, nowMs - rec.lastActivityAtMs);
   const activeVetoes = heldVetoes(step);
-  const stopAtMs = scheduledStopAt(rec, policy, activeVetoes, nowMs);
+  const onHost =
+    step.hostGoneSinceMs !== undefined &&
+    step.observation.host &&
+    (rec.state === "AgentLost" || rec.state === "Unknown")
+      ? hostSchedule(rec, policy, step.hostGoneSinceMs, step.observation.host, nowMs)
+      : undefined;
+  const stopAtMs = onHost ? onHost.stopAtMs : scheduledStopAt(rec, policy, activeVetoes, nowMs);
   const explanation: Explanation = {
     atMs: nowMs,
     from,
@@ -673,11 +770,18 @@ function finish(step: Step): Decision {
     blind: evidence?.blind ?? [],
     stopAtMs,
     reason: step.reason || `${rec.state}`,
+    ...(step.observation.host ? { host: explainHost(step.observation.host, rec, policy, step.hostRole) } : {}),
   };
   const summary = summarize(rec.state, explanation, policy);
   rec.summary = summary;
   rec.scheduledStopAtMs = stopAtMs;
-  return { next: rec, actions, explanation, summary, wakeAtMs: wakeAt(rec, policy, activeVetoes, nowMs) };
+  const wakeAtMs = earliestAfter(nowMs, wakeAt(rec, policy, activeVetoes, nowMs), ...(onHost?.wakeAtMs ?? []));
+  return { next: rec, actions, explanation, summary, wakeAtMs };
+}
+
+function earliestAfter(nowMs: number, ...times: Array<number | undefined>): number | undefined {
+  const future = times.filter((at): at is number => at !== undefined && at > nowMs);
+  return future.length > 0 ? Math.min(...future) : undefined;
 }
 
 /** When the VM would be stopped if nothing changes; undefined when no stop is scheduled. */
