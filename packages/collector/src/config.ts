@@ -3,6 +3,7 @@
 import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
+import { parseHostSideConfig, type HostSideConfig } from "./hostside/config.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 
 export interface CollectorConfig {
@@ -33,6 +34,8 @@ export interface CollectorConfig {
   recordTrace?: string;
   /** Webhooks, keep-running links, the owner label (docs/notifications.md). */
   notifications: NotificationsConfig;
+  /** KubeVirt's per-VM metrics through Prometheus (hostside/); absent: not configured. */
+  hostSide?: HostSideConfig;
 }
 
 export class CollectorConfigError extends Error {
@@ -68,8 +71,11 @@ const TOP_KEYS = [
   "policy",
   "recordTrace",
   "notifications",
+  "hostSide",
 ];
 type Obj = Record<string, unknown>;
+const optional = <K extends string, V>(key: K, value: V | undefined) =>
+  (value === undefined ? {} : { [key]: value }) as Partial<Record<K, V>>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function resolveCollectorConfig(
@@ -194,6 +200,7 @@ export function resolveCollectorConfig(
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
+    ...optional("hostSide", parseHostSideConfig(file.hostSide, problems, `${filePath}: hostSide`)),
     ...((flags.recordTrace ?? str(file, "recordTrace", "recordTrace"))
       ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! }
       : {}),

@@ -35,6 +35,7 @@ import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
 import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
+import { readingFor, type HostBatch } from "./hostside/queries.js";
 
 export interface Actuator {
   /** Carries out a stop; resolves with what happened (never rejects). */
@@ -110,6 +111,8 @@ interface VmEntry {
   version: number;
   /** The record must be restored (from annotations) before the next decision: new, or a new leadership. */
   needsRestore: boolean;
+  /** Agent/host disagreements at the last host-side reading (their onsets are counted). */
+  disagreeing: string[];
 }
 
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
@@ -231,6 +234,25 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     this.evaluate(entry, now, { kind: "disconnected" });
   }
 
+  /**
+   * A round of host-side readings (hostside/source.ts): every VM gets its own reading, or the
+   * round's failure, or "absent"; each is decided on, and a disagreement's onset is counted.
+   */
+  hostBatch(batch: HostBatch): void {
+    const now = this.options.nowMs();
+    this.counterValues.hostDisagreements ??= new Map();
+    const counts = this.counterValues.hostDisagreements;
+    for (const entry of this.sortedEntries()) {
+      // Stamped with the decision's time, as a replay of the recorded line will stamp it.
+      const { atMs: _at, ...reading } = readingFor(batch, entry.id);
+      this.options.record?.({ atMs: now, vm: entry.id, host: reading });
+      this.evaluate(entry, now, { kind: "host", reading: { ...reading, atMs: now } });
+      const kinds = this.viewOf(entry, now).host?.disagreements ?? [];
+      for (const kind of kinds) if (!entry.disagreeing.includes(kind)) counts.set(kind, (counts.get(kind) ?? 0) + 1);
+      entry.disagreeing = kinds;
+    }
+  }
+
   /** Forget a VM that no longer exists (its series go away with it). */
   remove(vm: VmKey): void {
     const entry = this.vms.get(vmId(vm));
@@ -304,6 +326,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         truncated: [],
         version: 0,
         needsRestore: true,
+        disagreeing: [],
       };
       this.applyPolicy(entry);
       entry.loop.policyStatus = this.policyInput(entry).status;

@@ -2,6 +2,8 @@
 // Pure: built from the VM's loop state and its connection facts.
 import type { VmKey } from "../agents/server.js";
 import type { VmPlatformDetails, VmView } from "../view.js";
+import { describeHostReading } from "../engine/host.js";
+import { disagreements } from "../hostside/disagree.js";
 import { readingsFromReport } from "../whatif/readings.js";
 import { idleSecondsAt, type VmLoopState } from "./step.js";
 
@@ -109,5 +111,20 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
       ? { readings: readingsFromReport(loop.latest.report, loop.latest.receivedAtMs) }
       : {}),
     ...(facts.truncated.length > 0 ? { truncated: [...facts.truncated] } : {}),
+    ...(loop.host
+      ? {
+          host: {
+            state: loop.host.state,
+            atMs: loop.host.atMs,
+            summary: describeHostReading(loop.host),
+            disagreements: disagreements(
+              { state: record?.state ?? "Unknown", connected, activeSignals: [...active] },
+              loop.host,
+              loop.policy.thresholds,
+              nowMs,
+            ),
+          },
+        }
+      : {}),
   };
 }
