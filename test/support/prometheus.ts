@@ -47,6 +47,8 @@ export interface PrometheusOptions {
   targets: string[];
   scrapeIntervalSeconds?: number;
   ruleFiles?: string[];
+  /** More command-line flags (e.g. --query.max-samples=1 for a Prometheus that answers every query with an error). */
+  extraArgs?: string[];
 }
 
 export async function startPrometheus(options: PrometheusOptions): Promise<RunningPrometheus> {
@@ -69,6 +71,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
       `--web.listen-address=127.0.0.1:${port}`,
       "--storage.tsdb.retention.time=1d",
       "--log.level=warn",
+      ...(options.extraArgs ?? []),
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
