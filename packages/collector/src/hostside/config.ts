@@ -81,7 +81,9 @@ export function parseHostSideConfig(value: unknown, problems: string[], label: s
       `${label}.window (${windowSeconds}s) must be at least interval (${intervalSeconds}s): each round's window must reach back to the previous round, or the readings have gaps`,
     );
   if (timeoutMs >= intervalSeconds * 1000)
-    problems.push(`${label}.prometheus.timeout (${timeoutMs / 1000}s) must be shorter than interval (${intervalSeconds}s)`);
+    problems.push(
+      `${label}.prometheus.timeout (${timeoutMs / 1000}s) must be shorter than interval (${intervalSeconds}s)`,
+    );
   const labels: HostLabels = { ...DEFAULT_HOST_LABELS };
   if (value.labels != null) {
     if (!isObj(value.labels)) problems.push(`${label}.labels must be a mapping`);
