@@ -747,13 +747,14 @@ function finish(step: Step): Decision {
     rec.lastActivityAtMs === undefined || rec.state === "Stopped" || rec.state === "Unknown"
       ? undefined
       : Math.max(0, nowMs - rec.lastActivityAtMs);
-  const activeVetoes = heldVetoes(step);
   const onHost =
     step.hostGoneSinceMs !== undefined &&
     step.observation.host &&
     (rec.state === "AgentLost" || rec.state === "Unknown")
       ? hostSchedule(rec, policy, step.hostGoneSinceMs, step.observation.host, nowMs)
       : undefined;
+  // Judged on the host side, the gone agent's last vetoes are stale: the host's readings stand for them.
+  const activeVetoes = step.hostGoneSinceMs !== undefined ? [] : heldVetoes(step);
   const stopAtMs = onHost ? onHost.stopAtMs : scheduledStopAt(rec, policy, activeVetoes, nowMs);
   const explanation: Explanation = {
     atMs: nowMs,
