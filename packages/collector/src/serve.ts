@@ -4,7 +4,7 @@ import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { logfmtLogger, type Logger } from "@ws/protocol";
+import { installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer } from "./agents/server.js";
 import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
@@ -82,11 +82,16 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const key = loadKey(config.tokenKeyFile);
   const policy = loadPolicyConfig(config);
   const stats = new CollectorStats();
+  const removeErrorPolicy = installUnhandledErrorPolicy({ log, counts: stats.unhandledErrors });
   const mode =
     config.mode === "kubernetes"
       ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs)
       : standaloneMode(config, policy, log);
-  return run(config, mode, key, stats, log, nowMs);
+  try {
+    return await run(config, mode, key, stats, log, nowMs);
+  } finally {
+    removeErrorPolicy();
+  }
 }
 
 async function run(
@@ -178,6 +183,10 @@ async function run(
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
     history: outreach.history,
     keepLinks,
+    onRefused: (why, detail) => {
+      stats.countHttpRefusal(why);
+      log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });
+    },
   });
   const http = splitHostPort(config.http.listen);
   await new Promise<void>((resolve, reject) => {
