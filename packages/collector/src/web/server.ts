@@ -7,6 +7,8 @@ import type { KeepLinks } from "../keeplink/handler.js";
 import type { FleetReader } from "../view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { renderVmPage } from "./vm-page.js";
+import { mayView, viewerFromHeaders, type IdentityConfig, type Viewer } from "./identity.js";
+import { escapeHtml, page } from "./html.js";
 import { errorMessage } from "@ws/protocol";
 
 export interface WebOptions {
@@ -20,6 +22,14 @@ export interface WebOptions {
   /** How far back the VM page's chart goes (default 4h). */
   chartSpanMs?: number;
   keepLinks?: KeepLinks;
+  /**
+   * Which routes this listener answers: "all" (one port, the standalone default), "pages" (the
+   * pages, /api/vms, keep links, /healthz and /readyz: behind the site's auth proxy) or "probes"
+   * (/metrics, /healthz, /readyz: for Prometheus and the kubelet, never exposed to users).
+   */
+  routes?: "all" | "pages" | "probes";
+  /** The auth proxy's identity header: who sees which VM on the pages (unset: everyone sees all). */
+  identity?: IdentityConfig;
   /** A request refused before or outside its route (counted and logged by the caller; never echoes the request). */
   onRefused?: (why: HttpRefusal, detail: string) => void;
 }
@@ -144,7 +154,25 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
     return send(400, "text/plain", "malformed request target: expected a path such as /vm/NAMESPACE/NAME\n");
   }
   const html = "text/html; charset=utf-8";
+  const routes = options.routes ?? "all";
   try {
+    if (url.pathname === "/healthz" || url.pathname === "/readyz" || url.pathname === "/metrics") {
+      if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+      if (url.pathname === "/healthz") return send(200, "text/plain", "ok\n");
+      if (url.pathname === "/readyz") {
+        if (!options.ready()) return send(503, "text/plain", "not ready\n");
+        return send(200, "text/plain", options.info().leader ? "ready (leader)\n" : "ready (standby)\n");
+      }
+      if (routes === "pages")
+        return send(404, "text/plain", "not found: /metrics is served on the metrics port (http.metricsListen)\n");
+      return send(200, options.registry.contentType, await options.registry.metrics());
+    }
+    if (routes === "probes")
+      return send(
+        404,
+        "text/plain",
+        "not found: this is the metrics port (/metrics, /healthz, /readyz); the pages are on http.listen\n",
+      );
     if (url.pathname.startsWith("/keep/")) {
       const vm = vmFromPath(url.pathname, "/keep/");
       if (!options.keepLinks)
@@ -173,12 +201,21 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
       return send(answer.status, html, answer.html);
     }
     if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+    // Behind the site's login: who is asking decides which VMs they see (keep links above carry their own proof).
+    let viewer: Viewer | undefined;
+    if (options.identity) {
+      viewer = viewerFromHeaders(req.headers, options.identity, req.socket.remoteAddress);
+      if (!viewer) return send(401, html, signInPage(options.identity));
+    }
+    const visible = (owner: string | undefined) => !viewer || mayView(viewer, owner);
     if (url.pathname.startsWith("/api/vms/")) {
       // One VM as JSON: what its page shows (explanation, policy, sources, transitions, chart points).
       const vm = vmFromPath(url.pathname, "/api/vms/");
       const now = options.nowMs();
       const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
       if (!vm || !detail) return send(404, "application/json", `${JSON.stringify({ error: "no such VM" })}\n`);
+      if (!visible(detail.view.owner))
+        return send(403, "application/json", `${JSON.stringify({ error: `this VM is not ${viewer!.user}'s` })}\n`);
       const spanMs = options.chartSpanMs ?? 4 * 3600_000;
       return send(
         200,
@@ -204,6 +241,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
           html,
           `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`,
         );
+      if (!visible(detail.view.owner)) return send(403, html, notYoursPage(viewer!));
       // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
       const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
       const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
@@ -229,26 +267,15 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
         }),
       );
     }
+    const views = () => options.fleet.views(options.nowMs()).filter((view) => visible(view.owner));
     switch (url.pathname) {
-      case "/metrics":
-        return send(200, options.registry.contentType, await options.registry.metrics());
-      case "/healthz":
-        return send(200, "text/plain", "ok\n");
-      case "/readyz":
-        if (!options.ready()) return send(503, "text/plain", "not ready\n");
-        return send(200, "text/plain", options.info().leader ? "ready (leader)\n" : "ready (standby)\n");
       case "/api/vms":
-        return send(200, "application/json", JSON.stringify({ vms: options.fleet.views(options.nowMs()) }, null, 2));
+        return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
       case "/":
         return send(
           200,
           html,
-          renderFleetPage(
-            options.fleet.views(options.nowMs()),
-            options.nowMs(),
-            options.info(),
-            parseFleetQuery(url.searchParams),
-          ),
+          renderFleetPage(views(), options.nowMs(), options.info(), parseFleetQuery(url.searchParams), viewer),
         );
       default:
         return send(404, "text/plain", "not found\n");
@@ -260,3 +287,22 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
 }
 
 const escapeText = (text: string) => text.replace(/[^\w.-]/g, "?").slice(0, 253);
+
+function signInPage(identity: IdentityConfig): string {
+  return page(
+    "Sign in",
+    `<h1>Sign in first</h1>
+<div class="box bad" id="refusal" data-status="401"><p>These pages show workstations to their owners, behind the site's login.
+This request came without a signed-in user (no <code>${escapeHtml(identity.userHeader)}</code> header from the site's auth proxy).</p>
+<p>Open the collector through the site's address (the one your platform gave you), not its port directly.</p></div>`,
+  );
+}
+
+function notYoursPage(viewer: Viewer): string {
+  return page(
+    "Not your workstation",
+    `<h1>Not your workstation</h1>
+<div class="box bad" id="refusal" data-status="403"><p>You are signed in as <strong>${escapeHtml(viewer.user)}</strong>; this workstation belongs to someone else.
+Only its owner and the site's admins see it. <a href="../../">Your workstations</a></p></div>`,
+  );
+}
