@@ -5,7 +5,7 @@
 // Prints a markdown table.
 import { BUILTIN_DEFAULT_POLICY } from "../packages/collector/src/engine/policy.js";
 import { Fleet } from "../packages/collector/src/fleet.js";
-import { parseVector } from "../packages/collector/src/hostside/prometheus.js";
+import { parseVector, type VectorSample } from "../packages/collector/src/hostside/prometheus.js";
 import { type HostAnswers, hostQueries, readingsFromAnswers } from "../packages/collector/src/hostside/queries.js";
 import { staticPolicySource } from "../packages/collector/src/policy-source.js";
 
@@ -25,9 +25,9 @@ function median(values: number[]): number {
 
 function answersFor(count: number): { answers: HostAnswers; vcpuJson: string } {
   const vms = Array.from({ length: count }, (_, i) => ({ namespace: `ns-${i % 50}`, name: `vm-${i}` }));
-  const vector = (value: (i: number) => number, vmi = false) =>
+  const vector = (value: (i: number) => number, vmi = false): VectorSample[] =>
     vms.map((vm, i) => ({
-      metric: vmi ? { namespace: vm.namespace, vmi: vm.name } : { namespace: vm.namespace, name: vm.name },
+      metric: { namespace: vm.namespace, [vmi ? "vmi" : "name"]: vm.name },
       value: value(i),
     }));
   const answers: HostAnswers = {
