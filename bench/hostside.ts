@@ -6,7 +6,7 @@
 import { BUILTIN_DEFAULT_POLICY } from "../packages/collector/src/engine/policy.js";
 import { Fleet } from "../packages/collector/src/fleet.js";
 import { parseVector, type VectorSample } from "../packages/collector/src/hostside/prometheus.js";
-import { type HostAnswers, hostQueries, readingsFromAnswers } from "../packages/collector/src/hostside/queries.js";
+import { type HostAnswers, readingsFromAnswers } from "../packages/collector/src/hostside/queries.js";
 import { staticPolicySource } from "../packages/collector/src/policy-source.js";
 
 const NOW = Date.parse("2026-12-01T10:00:00Z");
