@@ -5,6 +5,7 @@ import { parseHostSideConfig } from "../../src/hostside/config.js";
 import { disagreements } from "../../src/hostside/disagree.js";
 import { PrometheusQueryError, parseVector } from "../../src/hostside/prometheus.js";
 import { type HostAnswers, hostQueries, readingFor, readingsFromAnswers } from "../../src/hostside/queries.js";
+import { withHostHistory } from "../../src/whatif/host-history.js";
 import { testPolicy } from "../engine/sim.js";
 
 const AT = Date.UTC(2026, 11, 1, 12, 0, 0);
@@ -155,5 +156,38 @@ describe("disagreements", () => {
     expect(
       disagreements({ state: "Active", connected: true, activeSignals: [] }, busy, thresholds, AT + 10 * 60_000),
     ).toEqual([]);
+  });
+});
+
+describe("withHostHistory (whatif --host-window)", () => {
+  it("folds range answers into one reading per VM per step, as a live round would read them", () => {
+    const grid = { startMs: AT, stepMs: 60_000, count: 3 };
+    const t = (index: number) => (AT + index * 60_000) / 1000;
+    const series = (metric: Record<string, string>, values: number[]) => [
+      { metric, values: values.map((value, index) => [t(index), String(value)] as [number, string]) },
+    ];
+    const answers = {
+      vcpuSeconds: series(vm("ada"), [1.6, 1.6, 0.01]),
+      vcpus: series(vm("ada"), [2, 2, 2]),
+      network: series(vm("ada"), [2000, 2000, 2000]),
+      disk: series(vm("ada"), [0, 0, 0]),
+      vnc: series(vmi("ada"), [0, 1, 0]),
+      console: [],
+      portForward: [],
+      // virt-api unscraped at the last step: that step fails.
+      connectionsWitness: [{ metric: {}, values: [[t(0), "1"] as [number, string], [t(1), "1"] as [number, string]] }],
+    };
+    const [history] = withHostHistory(
+      [{ namespace: "users", name: "ada", samples: [undefined, undefined, undefined] }],
+      answers,
+      grid,
+      120,
+    );
+    expect(history!.samples.map((sample) => sample?.host)).toEqual([
+      expect.objectContaining({ state: "ok", vcpuBusyRatio: 0.8, vncConnections: 0 }),
+      expect.objectContaining({ state: "ok", vcpuBusyRatio: 0.8, vncConnections: 1 }),
+      expect.objectContaining({ state: "failed", message: expect.stringMatching(/virt-api/) }),
+    ]);
+    expect(history!.samples[0]).toMatchObject({ connected: false });
   });
 });
