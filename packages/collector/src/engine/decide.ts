@@ -671,7 +671,15 @@ function decideOnHost(step: Step): boolean {
   const { rec, policy, nowMs, observation } = step;
   const reading = observation.host;
   const goneSinceMs = agentGoneSinceMs(step);
-  if (!reading || goneSinceMs === undefined || !policy.autostopEnabled) return false;
+  if (!reading || goneSinceMs === undefined) return false;
+  if (!policy.autostopEnabled) {
+    if (rec.notice) {
+      clearNotice(step, "autostop was disabled");
+      step.reason = "autostop was disabled: the pending stop is cancelled";
+      event(step, "Normal", "IdleStopCancelled", step.reason);
+    }
+    return false;
+  }
   step.hostGoneSinceMs = goneSinceMs;
   const verdict = judgeWithoutAgent({ nowMs, policy, record: rec, reading, agentGoneSinceMs: goneSinceMs });
   step.hostRole = verdict.reason;

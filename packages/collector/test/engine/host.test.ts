@@ -153,6 +153,18 @@ describe("agent-lost with host-side evidence", () => {
     expect(actionsOf(sim.decisions, "stop")).toHaveLength(1);
   });
 
+  it("autostop turned off during the grace period withdraws the notice", () => {
+    const sim = lostAgent(HOUR + 2 * MINUTE, quiet);
+    expect(sim.record!.notice).toBeDefined();
+    sim.policy = testPolicy({ autostopEnabled: false });
+    sim.now += MINUTE;
+    sim.host = quiet(sim.now);
+    const off = sim.step();
+    expect(actionsOf(off, "notice-cleared")[0]!.reason).toBe("autostop was disabled");
+    runHost(sim, HOUR, quiet);
+    expect(actionsOf(sim.decisions, "stop")).toEqual([]);
+  });
+
   it("observe mode records a would-stop and stops nothing", () => {
     const sim = lostAgent(3 * HOUR, quiet, new Sim(testPolicy({ mode: "observe" })));
     expect(actionsOf(sim.decisions, "stop")).toEqual([]);
