@@ -1,25 +1,33 @@
 // Host-side evidence against a real Prometheus: it scrapes a stand-in for KubeVirt's metric
 // endpoints (test/support/virt-handler.ts, KubeVirt's names and labels, values the test drives)
 // and the collector's host-side source queries it through the HTTP API, as it does live.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HostReading } from "../../packages/collector/src/engine/types.js";
 import { prometheusClient } from "../../packages/collector/src/hostside/prometheus.js";
 import { readingFor, type HostBatch } from "../../packages/collector/src/hostside/queries.js";
 import { HostSource } from "../../packages/collector/src/hostside/source.js";
 import { eventually } from "../support/process.js";
-import { startPrometheus, type RunningPrometheus } from "../support/prometheus.js";
+import { selfSignedCertificate, startPrometheus, type RunningPrometheus } from "../support/prometheus.js";
 import { startVirtHandler, type VirtHandlerStandIn } from "../support/virt-handler.js";
 
 const WINDOW_S = 5;
 let kubevirt: VirtHandlerStandIn;
 let prometheus: RunningPrometheus;
 
-function source(url: string, options: { timeoutMs?: number; maxResponseBytes?: number } = {}): HostSource {
+function source(
+  url: string,
+  options: { timeoutMs?: number; maxResponseBytes?: number; caFile?: string; bearerTokenFile?: string } = {},
+): HostSource {
   return new HostSource({
     client: prometheusClient({
       url,
       timeoutMs: options.timeoutMs ?? 5000,
       maxResponseBytes: options.maxResponseBytes ?? 1024 * 1024,
+      ...(options.caFile ? { caFile: options.caFile } : {}),
+      ...(options.bearerTokenFile ? { bearerTokenFile: options.bearerTokenFile } : {}),
     }),
     sink: { hostBatch: () => {} },
     log: () => {},
@@ -80,6 +88,26 @@ describe("host-side source against a real Prometheus", () => {
     expect(quiet).toMatchObject({ vncConnections: 0, consoleConnections: 0, portForwardTunnels: 0 });
     const watched = await readingUntil("users/watched", (r) => r.state === "ok");
     expect(watched).toMatchObject({ vncConnections: 1, consoleConnections: 0, portForwardTunnels: 2 });
+    // One query per metric for the whole fleet, whatever its size.
+    const client = prometheusClient({ url: prometheus.url, timeoutMs: 5000, maxResponseBytes: 1024 * 1024 });
+    const asked: string[] = [];
+    const counting = new HostSource({
+      client: {
+        endpoint: client.endpoint,
+        query: (expr, atMs) => {
+          asked.push(expr);
+          return client.query(expr, atMs);
+        },
+      },
+      sink: { hostBatch: () => {} },
+      log: () => {},
+      nowMs: Date.now,
+      intervalSeconds: 2,
+      windowSeconds: WINDOW_S,
+    });
+    const batch = await counting.round(Date.now());
+    expect(batch.ok && batch.readings.size).toBe(3);
+    expect(asked).toHaveLength(8);
   });
 
   it("a VM with no KubeVirt series is absent, and says so", async () => {
@@ -144,5 +172,33 @@ describe("host-side source against a real Prometheus", () => {
     expect(!small.ok && small.message).toMatch(/larger than 200 bytes/);
     const gone = await source(strict.url).round(Date.now());
     expect(!gone.ok && gone.message).toMatch(/ECONNREFUSED/);
+  });
+
+  it("over HTTPS with the configured CA, and a bearer token file read at each query", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "ws-hostside-tls-"));
+    const tls = selfSignedCertificate(dir);
+    const secure = await startPrometheus({ targets: [kubevirt.target], scrapeIntervalSeconds: 1, tls });
+    try {
+      const token = path.join(dir, "token");
+      writeFileSync(token, "a-token\n");
+      const trusted = source(secure.url, { caFile: tls.certFile, bearerTokenFile: token });
+      const ok = await eventually(
+        async () => {
+          const batch = await trusted.round(Date.now());
+          return batch.ok && readingFor(batch, "users/busy").state === "ok" ? batch : undefined;
+        },
+        60_000,
+        "a reading over HTTPS",
+      );
+      expect(readingFor(ok, "users/busy").vcpus).toBe(4);
+      const untrusted = await source(secure.url).round(Date.now());
+      expect(!untrusted.ok && untrusted.message).toMatch(/self[- ]signed certificate/);
+      rmSync(token);
+      const tokenGone = await trusted.round(Date.now());
+      expect(!tokenGone.ok && tokenGone.message).toMatch(/cannot read the bearer token file/);
+    } finally {
+      await secure.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
