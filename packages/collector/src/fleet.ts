@@ -11,8 +11,8 @@ import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import { DirectiveSchema, SourceState, type Directive, type Report, errorMessage } from "@ws/protocol";
-import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
-import { vmId } from "./agents/server.js";
+import type { AgentSession, AgentSink, AuthResult, Logger } from "./agents/server.js";
+import { type VmKey, vmId } from "./model/vm-key.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
 import type {
   Action,

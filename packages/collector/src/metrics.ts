@@ -12,7 +12,7 @@ import type { StopOutcome } from "./engine/types.js";
 import type { CollectorStats } from "./stats.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import type { FleetReader, VmSeriesSource, VmView } from "./view.js";
-import { ACTIVITY_SIGNALS } from "./whatif/readings.js";
+import { ACTIVITY_SIGNALS } from "./model/readings.js";
 
 export const STATES = ["Unknown", "Active", "StoppingPending", "Stopping", "Stopped", "AgentLost"];
 /** The StopResult outcomes (engine/types.ts StopOutcome). */

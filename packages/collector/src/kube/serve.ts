@@ -3,7 +3,7 @@
 // as Events and annotations, and only the leader replica acts.
 import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "@ws/protocol";
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 import type { CollectorConfig } from "../config.js";
 import type { CollectorPolicyConfig } from "../engine/config.js";
 import { persistedAnnotations, restoreRecord } from "../engine/persist.js";

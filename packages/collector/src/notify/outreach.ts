@@ -3,8 +3,7 @@
 // (see the hook points in fleet.ts, marked "outreach hook"); everything runs
 // without waiting on the network, so no receiver can delay a decision.
 import type { Logger } from "@ws/protocol";
-import type { VmKey } from "../agents/server.js";
-import { vmId } from "../agents/server.js";
+import { type VmKey, vmId } from "../model/vm-key.js";
 import type { Decision, Policy, StopResult, StopTrigger, VmRecord } from "../engine/types.js";
 import { History } from "../history/history.js";
 import { keepLinkUrl } from "../keeplink/token.js";

@@ -1,8 +1,8 @@
 // The view model of one VM: what the status page, /api/vms and /metrics show.
 // Pure: built from the VM's loop state and its connection facts.
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 import type { VmPlatformDetails, VmView } from "../view.js";
-import { readingsFromReport } from "../whatif/readings.js";
+import { readingsFromReport } from "../model/readings.js";
 import { idleSecondsAt, type VmLoopState } from "./step.js";
 
 /** The signal families of workstation_signal_active (every one is exported, 0 or 1). */

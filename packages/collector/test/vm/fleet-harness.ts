@@ -2,7 +2,8 @@
 // the collector's real loop and scheduling, driven by a test instead of gRPC.
 import { create } from "@bufbuild/protobuf";
 import { HelloSchema, type Directive, type Report } from "@ws/protocol";
-import type { AgentSession, VmKey } from "../../src/agents/server.js";
+import type { AgentSession } from "../../src/agents/server.js";
+import type { VmKey } from "../../src/model/vm-key.js";
 import type { Policy, StopResult } from "../../src/engine/types.js";
 import { Fleet, type VmTransition } from "../../src/fleet.js";
 import { staticPolicySource } from "../../src/policy-source.js";
