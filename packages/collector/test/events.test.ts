@@ -28,7 +28,7 @@ function reasonsInSources(): Map<string, string[]> {
   for (const file of sources) {
     const text = readFileSync(file, "utf8");
     const patterns = [
-      /\bevent\(\s*(?:step,\s*)?(?:"(?:Normal|Warning)"|trigger[^,]*),\s*"([A-Za-z]+)"/g,
+      /\bevent\(\s*(?:\w+,\s*)?(?:"(?:Normal|Warning)"|trigger[^,]*),\s*"([A-Za-z]+)"/g,
       /\bauditEvent\(\s*"([A-Za-z]+)"/g,
       /\.event\(\s*\w+,\s*"(?:Normal|Warning)",\s*"([A-Za-z]+)"/g,
       /\breason:\s*"([A-Z][A-Za-z]+)",\s*action:/g,

@@ -15,7 +15,15 @@
 // waits says why it waits only when the VM did not just arrive in it.
 
 import { formatDuration } from "@ws/protocol";
-import { advanceClocks, clockOf, type CountedReading, unattendedUntilMs } from "./activity.js";
+import {
+  advanceClocks,
+  clockOf,
+  type CountedReading,
+  idleSecondsAt,
+  setClock,
+  unattendedOver,
+  unattendedUntilMs,
+} from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
 import type { EventReason } from "./events.js";
@@ -191,9 +199,10 @@ function blindNote(d: Draft): string {
 /** Why background work no longer holds the VM, for notices and stops. */
 function unattendedNote(d: Draft): string {
   const unattended = d.seen?.unattended;
-  if (!unattended || d.rec.lastHumanAtMs === undefined || d.policy.unattendedMaxSeconds === null) return "";
+  const over = unattendedOver(d.rec.lastHumanAtMs, d.policy, d.nowMs);
+  if (!unattended || !over) return "";
   const work = unattended.length > 0 ? ` (${describeVetoes(unattended)})` : "";
-  return `; no human evidence for ${duration(d.nowMs - d.rec.lastHumanAtMs)} (unattended-max ${formatDuration(d.policy.unattendedMaxSeconds)}): background work${work} no longer holds the VM; ws-lease keeps it running`;
+  return `; ${over.note}: background work${work} no longer holds the VM; ws-lease keeps it running`;
 }
 
 /** Sets the clocks to start from `baselineMs` (or later), as a VM that just became Active. */
@@ -257,11 +266,7 @@ function observe(d: Draft): Seen {
       rec.state,
       nowMs,
     );
-    rec.lastStrongAtMs = update.clock.lastStrongAtMs;
-    rec.lastWeakAtMs = update.clock.lastWeakAtMs;
-    rec.lastActivityAtMs = update.clock.lastActivityAtMs;
-    rec.lastActivityDetail = update.clock.lastActivityDetail;
-    rec.lastActivityWeak = update.clock.lastActivityWeak;
+    setClock(rec, update.clock);
     rec.attended = clockOf(update.attended);
     rec.lastHumanAtMs = update.lastHumanAtMs;
     counted = update.clock.readings;
@@ -278,7 +283,7 @@ function vetoesInForce(d: Draft): Pick<Seen, "vetoes" | "unattended"> {
   const { rec, evidence, policy, nowMs } = d;
   if (rec.state === "Stopped" || !evidence) return { vetoes: [], unattended: undefined };
   const until = unattendedUntilMs(rec.lastHumanAtMs, policy);
-  const over = until !== undefined && nowMs >= until;
+  const over = unattendedOver(rec.lastHumanAtMs, policy, nowMs) !== undefined;
   const bounded = evidence.vetoes.map((veto) =>
     until !== undefined && isBackgroundVeto(veto.kind)
       ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) }
@@ -768,16 +773,13 @@ function finish(d: Draft, outcome: Outcome): Decision {
       },
     });
   }
-  const idle =
-    rec.lastActivityAtMs === undefined || rec.state === "Stopped" || rec.state === "Unknown"
-      ? undefined
-      : Math.max(0, nowMs - rec.lastActivityAtMs);
+  const idleSeconds = idleSecondsAt(rec, nowMs);
   const seen = d.seen;
   const explanation: Explanation = {
     atMs: nowMs,
     from,
     to: rec.state,
-    idleSeconds: idle === undefined ? undefined : idle / 1000,
+    idleSeconds,
     idleTimeoutSeconds: policy.idleTimeoutSeconds,
     lastActivityAtMs: rec.lastActivityAtMs,
     lastActivity: rec.lastActivityDetail,

@@ -3,7 +3,8 @@
 import type { VmKey } from "../model/vm-key.js";
 import type { VmPlatformDetails, VmView } from "../view.js";
 import { readingsFromReport } from "../model/readings.js";
-import { idleSecondsAt, type VmLoopState } from "./step.js";
+import { idleSecondsAt } from "../engine/activity.js";
+import type { VmLoopState } from "./step.js";
 
 /** The signal families of workstation_signal_active (every one is exported, 0 or 1). */
 export const SIGNAL_FAMILIES = [
