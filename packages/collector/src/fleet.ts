@@ -1,70 +1,33 @@
 // The collector's registry of VMs: it routes each input (a Report, a stream
 // opening or closing, a policy change, the platform's view, a stop's outcome,
 // a deadline) through the VM's one loop (vm/step.ts), schedules the VM at the
-// deadline its decision named (vm/deadlines.ts), and executes what the decision
-// asks: the Directive to the agent (vm/directive.ts), stops, Events, persisted
-// state. Nothing here scans every VM on a timer.
+// deadline its decision named (vm/deadlines.ts), and hands what the decision
+// asks to the action runner (vm/actions.ts: stops, Events, persisted state,
+// the counters) and the Directive to the agent (vm/directive.ts). Nothing here
+// scans every VM on a timer.
 //
-// Transitions and notices go out to the listeners of onTransition(): the one
-// place other edges (webhooks, per-VM pages) hook in.
+// Every decision goes to the FleetObserver (notify/outreach.ts): the one place
+// other edges (history, webhooks, keep-running links) hook in.
 import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { DirectiveSchema, SourceState, type Directive, type Report, errorMessage } from "@ws/protocol";
+import { DirectiveSchema, SourceState, type Directive, type Report } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger } from "./agents/server.js";
 import { type VmKey, vmId } from "./model/vm-key.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
-import type {
-  Action,
-  Decision,
-  EngineState,
-  Explanation,
-  Policy,
-  PolicyError,
-  PolicyFallback,
-  StopResult,
-  StopTrigger,
-  VmRecord,
-} from "./engine/types.js";
+import type { Action, Policy, PolicyError, PolicyFallback, StopResult, VmRecord } from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
 import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keeplink/grant.js";
 import type { FleetObserver } from "./notify/outreach.js";
 import type { FleetCounters, FleetReader, VmDetail, VmPlatformDetails, VmSeriesSource, VmView } from "./view.js";
+import { type ActionTarget, ActionRunner, type Actuator, newVmActing, type VmActing } from "./vm/actions.js";
 import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
 import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
 
-export interface Actuator {
-  /** Carries out a stop; resolves with what happened (never rejects). */
-  stop(vm: VmKey, reason: string, evidence?: StopEvidence): Promise<StopResult>;
-  event(vm: VmKey, type: "Normal" | "Warning", reason: string, message: string): void;
-  persist(vm: VmKey, values: Extract<Action, { kind: "persist" }>["values"]): void;
-}
-
-/** What a stop was decided on (the engine's explanation of that decision), for its audit record. */
-export interface StopEvidence {
-  trigger: StopTrigger;
-  explanation: Explanation | undefined;
-}
-
-/**
- * One decision of one VM, after its actions were executed: what webhooks, per-VM pages and
- * history hook into (Fleet.onTransition). `from === to` with actions is a notice repeat, a
- * lease decision or an event without a state change.
- */
-export interface VmTransition {
-  vm: VmKey;
-  atMs: number;
-  from: EngineState;
-  to: EngineState;
-  decision: Decision;
-  /** The view after the decision. */
-  view: () => VmView;
-}
-
-export type TransitionListener = (transition: VmTransition) => void;
+export type { Actuator, StopEvidence } from "./vm/actions.js";
 
 export interface FleetOptions {
   log: Logger;
@@ -100,10 +63,9 @@ interface VmEntry {
   lastValidPolicy?: Policy;
   policyErrors: PolicyError[];
   fallback: PolicyFallback;
-  stopInFlight: boolean;
+  acting: VmActing;
   agentVersion: string;
   peer: string;
-  knownLeases: Set<string>;
   /** What validation cut from the latest Report. */
   truncated: string[];
   /** Bumped on every change the view can show (/metrics rebuilds the VM's series then). */
@@ -114,18 +76,18 @@ interface VmEntry {
 
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
   private readonly vms = new Map<string, VmEntry>();
-  private readonly counterValues: FleetCounters = {
-    stops: new Map(),
-    notices: 0,
-    stopsCancelled: 0,
-    leasesGranted: 0,
-    policyErrors: 0,
-  };
+  private readonly runner: ActionRunner;
   private readonly deadlines: DeadlineQueue<string>;
-  private readonly listeners: TransitionListener[] = [];
   private sorted: VmEntry[] | undefined;
 
   constructor(private readonly options: FleetOptions) {
+    this.runner = new ActionRunner({
+      log: options.log,
+      nowMs: options.nowMs,
+      actuator: options.actuator,
+      ...(options.stats ? { stats: options.stats } : {}),
+      ...(options.observer ? { observer: options.observer } : {}),
+    });
     this.deadlines = new DeadlineQueue<string>({
       nowMs: options.nowMs,
       ...(options.timers ? { timers: options.timers } : {}),
@@ -143,15 +105,6 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
 
   stopTicking(): void {
     this.deadlines.stop();
-  }
-
-  /** Hooks an edge on every decision that changed something (state, notice, lease, event). */
-  onTransition(listener: TransitionListener): () => void {
-    this.listeners.push(listener);
-    return () => {
-      const index = this.listeners.indexOf(listener);
-      if (index >= 0) this.listeners.splice(index, 1);
-    };
   }
 
   /** VMs with a deadline pending (for tests and the status page). */
@@ -242,7 +195,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
   }
 
   counters(): FleetCounters {
-    return this.counterValues;
+    return this.runner.counters;
   }
 
   views(nowMs: number): VmView[] {
@@ -297,10 +250,9 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         loop: newVmLoopState(undefined as unknown as Policy),
         policyErrors: [],
         fallback: "none",
-        stopInFlight: false,
+        acting: newVmActing(),
         agentVersion: "",
         peer: "",
-        knownLeases: new Set(),
         truncated: [],
         version: 0,
         needsRestore: true,
@@ -333,7 +285,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     entry.policyErrors = resolved.errors;
     entry.fallback = resolved.fallback;
     if (errorsChanged && resolved.errors.length > 0) {
-      this.counterValues.policyErrors += resolved.errors.length;
+      this.runner.countPolicyErrors(resolved.errors.length);
       this.options.log("warn", `invalid policy for ${entry.id}; keeping ${resolved.fallback}`, {
         vm: entry.id,
         errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
@@ -369,104 +321,27 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     if (previousState !== next || entry.loop.record === undefined) {
       this.options.log("info", `${entry.id}: ${previousState} → ${next}: ${decision.summary}`, { vm: entry.id });
     }
-    for (const action of decision.actions) this.execute(entry, action);
+    const target = this.actionTarget(entry);
+    for (const action of decision.actions) this.runner.run(target, action);
     const fields = directiveFields(decision.actions);
     this.addressNotice(entry, decision.actions, fields);
     if (entry.session && (fromReport || hasAgentContent(fields))) {
       entry.session.send(create(DirectiveSchema, directiveWithStatus(fields, decision.next, entry.loop.policy, now)));
     }
-    if ((previousState !== next || decision.actions.length > 0) && this.listeners.length > 0) {
-      const transition: VmTransition = {
-        vm: entry.key,
-        atMs: now,
-        from: previousState,
-        to: next,
-        decision,
-        view: () => this.viewOf(entry, now),
-      };
-      for (const listener of this.listeners) {
-        try {
-          listener(transition);
-        } catch (error) {
-          this.options.log("warn", `transition listener failed: ${errorMessage(error)}`, { vm: entry.id });
-        }
-      }
-    }
   }
 
-  private execute(entry: VmEntry, action: Action): void {
-    const { log, actuator } = this.options;
-    const id = entry.id;
-    switch (action.kind) {
-      case "notice":
-        if (!action.repeat) this.counterValues.notices++;
-        return;
-      case "notice-cleared":
-        this.counterValues.stopsCancelled++;
-        return;
-      case "lease-decisions":
-        for (const d of action.decisions) {
-          if (d.accepted && !entry.knownLeases.has(d.id)) {
-            entry.knownLeases.add(d.id);
-            this.counterValues.leasesGranted++;
-          }
-        }
-        // Bounded: only the leases the agent still reports are remembered.
-        if (entry.knownLeases.size > action.decisions.length)
-          entry.knownLeases = new Set(action.decisions.filter((d) => entry.knownLeases.has(d.id)).map((d) => d.id));
-        return;
-      case "would-stop":
-        this.countStop(action.trigger, "observe");
-        log("info", `${id}: would stop now (observe mode): ${action.reason}`, { vm: id });
-        return;
-      case "stop":
-        if (entry.stopInFlight) return;
-        this.countStop(action.trigger, "enforce");
-        entry.stopInFlight = true;
-        log("info", `${id}: stopping: ${action.reason}`, { vm: id, attempt: action.attempt });
-        void actuator
-          .stop(entry.key, action.reason, {
-            trigger: action.trigger,
-            explanation: entry.loop.lastDecision?.explanation,
-          })
-          .then((result) => {
-            entry.stopInFlight = false;
-            this.options.stats?.countStopOutcome(entry.key, result.outcome);
-            this.options.observer?.stopped(
-              entry.key,
-              result,
-              { reason: action.reason, trigger: action.trigger },
-              entry.loop.policy,
-              this.options.nowMs(),
-            );
-            log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, {
-              vm: id,
-            });
-            if (this.vms.get(id) === entry) this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
-          });
-        return;
-      case "cancel-stop":
-        log("info", `${id}: stop cancelled: ${action.reason}`, { vm: id });
-        return;
-      case "event":
-        actuator.event(entry.key, action.type, action.reason, action.message);
-        return;
-      case "persist":
-        actuator.persist(entry.key, action.values);
-        return;
-      case "policy-error":
-        // The engine's own PolicyInvalid event carries the audit; this is the log line (the metric counts in applyPolicy).
-        log(
-          "warn",
-          `${id}: invalid policy (${action.fallback}): ${action.errors.map((e) => `${e.key}: ${e.message}`).join("; ")}`,
-          { vm: id },
-        );
-        return;
-      default: {
-        const never: never = action;
-        log("warn", `unknown engine action ${JSON.stringify(never)}`);
-      }
-    }
+  private actionTarget(entry: VmEntry): ActionTarget {
+    return {
+      key: entry.key,
+      id: entry.id,
+      acting: entry.acting,
+      policy: () => entry.loop.policy,
+      explanation: entry.loop.lastDecision?.explanation,
+      stopFinished: (result: StopResult) => {
+        if (this.vms.get(entry.id) === entry)
+          this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
+      },
+    };
   }
 
   /**
@@ -564,11 +439,6 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       { vm: entry.id, notice: grant.noticeId },
     );
     return { ok: true, leaseId };
-  }
-
-  private countStop(trigger: string, mode: string): void {
-    const key = `${trigger}|${mode}`;
-    this.counterValues.stops.set(key, (this.counterValues.stops.get(key) ?? 0) + 1);
   }
 }
 

@@ -3,7 +3,8 @@
 import type { AuthResult } from "./agents/server.js";
 import type { VmKey } from "./model/vm-key.js";
 import type { VmRecord } from "./engine/types.js";
-import type { Actuator, Fleet } from "./fleet.js";
+import type { Fleet } from "./fleet.js";
+import type { Actuator } from "./vm/actions.js";
 import type { PolicySource } from "./policy-source.js";
 import type { VmPlatformDetails } from "./view.js";
 

@@ -6,7 +6,7 @@
 import type { Logger } from "@ws/protocol";
 import { isEventReason } from "../engine/events.js";
 import { persistedAnnotations } from "../engine/persist.js";
-import type { Actuator, StopEvidence } from "../fleet.js";
+import type { Actuator, StopEvidence } from "../vm/actions.js";
 import type { VmKey } from "../model/vm-key.js";
 import { auditEvent, type AuditEventType, type KubeAudit } from "./audit.js";
 import type { KubeClients } from "./client.js";
