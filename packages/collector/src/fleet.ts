@@ -1,21 +1,10 @@
-// The collector's registry of VMs: it routes each input (a Report, a stream
-// opening or closing, a policy change, the platform's view, a stop's outcome,
-// a deadline) through the VM's one loop (vm/step.ts), schedules the VM at the
-// deadline its decision named (vm/deadlines.ts), and hands what the decision
-// asks to the action runner (vm/actions.ts: stops, Events, persisted state,
-// the counters) and the Directive to the agent (vm/directive.ts). Nothing here
-// scans every VM on a timer.
-//
-// Every decision goes to the FleetObserver (notify/outreach.ts): the one place
-// other edges (history, webhooks, keep-running links) hook in.
-import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { DirectiveSchema, SourceState, type Directive, type Report } from "@ws/protocol";
+import { DirectiveSchema, type Directive, type Report } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger } from "./agents/server.js";
 import { type VmKey, vmId } from "./model/vm-key.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
-import type { Action, Policy, PolicyError, PolicyFallback, StopResult, VmRecord } from "./engine/types.js";
+import type { Policy, PolicyError, PolicyFallback, StopResult, VmRecord } from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
 import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keeplink/grant.js";
@@ -23,6 +12,7 @@ import type { FleetObserver } from "./notify/outreach.js";
 import type { FleetCounters, FleetReader, VmDetail, VmPlatformDetails, VmSeriesSource, VmView } from "./view.js";
 import { type ActionTarget, ActionRunner, type Actuator, newVmActing, type VmActing } from "./vm/actions.js";
 import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
+import { type OutreachVm, OutreachView } from "./vm/outreach-view.js";
 import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
@@ -77,10 +67,16 @@ interface VmEntry {
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
   private readonly vms = new Map<string, VmEntry>();
   private readonly runner: ActionRunner;
+  private readonly outreach: OutreachView;
   private readonly deadlines: DeadlineQueue<string>;
   private sorted: VmEntry[] | undefined;
 
   constructor(private readonly options: FleetOptions) {
+    this.outreach = new OutreachView({
+      log: options.log,
+      ...(options.observer ? { observer: options.observer } : {}),
+      ...(options.vmDetails ? { vmDetails: options.vmDetails } : {}),
+    });
     this.runner = new ActionRunner({
       log: options.log,
       nowMs: options.nowMs,
@@ -234,7 +230,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         peer: entry.peer,
         policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
         truncated: entry.truncated,
-        platform: this.platformOf(entry.key),
+        platform: this.outreach.platformOf(entry.key),
       },
       nowMs,
     );
@@ -324,7 +320,8 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     const target = this.actionTarget(entry);
     for (const action of decision.actions) this.runner.run(target, action);
     const fields = directiveFields(decision.actions);
-    this.addressNotice(entry, decision.actions, fields);
+    const vm = this.outreachVm(entry);
+    if (vm) this.outreach.addressNotice(vm, decision.actions, fields);
     if (entry.session && (fromReport || hasAgentContent(fields))) {
       entry.session.send(create(DirectiveSchema, directiveWithStatus(fields, decision.next, entry.loop.policy, now)));
     }
@@ -344,101 +341,32 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     };
   }
 
-  /**
-   * The notice as the VM's users get it: what a stop frees (Kubernetes), the keep-running link,
-   * or no notice at all where outreach says nobody is warned (observe mode by default).
-   */
-  private addressNotice(entry: VmEntry, actions: readonly Action[], fields: ReturnType<typeof directiveFields>): void {
-    const notice = actions.find((a): a is Extract<Action, { kind: "notice" }> => a.kind === "notice");
-    if (!notice || !fields.notice) return;
-    const observer = this.options.observer;
-    if (observer && !observer.deliversNotice(notice.mode, entry.loop.policy)) {
-      delete fields.notice;
-      return;
-    }
-    const frees = this.options.vmDetails?.(entry.key)?.frees;
-    if (frees) fields.notice.reason = `${fields.notice.reason}; ${frees}`;
-    const link = observer?.noticeLink(entry.key, notice.id, notice.deadlineMs);
-    if (link) fields.notice.keepRunningHint = `${fields.notice.keepRunningHint ?? ""} Or open ${link}`.trim();
-  }
-
-  /** What the platform knows of the VM, with the owner outreach reads where the platform names none (standalone). */
-  private platformOf(vm: VmKey): VmPlatformDetails | undefined {
-    const details = this.options.vmDetails?.(vm);
-    const owner = details?.owner ?? this.options.observer?.owner(vm);
-    return owner === undefined || owner === "" ? details : { ...details, owner };
-  }
-
-  // --- keep-running links and the VM page (docs/notifications.md) ---
+  // --- what the people around a VM see (vm/outreach-view.ts) ---
 
   detail(namespace: string, name: string, nowMs: number): VmDetail | undefined {
-    const entry = this.vms.get(vmId({ namespace, name }));
-    if (!entry) return undefined;
-    const notice = entry.loop.record?.notice;
-    return {
-      view: this.viewOf(entry, nowMs),
-      explanation: entry.loop.lastDecision?.explanation,
-      policy: entry.loop.policy,
-      sources: (entry.loop.latest?.report.sources ?? []).map((source) => ({
-        source: source.source,
-        state: SourceState[source.state]?.toLowerCase() ?? "unknown",
-        message: source.message,
-      })),
-      ...(notice
-        ? {
-            notice: {
-              id: notice.id,
-              reason: notice.reason,
-              deadlineMs: notice.deadlineMs,
-              mode: notice.mode,
-              ...(notice.wouldStopAtMs !== undefined ? { wouldStopAtMs: notice.wouldStopAtMs } : {}),
-            },
-          }
-        : {}),
-    };
+    const vm = this.outreachVm(this.vms.get(vmId({ namespace, name })));
+    return vm ? this.outreach.detail(vm, nowMs) : undefined;
   }
 
   keepContext(vm: VmKey, _nowMs: number): KeepContext | undefined {
-    const entry = this.vms.get(vmId(vm));
-    if (!entry) return undefined;
-    const notice = entry.loop.record?.notice;
-    return {
-      state: entry.loop.record?.state ?? "Unknown",
-      mode: entry.loop.policy.mode,
-      connected: entry.session !== undefined,
-      owner: this.platformOf(vm)?.owner ?? "",
-      maxKeepRunningSeconds: entry.loop.policy.maxKeepRunningSeconds,
-      ...(notice ? { notice: { id: notice.id, reason: notice.reason, deadlineMs: notice.deadlineMs } } : {}),
-    };
+    const found = this.outreachVm(this.vms.get(vmId(vm)));
+    return found ? this.outreach.keepContext(found) : undefined;
   }
 
   grantViaLink(vm: VmKey, grant: LinkGrant, _nowMs: number): GrantOutcome {
-    const entry = this.vms.get(vmId(vm));
-    if (!entry?.session)
-      return {
-        ok: false,
-        message: "the VM's agent is not connected right now, so it cannot be told; nothing was changed",
-      };
-    if (entry.loop.record?.notice?.id !== grant.noticeId)
-      return {
-        ok: false,
-        message: "this notice is no longer pending (the stop was cancelled or has happened); nothing was changed",
-      };
-    const leaseId = randomBytes(4).toString("hex");
-    const seconds = Math.min(grant.seconds, entry.loop.policy.maxKeepRunningSeconds);
-    entry.session.send(
-      create(DirectiveSchema, {
-        leaseGrants: [
-          { id: leaseId, seconds, user: grant.user, reason: grant.reason, via: "link", noticeId: grant.noticeId },
-        ],
-      }),
-    );
-    this.options.log(
-      "info",
-      `${entry.id}: keep-running link used: lease ${leaseId} for ${seconds}s sent to the agent`,
-      { vm: entry.id, notice: grant.noticeId },
-    );
-    return { ok: true, leaseId };
+    return this.outreach.grantViaLink(this.outreachVm(this.vms.get(vmId(vm))), grant);
+  }
+
+  private outreachVm(entry: VmEntry | undefined): OutreachVm | undefined {
+    return entry
+      ? {
+          id: entry.id,
+          key: entry.key,
+          loop: entry.loop,
+          session: entry.session,
+          view: (nowMs) => this.viewOf(entry, nowMs),
+        }
+      : undefined;
   }
 }
 
