@@ -397,7 +397,7 @@ export function createMetrics(
     },
   );
   counterFrom("workstation_notices_total", "Stop notices sent to VMs.", [], (inc) => inc({}, fleet.counters().notices));
-  counterFrom("workstation_stop_cancelled_total", "Pending stops cancelled by activity or a lease.", [], (inc) =>
+  counterFrom("workstation_stop_cancelled_total", "Stop notices withdrawn: activity, a lease or other veto, a policy change, or the agent lost.", [], (inc) =>
     inc({}, fleet.counters().stopsCancelled),
   );
   counterFrom("workstation_leases_granted_total", "Keep-running leases accepted.", [], (inc) =>
