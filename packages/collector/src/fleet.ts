@@ -9,7 +9,14 @@ import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
 import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keeplink/grant.js";
 import type { FleetObserver } from "./notify/outreach.js";
-import type { FleetCounters, FleetReader, VmDetail, VmPlatformDetails, VmSeriesSource, VmView } from "./view.js";
+import type {
+  FleetCounters,
+  FleetReader,
+  VmDetail,
+  VmPlatformDetails,
+  VmSeriesSource,
+  VmView,
+} from "./model/vm-view.js";
 import { type ActionTarget, ActionRunner, type Actuator, newVmActing, type VmActing } from "./vm/actions.js";
 import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
 import { type OutreachVm, OutreachView } from "./vm/outreach-view.js";

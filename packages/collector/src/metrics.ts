@@ -11,7 +11,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { StopOutcome } from "./engine/types.js";
 import type { CollectorStats } from "./stats.js";
 import { COLLECTOR_VERSION } from "./version.js";
-import type { FleetReader, VmSeriesSource, VmView } from "./view.js";
+import type { FleetReader, VmSeriesSource, VmView } from "./model/vm-view.js";
 import { ACTIVITY_SIGNALS } from "./model/readings.js";
 
 export const STATES = ["Unknown", "Active", "StoppingPending", "Stopping", "Stopped", "AgentLost"];

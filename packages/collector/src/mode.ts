@@ -6,7 +6,7 @@ import type { VmRecord } from "./engine/types.js";
 import type { Fleet } from "./fleet.js";
 import type { Actuator } from "./vm/actions.js";
 import type { PolicySource } from "./policy-source.js";
-import type { VmPlatformDetails } from "./view.js";
+import type { VmPlatformDetails } from "./model/vm-view.js";
 
 export interface CollectorMode {
   name: "standalone" | "kubernetes";

@@ -22,7 +22,7 @@ import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, gpuCountOf, vmOwner } from "./vm-resources.js";
 import type { InventoryVm } from "./inventory.js";
-import type { VmPlatformDetails } from "../view.js";
+import type { VmPlatformDetails } from "../model/vm-view.js";
 
 /** State-annotation PATCHes in flight at once (kube/write-queue.ts). */
 const STATE_WRITE_CONCURRENCY = 8;

@@ -7,7 +7,7 @@ import type { Action, Explanation, Policy, StopResult, StopTrigger } from "../en
 import type { VmKey } from "../model/vm-key.js";
 import type { FleetObserver } from "../notify/outreach.js";
 import type { CollectorStats } from "../stats.js";
-import type { FleetCounters } from "../view.js";
+import type { FleetCounters } from "../model/vm-view.js";
 
 export interface Actuator {
   /** Carries out a stop; resolves with what happened (never rejects). */

@@ -1,7 +1,7 @@
 // The view model of one VM: what the status page, /api/vms and /metrics show.
 // Pure: built from the VM's loop state and its connection facts.
 import type { VmKey } from "../model/vm-key.js";
-import type { VmPlatformDetails, VmView } from "../view.js";
+import type { VmPlatformDetails, VmView } from "../model/vm-view.js";
 import { readingsFromReport } from "../model/readings.js";
 import { idleSecondsAt } from "../engine/activity.js";
 import type { VmLoopState } from "./step.js";
