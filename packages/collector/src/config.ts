@@ -1,7 +1,7 @@
 // ws-collector configuration file (YAML) and flags. Resolution is pure; the
 // policy section is handed to the engine's own parser.
 import { parse as parseYaml } from "yaml";
-import { DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
+import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
@@ -41,16 +41,8 @@ export interface CollectorConfig {
   notifications: NotificationsConfig;
 }
 
-export class CollectorConfigError extends Error {
-  override name = "CollectorConfigError";
-  constructor(readonly problems: string[]) {
-    super(
-      problems.length === 1
-        ? problems[0]!
-        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
-    );
-  }
-}
+/** The collector's configuration errors are the programs' one ConfigError. */
+export { ConfigError as CollectorConfigError };
 
 export interface CollectorFlags {
   standalone?: boolean;
@@ -91,7 +83,7 @@ export function resolveCollectorConfig(
       if (isJsonObject(parsed)) file = parsed;
       else if (parsed != null) problems.push(`${filePath}: expected a mapping at the top level`);
     } catch (error) {
-      throw new CollectorConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
+      throw new ConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
     }
   }
   for (const key of Object.keys(file))
@@ -222,6 +214,6 @@ export function resolveCollectorConfig(
   if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))
     problems.push("grpc: certFile and keyFile go together");
   if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
-  if (problems.length) throw new CollectorConfigError(problems);
+  if (problems.length) throw new ConfigError(problems);
   return config;
 }

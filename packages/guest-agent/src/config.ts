@@ -1,7 +1,15 @@
 // Agent configuration: /etc/ws-agent/config.yaml (what cloud-init writes),
 // overridden by environment, overridden by flags. Resolution is pure.
 import { parse as parseYaml } from "yaml";
-import { DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration, SOURCE_NAMES } from "@ws/protocol";
+import {
+  ConfigError,
+  DurationError,
+  errorMessage,
+  isJsonObject,
+  type JsonObject,
+  parseDuration,
+  SOURCE_NAMES,
+} from "@ws/protocol";
 import { defaultRoots, type Roots } from "./roots.js";
 
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
@@ -21,16 +29,7 @@ export interface AgentConfig {
   sampleTimeoutMs: number;
 }
 
-export class ConfigError extends Error {
-  override name = "ConfigError";
-  constructor(readonly problems: string[]) {
-    super(
-      problems.length === 1
-        ? problems[0]!
-        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
-    );
-  }
-}
+export { ConfigError };
 
 /** Keys the file may hold; anything else is reported, since a typo would silently do nothing. */
 const FILE_KEYS = [
