@@ -35,6 +35,7 @@ const headerValue = (headers: http.IncomingHttpHeaders, name: string): string | 
 const cleanName = (text: string): string | undefined => {
   const trimmed = text.trim();
   // Names are shown on pages and compared with labels: printable, no separators of their own.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
   return trimmed && trimmed.length <= MAX_NAME_CHARS && /^[^\s,;<>"'\\\u0000-\u001f\u007f]+$/.test(trimmed)
     ? trimmed
     : undefined;
