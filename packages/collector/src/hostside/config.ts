@@ -12,7 +12,7 @@
 //     window: 2m
 //     labels: { namespace: namespace, name: name, vmi: vmi }
 //     connectionsWitness: kubevirt_virt_api_ready_status
-import { DurationError, parseDuration } from "@ws/protocol";
+import { DurationError, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
 import { DEFAULT_CONNECTIONS_WITNESS, DEFAULT_HOST_LABELS, type HostLabels } from "./queries.js";
 
 export interface HostSideConfig {
@@ -34,16 +34,13 @@ const PROMETHEUS_KEYS = ["url", "bearerTokenFile", "caFile", "timeout", "maxResp
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-
 export function parseHostSideConfig(value: unknown, problems: string[], label: string): HostSideConfig | undefined {
   if (value == null) return undefined;
-  if (!isObj(value)) {
+  if (!isJsonObject(value)) {
     problems.push(`${label} must be a mapping`);
     return undefined;
   }
-  const unknown = (obj: Obj, keys: string[], where: string) => {
+  const unknown = (obj: JsonObject, keys: string[], where: string) => {
     for (const key of Object.keys(obj))
       if (!keys.includes(key)) problems.push(`${where}: unknown setting "${key}" (known: ${keys.join(", ")})`);
   };
@@ -63,8 +60,8 @@ export function parseHostSideConfig(value: unknown, problems: string[], label: s
     problems.push(`${where}: expected a non-empty string`);
     return undefined;
   };
-  const prometheus = isObj(value.prometheus) ? value.prometheus : {};
-  if (!isObj(value.prometheus)) problems.push(`${label}.prometheus: a mapping with at least url is required`);
+  const prometheus = isJsonObject(value.prometheus) ? value.prometheus : {};
+  if (!isJsonObject(value.prometheus)) problems.push(`${label}.prometheus: a mapping with at least url is required`);
   unknown(prometheus, PROMETHEUS_KEYS, `${label}.prometheus`);
   const url = text(prometheus.url, `${label}.prometheus.url`) ?? "";
   if (url === "") problems.push(`${label}.prometheus.url is required (Prometheus' base URL)`);
@@ -86,7 +83,7 @@ export function parseHostSideConfig(value: unknown, problems: string[], label: s
     );
   const labels: HostLabels = { ...DEFAULT_HOST_LABELS };
   if (value.labels != null) {
-    if (!isObj(value.labels)) problems.push(`${label}.labels must be a mapping`);
+    if (!isJsonObject(value.labels)) problems.push(`${label}.labels must be a mapping`);
     else {
       unknown(value.labels, Object.keys(DEFAULT_HOST_LABELS), `${label}.labels`);
       for (const key of Object.keys(DEFAULT_HOST_LABELS) as Array<keyof HostLabels>) {

@@ -3,6 +3,7 @@
 // image whose agent misses a kind of use is found. Pure.
 import { hostConnection, hostReadingFresh } from "../engine/host.js";
 import type { EngineState, HostReading, Thresholds } from "../engine/types.js";
+import type { FleetCounters } from "../model/vm-view.js";
 
 export const DISAGREEMENT_KINDS = ["vcpu", "connection"] as const;
 export type DisagreementKind = (typeof DISAGREEMENT_KINDS)[number];
@@ -38,4 +39,13 @@ export function disagreements(
   if (hostConnection(reading) && !facts.activeSignals.some((signal) => PRESENCE_SIGNALS.has(signal)))
     found.push("connection");
   return found;
+}
+
+/** Counts the kinds that start disagreeing now (a VM that goes on disagreeing counts once). */
+export function countOnsets(counters: FleetCounters, before: readonly string[], now: readonly string[]): void {
+  for (const kind of now) {
+    if (before.includes(kind)) continue;
+    counters.hostDisagreements ??= new Map();
+    counters.hostDisagreements.set(kind, (counters.hostDisagreements.get(kind) ?? 0) + 1);
+  }
 }
