@@ -386,7 +386,7 @@ describe("the example workstation VM", () => {
   const secret = () => docs().find((d) => d.kind === "Secret")!;
 
   it("matches the KubeVirt and core API types", () => {
-    expect(docs().map((d) => d.kind)).toEqual(["Secret", "VirtualMachine"]);
+    expect(docs().map((d) => d.kind)).toEqual(["Secret", "DataVolume", "VirtualMachine"]);
     expect(docs().flatMap((d) => types.validateObject(d))).toEqual([]);
   });
 
@@ -411,7 +411,12 @@ describe("the example workstation VM", () => {
   it("boots from a DataVolume root disk (persistent: the collector may stop it) with cloud-init from the Secret", () => {
     const spec = vm().spec;
     const template = spec.template.spec;
-    const rootDv = spec.dataVolumeTemplates[0].metadata.name;
+    // A standalone DataVolume: a dataVolumeTemplate would be cascade-deleted with the VM.
+    expect(spec.dataVolumeTemplates).toBeUndefined();
+    const dataVolume = docs().find((d) => d.kind === "DataVolume")!;
+    expect(dataVolume.metadata.namespace).toBe(vm().metadata.namespace);
+    expect(dataVolume.metadata.ownerReferences).toBeUndefined();
+    const rootDv = dataVolume.metadata.name;
     const volumes = template.volumes as Obj[];
     expect(volumes.find((v) => v.name === "root")).toEqual({ name: "root", dataVolume: { name: rootDv } });
     for (const volume of volumes)
