@@ -7,7 +7,11 @@ import { defaultRoots, type Roots } from "./roots.js";
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
 
 export interface AgentConfig {
-  collector: { address: string; caFile?: string; insecure: boolean; serverName?: string };
+  /**
+   * `address` is the first of `addresses`, which the agent tries in order (the cluster DNS name,
+   * a LoadBalancer or NodePort address, an enterprise DNS name: docs/kubernetes.md#reaching-the-collector).
+   */
+  collector: { address: string; addresses: string[]; caFile?: string; insecure: boolean; serverName?: string };
   vm: { namespace: string; name: string };
   token: string;
   reportIntervalSeconds: number;
@@ -86,6 +90,41 @@ export interface ConfigSources {
 }
 
 type Obj = Record<string, unknown>;
+
+const ADDRESS_PATTERN = /^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i;
+
+/**
+ * The collector addresses, in the order to try them: a flag or WS_AGENT_COLLECTOR (comma-separated)
+ * replaces the file's; the file's `collector.address` is one address or a list, and
+ * `collector.addresses` a list after it.
+ */
+function collectorAddresses(override: string | undefined, file: Obj, where: string, problems: string[]): string[] {
+  const found: string[] = [];
+  const take = (value: unknown, label: string) => {
+    if (value === undefined || value === null) return;
+    const items = Array.isArray(value) ? value : [value];
+    for (const item of items) {
+      if (typeof item !== "string") problems.push(`${label}: expected host:port or a list of them`);
+      else found.push(item.trim());
+    }
+  };
+  if (override !== undefined)
+    take(
+      override.split(",").filter((a) => a.trim() !== ""),
+      "collector address",
+    );
+  else {
+    take(file["address"], `${where}: collector.address`);
+    take(file["addresses"], `${where}: collector.addresses`);
+  }
+  for (const address of found) {
+    if (!ADDRESS_PATTERN.test(address)) {
+      problems.push(`collector address "${address}" must be host:port (for example collector.ws-system.svc:7443)`);
+    }
+  }
+  return [...new Set(found)];
+}
+
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
@@ -160,11 +199,8 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   const gpuFile = section("gpu");
   const diskFile = section("disk");
 
-  const address =
-    flags.collector ?? env.WS_AGENT_COLLECTOR ?? str(collectorFile, "address", `${where}: collector.address`) ?? "";
-  if (address !== "" && !/^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i.test(address)) {
-    problems.push(`collector address "${address}" must be host:port (for example collector.ws-system.svc:7443)`);
-  }
+  const addresses = collectorAddresses(flags.collector ?? env.WS_AGENT_COLLECTOR, collectorFile, where, problems);
+  const address = addresses[0] ?? "";
   const insecure =
     flags.insecure ??
     bool(env.WS_AGENT_INSECURE, "WS_AGENT_INSECURE") ??
@@ -240,7 +276,7 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   }
 
   const config: AgentConfig = {
-    collector: { address, insecure, ...(caFile ? { caFile } : {}), ...(serverName ? { serverName } : {}) },
+    collector: { address, addresses, insecure, ...(caFile ? { caFile } : {}), ...(serverName ? { serverName } : {}) },
     vm: { namespace, name },
     token: token ?? "",
     reportIntervalSeconds,
