@@ -10,6 +10,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { StopOutcome } from "./engine/types.js";
 import type { CollectorStats } from "./stats.js";
+import { registerAdoptionMetrics } from "./adoption-metrics.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import type { FleetReader, VmSeriesSource, VmView } from "./view.js";
 import { ACTIVITY_SIGNALS } from "./whatif/readings.js";
@@ -486,6 +487,8 @@ export function createMetrics(
     buckets: SCRAPE_BUCKETS,
     registers: [registry],
   });
+
+  registerAdoptionMetrics(registry, fleet, nowMs);
 
   // The registry handed out: the leader's own metrics, answering metrics() with everything.
   const renderFleet = registry.metrics.bind(registry);

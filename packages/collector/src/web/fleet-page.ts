@@ -1,6 +1,7 @@
 // The fleet page: one row per VM, sortable and filterable by state, namespace
 // and owner through the query string (links and a GET form: no JavaScript).
 // Pure: views and the query in, HTML out.
+import { countAgentVersions } from "../rollout/agent-versions.js";
 import { formatDuration } from "@ws/protocol";
 import type { VmView } from "../view.js";
 import { escapeHtml, page, when } from "./html.js";
@@ -97,6 +98,15 @@ function select(name: string, label: string, values: string[], chosen: string | 
   return `<label>${label} <select name="${name}">${options.join("")}</select></label>`;
 }
 
+/** Which agent versions are connected; more than one is skew to finish (docs/install.md, Upgrade). */
+function agentVersionsLine(views: VmView[]): string {
+  const counts = countAgentVersions(views);
+  if (counts.length === 0) return "";
+  const list = counts.map((c) => `${escapeHtml(c.version)} × ${c.agents}`).join(", ");
+  const skew = counts.length > 1 ? " — more than one version: finish the agents' upgrade" : "";
+  return `<p id="agent-versions">Agents: ${list}${skew}</p>`;
+}
+
 export function renderFleetPage(
   views: VmView[],
   nowMs: number,
@@ -116,7 +126,7 @@ export function renderFleetPage(
 <td><a href="vm/${encodeURIComponent(v.namespace)}/${encodeURIComponent(v.name)}">${escapeHtml(v.namespace)}/${escapeHtml(v.name)}</a></td>
 <td>${escapeHtml(v.owner || "—")}</td>
 <td>${escapeHtml(v.state)}${v.mode === "observe" ? " <small>(observe)</small>" : ""}${v.autostop ? "" : " <small>(autostop off)</small>"}</td>
-<td>${v.connected ? "yes" : "no"}</td>
+<td>${v.connected ? `yes${v.agentVersion ? ` <small>${escapeHtml(v.agentVersion)}</small>` : ""}` : "no"}</td>
 <td>${v.idleSeconds === undefined ? "—" : formatDuration(v.idleSeconds)} / ${formatDuration(v.idleTimeoutSeconds)}</td>
 <td>${escapeHtml(v.activeSignals.join(", ") || "none")}</td>
 <td>${stopText(v, nowMs)}</td>
@@ -138,6 +148,7 @@ export function renderFleetPage(
     "ws-collector — workstations",
     `<h1>Workstations</h1>
 <p>ws-collector ${escapeHtml(info.version)} · ${escapeHtml(info.mode)} mode · ${info.leader ? "leader" : "standby"} · ${views.length} VM(s) · <a href="metrics">/metrics</a> · <a href="api/vms">/api/vms</a></p>
+${agentVersionsLine(views)}
 ${observeCount ? `<p class="box" id="observe-note">${observeCount} VM(s) in <b>observe mode</b>: they would be stopped as shown, but nothing is stopped and nobody is warned (unless their policy sets observe-notices).</p>` : ""}
 <form class="filters" method="get" action="">
 ${select(
