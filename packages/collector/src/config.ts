@@ -1,5 +1,6 @@
 // ws-collector configuration file (YAML) and flags. Resolution is pure; the
 // policy section is handed to the engine's own parser.
+import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentials.js";
 import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
@@ -27,6 +28,10 @@ export interface CollectorConfig {
     identity: string;
     /** The VM label naming its owner (Events, the status page, workstation_vm_info). */
     ownerLabel: string;
+    /** Watch VMs, VMIs and launcher pods in this namespace only (a namespaced Role suffices). */
+    watchNamespace?: string;
+    /** Per-VM credential Secrets (docs/credentials.md); absent: off. */
+    credentials?: CredentialsConfig;
   };
   /** The raw `policy:` section (defaults and profiles), parsed by the engine. */
   policyYaml: string;
@@ -70,6 +75,8 @@ const TOP_KEYS = [
   "notifications",
 ];
 type Obj = Record<string, unknown>;
+const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
+  value === undefined ? {} : ({ [key]: value } as Record<K, V>);
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function resolveCollectorConfig(
@@ -191,6 +198,10 @@ export function resolveCollectorConfig(
       leaseName: str(kubeFile, "leaseName", "kubernetes.leaseName") ?? "ws-collector",
       ownerLabel: str(kubeFile, "ownerLabel", "kubernetes.ownerLabel") ?? DEFAULT_OWNER_LABEL,
       identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
+      ...(str(kubeFile, "watchNamespace", "kubernetes.watchNamespace")
+        ? { watchNamespace: str(kubeFile, "watchNamespace", "kubernetes.watchNamespace")! }
+        : {}),
+      ...optional("credentials", parseCredentialsConfig(kubeFile["credentials"], problems, "kubernetes.credentials")),
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),

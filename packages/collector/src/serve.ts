@@ -84,7 +84,7 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const stats = new CollectorStats();
   const mode =
     config.mode === "kubernetes"
-      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs)
+      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, key)
       : standaloneMode(config, policy, log);
   return run(config, mode, key, stats, log, nowMs);
 }

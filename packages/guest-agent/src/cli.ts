@@ -21,6 +21,7 @@ import {
   DEFAULT_CONFIG_PATH,
   resolveAgentConfig,
   type AgentConfig,
+  type Credential,
   type ConfigOverrides,
 } from "./config.js";
 import { stuckUserPathReads } from "./fs/user-file.js";
@@ -140,6 +141,26 @@ function overridesFrom(values: Record<string, unknown>): ConfigOverrides {
   return overrides;
 }
 
+/** The credential disk's files (docs/credentials.md), when it is mounted; root-owned, read-only, from the hypervisor. */
+function readCredential(dir: string): Credential | undefined {
+  const read = (name: string) => {
+    try {
+      return readFileSync(path.join(dir, name), "utf8");
+    } catch {
+      return undefined;
+    }
+  };
+  const configText = read("config.yaml");
+  const token = read("token");
+  if (configText === undefined && token === undefined) return undefined;
+  const caFile = path.join(dir, "collector-ca.crt");
+  return {
+    ...(configText !== undefined ? { configText } : {}),
+    ...(token !== undefined ? { token } : {}),
+    ...(existsSync(caFile) ? { caFile } : {}),
+  };
+}
+
 export function loadConfig(values: Record<string, unknown>, env: Io["env"], requireCollector: boolean): AgentConfig {
   const explicit = (values.config as string | undefined) ?? env.WS_AGENT_CONFIG;
   const filePath = explicit ?? DEFAULT_CONFIG_PATH;
@@ -157,6 +178,7 @@ export function loadConfig(values: Record<string, unknown>, env: Io["env"], requ
     fileText,
     filePath,
     readTokenFile: (p) => readFileSync(p, "utf8"),
+    readCredential,
     env,
     flags: overridesFrom(values),
     requireCollector,

@@ -5,6 +5,17 @@ import { DurationError, parseDuration, SOURCE_NAMES, errorMessage } from "@ws/pr
 import { defaultRoots, type Roots } from "./roots.js";
 
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
+/** Where ws-agent's mount unit puts the VM's credential disk (docs/credentials.md). */
+export const DEFAULT_CREDENTIAL_DIR = "/run/ws/credential";
+
+/** What the collector's per-VM Secret carries, as files on the credential disk. */
+export interface Credential {
+  /** config.yaml: collector.addresses, collector.serverName, vm.namespace, vm.name. */
+  configText?: string;
+  token?: string;
+  /** Path of collector-ca.crt when the disk has one. */
+  caFile?: string;
+}
 
 export interface AgentConfig {
   /**
@@ -42,6 +53,7 @@ const FILE_KEYS = [
   "vm",
   "token",
   "tokenFile",
+  "credentialDir",
   "reportInterval",
   "socket",
   "stateDir",
@@ -83,6 +95,8 @@ export interface ConfigSources {
   filePath: string;
   /** Contents of tokenFile when the file names one (read by the caller). */
   readTokenFile?: (path: string) => string;
+  /** The per-VM credential disk's files in credentialDir, when it is mounted (read by the caller). */
+  readCredential?: (dir: string) => Credential | undefined;
   env: Record<string, string | undefined>;
   flags: ConfigOverrides;
   /** `probe` needs no collector: identity fields may be missing. */
@@ -147,6 +161,20 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
     }
   }
 
+  const credentialDir = typeof file["credentialDir"] === "string" ? file["credentialDir"] : DEFAULT_CREDENTIAL_DIR;
+  const credential = sources.readCredential?.(credentialDir);
+  let credentialFile: Obj = {};
+  if (credential?.configText !== undefined) {
+    try {
+      const parsed: unknown = parseYaml(credential.configText);
+      if (isObj(parsed)) credentialFile = parsed;
+      else problems.push(`${credentialDir}/config.yaml: expected a mapping`);
+    } catch (error) {
+      problems.push(`${credentialDir}/config.yaml: not valid YAML: ${errorMessage(error).split("\n")[0]}`);
+    }
+  }
+  const credentialSection = (key: string): Obj => (isObj(credentialFile[key]) ? (credentialFile[key] as Obj) : {});
+
   const str = (obj: Obj, key: string, label: string): string | undefined => {
     const v = obj[key];
     if (v === undefined || v === null) return undefined;
@@ -199,19 +227,35 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   const gpuFile = section("gpu");
   const diskFile = section("disk");
 
-  const addresses = collectorAddresses(flags.collector ?? env.WS_AGENT_COLLECTOR, collectorFile, where, problems);
+  const configured = collectorAddresses(flags.collector ?? env.WS_AGENT_COLLECTOR, collectorFile, where, problems);
+  const addresses =
+    configured.length > 0
+      ? configured
+      : collectorAddresses(undefined, credentialSection("collector"), `${credentialDir}/config.yaml`, problems);
   const address = addresses[0] ?? "";
   const insecure =
     flags.insecure ??
     bool(env.WS_AGENT_INSECURE, "WS_AGENT_INSECURE") ??
     bool(str(collectorFile, "insecure", `${where}: collector.insecure`), `${where}: collector.insecure`) ??
     false;
-  const caFile = flags.caFile ?? str(collectorFile, "caFile", `${where}: collector.caFile`);
-  const serverName = str(collectorFile, "serverName", `${where}: collector.serverName`);
+  const caFile = flags.caFile ?? str(collectorFile, "caFile", `${where}: collector.caFile`) ?? credential?.caFile;
+  const serverName =
+    str(collectorFile, "serverName", `${where}: collector.serverName`) ??
+    str(credentialSection("collector"), "serverName", `${credentialDir}/config.yaml: collector.serverName`);
 
+  const credentialVm = credentialSection("vm");
   const namespace =
-    flags.namespace ?? env.WS_AGENT_VM_NAMESPACE ?? str(vmFile, "namespace", `${where}: vm.namespace`) ?? "";
-  const name = flags.name ?? env.WS_AGENT_VM_NAME ?? str(vmFile, "name", `${where}: vm.name`) ?? "";
+    flags.namespace ??
+    env.WS_AGENT_VM_NAMESPACE ??
+    str(vmFile, "namespace", `${where}: vm.namespace`) ??
+    str(credentialVm, "namespace", `${credentialDir}/config.yaml: vm.namespace`) ??
+    "";
+  const name =
+    flags.name ??
+    env.WS_AGENT_VM_NAME ??
+    str(vmFile, "name", `${where}: vm.name`) ??
+    str(credentialVm, "name", `${credentialDir}/config.yaml: vm.name`) ??
+    "";
   let token = flags.token ?? env.WS_AGENT_TOKEN ?? str(file, "token", `${where}: token`);
   const tokenFile = str(file, "tokenFile", `${where}: tokenFile`);
   if (token === undefined && tokenFile !== undefined) {
@@ -226,6 +270,8 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
       problems.push(`${where}: tokenFile ${tokenFile}: ${errorMessage(error)}`);
     }
   }
+
+  if (!token && credential?.token) token = credential.token.trim();
 
   if (sources.requireCollector) {
     if (address === "")

@@ -35,6 +35,50 @@ function problemsOf(sources: ConfigSources): string[] {
   throw new Error("expected a ConfigError");
 }
 
+describe("the per-VM credential disk", () => {
+  const credential = {
+    configText:
+      'collector:\n  addresses: ["ws-collector.ws-system.svc.cluster.local:7443", "10.96.40.7:7443"]\n  serverName: "ws-collector.ws-system.svc"\nvm:\n  namespace: "team-a"\n  name: "alice-workstation"\n',
+    token: "wst1.from-the-disk\n",
+    caFile: "/run/ws/credential/collector-ca.crt",
+  };
+  it("supplies everything a config file without identity lacks", () => {
+    const dirs: string[] = [];
+    const config = resolveAgentConfig(
+      base({
+        fileText: "reportInterval: 30s\n",
+        readCredential: (dir) => {
+          dirs.push(dir);
+          return credential;
+        },
+      }),
+    );
+    expect(dirs).toEqual(["/run/ws/credential"]);
+    expect(config.collector).toEqual({
+      address: "ws-collector.ws-system.svc.cluster.local:7443",
+      addresses: ["ws-collector.ws-system.svc.cluster.local:7443", "10.96.40.7:7443"],
+      caFile: "/run/ws/credential/collector-ca.crt",
+      serverName: "ws-collector.ws-system.svc",
+      insecure: false,
+    });
+    expect(config.vm).toEqual({ namespace: "team-a", name: "alice-workstation" });
+    expect(config.token).toBe("wst1.from-the-disk");
+  });
+
+  it("the config file's own settings win; credentialDir moves the disk", () => {
+    const config = resolveAgentConfig(
+      base({
+        fileText: `${goodFile}credentialDir: /mnt/cred\n`,
+        readTokenFile: () => "wst1.file",
+        readCredential: (dir) => (dir === "/mnt/cred" ? credential : undefined),
+      }),
+    );
+    expect(config.collector.addresses).toEqual(["collector.ws-system.svc:7443"]);
+    expect(config.vm).toEqual({ namespace: "team-a", name: "alice-ws" });
+    expect(config.token).toBe("wst1.file");
+  });
+});
+
 describe("collector addresses, tried in order", () => {
   const identity = "vm: { namespace: team-a, name: alice-ws }\ntoken: t\n";
   it("takes a list in collector.address or collector.addresses, first the cluster name", () => {

@@ -12,7 +12,9 @@ import type { CollectorMode } from "../mode.js";
 import type { CollectorStats } from "../stats.js";
 import { isEventReason } from "../engine/events.js";
 import { KubeAudit, auditEvent, type AuditEventType } from "./audit.js";
-import { contextNamespace, createKubeClients, describeError, loadKubeConfig } from "./client.js";
+import { readFileSync } from "node:fs";
+import { contextNamespace, createKubeClients, describeError, loadKubeConfig, type KubeClients } from "./client.js";
+import { CredentialIssuer } from "./credentials.js";
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
 import { LeaderElector } from "./leader.js";
@@ -77,12 +79,32 @@ export function lastStopSignals(evidence: StopEvidence | undefined): Record<stri
   };
 }
 
+/** The per-VM credential issuer, when kubernetes.credentials is configured (docs/credentials.md). */
+function issuerFor(
+  config: CollectorConfig,
+  clients: KubeClients,
+  tokenKey: Buffer | undefined,
+  log: Logger,
+): CredentialIssuer | undefined {
+  const settings = config.kubernetes.credentials;
+  if (!settings || !tokenKey) return undefined;
+  return new CredentialIssuer(clients, tokenKey, {
+    settings: {
+      addresses: settings.addresses,
+      ...(settings.caFile ? { caPem: readFileSync(settings.caFile, "utf8") } : {}),
+      ...(settings.serverName ? { serverName: settings.serverName } : {}),
+    },
+    log: (level, message) => log(level, message),
+  });
+}
+
 export async function kubernetesMode(
   config: CollectorConfig,
   policy: CollectorPolicyConfig,
   log: Logger,
   stats: CollectorStats,
   nowMs: () => number,
+  tokenKey?: Buffer,
 ): Promise<CollectorMode> {
   const kc = loadKubeConfig(
     config.kubernetes.kubeconfig ? { kubeconfigPath: config.kubernetes.kubeconfig } : { inCluster: true },
@@ -91,7 +113,11 @@ export async function kubernetesMode(
     onRequest: (info) => stats.countKubeRequest(info.method, info.status === null ? "timeout" : String(info.status)),
   });
   const prefix = policy.annotationPrefix;
-  const inventory = new KubeInventory(clients, { onError: (message) => log("warn", `kubernetes watch: ${message}`) });
+  const inventory = new KubeInventory(clients, {
+    onError: (message) => log("warn", `kubernetes watch: ${message}`),
+    ...(config.kubernetes.watchNamespace ? { namespace: config.kubernetes.watchNamespace } : {}),
+  });
+  const credentials = issuerFor(config, clients, tokenKey, log);
   const stopper = new VmStopper(clients);
   const audit = new KubeAudit(clients, {
     reportingInstance: config.kubernetes.identity,
@@ -284,6 +310,7 @@ export async function kubernetesMode(
       fleetRef = fleet;
       inventory.onChange((change) => {
         const vm = { namespace: change.namespace, name: change.name };
+        if (change.kind !== "removed" && tracked(change.vm.labels)) credentials?.observe(change.vm);
         if (change.kind === "removed") fleet.remove(vm);
         else if (tracked(change.vm.labels) || (change.previous && tracked(change.previous.labels))) fleet.track(vm);
       });
@@ -293,6 +320,7 @@ export async function kubernetesMode(
         throw new Error(`cannot watch VirtualMachines: ${describeError(error)}`);
       }
       for (const vm of inventory.list()) if (tracked(vm.labels)) fleet.track(vm);
+      for (const vm of inventory.list()) if (tracked(vm.labels)) credentials?.observe(vm);
       void leaderLabel.start();
       elector.start();
       log("info", "kubernetes inventory synced", {
