@@ -105,7 +105,7 @@ policy:
     layFrozenMachine(root);
     const disk = path.join(root, "credential");
     mkdirSync(disk);
-    for (const [file, value] of Object.entries((secret as { data: Record<string, string> }).data)) {
+    for (const [file, value] of Object.entries((secret as unknown as { data: Record<string, string> }).data)) {
       writeFileSync(path.join(disk, file), Buffer.from(value, "base64"));
     }
     appendFileSync(
