@@ -4,12 +4,13 @@
 // scripts/build-apt-repo.mjs lays out. The real apt, dpkg and the package's maintainer scripts
 // run; then ws-agent is installed, the source is signed-by the repository key, and
 // unattended-upgrades is told to upgrade origin ws.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "../support/process.js";
 import { buildDeb, rootVersion } from "./lib/artifacts.js";
+import { inOverlayRoot, requireOverlayRoot } from "./lib/overlay-root.js";
 import { requireCommand, run, runOk } from "./lib/tools.js";
 
 let work: string;
@@ -18,9 +19,8 @@ let fingerprint: string;
 const bootstrap = path.join(repoRoot, "packaging/rollout/ws-agent-bootstrap.sh");
 
 beforeAll(() => {
+  requireOverlayRoot();
   for (const [command, pkg] of [
-    ["unshare", "util-linux"],
-    ["chroot", "coreutils"],
     ["gpg", "gpg"],
     ["curl", "curl"],
     ["shellcheck", "shellcheck"],
@@ -66,27 +66,7 @@ afterAll(() => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-/**
- * Runs `script` (sh) in a private mount namespace where $ROOT is / under an overlay; leaves the
- * overlay's upper layer in `name`/upper, what the guest changed.
- */
-function inGuest(name: string, script: string) {
-  const dir = path.join(work, name);
-  for (const sub of ["upper", "work", "root"]) mkdirSync(path.join(dir, sub), { recursive: true });
-  const runner = path.join(dir, "run.sh");
-  writeFileSync(
-    runner,
-    `set -eu
-ROOT=${dir}/root
-mount -t overlay overlay -o lowerdir=/,upperdir=${dir}/upper,workdir=${dir}/work "$ROOT"
-mount -t proc proc "$ROOT/proc"
-mount --rbind /dev "$ROOT/dev"
-mount -t tmpfs tmpfs "$ROOT/run"
-${script}
-`,
-  );
-  return run("unshare", ["--mount", "--propagation", "private", "sh", runner], { timeout: 300_000 });
-}
+const inGuest = (name: string, script: string) => inOverlayRoot(path.join(work, name), script);
 
 describe("ws-agent-bootstrap.sh", () => {
   it("passes shellcheck", () => {
