@@ -9,7 +9,17 @@
 //
 // Usage: node scripts/build-rpm.mjs [--out DIR]
 import { spawnSync } from "node:child_process";
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,7 +40,8 @@ function fail(message) {
 
 function run(cmd, args, options = {}) {
   const result = spawnSync(cmd, args, { encoding: "utf8", ...options });
-  if (result.error) fail(`${cmd} is not installed (${cmd === "rpmbuild" ? "Debian package rpm" : "Debian package dpkg"})`);
+  if (result.error)
+    fail(`${cmd} is not installed (${cmd === "rpmbuild" ? "Debian package rpm" : "Debian package dpkg"})`);
   if (result.status !== 0) fail(`${cmd} ${args.join(" ")} failed:\n${result.stdout}${result.stderr}`);
   return result.stdout;
 }
@@ -82,7 +93,9 @@ try {
     `_topdir ${work}`,
     "--define",
     "_build_id_links none",
-    ...(epoch ? ["--define", "use_source_date_epoch_as_buildtime 1", "--define", "clamp_mtime_to_source_date_epoch 1"] : []),
+    ...(epoch
+      ? ["--define", "use_source_date_epoch_as_buildtime 1", "--define", "clamp_mtime_to_source_date_epoch 1"]
+      : []),
     specFile,
   ]);
   const built = path.join(work, "RPMS", "noarch", `ws-agent-${rpmVersion}-1.noarch.rpm`);
