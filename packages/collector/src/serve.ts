@@ -18,6 +18,8 @@ import { TraceRecorder } from "./replay/recorder.js";
 import { runStopCommand } from "./standalone/stop-command.js";
 import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
+import { GivenBackLedger } from "./adoption/given-back.js";
+import { withGivenBack } from "./adoption/observer.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer } from "./web/server.js";
 import { KeepLinks } from "./keeplink/handler.js";
@@ -109,10 +111,12 @@ async function run(
     prefix: mode.policySource.prefix,
     linkKey,
   });
+  // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
+  const givenBack = new GivenBackLedger(nowMs());
   const fleet = new Fleet({
     log,
     stats,
-    observer: outreach,
+    observer: withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -158,6 +162,7 @@ async function run(
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     leader: mode.leader,
     mode: mode.name,
+    givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
   const keepLinks = new KeepLinks({
@@ -178,6 +183,7 @@ async function run(
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
     history: outreach.history,
     keepLinks,
+    givenBack: (now) => givenBack.rows(now),
   });
   const http = splitHostPort(config.http.listen);
   await new Promise<void>((resolve, reject) => {

@@ -1,5 +1,6 @@
 // What the status page, /api/vms and /metrics read: a plain snapshot per VM.
 import type { Explanation, Policy } from "./engine/types.js";
+import type { VmCapacity } from "./adoption/given-back.js";
 import type { ReportReadings } from "./whatif/readings.js";
 
 export type { ReportReadings };
@@ -24,6 +25,8 @@ export interface VmPlatformDetails {
   frees?: string;
   /** GPUs the VM's domain declares (`gpus` devices): what a stop frees, known before any agent reports. */
   gpuCount?: number;
+  /** What a running instance holds, as numbers (CPU cores, memory bytes, GPUs): what ws's stops give back. */
+  capacity?: VmCapacity;
 }
 
 export interface VmView {

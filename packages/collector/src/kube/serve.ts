@@ -15,6 +15,7 @@ import { KubeAudit, auditEvent, type AuditEventType } from "./audit.js";
 import { readFileSync } from "node:fs";
 import { contextNamespace, createKubeClients, describeError, loadKubeConfig, type KubeClients } from "./client.js";
 import { CredentialIssuer } from "./credentials.js";
+import { capacityOf } from "../adoption/given-back.js";
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
 import { LeaderElector } from "./leader.js";
@@ -185,7 +186,12 @@ export async function kubernetesMode(
   const detailsOf = (facts: InventoryVm): VmPlatformDetails => {
     const owner = ownerOf(facts);
     const frees = describeFreed(facts.resources);
-    return { ...(owner ? { owner } : {}), ...(frees ? { frees } : {}), gpuCount: gpuCountOf(facts.resources) };
+    return {
+      ...(owner ? { owner } : {}),
+      ...(frees ? { frees } : {}),
+      gpuCount: gpuCountOf(facts.resources),
+      capacity: capacityOf(facts.resources),
+    };
   };
 
   return {

@@ -1,6 +1,7 @@
 // The fleet page: one row per VM, sortable and filterable by state, namespace
 // and owner through the query string (links and a GET form: no JavaScript).
 // Pure: views and the query in, HTML out.
+import type { GivenBackRow } from "../adoption/given-back.js";
 import { countAgentVersions } from "../rollout/agent-versions.js";
 import { formatDuration } from "@ws/protocol";
 import type { VmView } from "../view.js";
@@ -107,11 +108,42 @@ function agentVersionsLine(views: VmView[]): string {
   return `<p id="agent-versions">Agents: ${list}${skew}</p>`;
 }
 
+const hours = (seconds: number) => (seconds / 3600).toFixed(1);
+
+/**
+ * What ws's own stops gave back, per namespace and owner (the page's filters apply), beside the
+ * GPUs those VMs are configured with: the figure a site reports, next to configured capacity.
+ */
+export function givenBackSection(rows: readonly GivenBackRow[], views: VmView[], query: FleetQuery): string {
+  const shown = rows.filter(
+    (r) =>
+      (!query.namespace || r.namespace === query.namespace) && (query.owner === undefined || r.owner === query.owner),
+  );
+  if (shown.length === 0) return "";
+  const configuredGpus = (r: GivenBackRow) =>
+    views
+      .filter((v) => v.namespace === r.namespace && (v.owner ?? "") === r.owner)
+      .reduce((sum, v) => sum + (v.gpuCount ?? 0), 0);
+  const body = shown
+    .map(
+      (r) =>
+        `<tr><td>${escapeHtml(r.namespace)}</td><td>${escapeHtml(r.owner || "—")}</td><td>${r.stoppedNow}</td><td>${hours(r.vmSeconds)}</td><td>${hours(r.cpuCoreSeconds)}</td><td>${hours(r.memoryByteSeconds / 2 ** 30)}</td><td>${hours(r.gpuSeconds)}</td><td>${configuredGpus(r)}</td></tr>`,
+    )
+    .join("\n");
+  return `<h2>Given back by ws's stops</h2>
+<p>Hours VMs that ws stopped stayed stopped, since this collector started (Prometheus keeps the history: <code>workstation_freed_*_total</code>). VMs stopped by someone else or created Halted are not counted.</p>
+<table id="given-back"><thead><tr><th>Namespace</th><th>Owner</th><th>Stopped by ws now</th><th>VM-hours</th><th>CPU core-hours</th><th>Memory GiB-hours</th><th>GPU-hours</th><th>GPUs configured</th></tr></thead>
+<tbody>
+${body}
+</tbody></table>`;
+}
+
 export function renderFleetPage(
   views: VmView[],
   nowMs: number,
   info: { version: string; mode: string; leader: boolean },
   query: FleetQuery,
+  givenBack: readonly GivenBackRow[] = [],
 ): string {
   const rows = selectVms(views, query)
     .map((v) => {
@@ -175,7 +207,8 @@ ${query.sort !== "vm" ? `<input type="hidden" name="sort" value="${escapeHtml(qu
 <table id="fleet"><thead><tr>${header("vm", "VM")}${header("owner", "Owner")}${header("state", "State")}${header(undefined, "Agent")}${header("idle", "Idle / timeout")}${header(undefined, "Active signals")}${header("stop", "Stop")}${header(undefined, "Leases")}${header("report", "Last report")}${header(undefined, "Why")}</tr></thead>
 <tbody>
 ${rows || `<tr><td colspan="10">${views.length ? "No VM matches the filter." : "No VMs yet: agents appear here when they connect."}</td></tr>`}
-</tbody></table>`,
+</tbody></table>
+${givenBackSection(givenBack, views, query)}`,
     { refreshSeconds: 10 },
   );
 }

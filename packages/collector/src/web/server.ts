@@ -5,6 +5,7 @@ import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
 import type { FleetReader } from "../view.js";
+import type { GivenBackRow } from "../adoption/given-back.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { renderVmPage } from "./vm-page.js";
 import { errorMessage } from "@ws/protocol";
@@ -20,6 +21,8 @@ export interface WebOptions {
   /** How far back the VM page's chart goes (default 4h). */
   chartSpanMs?: number;
   keepLinks?: KeepLinks;
+  /** What ws's own stops gave back, per namespace and owner (the fleet page's "Given back"). */
+  givenBack?: (nowMs: number) => GivenBackRow[];
 }
 
 /** A keep-link form is a few hundred bytes; anything larger is not one. */
@@ -161,6 +164,7 @@ export function createWebServer(options: WebOptions): http.Server {
               options.nowMs(),
               options.info(),
               parseFleetQuery(url.searchParams),
+              options.givenBack?.(options.nowMs()),
             ),
           );
         default:
