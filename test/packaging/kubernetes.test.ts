@@ -381,6 +381,30 @@ describe("observe and enforce", () => {
   });
 });
 
+describe("enforce without the Prometheus Operator", () => {
+  it("is the enforce overlay minus the ServiceMonitor, its metrics Service and the PrometheusRule", () => {
+    const result = run("kubectl", ["kustomize", overlayDir("enforce-no-operator")]);
+    expect(result.status, result.output).toBe(0);
+    const plain = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+    const monitoring = (o: Obj) =>
+      o.kind === "ServiceMonitor" ||
+      o.kind === "PrometheusRule" ||
+      (o.kind === "Service" && o.spec?.clusterIP === "None");
+    expect(plain.filter(monitoring)).toEqual([]);
+    const key = (o: Obj) => `${o.kind}/${o.metadata.name}`;
+    expect(plain.map(key).sort()).toEqual(
+      objects("enforce")
+        .filter((o) => !monitoring(o))
+        .map(key)
+        .sort(),
+    );
+    const configOf = (docs: Obj[]) => docs.find((d) => d.kind === "ConfigMap")!.data["config.yaml"];
+    expect(configOf(plain)).toBe(configText("enforce"));
+    expect((parse(configOf(plain)) as Obj).policy.defaults.mode).toBe("enforce");
+    expect(plain.flatMap((o) => types.validateObject(o))).toEqual([]);
+  });
+});
+
 describe("the credentials component on top of observe", () => {
   it("adds create-only RBAC on secrets and mounts the CA ConfigMap, and nothing else", () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "ws-cred-overlay-"));
