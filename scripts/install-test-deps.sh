@@ -20,7 +20,7 @@ PACKAGES=(
   chromium                              # the collector's pages in a real browser (test/e2e/pages.test.ts, via playwright-core)
   rpm rpmlint                           # packaging: the .rpm built by rpmbuild, rpmlint clean, installed with rpm --root
   gpg curl                              # packaging: the signed apt repository, and the rollout bootstrap fetching from it
-  nginx                                 # the auth proxy in front of the collector's pages (Debian's nginx)
+  nginx                                 # a real reverse proxy in front of the pages: the site's auth proxy stand-in
   procps
 )
 
@@ -51,7 +51,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian's postinst may start services we do not want running outside tests.
-for svc in prometheus ssh prometheus-node-exporter; do
+for svc in prometheus ssh prometheus-node-exporter nginx; do
   (command -v systemctl >/dev/null && systemctl stop "$svc" 2>/dev/null) || true
   (command -v service >/dev/null && service "$svc" stop >/dev/null 2>&1) || true
 done

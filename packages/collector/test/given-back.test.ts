@@ -195,6 +195,7 @@ describe("where it shows", () => {
       2 * H,
       { version: "0.2.0", mode: "kubernetes", leader: true },
       { sort: "vm", descending: false },
+      undefined,
       ledger.rows(2 * H),
     );
     expect(html).toContain("<h2>Given back by ws's stops</h2>");
@@ -209,6 +210,7 @@ describe("where it shows", () => {
       2 * H,
       { version: "0.2.0", mode: "kubernetes", leader: true },
       { sort: "vm", descending: false, namespace: "team-b" },
+      undefined,
       ledger.rows(2 * H),
     );
     expect(filtered).not.toContain("Given back by ws's stops");
