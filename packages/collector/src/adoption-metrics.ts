@@ -35,6 +35,18 @@ export function registerAdoptionMetrics(
   nowMs: () => number,
   givenBack?: (nowMs: number) => GivenBackRow[],
 ): void {
+  // One snapshot per scrape: the four counters of a row read the same instant (kept until the
+  // scrape's synchronous run of collect() calls is over).
+  let snapshot: GivenBackRow[] | undefined;
+  const rows = (): GivenBackRow[] => {
+    if (snapshot === undefined) {
+      snapshot = givenBack?.(nowMs()) ?? [];
+      setImmediate(() => {
+        snapshot = undefined;
+      });
+    }
+    return snapshot;
+  };
   for (const [name, help, field] of FREED) {
     new Counter({
       name,
@@ -43,8 +55,7 @@ export function registerAdoptionMetrics(
       registers: [registry],
       collect() {
         this.reset();
-        for (const row of givenBack?.(nowMs()) ?? [])
-          this.inc({ namespace: row.namespace, owner: row.owner }, row[field]);
+        for (const row of rows()) this.inc({ namespace: row.namespace, owner: row.owner }, row[field]);
       },
     });
   }
