@@ -435,7 +435,9 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     expect(gauge(given, "workstation_freed_gpu_seconds_total", freed)).toBe(vmSeconds);
     expect(gauge(given, "workstation_freed_cpu_core_seconds_total", freed)).toBe(8 * vmSeconds);
     expect(gauge(given, "workstation_freed_memory_byte_seconds_total", freed)).toBe(64 * 2 ** 30 * vmSeconds);
-    expect((await getText(`http://127.0.0.1:${c.httpPort}/`)).body).toMatch(/<h2>Given back by ws's stops<\/h2>[\s\S]*<td>notebook-alice<\/td><td>alice<\/td><td>1<\/td>/);
+    expect((await getText(`http://127.0.0.1:${c.httpPort}/`)).body).toMatch(
+      /<h2>Given back by ws's stops<\/h2>[\s\S]*<td>notebook-alice<\/td><td>alice<\/td><td>1<\/td>/,
+    );
     expect((c.kube.store.get(PVC, NS, "alice-rootdisk")?.["status"] as { phase: string }).phase).toBe("Bound");
     expect(c.kube.store.get(DV, NS, "alice-rootdisk")).toBeDefined();
     // "GPU resources return to the pool": the stopped VM's A100 shows in the documented query's inputs.

@@ -3,7 +3,7 @@
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { GivenBackRow } from "./adoption/given-back.js";
 import { countAgentVersions } from "./rollout/agent-versions.js";
-import type { FleetReader } from "./view.js";
+import type { FleetReader } from "./model/vm-view.js";
 
 /** The freed counters: name, help, and the row's field. */
 const FREED: ReadonlyArray<[string, string, keyof Omit<GivenBackRow, "namespace" | "owner" | "stoppedNow">]> = [

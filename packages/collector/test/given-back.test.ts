@@ -7,7 +7,7 @@ import { withGivenBack } from "../src/adoption/observer.js";
 import { createMetrics } from "../src/metrics.js";
 import type { FleetObserver } from "../src/notify/outreach.js";
 import { CollectorStats } from "../src/stats.js";
-import type { VmView } from "../src/view.js";
+import type { VmView } from "../src/model/vm-view.js";
 import { renderFleetPage } from "../src/web/fleet-page.js";
 
 const H = 3_600_000;

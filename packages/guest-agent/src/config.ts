@@ -1,7 +1,15 @@
 // Agent configuration: /etc/ws-agent/config.yaml (what cloud-init writes),
 // overridden by environment, overridden by flags. Resolution is pure.
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration, SOURCE_NAMES, errorMessage } from "@ws/protocol";
+import {
+  ConfigError,
+  DurationError,
+  errorMessage,
+  isJsonObject,
+  type JsonObject,
+  parseDuration,
+  SOURCE_NAMES,
+} from "@ws/protocol";
 import { defaultRoots, type Roots } from "./roots.js";
 
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
@@ -36,16 +44,7 @@ export interface AgentConfig {
   sampleTimeoutMs: number;
 }
 
-export class ConfigError extends Error {
-  override name = "ConfigError";
-  constructor(readonly problems: string[]) {
-    super(
-      problems.length === 1
-        ? problems[0]!
-        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
-    );
-  }
-}
+export { ConfigError };
 
 /** Keys the file may hold; anything else is reported, since a typo would silently do nothing. */
 const FILE_KEYS = [
@@ -103,8 +102,6 @@ export interface ConfigSources {
   requireCollector: boolean;
 }
 
-type Obj = Record<string, unknown>;
-
 const ADDRESS_PATTERN = /^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i;
 
 /**
@@ -112,7 +109,12 @@ const ADDRESS_PATTERN = /^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i;
  * replaces the file's; the file's `collector.address` is one address or a list, and
  * `collector.addresses` a list after it.
  */
-function collectorAddresses(override: string | undefined, file: Obj, where: string, problems: string[]): string[] {
+function collectorAddresses(
+  override: string | undefined,
+  file: JsonObject,
+  where: string,
+  problems: string[],
+): string[] {
   const found: string[] = [];
   const take = (value: unknown, label: string) => {
     if (value === undefined || value === null) return;
@@ -139,17 +141,15 @@ function collectorAddresses(override: string | undefined, file: Obj, where: stri
   return [...new Set(found)];
 }
 
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-
 export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   const problems: string[] = [];
   const where = sources.filePath;
-  let file: Obj = {};
+  let file: JsonObject = {};
   if (sources.fileText !== undefined && sources.fileText.trim() !== "") {
     try {
       const parsed: unknown = parseYaml(sources.fileText);
       if (parsed === null || parsed === undefined) file = {};
-      else if (!isObj(parsed)) problems.push(`${where}: expected a mapping of settings at the top level`);
+      else if (!isJsonObject(parsed)) problems.push(`${where}: expected a mapping of settings at the top level`);
       else file = parsed;
     } catch (error) {
       throw new ConfigError([`${where}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
@@ -163,19 +163,22 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
 
   const credentialDir = typeof file["credentialDir"] === "string" ? file["credentialDir"] : DEFAULT_CREDENTIAL_DIR;
   const credential = sources.readCredential?.(credentialDir);
-  let credentialFile: Obj = {};
+  let credentialFile: JsonObject = {};
   if (credential?.configText !== undefined) {
     try {
       const parsed: unknown = parseYaml(credential.configText);
-      if (isObj(parsed)) credentialFile = parsed;
+      if (isJsonObject(parsed)) credentialFile = parsed;
       else problems.push(`${credentialDir}/config.yaml: expected a mapping`);
     } catch (error) {
       problems.push(`${credentialDir}/config.yaml: not valid YAML: ${errorMessage(error).split("\n")[0]}`);
     }
   }
-  const credentialSection = (key: string): Obj => (isObj(credentialFile[key]) ? (credentialFile[key] as Obj) : {});
+  const credentialSection = (key: string): JsonObject => {
+    const v = credentialFile[key];
+    return isJsonObject(v) ? v : {};
+  };
 
-  const str = (obj: Obj, key: string, label: string): string | undefined => {
+  const str = (obj: JsonObject, key: string, label: string): string | undefined => {
     const v = obj[key];
     if (v === undefined || v === null) return undefined;
     if (typeof v === "string") return v;
@@ -183,10 +186,10 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
     problems.push(`${label}: expected a string`);
     return undefined;
   };
-  const section = (key: string): Obj => {
+  const section = (key: string): JsonObject => {
     const v = file[key];
     if (v === undefined || v === null) return {};
-    if (isObj(v)) return v;
+    if (isJsonObject(v)) return v;
     problems.push(`${where}: "${key}" must be a mapping`);
     return {};
   };

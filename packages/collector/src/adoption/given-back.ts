@@ -4,14 +4,10 @@
 // again or is forgotten. Time is counted only while this process watches (from the stop, or from
 // this process's start), so a restart or failover never counts a period twice: Prometheus's
 // increase() over the counters is the figure a site reports. Pure but for the clock it is given.
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
+import type { VmCapacity } from "../model/vm-view.js";
 
-/** What a running instance of the VM holds (from its spec): what its stop gives back. */
-export interface VmCapacity {
-  cpuCores: number | null;
-  memoryBytes: number | null;
-  gpus: number;
-}
+export type { VmCapacity };
 
 export interface GivenBackRow {
   namespace: string;

@@ -2,7 +2,7 @@
 // on the fleet page and in workstation_agent_versions. The version is the agent's own word
 // (Hello.agent_version): only a version-shaped string is used as a label, and the number of
 // distinct labels is capped, so one agent cannot grow the collector's series.
-import type { VmView } from "../view.js";
+import type { VmView } from "../model/vm-view.js";
 
 /** Distinct version labels kept; the rest count as "other". */
 export const MAX_VERSION_LABELS = 16;

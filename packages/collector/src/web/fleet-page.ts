@@ -4,7 +4,7 @@
 import type { GivenBackRow } from "../adoption/given-back.js";
 import { countAgentVersions } from "../rollout/agent-versions.js";
 import { formatDuration } from "@ws/protocol";
-import type { VmView } from "../view.js";
+import type { VmView } from "../model/vm-view.js";
 import { escapeHtml, page, when } from "./html.js";
 
 export interface FleetQuery {

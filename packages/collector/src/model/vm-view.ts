@@ -1,9 +1,15 @@
 // What the status page, /api/vms and /metrics read: a plain snapshot per VM.
-import type { Explanation, Policy } from "./engine/types.js";
-import type { VmCapacity } from "./adoption/given-back.js";
-import type { ReportReadings } from "./whatif/readings.js";
+import type { Explanation, Policy } from "../engine/types.js";
+import type { ReportReadings } from "./readings.js";
 
 export type { ReportReadings };
+
+/** What a running instance of a VM holds (from its spec): what its stop gives back (adoption/given-back.ts). */
+export interface VmCapacity {
+  cpuCores: number | null;
+  memoryBytes: number | null;
+  gpus: number;
+}
 
 export interface LeaseRow {
   id: string;
