@@ -37,7 +37,7 @@ export const SIGNAL_TABLE: Readonly<Record<SignalName, SignalMeaning>> = Object.
     strength: "strong",
     kind: "human",
     movedBy:
-      "traffic beyond keep-alives in an SSH session without a terminal (VS Code Remote-SSH, Gateway, sftp), or its opening",
+      "a person's traffic in an SSH session without a terminal (VS Code Remote-SSH, Gateway, sftp): irregular bursts, not a regular cadence and not a forward to Jupyter or code-server; or its opening",
   },
   "jupyter-kernel": {
     strength: "strong",
@@ -74,7 +74,12 @@ export const SIGNAL_TABLE: Readonly<Record<SignalName, SignalMeaning>> = Object.
   // code-server writes its heartbeat while a browser tab is open, used or not: the agent cannot
   // tell interaction from a connected tab with it, so it is not human evidence.
   "code-server": { strength: "weak", kind: "connected", movedBy: "code-server's heartbeat: a browser tab is open" },
-  "remote-connected": { strength: "weak", kind: "connected", movedBy: "an SSH session without a terminal is open" },
+  "remote-connected": {
+    strength: "weak",
+    kind: "connected",
+    movedBy:
+      "an SSH session without a terminal is open, including its machine traffic: a regular cadence (a page reloading itself, a poller) or a forward to a service whose own signals decide",
+  },
 });
 
 export function isHumanSignal(signal: SignalName): boolean {
