@@ -184,7 +184,7 @@ function connectedWhy(report: Report, session: RemoteSessionOf): string {
   }
   const cadence = session.cadence;
   if (cadence && Number.isFinite(cadence.periodSeconds) && cadence.periodSeconds > 0)
-    return `: regular traffic every ${formatDuration(Math.round(cadence.periodSeconds))}, a page reloading itself or a poller, weak`;
+    return `: regular traffic every ${formatDuration(Math.round(cadence.periodSeconds))} (a page reloading itself or a poller)`;
   return "";
 }
 
