@@ -201,11 +201,10 @@ function resolveForwards(
   for (const forward of forwardConnections(inodes, sockets)) {
     const key = `${forward.destinationAddress}:${forward.destinationPort}`;
     const known = session.forwards.get(key);
-    if (known) {
-      known.lastSeenMonoMs = nowMono;
+    if (known) known.lastSeenMonoMs = nowMono;
+    // A forward seen before its service was (the jupyter signal publishes in the same sample) is looked at again.
+    if (known?.service || (!known && session.forwards.size >= MAX_FORWARDS) || (known && watched.length === 0))
       continue;
-    }
-    if (session.forwards.size >= MAX_FORWARDS) continue;
     listenerOwners ??= listenerInodesOf(roots, watched);
     const owner = listenerOwners.get(forward.listenerInode);
     session.forwards.set(key, {
