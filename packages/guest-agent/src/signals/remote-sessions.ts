@@ -121,15 +121,7 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
       return;
     }
     let fresh = false;
-    for (const session of tracked.values()) {
-      const io = readIoSync(ctx.roots, session.pid);
-      if (!io) continue;
-      const previous = session.readings[session.readings.length - 1];
-      recordReading(session, io, now);
-      // A forwarded connection lives as long as a request (or a keep-alive connection): look
-      // for new sockets while traffic flows, not only when the Report is sampled.
-      if (previous && io.readBytes + io.writtenBytes - previous.bytes > 0) fresh ||= hasNewSocket(ctx.roots, session);
-    }
+    for (const session of tracked.values()) fresh = readSessionTick(ctx.roots, session, now) || fresh;
     if (fresh && now - lastNetReadMono >= NET_TCP_MIN_INTERVAL_MS) {
       lastNetReadMono = now;
       const sockets = readSocketsSync(ctx.roots);
@@ -168,6 +160,19 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
       return notes.length > 0 ? ok(value, notes.join("; ")) : ok(value);
     },
   };
+}
+
+/**
+ * One tick for one session: its counters, and whether it has a socket not seen yet. A forwarded
+ * connection lives as long as a request (or a keep-alive connection): new sockets are looked
+ * for while traffic flows, not only when the Report is sampled.
+ */
+export function readSessionTick(roots: Roots, session: Tracked, nowMono: number): boolean {
+  const io = readIoSync(roots, session.pid);
+  if (!io) return false;
+  const previous = session.readings[session.readings.length - 1];
+  recordReading(session, io, nowMono);
+  return previous !== undefined && io.readBytes + io.writtenBytes > previous.bytes && hasNewSocket(roots, session);
 }
 
 /** Appends a reading and drops those older than the window. */
