@@ -68,7 +68,7 @@ export const PERIOD_TOLERANCE = 0.3;
 /** The same request's exchange varies by headers, timestamps, TCP chunking: 20%. */
 export const SIZE_TOLERANCE = 0.2;
 export const SIZE_SLACK_BYTES = 160;
-/** A request and its reply take a second or two; a person's typing fills many seconds in a row. */
+/** A request and its reply take a second or two; a person's typing fills many seconds in a row: at most 3 bins' time. */
 export const MAX_BURST_BINS = 3;
 /** How many of the newest bursts are tried as the cadence's reference (a person's click may be newest). */
 const REFERENCE_CANDIDATES = 4;
@@ -108,8 +108,10 @@ export function burstsOf(bins: readonly TrafficBin[], binMs: number): Burst[] {
   let previousAtMs = Number.NEGATIVE_INFINITY;
   for (const bin of bins) {
     const traffic = isTrafficBin(bin);
-    // A reading that came late (a loaded machine) still continues the burst it belongs to.
+    // A reading that came late (a loaded machine) still continues the burst it belongs to; one
+    // taken between two ticks (a Report's sample) makes a shorter bin, not a longer burst.
     const adjacent = bin.atMs - previousAtMs <= binMs * 1.5;
+    const startMs = adjacent ? previousAtMs : bin.atMs - binMs;
     previousAtMs = bin.atMs;
     if (!traffic) {
       current = undefined;
@@ -120,7 +122,7 @@ export function burstsOf(bins: readonly TrafficBin[], binMs: number): Burst[] {
       current.bytes += bin.bytes;
       current.bins++;
     } else {
-      current = { startMs: bin.atMs - binMs, endMs: bin.atMs, bytes: bin.bytes, bins: 1 };
+      current = { startMs, endMs: bin.atMs, bytes: bin.bytes, bins: 1 };
       bursts.push(current);
     }
   }
@@ -147,7 +149,7 @@ const PERIOD_SAMPLE = 20;
  */
 function cadenceEndingAt(bursts: readonly Burst[], reference: number, binMs: number): Burst[] | undefined {
   const ref = bursts[reference]!;
-  const short = (burst: Burst): boolean => burst.bins <= MAX_BURST_BINS;
+  const short = (burst: Burst): boolean => burst.endMs - burst.startMs <= MAX_BURST_BINS * binMs;
   if (!short(ref)) return undefined;
   const similar = bursts.slice(0, reference + 1).filter((burst) => short(burst) && similarSize(burst.bytes, ref.bytes));
   if (similar.length < MIN_CADENCE_BURSTS) return undefined;

@@ -120,6 +120,24 @@ describe("traffic cadence on recorded series", () => {
     expect(end.lastHumanMs).toBeLessThanOrEqual(lastTyped + 31_000);
   });
 
+  it("readings between two ticks (a Report's sample) do not lengthen a burst", () => {
+    const bins = capture("poller-10s");
+    // A reading half a second into every other second, as a Report sampled then would add.
+    const doubled = bins.flatMap((bin, i) =>
+      i % 2
+        ? [
+            { atMs: bin.atMs - 500, bytes: Math.floor(bin.bytes / 2), calls: Math.floor(bin.calls / 2) },
+            {
+              atMs: bin.atMs,
+              bytes: bin.bytes - Math.floor(bin.bytes / 2),
+              calls: bin.calls - Math.floor(bin.calls / 2),
+            },
+          ]
+        : [bin],
+    );
+    expect(classifyTraffic(doubled, BIN_MS, doubled.at(-1)!.atMs).cadence?.periodMs).toBeCloseTo(10_000, -3);
+  });
+
   it("a poller that stops is no longer a cadence", () => {
     const bins = capture("poller-10s");
     const end = bins.at(-1)!.atMs;
