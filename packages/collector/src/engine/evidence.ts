@@ -188,9 +188,21 @@ function connectedWhy(report: Report, session: RemoteSessionOf): string {
   return "";
 }
 
+function urlPort(url: string): number | undefined {
+  try {
+    const parsed = new URL(url);
+    return Number(parsed.port || (parsed.protocol === "https:" ? 443 : 80));
+  } catch {
+    return undefined;
+  }
+}
+
 function serviceJudgement(report: Report, forward: RemoteSessionOf["forwards"][number]): string {
   if (forward.service === "code-server") return `code-server ${forward.destinationPort}: judged by its heartbeat`;
-  const server = report.jupyter?.servers.find((s) => s.pid !== 0 && s.pid === forward.listenerPid);
+  const servers = report.jupyter?.servers ?? [];
+  const server =
+    servers.find((s) => s.pid !== 0 && s.pid === forward.listenerPid) ??
+    servers.find((s) => urlPort(s.url) === forward.destinationPort);
   const name = `Jupyter server ${forward.destinationPort}`;
   if (!server) return `${name}: judged by its kernels`;
   if (server.kernels.some((kernel) => kernel.executionState === "busy")) return `${name}: judged by the kernel, busy`;

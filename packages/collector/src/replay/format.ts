@@ -1,7 +1,7 @@
 // The replay timeline as text (one block per decision) or JSON lines.
 
-import { SIGNAL_TABLE } from "../engine/strength.js";
 import type { Action } from "../engine/types.js";
+import { uncountedConnections } from "./connected.js";
 import { summarizeTimeline, type TimelineEntry } from "./replay.js";
 
 /** Seconds from the trace start as "+HH:MM:SS" (with days: "+2d03:04:05"). */
@@ -51,17 +51,6 @@ function describeAction(action: Action, at: (ms: number | undefined) => string):
   }
 }
 
-/**
- * What was still connected when a stop was decided and why it did not hold the VM (a forward
- * judged by its kernel, a page reloading itself): weak readings the decision did not count.
- */
-function uncountedConnections(entry: Extract<TimelineEntry, { kind: "decision" }>): string[] {
-  const details = entry.explanation.readings
-    .filter((reading) => !reading.counted && SIGNAL_TABLE[reading.signal].kind === "connected")
-    .map((reading) => `${reading.detail} (weak)`);
-  return [...new Set(details)];
-}
-
 export interface TextOptions {
   /** Also print the wall time (when the trace recorded one). */
   wallTime?: boolean;
@@ -85,7 +74,7 @@ export function formatTimelineText(timeline: readonly TimelineEntry[], options: 
     for (const veto of entry.explanation.vetoes)
       lines.push(`${indent}held: ${veto.detail}${veto.untilMs !== undefined ? ` (until ${at(veto.untilMs)})` : ""}`);
     if (entry.from !== entry.to && (entry.to === "StoppingPending" || entry.to === "Stopping"))
-      for (const detail of uncountedConnections(entry)) lines.push(`${indent}not counted: ${detail}`);
+      for (const detail of uncountedConnections(entry.explanation)) lines.push(`${indent}not counted: ${detail}`);
     for (const action of entry.actions) lines.push(`${indent}↳ ${describeAction(action, at)}`);
   }
   const totals = summarizeTimeline(timeline);
