@@ -8,7 +8,7 @@ import type { Decision, Policy, ReceivedReport, StopTrigger, VmRecord } from "..
 import { newVmLoopState, step, type StepInput } from "../vm/step.js";
 import type { StepGrid, StepSample, VmHistory } from "./history.js";
 import { uncountedConnections } from "../replay/connected.js";
-import { reportFromReadings } from "./readings.js";
+import { reportFromReadings } from "../model/readings.js";
 
 export type StopEnd = "activity" | "vm-gone" | "end-of-range";
 
