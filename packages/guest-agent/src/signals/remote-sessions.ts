@@ -137,8 +137,9 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
       if (found === undefined) return { state: "failed", message: notes.join("; ") || "cannot list processes" };
       codeServerPids = found.codeServerPids;
       const uptimeSeconds = await readFile(under(ctx.roots.proc, "uptime"), "utf8").then(parseUptime, () => undefined);
-      const sockets = found.sessions.length > 0 ? await readSockets(ctx.roots, notes) : [];
+      // The same instant as the uptime: login ages are counted back from it.
       const nowMono = ctx.clock.monotonicMs();
+      const sockets = found.sessions.length > 0 ? await readSockets(ctx.roots, notes) : [];
       lastCollectMono = nowMono;
       const watched = services();
       const sessions = trackSessions(tracked, found.sessions, sockets, uptimeSeconds, nowMono, (session) =>
