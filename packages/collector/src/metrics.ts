@@ -216,6 +216,16 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     (r) => r.jupyterConnectedKernels,
   ),
   reading("workstation_idle_inhibitors", "logind idle inhibitor locks held in the VM.", (r) => r.idleInhibitors),
+  reading(
+    "workstation_remote_forward_jupyter_port",
+    "Destination port of an SSH forward judged by the Jupyter server it reaches (machine traffic); absent when none.",
+    (r) => r.remoteForwardJupyterPort,
+  ),
+  reading(
+    "workstation_remote_cadence_seconds",
+    "Period of the shortest regular cadence of an SSH session's traffic (a page reloading itself, a poller); absent when none.",
+    (r) => r.remoteCadenceSeconds,
+  ),
   {
     name: "workstation_signal_last_activity_timestamp_seconds",
     help: `Unix time of the youngest activity the latest report shows, by kind (${ACTIVITY_SIGNALS.join(", ")}).`,
