@@ -17,6 +17,8 @@ import { TraceRecorder } from "./replay/recorder.js";
 import { standaloneMode } from "./standalone/mode.js";
 import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
+import { GivenBackLedger } from "./adoption/given-back.js";
+import { withGivenBack } from "./adoption/observer.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer, type WebOptions } from "./web/server.js";
 import { KeepLinks } from "./keeplink/handler.js";
@@ -62,7 +64,7 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const removeErrorPolicy = installUnhandledErrorPolicy({ log, counts: stats.unhandledErrors });
   const mode =
     config.mode === "kubernetes"
-      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs)
+      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, key)
       : standaloneMode(config, policy, log);
   try {
     return await run(config, mode, key, stats, log, nowMs);
@@ -121,10 +123,12 @@ async function run(
     prefix: mode.policySource.prefix,
     linkKey,
   });
+  // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
+  const givenBack = new GivenBackLedger(nowMs());
   const fleet = new Fleet({
     log,
     stats,
-    observer: outreach,
+    observer: withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -170,6 +174,7 @@ async function run(
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     leader: mode.leader,
     mode: mode.name,
+    givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
   const hostSource = config.hostSide ? startHostSource(config, fleet, mode, log, nowMs) : undefined;
@@ -192,6 +197,7 @@ async function run(
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
     history: outreach.history,
     keepLinks,
+    givenBack: (now) => givenBack.rows(now),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

@@ -33,7 +33,9 @@ describe("replays shown in the docs", async () => {
     expect(blocks.map((block) => block.argv.at(-1)).sort()).toEqual([
       "docs/examples/agent-gone.trace.jsonl",
       "docs/examples/desktop.trace.jsonl",
+      "docs/examples/forward-jupyter.trace.jsonl",
       "docs/examples/jupyter-terminal.trace.jsonl",
+      "docs/examples/reload-page.trace.jsonl",
       "docs/examples/remote-session.trace.jsonl",
       "docs/examples/unattended-max.trace.jsonl",
     ]);
