@@ -4,6 +4,7 @@ import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentia
 import { parse as parseYaml } from "yaml";
 import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
+import { parseHostSideConfig, type HostSideConfig } from "./hostside/config.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
 
@@ -44,6 +45,8 @@ export interface CollectorConfig {
   recordTrace?: string;
   /** Webhooks, keep-running links, the owner label (docs/notifications.md). */
   notifications: NotificationsConfig;
+  /** KubeVirt's per-VM metrics through Prometheus (hostside/); absent: not configured. */
+  hostSide?: HostSideConfig;
 }
 
 /** The collector's configuration errors are the programs' one ConfigError. */
@@ -72,6 +75,7 @@ const TOP_KEYS = [
   "policy",
   "recordTrace",
   "notifications",
+  "hostSide",
 ];
 const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
   value === undefined ? {} : ({ [key]: value } as Record<K, V>);
@@ -210,6 +214,7 @@ export function resolveCollectorConfig(
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
+    ...optional("hostSide", parseHostSideConfig(file.hostSide, problems, `${filePath}: hostSide`)),
     ...((flags.recordTrace ?? str(file, "recordTrace", "recordTrace"))
       ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! }
       : {}),

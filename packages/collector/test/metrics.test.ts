@@ -2,6 +2,7 @@
 // with their VM, histograms drained from the stats, promtool's lint, and the
 // docs listing every metric.
 import { spawnSync } from "node:child_process";
+import { registerHostSourceMetrics } from "../src/hostside/metrics.js";
 import { registerNotificationMetrics } from "../src/notify/metrics.js";
 import { WebhookSender } from "../src/notify/sender.js";
 import { readFileSync } from "node:fs";
@@ -90,6 +91,13 @@ function setup(options: { leader?: () => boolean } = {}) {
     registry,
     new WebhookSender({ log: () => {}, timeoutMs: 1000, retries: 0, queueSize: 1 }),
   );
+  registerHostSourceMetrics(registry, {
+    endpoint: "http://prometheus",
+    rounds: 3,
+    failures: 1,
+    lastRoundOk: true,
+    lastVms: 2,
+  });
   return { fleet, stats, registry };
 }
 
