@@ -3,6 +3,7 @@
 import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
+import type { VmSeriesSet } from "./metrics.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 
 export interface CollectorConfig {
@@ -33,6 +34,10 @@ export interface CollectorConfig {
   recordTrace?: string;
   /** Webhooks, keep-running links, the owner label (docs/notifications.md). */
   notifications: NotificationsConfig;
+  /** Which per-VM series /metrics carries (docs/metrics.md, "Series per VM"). */
+  metrics: { vmSeries: VmSeriesSet };
+  /** The memory guard (docs/install.md, "Sizing"): where the cgroup is read, when the collector sheds. */
+  memory: { cgroupRoot: string; shedRatio: number };
 }
 
 export class CollectorConfigError extends Error {
@@ -68,6 +73,8 @@ const TOP_KEYS = [
   "policy",
   "recordTrace",
   "notifications",
+  "metrics",
+  "memory",
 ];
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -125,6 +132,17 @@ export function resolveCollectorConfig(
   const httpFile = section("http");
   const standaloneFile = section("standalone");
   const kubeFile = section("kubernetes");
+  const metricsFile = section("metrics");
+  const memoryFile = section("memory");
+  const vmSeries = str(metricsFile, "vmSeries", "metrics.vmSeries") ?? "default";
+  if (vmSeries !== "default" && vmSeries !== "detailed")
+    problems.push(`${filePath}: metrics.vmSeries must be default or detailed, not "${vmSeries.slice(0, 40)}"`);
+  const shedText = str(memoryFile, "shedAt", "memory.shedAt") ?? "85%";
+  const shedRatio = /^\d{1,2}(\.\d+)?%$/.test(shedText) ? Number(shedText.slice(0, -1)) / 100 : Number.NaN;
+  if (!(shedRatio >= 0.5 && shedRatio <= 0.98))
+    problems.push(
+      `${filePath}: memory.shedAt must be a share of the memory limit from 50% to 98%, not "${shedText.slice(0, 40)}"`,
+    );
 
   const modeText = flags.standalone
     ? "standalone"
@@ -194,6 +212,11 @@ export function resolveCollectorConfig(
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
+    metrics: { vmSeries: vmSeries === "detailed" ? "detailed" : "default" },
+    memory: {
+      cgroupRoot: str(memoryFile, "cgroupRoot", "memory.cgroupRoot") ?? "/sys/fs/cgroup",
+      shedRatio: shedRatio >= 0.5 && shedRatio <= 0.98 ? shedRatio : 0.85,
+    },
     ...((flags.recordTrace ?? str(file, "recordTrace", "recordTrace"))
       ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! }
       : {}),

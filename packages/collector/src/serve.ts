@@ -158,6 +158,7 @@ async function run(
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     leader: mode.leader,
     mode: mode.name,
+    vmSeries: () => config.metrics.vmSeries,
   });
   registerNotificationMetrics(registry, outreach.sender);
   const keepLinks = new KeepLinks({

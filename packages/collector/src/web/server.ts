@@ -6,6 +6,7 @@ import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
 import type { FleetReader } from "../view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
+import { sendMetrics } from "./metrics-response.js";
 import { renderVmPage } from "./vm-page.js";
 import { errorMessage } from "@ws/protocol";
 
@@ -144,7 +145,7 @@ export function createWebServer(options: WebOptions): http.Server {
       }
       switch (url.pathname) {
         case "/metrics":
-          return send(200, options.registry.contentType, await options.registry.metrics());
+          return await sendMetrics(req, res, options.registry);
         case "/healthz":
           return send(200, "text/plain", "ok\n");
         case "/readyz":

@@ -142,7 +142,7 @@ describe("one agent's cost to the collector", () => {
       { processMetrics: false },
     ).metrics();
     expect(text).toContain('workstation_report_truncations_total{field="gpu.processes"} 1');
-    expect(text).toContain('workstation_report_truncated{namespace="lab",vm="hostile"} 1');
+    expect(text).toContain('workstation_report_truncated{namespace="lab",name="hostile"} 1');
   });
 
   it("keeps a VM's remembered sources bounded when every Report names thousands of new ones", async () => {
