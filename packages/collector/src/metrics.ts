@@ -30,6 +30,17 @@ export interface MetricsOptions {
    * the memory guard drops the detail set near the collector's memory limit.
    */
   vmSeries?: () => VmSeriesSet;
+  /** The memory guard's latest look (memory/guard.ts); absent: no memory metrics. */
+  memory?: () => CollectorMemory | undefined;
+}
+
+/** What the memory guard saw at its latest check. */
+export interface CollectorMemory {
+  /** The cgroup's working set; without a cgroup v2 memory controller, the process's RSS. */
+  workingSetBytes: number;
+  /** memory.max (absent without a limit). */
+  limitBytes?: number;
+  shedding: boolean;
 }
 
 /** prom-client default metrics that `promtool check metrics` rejects (gauges ending in _total). */
@@ -128,23 +139,11 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
       ),
   },
   {
-    name: "workstation_last_report_timestamp_seconds",
-    help: "Unix time the collector received the VM's latest report.",
-    type: "gauge",
-    tier: "default",
-    lines: (v, vm) =>
-      one(
-        "workstation_last_report_timestamp_seconds",
-        vm,
-        v.lastReportAtMs === undefined ? undefined : v.lastReportAtMs / 1000,
-      ),
-  },
-  {
     name: "workstation_autostop_enabled",
-    help: "1 when autostop applies to the VM; label mode is the policy mode in force (enforce or observe).",
+    help: "1 when autostop applies to the VM (absent when it is only watched); label mode is the policy mode in force (enforce or observe).",
     type: "gauge",
     tier: "default",
-    lines: (v, vm) => [labelled("workstation_autostop_enabled", vm, "mode", v.mode, v.autostop ? 1 : 0)],
+    lines: (v, vm) => (v.autostop ? [labelled("workstation_autostop_enabled", vm, "mode", v.mode, 1)] : []),
   },
   {
     name: "workstation_agent_connected",
@@ -230,6 +229,18 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     },
   },
   // --- detail: metrics.vmSeries detailed
+  {
+    name: "workstation_last_report_timestamp_seconds",
+    help: "Unix time the collector received the VM's latest report.",
+    type: "gauge",
+    tier: "detail",
+    lines: (v, vm) =>
+      one(
+        "workstation_last_report_timestamp_seconds",
+        vm,
+        v.lastReportAtMs === undefined ? undefined : v.lastReportAtMs / 1000,
+      ),
+  },
   {
     name: "workstation_last_activity_timestamp_seconds",
     help: "Unix time of the last strong evidence of use.",
@@ -483,6 +494,33 @@ export function createMetrics(
     labelNames: ["version", "mode"],
     registers: [health],
   }).set({ version: COLLECTOR_VERSION, mode: options.mode ?? "standalone" }, 1);
+  const memory = options.memory;
+  if (memory) {
+    new Gauge({
+      name: "workstation_collector_memory_bytes",
+      help: "The collector's memory as its cgroup counts it: memory.current less inactive file cache (the working set the OOM killer weighs); its RSS without cgroup v2.",
+      registers: [health],
+      collect() {
+        this.set(memory()?.workingSetBytes ?? process.memoryUsage.rss());
+      },
+    });
+    new Gauge({
+      name: "workstation_collector_memory_limit_bytes",
+      help: "The collector's cgroup memory limit (memory.max); +Inf when it has none.",
+      registers: [health],
+      collect() {
+        this.set(memory()?.limitBytes ?? Number.POSITIVE_INFINITY);
+      },
+    });
+    new Gauge({
+      name: "workstation_collector_shedding",
+      help: "1 while the collector is near its memory limit and sheds the detail series and chart points; 0 otherwise.",
+      registers: [health],
+      collect() {
+        this.set(memory()?.shedding ? 1 : 0);
+      },
+    });
+  }
   if (options.processMetrics ?? true) {
     collectDefaultMetrics({ register: health });
     // Gauges named *_total, which promtool rejects; nodejs_active_{handles,requests,resources} (by type) carry the same counts.

@@ -3,6 +3,7 @@
 import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
 import { logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer } from "./agents/server.js";
@@ -12,6 +13,8 @@ import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
+import { readCgroupMemory } from "./memory/cgroup.js";
+import { MemoryGuard } from "./memory/guard.js";
 import { createMetrics } from "./metrics.js";
 import { staticPolicySource } from "./policy-source.js";
 import { TraceRecorder } from "./replay/recorder.js";
@@ -24,6 +27,9 @@ import { KeepLinks } from "./keeplink/handler.js";
 import { deriveLinkKey } from "./keeplink/token.js";
 import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
+
+/** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
+const MEMORY_CHECK_MS = 5_000;
 
 /** The output streams serve writes to (the environment is read by the CLI before). */
 export type Io = Pick<ProtocolIo, "stdout" | "stderr">;
@@ -155,10 +161,35 @@ async function run(
     : grpc.ServerCredentials.createInsecure();
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
+  const guard = new MemoryGuard({
+    sample: () => {
+      const heap = v8.getHeapStatistics();
+      return {
+        cgroup: readCgroupMemory(config.memory.cgroupRoot),
+        heapUsedBytes: heap.used_heap_size,
+        heapLimitBytes: heap.heap_size_limit,
+      };
+    },
+    shedRatio: config.memory.shedRatio,
+    log: (level, message, fields) => log(level, message, fields),
+    // The detail series go by themselves (vmSeries below reads guard.shedding); the chart points are dropped.
+    sheddable: [outreach.history],
+  });
+  guard.check();
+  const memoryTimer = setInterval(() => guard.check(), MEMORY_CHECK_MS);
+  memoryTimer.unref();
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     leader: mode.leader,
     mode: mode.name,
-    vmSeries: () => config.metrics.vmSeries,
+    vmSeries: () => (guard.shedding ? "default" : config.metrics.vmSeries),
+    memory: () => {
+      const sample = guard.sample;
+      return {
+        workingSetBytes: sample?.cgroup?.workingSetBytes ?? process.memoryUsage.rss(),
+        ...(sample?.cgroup?.limitBytes !== undefined ? { limitBytes: sample.cgroup.limitBytes } : {}),
+        shedding: guard.shedding,
+      };
+    },
   });
   registerNotificationMetrics(registry, outreach.sender);
   const keepLinks = new KeepLinks({
@@ -212,6 +243,7 @@ async function run(
     process.once("SIGINT", () => resolve());
   });
   log("info", "shutting down");
+  clearInterval(memoryTimer);
   fleet.stopTicking();
   await stopMode();
   await agents.close();

@@ -83,7 +83,8 @@ function setup(options: { leader?: () => boolean; vmSeries?: () => VmSeriesSet }
     stats,
     () => NOW,
     () => 3,
-    options,
+    // serve.ts hands it the memory guard's look.
+    { memory: () => ({ workingSetBytes: 300_000_000, limitBytes: 536_870_912, shedding: false }), ...options },
   );
   // serve.ts adds the notification metrics to the same registry.
   registerNotificationMetrics(
@@ -123,7 +124,7 @@ describe("createMetrics", () => {
     const vm = 'namespace="lab",name="ada"';
     expect(sample(text, `workstation_idle_seconds{${vm}}`)).toBe(600);
     expect(sample(text, `workstation_idle_timeout_seconds{${vm}}`)).toBe(7200);
-    expect(sample(text, `workstation_last_report_timestamp_seconds{${vm}}`)).toBe((NOW - 2_000) / 1000);
+    expect(sample(text, `workstation_last_report_timestamp_seconds{${vm}}`)).toBeUndefined();
     expect(sample(text, `workstation_state{${vm},state="Active"}`)).toBe(1);
     // No series for the states the VM is not in, nor for signals that show nothing.
     expect(sample(text, `workstation_state{${vm},state="Stopped"}`)).toBeUndefined();
@@ -151,17 +152,23 @@ describe("createMetrics", () => {
 
   it("keeps a typical VM within the series budget by default, and says how many series it wrote", async () => {
     const { fleet, registry } = setup();
-    fleet.vms = [view("ada"), view("bob", { leases: [], stopDeadlineMs: undefined, gpuCount: 0 })];
+    fleet.vms = [
+      view("ada"),
+      view("bob", { leases: [], stopDeadlineMs: undefined, gpuCount: 0 }),
+      view("cy", { autostop: false, mode: "observe", connected: false, readings: undefined }),
+    ];
     const text = await registry.metrics();
     const perVm = (name: string) =>
       text.split("\n").filter((l) => !l.startsWith("#") && l.includes(`namespace="lab",name="${name}"`)).length;
     expect(perVm("ada")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
     expect(perVm("bob")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
+    // Only watched (autostop off): no autostop series at all.
+    expect(text).not.toContain('workstation_autostop_enabled{namespace="lab",name="cy"');
     // Nothing in the default set is a constant 0.
     const zeros = text
       .split("\n")
       .filter((l) => l.includes('namespace="lab"') && l.endsWith(" 0"))
-      .filter((l) => !l.startsWith("workstation_agent_connected") && !l.startsWith("workstation_autostop_enabled"));
+      .filter((l) => !l.startsWith("workstation_agent_connected"));
     expect(zeros).toEqual([]);
   });
 
@@ -179,6 +186,7 @@ describe("createMetrics", () => {
     const text = await registry.metrics();
     const vm = 'namespace="lab",name="ada"';
     expect(sample(text, `workstation_last_activity_timestamp_seconds{${vm}}`)).toBe((NOW - 600_000) / 1000);
+    expect(sample(text, `workstation_last_report_timestamp_seconds{${vm}}`)).toBe((NOW - 2_000) / 1000);
     expect(sample(text, `workstation_disk_used_ratio{${vm},mount="/"}`)).toBe(0.73);
     expect(sample(text, `workstation_disk_used_ratio{${vm},mount="/home"}`)).toBe(0.91);
     expect(sample(text, `workstation_gpu_utilization_ratio{${vm},gpu="0"}`)).toBe(0.42);

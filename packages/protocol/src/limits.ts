@@ -12,10 +12,20 @@ export const SERVER_MIN_PING_INTERVAL_MS = 20_000;
 
 export const PROTOCOL_VERSION = 1;
 
+/**
+ * HTTP/2 streams one agent connection may hold open at once. An agent keeps one Report stream;
+ * a second covers a reconnect racing the old stream's end. Each stream costs the server state.
+ */
+export const SERVER_MAX_CONCURRENT_STREAMS = 2;
+
 export function serverChannelOptions(): Record<string, number> {
   return {
     "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
     "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+    "grpc.max_concurrent_streams": SERVER_MAX_CONCURRENT_STREAMS,
+    // channelz keeps a trace, call counters and a child reference per connection and counts every
+    // message: memory and CPU per agent for a debugging interface the collector does not serve.
+    "grpc.enable_channelz": 0,
     "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS * 2,
     "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
     "grpc.http2.min_ping_interval_without_data_ms": SERVER_MIN_PING_INTERVAL_MS,
