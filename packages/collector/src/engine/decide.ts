@@ -9,7 +9,7 @@
 // Active/StoppingPending ──no report for agent-lost-after──▶ AgentLost
 
 import { formatDuration } from "@ws/protocol";
-import { advanceClocks, clockOf, type CountedReading, unattendedUntilMs } from "./activity.js";
+import { advanceClocks, clockOf, countedReading, type CountedReading, unattendedUntilMs } from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
 import type { EventReason } from "./events.js";
@@ -345,7 +345,7 @@ function runClocks(step: Step): void {
     rec.lastHumanAtMs = update.lastHumanAtMs;
     step.counted = update.clock.readings;
   } else if (evidence) {
-    step.counted = evidence.readings.map((reading) => ({ ...reading, counted: false }));
+    step.counted = evidence.readings.map((reading) => countedReading(reading, false));
   }
   step.vetoes = heldVetoes(step);
 }
