@@ -12,7 +12,7 @@ import type { Report } from "@ws/protocol";
 import { openAgentStream, type AgentStream } from "./lib/agent-stream.js";
 import { hostileReport, reportFor, TYPICAL_VM } from "./lib/reports.js";
 import { MAX_STRING, REPORT_LIMITS } from "../packages/collector/src/agents/validate.js";
-import { MAX_MESSAGE_BYTES } from "@ws/protocol";
+import { MAX_AGENT_MESSAGE_BYTES } from "@ws/protocol";
 
 export type LoadCommand =
   | {
@@ -161,7 +161,7 @@ async function open(command: Extract<LoadCommand, { cmd: "open" }>): Promise<voi
   namespace = command.namespace;
   const key = Buffer.from(command.keyText, "utf8");
   const hostile = command.hostile
-    ? hostileReport(command.hostile, REPORT_LIMITS, MAX_STRING, MAX_MESSAGE_BYTES)
+    ? hostileReport(command.hostile, REPORT_LIMITS, MAX_STRING, MAX_AGENT_MESSAGE_BYTES)
     : undefined;
   const batch = Math.max(1, Math.round(command.perSecond / 20));
   if (command.firstIndex !== undefined) nextIndex = Math.max(nextIndex, command.firstIndex);

@@ -15,7 +15,10 @@ const policy: Policy = { ...BUILTIN_DEFAULT_POLICY, autostopEnabled: true, idleT
 
 /** A Report as the server hands it over: decoded from an AgentMessage whose bytes are remembered. */
 function received(report: Report): Report {
-  const bytes = toBinary(AgentMessageSchema, create(AgentMessageSchema, { payload: { case: "report", value: report } }));
+  const bytes = toBinary(
+    AgentMessageSchema,
+    create(AgentMessageSchema, { payload: { case: "report", value: report } }),
+  );
   rememberWire(report, bytes);
   return report;
 }
@@ -55,7 +58,10 @@ describe("compact latest Report", () => {
     const report = reportFor(TYPICAL_VM, 11);
     for (const loop of [full, compact]) step(loop, NOW, { kind: "connected" });
     step(full, NOW, { kind: "report", received: { report, receivedAtMs: NOW } });
-    step(compact, NOW, { kind: "report", received: { report: received(reportFor(TYPICAL_VM, 11)), receivedAtMs: NOW } });
+    step(compact, NOW, {
+      kind: "report",
+      received: { report: received(reportFor(TYPICAL_VM, 11)), receivedAtMs: NOW },
+    });
     expect(full.latest).not.toBeInstanceOf(CompactReport);
     expect(compact.latest).toBeInstanceOf(CompactReport);
     expect(view(compact, NOW + 1000)).toEqual(view(full, NOW + 1000));
