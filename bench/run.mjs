@@ -13,7 +13,7 @@ import { build } from "esbuild";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BENCHMARKS = ["protocol", "agent", "latency", "collector", "failover", "trust", "signals", "outreach"];
 /** Run only by name, not by `all`: they need options of their own. */
-const BY_NAME_ONLY = ["agent-variants", "sample-wall"];
+const BY_NAME_ONLY = ["agent-variants", "sample-wall", "collector-path"];
 const NEEDS_BUNDLES = new Set([
   "protocol",
   "agent",
