@@ -370,11 +370,14 @@ configMapGenerator:
 });
 
 describe("observe and enforce", () => {
-  it("differ only in the default mode of their policy", () => {
+  it("differ only in the default mode of their policy and the per-VM series (detailed while observing, for whatif)", () => {
     const observe = parse(configText("observe")) as Obj;
     const enforce = parse(configText("enforce")) as Obj;
     expect(observe.policy.defaults.mode).toBe("observe");
+    expect(observe.metrics).toEqual({ vmSeries: "detailed" });
+    expect(enforce.metrics).toBeUndefined();
     enforce.policy.defaults.mode = "observe";
+    enforce.metrics = { vmSeries: "detailed" };
     expect(enforce).toEqual(observe);
   });
 });
