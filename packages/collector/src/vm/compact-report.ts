@@ -9,8 +9,8 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { AgentMessageSchema, type Report } from "@ws/protocol";
 import type { ReceivedReport } from "../engine/types.js";
-import type { VmView } from "../view.js";
-import { readingsFromReport, type ReportReadings } from "../whatif/readings.js";
+import type { VmView } from "../model/vm-view.js";
+import { readingsFromReport, type ReportReadings } from "../model/readings.js";
 
 /** What views and /metrics read of the latest Report. */
 export interface ReportSummary {

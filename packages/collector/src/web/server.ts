@@ -4,7 +4,7 @@ import http from "node:http";
 import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
-import type { FleetReader } from "../view.js";
+import type { FleetReader } from "../model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { sendMetrics } from "./metrics-response.js";
 import { renderVmPage } from "./vm-page.js";
