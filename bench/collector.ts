@@ -653,6 +653,7 @@ async function main(): Promise<void> {
             `${fmt(burst.connectSeconds)} s`,
             `${fmt(burst.upSeconds)} s`,
             burst.refusedBusy,
+            burst.failedAttempts,
             `${fmt(burst.cpuSeconds)} s`,
             `${fmt(burst.maxLoopLagSeconds * 1000)} ms`,
             kube ? `${fmt(longestLeaseGapMs(kube))} ms` : "n/a (standalone)",
