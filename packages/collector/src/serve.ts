@@ -20,6 +20,8 @@ import { TraceRecorder } from "./replay/recorder.js";
 import { standaloneMode } from "./standalone/mode.js";
 import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
+import { GivenBackLedger } from "./adoption/given-back.js";
+import { withGivenBack } from "./adoption/observer.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer, type WebOptions } from "./web/server.js";
 import { KeepLinks } from "./keeplink/handler.js";
@@ -65,7 +67,7 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const removeErrorPolicy = installUnhandledErrorPolicy({ log, counts: stats.unhandledErrors });
   const mode =
     config.mode === "kubernetes"
-      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs)
+      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, key)
       : standaloneMode(config, policy, log);
   try {
     return await run(config, mode, key, stats, log, nowMs);
@@ -94,10 +96,12 @@ async function run(
     prefix: mode.policySource.prefix,
     linkKey,
   });
+  // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
+  const givenBack = new GivenBackLedger(nowMs());
   const fleet = new Fleet({
     log,
     stats,
-    observer: outreach,
+    observer: withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -169,6 +173,7 @@ async function run(
         shedding: guard.shedding,
       };
     },
+    givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
   const keepLinks = new KeepLinks({
@@ -189,6 +194,7 @@ async function run(
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
     history: outreach.history,
     keepLinks,
+    givenBack: (now) => givenBack.rows(now),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });
