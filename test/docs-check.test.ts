@@ -82,7 +82,7 @@ describe("the docs' claims", () => {
       new CollectorStats(),
       () => 0,
       () => 0,
-      { processMetrics: false },
+      { processMetrics: false, memory: () => undefined },
     );
     registerNotificationMetrics(
       registry,
@@ -121,6 +121,8 @@ describe("the docs' claims", () => {
     expect([...new Set(unknownNames)]).toEqual([]);
     const keys = claims(/\bworkstation\.aik8s\.run\/([a-z][a-z-]*[a-z])\b/g);
     const unknownKeys = keys
+      // docs/scaling.md designs what is not built yet (the shard label): its keys are proposals.
+      .filter(({ file }) => file !== "docs/scaling.md")
       .filter(({ claim }) => !sources.includes(claim))
       .map(({ file, claim }) => `${file}: workstation.aik8s.run/${claim}`);
     expect([...new Set(unknownKeys)]).toEqual([]);
