@@ -70,6 +70,7 @@ export const REPORT_LIMITS = {
   leases: 64,
   "desktop.devices": 32,
   remote_sessions: 256,
+  "remote_sessions.sshd_listening_ports": 16,
 } as const;
 export type LimitedField = keyof typeof REPORT_LIMITS | "strings";
 /** Characters kept of any string an agent sends (ids, names, users, paths, messages). */
@@ -201,6 +202,11 @@ export function validateReport(report: Report): Truncation[] {
     limit.strings(session, ["user", "remoteHost", "command"]);
     checkAge(session.loginAgeSeconds, "remote_sessions.login_age_seconds");
     checkAge(session.interactionAgeSeconds, "remote_sessions.interaction_age_seconds");
+  }
+  if (report.remoteSessions) {
+    limit.list(report.remoteSessions.sshdListeningPorts, "remote_sessions.sshd_listening_ports");
+    if (report.remoteSessions.sshdListeningPorts.some((port) => port < 1 || port > 65535))
+      throw new ValidationError("remote_sessions.sshd_listening_ports: a port is outside 1–65535");
   }
   for (const mount of limit.list(report.disk?.mounts ?? [], "disk.mounts"))
     limit.strings(mount, ["mountPoint", "device", "fsType"]);

@@ -159,3 +159,31 @@ export function payloadBytes(previous: IoCounters, current: IoCounters): number 
 export function isInteraction(previous: IoCounters, current: IoCounters): boolean {
   return payloadBytes(previous, current) >= INTERACTION_PAYLOAD_BYTES;
 }
+
+/** A LISTEN socket of /proc/net/tcp or tcp6: its inode and local port. */
+export interface ListeningSocket {
+  inode: number;
+  port: number;
+}
+
+/** TCP_LISTEN in the kernel's st column (include/net/tcp_states.h). */
+const TCP_LISTEN = "0A";
+
+/** The LISTEN sockets of /proc/net/tcp or tcp6. Pure; malformed lines are skipped. */
+export function parseListeningSockets(text: string): ListeningSocket[] {
+  const sockets: ListeningSocket[] = [];
+  for (const line of text.split("\n").slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields.length < 10 || fields[3] !== TCP_LISTEN) continue;
+    const hexPort = fields[1]!.split(":")[1];
+    const inode = Number(fields[9]);
+    if (!hexPort || !/^[0-9A-F]{4}$/i.test(hexPort) || !Number.isSafeInteger(inode) || inode <= 0) continue;
+    sockets.push({ inode, port: parseInt(hexPort, 16) });
+  }
+  return sockets;
+}
+
+/** The ports of the LISTEN sockets among `inodes` (sshd's own descriptors), sorted, once each. */
+export function listeningPorts(sockets: readonly ListeningSocket[], inodes: ReadonlySet<number>): number[] {
+  return [...new Set(sockets.filter((s) => inodes.has(s.inode)).map((s) => s.port))].sort((a, b) => a - b);
+}

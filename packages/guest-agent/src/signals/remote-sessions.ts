@@ -22,6 +22,8 @@ import { parseUptime } from "./proc-uptime.js";
 import {
   isInteraction,
   isSshMonitorTitle,
+  listeningPorts,
+  parseListeningSockets,
   parseProcIo,
   parseProcNetTcp,
   socketInode,
@@ -67,13 +69,20 @@ export function createRemoteSessionsSignal(): Signal<RemoteSessionSignalValue> {
     name: "remote_sessions",
     async collect(ctx: SignalContext): Promise<SignalOutcome<RemoteSessionSignalValue>> {
       const notes: string[] = [];
-      const found = await findSessionProcesses(ctx.roots, ctx.users, notes);
-      if (found === undefined) return { state: "failed", message: notes.join("; ") || "cannot list processes" };
+      const listing = await findSessionProcesses(ctx.roots, ctx.users, notes);
+      if (listing === undefined) return { state: "failed", message: notes.join("; ") || "cannot list processes" };
+      const { sessions: found, rootSshdInodes } = listing;
       const uptimeSeconds = await readFile(under(ctx.roots.proc, "uptime"), "utf8").then(parseUptime, () => undefined);
-      const peers = found.length > 0 ? await readPeers(ctx.roots, notes) : new Map<number, string>();
+      const tcp = found.length > 0 || rootSshdInodes.size > 0 ? await readTcp(ctx.roots, notes) : [];
+      const peers = new Map<number, string>();
+      for (const socket of tcp.flatMap(parseProcNetTcp)) peers.set(socket.inode, socket.remoteAddress);
       const nowMono = ctx.clock.monotonicMs();
-      const value = { sessions: trackSessions(tracked, found, peers, uptimeSeconds, nowMono) };
-      if (found.length === 0 && !(await sshdInstalled(ctx.roots))) return absent("no sshd process running");
+      const value = {
+        sessions: trackSessions(tracked, found, peers, uptimeSeconds, nowMono),
+        sshdListeningPorts: listeningPorts(tcp.flatMap(parseListeningSockets), rootSshdInodes),
+      };
+      if (found.length === 0 && rootSshdInodes.size === 0 && !(await sshdInstalled(ctx.roots)))
+        return absent("no sshd process running");
       return notes.length > 0 ? ok(value, notes.join("; ")) : ok(value);
     },
   };
@@ -126,12 +135,18 @@ export function trackSessions(
   return sessions;
 }
 
-/** Every sshd session process without a pty, owned by a person; undefined when /proc cannot be listed. */
+/** sshd processes of root (its listener, the per-connection monitors) whose descriptors are looked at for LISTEN sockets. */
+const MAX_ROOT_SSHD = 16;
+
+/**
+ * Every sshd session process without a pty, owned by a person, and the socket inodes of root's
+ * sshd processes (where the listener's LISTEN sockets are); undefined when /proc cannot be listed.
+ */
 async function findSessionProcesses(
   roots: Roots,
   users: Users,
   notes: string[],
-): Promise<SessionProcess[] | undefined> {
+): Promise<{ sessions: SessionProcess[]; rootSshdInodes: Set<number> } | undefined> {
   let pids: string[];
   try {
     pids = (await readdir(roots.proc)).filter((name) => /^\d+$/.test(name));
@@ -143,6 +158,15 @@ async function findSessionProcesses(
   // promise read per process costs ten times the CPU (bench/signals.ts, docs/benchmarks.md).
   const sshd = pids.filter((pid) => SSHD_COMMS.has(readComm(roots, pid)));
   const sessions: SessionProcess[] = [];
+  const rootSshdInodes = new Set<number>();
+  let rootSshd = 0;
+  for (const pid of sshd) {
+    const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
+    if (uid === 0 && rootSshd < MAX_ROOT_SSHD) {
+      rootSshd++;
+      for (const inode of await socketInodes(roots, pid).catch(() => [])) rootSshdInodes.add(inode);
+    }
+  }
   for (const pid of sshd) {
     if (sessions.length >= MAX_SESSIONS) break;
     try {
@@ -153,7 +177,7 @@ async function findSessionProcesses(
       if (!isGone(error)) notes.push(`${under(roots.proc, pid)}: ${errorMessage(error)}`);
     }
   }
-  return sessions;
+  return { sessions, rootSshdInodes };
 }
 
 function readComm(roots: Roots, pid: string): string {
@@ -210,19 +234,18 @@ async function firstChildCommand(roots: Roots, pid: string): Promise<string> {
   return (await readFile(under(roots.proc, child, "comm"), "utf8").catch(() => "")).trim().slice(0, 64);
 }
 
-/** Socket inode → peer address, from /proc/net/tcp and tcp6. */
-async function readPeers(roots: Roots, notes: string[]): Promise<Map<number, string>> {
-  const peers = new Map<number, string>();
+/** /proc/net/tcp and tcp6, the texts of those that could be read. */
+async function readTcp(roots: Roots, notes: string[]): Promise<string[]> {
+  const texts: string[] = [];
   for (const name of ["tcp", "tcp6"]) {
     const file = under(roots.proc, "net", name);
     try {
-      const text = await readCapped(file, MAX_NET_TCP_BYTES);
-      for (const socket of parseProcNetTcp(text)) peers.set(socket.inode, socket.remoteAddress);
+      texts.push(await readCapped(file, MAX_NET_TCP_BYTES));
     } catch (error) {
       if (!isGone(error)) notes.push(`${file}: ${errorMessage(error)}`);
     }
   }
-  return peers;
+  return texts;
 }
 
 async function readCapped(file: string, maxBytes: number): Promise<string> {

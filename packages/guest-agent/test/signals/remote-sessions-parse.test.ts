@@ -4,6 +4,8 @@ import {
   INTERACTION_PAYLOAD_BYTES,
   isInteraction,
   isSshMonitorTitle,
+  listeningPorts,
+  parseListeningSockets,
   parseProcIo,
   parseProcNetTcp,
   payloadBytes,
@@ -14,6 +16,19 @@ import {
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/remote-sessions/${name}`, import.meta.url), "utf8");
 
 describe("remote-sessions parsers", () => {
+  it("finds the LISTEN sockets of /proc/net/tcp with their local port, and keeps those of sshd's descriptors", () => {
+    const sockets = parseListeningSockets(fixture("net-tcp"));
+    expect(sockets).toHaveLength(12);
+    expect(sockets[0]).toEqual({ inode: 98758, port: 0xb1f5 });
+    // Established sockets (st 01) are not listeners.
+    expect(parseListeningSockets(fixture("net-tcp")).every((s) => s.inode > 0)).toBe(true);
+    expect(parseListeningSockets(fixture("net-tcp6"))).toEqual([]);
+    expect(listeningPorts(sockets, new Set([98758, 24932, 98758, 1]))).toEqual([0xa4e8, 0xb1f5]);
+    expect(parseListeningSockets("header\n  0: garbage\n  1: 0100007F:ZZZZ 00000000:0000 0A a b c d e f 5\n")).toEqual(
+      [],
+    );
+  });
+
   it("reads /proc/PID/io counters and refuses a file without them", () => {
     expect(parseProcIo(fixture("sshd-listener.io"))).toEqual({
       readBytes: 579438,
