@@ -4,6 +4,7 @@ import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
+import { parseStartConfig, type StartConfig } from "./start/config.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
@@ -33,6 +34,8 @@ export interface CollectorConfig {
   recordTrace?: string;
   /** Webhooks, keep-running links, the owner label (docs/notifications.md). */
   notifications: NotificationsConfig;
+  /** Start links, the starting page, entry points (docs/coming-back.md). */
+  start: StartConfig;
 }
 
 export class CollectorConfigError extends Error {
@@ -68,6 +71,7 @@ const TOP_KEYS = [
   "policy",
   "recordTrace",
   "notifications",
+  "start",
 ];
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -194,6 +198,7 @@ export function resolveCollectorConfig(
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
+    start: parseStartConfig(file.start, problems, `${filePath}: start`),
     ...((flags.recordTrace ?? str(file, "recordTrace", "recordTrace"))
       ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! }
       : {}),
@@ -208,6 +213,14 @@ export function resolveCollectorConfig(
   if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))
     problems.push("grpc: certFile and keyFile go together");
   if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
+  // The collector's own Service selects the leader's pod (packaging/kubernetes/service.yaml): a
+  // standby forwards POSTs there unless the file says otherwise.
+  if (
+    config.mode === "kubernetes" &&
+    !config.start.leaderUrl &&
+    (file.start as Obj | undefined)?.leaderUrl === undefined
+  )
+    config.start.leaderUrl = `http://ws-collector.${config.kubernetes.leaseNamespace}.svc:8080`;
   if (problems.length) throw new CollectorConfigError(problems);
   return config;
 }

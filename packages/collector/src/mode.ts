@@ -4,6 +4,7 @@ import type { AuthResult, VmKey } from "./agents/server.js";
 import type { VmRecord } from "./engine/types.js";
 import type { Actuator, Fleet } from "./fleet.js";
 import type { PolicySource } from "./policy-source.js";
+import type { StartPlatform } from "./start/platform.js";
 import type { VmPlatformDetails } from "./view.js";
 
 export interface CollectorMode {
@@ -16,6 +17,8 @@ export interface CollectorMode {
   vmRunning?: (vm: VmKey) => boolean | undefined;
   /** Owner, what a stop frees, declared GPUs (Kubernetes: from the VirtualMachine). */
   vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
+  /** Starting a stopped VM and what its starting page shows (Kubernetes: the `start` subresource). */
+  startPlatform?: StartPlatform;
   /** True while this replica may act and should receive agents (the leader). */
   leader: () => boolean;
   /** Starts watches and elections once the fleet exists; returns how to stop them. */

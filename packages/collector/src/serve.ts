@@ -24,6 +24,10 @@ import { KeepLinks } from "./keeplink/handler.js";
 import { deriveLinkKey } from "./keeplink/token.js";
 import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
+import { StartLinks } from "./start/handler.js";
+import { registerStartMetrics } from "./start/metrics.js";
+import { deriveStartLinkKey } from "./start/token.js";
+import { StartTracker } from "./start/tracker.js";
 
 /** The output streams serve writes to (the environment is read by the CLI before). */
 export type Io = Pick<ProtocolIo, "stdout" | "stderr">;
@@ -168,6 +172,33 @@ async function run(
     log,
     audit: (vm, message) => mode.actuator.event(vm, "Normal", "KeepRunningLink", message),
   });
+  // Issue 24: start links and the starting page (docs/coming-back.md).
+  const startTracker = new StartTracker();
+  const startLinks = mode.startPlatform
+    ? new StartLinks({
+        platform: mode.startPlatform,
+        tracker: startTracker,
+        linkKey: deriveStartLinkKey(key),
+        config: config.start,
+        prefix: mode.policySource.prefix,
+        agentOf: (vm) => {
+          const loop = fleet.loopState(vm);
+          if (!loop) return undefined;
+          const view = fleet.view(vm, nowMs());
+          return {
+            ...(view?.connectedAtMs !== undefined ? { connectedAtMs: view.connectedAtMs } : {}),
+            ...(loop.latest ? { latest: loop.latest } : {}),
+            profile: loop.policy?.profile ?? "",
+          };
+        },
+        nowMs,
+        log,
+        audit: (vm, message) => mode.actuator.event(vm, "Normal", "Started", message),
+      })
+    : undefined;
+  registerStartMetrics(registry, startTracker);
+  const startWatch = setInterval(() => startLinks?.watch(), 1000);
+  startWatch.unref();
   const web = createWebServer({
     fleet,
     registry,
@@ -178,6 +209,9 @@ async function run(
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
     history: outreach.history,
     keepLinks,
+    ...(startLinks ? { startLinks } : {}),
+    leaderUrl: config.start.leaderUrl,
+    replica: config.kubernetes.identity,
   });
   const http = splitHostPort(config.http.listen);
   await new Promise<void>((resolve, reject) => {
@@ -212,6 +246,7 @@ async function run(
   });
   log("info", "shutting down");
   fleet.stopTicking();
+  clearInterval(startWatch);
   await stopMode();
   await agents.close();
   await new Promise<void>((resolve) => {

@@ -75,6 +75,12 @@ export const EVENT_REASONS = {
     meaning:
       "someone pressed a keep-running button of a notice's signed link: a lease went to the agent (who, for how long)",
   },
+  Started: {
+    types: ["Normal"],
+    action: "Start",
+    meaning:
+      "someone asked for a start and KubeVirt's start subresource took it: who asked and through which path (link, address, ssh)",
+  },
   IdentityRejected: {
     types: ["Warning"],
     action: "Authenticate",

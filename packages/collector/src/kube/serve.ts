@@ -20,6 +20,7 @@ import { LeaderLabel } from "./leader-label.js";
 import { checkStopSafety } from "./pvcs.js";
 import { describeVerdict } from "./safety.js";
 import { VmStopper } from "./stop.js";
+import { VmStarter, kubeStartPlatform } from "./start.js";
 import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, freedRecord, gpuCountOf, vmOwner } from "./vm-resources.js";
@@ -30,6 +31,7 @@ import type { VmPlatformDetails } from "../view.js";
 const FREES_FOR_REASON: Record<string, string> = {
   IdleStopPending: "stopping frees",
   IdleWouldStop: "a stop would free",
+  Started: "the start allocates",
 };
 
 /** How long the guest gets to shut down, as the Stopped Event says it (pure). */
@@ -165,6 +167,8 @@ export async function kubernetesMode(
   return {
     name: "kubernetes",
     leader: () => elector.isLeader(),
+    // Issue 24: the start link's page and button (kube/start.ts).
+    startPlatform: kubeStartPlatform(vmOf, new VmStarter(clients), config.kubernetes.ownerLabel, prefix),
     policySource: {
       defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
       profiles: policy.profiles,

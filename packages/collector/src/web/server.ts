@@ -1,9 +1,13 @@
 // HTTP side: /metrics, /healthz, /readyz, the fleet page, /vm/NS/NAME,
-// /api/vms, and the keep-running links /keep/NS/NAME (the only POST).
+// /api/vms, the keep-running links /keep/NS/NAME and the start links /start/NS/NAME (the only
+// POSTs; a standby forwards them to the leader: leader-forward.ts).
 import http from "node:http";
 import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
+import type { StartLinks } from "../start/handler.js";
+import { FORWARDED_HEADER, forwardToLeader } from "./leader-forward.js";
+import { page } from "./html.js";
 import type { FleetReader } from "../view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { renderVmPage } from "./vm-page.js";
@@ -20,6 +24,14 @@ export interface WebOptions {
   /** How far back the VM page's chart goes (default 4h). */
   chartSpanMs?: number;
   keepLinks?: KeepLinks;
+  startLinks?: StartLinks;
+  /**
+   * Where a standby forwards the POSTs it must not act on (start.leaderUrl: the collector's
+   * Service, which selects the leader); absent or "": the standby answers 503, try again.
+   */
+  leaderUrl?: string;
+  /** This replica's name, sent along with a forwarded POST. */
+  replica?: string;
 }
 
 /** A keep-link form is a few hundred bytes; anything larger is not one. */
@@ -68,6 +80,46 @@ export function createWebServer(options: WebOptions): http.Server {
     };
     const html = "text/html; charset=utf-8";
     try {
+      const isAction = url.pathname.startsWith("/keep/") || url.pathname.startsWith("/start/");
+      if (isAction && req.method === "POST" && !options.info().leader) {
+        // A standby acts on nothing: the leader has the agents' streams and the start in flight.
+        const form = await readForm(req);
+        if (!form) return send(413, "text/plain", "form too large\n");
+        if (options.leaderUrl && req.headers[FORWARDED_HEADER] === undefined) {
+          try {
+            const answer = await forwardToLeader(options.leaderUrl, req, form.toString(), {
+              replica: options.replica ?? "standby",
+            });
+            res.writeHead(answer.status, { ...answer.headers, "x-content-type-options": "nosniff" });
+            return res.end(answer.body);
+          } catch {
+            // Fall through to the retry page: nothing was done here.
+          }
+        }
+        res.setHeader("retry-after", "2");
+        return send(
+          503,
+          html,
+          page(
+            "Try again in a moment",
+            `<h1>Try again in a moment</h1><div class="box warn" id="standby"><p>This collector replica is a standby and could not reach the leader just now (a leader change takes a few seconds).</p><p><strong>Nothing was changed.</strong> Go back and press the button again.</p></div>`,
+          ),
+        );
+      }
+      if (url.pathname.startsWith("/start/")) {
+        const vm = vmFromPath(url.pathname, "/start/");
+        if (!options.startLinks) return send(404, "text/plain", "start links are not configured on this collector\n");
+        if (!vm) return send(404, "text/plain", "not found\n");
+        const form = req.method === "POST" ? await readForm(req) : undefined;
+        if (req.method === "POST" && !form) return send(413, "text/plain", "form too large\n");
+        const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
+        const answer = await options.startLinks.handle({ method: req.method ?? "GET", vm, token });
+        if (answer.location) {
+          res.writeHead(answer.status, { location: answer.location, "cache-control": "no-store" });
+          return res.end();
+        }
+        return send(answer.status, html, answer.html);
+      }
       if (url.pathname.startsWith("/keep/")) {
         const vm = vmFromPath(url.pathname, "/keep/");
         if (!options.keepLinks)
