@@ -26,7 +26,8 @@ import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
 import { StartLinks } from "./start/handler.js";
 import { registerStartMetrics } from "./start/metrics.js";
-import { deriveStartLinkKey } from "./start/token.js";
+import { deriveStartLinkKey, startLinkUrl } from "./start/token.js";
+import type { VmKey } from "./agents/server.js";
 import { StartTracker } from "./start/tracker.js";
 
 /** The output streams serve writes to (the environment is read by the CLI before). */
@@ -86,11 +87,19 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const key = loadKey(config.tokenKeyFile);
   const policy = loadPolicyConfig(config);
   const stats = new CollectorStats();
+  const startUrl = startLinkFor(config, key);
   const mode =
     config.mode === "kubernetes"
-      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs)
+      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, { startUrl })
       : standaloneMode(config, policy, log);
   return run(config, mode, key, stats, log, nowMs);
+}
+
+/** The VM's start link, valid for start.linkTtl from `nowMs`; undefined without notifications.publicUrl. */
+function startLinkFor(config: CollectorConfig, key: Buffer): (vm: VmKey, nowMs: number) => string | undefined {
+  const startKey = deriveStartLinkKey(key);
+  const base = config.notifications.publicUrl;
+  return (vm, nowMs) => (base ? startLinkUrl(base, startKey, vm, nowMs, config.start.linkTtlSeconds) : undefined);
 }
 
 async function run(
@@ -112,6 +121,7 @@ async function run(
     metadataFor: (vm) => mode.policySource.metadataFor(vm),
     prefix: mode.policySource.prefix,
     linkKey,
+    startUrl: startLinkFor(config, key),
   });
   const fleet = new Fleet({
     log,
@@ -212,6 +222,7 @@ async function run(
     ...(startLinks ? { startLinks } : {}),
     leaderUrl: config.start.leaderUrl,
     replica: config.kubernetes.identity,
+    startUrl: startLinkFor(config, key),
   });
   const http = splitHostPort(config.http.listen);
   await new Promise<void>((resolve, reject) => {

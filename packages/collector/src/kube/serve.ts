@@ -85,6 +85,7 @@ export async function kubernetesMode(
   log: Logger,
   stats: CollectorStats,
   nowMs: () => number,
+  links: { startUrl?: (vm: VmKey, nowMs: number) => string | undefined } = {},
 ): Promise<CollectorMode> {
   const kc = loadKubeConfig(
     config.kubernetes.kubeconfig ? { kubeconfigPath: config.kubernetes.kubeconfig } : { inCluster: true },
@@ -234,11 +235,13 @@ export async function kubernetesMode(
         );
         if (!result.ok) return { outcome: "failed", message: result.message };
         const freed = describeFreed(facts.resources, "freed");
+        const startUrl = links.startUrl?.(vm, nowMs());
         const stoppedNote = [
           `stopped: ${reason}`,
           ...(freed ? [freed] : []),
           graceNote(facts),
           `kept: ${describeVerdict(verdict)}`,
+          ...(startUrl ? [`to start it again: ${startUrl}`] : []),
         ].join("; ");
         void audit
           .recordEvent(
@@ -254,6 +257,7 @@ export async function kubernetesMode(
             signals: lastStopSignals(evidence),
             frees: freedRecord(facts.resources),
             ...(owner ? { owner } : {}),
+            ...(startUrl ? { startUrl } : {}),
           })
           .then(writeFailed("last-stop annotation"));
         return {

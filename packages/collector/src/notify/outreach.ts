@@ -43,6 +43,8 @@ export interface OutreachOptions {
   prefix: string;
   /** Key for keep-running links (deriveLinkKey of the token key). */
   linkKey: Buffer;
+  /** The VM's start link valid from now (start/token.ts), or undefined without a public URL. */
+  startUrl?: (vm: VmKey, nowMs: number) => string | undefined;
   history?: History;
   sender?: WebhookSender;
 }
@@ -101,7 +103,21 @@ export class Outreach implements FleetObserver {
     return warnsPeople({ mode }, policy);
   }
 
-  noticeLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined {
+  noticeLink(vm: VmKey, noticeId: string, deadlineMs: number, nowMs = deadlineMs): string | undefined {
+    if (!this.options.config.publicUrl) return undefined;
+    const keep = keepLinkUrl(this.options.config.publicUrl, this.options.linkKey, {
+      namespace: vm.namespace,
+      name: vm.name,
+      noticeId,
+      expiresAtMs: deadlineMs,
+    });
+    // The notice in the VM also says how to come back after the stop.
+    const start = this.options.startUrl?.(vm, nowMs);
+    return start ? `${keep} — to come back later: ${start}` : keep;
+  }
+
+  /** The keep-running link alone, for webhook buttons. */
+  private keepLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined {
     if (!this.options.config.publicUrl) return undefined;
     return keepLinkUrl(this.options.config.publicUrl, this.options.linkKey, {
       namespace: vm.namespace,
@@ -145,14 +161,19 @@ export class Outreach implements FleetObserver {
       (transition.kind === "notice" || transition.kind === "reminder") &&
       transition.noticeId &&
       transition.deadlineMs !== undefined
-        ? this.noticeLink(transition.vm, transition.noticeId, transition.deadlineMs)
+        ? this.keepLink(transition.vm, transition.noticeId, transition.deadlineMs)
         : undefined;
     const vmUrl = this.vmUrl(transition.vm);
+    const startUrl =
+      transition.kind === "notice" || transition.kind === "reminder" || transition.kind === "stop"
+        ? this.options.startUrl?.(transition.vm, transition.atMs)
+        : undefined;
     const content: NotificationContent = {
       transition,
       owner: ownerOf(this.options.config, labels, annotations),
       ...(keepUrl ? { keepUrl } : {}),
       ...(vmUrl ? { vmUrl } : {}),
+      ...(startUrl ? { startUrl } : {}),
     };
     for (const target of targets) {
       const request = requestFor(target, content);

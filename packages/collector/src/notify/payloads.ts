@@ -12,6 +12,8 @@ export interface NotificationContent {
   keepUrl?: string;
   /** The VM's page on the collector. */
   vmUrl?: string;
+  /** The signed start link (every message, when a public URL is configured): how to come back. */
+  startUrl?: string;
 }
 
 export const PAYLOAD_VERSION = 1;
@@ -33,6 +35,8 @@ export interface JsonPayload {
   keepRunningHint: string | null;
   keepUrl: string | null;
   vmUrl: string | null;
+  /** The start link: a page that shows the VM and starts it on a button press (docs/coming-back.md). */
+  startUrl: string | null;
   text: string;
 }
 
@@ -61,11 +65,11 @@ export function textOf(content: NotificationContent): string {
   switch (t.kind) {
     case "notice":
     case "reminder":
-      return `${who}${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}.${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}`;
+      return `${who}${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}.${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}${content.startUrl ? ` To come back later: ${content.startUrl}` : ""}`;
     case "cancel":
       return `${who}the pending stop of ${t.vm.namespace}/${t.vm.name} is cancelled: ${t.reason}.`;
     case "stop":
-      return `${who}${t.vm.namespace}/${t.vm.name} was stopped: ${t.reason}. Its disk is kept; start it again when you need it.`;
+      return `${who}${t.vm.namespace}/${t.vm.name} was stopped: ${t.reason}. Its disk is kept; ${content.startUrl ? `start it again with the start link: ${content.startUrl}` : "start it again when you need it."}`;
     case "refused-stop":
       return `${who}${t.vm.namespace}/${t.vm.name} was not stopped: ${t.reason}.`;
     case "would-stop":
@@ -91,6 +95,7 @@ export function jsonPayload(content: NotificationContent): JsonPayload {
     keepRunningHint: t.hint ?? null,
     keepUrl: content.keepUrl ?? null,
     vmUrl: content.vmUrl ?? null,
+    startUrl: content.startUrl ?? null,
     text: textOf(content),
   };
 }
@@ -106,6 +111,14 @@ export function slackPayload(content: NotificationContent): { text: string; bloc
       url: content.keepUrl,
       style: "primary",
       action_id: "ws-keep",
+    });
+  if (content.startUrl && content.transition.kind === "stop")
+    buttons.push({
+      type: "button",
+      text: { type: "plain_text", text: "Start again…" },
+      url: content.startUrl,
+      style: "primary",
+      action_id: "ws-start",
     });
   if (content.vmUrl)
     buttons.push({
@@ -139,6 +152,8 @@ export function ntfyRequest(url: string, content: NotificationContent): { url: s
   const kind = content.transition.kind;
   const actions: unknown[] = [];
   if (content.keepUrl) actions.push({ action: "view", label: "Keep running", url: content.keepUrl, clear: true });
+  if (content.startUrl && kind === "stop")
+    actions.push({ action: "view", label: "Start again", url: content.startUrl });
   if (content.vmUrl) actions.push({ action: "view", label: "Why?", url: content.vmUrl });
   return {
     url: parsed.toString(),

@@ -32,6 +32,8 @@ export interface WebOptions {
   leaderUrl?: string;
   /** This replica's name, sent along with a forwarded POST. */
   replica?: string;
+  /** A start link for a VM, valid from now (absent: no links, notifications.publicUrl unset). */
+  startUrl?: (vm: { namespace: string; name: string }, nowMs: number) => string | undefined;
 }
 
 /** A keep-link form is a few hundred bytes; anything larger is not one. */
@@ -191,6 +193,7 @@ export function createWebServer(options: WebOptions): http.Server {
             ],
             chartSpanMs: spanMs,
             nowMs: now,
+            ...(options.startUrl?.(vm, now) ? { startUrl: options.startUrl(vm, now)! } : {}),
           }),
         );
       }
