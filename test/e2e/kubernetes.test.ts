@@ -25,7 +25,17 @@ import { policyForServiceAccount } from "../support/fake-kube/rbac.js";
 import { startPrometheus } from "../support/prometheus.js";
 import { dashboardQueries, withGrafanaVariables } from "../prometheus/promql.js";
 import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
-import { collectorToken, collectorTokenKey, startFrozenAgent } from "../support/kube-agent.js";
+import { webhookReceiver } from "../support/webhook-receiver.js";
+import { loadKey } from "../../packages/collector/src/key-file.js";
+import { deriveLinkKey, signKeepLink } from "../../packages/collector/src/keeplink/token.js";
+import { deriveStartLinkKey, signStartLink } from "../../packages/collector/src/start/token.js";
+import {
+  collectorToken,
+  collectorTokenKey,
+  laySshdListening,
+  removeSshd,
+  startFrozenAgent,
+} from "../support/kube-agent.js";
 import {
   collectorBundle,
   eventually,
@@ -144,7 +154,7 @@ class Scenario {
    */
   async collector(
     podName: string,
-    options: { grpcPort?: number; httpPort?: number; pod?: boolean } = {},
+    options: { grpcPort?: number; httpPort?: number; pod?: boolean; extraConfig?: string } = {},
   ): Promise<Collector> {
     const grpcPort = options.grpcPort ?? (await freePort());
     const httpPort = options.httpPort ?? (await freePort());
@@ -173,7 +183,7 @@ policy:
     grace-period: ${GRACE_S}s
     agent-lost-after: 30s
     notice-repeat: 30s
-`,
+${options.extraConfig ?? ""}`,
     );
     const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], {
       POD_NAME: podName,
@@ -204,7 +214,11 @@ policy:
    * says it is (default: its own); `terminal` gives the human user a pseudo-terminal last typed
    * on an hour ago.
    */
-  async agent(name: string, grpcPort: number, options: { claim?: string; terminal?: boolean } = {}): Promise<Agent> {
+  async agent(
+    name: string,
+    grpcPort: number,
+    options: { claim?: string; terminal?: boolean; sshd?: boolean } = {},
+  ): Promise<Agent> {
     const claim = options.claim ?? name;
     const pts = path.join(this.dir, `vm-${name}`, "dev/pts/0");
     const agent = startFrozenAgent({
@@ -213,7 +227,9 @@ policy:
       name: claim,
       grpcPort,
       token: await tokenFor(claim),
-      prepare: () => {
+      prepare: (root) => {
+        if (options.sshd) laySshdListening(root);
+        else removeSshd(root);
         if (!options.terminal) return;
         writeFileSync(pts, "");
         chownSync(pts, HUMAN_UID, HUMAN_UID);
@@ -844,5 +860,302 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(s.stopPuts("woken")).toHaveLength(0);
     expect(s.runStrategy("woken")).toBe("Always");
     expect(s.annotation("woken", "state")).toBe("Active");
+  });
+});
+
+// Issue 24: coming back in one step (docs/coming-back.md).
+const OWNER_LABEL = "platform.example.com/user";
+const startKey = () => deriveStartLinkKey(loadKey(keyFile));
+/** A start link as the collector signs it, for a VM no stop message was sent about. */
+const signedStartUrl = (httpPort: number, name: string, expiresAtMs = Date.now() + 3600_000) =>
+  `http://127.0.0.1:${httpPort}/start/${NS}/${name}?t=${signStartLink(startKey(), { namespace: NS, name, expiresAtMs })}`;
+const startConfig = (httpPort: number, extra = "") =>
+  `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }\nstart: { entryUrl: "https://{name}.ws.example.com/lab"${extra} }\n`;
+
+async function postForm(url: string, form: string): Promise<{ status: number; location: string | null; body: string }> {
+  const res = await fetch(url, {
+    method: "POST",
+    body: form,
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+  });
+  return { status: res.status, location: res.headers.get("location"), body: await res.text() };
+}
+
+/** The starting page's status and each stage's state, as its DOM has them. */
+async function startPage(url: string): Promise<{ status: string; stages: Record<string, string>; body: string }> {
+  const { body } = await getText(url);
+  const status = /id="status" data-status="([a-z]+)"/.exec(body)?.[1] ?? "";
+  const stages = Object.fromEntries(
+    [...body.matchAll(/data-stage="([a-z]+)" data-state="([a-z]+)"/g)].map((m) => [m[1]!, m[2]!]),
+  );
+  return { status, stages, body };
+}
+
+describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_TIMEOUT_MS + 120_000 }, () => {
+  it("stop → the webhook's start link → GET changes nothing → two POSTs, one start → stages → ready with Connect", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 1500 });
+    const hooks = await webhookReceiver();
+    s.onClose(() => hooks.close());
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "comeback",
+      podIp: "127.0.0.1",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+    });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { entryUrl: "https://{name}.ws.example.com/lab" }\n`,
+    });
+    await s.leader(collector);
+    const before = await s.agent("comeback", collector.grpcPort, { sshd: true });
+    await before.proc.waitFor(/connected to collector/, 60_000);
+    await s.waitForStop("comeback", NOTICE_WAIT_MS + STOP_WAIT_MS);
+    await before.proc.stop(); // the guest shut down with its VMI
+
+    // Every message of the stop says how to come back.
+    const stopHook = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; startUrl: string | null; text: string })
+          .find((b) => b.event === "stop"),
+      30_000,
+      "the stop webhook",
+    );
+    const startUrl = stopHook.startUrl!;
+    expect(startUrl).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${httpPort}/start/${NS}/comeback\\?t=s1\\.`));
+    expect(stopHook.text).toContain(startUrl);
+    const notice = hooks
+      .on("/hook")
+      .map((h) => h.body as { event: string; text: string })
+      .find((b) => b.event === "notice");
+    expect(notice?.text).toMatch(/To come back later: http:\/\/127\.0\.0\.1:\d+\/start\/users\/comeback\?t=s1\./);
+    const stopped = await s.waitForEvent("comeback", "Stopped", 30_000);
+    expect(stopped["note"]).toMatch(/to start it again: http:\/\/127\.0\.0\.1:\d+\/start\/users\/comeback\?t=s1\./);
+    const lastStop = JSON.parse(s.annotation("comeback", "last-stop")!);
+    expect(lastStop.startUrl).toMatch(/\/start\/users\/comeback\?t=s1\./);
+    expect((await getText(`http://127.0.0.1:${httpPort}/vm/${NS}/comeback`)).body).toContain('id="start-link"');
+
+    // GET shows the page and changes nothing, however often a scanner opens it.
+    for (let i = 0; i < 3; i++) {
+      const page = await startPage(startUrl);
+      expect(page.status).toBe("stopped");
+      expect(page.body).toContain('<button type="submit" id="start">');
+      expect(page.body).toContain('<dd id="owner">alice</dd>');
+      expect(page.body).toMatch(/<dd id="why">idle for/);
+      expect(page.body).toContain("4Gi memory");
+    }
+    const startPuts = () => s.kube.requestsMatching("PUT", `/virtualmachines/comeback/start`);
+    expect(startPuts()).toHaveLength(0);
+
+    // Tampered, expired and other-VM links change nothing and say so.
+    const token = new URL(startUrl).searchParams.get("t")!;
+    const base = startUrl.slice(0, startUrl.indexOf("?"));
+    const tampered = await postForm(base, `t=${token.slice(0, -2)}${token.endsWith("AA") ? "BB" : "AA"}`);
+    expect([tampered.status, tampered.body.includes("This start link is not valid")]).toEqual([400, true]);
+    const expired = await postForm(
+      base,
+      `t=${new URL(signedStartUrl(httpPort, "comeback", Date.now() - 1000)).searchParams.get("t")}`,
+    );
+    expect([expired.status, expired.body.includes("This start link has expired")]).toEqual([410, true]);
+    const other = await postForm(`http://127.0.0.1:${httpPort}/start/${NS}/someone-else`, `t=${token}`);
+    expect([other.status, other.body.includes("This start link is for another VM")]).toEqual([400, true]);
+    for (const refused of [tampered, expired, other]) expect(refused.body).toContain("Nothing was changed.");
+    expect(startPuts()).toHaveLength(0);
+
+    // Two tabs press Start at once: one start.
+    const [first, second] = await Promise.all([postForm(base, `t=${token}`), postForm(base, `t=${token}`)]);
+    expect([first.status, second.status]).toEqual([303, 303]);
+    expect(first.location).toBe(`?t=${encodeURIComponent(token)}`);
+    expect(startPuts()).toHaveLength(1);
+    expect(s.kube.starts.map((start) => `${start.name}:${start.runStrategy}`)).toEqual(["comeback:Halted"]);
+    expect(s.runStrategy("comeback")).toBe("Always");
+    // Pressing again while it starts is not an error: it shows the progress.
+    expect((await postForm(base, `t=${token}`)).status).toBe(303);
+    expect(startPuts()).toHaveLength(1);
+
+    const seen = new Set<string>();
+    const scheduled = await eventually(
+      async () => {
+        const page = await startPage(startUrl);
+        seen.add(page.status);
+        return page.stages.scheduled === "done" ? page : undefined;
+      },
+      60_000,
+      "the VMI scheduled",
+    );
+    expect(seen.has("starting")).toBe(true);
+    expect(scheduled.body).toContain("on node node-1");
+    expect(scheduled.body).toContain('<meta http-equiv="refresh" content="2">');
+    await eventually(async () => (await startPage(startUrl)).stages.running === "done", 60_000, "the VMI running");
+
+    // The guest boots: its agent connects, but sshd is not up yet — not ready.
+    const after = await s.agent("comeback", collector.grpcPort);
+    await after.proc.waitFor(/connected to collector/, 60_000);
+    const connected = await eventually(
+      async () => {
+        const page = await startPage(startUrl);
+        return page.stages.agent === "done" ? page : undefined;
+      },
+      60_000,
+      "the agent connected",
+    );
+    expect([connected.status, connected.stages.ready]).toEqual(["starting", "current"]);
+    expect(connected.body).not.toContain('id="connect"');
+    // sshd listens: ready, and the Connect button goes to the VM's own entry point.
+    laySshdListening(after.root);
+    const ready = await eventually(
+      async () => {
+        const page = await startPage(startUrl);
+        return page.status === "ready" ? page : undefined;
+      },
+      60_000,
+      "ready",
+    );
+    expect(Object.values(ready.stages)).toEqual(["done", "done", "done", "done", "done"]);
+    expect(ready.body).toContain('<a id="connect" class="button" href="https://comeback.ws.example.com/lab">');
+    expect(ready.body).toContain("sshd listening on 22");
+    expect(ready.body).not.toContain("http-equiv");
+
+    const started = await s.waitForEvent("comeback", "Started", 30_000);
+    expect(started["note"]).toMatch(
+      /start requested by the start link sent to alice via link: start accepted by KubeVirt/,
+    );
+    expect(started["note"]).toContain("the start allocates 4Gi memory");
+    const metrics = await eventually(
+      async () => {
+        const text = await collector.metrics();
+        return /^workstation_start_to_ready_seconds_count 1$/m.test(text) ? text : undefined;
+      },
+      30_000,
+      "the start-to-ready histogram",
+    );
+    expect(counter(metrics, "workstation_starts_total", 'trigger="link"')).toBe(1);
+    // The collector never wrote the VM's spec: the run strategy changes came from KubeVirt's own rules.
+    for (const patch of s.vmPatches("comeback")) expect(Object.keys(patch.body as object)).toEqual(["metadata"]);
+    await eventually(() => s.annotation("comeback", "state") === "Active", 30_000, "state Active again");
+  });
+
+  it("an unschedulable VMI: the page shows the scheduler's own message and how long it waited", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 300 });
+    s.kube.seedWorkstation({ namespace: NS, name: "gpu", runStrategy: "Halted", podIp: "127.0.0.1" });
+    const message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available.";
+    s.kube.holdScheduling(NS, "gpu", message);
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    const url = signedStartUrl(httpPort, "gpu");
+    expect((await postForm(url.slice(0, url.indexOf("?")), `t=${new URL(url).searchParams.get("t")}`)).status).toBe(
+      303,
+    );
+    const page = await eventually(
+      async () => {
+        const p = await startPage(url);
+        return p.status === "unschedulable" ? p : undefined;
+      },
+      60_000,
+      "the unschedulable page",
+    );
+    expect(page.stages.scheduled).toBe("blocked");
+    expect(page.body).toContain(`<code id="scheduler-message">${message}</code>`);
+    expect(page.body).toMatch(/\(Unschedulable\), waiting \d+s so far/);
+    expect(page.body).toContain('<meta http-equiv="refresh"');
+    s.kube.releaseScheduling(NS, "gpu");
+    await eventually(async () => (await startPage(url)).stages.running === "done", 60_000, "scheduled after all");
+    expect(s.kube.starts).toHaveLength(1);
+  });
+
+  it("each run strategy starts as KubeVirt defines it; the collector never patches the strategy", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 100 });
+    for (const [name, runStrategy] of [
+      ["manual", "Manual"],
+      ["rerun", "RerunOnFailure"],
+      ["halted", "Halted"],
+    ] as const)
+      s.kube.seedWorkstation({ namespace: NS, name, runStrategy, started: false, podIp: "127.0.0.1" });
+    // Always with no VMI: KubeVirt brings it up itself; a start is refused by virt-api, which is not an error.
+    s.kube.seedWorkstation({ namespace: NS, name: "always", runStrategy: "Always", started: false });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    for (const name of ["manual", "rerun", "halted", "always"]) {
+      const url = signedStartUrl(httpPort, name);
+      expect((await postForm(url.slice(0, url.indexOf("?")), `t=${new URL(url).searchParams.get("t")}`)).status).toBe(
+        303,
+      );
+    }
+    const VMI = resourceByKind("VirtualMachineInstance");
+    for (const name of ["manual", "rerun", "halted"])
+      await eventually(
+        () => (s.kube.store.get(VMI, NS, name)?.["status"] as { phase?: string } | undefined)?.phase === "Running",
+        30_000,
+        `${name} running`,
+      );
+    expect(["manual", "rerun", "halted", "always"].map((name) => s.runStrategy(name))).toEqual([
+      "Manual",
+      "RerunOnFailure",
+      "Always",
+      "Always",
+    ]);
+    const always = await startPage(signedStartUrl(httpPort, "always"));
+    expect(always.status).toBe("starting");
+    expect(always.body).not.toContain('id="failure"');
+    await collector.proc.waitFor(
+      /users\/always: start requested by the start link via link: already running or starting/,
+      10_000,
+    );
+    expect(s.kube.starts.map((start) => start.name).sort()).toEqual(["halted", "manual", "rerun"]);
+    for (const name of ["manual", "rerun", "halted", "always"])
+      for (const patch of s.vmPatches(name)) expect(Object.keys(patch.body as object)).toEqual(["metadata"]);
+  });
+
+  it("a standby forwards a start and a keep-running POST to the leader through the collector's Service", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 100 });
+    s.seed("kept");
+    s.kube.seedWorkstation({ namespace: NS, name: "woken", runStrategy: "Halted", podIp: "10.244.0.99" });
+    const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+    const [aGrpc, aHttp, bGrpc, bHttp] = ports as [number, number, number, number];
+    const web = await startFakeService(
+      [
+        { port: aHttp, readinessPort: aHttp, pod: "collector-a" },
+        { port: bHttp, readinessPort: bHttp, pod: "collector-b" },
+      ],
+      { selector: { store: s.kube.store, namespace: COLLECTOR_NS, labels: SERVICE_SELECTOR } },
+    );
+    s.onClose(() => web.close());
+    const extra = `notifications: { publicUrl: "http://127.0.0.1:${web.port}" }\nstart: { leaderUrl: "http://127.0.0.1:${web.port}" }\n`;
+    const a = await s.collector("collector-a", { grpcPort: aGrpc, httpPort: aHttp, pod: true, extraConfig: extra });
+    await s.leader(a);
+    const b = await s.collector("collector-b", { grpcPort: bGrpc, httpPort: bHttp, pod: true, extraConfig: extra });
+    await eventually(() => s.labelled().join() === "collector-a", 30_000, "the leader label on collector-a");
+    const agent = await s.agent("kept", aGrpc);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+
+    // A start POSTed to the standby's own port: forwarded, started once by the leader.
+    const url = signedStartUrl(bHttp, "woken");
+    const started = await postForm(url.slice(0, url.indexOf("?")), `t=${new URL(url).searchParams.get("t")}`);
+    expect(started.status).toBe(303);
+    await eventually(() => s.kube.starts.length === 1, 30_000, "the start");
+    await a.proc.waitFor(/users\/woken: start requested by the start link via link: start accepted/, 10_000);
+    expect(b.proc.output()).not.toMatch(/start requested/);
+
+    // The keep-running link of a pending notice, POSTed to the standby: the leader grants the lease.
+    const noticeId = await eventually(() => s.annotation("kept", "notice-id"), NOTICE_WAIT_MS, "a notice");
+    const keep = signKeepLink(deriveLinkKey(loadKey(keyFile)), {
+      namespace: NS,
+      name: "kept",
+      noticeId,
+      expiresAtMs: Date.parse(s.annotation("kept", "stop-deadline")!),
+    });
+    const kept = await postForm(`http://127.0.0.1:${bHttp}/keep/${NS}/kept`, `t=${keep}&keep=3600`);
+    expect(kept.status).toBe(200);
+    expect(kept.body).toContain("keeps running");
+    await a.proc.waitFor(/users\/kept: keep-running link used: lease [0-9a-f]{8}/, 10_000);
   });
 });

@@ -156,16 +156,18 @@ export class StartLinks {
       { annotations: facts.annotations, profile: agent?.profile ?? "", owner: facts.owner ?? "" },
       this.options.prefix,
     );
-    const readiness = entryReadiness(
-      agent?.connectedAtMs !== undefined ? agent.latest?.report : undefined,
-      entry.service,
-    );
+    // Only a Report of the stream open now counts: the one before may be the previous boot's.
+    const current =
+      agent?.connectedAtMs !== undefined && agent.latest && agent.latest.receivedAtMs >= agent.connectedAtMs
+        ? agent.latest
+        : undefined;
+    const readiness = entryReadiness(current?.report, entry.service);
     const progress = startProgress(
       facts,
       this.options.tracker.get(vm, now),
       {
         ...(agent?.connectedAtMs !== undefined ? { connectedAtMs: agent.connectedAtMs } : {}),
-        ...(agent?.latest ? { latestReportAtMs: agent.latest.receivedAtMs } : {}),
+        ...(current ? { latestReportAtMs: current.receivedAtMs } : {}),
         readiness,
       },
       now,
