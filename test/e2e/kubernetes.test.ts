@@ -7,7 +7,17 @@
 // CPU, network and disk show no activity, and an empty /dev/pts unless a scenario gives a user a
 // terminal. Activity is made the way a person makes it: a keystroke (the terminal's atime) or a
 // lease taken with `ws-agent lease` over the agent's socket.
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { chromium } from "playwright-core";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
@@ -864,6 +874,8 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
 });
 
 // Issue 24: coming back in one step (docs/coming-back.md).
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOT_DIR = path.join(repoRoot, "test-output/pages");
 const OWNER_LABEL = "platform.example.com/user";
 const startKey = () => deriveStartLinkKey(loadKey(keyFile));
 /** A start link as the collector signs it, for a VM no stop message was sent about. */
@@ -1157,5 +1169,123 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     expect(kept.status).toBe(200);
     expect(kept.body).toContain("keeps running");
     await a.proc.waitFor(/users\/kept: keep-running link used: lease [0-9a-f]{8}/, 10_000);
+  });
+});
+
+describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("headless Chromium at each stage: stopped, unschedulable, running, agent connected, ready", async (context) => {
+    const { expect } = context;
+    if (!existsSync(CHROMIUM))
+      throw new Error(`${CHROMIUM} is missing: install Debian's chromium (scripts/install-test-deps.sh does)`);
+    mkdirSync(SCREENSHOT_DIR, { recursive: true });
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "browsed",
+      runStrategy: "Halted",
+      podIp: "127.0.0.1",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+      annotations: {
+        [`${PREFIX}last-stop`]: JSON.stringify({
+          when: new Date(Date.now() - 3 * 3600_000).toISOString().replace(/\.\d+Z$/, "Z"),
+          reason: "idle for 2h (idle-timeout 2h)",
+          signals: {
+            idleSeconds: 7200,
+            lastActivity: { at: new Date(Date.now() - 5 * 3600_000).toISOString(), what: "keystroke on pts/0 (alice)" },
+          },
+          by: "collector-0",
+        }),
+      },
+    });
+    // A GPU workstation as the field guides declare it.
+    const vm = s.vm("browsed");
+    const spec = vm["spec"] as { template: { spec: { domain: Record<string, any> } } };
+    spec.template.spec.domain.resources = { requests: { cpu: "8", memory: "64Gi" } };
+    spec.template.spec.domain.devices.gpus = [{ name: "gpu1", deviceName: "nvidia.com/GA100_A100_PCIE_40GB" }];
+    s.kube.store.update(VM, vm);
+    s.kube.holdScheduling(NS, "browsed", "0/2 nodes are available: 2 Insufficient nvidia.com/GA100_A100_PCIE_40GB.");
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    const profile = mkdtempSync(path.join(os.tmpdir(), "ws24-chromium-"));
+    const browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1100, height: 800 },
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+      ],
+    });
+    s.onClose(async () => {
+      await browser.close();
+      rmSync(profile, { recursive: true, force: true });
+    });
+    const page = await browser.newPage();
+    const shot = (name: string) =>
+      page.screenshot({ path: path.join(SCREENSHOT_DIR, `start-${name}.png`), fullPage: true });
+    const status = () => page.locator("#status").getAttribute("data-status");
+    const stage = (name: string) => page.locator(`#stages li[data-stage="${name}"]`).getAttribute("data-state");
+    const until = async (what: string, check: () => Promise<boolean>) =>
+      eventually(
+        async () => {
+          await page.reload();
+          return check();
+        },
+        60_000,
+        what,
+      );
+
+    await page.goto(signedStartUrl(httpPort, "browsed"));
+    expect(await status()).toBe("stopped");
+    expect(await page.locator("#owner").textContent()).toBe("alice");
+    expect(await page.locator("#why").textContent()).toBe("idle for 2h (idle-timeout 2h)");
+    expect(await page.locator("#idle").textContent()).toBe("2h");
+    expect(await page.locator("#last-activity").textContent()).toContain("keystroke on pts/0 (alice)");
+    expect(await page.locator("#allocates").textContent()).toBe(
+      "8 CPU, 64Gi memory, 1 × nvidia.com/GA100_A100_PCIE_40GB",
+    );
+    expect(await page.locator("#start").isVisible()).toBe(true);
+    await shot("1-stopped");
+    expect(s.kube.starts).toHaveLength(0);
+
+    await page.locator("#start").click();
+    await page.waitForLoadState();
+    await until("unschedulable", async () => (await status()) === "unschedulable");
+    expect(await stage("requested")).toBe("done");
+    expect(await stage("scheduled")).toBe("blocked");
+    expect(await page.locator("#scheduler-message").textContent()).toBe(
+      "0/2 nodes are available: 2 Insufficient nvidia.com/GA100_A100_PCIE_40GB.",
+    );
+    await shot("2-unschedulable");
+
+    s.kube.releaseScheduling(NS, "browsed");
+    await until("running", async () => (await stage("running")) === "done");
+    expect(await status()).toBe("starting");
+    expect(await page.locator('#stages li[data-stage="scheduled"] small').textContent()).toBe("on node node-1");
+    expect(await stage("agent")).toBe("current");
+    await shot("3-running");
+
+    const agent = await s.agent("browsed", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+    await until("agent connected", async () => (await stage("agent")) === "done");
+    expect(await stage("ready")).toBe("current");
+    expect(await page.locator('#stages li[data-stage="ready"] small').textContent()).toBe(
+      "waiting for sshd or Jupyter to answer",
+    );
+    await shot("4-agent");
+
+    laySshdListening(agent.root);
+    await until("ready", async () => (await status()) === "ready");
+    expect(await page.locator("#connect").getAttribute("href")).toBe("https://browsed.ws.example.com/lab");
+    expect(
+      await page.locator("#stages li").evaluateAll((items) => items.map((li) => li.getAttribute("data-state"))),
+    ).toEqual(["done", "done", "done", "done", "done"]);
+    await shot("5-ready");
+    expect(s.kube.starts).toHaveLength(1);
   });
 });
