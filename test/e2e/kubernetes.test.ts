@@ -18,6 +18,8 @@ import {
   writeFileSync,
 } from "node:fs";
 import { chromium } from "playwright-core";
+import { spawn, spawnSync } from "node:child_process";
+import { SSH, startSshd } from "../support/sshd.js";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
@@ -1287,5 +1289,64 @@ describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOU
     ).toEqual(["done", "done", "done", "done", "done"]);
     await shot("5-ready");
     expect(s.kube.starts).toHaveLength(1);
+  });
+});
+
+describe("The ssh helper against the real sshd (issue 24)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("no terminal: refuses and prints the link; a terminal (script): starts, shows stages, waits for sshd, connects", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 1500 });
+    const user = "wstest24a";
+    const sshd = await startSshd({ users: [user] });
+    s.onClose(() => sshd.stop());
+    await sshd.pause(); // the guest is down with its VM
+    s.kube.seedWorkstation({ namespace: NS, name: "sshvm", runStrategy: "Halted", podIp: "127.0.0.1" });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    const link = signedStartUrl(httpPort, "sshvm");
+    const linkFile = path.join(s.dir, "sshvm.link");
+    writeFileSync(linkFile, `${link}\n`, { mode: 0o600 });
+    const proxy = `${process.execPath} ${collectorBundle} ssh-proxy --link-file ${linkFile} --poll 1s %h %p`;
+    // No ConnectTimeout: OpenSSH then waits for the banner as long as the helper waits for the guest.
+    const args = sshd.sshNoTtyArgs(user, ["echo", "hello-from-the-guest"], [`ProxyCommand=${proxy}`]);
+
+    // No controlling terminal (setsid), as an IDE reconnecting by itself: nothing starts.
+    const headless = spawnSync("setsid", ["-w", SSH, ...args], { encoding: "utf8", timeout: 60_000 });
+    expect(headless.status).not.toBe(0);
+    expect(headless.stderr).toContain("ws: users/sshvm is stopped. It is not started without a person at a terminal");
+    expect(headless.stderr).toContain(`ws: start it with its start link: ${link}`);
+    expect(s.kube.starts).toHaveLength(0);
+    expect(s.kube.requestsMatching("PUT", "/virtualmachines/sshvm/start")).toHaveLength(0);
+
+    // A person at a terminal: script(1) gives ssh a pty.
+    const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`;
+    const runner = path.join(s.dir, "ssh.sh");
+    writeFileSync(runner, `exec ${SSH} ${args.map(quote).join(" ")}\n`);
+    const child = spawn("script", ["-qec", `sh ${runner}`, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] });
+    let output = "";
+    child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    const VMI = resourceByKind("VirtualMachineInstance");
+    await eventually(
+      () => (s.kube.store.get(VMI, NS, "sshvm")?.["status"] as { phase?: string } | undefined)?.phase === "Running",
+      60_000,
+      "the VMI running",
+    );
+    await eventually(() => output.includes("VMI running"), 30_000, "the helper to show the VMI running");
+    // The guest takes a while to bring sshd up: the helper (and OpenSSH behind it) wait.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(output).not.toContain("hello-from-the-guest");
+    await sshd.resume();
+    expect(await exited).toBe(0);
+    expect(output).toContain("ws: users/sshvm is stopped; starting it");
+    expect(output).toMatch(/ws: ✓ Start requested \d\d:\d\d:\d\d \(by the start link \(ssh\)\)/);
+    expect(output).toMatch(/ws: ✓ VMI scheduled \d\d:\d\d:\d\d \(on node node-1\)/);
+    expect(output).toContain(`ws: ✓ sshd answers at 127.0.0.1:${sshd.port}; connecting`);
+    expect(output).toContain("hello-from-the-guest");
+    expect(output).not.toContain("t=s1."); // the token is not echoed to the terminal
+    expect(s.kube.starts).toHaveLength(1);
+    expect(counter(await collector.metrics(), "workstation_starts_total", 'trigger="ssh"')).toBe(1);
   });
 });

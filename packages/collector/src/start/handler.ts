@@ -43,11 +43,27 @@ export interface StartRequest {
   method: string;
   vm: VmKey;
   token: string;
+  /** The caller asked for JSON (Accept: application/json): the ssh helper. */
+  json?: boolean;
+  /** The form's `via`: "ssh" when the ssh helper presses Start. */
+  via?: string;
+}
+
+/** What the ssh helper reads: the page's facts as data. */
+export interface StartJson {
+  vm: { namespace: string; name: string };
+  status: StartProgress["status"];
+  stages: StartProgress["stages"];
+  unschedulable?: StartProgress["unschedulable"];
+  failure?: string;
+  entryUrl?: string;
 }
 
 export interface StartResponse {
   status: number;
   html: string;
+  /** Set for JSON callers (the ssh helper) instead of html. */
+  json?: StartJson | { error: string };
   /** Set for the redirect after a POST (POST → 303 → GET: a reload never posts twice). */
   location?: string;
 }
@@ -67,6 +83,12 @@ export class StartLinks {
     const now = this.options.nowMs();
     const { vm } = request;
     const verdict = verifyStartLink(this.options.linkKey, request.token, vm, now);
+    if (!verdict.ok && request.json)
+      return {
+        status: verdict.problem === "expired" ? 410 : 400,
+        html: "",
+        json: { error: `start link ${verdict.problem}` },
+      };
     if (!verdict.ok) {
       switch (verdict.problem) {
         case "malformed":
@@ -94,7 +116,27 @@ export class StartLinks {
       }
     }
     const facts = this.options.platform.facts(vm);
-    if (!facts) return unknownVm(vm);
+    if (!facts) return request.json ? { status: 404, html: "", json: { error: "no such VM" } } : unknownVm(vm);
+    if (request.json) {
+      if (request.method === "POST") {
+        const owner = facts.owner ?? "";
+        const trigger = request.via === "ssh" ? "ssh" : "link";
+        await this.start({ vm, by: owner ? `the start link sent to ${owner}` : "the start link", trigger });
+      } else if (request.method !== "GET") return { status: 405, html: "", json: { error: "GET or POST" } };
+      const { progress, entryUrl } = this.compute(vm, this.options.platform.facts(vm) ?? facts, this.options.nowMs());
+      return {
+        status: request.method === "POST" ? 202 : 200,
+        html: "",
+        json: {
+          vm: { namespace: vm.namespace, name: vm.name },
+          status: progress.status,
+          stages: progress.stages,
+          ...(progress.unschedulable ? { unschedulable: progress.unschedulable } : {}),
+          ...(progress.failure ? { failure: progress.failure } : {}),
+          ...(entryUrl ? { entryUrl } : {}),
+        },
+      };
+    }
     if (request.method === "GET" || request.method === "HEAD")
       return { status: 200, html: this.render(vm, facts, request.token, now) };
     if (request.method !== "POST")

@@ -115,7 +115,16 @@ export function createWebServer(options: WebOptions): http.Server {
         const form = req.method === "POST" ? await readForm(req) : undefined;
         if (req.method === "POST" && !form) return send(413, "text/plain", "form too large\n");
         const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
-        const answer = await options.startLinks.handle({ method: req.method ?? "GET", vm, token });
+        const json = /application\/json/.test(req.headers.accept ?? "");
+        const via = form?.get("via");
+        const answer = await options.startLinks.handle({
+          method: req.method ?? "GET",
+          vm,
+          token,
+          ...(json ? { json } : {}),
+          ...(via ? { via } : {}),
+        });
+        if (answer.json) return send(answer.status, "application/json", `${JSON.stringify(answer.json)}\n`);
         if (answer.location) {
           res.writeHead(answer.status, { location: answer.location, "cache-control": "no-store" });
           return res.end();
