@@ -18,6 +18,7 @@ PACKAGES=(
   buildah                               # packaging: the collector image, built and run without a Docker daemon
   qemu-system-x86 qemu-utils genisoimage  # test:vm: boot the guest image (TCG), overlays and resizes, the cloud-init seed
   chromium                              # the collector's pages in a real browser (test/e2e/pages.test.ts, via playwright-core)
+  nginx                                 # the workstation's fixed address: a stopped VM's 502 becomes the starting page (test/e2e/kubernetes.test.ts)
   procps
 )
 
