@@ -20,6 +20,9 @@ import {
 import { chromium } from "playwright-core";
 import { spawn, spawnSync } from "node:child_process";
 import { SSH, startSshd } from "../support/sshd.js";
+import http from "node:http";
+import { htpasswd, startNginx } from "../support/nginx.js";
+import { startJupyterServer } from "../support/jupyter.js";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
@@ -166,7 +169,7 @@ class Scenario {
    */
   async collector(
     podName: string,
-    options: { grpcPort?: number; httpPort?: number; pod?: boolean; extraConfig?: string } = {},
+    options: { grpcPort?: number; httpPort?: number; pod?: boolean; extraConfig?: string; identity?: string } = {},
   ): Promise<Collector> {
     const grpcPort = options.grpcPort ?? (await freePort());
     const httpPort = options.httpPort ?? (await freePort());
@@ -182,7 +185,7 @@ class Scenario {
       config,
       `mode: kubernetes
 grpc: { listen: "127.0.0.1:${grpcPort}" }
-http: { listen: "127.0.0.1:${httpPort}" }
+http: { listen: "127.0.0.1:${httpPort}"${options.identity ? `, identity: ${options.identity}` : ""} }
 tokenKeyFile: ${JSON.stringify(keyFile)}
 reportInterval: 1s
 tick: 1s
@@ -1348,5 +1351,177 @@ describe("The ssh helper against the real sshd (issue 24)", { timeout: SCENARIO_
     expect(output).not.toContain("t=s1."); // the token is not echoed to the terminal
     expect(s.kube.starts).toHaveLength(1);
     expect(counter(await collector.metrics(), "workstation_starts_total", 'trigger="ssh"')).toBe(1);
+  });
+});
+
+describe("The workstation's fixed address behind a real nginx (issue 24)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("a browser gets the starting page instead of a 502; only its owner's POST starts; then the same address reaches Jupyter", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "addr",
+      runStrategy: "Halted",
+      podIp: "127.0.0.1",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+    });
+    const [httpPort, wakePort, proxyPort] = await Promise.all([freePort(), freePort(), freePort()]);
+    // http.identity: the one trusted header, only from nginx's own address (proxy_bind 127.0.0.2).
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      identity:
+        "{ userHeader: X-Auth-Request-User, groupsHeader: X-Auth-Request-Groups, adminGroups: [ws-admins], trustedProxies: [127.0.0.2/32] }",
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }
+start: { entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wakePort}" }
+`,
+    });
+    await s.leader(collector);
+
+    // The workstation's service: Jupyter on a unix socket, as nginx reaches it. Not running yet.
+    const sock = path.join(s.dir, "jupyter.sock");
+    writeFileSync(path.join(s.dir, "htpasswd"), htpasswd({ alice: "pw-alice", bob: "pw-bob" }));
+    const identity = `proxy_set_header X-Auth-Request-User $remote_user;
+      proxy_set_header X-Auth-Request-Groups "";`;
+    // What docs/coming-back.md tells a site to configure (the login stands in for oauth2-proxy).
+    const nginx = await startNginx(
+      s.dir,
+      proxyPort,
+      `  server {
+    listen 127.0.0.1:${proxyPort};
+    server_name *.ws.example.com;
+    auth_basic "workstations";
+    auth_basic_user_file ${path.join(s.dir, "htpasswd")};
+    location / {
+      ${identity}
+      proxy_pass http://unix:${sock}:;
+      proxy_intercept_errors on;
+      error_page 502 503 504 = @ws_wake;
+    }
+    location @ws_wake {
+      ${identity}
+      proxy_set_header Host $host;
+      proxy_bind 127.0.0.2;
+      proxy_set_header X-Original-URI $request_uri;
+      proxy_pass http://127.0.0.1:${wakePort};
+    }
+    location = /.ws/start {
+      ${identity}
+      proxy_set_header Host $host;
+      proxy_bind 127.0.0.2;
+      proxy_pass http://127.0.0.1:${wakePort};
+    }
+  }`,
+    );
+    s.onClose(() => nginx.stop());
+    context.onTestFailed(() => console.error(`--- nginx\n${nginx.output()}`));
+    const at = (
+      method: string,
+      target: string,
+      options: { user?: string; accept?: string; form?: string; port?: number; claim?: string } = {},
+    ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = http.request(
+          {
+            host: "127.0.0.1",
+            port: options.port ?? proxyPort,
+            method,
+            path: target,
+            headers: {
+              host: "addr.ws.example.com",
+              ...(options.user
+                ? { authorization: `Basic ${Buffer.from(`${options.user}:pw-${options.user}`).toString("base64")}` }
+                : {}),
+              ...(options.accept ? { accept: options.accept } : {}),
+              ...(options.claim ? { "x-auth-request-user": options.claim } : {}),
+              ...(options.form !== undefined ? { "content-type": "application/x-www-form-urlencoded" } : {}),
+            },
+          },
+          (res) => {
+            let body = "";
+            res.setEncoding("utf8");
+            res.on("data", (chunk: string) => (body += chunk));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+          },
+        );
+        req.on("error", reject);
+        req.end(options.form);
+      });
+    const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    const startPuts = () => s.kube.requestsMatching("PUT", "/virtualmachines/addr/start");
+
+    // A browser opening the stopped workstation's address: the starting page, not a 502.
+    const page = await at("GET", "/tree?from=bookmark", { user: "alice", accept: browser });
+    expect(page.status).toBe(503);
+    expect(page.body).toContain("<h1>Start users/addr?</h1>");
+    expect(page.body).toContain('<form method="post" action="/.ws/start?next=%2Ftree%3Ffrom%3Dbookmark">');
+    expect(page.body).toContain('<input type="hidden" name="next" value="/tree?from=bookmark">');
+    const token = /name="t" value="([^"]+)"/.exec(page.body)![1]!;
+    // A plain curl, a health check, a crawler: no browser, nothing starts.
+    const curl = await at("GET", "/tree", { user: "alice", accept: "*/*" });
+    expect([curl.status, curl.body]).toEqual([
+      503,
+      "workstation users/addr is not running; open addr.ws.example.com in a browser to start it (nothing was started)\n",
+    ]);
+    for (let i = 0; i < 3; i++) await at("GET", "/api/kernels", { user: "alice" });
+    // Someone else, signed in: a clear refusal, page and button both.
+    const bob = await at("GET", "/tree", { user: "bob", accept: browser });
+    expect(bob.status).toBe(403);
+    expect(bob.body).toContain("You are signed in as <strong>bob</strong>; this workstation belongs to alice.");
+    const bobPost = await at("POST", "/.ws/start", {
+      user: "bob",
+      claim: "alice",
+      form: `t=${encodeURIComponent(token)}&next=/tree`,
+    });
+    expect(bobPost.status).toBe(403);
+    expect(bobPost.body).toContain("Nothing was changed.");
+    // The identity header sent by a client is not believed: nginx overwrites it, and a request
+    // to the collector's port that does not come from nginx is nobody's.
+    const forged = await at("POST", "/.ws/start", {
+      port: wakePort,
+      claim: "alice",
+      form: `t=${encodeURIComponent(token)}`,
+    });
+    expect(forged.body).toContain("Sign in first");
+    expect(forged.status).toBe(401);
+    expect(startPuts()).toHaveLength(0);
+
+    // The owner presses Start: one start, and back to the address she asked for.
+    const pressed = await at("POST", "/.ws/start", {
+      user: "alice",
+      form: `t=${encodeURIComponent(token)}&next=%2Ftree%3Ffrom%3Dbookmark`,
+    });
+    expect([pressed.status, pressed.headers.location]).toEqual([303, "/tree?from=bookmark"]);
+    expect(startPuts()).toHaveLength(1);
+    const progress = await at("GET", "/tree?from=bookmark", { user: "alice", accept: browser });
+    expect(progress.body).toMatch(/id="status" data-status="starting"/);
+    expect(progress.body).toContain('<meta http-equiv="refresh" content="2">');
+
+    const VMI = resourceByKind("VirtualMachineInstance");
+    await eventually(
+      () => (s.kube.store.get(VMI, NS, "addr")?.["status"] as { phase?: string } | undefined)?.phase === "Running",
+      60_000,
+      "the VMI running",
+    );
+    // The guest's Jupyter comes up: the same address reaches it.
+    const jupyter = await startJupyterServer({ runtimeDir: path.join(s.dir, "jupyter-runtime"), sock });
+    s.onClose(() => jupyter.stop());
+    const served = await eventually(
+      async () => {
+        const answer = await at("GET", "/tree?from=bookmark", { user: "alice", accept: browser });
+        return answer.status !== 503 ? answer : undefined;
+      },
+      60_000,
+      "the address to reach Jupyter",
+    );
+    // Jupyter's own answer (a redirect to its login, or its page), not the starting page.
+    expect(served.status).toBeLessThan(500);
+    const api = await at("GET", "/api", { user: "alice" });
+    expect(api.status).toBe(200);
+    expect(JSON.parse(api.body)).toHaveProperty("version");
+    expect(served.body).not.toContain("data-status");
+    const started = await s.waitForEvent("addr", "Started", 30_000);
+    expect(started["note"]).toContain("start requested by alice (signed in) via address");
+    expect(counter(await collector.metrics(), "workstation_starts_total", 'trigger="address"')).toBe(1);
+    expect(startPuts()).toHaveLength(1);
   });
 });

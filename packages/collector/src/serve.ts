@@ -25,6 +25,7 @@ import { deriveLinkKey } from "./keeplink/token.js";
 import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
 import { StartLinks } from "./start/handler.js";
+import { AddressStart, createAddressServer } from "./start/address.js";
 import { registerStartMetrics } from "./start/metrics.js";
 import { deriveStartLinkKey, startLinkUrl } from "./start/token.js";
 import type { VmKey } from "./agents/server.js";
@@ -253,6 +254,22 @@ async function run(
   const httpPort = await listenOn(web, http);
   const metricsAddress = config.http.metricsListen ? splitHostPort(config.http.metricsListen) : undefined;
   const metricsPort = probes && metricsAddress ? await listenOn(probes, metricsAddress) : undefined;
+  // The workstations' fixed addresses: the gateway's error page for a stopped VM (docs/coming-back.md).
+  const wake =
+    config.start.wakeListen && startLinks && mode.startPlatform
+      ? createAddressServer(
+          new AddressStart({
+            platform: mode.startPlatform,
+            links: startLinks,
+            ...(config.http.identity ? { identity: config.http.identity } : {}),
+            nowMs,
+            leader: mode.leader,
+          }),
+          (message) => log("error", `fixed address: ${message}`),
+        )
+      : undefined;
+  const wakeAddress = wake ? splitHostPort(config.start.wakeListen) : undefined;
+  const wakePort = wake && wakeAddress ? await listenOn(wake, wakeAddress) : undefined;
   fleet.start();
   log("info", "collector serving", {
     mode: mode.name,
@@ -260,6 +277,7 @@ async function run(
     grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
     http: `${http.host}:${httpPort}`,
     ...(metricsAddress ? { metrics: `${metricsAddress.host}:${metricsPort}` } : {}),
+    ...(wakeAddress ? { wake: `${wakeAddress.host}:${wakePort}` } : {}),
     pages: config.http.identity ? `behind login (${config.http.identity.userHeader})` : "open",
     tls: Boolean(config.grpc.certFile),
     webhooks:
@@ -290,7 +308,7 @@ async function run(
   clearInterval(startWatch);
   await stopMode();
   await agents.close();
-  for (const server of probes ? [web, probes] : [web])
+  for (const server of [web, ...(probes ? [probes] : []), ...(wake ? [wake] : [])])
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeAllConnections?.();

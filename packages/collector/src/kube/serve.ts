@@ -169,7 +169,13 @@ export async function kubernetesMode(
     name: "kubernetes",
     leader: () => elector.isLeader(),
     // Issue 24: the start link's page and button (kube/start.ts).
-    startPlatform: kubeStartPlatform(vmOf, new VmStarter(clients), config.kubernetes.ownerLabel, prefix),
+    startPlatform: kubeStartPlatform(
+      () => inventory.list(),
+      vmOf,
+      new VmStarter(clients),
+      config.kubernetes.ownerLabel,
+      prefix,
+    ),
     policySource: {
       defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
       profiles: policy.profiles,

@@ -148,12 +148,14 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
 }
 
 export function kubeStartPlatform(
+  all: () => InventoryVm[],
   lookup: (vm: VmKey) => InventoryVm | undefined,
   starter: VmStarter,
   ownerLabel: string,
   prefix: string,
 ): StartPlatform {
   return {
+    list: () => all().map((vm) => ({ namespace: vm.namespace, name: vm.name })),
     facts: (vm) => {
       const facts = lookup(vm);
       return facts ? startFactsOf(facts, ownerLabel, prefix) : undefined;

@@ -21,6 +21,12 @@ export interface StartConfig extends EntryConfig {
    * 503 and asks the browser to retry.
    */
   leaderUrl: string;
+  /**
+   * The fixed address's listener (host:port): where the gateway sends a stopped workstation's
+   * 502/503 (nginx `error_page`, ingress-nginx `custom-http-errors` + `default-backend`) and the
+   * address's `/.ws/start` POST. "" = none.
+   */
+  wakeListen: string;
 }
 
 /** Per-VM annotations (after the policy prefix). */
@@ -33,9 +39,10 @@ export const DEFAULT_START: StartConfig = Object.freeze({
   entryService: "any",
   profiles: {},
   leaderUrl: "",
+  wakeListen: "",
 }) as StartConfig;
 
-const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl"];
+const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl", "wakeListen"];
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
@@ -91,6 +98,12 @@ export function parseStartConfig(raw: unknown, problems: string[], label = "star
     const url = typeof raw.leaderUrl === "string" ? raw.leaderUrl.replace(/\/+$/, "") : "";
     if (!/^https?:\/\/[^/\s]+$/.test(url)) problems.push(`${label}.leaderUrl: expected http(s)://host:port`);
     else config.leaderUrl = url;
+  }
+  if (raw.wakeListen != null) {
+    const address = String(raw.wakeListen);
+    if (!/^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address))
+      problems.push(`${label}.wakeListen: "${address.slice(0, 100)}" must be host:port`);
+    else config.wakeListen = address;
   }
   if (raw.profiles != null) {
     if (!isObj(raw.profiles)) problems.push(`${label}.profiles: must map a profile name to entryUrl/entryService`);

@@ -12,7 +12,7 @@ import { entryFor, type StartConfig } from "./config.js";
 import type { StartFacts, StartPlatform } from "./platform.js";
 import { startProgress, type StartProgress } from "./progress.js";
 import { entryReadiness } from "./readiness.js";
-import { verifyStartLink } from "./token.js";
+import { signStartLink, verifyStartLink } from "./token.js";
 import type { StartTracker, StartTrigger } from "./tracker.js";
 
 /** What the collector's own loop knows of the VM's agent. */
@@ -157,6 +157,21 @@ export class StartLinks {
       if (outcome.result.ok) this.options.audit?.(vm, message);
     }
     return outcome.result;
+  }
+
+  /** The VM's own entry point (Connect button, the fixed address), or undefined. */
+  entryUrlOf(vm: VmKey, facts: StartFacts): string | undefined {
+    return this.compute(vm, facts, this.options.nowMs()).entryUrl;
+  }
+
+  /** A start token for a page's form (the fixed address): valid for `seconds`, for this VM only. */
+  formToken(vm: VmKey, seconds = 15 * 60): string {
+    return signStartLink(this.options.linkKey, { ...vm, expiresAtMs: this.options.nowMs() + seconds * 1000 });
+  }
+
+  /** Whether `token` is a valid, unexpired start token of this VM. */
+  validToken(vm: VmKey, token: string): boolean {
+    return verifyStartLink(this.options.linkKey, token, vm, this.options.nowMs()).ok;
   }
 
   /** Where the start stands now (the page's stages; the ssh helper's lines). */

@@ -43,6 +43,8 @@ export interface StartFacts {
 export type StartResult = { ok: true; already: boolean; message: string } | { ok: false; message: string };
 
 export interface StartPlatform {
+  /** Every VM the platform knows (the fixed address finds its VM among them). */
+  list(): VmKey[];
   /** undefined: the platform does not know this VM. */
   facts(vm: VmKey): StartFacts | undefined;
   /** Asks for the start (KubeVirt: PUT …/start). Never rejects. */

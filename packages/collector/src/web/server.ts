@@ -55,7 +55,7 @@ const MAX_DISCARDED_BYTES = 1 << 20;
 type Form = { ok: true; form: URLSearchParams } | { ok: false; status: 400 | 413 };
 
 /** Reads a urlencoded form of at most MAX_FORM_BYTES; a larger one is a 413, never a reset. */
-function readForm(req: http.IncomingMessage): Promise<Form> {
+export function readForm(req: http.IncomingMessage): Promise<Form> {
   return new Promise((resolve) => {
     const declared = Number(req.headers["content-length"]);
     if (Number.isFinite(declared) && declared > MAX_FORM_BYTES) {
