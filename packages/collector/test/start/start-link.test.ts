@@ -253,3 +253,25 @@ describe("entry points and readiness", () => {
     });
   });
 });
+
+describe("the fixed address", () => {
+  it("finds the VM by host and the longest path prefix of its entry URL", async () => {
+    const { vmAtAddress, safeNext, requestedHost } = await import("../../src/start/address.js");
+    const a = { namespace: "u", name: "a" };
+    const b = { namespace: "u", name: "b" };
+    const candidates = [
+      { vm: a, entryUrl: "https://hub.example.com/user/alice/" },
+      { vm: b, entryUrl: "https://hub.example.com/user/bob/" },
+      { vm: { namespace: "u", name: "c" }, entryUrl: "https://c.ws.example.com/" },
+    ];
+    expect(vmAtAddress(candidates, "hub.example.com", "/user/alice/lab?x=1")).toEqual(a);
+    expect(vmAtAddress(candidates, "hub.example.com", "/user/bob")).toEqual(b);
+    expect(vmAtAddress(candidates, "hub.example.com", "/user/bobby/")).toBeUndefined();
+    expect(vmAtAddress(candidates, "c.ws.example.com", "/anything")).toEqual({ namespace: "u", name: "c" });
+    expect(vmAtAddress(candidates, "evil.example.com", "/")).toBeUndefined();
+    expect(requestedHost({ "x-forwarded-host": "C.WS.example.com:443, proxy", host: "x" })).toBe("c.ws.example.com");
+    for (const bad of ["//evil.example.com/", "https://evil/", "\\\\evil", "", undefined])
+      expect(safeNext(bad)).toBe("/");
+    expect(safeNext("/tree?x=1")).toBe("/tree?x=1");
+  });
+});
