@@ -26,6 +26,7 @@ import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
 import { StartLinks } from "./start/handler.js";
 import { AddressStart, createAddressServer } from "./start/address.js";
+import { stopEnds, type StopEnds } from "./start/ends.js";
 import { registerStartMetrics } from "./start/metrics.js";
 import { deriveStartLinkKey, startLinkUrl } from "./start/token.js";
 import type { VmKey } from "./agents/server.js";
@@ -129,6 +130,8 @@ async function run(
     : undefined;
   // Issue 17: history, webhooks and keep-running links, wired through the fleet's observer hook.
   const linkKey = deriveLinkKey(key);
+  let fleetRef: Fleet | undefined;
+  const fleetOf = (): Fleet => fleetRef!;
   const outreach = new Outreach({
     config: config.notifications,
     log,
@@ -136,6 +139,8 @@ async function run(
     prefix: mode.policySource.prefix,
     linkKey,
     startUrl: startLinkFor(config, key),
+    // The fleet exists by the time a notice goes out (outreach only observes its decisions).
+    stopEndsOf: (vm): StopEnds | undefined => stopEnds(fleetOf().loopState(vm)?.latest?.report),
   });
   const fleet = new Fleet({
     log,
@@ -167,6 +172,7 @@ async function run(
     },
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
   });
+  fleetRef = fleet;
   const agents = new AgentServer({
     sink: fleet,
     stats,

@@ -13,6 +13,7 @@ import { ownerOf, redactUrl, targetsFor, type NotificationsConfig } from "./conf
 import { stopTransition, transitionsOf, warnsPeople, type VmTransition } from "./events.js";
 import { requestFor, type NotificationContent } from "./payloads.js";
 import { WebhookSender } from "./sender.js";
+import type { StopEnds } from "../start/ends.js";
 
 /** What the per-VM loop tells the outside world about; every method returns at once. */
 export interface FleetObserver {
@@ -45,6 +46,8 @@ export interface OutreachOptions {
   linkKey: Buffer;
   /** The VM's start link valid from now (start/token.ts), or undefined without a public URL. */
   startUrl?: (vm: VmKey, nowMs: number) => string | undefined;
+  /** What a stop of the VM would end now (start/ends.ts, from its latest Report). */
+  stopEndsOf?: (vm: VmKey) => StopEnds | undefined;
   history?: History;
   sender?: WebhookSender;
 }
@@ -164,6 +167,10 @@ export class Outreach implements FleetObserver {
         ? this.keepLink(transition.vm, transition.noticeId, transition.deadlineMs)
         : undefined;
     const vmUrl = this.vmUrl(transition.vm);
+    const ends =
+      transition.kind === "notice" || transition.kind === "reminder"
+        ? this.options.stopEndsOf?.(transition.vm)
+        : undefined;
     const startUrl =
       transition.kind === "notice" || transition.kind === "reminder" || transition.kind === "stop"
         ? this.options.startUrl?.(transition.vm, transition.atMs)
@@ -174,6 +181,7 @@ export class Outreach implements FleetObserver {
       ...(keepUrl ? { keepUrl } : {}),
       ...(vmUrl ? { vmUrl } : {}),
       ...(startUrl ? { startUrl } : {}),
+      ...(ends ? { ends } : {}),
     };
     for (const target of targets) {
       const request = requestFor(target, content);

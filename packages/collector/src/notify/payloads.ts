@@ -3,6 +3,7 @@
 import { formatDuration } from "@ws/protocol";
 import type { WebhookTarget } from "./config.js";
 import type { TransitionKind, VmTransition } from "./events.js";
+import type { StopEnds } from "../start/ends.js";
 
 /** Everything a message says about one transition. */
 export interface NotificationContent {
@@ -14,6 +15,8 @@ export interface NotificationContent {
   vmUrl?: string;
   /** The signed start link (every message, when a public URL is configured): how to come back. */
   startUrl?: string;
+  /** What the stop will end (notice, reminder): sessions, kernels, processes by name. */
+  ends?: StopEnds;
 }
 
 export const PAYLOAD_VERSION = 1;
@@ -37,6 +40,8 @@ export interface JsonPayload {
   vmUrl: string | null;
   /** The start link: a page that shows the VM and starts it on a button press (docs/coming-back.md). */
   startUrl: string | null;
+  /** What the stop will end (notice and reminder): per user logins, tmux/screen panes, process names and counts; Jupyter kernels and terminals. */
+  stopEnds: (Omit<StopEnds, "text"> & { text: string }) | null;
   text: string;
 }
 
@@ -65,7 +70,7 @@ export function textOf(content: NotificationContent): string {
   switch (t.kind) {
     case "notice":
     case "reminder":
-      return `${who}${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}.${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}${content.startUrl ? ` To come back later: ${content.startUrl}` : ""}`;
+      return `${who}${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}.${content.ends ? ` The stop ends ${content.ends.text}.` : ""}${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}${content.startUrl ? ` To come back later: ${content.startUrl}` : ""}`;
     case "cancel":
       return `${who}the pending stop of ${t.vm.namespace}/${t.vm.name} is cancelled: ${t.reason}.`;
     case "stop":
@@ -96,6 +101,7 @@ export function jsonPayload(content: NotificationContent): JsonPayload {
     keepUrl: content.keepUrl ?? null,
     vmUrl: content.vmUrl ?? null,
     startUrl: content.startUrl ?? null,
+    stopEnds: content.ends ?? null,
     text: textOf(content),
   };
 }

@@ -44,6 +44,7 @@ describe("payloads", () => {
       keepUrl: content.keepUrl,
       vmUrl: content.vmUrl,
       startUrl: null,
+      stopEnds: null,
       text: "alice: lab/gpu-1 will be stopped in 10m (2026-12-01T10:10:00.000Z): idle for 2h <no input>. Keep it running with the link.",
     });
   });
