@@ -1,7 +1,7 @@
 // ws-collector configuration file (YAML) and flags. Resolution is pure; the
 // policy section is handed to the engine's own parser.
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
+import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 import { parseStartConfig, type StartConfig } from "./start/config.js";
@@ -44,16 +44,8 @@ export interface CollectorConfig {
   start: StartConfig;
 }
 
-export class CollectorConfigError extends Error {
-  override name = "CollectorConfigError";
-  constructor(readonly problems: string[]) {
-    super(
-      problems.length === 1
-        ? problems[0]!
-        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
-    );
-  }
-}
+/** The collector's configuration errors are the programs' one ConfigError. */
+export { ConfigError as CollectorConfigError };
 
 export interface CollectorFlags {
   standalone?: boolean;
@@ -80,8 +72,6 @@ const TOP_KEYS = [
   "notifications",
   "start",
 ];
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function resolveCollectorConfig(
   fileText: string | undefined,
@@ -90,26 +80,26 @@ export function resolveCollectorConfig(
   env: Record<string, string | undefined>,
 ): CollectorConfig {
   const problems: string[] = [];
-  let file: Obj = {};
+  let file: JsonObject = {};
   if (fileText !== undefined && fileText.trim() !== "") {
     try {
       const parsed: unknown = parseYaml(fileText);
-      if (isObj(parsed)) file = parsed;
+      if (isJsonObject(parsed)) file = parsed;
       else if (parsed != null) problems.push(`${filePath}: expected a mapping at the top level`);
     } catch (error) {
-      throw new CollectorConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
+      throw new ConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
     }
   }
   for (const key of Object.keys(file))
     if (!TOP_KEYS.includes(key)) problems.push(`${filePath}: unknown setting "${key}" (known: ${TOP_KEYS.join(", ")})`);
-  const section = (key: string): Obj => {
+  const section = (key: string): JsonObject => {
     const v = file[key];
     if (v == null) return {};
-    if (isObj(v)) return v;
+    if (isJsonObject(v)) return v;
     problems.push(`${filePath}: "${key}" must be a mapping`);
     return {};
   };
-  const str = (obj: Obj, key: string, label: string): string | undefined => {
+  const str = (obj: JsonObject, key: string, label: string): string | undefined => {
     const v = obj[key];
     if (v == null) return undefined;
     if (typeof v === "string" || typeof v === "number") return String(v);
@@ -157,14 +147,14 @@ export function resolveCollectorConfig(
   const vms: CollectorConfig["standalone"]["vms"] = {};
   const vmsFile = standaloneFile.vms;
   if (vmsFile != null) {
-    if (!isObj(vmsFile)) problems.push(`${filePath}: standalone.vms must map "namespace/name" to annotations`);
+    if (!isJsonObject(vmsFile)) problems.push(`${filePath}: standalone.vms must map "namespace/name" to annotations`);
     else {
       for (const [id, value] of Object.entries(vmsFile)) {
         if (!/^[a-z0-9-.]+\/[a-z0-9-.]+$/.test(id))
           problems.push(`${filePath}: standalone.vms: "${id}" is not namespace/name`);
-        const entry = isObj(value) ? value : {};
-        const labels = isObj(entry.labels) ? (entry.labels as Record<string, string>) : {};
-        const annotations = isObj(entry.annotations) ? (entry.annotations as Record<string, string>) : {};
+        const entry = isJsonObject(value) ? value : {};
+        const labels = isJsonObject(entry.labels) ? (entry.labels as Record<string, string>) : {};
+        const annotations = isJsonObject(entry.annotations) ? (entry.annotations as Record<string, string>) : {};
         vms[id] = {
           labels: Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, String(v)])),
           annotations: Object.fromEntries(Object.entries(annotations).map(([k, v]) => [k, String(v)])),
@@ -234,9 +224,9 @@ export function resolveCollectorConfig(
   if (
     config.mode === "kubernetes" &&
     !config.start.leaderUrl &&
-    (file.start as Obj | undefined)?.leaderUrl === undefined
+    (isJsonObject(file.start) ? file.start.leaderUrl : undefined) === undefined
   )
     config.start.leaderUrl = `http://ws-collector.${config.kubernetes.leaseNamespace}.svc:8080`;
-  if (problems.length) throw new CollectorConfigError(problems);
+  if (problems.length) throw new ConfigError(problems);
   return config;
 }

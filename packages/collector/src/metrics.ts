@@ -11,8 +11,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { StopOutcome } from "./engine/types.js";
 import type { CollectorStats } from "./stats.js";
 import { COLLECTOR_VERSION } from "./version.js";
-import type { FleetReader, VmSeriesSource, VmView } from "./view.js";
-import { ACTIVITY_SIGNALS } from "./whatif/readings.js";
+import type { FleetReader, VmSeriesSource, VmView } from "./model/vm-view.js";
+import { ACTIVITY_SIGNALS } from "./model/readings.js";
 
 export const STATES = ["Unknown", "Active", "StoppingPending", "Stopping", "Stopped", "AgentLost"];
 /** The StopResult outcomes (engine/types.ts StopOutcome). */
@@ -397,8 +397,11 @@ export function createMetrics(
     },
   );
   counterFrom("workstation_notices_total", "Stop notices sent to VMs.", [], (inc) => inc({}, fleet.counters().notices));
-  counterFrom("workstation_stop_cancelled_total", "Pending stops cancelled by activity or a lease.", [], (inc) =>
-    inc({}, fleet.counters().stopsCancelled),
+  counterFrom(
+    "workstation_stop_cancelled_total",
+    "Stop notices withdrawn: activity, a lease or other veto, a policy change, or the agent lost.",
+    [],
+    (inc) => inc({}, fleet.counters().stopsCancelled),
   );
   counterFrom("workstation_leases_granted_total", "Keep-running leases accepted.", [], (inc) =>
     inc({}, fleet.counters().leasesGranted),

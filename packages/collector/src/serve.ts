@@ -1,5 +1,5 @@
 // `ws-collector serve`: wires the agent server, the fleet, metrics and the web
-// server around a mode (standalone here, Kubernetes in kube/serve.ts).
+// server around a mode (standalone/mode.ts, Kubernetes in kube/serve.ts).
 import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -13,9 +13,8 @@ import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
 import { createMetrics } from "./metrics.js";
-import { staticPolicySource } from "./policy-source.js";
 import { TraceRecorder } from "./replay/recorder.js";
-import { runStopCommand } from "./standalone/stop-command.js";
+import { standaloneMode } from "./standalone/mode.js";
 import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
@@ -29,7 +28,7 @@ import { AddressStart, createAddressServer } from "./start/address.js";
 import { stopEnds, type StopEnds } from "./start/ends.js";
 import { registerStartMetrics } from "./start/metrics.js";
 import { deriveStartLinkKey, startLinkUrl } from "./start/token.js";
-import type { VmKey } from "./agents/server.js";
+import type { VmKey } from "./model/vm-key.js";
 import { StartTracker } from "./start/tracker.js";
 
 /** The output streams serve writes to (the environment is read by the CLI before). */
@@ -40,39 +39,6 @@ export function loadPolicyConfig(config: CollectorConfig): CollectorPolicyConfig
   const parsed = parseCollectorPolicyConfig(config.policyYaml);
   if (!parsed.ok) throw new CollectorConfigError(parsed.errors.map((error) => `policy: ${error}`));
   return parsed.config;
-}
-
-function standaloneMode(config: CollectorConfig, policy: CollectorPolicyConfig, log: Logger): CollectorMode {
-  const command = config.standalone.stopCommand;
-  return {
-    name: "standalone",
-    policySource: staticPolicySource(
-      { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
-      policy.profiles,
-      policy.annotationPrefix,
-      config.standalone.vms,
-    ),
-    leader: () => true,
-    actuator: {
-      async stop(vm, reason) {
-        if (!command) {
-          log(
-            "info",
-            `STOP ${vm.namespace}/${vm.name} (standalone, no stopCommand configured: logged only): ${reason}`,
-            { vm: `${vm.namespace}/${vm.name}` },
-          );
-          return { outcome: "accepted", message: "logged (no stopCommand configured)" };
-        }
-        const result = await runStopCommand(command, vm);
-        return { outcome: result.ok ? "accepted" : "failed", message: result.message };
-      },
-      event(vm, type, reason, message) {
-        log(type === "Warning" ? "warn" : "info", `event ${reason}: ${message}`, { vm: `${vm.namespace}/${vm.name}` });
-      },
-      // Standalone state lives in memory only: after a restart every idle clock starts again (later stops, never earlier).
-      persist() {},
-    },
-  };
 }
 
 async function listenOn(server: import("node:http").Server, address: { host: string; port: number }): Promise<number> {

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { extractEvidence, vetoesAt } from "../src/engine/evidence.js";
 import { BUILTIN_DEFAULT_POLICY, mergePolicy } from "../src/engine/policy.js";
 import type { Evidence, Policy } from "../src/engine/types.js";
-import { readingsFromReport, reportFromReadings } from "../src/whatif/readings.js";
+import { readingsFromReport, reportFromReadings } from "../src/model/readings.js";
 
 const AT = 1_700_000_000_000;
 

@@ -17,7 +17,7 @@ import {
   type StepSample,
   type VmHistory,
 } from "../src/whatif/history.js";
-import type { ReportReadings } from "../src/whatif/readings.js";
+import type { ReportReadings } from "../src/model/readings.js";
 import { formatJson, formatText } from "../src/whatif/report.js";
 import { simulateVm } from "../src/whatif/simulate.js";
 

@@ -1,7 +1,15 @@
 // Agent configuration: /etc/ws-agent/config.yaml (what cloud-init writes),
 // overridden by environment, overridden by flags. Resolution is pure.
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration, SOURCE_NAMES, errorMessage } from "@ws/protocol";
+import {
+  ConfigError,
+  DurationError,
+  errorMessage,
+  isJsonObject,
+  type JsonObject,
+  parseDuration,
+  SOURCE_NAMES,
+} from "@ws/protocol";
 import { defaultRoots, type Roots } from "./roots.js";
 
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
@@ -21,16 +29,7 @@ export interface AgentConfig {
   sampleTimeoutMs: number;
 }
 
-export class ConfigError extends Error {
-  override name = "ConfigError";
-  constructor(readonly problems: string[]) {
-    super(
-      problems.length === 1
-        ? problems[0]!
-        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
-    );
-  }
-}
+export { ConfigError };
 
 /** Keys the file may hold; anything else is reported, since a typo would silently do nothing. */
 const FILE_KEYS = [
@@ -85,18 +84,15 @@ export interface ConfigSources {
   requireCollector: boolean;
 }
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-
 export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   const problems: string[] = [];
   const where = sources.filePath;
-  let file: Obj = {};
+  let file: JsonObject = {};
   if (sources.fileText !== undefined && sources.fileText.trim() !== "") {
     try {
       const parsed: unknown = parseYaml(sources.fileText);
       if (parsed === null || parsed === undefined) file = {};
-      else if (!isObj(parsed)) problems.push(`${where}: expected a mapping of settings at the top level`);
+      else if (!isJsonObject(parsed)) problems.push(`${where}: expected a mapping of settings at the top level`);
       else file = parsed;
     } catch (error) {
       throw new ConfigError([`${where}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
@@ -108,7 +104,7 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
     }
   }
 
-  const str = (obj: Obj, key: string, label: string): string | undefined => {
+  const str = (obj: JsonObject, key: string, label: string): string | undefined => {
     const v = obj[key];
     if (v === undefined || v === null) return undefined;
     if (typeof v === "string") return v;
@@ -116,10 +112,10 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
     problems.push(`${label}: expected a string`);
     return undefined;
   };
-  const section = (key: string): Obj => {
+  const section = (key: string): JsonObject => {
     const v = file[key];
     if (v === undefined || v === null) return {};
-    if (isObj(v)) return v;
+    if (isJsonObject(v)) return v;
     problems.push(`${where}: "${key}" must be a mapping`);
     return {};
   };

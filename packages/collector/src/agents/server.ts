@@ -17,13 +17,8 @@ import {
   errorMessage,
 } from "@ws/protocol";
 import type { CollectorStats } from "../stats.js";
+import { type VmKey, vmId } from "../model/vm-key.js";
 import { describeTruncation, validateHello, validateReport, ValidationError } from "./validate.js";
-
-export interface VmKey {
-  namespace: string;
-  name: string;
-}
-export const vmId = (vm: VmKey) => `${vm.namespace}/${vm.name}`;
 
 /** `kind` is the bounded label of workstation_auth_failures_total (default: bad-token / identity by code). */
 export type AuthResult = { ok: true } | { ok: false; code: grpc.status; reason: string; kind?: string };

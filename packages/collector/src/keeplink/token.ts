@@ -1,7 +1,7 @@
 // The keep-running link's token: a signed link (links/signed.ts) over the VM, the notice and the
 // expiry, under a key derived from the collector's token key (so a link can never stand in for
 // an agent token or a start link, and nothing is stored per link). Pure.
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 import { deriveKindKey, linkUrl, signLink, verifyLink, type LinkKind, type LinkVerdict } from "../links/signed.js";
 
 export interface KeepClaims {

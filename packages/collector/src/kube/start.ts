@@ -10,10 +10,17 @@
  * Also the starting page's view of the VM (kubeStartPlatform): owner, run strategy, what a start
  * allocates, the VMI's stages and the scheduler's message, the last-stop record.
  */
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 import type { LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
-import { DEFAULT_BACKOFF, backoffDelayMs, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
-import { describeError, parseRetryAfter, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
+import {
+  DEFAULT_BACKOFF,
+  backoffDelayMs,
+  parseRetryAfterMs,
+  realSleep,
+  type BackoffPolicy,
+  type Sleep,
+} from "../retry.js";
+import { describeError, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
 import type { InventoryVm } from "./inventory.js";
 import { freedParts, vmOwner } from "./vm-resources.js";
 
@@ -55,7 +62,7 @@ export class VmStarter {
   private async run(namespace: string, name: string): Promise<StartResult> {
     const maxAttempts = this.options.maxAttempts ?? 4;
     let last = "not attempted";
-    let retryAfter: number | null = null;
+    let retryAfterMs = 0;
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       if (attempt > 1)
         await (this.options.sleep ?? realSleep)(
@@ -63,7 +70,7 @@ export class VmStarter {
             attempt - 1,
             this.options.backoff ?? DEFAULT_BACKOFF,
             this.options.random ?? Math.random,
-            retryAfter,
+            retryAfterMs,
           ),
         );
       let status: number;
@@ -77,10 +84,10 @@ export class VmStarter {
         });
         status = answer.status;
         message = statusMessage(answer.text) ?? `HTTP ${status}`;
-        retryAfter = parseRetryAfter(answer.headers["retry-after"]);
+        retryAfterMs = parseRetryAfterMs(answer.headers["retry-after"]);
       } catch (err) {
         last = describeError(err);
-        retryAfter = null;
+        retryAfterMs = 0;
         continue;
       }
       if (status >= 200 && status < 300) return { ok: true, already: false, message: "start accepted by KubeVirt" };

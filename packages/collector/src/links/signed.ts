@@ -4,7 +4,7 @@
 // link is useless for any other VM, and nothing is stored per link: rotating the token key ends
 // every link at once. Pure.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 
 /** What every signed link carries: the VM it is for and when it stops working. */
 export interface LinkClaims {

@@ -5,8 +5,7 @@
 // point. Every refusal is a page that says why and that nothing changed.
 import type { Logger, Report } from "@ws/protocol";
 import { formatDuration } from "@ws/protocol";
-import type { VmKey } from "../agents/server.js";
-import { vmId } from "../agents/server.js";
+import { type VmKey, vmId } from "../model/vm-key.js";
 import { at, escapeHtml, page, vmPath, when } from "../web/html.js";
 import { entryFor, type StartConfig } from "./config.js";
 import type { StartFacts, StartPlatform } from "./platform.js";

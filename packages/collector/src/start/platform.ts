@@ -1,7 +1,7 @@
 // What the starting page needs from the platform (Kubernetes: the inventory and the `start`
 // subresource; standalone: a configured command), so the page and its stages know nothing of
 // KubeVirt's API.
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 
 /** Why and when ws (or someone) last stopped the VM: the last-stop record. */
 export interface LastStopFacts {

@@ -3,7 +3,7 @@
 // carries no notice: a start is not tied to one stop, and starting a VM that already runs only
 // shows its progress. Its key is derived under its own label, so a keep-running link is never
 // a start link. Pure.
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 import { deriveKindKey, linkUrl, signLink, verifyLink, type LinkKind, type LinkVerdict } from "../links/signed.js";
 
 export interface StartClaims {

@@ -2,8 +2,7 @@
 // or a page and an ssh helper, share the first one's request), when each was asked for and by
 // whom, and when it became ready. Counts what the metrics export. Bounded: finished starts are
 // forgotten after a while, and at most `limit` are kept.
-import type { VmKey } from "../agents/server.js";
-import { vmId } from "../agents/server.js";
+import { type VmKey, vmId } from "../model/vm-key.js";
 import type { StartResult } from "./platform.js";
 import type { AttemptFacts } from "./progress.js";
 

@@ -2,7 +2,7 @@
 // and owner through the query string (links and a GET form: no JavaScript).
 // Pure: views and the query in, HTML out.
 import { formatDuration } from "@ws/protocol";
-import type { VmView } from "../view.js";
+import type { VmView } from "../model/vm-view.js";
 import { escapeHtml, page, when } from "./html.js";
 
 export interface FleetQuery {

@@ -6,7 +6,7 @@ import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
 import type { StartLinks } from "../start/handler.js";
 import { FORWARDED_HEADER, forwardToLeader } from "./leader-forward.js";
-import type { FleetReader } from "../view.js";
+import type { FleetReader } from "../model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { renderVmPage } from "./vm-page.js";
 import { mayView, viewerFromHeaders, type IdentityConfig, type Viewer } from "./identity.js";

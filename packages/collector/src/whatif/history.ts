@@ -1,7 +1,7 @@
 // Recorded history: the query that reads the replayable series from Prometheus,
 // and the pure step that turns its matrix answer into one sample per VM per step.
-import type { ReportReadings } from "./readings.js";
-import { ACTIVITY_SIGNALS, type ActivitySignal } from "./readings.js";
+import type { ReportReadings } from "../model/readings.js";
+import { ACTIVITY_SIGNALS, type ActivitySignal } from "../model/readings.js";
 
 /** The series `whatif` reads, by metric name without the `workstation_` prefix. */
 export const HISTORY_METRICS = [

@@ -7,7 +7,7 @@ import { extractEvidence, vetoesAt } from "../engine/evidence.js";
 import type { Decision, Policy, ReceivedReport, StopTrigger, VmRecord } from "../engine/types.js";
 import { newVmLoopState, step, type StepInput } from "../vm/step.js";
 import type { StepGrid, StepSample, VmHistory } from "./history.js";
-import { reportFromReadings } from "./readings.js";
+import { reportFromReadings } from "../model/readings.js";
 
 export type StopEnd = "activity" | "vm-gone" | "end-of-range";
 

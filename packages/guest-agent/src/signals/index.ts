@@ -1,6 +1,6 @@
 // The signal set the agent samples, built from its configuration.
 import type { AgentConfig } from "../config.js";
-import { createCodeServerSignal } from "./codeserver.js";
+import { createCodeServerSignal } from "./code-server.js";
 import { createDesktopSignal } from "./desktop.js";
 import { createDiskSignal } from "./disk.js";
 import { createGpuSignal } from "./gpu.js";

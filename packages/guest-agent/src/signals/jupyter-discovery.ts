@@ -5,7 +5,7 @@
  *   /run/user/UID/jupyter               ($XDG_RUNTIME_DIR/jupyter: older jupyter_core, platformdirs)
  * A file whose process is gone is stale (a crashed or killed server leaves it behind) and skipped.
  */
-import { readdir, stat } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import path from "node:path";
 import {
   isMissingUserPath,
@@ -18,7 +18,8 @@ import {
 } from "../fs/user-file.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
-import { isMissing, listHomeDirs } from "./jupyter-homes.js";
+import { isMissing, processExists } from "../fs/exists.js";
+import { listHomeDirs } from "./jupyter-homes.js";
 import { isRuntimeFileName, parseRuntimeFile, runtimeFilePid, type RuntimeInfo } from "./jupyter-parse.js";
 import { errorMessage } from "./types.js";
 
@@ -114,12 +115,12 @@ export async function discoverServers(roots: Roots, users: Users, signal?: Abort
         info = parseRuntimeFile(read.text);
       } catch (error) {
         // A dead server's half-written file is stale like any other; a live one's is a problem.
-        if (await processExists(roots, pidFromName)) problems.push(`${file}: ${errorMessage(error)}`);
+        if (await processExists(roots.proc, pidFromName)) problems.push(`${file}: ${errorMessage(error)}`);
         else staleFiles.push(file);
         continue;
       }
       const pid = info.pid ?? pidFromName;
-      if (!(await processExists(roots, pid))) {
+      if (!(await processExists(roots.proc, pid))) {
         staleFiles.push(file);
         continue;
       }
@@ -127,13 +128,4 @@ export async function discoverServers(roots: Roots, users: Users, signal?: Abort
     }
   }
   return { servers, staleFiles, problems };
-}
-
-async function processExists(roots: Roots, pid: number): Promise<boolean> {
-  try {
-    await stat(under(roots.proc, String(pid)));
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -1,6 +1,6 @@
 // What the status page, /api/vms and /metrics read: a plain snapshot per VM.
-import type { Explanation, Policy } from "./engine/types.js";
-import type { ReportReadings } from "./whatif/readings.js";
+import type { Explanation, Policy } from "../engine/types.js";
+import type { ReportReadings } from "./readings.js";
 
 export type { ReportReadings };
 

@@ -1,0 +1,27 @@
+// Whether something is there, where missing is the ordinary answer (scanning homes, checking a
+// process): a path that is certainly absent is absent; one that cannot be read counts as present
+// (missing data is not absence).
+import { stat } from "node:fs/promises";
+import { under } from "../roots.js";
+
+/** ENOENT or ENOTDIR: the path is not there. */
+export function isMissing(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === "ENOENT" || code === "ENOTDIR";
+}
+
+/** False only when the path is certainly not there; an unreadable path counts as present. */
+export async function exists(file: string): Promise<boolean> {
+  try {
+    await stat(file);
+    return true;
+  } catch (error) {
+    return !isMissing(error);
+  }
+}
+
+/** Whether process `pid` runs, read from `procRoot` (the agent's roots.proc). */
+export async function processExists(procRoot: string, pid: number): Promise<boolean> {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  return exists(under(procRoot, String(pid)));
+}
