@@ -68,6 +68,7 @@ describe("Event reasons", () => {
     expect(REASONS.filter((reason) => !engine.includes(reason))).toEqual([
       "IdentityRejected",
       "KeepRunningLink",
+      "Started",
       "Stopped",
     ]);
   });

@@ -54,7 +54,7 @@ export function requestedUri(headers: http.IncomingHttpHeaders, own: string): st
 
 /** A same-site path to send the browser back to: "/…" only (never "//host" or a scheme). */
 export function safeNext(uri: string | null | undefined): string {
-  return uri && uri.startsWith("/") && !uri.startsWith("//") && !uri.includes("\\") && uri.length <= 2048 ? uri : "/";
+  return uri?.startsWith("/") && !uri.startsWith("//") && !uri.includes("\\") && uri.length <= 2048 ? uri : "/";
 }
 
 /** The VM at host + path: the entry URL with this host and the longest path prefix of `uri`. Pure. */

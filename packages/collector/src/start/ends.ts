@@ -20,8 +20,10 @@ export function stopEnds(report: Report | undefined): StopEnds | undefined {
   if (!report) return undefined;
   const users = new Map<string, { logins: number; panes: number; processes: Map<string, number> }>();
   const of = (user: string) => {
-    let entry = users.get(user);
-    if (!entry) users.set(user, (entry = { logins: 0, panes: 0, processes: new Map() }));
+    const known = users.get(user);
+    if (known) return known;
+    const entry = { logins: 0, panes: 0, processes: new Map<string, number>() };
+    users.set(user, entry);
     return entry;
   };
   for (const session of report.sessions?.sessions ?? []) {
