@@ -983,6 +983,46 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     for (const refused of [tampered, expired, other]) expect(refused.body).toContain("Nothing was changed.");
     expect(startPuts()).toHaveLength(0);
 
+    // "This stop was a mistake, I was working": kept with the stop, counted, audited, sent.
+    expect((await startPage(startUrl)).body).toContain('<form method="post" action="" id="dispute">');
+    const disputed = await postForm(
+      base,
+      `t=${token}&dispute=1&what=${encodeURIComponent("training a model <b>overnight</b>")}`,
+    );
+    expect(disputed.status).toBe(200);
+    expect(disputed.body).toContain("Your report that this stop was a mistake is kept.");
+    const disputeHook = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; text: string; keepRunningHint: string | null })
+          .find((b) => b.event === "dispute"),
+      30_000,
+      "the dispute webhook",
+    );
+    expect(disputeHook.text).toContain(
+      'alice: says the stop of users/comeback was a mistake: "training a model <b>overnight</b>"',
+    );
+    expect(disputeHook.keepRunningHint).toMatch(
+      /^idle-timeout \S+ \(it had been idle .*\) would have kept it.*try: ws-collector whatif --idle-timeout /,
+    );
+    const disputeEvent = await s.waitForEvent("comeback", "StopDisputed", 30_000);
+    expect(disputeEvent["type"]).toBe("Warning");
+    expect(disputeEvent["note"]).toContain("the start link sent to alice says the stop of");
+    await eventually(
+      () => JSON.parse(s.annotation("comeback", "last-stop")!).dispute,
+      30_000,
+      "the dispute kept with last-stop",
+    );
+    expect(JSON.parse(s.annotation("comeback", "last-stop")!)).toMatchObject({
+      reason: lastStop.reason,
+      dispute: { by: "the start link sent to alice", what: "training a model <b>overnight</b>" },
+    });
+    expect(/^workstation_stop_disputes_total 1$/m.test(await collector.metrics())).toBe(true);
+    // Once per stop.
+    expect((await postForm(base, `t=${token}&dispute=1`)).body).toContain("Already reported");
+    expect(startPuts()).toHaveLength(0);
+
     // Two tabs press Start at once: one start.
     const [first, second] = await Promise.all([postForm(base, `t=${token}`), postForm(base, `t=${token}`)]);
     expect([first.status, second.status]).toEqual([303, 303]);

@@ -170,6 +170,7 @@ async function run(
   });
   // Issue 24: start links and the starting page (docs/coming-back.md).
   const startTracker = new StartTracker();
+  let disputes = 0;
   const startLinks = mode.startPlatform
     ? new StartLinks({
         platform: mode.startPlatform,
@@ -190,9 +191,33 @@ async function run(
         nowMs,
         log,
         audit: (vm, message) => mode.actuator.event(vm, "Normal", "Started", message),
+        disputed: (vm, dispute, stop) => {
+          disputes++;
+          const what = dispute.what ? `"${dispute.what}"` : "no details given";
+          mode.actuator.event(
+            vm,
+            "Warning",
+            "StopDisputed",
+            `${dispute.by} says the stop of ${new Date(stop.atMs).toISOString()} was a mistake: ${what}; the stop: ${stop.reason}; ${dispute.knob}`,
+          );
+          const policy = fleet.loopState(vm)?.policy;
+          if (policy)
+            outreach.disputed(
+              {
+                kind: "dispute",
+                vm,
+                atMs: dispute.atMs,
+                mode: policy.mode,
+                reason: `${what} (the stop: ${stop.reason})`,
+                hint: dispute.knob,
+                explanation: stop.reason,
+              },
+              policy,
+            );
+        },
       })
     : undefined;
-  registerStartMetrics(registry, startTracker);
+  registerStartMetrics(registry, startTracker, () => disputes);
   const startWatch = setInterval(() => startLinks?.watch(), 1000);
   startWatch.unref();
   const webOptions = {

@@ -69,6 +69,7 @@ describe("Event reasons", () => {
       "IdentityRejected",
       "KeepRunningLink",
       "Started",
+      "StopDisputed",
       "Stopped",
     ]);
   });

@@ -140,6 +140,7 @@ export async function kubernetesMode(
       new VmStarter(clients),
       config.kubernetes.ownerLabel,
       prefix,
+      (vm, annotations) => audit.patchAnnotations(vm, annotations),
     ),
     policySource: {
       defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },

@@ -116,7 +116,11 @@ export function parseLastStop(text: string | undefined): LastStopFacts | null {
     >;
     const activity = (signals.lastActivity ?? null) as { at?: unknown; what?: unknown } | null;
     const activityAt = typeof activity?.at === "string" ? Date.parse(activity.at) : Number.NaN;
+    const dispute = raw.dispute as { at?: unknown } | undefined;
+    const disputedAtMs = typeof dispute?.at === "string" ? Date.parse(dispute.at) : Number.NaN;
     return {
+      raw,
+      ...(Number.isFinite(disputedAtMs) ? { disputedAtMs } : {}),
       atMs,
       reason: raw.reason.slice(0, 1024),
       ...(typeof signals.idleSeconds === "number" ? { idleSeconds: signals.idleSeconds } : {}),
@@ -160,6 +164,7 @@ export function kubeStartPlatform(
   starter: VmStarter,
   ownerLabel: string,
   prefix: string,
+  patchAnnotations?: (vm: VmKey, annotations: Record<string, string>) => Promise<{ ok: boolean; message: string }>,
 ): StartPlatform {
   return {
     list: () => all().map((vm) => ({ namespace: vm.namespace, name: vm.name })),
@@ -168,5 +173,11 @@ export function kubeStartPlatform(
       return facts ? startFactsOf(facts, ownerLabel, prefix) : undefined;
     },
     start: (vm) => starter.startVm(vm.namespace, vm.name),
+    recordDispute: async (vm, dispute) => {
+      const facts = lookup(vm);
+      const stop = facts ? parseLastStop(facts.annotations[`${prefix}last-stop`]) : null;
+      if (!stop?.raw || !patchAnnotations) return { ok: false, message: "no last-stop record to keep it with" };
+      return patchAnnotations(vm, { [`${prefix}last-stop`]: JSON.stringify({ ...stop.raw, dispute }) });
+    },
   };
 }

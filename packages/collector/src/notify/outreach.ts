@@ -145,6 +145,11 @@ export class Outreach implements FleetObserver {
     this.reportedProblems.delete(vmId(vm));
   }
 
+  /** A user's report that the VM's last stop was a mistake (start/dispute.ts): history and webhooks. */
+  disputed(transition: VmTransition & { kind: "dispute" }, policy: Policy): void {
+    this.announce(transition, policy);
+  }
+
   private announce(transition: VmTransition, policy: Policy): void {
     const warns = warnsPeople(transition, policy);
     const what = `${transition.kind === "reminder" ? "notice (reminder)" : transition.kind}${!warns && transition.kind !== "would-stop" ? " (observe mode: nobody warned)" : ""}`;

@@ -52,6 +52,7 @@ const TITLES: Record<TransitionKind, string> = {
   stop: "was stopped",
   "refused-stop": "stop refused",
   "would-stop": "would be stopped (observe mode)",
+  dispute: "was stopped by mistake, says its user",
 };
 
 export function titleOf(content: NotificationContent): string {
@@ -79,6 +80,8 @@ export function textOf(content: NotificationContent): string {
       return `${who}${t.vm.namespace}/${t.vm.name} was not stopped: ${t.reason}.`;
     case "would-stop":
       return `${who}${t.vm.namespace}/${t.vm.name} would be stopped now (observe mode, nothing is stopped): ${t.reason}.`;
+    case "dispute":
+      return `${who}says the stop of ${t.vm.namespace}/${t.vm.name} was a mistake: ${t.reason}.${t.hint ? ` ${t.hint}` : ""}`;
   }
 }
 

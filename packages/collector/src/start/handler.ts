@@ -8,7 +8,8 @@ import { formatDuration } from "@ws/protocol";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import { at, escapeHtml, page, vmPath, when } from "../web/html.js";
 import { entryFor, type StartConfig } from "./config.js";
-import type { StartFacts, StartPlatform } from "./platform.js";
+import type { LastStopFacts, StartFacts, StartPlatform } from "./platform.js";
+import { cleanDisputeText, disputeKnob, type Dispute } from "./dispute.js";
 import { startProgress, type StartProgress } from "./progress.js";
 import { entryReadiness } from "./readiness.js";
 import { signStartLink, verifyStartLink } from "./token.js";
@@ -36,6 +37,8 @@ export interface StartHandlerOptions {
   audit?: (vm: VmKey, message: string) => void;
   /** How often the progress page reloads itself (default 2 s). */
   refreshSeconds?: number;
+  /** A user says the last stop was a mistake: count it, audit it, send it (serve.ts wires these). */
+  disputed?: (vm: VmKey, dispute: Dispute, stop: LastStopFacts) => void;
 }
 
 export interface StartRequest {
@@ -46,6 +49,8 @@ export interface StartRequest {
   json?: boolean;
   /** The form's `via`: "ssh" when the ssh helper presses Start. */
   via?: string;
+  /** The form's dispute button ("this stop was a mistake") and what the user was doing. */
+  dispute?: { what: string };
 }
 
 /** What the ssh helper reads: the page's facts as data. */
@@ -141,8 +146,40 @@ export class StartLinks {
     if (request.method !== "POST")
       return refusal(405, vm, "Use the button", "This address answers GET (the page) and POST (the Start button).");
     const owner = facts.owner ?? "";
+    if (request.dispute)
+      return this.dispute(
+        vm,
+        facts,
+        request.dispute.what,
+        owner ? `the start link sent to ${owner}` : "the start link",
+      );
     await this.start({ vm, by: owner ? `the start link sent to ${owner}` : "the start link", trigger: "link" });
     return { status: 303, html: "", location: `?t=${encodeURIComponent(request.token)}` };
+  }
+
+  /** "This stop was a mistake": kept with the stop's record, counted, audited, sent; once per stop. */
+  async dispute(vm: VmKey, facts: StartFacts, text: string, by: string): Promise<StartResponse> {
+    const stop = facts.lastStop;
+    if (!stop) return refusal(409, vm, "No stop to dispute", "ws has no record of stopping this VM.");
+    if (stop.disputedAtMs !== undefined)
+      return { status: 200, html: disputedPage(vm, `Already reported at ${at(stop.disputedAtMs)}: thank you.`) };
+    const dispute: Dispute = { atMs: this.options.nowMs(), by, what: cleanDisputeText(text), knob: disputeKnob(stop) };
+    const kept = await this.options.platform.recordDispute?.(vm, {
+      at: new Date(dispute.atMs).toISOString(),
+      by: dispute.by,
+      what: dispute.what,
+      knob: dispute.knob,
+    });
+    if (kept && !kept.ok)
+      this.options.log("warn", `${vmId(vm)}: the dispute could not be kept with the stop: ${kept.message}`);
+    this.options.disputed?.(vm, dispute, stop);
+    return {
+      status: 200,
+      html: disputedPage(
+        vm,
+        `Recorded with the stop of ${at(stop.atMs)} (${escapeHtml(stop.reason)}), for whoever tunes the policy: ${escapeHtml(dispute.knob)}.`,
+      ),
+    };
   }
 
   /** Starts the VM (once, however many ask at the same time), recording who asked and how. */
@@ -244,7 +281,8 @@ export class StartLinks {
 ${token ? `<input type="hidden" name="t" value="${escapeHtml(token)}">` : ""}
 <button type="submit" id="start">Start the workstation</button>
 </form>
-<p class="muted">Nothing starts until you press the button. Starting takes as long as the VM needs to be placed and to boot; this page then shows each step.</p>`,
+<p class="muted">Nothing starts until you press the button. Starting takes as long as the VM needs to be placed and to boot; this page then shows each step.</p>
+${disputeForm(facts, token, action)}`,
       );
     }
     const refresh =
@@ -301,6 +339,23 @@ ${refresh ? `<p class="muted">This page refreshes itself every ${refresh} s.</p>
       refresh ? { refreshSeconds: refresh } : {},
     );
   }
+}
+
+function disputedPage(vm: VmKey, detail: string): string {
+  return page(
+    "Thank you",
+    `${header(vm)}<h1>Thank you</h1><div class="box ok" id="disputed"><p>Your report that this stop was a mistake is kept. ${detail}</p>
+<p>To keep it running next time: <code>ws-lease 4h --reason "what you are running"</code> in a terminal of the VM, or the keep-running link of the notice.</p></div>`,
+  );
+}
+
+/** The dispute form: on the starting page of a VM ws stopped. */
+function disputeForm(facts: StartFacts, token: string | undefined, action: string): string {
+  if (!facts.lastStop || facts.lastStop.disputedAtMs !== undefined) return "";
+  return `<form method="post" action="${escapeHtml(action)}" id="dispute">
+${token ? `<input type="hidden" name="t" value="${escapeHtml(token)}">` : ""}<input type="hidden" name="dispute" value="1">
+<label>This stop was a mistake, I was working: <input name="what" maxlength="500" placeholder="what you were doing (optional)"></label>
+<button type="submit">Report it</button></form>`;
 }
 
 function aboutVm(vm: VmKey, facts: StartFacts, now: number): string {

@@ -6,7 +6,20 @@ import { START_TRIGGERS, type StartTracker } from "./tracker.js";
 /** From seconds (a warm node) to a quarter of an hour (a GPU that had to be freed). */
 export const START_TO_READY_BUCKETS = [5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900];
 
-export function registerStartMetrics(registry: Registry, tracker: StartTracker): void {
+export function registerStartMetrics(
+  registry: Registry,
+  tracker: StartTracker,
+  disputes: () => number = () => 0,
+): void {
+  new Counter({
+    name: "workstation_stop_disputes_total",
+    help: 'Stops their user reported as a mistake ("I was working") from the starting page: false stops to explain and tune thresholds with.',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(disputes());
+    },
+  });
   new Counter({
     name: "workstation_starts_total",
     help: "Starts asked of the platform by trigger: link (the start link's button), address (the workstation's own address), ssh (the ssh helper). Two requests that share one start count once.",

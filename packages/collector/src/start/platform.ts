@@ -5,6 +5,10 @@ import type { VmKey } from "../model/vm-key.js";
 
 /** Why and when ws (or someone) last stopped the VM: the last-stop record. */
 export interface LastStopFacts {
+  /** The record as stored, to keep a dispute beside it. */
+  raw?: Record<string, unknown>;
+  /** Already disputed: when. */
+  disputedAtMs?: number;
   atMs: number;
   reason: string;
   /** Idle for this long when it was stopped, when the record says. */
@@ -49,4 +53,6 @@ export interface StartPlatform {
   facts(vm: VmKey): StartFacts | undefined;
   /** Asks for the start (KubeVirt: PUT …/start). Never rejects. */
   start(vm: VmKey): Promise<StartResult>;
+  /** Keeps a dispute with the last stop's record (Kubernetes: in the last-stop annotation). */
+  recordDispute?(vm: VmKey, dispute: Record<string, unknown>): Promise<{ ok: boolean; message: string }>;
 }

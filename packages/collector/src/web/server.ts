@@ -234,12 +234,14 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
       const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
       const json = /application\/json/.test(req.headers.accept ?? "");
       const via = form?.get("via");
+      const dispute = form?.get("dispute") ? { what: form.get("what") ?? "" } : undefined;
       const answer = await options.startLinks.handle({
         method: req.method ?? "GET",
         vm,
         token,
         ...(json ? { json } : {}),
         ...(via ? { via } : {}),
+        ...(dispute ? { dispute } : {}),
       });
       if (answer.json) return send(answer.status, "application/json", `${JSON.stringify(answer.json)}\n`);
       if (answer.location) {

@@ -71,3 +71,22 @@ describe("what a stop will end", () => {
     expect(payload.text).toContain("The stop ends alice: 1 login, 2 tmux/screen/IDE terminals");
   });
 });
+
+describe("a stop disputed", () => {
+  it("names the knob that would have kept the VM, and keeps only a clean sentence", async () => {
+    const { cleanDisputeText, disputeKnob } = await import("../../src/start/dispute.js");
+    expect(
+      disputeKnob({
+        atMs: 0,
+        reason: "idle",
+        idleSeconds: 7800,
+        lastActivity: { atMs: 0, what: "keystroke on pts/0" },
+      }),
+    ).toBe(
+      "idle-timeout 2h11m (it had been idle 2h10m) would have kept it; the last activity ws saw: keystroke on pts/0; try: ws-collector whatif --idle-timeout 2h11m",
+    );
+    expect(disputeKnob({ atMs: 0, reason: "agent lost" })).toMatch(/recorded no idle time/);
+    expect(cleanDisputeText("a\u0000b\nc\u001b[31m")).toBe("a b c [31m");
+    expect(cleanDisputeText("x".repeat(600))).toHaveLength(500);
+  });
+});
