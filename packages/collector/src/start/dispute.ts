@@ -17,8 +17,8 @@ export interface Dispute {
 }
 
 export function cleanDisputeText(text: string | null | undefined): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
   return (text ?? "")
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
     .replace(/[\u0000-\u001f\u007f]+/g, " ")
     .trim()
     .slice(0, MAX_DISPUTE_CHARS);
