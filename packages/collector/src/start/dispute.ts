@@ -16,12 +16,12 @@ export interface Dispute {
   knob: string;
 }
 
+/** Control characters (a terminal escape, a newline that would fake a log line) become spaces. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
+const CONTROL = /[\u0000-\u001f\u007f]+/g;
+
 export function cleanDisputeText(text: string | null | undefined): string {
-  return (text ?? "")
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
-    .replace(/[\u0000-\u001f\u007f]+/g, " ")
-    .trim()
-    .slice(0, MAX_DISPUTE_CHARS);
+  return (text ?? "").replace(CONTROL, " ").trim().slice(0, MAX_DISPUTE_CHARS);
 }
 
 /**
