@@ -929,7 +929,16 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     await s.leader(collector);
     const before = await s.agent("comeback", collector.grpcPort, { sshd: true });
     await before.proc.waitFor(/connected to collector/, 60_000);
-    await s.waitForStop("comeback", NOTICE_WAIT_MS + STOP_WAIT_MS);
+    // The notice in the VM says what the stop will end, and how to come back later.
+    const noticeFile = path.join(before.root, "run/ws-agent/notice.json");
+    const shown = await eventually(
+      () => (existsSync(noticeFile) ? readFileSync(noticeFile, "utf8") : undefined),
+      NOTICE_WAIT_MS,
+      "the notice in the VM",
+    );
+    expect(shown).toContain("the stop ends nothing that ws can see running");
+    expect(shown).toMatch(/to come back later: http:\/\/127\.0\.0\.1:\d+\/start\/users\/comeback\?t=s1\./);
+    await s.waitForStop("comeback", STOP_WAIT_MS);
     await before.proc.stop(); // the guest shut down with its VMI
 
     // Every message of the stop says how to come back.
