@@ -25,7 +25,7 @@ import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
 import { StartLinks } from "./start/handler.js";
 import { AddressStart, createAddressServer } from "./start/address.js";
-import { stopEnds, type StopEnds } from "./start/ends.js";
+import { stopEnds, type StopEnds } from "./notify/stop-ends.js";
 import { registerStartMetrics } from "./start/metrics.js";
 import { deriveStartLinkKey, startLinkUrl } from "./start/token.js";
 import type { VmKey } from "./model/vm-key.js";

@@ -13,7 +13,7 @@ import { ownerOf, redactUrl, targetsFor, type NotificationsConfig } from "./conf
 import { stopTransition, transitionsOf, warnsPeople, type VmTransition } from "./events.js";
 import { requestFor, type NotificationContent } from "./payloads.js";
 import { WebhookSender } from "./sender.js";
-import type { StopEnds } from "../start/ends.js";
+import type { StopEnds } from "./stop-ends.js";
 
 /** What the per-VM loop tells the outside world about; every method returns at once. */
 export interface FleetObserver {

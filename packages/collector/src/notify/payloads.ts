@@ -3,7 +3,7 @@
 import { formatDuration } from "@ws/protocol";
 import type { WebhookTarget } from "./config.js";
 import type { TransitionKind, VmTransition } from "./events.js";
-import type { StopEnds } from "../start/ends.js";
+import type { StopEnds } from "./stop-ends.js";
 
 /** Everything a message says about one transition. */
 export interface NotificationContent {

@@ -13,7 +13,7 @@ import type { FleetObserver } from "../notify/outreach.js";
 import type { VmDetail, VmPlatformDetails, VmView } from "../model/vm-view.js";
 import type { directiveFields } from "./directive.js";
 import type { VmLoopState } from "./step.js";
-import { stopEnds } from "../start/ends.js";
+import { stopEnds } from "../notify/stop-ends.js";
 
 /** One VM as outreach reads it. */
 export interface OutreachVm {

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ReportSchema, SessionKind } from "@ws/protocol";
 import { describe, expect, it } from "vitest";
-import { stopEnds } from "../../src/start/ends.js";
+import { stopEnds } from "../../src/notify/stop-ends.js";
 import { jsonPayload } from "../../src/notify/payloads.js";
 
 describe("what a stop will end", () => {
