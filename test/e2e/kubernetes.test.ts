@@ -1326,7 +1326,12 @@ describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOU
 
     const agent = await s.agent("browsed", collector.grpcPort);
     await agent.proc.waitFor(/connected to collector/, 60_000);
-    await until("agent connected", async () => (await stage("agent")) === "done");
+    // Connected, and its first Report in: the entry service is what is awaited now.
+    const readyDetail = () => page.locator('#stages li[data-stage="ready"] small').textContent();
+    await until(
+      "agent connected and reporting",
+      async () => (await stage("agent")) === "done" && (await readyDetail()) !== "no report from the agent yet",
+    );
     expect(await stage("ready")).toBe("current");
     expect(await page.locator('#stages li[data-stage="ready"] small').textContent()).toBe(
       "waiting for sshd or Jupyter to answer",
