@@ -1,5 +1,6 @@
 // ws-collector configuration file (YAML) and flags. Resolution is pure; the
 // policy section is handed to the engine's own parser.
+import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentials.js";
 import { parse as parseYaml } from "yaml";
 import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
@@ -34,6 +35,10 @@ export interface CollectorConfig {
     identity: string;
     /** The VM label naming its owner (Events, the status page, workstation_vm_info). */
     ownerLabel: string;
+    /** Watch VMs, VMIs and launcher pods in this namespace only (a namespaced Role suffices). */
+    watchNamespace?: string;
+    /** Per-VM credential Secrets (docs/credentials.md); absent: off. */
+    credentials?: CredentialsConfig;
   };
   /** The raw `policy:` section (defaults and profiles), parsed by the engine. */
   policyYaml: string;
@@ -72,6 +77,8 @@ const TOP_KEYS = [
   "notifications",
   "start",
 ];
+const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
+  value === undefined ? {} : ({ [key]: value } as Record<K, V>);
 
 export function resolveCollectorConfig(
   fileText: string | undefined,
@@ -200,6 +207,10 @@ export function resolveCollectorConfig(
       leaseName: str(kubeFile, "leaseName", "kubernetes.leaseName") ?? "ws-collector",
       ownerLabel: str(kubeFile, "ownerLabel", "kubernetes.ownerLabel") ?? DEFAULT_OWNER_LABEL,
       identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
+      ...(str(kubeFile, "watchNamespace", "kubernetes.watchNamespace")
+        ? { watchNamespace: str(kubeFile, "watchNamespace", "kubernetes.watchNamespace")! }
+        : {}),
+      ...optional("credentials", parseCredentialsConfig(kubeFile["credentials"], problems, "kubernetes.credentials")),
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),

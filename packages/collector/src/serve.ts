@@ -17,6 +17,8 @@ import { TraceRecorder } from "./replay/recorder.js";
 import { standaloneMode } from "./standalone/mode.js";
 import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
+import { GivenBackLedger } from "./adoption/given-back.js";
+import { withGivenBack } from "./adoption/observer.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer, type WebOptions } from "./web/server.js";
 import { KeepLinks } from "./keeplink/handler.js";
@@ -67,7 +69,7 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const startUrl = startLinkFor(config, key);
   const mode =
     config.mode === "kubernetes"
-      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, { startUrl })
+      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, key, { startUrl })
       : standaloneMode(config, policy, log);
   try {
     return await run(config, mode, key, stats, log, nowMs);
@@ -108,10 +110,12 @@ async function run(
     // The fleet exists by the time a notice goes out (outreach only observes its decisions).
     stopEndsOf: (vm): StopEnds | undefined => stopEnds(fleetOf().loopState(vm)?.latest?.report),
   });
+  // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
+  const givenBack = new GivenBackLedger(nowMs());
   const fleet = new Fleet({
     log,
     stats,
-    observer: outreach,
+    observer: withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -158,6 +162,7 @@ async function run(
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     leader: mode.leader,
     mode: mode.name,
+    givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
   const keepLinks = new KeepLinks({
@@ -234,6 +239,7 @@ async function run(
     leaderUrl: config.start.leaderUrl,
     replica: config.kubernetes.identity,
     startUrl: startLinkFor(config, key),
+    givenBack: (now) => givenBack.rows(now),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

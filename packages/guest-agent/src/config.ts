@@ -13,9 +13,24 @@ import {
 import { defaultRoots, type Roots } from "./roots.js";
 
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
+/** Where ws-agent's mount unit puts the VM's credential disk (docs/credentials.md). */
+export const DEFAULT_CREDENTIAL_DIR = "/run/ws/credential";
+
+/** What the collector's per-VM Secret carries, as files on the credential disk. */
+export interface Credential {
+  /** config.yaml: collector.addresses, collector.serverName, vm.namespace, vm.name. */
+  configText?: string;
+  token?: string;
+  /** Path of collector-ca.crt when the disk has one. */
+  caFile?: string;
+}
 
 export interface AgentConfig {
-  collector: { address: string; caFile?: string; insecure: boolean; serverName?: string };
+  /**
+   * `address` is the first of `addresses`, which the agent tries in order (the cluster DNS name,
+   * a LoadBalancer or NodePort address, an enterprise DNS name: docs/kubernetes.md#reaching-the-collector).
+   */
+  collector: { address: string; addresses: string[]; caFile?: string; insecure: boolean; serverName?: string };
   vm: { namespace: string; name: string };
   token: string;
   reportIntervalSeconds: number;
@@ -37,6 +52,7 @@ const FILE_KEYS = [
   "vm",
   "token",
   "tokenFile",
+  "credentialDir",
   "reportInterval",
   "socket",
   "stateDir",
@@ -78,10 +94,51 @@ export interface ConfigSources {
   filePath: string;
   /** Contents of tokenFile when the file names one (read by the caller). */
   readTokenFile?: (path: string) => string;
+  /** The per-VM credential disk's files in credentialDir, when it is mounted (read by the caller). */
+  readCredential?: (dir: string) => Credential | undefined;
   env: Record<string, string | undefined>;
   flags: ConfigOverrides;
   /** `probe` needs no collector: identity fields may be missing. */
   requireCollector: boolean;
+}
+
+const ADDRESS_PATTERN = /^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i;
+
+/**
+ * The collector addresses, in the order to try them: a flag or WS_AGENT_COLLECTOR (comma-separated)
+ * replaces the file's; the file's `collector.address` is one address or a list, and
+ * `collector.addresses` a list after it.
+ */
+function collectorAddresses(
+  override: string | undefined,
+  file: JsonObject,
+  where: string,
+  problems: string[],
+): string[] {
+  const found: string[] = [];
+  const take = (value: unknown, label: string) => {
+    if (value === undefined || value === null) return;
+    const items = Array.isArray(value) ? value : [value];
+    for (const item of items) {
+      if (typeof item !== "string") problems.push(`${label}: expected host:port or a list of them`);
+      else found.push(item.trim());
+    }
+  };
+  if (override !== undefined)
+    take(
+      override.split(",").filter((a) => a.trim() !== ""),
+      "collector address",
+    );
+  else {
+    take(file["address"], `${where}: collector.address`);
+    take(file["addresses"], `${where}: collector.addresses`);
+  }
+  for (const address of found) {
+    if (!ADDRESS_PATTERN.test(address)) {
+      problems.push(`collector address "${address}" must be host:port (for example collector.ws-system.svc:7443)`);
+    }
+  }
+  return [...new Set(found)];
 }
 
 export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
@@ -103,6 +160,23 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
       problems.push(`${where}: unknown setting "${key}" (known: ${FILE_KEYS.join(", ")})`);
     }
   }
+
+  const credentialDir = typeof file["credentialDir"] === "string" ? file["credentialDir"] : DEFAULT_CREDENTIAL_DIR;
+  const credential = sources.readCredential?.(credentialDir);
+  let credentialFile: JsonObject = {};
+  if (credential?.configText !== undefined) {
+    try {
+      const parsed: unknown = parseYaml(credential.configText);
+      if (isJsonObject(parsed)) credentialFile = parsed;
+      else problems.push(`${credentialDir}/config.yaml: expected a mapping`);
+    } catch (error) {
+      problems.push(`${credentialDir}/config.yaml: not valid YAML: ${errorMessage(error).split("\n")[0]}`);
+    }
+  }
+  const credentialSection = (key: string): JsonObject => {
+    const v = credentialFile[key];
+    return isJsonObject(v) ? v : {};
+  };
 
   const str = (obj: JsonObject, key: string, label: string): string | undefined => {
     const v = obj[key];
@@ -156,22 +230,35 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   const gpuFile = section("gpu");
   const diskFile = section("disk");
 
-  const address =
-    flags.collector ?? env.WS_AGENT_COLLECTOR ?? str(collectorFile, "address", `${where}: collector.address`) ?? "";
-  if (address !== "" && !/^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i.test(address)) {
-    problems.push(`collector address "${address}" must be host:port (for example collector.ws-system.svc:7443)`);
-  }
+  const configured = collectorAddresses(flags.collector ?? env.WS_AGENT_COLLECTOR, collectorFile, where, problems);
+  const addresses =
+    configured.length > 0
+      ? configured
+      : collectorAddresses(undefined, credentialSection("collector"), `${credentialDir}/config.yaml`, problems);
+  const address = addresses[0] ?? "";
   const insecure =
     flags.insecure ??
     bool(env.WS_AGENT_INSECURE, "WS_AGENT_INSECURE") ??
     bool(str(collectorFile, "insecure", `${where}: collector.insecure`), `${where}: collector.insecure`) ??
     false;
-  const caFile = flags.caFile ?? str(collectorFile, "caFile", `${where}: collector.caFile`);
-  const serverName = str(collectorFile, "serverName", `${where}: collector.serverName`);
+  const caFile = flags.caFile ?? str(collectorFile, "caFile", `${where}: collector.caFile`) ?? credential?.caFile;
+  const serverName =
+    str(collectorFile, "serverName", `${where}: collector.serverName`) ??
+    str(credentialSection("collector"), "serverName", `${credentialDir}/config.yaml: collector.serverName`);
 
+  const credentialVm = credentialSection("vm");
   const namespace =
-    flags.namespace ?? env.WS_AGENT_VM_NAMESPACE ?? str(vmFile, "namespace", `${where}: vm.namespace`) ?? "";
-  const name = flags.name ?? env.WS_AGENT_VM_NAME ?? str(vmFile, "name", `${where}: vm.name`) ?? "";
+    flags.namespace ??
+    env.WS_AGENT_VM_NAMESPACE ??
+    str(vmFile, "namespace", `${where}: vm.namespace`) ??
+    str(credentialVm, "namespace", `${credentialDir}/config.yaml: vm.namespace`) ??
+    "";
+  const name =
+    flags.name ??
+    env.WS_AGENT_VM_NAME ??
+    str(vmFile, "name", `${where}: vm.name`) ??
+    str(credentialVm, "name", `${credentialDir}/config.yaml: vm.name`) ??
+    "";
   let token = flags.token ?? env.WS_AGENT_TOKEN ?? str(file, "token", `${where}: token`);
   const tokenFile = str(file, "tokenFile", `${where}: tokenFile`);
   if (token === undefined && tokenFile !== undefined) {
@@ -186,6 +273,8 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
       problems.push(`${where}: tokenFile ${tokenFile}: ${errorMessage(error)}`);
     }
   }
+
+  if (!token && credential?.token) token = credential.token.trim();
 
   if (sources.requireCollector) {
     if (address === "")
@@ -236,7 +325,7 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   }
 
   const config: AgentConfig = {
-    collector: { address, insecure, ...(caFile ? { caFile } : {}), ...(serverName ? { serverName } : {}) },
+    collector: { address, addresses, insecure, ...(caFile ? { caFile } : {}), ...(serverName ? { serverName } : {}) },
     vm: { namespace, name },
     token: token ?? "",
     reportIntervalSeconds,

@@ -214,6 +214,12 @@ export class AgentServer {
           }
           clearTimeout(helloTimer);
           const hello = payload.value;
+          if (hello.probe) {
+            // `ws-agent probe`: the answer is the OK status; the VM's own stream stays as it is.
+            log("info", "agent probe authenticated", { vm: vmId(vm), peer });
+            stream.end();
+            return;
+          }
           const current: AgentSession = {
             vm,
             hello,

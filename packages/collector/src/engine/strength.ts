@@ -61,7 +61,7 @@ export const SIGNAL_TABLE: Readonly<Record<SignalName, SignalMeaning>> = Object.
     strength: "strong",
     kind: "human",
     movedBy:
-      "traffic beyond keep-alives in an SSH session without a terminal (VS Code Remote-SSH, Gateway, sftp), or its opening",
+      "a person's traffic in an SSH session without a terminal (VS Code Remote-SSH, Gateway, sftp): irregular bursts, not a regular cadence and not a forward to Jupyter or code-server; or its opening",
   },
   "jupyter-kernel": {
     family: "jupyter",
@@ -132,7 +132,8 @@ export const SIGNAL_TABLE: Readonly<Record<SignalName, SignalMeaning>> = Object.
     family: "remote-session",
     strength: "weak",
     kind: "connected",
-    movedBy: "an SSH session without a terminal is open",
+    movedBy:
+      "an SSH session without a terminal is open, including its machine traffic: a regular cadence (a page reloading itself, a poller) or a forward to a service whose own signals decide",
   },
 });
 

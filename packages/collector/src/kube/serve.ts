@@ -10,9 +10,12 @@ import { restoreRecord } from "../engine/persist.js";
 import type { Fleet } from "../fleet.js";
 import type { CollectorMode } from "../mode.js";
 import type { CollectorStats } from "../stats.js";
+import { readFileSync } from "node:fs";
+import { capacityOf } from "../adoption/given-back.js";
 import { kubeActuator } from "./actuator.js";
 import { KubeAudit, auditEvent } from "./audit.js";
-import { contextNamespace, createKubeClients, describeError, loadKubeConfig } from "./client.js";
+import { contextNamespace, createKubeClients, describeError, loadKubeConfig, type KubeClients } from "./client.js";
+import { CredentialIssuer } from "./credentials.js";
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
 import { LeaderElector } from "./leader.js";
@@ -31,12 +34,32 @@ const STATE_WRITE_CONCURRENCY = 8;
 /** The retry hint agents get when this replica steps down. */
 const LEADER_CHANGE_RETRY_MS = 5_000;
 
+/** The per-VM credential issuer, when kubernetes.credentials is configured (docs/credentials.md). */
+function issuerFor(
+  config: CollectorConfig,
+  clients: KubeClients,
+  tokenKey: Buffer | undefined,
+  log: Logger,
+): CredentialIssuer | undefined {
+  const settings = config.kubernetes.credentials;
+  if (!settings || !tokenKey) return undefined;
+  return new CredentialIssuer(clients, tokenKey, {
+    settings: {
+      addresses: settings.addresses,
+      ...(settings.caFile ? { caPem: readFileSync(settings.caFile, "utf8") } : {}),
+      ...(settings.serverName ? { serverName: settings.serverName } : {}),
+    },
+    log: (level, message) => log(level, message),
+  });
+}
+
 export async function kubernetesMode(
   config: CollectorConfig,
   policy: CollectorPolicyConfig,
   log: Logger,
   stats: CollectorStats,
   nowMs: () => number,
+  tokenKey?: Buffer,
   links: { startUrl?: (vm: VmKey, nowMs: number) => string | undefined } = {},
 ): Promise<CollectorMode> {
   const kc = loadKubeConfig(
@@ -46,7 +69,11 @@ export async function kubernetesMode(
     onRequest: (info) => stats.countKubeRequest(info.method, info.status === null ? "timeout" : String(info.status)),
   });
   const prefix = policy.annotationPrefix;
-  const inventory = new KubeInventory(clients, { onError: (message) => log("warn", `kubernetes watch: ${message}`) });
+  const inventory = new KubeInventory(clients, {
+    onError: (message) => log("warn", `kubernetes watch: ${message}`),
+    ...(config.kubernetes.watchNamespace ? { namespace: config.kubernetes.watchNamespace } : {}),
+  });
+  const credentials = issuerFor(config, clients, tokenKey, log);
   const stopper = new VmStopper(clients);
   const audit = new KubeAudit(clients, {
     reportingInstance: config.kubernetes.identity,
@@ -114,7 +141,12 @@ export async function kubernetesMode(
   const detailsOf = (facts: InventoryVm): VmPlatformDetails => {
     const owner = ownerOf(facts);
     const frees = describeFreed(facts.resources);
-    return { ...(owner ? { owner } : {}), ...(frees ? { frees } : {}), gpuCount: gpuCountOf(facts.resources) };
+    return {
+      ...(owner ? { owner } : {}),
+      ...(frees ? { frees } : {}),
+      gpuCount: gpuCountOf(facts.resources),
+      capacity: capacityOf(facts.resources),
+    };
   };
 
   const actuator = kubeActuator({
@@ -191,6 +223,7 @@ export async function kubernetesMode(
       fleetRef = fleet;
       inventory.onChange((change) => {
         const vm = { namespace: change.namespace, name: change.name };
+        if (change.kind !== "removed" && tracked(change.vm.labels)) credentials?.observe(change.vm);
         if (change.kind === "removed") fleet.remove(vm);
         else if (tracked(change.vm.labels) || (change.previous && tracked(change.previous.labels))) fleet.track(vm);
       });
@@ -200,6 +233,7 @@ export async function kubernetesMode(
         throw new Error(`cannot watch VirtualMachines: ${describeError(error)}`);
       }
       for (const vm of inventory.list()) if (tracked(vm.labels)) fleet.track(vm);
+      for (const vm of inventory.list()) if (tracked(vm.labels)) credentials?.observe(vm);
       void leaderLabel.start();
       elector.start();
       log("info", "kubernetes inventory synced", {

@@ -6,6 +6,7 @@ import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
 import type { StartLinks } from "../start/handler.js";
 import { FORWARDED_HEADER, forwardToLeader } from "./leader-forward.js";
+import type { GivenBackRow } from "../adoption/given-back.js";
 import type { FleetReader } from "../model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { renderVmPage } from "./vm-page.js";
@@ -45,6 +46,8 @@ export interface WebOptions {
   replica?: string;
   /** A start link for a VM, valid from now (absent: no links, notifications.publicUrl unset). */
   startUrl?: (vm: { namespace: string; name: string }, nowMs: number) => string | undefined;
+  /** What ws's own stops gave back, per namespace and owner (the fleet page's "Given back"). */
+  givenBack?: (nowMs: number) => GivenBackRow[];
 }
 
 /** A keep-link form is a few hundred bytes; anything larger is not one. */
@@ -353,7 +356,15 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
         return send(
           200,
           html,
-          renderFleetPage(views(), options.nowMs(), options.info(), parseFleetQuery(url.searchParams), viewer),
+          renderFleetPage(
+            views(),
+            options.nowMs(),
+            options.info(),
+            parseFleetQuery(url.searchParams),
+            viewer,
+            // A signed-in user sees what their own VMs gave back; an admin, everyone's.
+            options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
+          ),
         );
       default:
         return send(404, "text/plain", "not found\n");

@@ -10,13 +10,16 @@ import { createRemoteSessionsSignal } from "./remote-sessions.js";
 import { createSessionsSignal } from "./sessions.js";
 import { createSystemSignal } from "./system.js";
 import type { Signal } from "./types.js";
+import { createWatchedServices } from "./watched-services.js";
 
 /** Every signal except leases, which the lease service provides. */
 export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
+  // Jupyter's discovery tells the remote-sessions signal which forwards reach a Jupyter server.
+  const services = createWatchedServices();
   return [
-    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs }),
+    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs, services }),
     createSessionsSignal(),
-    createRemoteSessionsSignal(),
+    createRemoteSessionsSignal({ services }),
     createDesktopSignal(),
     createCodeServerSignal(),
     createGpuSignal({

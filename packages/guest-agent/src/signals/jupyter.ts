@@ -18,6 +18,7 @@ import {
   type JupyterEndpoint,
 } from "./jupyter-parse.js";
 import { absent, errorMessage, failed, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
+import type { WatchedServices } from "./watched-services.js";
 
 export {
   endpointFromRuntime,
@@ -38,6 +39,8 @@ export interface JupyterSignalOptions {
   urls: string[];
   /** The most one server may cost per sample; a hung one is reported unreachable after it. */
   timeoutMs: number;
+  /** Where the servers found are published for the remote-sessions signal (forwards to them). */
+  services?: WatchedServices;
 }
 
 /** One server to query and what is already known about it. */
@@ -85,6 +88,7 @@ export function createJupyterSignal(options: JupyterSignalOptions): Signal<Jupyt
         targets.push({ endpoint, runtimeFile: "", pid: 0, uid: 0, user: "", version: "" });
       }
       problems.push(...discovered.problems);
+      options.services?.publishJupyter(targets.map((target) => ({ pid: target.pid, url: target.endpoint.url })));
 
       const notes = [...problems];
       if (discovered.staleFiles.length > 0) {
