@@ -4,6 +4,7 @@ import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentia
 import { parse as parseYaml } from "yaml";
 import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
+import { parseHostSideConfig, type HostSideConfig } from "./hostside/config.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 import { parseStartConfig, type StartConfig } from "./start/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
@@ -47,6 +48,8 @@ export interface CollectorConfig {
   notifications: NotificationsConfig;
   /** Start links, the starting page, entry points (docs/coming-back.md). */
   start: StartConfig;
+  /** KubeVirt's per-VM metrics through Prometheus (hostside/); absent: not configured. */
+  hostSide?: HostSideConfig;
 }
 
 /** The collector's configuration errors are the programs' one ConfigError. */
@@ -76,6 +79,7 @@ const TOP_KEYS = [
   "recordTrace",
   "notifications",
   "start",
+  "hostSide",
 ];
 const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
   value === undefined ? {} : ({ [key]: value } as Record<K, V>);
@@ -215,6 +219,7 @@ export function resolveCollectorConfig(
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
     start: parseStartConfig(file.start, problems, `${filePath}: start`),
+    ...optional("hostSide", parseHostSideConfig(file.hostSide, problems, `${filePath}: hostSide`)),
     ...((flags.recordTrace ?? str(file, "recordTrace", "recordTrace"))
       ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! }
       : {}),

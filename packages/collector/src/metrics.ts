@@ -237,6 +237,13 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
           labelled("workstation_signal_last_activity_timestamp_seconds", vm, "signal", signal, atMs / 1000),
         ),
   },
+  {
+    name: "workstation_host_disagreement",
+    help: "1 while the agent says idle and the host side does not (kind: vcpu, connection); absent otherwise.",
+    type: "gauge",
+    lines: (v, vm) =>
+      (v.host?.disagreements ?? []).map((kind) => labelled("workstation_host_disagreement", vm, "kind", kind, 1)),
+  },
   // Every outcome from 0 on, for every VM: increase() then sees the first refusal too.
   {
     name: "workstation_stop_outcomes_total",
@@ -425,6 +432,14 @@ export function createMetrics(
     "Invalid policy values seen (the VM kept its previous valid policy).",
     [],
     (inc) => inc({}, fleet.counters().policyErrors),
+  );
+  counterFrom(
+    "workstation_host_disagreements_total",
+    "Times the agent said idle while the host side saw use (kind: vcpu, connection); absent without host-side evidence.",
+    ["kind"],
+    (inc) => {
+      for (const [kind, value] of fleet.counters().hostDisagreements ?? []) inc({ kind }, value);
+    },
   );
 
   counterFrom("workstation_reports_received_total", "Reports received from agents.", [], (inc) =>

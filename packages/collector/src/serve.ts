@@ -4,7 +4,7 @@ import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
+import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer } from "./agents/server.js";
 import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
@@ -23,6 +23,9 @@ import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer, type WebOptions } from "./web/server.js";
 import { KeepLinks } from "./keeplink/handler.js";
 import { deriveLinkKey } from "./keeplink/token.js";
+import { registerHostSourceMetrics } from "./hostside/metrics.js";
+import { prometheusClient } from "./hostside/prometheus.js";
+import { HostSource } from "./hostside/source.js";
 import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
 import { StartLinks } from "./start/handler.js";
@@ -83,6 +86,36 @@ function startLinkFor(config: CollectorConfig, key: Buffer): (vm: VmKey, nowMs: 
   const startKey = deriveStartLinkKey(key);
   const base = config.notifications.publicUrl;
   return (vm, nowMs) => (base ? startLinkUrl(base, startKey, vm, nowMs, config.start.linkTtlSeconds) : undefined);
+}
+
+/** Host-side evidence (hostside/): KubeVirt's per-VM metrics, queried on their own cadence. */
+function startHostSource(
+  config: CollectorConfig,
+  fleet: Fleet,
+  mode: CollectorMode,
+  log: Logger,
+  nowMs: () => number,
+): HostSource {
+  const host = config.hostSide!;
+  let client: ReturnType<typeof prometheusClient>;
+  try {
+    client = prometheusClient({ ...host.prometheus });
+  } catch (error) {
+    throw new CollectorConfigError([`hostSide.prometheus: ${errorMessage(error)}`]);
+  }
+  const source = new HostSource({
+    client,
+    sink: fleet,
+    log,
+    nowMs,
+    intervalSeconds: host.intervalSeconds,
+    windowSeconds: host.windowSeconds,
+    labels: host.labels,
+    connectionsWitness: host.connectionsWitness,
+    acting: mode.leader,
+  });
+  source.start();
+  return source;
 }
 
 async function run(
@@ -165,6 +198,8 @@ async function run(
     givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
+  const hostSource = config.hostSide ? startHostSource(config, fleet, mode, log, nowMs) : undefined;
+  if (hostSource) registerHostSourceMetrics(registry, hostSource.status);
   const keepLinks = new KeepLinks({
     granter: fleet,
     linkKey,
@@ -287,6 +322,7 @@ async function run(
       config.notifications.webhooks.length +
       Object.values(config.notifications.profiles).reduce((n, list) => n + list.length, 0),
     keepLinks: config.notifications.publicUrl ? "on" : "off (notifications.publicUrl unset)",
+    hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
     ...(mode.name === "standalone"
       ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
       : {}),
@@ -309,6 +345,7 @@ async function run(
   log("info", "shutting down");
   fleet.stopTicking();
   clearInterval(startWatch);
+  hostSource?.stop();
   await stopMode();
   await agents.close();
   for (const server of [web, ...(probes ? [probes] : []), ...(wake ? [wake] : [])])

@@ -2,6 +2,7 @@
 // with their VM, histograms drained from the stats, promtool's lint, and the
 // docs listing every metric.
 import { spawnSync } from "node:child_process";
+import { registerHostSourceMetrics } from "../src/hostside/metrics.js";
 import { registerNotificationMetrics } from "../src/notify/metrics.js";
 import { registerStartMetrics } from "../src/start/metrics.js";
 import { StartTracker } from "../src/start/tracker.js";
@@ -92,6 +93,13 @@ function setup(options: { leader?: () => boolean } = {}) {
     registry,
     new WebhookSender({ log: () => {}, timeoutMs: 1000, retries: 0, queueSize: 1 }),
   );
+  registerHostSourceMetrics(registry, {
+    endpoint: "http://prometheus",
+    rounds: 3,
+    failures: 1,
+    lastRoundOk: true,
+    lastVms: 2,
+  });
   // ...and the start metrics (issue 24).
   const starts = new StartTracker();
   registerStartMetrics(registry, starts);

@@ -11,6 +11,7 @@ import type {
   Decision,
   Evidence,
   EvidenceMemory,
+  HostReading,
   Observation,
   Policy,
   PolicyError,
@@ -35,6 +36,8 @@ export interface VmLoopState {
   connected: boolean;
   /** The platform's view (Kubernetes: is a VMI running); undefined where nothing can tell (standalone). */
   running: boolean | undefined;
+  /** The latest host-side reading (hostside/); undefined while host-side evidence is not configured. */
+  host?: HostReading | undefined;
   /** The evidence of `latest` under `policy`, extracted when the Report arrived. */
   evidence: KeptEvidence | undefined;
   lastDecision: Decision | undefined;
@@ -54,6 +57,8 @@ export type StepInput =
   | { kind: "policy"; policy: Policy; status: PolicyStatus | undefined }
   | { kind: "platform"; running: boolean | undefined }
   | { kind: "stop-result"; result: StopResult }
+  /** A host-side reading of the VM (KubeVirt's metrics through Prometheus). */
+  | { kind: "host"; reading: HostReading }
   /** A deadline the last decision named (wakeAtMs), or a re-evaluation with nothing new. */
   | { kind: "wake" };
 
@@ -108,6 +113,9 @@ export function applyInput(vm: VmLoopState, input: StepInput, extract = true): S
       return undefined;
     case "stop-result":
       return input.result;
+    case "host":
+      vm.host = input.reading;
+      return undefined;
     case "wake":
       return undefined;
   }
@@ -125,6 +133,7 @@ export function step(vm: VmLoopState, nowMs: number, input: StepInput): Decision
     ...(vm.running !== undefined ? { vmRunning: vm.running } : {}),
     ...(stopResult ? { stopResult } : {}),
     ...(vm.policyStatus ? { policyStatus: vm.policyStatus } : {}),
+    ...(vm.host ? { host: vm.host } : {}),
   };
   const decision = decide(nowMs, vm.policy, observation, vm.record);
   decision.next = boundedRecord(decision.next, vm.latest);

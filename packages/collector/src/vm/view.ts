@@ -4,7 +4,9 @@ import type { VmKey } from "../model/vm-key.js";
 import type { VmPlatformDetails, VmView } from "../model/vm-view.js";
 import { readingsFromReport } from "../model/readings.js";
 import { idleSecondsAt } from "../engine/activity.js";
+import { describeHostReading } from "../engine/host.js";
 import { familyOf, SIGNAL_FAMILIES } from "../engine/strength.js";
+import { disagreements } from "../hostside/disagree.js";
 import type { VmLoopState } from "./step.js";
 
 export { SIGNAL_FAMILIES };
@@ -88,5 +90,20 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
       ? { readings: readingsFromReport(loop.latest.report, loop.latest.receivedAtMs) }
       : {}),
     ...(facts.truncated.length > 0 ? { truncated: [...facts.truncated] } : {}),
+    ...(loop.host
+      ? {
+          host: {
+            state: loop.host.state,
+            atMs: loop.host.atMs,
+            summary: describeHostReading(loop.host),
+            disagreements: disagreements(
+              { state: record?.state ?? "Unknown", connected, activeSignals: [...active] },
+              loop.host,
+              loop.policy.thresholds,
+              nowMs,
+            ),
+          },
+        }
+      : {}),
   };
 }

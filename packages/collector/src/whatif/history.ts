@@ -1,5 +1,6 @@
 // Recorded history: the query that reads the replayable series from Prometheus,
 // and the pure step that turns its matrix answer into one sample per VM per step.
+import type { TraceHostReading } from "../replay/trace.js";
 import type { ReportReadings } from "../model/readings.js";
 import { ACTIVITY_SIGNALS, type ActivitySignal } from "../model/readings.js";
 
@@ -94,6 +95,8 @@ export interface StepSample {
   leaseExpiresAtMs?: number;
   /** GPUs known for the VM at that step, even while its agent was away. */
   gpuCount?: number;
+  /** The host-side reading at that step (whatif --host-window): KubeVirt's metrics, as the live source reads them. */
+  host?: TraceHostReading;
 }
 
 export interface VmHistory {
