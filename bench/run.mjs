@@ -23,7 +23,7 @@ const BENCHMARKS = [
   "hostside",
 ];
 /** Run only by name, not by `all`: they need options of their own. */
-const BY_NAME_ONLY = ["agent-variants", "sample-wall", "capture-traffic"];
+const BY_NAME_ONLY = ["agent-variants", "sample-wall", "capture-traffic", "collector-path"];
 const NEEDS_BUNDLES = new Set([
   "protocol",
   "agent",

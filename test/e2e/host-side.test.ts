@@ -220,7 +220,7 @@ describe.concurrent("host-side evidence (Kubernetes mode)", { timeout: SCENARIO_
           const text = (await getText(`http://127.0.0.1:${c.httpPort}/metrics`)).body;
           // The gauge follows the VM's view at each scrape; the onset is counted at the next host-side round.
           return (
-            /^workstation_host_disagreement\{namespace="users",vm="worker",kind="vcpu"\} 1$/m.test(text) &&
+            /^workstation_host_disagreement\{namespace="users",name="worker",kind="vcpu"\} 1$/m.test(text) &&
             /^workstation_host_disagreements_total\{kind="vcpu"\} [1-9]\d*$/m.test(text) &&
             text
           );

@@ -3,6 +3,7 @@
 import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
 import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer } from "./agents/server.js";
@@ -12,6 +13,8 @@ import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
+import { readCgroupMemory } from "./memory/cgroup.js";
+import { MemoryGuard } from "./memory/guard.js";
 import { createMetrics } from "./metrics.js";
 import { TraceRecorder } from "./replay/recorder.js";
 import { standaloneMode } from "./standalone/mode.js";
@@ -35,6 +38,9 @@ import { registerStartMetrics } from "./start/metrics.js";
 import { deriveStartLinkKey, startLinkUrl } from "./start/token.js";
 import type { VmKey } from "./model/vm-key.js";
 import { StartTracker } from "./start/tracker.js";
+
+/** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
+const MEMORY_CHECK_MS = 5_000;
 
 /** The output streams serve writes to (the environment is read by the CLI before). */
 export type Io = Pick<ProtocolIo, "stdout" | "stderr">;
@@ -192,9 +198,35 @@ async function run(
     : grpc.ServerCredentials.createInsecure();
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
+  const guard = new MemoryGuard({
+    sample: () => {
+      const heap = v8.getHeapStatistics();
+      return {
+        cgroup: readCgroupMemory(config.memory.cgroupRoot),
+        heapUsedBytes: heap.used_heap_size,
+        heapLimitBytes: heap.heap_size_limit,
+      };
+    },
+    shedRatio: config.memory.shedRatio,
+    log: (level, message, fields) => log(level, message, fields),
+    // The detail series go by themselves (vmSeries below reads guard.shedding); the chart points are dropped.
+    sheddable: [outreach.history],
+  });
+  guard.check();
+  const memoryTimer = setInterval(() => guard.check(), MEMORY_CHECK_MS);
+  memoryTimer.unref();
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     leader: mode.leader,
     mode: mode.name,
+    vmSeries: () => (guard.shedding ? "default" : config.metrics.vmSeries),
+    memory: () => {
+      const sample = guard.sample;
+      return {
+        workingSetBytes: sample?.cgroup?.workingSetBytes ?? process.memoryUsage.rss(),
+        ...(sample?.cgroup?.limitBytes !== undefined ? { limitBytes: sample.cgroup.limitBytes } : {}),
+        shedding: guard.shedding,
+      };
+    },
     givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
@@ -343,6 +375,7 @@ async function run(
     process.once("SIGINT", () => resolve());
   });
   log("info", "shutting down");
+  clearInterval(memoryTimer);
   fleet.stopTicking();
   clearInterval(startWatch);
   hostSource?.stop();

@@ -18,6 +18,7 @@ import { formatDuration } from "@ws/protocol";
 import {
   advanceClocks,
   clockOf,
+  countedReading,
   type CountedReading,
   idleSecondsAt,
   setClock,
@@ -275,7 +276,7 @@ function observe(d: Draft): Seen {
     rec.lastHumanAtMs = update.lastHumanAtMs;
     counted = update.clock.readings;
   } else if (evidence) {
-    counted = evidence.readings.map((reading) => ({ ...reading, counted: false }));
+    counted = evidence.readings.map((reading) => countedReading(reading, false));
   }
   d.seen = { counted, ...vetoesInForce(d) };
   sendLeaseDecisions(d);

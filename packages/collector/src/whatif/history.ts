@@ -30,7 +30,7 @@ export function historySelector(filter: { namespace?: string; vm?: string }): st
   const matchers = [`__name__=~"workstation_(${HISTORY_METRICS.join("|")})"`];
   // Names were checked against the Kubernetes name syntax: nothing to escape.
   if (filter.namespace !== undefined) matchers.push(`namespace="${filter.namespace}"`);
-  if (filter.vm !== undefined) matchers.push(`vm="${filter.vm}"`);
+  if (filter.vm !== undefined) matchers.push(`name="${filter.vm}"`);
   return `{${matchers.join(",")}}`;
 }
 
@@ -136,7 +136,8 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
   for (const { metric, values } of series) {
     const name = metric.__name__?.replace(/^workstation_/, "");
     const namespace = metric.namespace;
-    const vm = metric.vm;
+    // `name` since the series join KubeVirt's; recordings from before then carry `vm`.
+    const vm = metric.name ?? metric.vm;
     if (!name || namespace === undefined || vm === undefined) continue;
     const key = `${namespace}/${vm}`;
     let entry = byVm.get(key);
