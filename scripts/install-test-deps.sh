@@ -20,7 +20,7 @@ PACKAGES=(
   chromium                              # the collector's pages in a real browser (test/e2e/pages.test.ts, via playwright-core)
   rpm rpmlint                           # packaging: the .rpm built by rpmbuild, rpmlint clean, installed with rpm --root
   gpg curl                              # packaging: the signed apt repository, and the rollout bootstrap fetching from it
-  nginx                                 # a real reverse proxy in front of the pages: the site's auth proxy stand-in
+  nginx                                 # a real reverse proxy: the site's auth proxy stand-in in front of the pages, and the workstation's fixed address (a stopped VM's 502 becomes the starting page)
   procps
 )
 

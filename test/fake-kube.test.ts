@@ -65,9 +65,9 @@ function watch(path: string): WatchStream {
   return { events, ended, close: () => controller.abort() };
 }
 
-async function until(what: string, check: () => boolean): Promise<void> {
+async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
   const deadline = performance.now() + 20_000;
-  while (!check()) {
+  while (!(await check())) {
     if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
@@ -500,5 +500,107 @@ describe("fake Service", () => {
       await service.close();
       await Promise.all([a.close(), b.close()]);
     }
+  });
+});
+
+describe("KubeVirt's start and stop per run strategy (run-strategy.ts)", () => {
+  const sub = (name: string, action: "start" | "stop") =>
+    `/apis/subresources.kubevirt.io/v1/namespaces/rs/virtualmachines/${name}/${action}`;
+  const vmOf = async (name: string) =>
+    (await api("GET", `/apis/kubevirt.io/v1/namespaces/rs/virtualmachines/${name}`)).json;
+  const vmiOf = async (name: string) =>
+    api("GET", `/apis/kubevirt.io/v1/namespaces/rs/virtualmachineinstances/${name}`);
+  const runningVmi = async (name: string) =>
+    until(`${name}'s VMI Running`, async () => (await vmiOf(name)).json?.status?.phase === "Running");
+  const noVmi = async (name: string) => until(`${name}'s VMI gone`, async () => (await vmiOf(name)).status === 404);
+
+  it("Always: stop gives Halted; start on Halted gives Always and brings a VMI through its stages", async () => {
+    fake.seedWorkstation({ namespace: "rs", name: "always", runStrategy: "Always", podIp: "10.7.0.1" });
+    const refused = await api("PUT", sub("always", "start"), {});
+    expect(refused.status).toBe(409);
+    expect(refused.json.message).toContain("VM is already running");
+    expect((await api("PUT", sub("always", "stop"), {})).status).toBe(202);
+    await noVmi("always");
+    expect((await vmOf("always")).spec.runStrategy).toBe("Halted");
+    expect((await api("PUT", sub("always", "start"), {})).status).toBe(202);
+    expect((await vmOf("always")).spec.runStrategy).toBe("Always");
+    await runningVmi("always");
+    const vmi = (await vmiOf("always")).json;
+    expect(vmi.status.phaseTransitionTimestamps.map((p: { phase: string }) => p.phase)).toEqual([
+      "Pending",
+      "Scheduling",
+      "Scheduled",
+      "Running",
+    ]);
+    expect(vmi.status.nodeName).toBe("node-1");
+    const pods = (await api("GET", "/api/v1/namespaces/rs/pods?labelSelector=vm.kubevirt.io%2Fname%3Dalways")).json;
+    // The launcher pod comes back with the VM's address: its agent connects from there again.
+    expect(pods.items.map((p: any) => p.status.podIP)).toEqual(["10.7.0.1"]);
+    expect((await vmOf("always")).status.printableStatus).toBe("Running");
+  });
+
+  it("Always with no VMI: start is refused (the controller brings it back by itself)", async () => {
+    fake.seedWorkstation({ namespace: "rs", name: "always-down", runStrategy: "Always", started: false });
+    const refused = await api("PUT", sub("always-down", "start"), {});
+    expect(refused.status).toBe(409);
+    expect(refused.json.message).toContain("Always does not support manual start requests");
+  });
+
+  it("Manual stays Manual through stop and start", async () => {
+    fake.seedWorkstation({ namespace: "rs", name: "manual", runStrategy: "Manual" });
+    expect((await api("PUT", sub("manual", "stop"), {})).status).toBe(202);
+    await noVmi("manual");
+    expect((await vmOf("manual")).spec.runStrategy).toBe("Manual");
+    const again = await api("PUT", sub("manual", "stop"), {});
+    expect(again.status).toBe(409);
+    expect(again.json.message).toContain("VM is not running");
+    expect((await api("PUT", sub("manual", "start"), {})).status).toBe(202);
+    await runningVmi("manual");
+    const vm = await vmOf("manual");
+    expect(vm.spec.runStrategy).toBe("Manual");
+    expect(vm.status.stateChangeRequests).toBeUndefined();
+  });
+
+  it("RerunOnFailure: start after a stop queues a Start request and keeps the strategy", async () => {
+    fake.seedWorkstation({ namespace: "rs", name: "rerun", runStrategy: "RerunOnFailure" });
+    expect((await api("PUT", sub("rerun", "stop"), {})).status).toBe(202);
+    await noVmi("rerun");
+    expect((await api("PUT", sub("rerun", "start"), {})).status).toBe(202);
+    await runningVmi("rerun");
+    expect((await vmOf("rerun")).spec.runStrategy).toBe("RerunOnFailure");
+  });
+
+  it("Halted: stop is refused; start gives Always; the older spec.running becomes true", async () => {
+    fake.seedWorkstation({ namespace: "rs", name: "halted", runStrategy: "Halted" });
+    const stop = await api("PUT", sub("halted", "stop"), {});
+    expect(stop.status).toBe(409);
+    expect(stop.json.message).toContain("VM is not running");
+    expect((await api("PUT", sub("halted", "start"), {})).status).toBe(202);
+    expect((await vmOf("halted")).spec.runStrategy).toBe("Always");
+    await runningVmi("halted");
+    fake.seedWorkstation({ namespace: "rs", name: "legacy", running: false });
+    expect((await api("PUT", sub("legacy", "start"), {})).status).toBe(202);
+    expect((await vmOf("legacy")).spec.running).toBe(true);
+    expect(fake.starts.map((s) => `${s.name}:${s.runStrategy}`)).toEqual(
+      expect.arrayContaining(["halted:Halted", "legacy:Halted"]),
+    );
+  });
+
+  it("an unschedulable start stays Scheduling with the scheduler's message until released", async () => {
+    fake.seedWorkstation({ namespace: "rs", name: "gpu", runStrategy: "Halted" });
+    const message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.";
+    fake.holdScheduling("rs", "gpu", message);
+    expect((await api("PUT", sub("gpu", "start"), {})).status).toBe(202);
+    await until("PodScheduled=False", async () =>
+      (await vmiOf("gpu")).json?.status?.conditions?.some(
+        (c: any) => c.type === "PodScheduled" && c.status === "False",
+      ),
+    );
+    const vmi = (await vmiOf("gpu")).json;
+    expect(vmi.status.phase).toBe("Scheduling");
+    expect(vmi.status.conditions[0]).toMatchObject({ reason: "Unschedulable", message });
+    expect((await vmOf("gpu")).status.printableStatus).toBe("ErrorUnschedulable");
+    fake.releaseScheduling("rs", "gpu");
+    await runningVmi("gpu");
   });
 });

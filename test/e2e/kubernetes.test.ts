@@ -7,7 +7,22 @@
 // CPU, network and disk show no activity, and an empty /dev/pts unless a scenario gives a user a
 // terminal. Activity is made the way a person makes it: a keystroke (the terminal's atime) or a
 // lease taken with `ws-agent lease` over the agent's socket.
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { chromium } from "playwright-core";
+import { spawn, spawnSync } from "node:child_process";
+import { SSH, startSshd } from "../support/sshd.js";
+import http from "node:http";
+import { htpasswd, startNginx } from "../support/nginx.js";
+import { startJupyterServer } from "../support/jupyter.js";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
@@ -25,7 +40,17 @@ import { policyForServiceAccount } from "../support/fake-kube/rbac.js";
 import { startPrometheus } from "../support/prometheus.js";
 import { dashboardQueries, withGrafanaVariables } from "../prometheus/promql.js";
 import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
-import { collectorToken, collectorTokenKey, startFrozenAgent } from "../support/kube-agent.js";
+import { webhookReceiver } from "../support/webhook-receiver.js";
+import { loadKey } from "../../packages/collector/src/key-file.js";
+import { deriveLinkKey, signKeepLink } from "../../packages/collector/src/keeplink/token.js";
+import { deriveStartLinkKey, signStartLink } from "../../packages/collector/src/start/token.js";
+import {
+  collectorToken,
+  collectorTokenKey,
+  laySshdListening,
+  removeSshd,
+  startFrozenAgent,
+} from "../support/kube-agent.js";
 import {
   collectorBundle,
   eventually,
@@ -144,7 +169,7 @@ class Scenario {
    */
   async collector(
     podName: string,
-    options: { grpcPort?: number; httpPort?: number; pod?: boolean } = {},
+    options: { grpcPort?: number; httpPort?: number; pod?: boolean; extraConfig?: string; identity?: string } = {},
   ): Promise<Collector> {
     const grpcPort = options.grpcPort ?? (await freePort());
     const httpPort = options.httpPort ?? (await freePort());
@@ -160,7 +185,7 @@ class Scenario {
       config,
       `mode: kubernetes
 grpc: { listen: "127.0.0.1:${grpcPort}" }
-http: { listen: "127.0.0.1:${httpPort}" }
+http: { listen: "127.0.0.1:${httpPort}"${options.identity ? `, identity: ${options.identity}` : ""} }
 tokenKeyFile: ${JSON.stringify(keyFile)}
 reportInterval: 1s
 tick: 1s
@@ -173,7 +198,7 @@ policy:
     grace-period: ${GRACE_S}s
     agent-lost-after: 30s
     notice-repeat: 30s
-`,
+${options.extraConfig ?? ""}`,
     );
     const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], {
       POD_NAME: podName,
@@ -204,7 +229,11 @@ policy:
    * says it is (default: its own); `terminal` gives the human user a pseudo-terminal last typed
    * on an hour ago.
    */
-  async agent(name: string, grpcPort: number, options: { claim?: string; terminal?: boolean } = {}): Promise<Agent> {
+  async agent(
+    name: string,
+    grpcPort: number,
+    options: { claim?: string; terminal?: boolean; sshd?: boolean } = {},
+  ): Promise<Agent> {
     const claim = options.claim ?? name;
     const pts = path.join(this.dir, `vm-${name}`, "dev/pts/0");
     const agent = startFrozenAgent({
@@ -213,7 +242,9 @@ policy:
       name: claim,
       grpcPort,
       token: await tokenFor(claim),
-      prepare: () => {
+      prepare: (root) => {
+        if (options.sshd) laySshdListening(root);
+        else removeSshd(root);
         if (!options.terminal) return;
         writeFileSync(pts, "");
         chownSync(pts, HUMAN_UID, HUMAN_UID);
@@ -846,5 +877,707 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     expect(s.stopPuts("woken")).toHaveLength(0);
     expect(s.runStrategy("woken")).toBe("Always");
     expect(s.annotation("woken", "state")).toBe("Active");
+  });
+});
+
+// Issue 24: coming back in one step (docs/coming-back.md).
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOT_DIR = path.join(repoRoot, "test-output/pages");
+const OWNER_LABEL = "platform.example.com/user";
+const startKey = () => deriveStartLinkKey(loadKey(keyFile));
+/** A start link as the collector signs it, for a VM no stop message was sent about. */
+const signedStartUrl = (httpPort: number, name: string, expiresAtMs = Date.now() + 3600_000) =>
+  `http://127.0.0.1:${httpPort}/start/${NS}/${name}?t=${signStartLink(startKey(), { namespace: NS, name, expiresAtMs })}`;
+const startConfig = (httpPort: number, extra = "") =>
+  `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }\nstart: { entryUrl: "https://{name}.ws.example.com/lab"${extra} }\n`;
+
+async function postForm(url: string, form: string): Promise<{ status: number; location: string | null; body: string }> {
+  const res = await fetch(url, {
+    method: "POST",
+    body: form,
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+  });
+  return { status: res.status, location: res.headers.get("location"), body: await res.text() };
+}
+
+/** The starting page's status and each stage's state, as its DOM has them. */
+async function startPage(url: string): Promise<{ status: string; stages: Record<string, string>; body: string }> {
+  const { body } = await getText(url);
+  const status = /id="status" data-status="([a-z]+)"/.exec(body)?.[1] ?? "";
+  const stages = Object.fromEntries(
+    [...body.matchAll(/data-stage="([a-z]+)" data-state="([a-z]+)"/g)].map((m) => [m[1]!, m[2]!]),
+  );
+  return { status, stages, body };
+}
+
+describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_TIMEOUT_MS + 120_000 }, () => {
+  it("stop → the webhook's start link → GET changes nothing → two POSTs, one start → stages → ready with Connect", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 1500 });
+    const hooks = await webhookReceiver();
+    s.onClose(() => hooks.close());
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "comeback",
+      podIp: "127.0.0.1",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+    });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { entryUrl: "https://{name}.ws.example.com/lab" }\n`,
+    });
+    await s.leader(collector);
+    const before = await s.agent("comeback", collector.grpcPort, { sshd: true });
+    await before.proc.waitFor(/connected to collector/, 60_000);
+    // The notice in the VM says what the stop will end, and how to come back later.
+    const noticeFile = path.join(before.root, "run/ws-agent/notice.json");
+    const shown = await eventually(
+      () => (existsSync(noticeFile) ? readFileSync(noticeFile, "utf8") : undefined),
+      NOTICE_WAIT_MS,
+      "the notice in the VM",
+    );
+    expect(shown).toContain("the stop ends nothing that ws can see running");
+    expect(shown).toMatch(/to come back later: http:\/\/127\.0\.0\.1:\d+\/start\/users\/comeback\?t=s1\./);
+    await s.waitForStop("comeback", STOP_WAIT_MS);
+    await before.proc.stop(); // the guest shut down with its VMI
+
+    // Every message of the stop says how to come back.
+    const stopHook = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; startUrl: string | null; text: string })
+          .find((b) => b.event === "stop"),
+      30_000,
+      "the stop webhook",
+    );
+    const startUrl = stopHook.startUrl!;
+    expect(startUrl).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${httpPort}/start/${NS}/comeback\\?t=s1\\.`));
+    expect(stopHook.text).toContain(startUrl);
+    const notice = hooks
+      .on("/hook")
+      .map((h) => h.body as { event: string; text: string })
+      .find((b) => b.event === "notice");
+    expect(notice?.text).toMatch(/To come back later: http:\/\/127\.0\.0\.1:\d+\/start\/users\/comeback\?t=s1\./);
+    const stopped = await s.waitForEvent("comeback", "Stopped", 30_000);
+    expect(stopped["note"]).toMatch(/to start it again: http:\/\/127\.0\.0\.1:\d+\/start\/users\/comeback\?t=s1\./);
+    const lastStop = JSON.parse(s.annotation("comeback", "last-stop")!);
+    expect(lastStop.startUrl).toMatch(/\/start\/users\/comeback\?t=s1\./);
+    expect((await getText(`http://127.0.0.1:${httpPort}/vm/${NS}/comeback`)).body).toContain('id="start-link"');
+
+    // GET shows the page and changes nothing, however often a scanner opens it.
+    for (let i = 0; i < 3; i++) {
+      const page = await startPage(startUrl);
+      expect(page.status).toBe("stopped");
+      expect(page.body).toContain('<button type="submit" id="start">');
+      expect(page.body).toContain('<dd id="owner">alice</dd>');
+      expect(page.body).toMatch(/<dd id="why">idle for/);
+      expect(page.body).toContain("4Gi memory");
+    }
+    const startPuts = () => s.kube.requestsMatching("PUT", `/virtualmachines/comeback/start`);
+    expect(startPuts()).toHaveLength(0);
+
+    // Tampered, expired and other-VM links change nothing and say so.
+    const token = new URL(startUrl).searchParams.get("t")!;
+    const base = startUrl.slice(0, startUrl.indexOf("?"));
+    const tampered = await postForm(base, `t=${token.slice(0, -2)}${token.endsWith("AA") ? "BB" : "AA"}`);
+    expect([tampered.status, tampered.body.includes("This start link is not valid")]).toEqual([400, true]);
+    const expired = await postForm(
+      base,
+      `t=${new URL(signedStartUrl(httpPort, "comeback", Date.now() - 1000)).searchParams.get("t")}`,
+    );
+    expect([expired.status, expired.body.includes("This start link has expired")]).toEqual([410, true]);
+    const other = await postForm(`http://127.0.0.1:${httpPort}/start/${NS}/someone-else`, `t=${token}`);
+    expect([other.status, other.body.includes("This start link is for another VM")]).toEqual([400, true]);
+    for (const refused of [tampered, expired, other]) expect(refused.body).toContain("Nothing was changed.");
+    expect(startPuts()).toHaveLength(0);
+
+    // "This stop was a mistake, I was working": kept with the stop, counted, audited, sent.
+    expect((await startPage(startUrl)).body).toContain('<form method="post" action="" id="dispute">');
+    const disputed = await postForm(
+      base,
+      `t=${token}&dispute=1&what=${encodeURIComponent("training a model <b>overnight</b>")}`,
+    );
+    expect(disputed.status).toBe(200);
+    expect(disputed.body).toContain("Your report that this stop was a mistake is kept.");
+    const disputeHook = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; text: string; keepRunningHint: string | null })
+          .find((b) => b.event === "dispute"),
+      30_000,
+      "the dispute webhook",
+    );
+    expect(disputeHook.text).toContain(
+      'alice: says the stop of users/comeback was a mistake: "training a model <b>overnight</b>"',
+    );
+    expect(disputeHook.keepRunningHint).toMatch(
+      /^idle-timeout \S+ \(it had been idle .*\) would have kept it.*try: ws-collector whatif --idle-timeout /,
+    );
+    const disputeEvent = await s.waitForEvent("comeback", "StopDisputed", 30_000);
+    expect(disputeEvent["type"]).toBe("Warning");
+    expect(disputeEvent["note"]).toContain("the start link sent to alice says the stop of");
+    await eventually(
+      () => JSON.parse(s.annotation("comeback", "last-stop")!).dispute,
+      30_000,
+      "the dispute kept with last-stop",
+    );
+    expect(JSON.parse(s.annotation("comeback", "last-stop")!)).toMatchObject({
+      reason: lastStop.reason,
+      dispute: { by: "the start link sent to alice", what: "training a model <b>overnight</b>" },
+    });
+    expect(/^workstation_stop_disputes_total 1$/m.test(await collector.metrics())).toBe(true);
+    // Once per stop.
+    expect((await postForm(base, `t=${token}&dispute=1`)).body).toContain("Already reported");
+    expect(startPuts()).toHaveLength(0);
+
+    // Two tabs press Start at once: one start.
+    const [first, second] = await Promise.all([postForm(base, `t=${token}`), postForm(base, `t=${token}`)]);
+    expect([first.status, second.status]).toEqual([303, 303]);
+    expect(first.location).toBe(`?t=${encodeURIComponent(token)}`);
+    expect(startPuts()).toHaveLength(1);
+    expect(s.kube.starts.map((start) => `${start.name}:${start.runStrategy}`)).toEqual(["comeback:Halted"]);
+    expect(s.runStrategy("comeback")).toBe("Always");
+    // Pressing again while it starts is not an error: it shows the progress.
+    expect((await postForm(base, `t=${token}`)).status).toBe(303);
+    expect(startPuts()).toHaveLength(1);
+
+    const seen = new Set<string>();
+    const scheduled = await eventually(
+      async () => {
+        const page = await startPage(startUrl);
+        seen.add(page.status);
+        return page.stages.scheduled === "done" ? page : undefined;
+      },
+      60_000,
+      "the VMI scheduled",
+    );
+    expect(seen.has("starting")).toBe(true);
+    expect(scheduled.body).toContain("on node node-1");
+    expect(scheduled.body).toContain('<meta http-equiv="refresh" content="2">');
+    await eventually(async () => (await startPage(startUrl)).stages.running === "done", 60_000, "the VMI running");
+
+    // The guest boots: its agent connects, but sshd is not up yet — not ready.
+    const after = await s.agent("comeback", collector.grpcPort);
+    await after.proc.waitFor(/connected to collector/, 60_000);
+    const connected = await eventually(
+      async () => {
+        const page = await startPage(startUrl);
+        return page.stages.agent === "done" ? page : undefined;
+      },
+      60_000,
+      "the agent connected",
+    );
+    expect([connected.status, connected.stages.ready]).toEqual(["starting", "current"]);
+    expect(connected.body).not.toContain('id="connect"');
+    // sshd listens: ready, and the Connect button goes to the VM's own entry point.
+    laySshdListening(after.root);
+    const ready = await eventually(
+      async () => {
+        const page = await startPage(startUrl);
+        return page.status === "ready" ? page : undefined;
+      },
+      60_000,
+      "ready",
+    );
+    expect(Object.values(ready.stages)).toEqual(["done", "done", "done", "done", "done"]);
+    expect(ready.body).toContain('<a id="connect" class="button" href="https://comeback.ws.example.com/lab">');
+    expect(ready.body).toContain("sshd listening on 22");
+    expect(ready.body).not.toContain("http-equiv");
+
+    const started = await s.waitForEvent("comeback", "Started", 30_000);
+    expect(started["note"]).toMatch(
+      /start requested by the start link sent to alice via link: start accepted by KubeVirt/,
+    );
+    expect(started["note"]).toContain("the start allocates 4Gi memory");
+    const metrics = await eventually(
+      async () => {
+        const text = await collector.metrics();
+        return /^workstation_start_to_ready_seconds_count 1$/m.test(text) ? text : undefined;
+      },
+      30_000,
+      "the start-to-ready histogram",
+    );
+    expect(counter(metrics, "workstation_starts_total", 'trigger="link"')).toBe(1);
+    // The collector never wrote the VM's spec: the run strategy changes came from KubeVirt's own rules.
+    for (const patch of s.vmPatches("comeback")) expect(Object.keys(patch.body as object)).toEqual(["metadata"]);
+    await eventually(() => s.annotation("comeback", "state") === "Active", 30_000, "state Active again");
+  });
+
+  it("an unschedulable VMI: the page shows the scheduler's own message and how long it waited", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 300 });
+    s.kube.seedWorkstation({ namespace: NS, name: "gpu", runStrategy: "Halted", podIp: "127.0.0.1" });
+    const message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available.";
+    s.kube.holdScheduling(NS, "gpu", message);
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    const url = signedStartUrl(httpPort, "gpu");
+    expect((await postForm(url.slice(0, url.indexOf("?")), `t=${new URL(url).searchParams.get("t")}`)).status).toBe(
+      303,
+    );
+    const page = await eventually(
+      async () => {
+        const p = await startPage(url);
+        return p.status === "unschedulable" ? p : undefined;
+      },
+      60_000,
+      "the unschedulable page",
+    );
+    expect(page.stages.scheduled).toBe("blocked");
+    expect(page.body).toContain(`<code id="scheduler-message">${message}</code>`);
+    expect(page.body).toMatch(/\(Unschedulable\), waiting \d+s so far/);
+    expect(page.body).toContain('<meta http-equiv="refresh"');
+    s.kube.releaseScheduling(NS, "gpu");
+    await eventually(async () => (await startPage(url)).stages.running === "done", 60_000, "scheduled after all");
+    expect(s.kube.starts).toHaveLength(1);
+  });
+
+  it("each run strategy starts as KubeVirt defines it; the collector never patches the strategy", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 100 });
+    for (const [name, runStrategy] of [
+      ["manual", "Manual"],
+      ["rerun", "RerunOnFailure"],
+      ["halted", "Halted"],
+    ] as const)
+      s.kube.seedWorkstation({ namespace: NS, name, runStrategy, started: false, podIp: "127.0.0.1" });
+    // Always with no VMI: KubeVirt brings it up itself; a start is refused by virt-api, which is not an error.
+    s.kube.seedWorkstation({ namespace: NS, name: "always", runStrategy: "Always", started: false });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    for (const name of ["manual", "rerun", "halted", "always"]) {
+      const url = signedStartUrl(httpPort, name);
+      expect((await postForm(url.slice(0, url.indexOf("?")), `t=${new URL(url).searchParams.get("t")}`)).status).toBe(
+        303,
+      );
+    }
+    const VMI = resourceByKind("VirtualMachineInstance");
+    for (const name of ["manual", "rerun", "halted"])
+      await eventually(
+        () => (s.kube.store.get(VMI, NS, name)?.["status"] as { phase?: string } | undefined)?.phase === "Running",
+        30_000,
+        `${name} running`,
+      );
+    expect(["manual", "rerun", "halted", "always"].map((name) => s.runStrategy(name))).toEqual([
+      "Manual",
+      "RerunOnFailure",
+      "Always",
+      "Always",
+    ]);
+    const always = await startPage(signedStartUrl(httpPort, "always"));
+    expect(always.status).toBe("starting");
+    expect(always.body).not.toContain('id="failure"');
+    await collector.proc.waitFor(
+      /users\/always: start requested by the start link via link: already running or starting/,
+      10_000,
+    );
+    expect(s.kube.starts.map((start) => start.name).sort()).toEqual(["halted", "manual", "rerun"]);
+    for (const name of ["manual", "rerun", "halted", "always"])
+      for (const patch of s.vmPatches(name)) expect(Object.keys(patch.body as object)).toEqual(["metadata"]);
+  });
+
+  it("a standby forwards a start and a keep-running POST to the leader through the collector's Service", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 100 });
+    s.seed("kept");
+    s.kube.seedWorkstation({ namespace: NS, name: "woken", runStrategy: "Halted", podIp: "10.244.0.99" });
+    const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+    const [aGrpc, aHttp, bGrpc, bHttp] = ports as [number, number, number, number];
+    const web = await startFakeService(
+      [
+        { port: aHttp, readinessPort: aHttp, pod: "collector-a" },
+        { port: bHttp, readinessPort: bHttp, pod: "collector-b" },
+      ],
+      { selector: { store: s.kube.store, namespace: COLLECTOR_NS, labels: SERVICE_SELECTOR } },
+    );
+    s.onClose(() => web.close());
+    const extra = `notifications: { publicUrl: "http://127.0.0.1:${web.port}" }\nstart: { leaderUrl: "http://127.0.0.1:${web.port}" }\n`;
+    const a = await s.collector("collector-a", { grpcPort: aGrpc, httpPort: aHttp, pod: true, extraConfig: extra });
+    await s.leader(a);
+    const b = await s.collector("collector-b", { grpcPort: bGrpc, httpPort: bHttp, pod: true, extraConfig: extra });
+    await eventually(() => s.labelled().join() === "collector-a", 30_000, "the leader label on collector-a");
+    const agent = await s.agent("kept", aGrpc);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+
+    // A start POSTed to the standby's own port: forwarded, started once by the leader.
+    const url = signedStartUrl(bHttp, "woken");
+    const started = await postForm(url.slice(0, url.indexOf("?")), `t=${new URL(url).searchParams.get("t")}`);
+    expect(started.status).toBe(303);
+    await eventually(() => s.kube.starts.length === 1, 30_000, "the start");
+    await a.proc.waitFor(/users\/woken: start requested by the start link via link: start accepted/, 10_000);
+    expect(b.proc.output()).not.toMatch(/start requested/);
+
+    // The keep-running link of a pending notice, POSTed to the standby: the leader grants the lease.
+    const noticeId = await eventually(() => s.annotation("kept", "notice-id"), NOTICE_WAIT_MS, "a notice");
+    const keep = signKeepLink(deriveLinkKey(loadKey(keyFile)), {
+      namespace: NS,
+      name: "kept",
+      noticeId,
+      expiresAtMs: Date.parse(s.annotation("kept", "stop-deadline")!),
+    });
+    const kept = await postForm(`http://127.0.0.1:${bHttp}/keep/${NS}/kept`, `t=${keep}&keep=3600`);
+    expect(kept.status).toBe(200);
+    expect(kept.body).toContain("keeps running");
+    await a.proc.waitFor(/users\/kept: keep-running link used: lease [0-9a-f]{8}/, 10_000);
+  });
+});
+
+describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("headless Chromium at each stage: stopped, unschedulable, running, agent connected, ready", async (context) => {
+    const { expect } = context;
+    if (!existsSync(CHROMIUM))
+      throw new Error(`${CHROMIUM} is missing: install Debian's chromium (scripts/install-test-deps.sh does)`);
+    mkdirSync(SCREENSHOT_DIR, { recursive: true });
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "browsed",
+      runStrategy: "Halted",
+      podIp: "127.0.0.1",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+      annotations: {
+        [`${PREFIX}last-stop`]: JSON.stringify({
+          when: new Date(Date.now() - 3 * 3600_000).toISOString().replace(/\.\d+Z$/, "Z"),
+          reason: "idle for 2h (idle-timeout 2h)",
+          signals: {
+            idleSeconds: 7200,
+            lastActivity: { at: new Date(Date.now() - 5 * 3600_000).toISOString(), what: "keystroke on pts/0 (alice)" },
+          },
+          by: "collector-0",
+        }),
+      },
+    });
+    // A GPU workstation as the field guides declare it.
+    const vm = s.vm("browsed");
+    const spec = vm["spec"] as { template: { spec: { domain: Record<string, any> } } };
+    spec.template.spec.domain.resources = { requests: { cpu: "8", memory: "64Gi" } };
+    spec.template.spec.domain.devices.gpus = [{ name: "gpu1", deviceName: "nvidia.com/GA100_A100_PCIE_40GB" }];
+    s.kube.store.update(VM, vm);
+    s.kube.holdScheduling(NS, "browsed", "0/2 nodes are available: 2 Insufficient nvidia.com/GA100_A100_PCIE_40GB.");
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    const profile = mkdtempSync(path.join(os.tmpdir(), "ws24-chromium-"));
+    const browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1100, height: 800 },
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+      ],
+    });
+    s.onClose(async () => {
+      await browser.close();
+      rmSync(profile, { recursive: true, force: true });
+    });
+    const page = await browser.newPage();
+    const shot = (name: string) =>
+      page.screenshot({ path: path.join(SCREENSHOT_DIR, `start-${name}.png`), fullPage: true });
+    const status = () => page.locator("#status").getAttribute("data-status");
+    const stage = (name: string) => page.locator(`#stages li[data-stage="${name}"]`).getAttribute("data-state");
+    const until = async (what: string, check: () => Promise<boolean>) =>
+      eventually(
+        async () => {
+          await page.reload();
+          return check();
+        },
+        60_000,
+        what,
+      );
+
+    await page.goto(signedStartUrl(httpPort, "browsed"));
+    expect(await status()).toBe("stopped");
+    expect(await page.locator("#owner").textContent()).toBe("alice");
+    expect(await page.locator("#why").textContent()).toBe("idle for 2h (idle-timeout 2h)");
+    expect(await page.locator("#idle").textContent()).toBe("2h");
+    expect(await page.locator("#last-activity").textContent()).toContain("keystroke on pts/0 (alice)");
+    expect(await page.locator("#allocates").textContent()).toBe(
+      "8 CPU, 64Gi memory, 1 × nvidia.com/GA100_A100_PCIE_40GB",
+    );
+    expect(await page.locator("#start").isVisible()).toBe(true);
+    await shot("1-stopped");
+    expect(s.kube.starts).toHaveLength(0);
+
+    await page.locator("#start").click();
+    await page.waitForLoadState();
+    await until("unschedulable", async () => (await status()) === "unschedulable");
+    expect(await stage("requested")).toBe("done");
+    expect(await stage("scheduled")).toBe("blocked");
+    expect(await page.locator("#scheduler-message").textContent()).toBe(
+      "0/2 nodes are available: 2 Insufficient nvidia.com/GA100_A100_PCIE_40GB.",
+    );
+    await shot("2-unschedulable");
+
+    s.kube.releaseScheduling(NS, "browsed");
+    await until("running", async () => (await stage("running")) === "done");
+    expect(await status()).toBe("starting");
+    expect(await page.locator('#stages li[data-stage="scheduled"] small').textContent()).toBe("on node node-1");
+    expect(await stage("agent")).toBe("current");
+    await shot("3-running");
+
+    const agent = await s.agent("browsed", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+    // Connected, and its first Report in: the entry service is what is awaited now.
+    const readyDetail = () => page.locator('#stages li[data-stage="ready"] small').textContent();
+    await until(
+      "agent connected and reporting",
+      async () => (await stage("agent")) === "done" && (await readyDetail()) !== "no report from the agent yet",
+    );
+    expect(await stage("ready")).toBe("current");
+    expect(await page.locator('#stages li[data-stage="ready"] small').textContent()).toBe(
+      "waiting for sshd or Jupyter to answer",
+    );
+    await shot("4-agent");
+
+    laySshdListening(agent.root);
+    await until("ready", async () => (await status()) === "ready");
+    expect(await page.locator("#connect").getAttribute("href")).toBe("https://browsed.ws.example.com/lab");
+    expect(
+      await page.locator("#stages li").evaluateAll((items) => items.map((li) => li.getAttribute("data-state"))),
+    ).toEqual(["done", "done", "done", "done", "done"]);
+    await shot("5-ready");
+    expect(s.kube.starts).toHaveLength(1);
+  });
+});
+
+describe("The ssh helper against the real sshd (issue 24)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("no terminal: refuses and prints the link; a terminal (script): starts, shows stages, waits for sshd, connects", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 1500 });
+    const user = "wstest24a";
+    const sshd = await startSshd({ users: [user] });
+    s.onClose(() => sshd.stop());
+    await sshd.pause(); // the guest is down with its VM
+    s.kube.seedWorkstation({ namespace: NS, name: "sshvm", runStrategy: "Halted", podIp: "127.0.0.1" });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    const link = signedStartUrl(httpPort, "sshvm");
+    const linkFile = path.join(s.dir, "sshvm.link");
+    writeFileSync(linkFile, `${link}\n`, { mode: 0o600 });
+    const proxy = `${process.execPath} ${collectorBundle} ssh-proxy --link-file ${linkFile} --poll 1s %h %p`;
+    // No ConnectTimeout: OpenSSH then waits for the banner as long as the helper waits for the guest.
+    const args = sshd.sshNoTtyArgs(user, ["echo", "hello-from-the-guest"], [`ProxyCommand=${proxy}`]);
+
+    // No controlling terminal (setsid), as an IDE reconnecting by itself: nothing starts.
+    const headless = spawnSync("setsid", ["-w", SSH, ...args], { encoding: "utf8", timeout: 60_000 });
+    expect(headless.status).not.toBe(0);
+    expect(headless.stderr).toContain("ws: users/sshvm is stopped. It is not started without a person at a terminal");
+    expect(headless.stderr).toContain(`ws: start it with its start link: ${link}`);
+    expect(s.kube.starts).toHaveLength(0);
+    expect(s.kube.requestsMatching("PUT", "/virtualmachines/sshvm/start")).toHaveLength(0);
+
+    // A person at a terminal: script(1) gives ssh a pty.
+    const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`;
+    const runner = path.join(s.dir, "ssh.sh");
+    writeFileSync(runner, `exec ${SSH} ${args.map(quote).join(" ")}\n`);
+    const child = spawn("script", ["-qec", `sh ${runner}`, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] });
+    let output = "";
+    child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    const VMI = resourceByKind("VirtualMachineInstance");
+    await eventually(
+      () => (s.kube.store.get(VMI, NS, "sshvm")?.["status"] as { phase?: string } | undefined)?.phase === "Running",
+      60_000,
+      "the VMI running",
+    );
+    await eventually(() => output.includes("VMI running"), 30_000, "the helper to show the VMI running");
+    // The guest takes a while to bring sshd up: the helper (and OpenSSH behind it) wait.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(output).not.toContain("hello-from-the-guest");
+    await sshd.resume();
+    expect(await exited).toBe(0);
+    expect(output).toContain("ws: users/sshvm is stopped; starting it");
+    expect(output).toMatch(/ws: ✓ Start requested \d\d:\d\d:\d\d \(by the start link \(ssh\)\)/);
+    expect(output).toMatch(/ws: ✓ VMI scheduled \d\d:\d\d:\d\d \(on node node-1\)/);
+    expect(output).toContain(`ws: ✓ sshd answers at 127.0.0.1:${sshd.port}; connecting`);
+    expect(output).toContain("hello-from-the-guest");
+    expect(output).not.toContain("t=s1."); // the token is not echoed to the terminal
+    expect(s.kube.starts).toHaveLength(1);
+    expect(counter(await collector.metrics(), "workstation_starts_total", 'trigger="ssh"')).toBe(1);
+  });
+});
+
+describe("The workstation's fixed address behind a real nginx (issue 24)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("a browser gets the starting page instead of a 502; only its owner's POST starts; then the same address reaches Jupyter", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "addr",
+      runStrategy: "Halted",
+      podIp: "127.0.0.1",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+    });
+    const [httpPort, wakePort, proxyPort] = await Promise.all([freePort(), freePort(), freePort()]);
+    // http.identity: the one trusted header, only from nginx's own address (proxy_bind 127.0.0.2).
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      identity:
+        "{ userHeader: X-Auth-Request-User, groupsHeader: X-Auth-Request-Groups, adminGroups: [ws-admins], trustedProxies: [127.0.0.2/32] }",
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }
+start: { entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wakePort}" }
+`,
+    });
+    await s.leader(collector);
+
+    // The workstation's service: Jupyter on a unix socket, as nginx reaches it. Not running yet.
+    const sock = path.join(s.dir, "jupyter.sock");
+    writeFileSync(path.join(s.dir, "htpasswd"), htpasswd({ alice: "pw-alice", bob: "pw-bob" }));
+    const identity = `proxy_set_header X-Auth-Request-User $remote_user;
+      proxy_set_header X-Auth-Request-Groups "";`;
+    // What docs/coming-back.md tells a site to configure (the login stands in for oauth2-proxy).
+    const nginx = await startNginx(
+      s.dir,
+      proxyPort,
+      `  server {
+    listen 127.0.0.1:${proxyPort};
+    server_name *.ws.example.com;
+    auth_basic "workstations";
+    auth_basic_user_file ${path.join(s.dir, "htpasswd")};
+    location / {
+      ${identity}
+      proxy_pass http://unix:${sock}:;
+      proxy_intercept_errors on;
+      error_page 502 503 504 = @ws_wake;
+    }
+    location @ws_wake {
+      ${identity}
+      proxy_set_header Host $host;
+      proxy_bind 127.0.0.2;
+      proxy_set_header X-Original-URI $request_uri;
+      proxy_pass http://127.0.0.1:${wakePort};
+    }
+    location = /.ws/start {
+      ${identity}
+      proxy_set_header Host $host;
+      proxy_bind 127.0.0.2;
+      proxy_pass http://127.0.0.1:${wakePort};
+    }
+  }`,
+    );
+    s.onClose(() => nginx.stop());
+    context.onTestFailed(() => console.error(`--- nginx\n${nginx.output()}`));
+    const at = (
+      method: string,
+      target: string,
+      options: { user?: string; accept?: string; form?: string; port?: number; claim?: string } = {},
+    ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = http.request(
+          {
+            host: "127.0.0.1",
+            port: options.port ?? proxyPort,
+            method,
+            path: target,
+            headers: {
+              host: "addr.ws.example.com",
+              ...(options.user
+                ? { authorization: `Basic ${Buffer.from(`${options.user}:pw-${options.user}`).toString("base64")}` }
+                : {}),
+              ...(options.accept ? { accept: options.accept } : {}),
+              ...(options.claim ? { "x-auth-request-user": options.claim } : {}),
+              ...(options.form !== undefined ? { "content-type": "application/x-www-form-urlencoded" } : {}),
+            },
+          },
+          (res) => {
+            let body = "";
+            res.setEncoding("utf8");
+            res.on("data", (chunk: string) => (body += chunk));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+          },
+        );
+        req.on("error", reject);
+        req.end(options.form);
+      });
+    const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    const startPuts = () => s.kube.requestsMatching("PUT", "/virtualmachines/addr/start");
+
+    // A browser opening the stopped workstation's address: the starting page, not a 502.
+    const page = await at("GET", "/tree?from=bookmark", { user: "alice", accept: browser });
+    expect(page.status).toBe(503);
+    expect(page.body).toContain("<h1>Start users/addr?</h1>");
+    expect(page.body).toContain('<form method="post" action="/.ws/start?next=%2Ftree%3Ffrom%3Dbookmark">');
+    expect(page.body).toContain('<input type="hidden" name="next" value="/tree?from=bookmark">');
+    const token = /name="t" value="([^"]+)"/.exec(page.body)![1]!;
+    // A plain curl, a health check, a crawler: no browser, nothing starts.
+    const curl = await at("GET", "/tree", { user: "alice", accept: "*/*" });
+    expect([curl.status, curl.body]).toEqual([
+      503,
+      "workstation users/addr is not running; open addr.ws.example.com in a browser to start it (nothing was started)\n",
+    ]);
+    for (let i = 0; i < 3; i++) await at("GET", "/api/kernels", { user: "alice" });
+    // Someone else, signed in: a clear refusal, page and button both.
+    const bob = await at("GET", "/tree", { user: "bob", accept: browser });
+    expect(bob.status).toBe(403);
+    expect(bob.body).toContain("You are signed in as <strong>bob</strong>; this workstation belongs to alice.");
+    const bobPost = await at("POST", "/.ws/start", {
+      user: "bob",
+      claim: "alice",
+      form: `t=${encodeURIComponent(token)}&next=/tree`,
+    });
+    expect(bobPost.status).toBe(403);
+    expect(bobPost.body).toContain("Nothing was changed.");
+    // The identity header sent by a client is not believed: nginx overwrites it, and a request
+    // to the collector's port that does not come from nginx is nobody's.
+    const forged = await at("POST", "/.ws/start", {
+      port: wakePort,
+      claim: "alice",
+      form: `t=${encodeURIComponent(token)}`,
+    });
+    expect(forged.body).toContain("Sign in first");
+    expect(forged.status).toBe(401);
+    expect(startPuts()).toHaveLength(0);
+
+    // The owner presses Start: one start, and back to the address she asked for.
+    const pressed = await at("POST", "/.ws/start", {
+      user: "alice",
+      form: `t=${encodeURIComponent(token)}&next=%2Ftree%3Ffrom%3Dbookmark`,
+    });
+    expect([pressed.status, pressed.headers.location]).toEqual([303, "/tree?from=bookmark"]);
+    expect(startPuts()).toHaveLength(1);
+    const progress = await at("GET", "/tree?from=bookmark", { user: "alice", accept: browser });
+    expect(progress.body).toMatch(/id="status" data-status="starting"/);
+    expect(progress.body).toContain('<meta http-equiv="refresh" content="2">');
+
+    const VMI = resourceByKind("VirtualMachineInstance");
+    await eventually(
+      () => (s.kube.store.get(VMI, NS, "addr")?.["status"] as { phase?: string } | undefined)?.phase === "Running",
+      60_000,
+      "the VMI running",
+    );
+    // The guest's Jupyter comes up: the same address reaches it.
+    const jupyter = await startJupyterServer({ runtimeDir: path.join(s.dir, "jupyter-runtime"), sock });
+    s.onClose(() => jupyter.stop());
+    const served = await eventually(
+      async () => {
+        const answer = await at("GET", "/tree?from=bookmark", { user: "alice", accept: browser });
+        return answer.status !== 503 ? answer : undefined;
+      },
+      60_000,
+      "the address to reach Jupyter",
+    );
+    // Jupyter's own answer (a redirect to its login, or its page), not the starting page.
+    expect(served.status).toBeLessThan(500);
+    const api = await at("GET", "/api", { user: "alice" });
+    expect(api.status).toBe(200);
+    expect(JSON.parse(api.body)).toHaveProperty("version");
+    expect(served.body).not.toContain("data-status");
+    const started = await s.waitForEvent("addr", "Started", 30_000);
+    expect(started["note"]).toContain("start requested by alice (signed in) via address");
+    expect(counter(await collector.metrics(), "workstation_starts_total", 'trigger="address"')).toBe(1);
+    expect(startPuts()).toHaveLength(1);
   });
 });

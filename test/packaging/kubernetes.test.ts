@@ -32,6 +32,7 @@ const ALLOWED_VERBS: Record<string, string[]> = {
   "/pods": ["get", "list", "watch", "patch"],
   "/persistentvolumeclaims": ["get", "list", "watch"],
   "subresources.kubevirt.io/virtualmachines/stop": ["update"],
+  "subresources.kubevirt.io/virtualmachines/start": ["update"],
   "/events": ["create", "patch"],
   "events.k8s.io/events": ["create", "patch"],
   "coordination.k8s.io/leases": ["get", "create", "update"],
@@ -296,6 +297,7 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     // What the collector cannot work without.
     for (const needed of [
       "update subresources.kubevirt.io/virtualmachines/stop",
+      "update subresources.kubevirt.io/virtualmachines/start",
       "watch kubevirt.io/virtualmachines",
       "update coordination.k8s.io/leases",
       "patch /pods",

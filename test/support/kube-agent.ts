@@ -4,7 +4,7 @@
  * collector on localhost, with its VM's token. Shared by the Kubernetes-mode e2e tests.
  */
 import { execFile } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -137,4 +137,35 @@ export function startFrozenAgent(options: {
       }
     },
   };
+}
+
+/** The pid the frozen machine's sshd listener gets (not one of the captured snapshot's). */
+const FROZEN_SSHD_PID = 4242;
+const FROZEN_SSHD_INODE = 424242;
+
+/**
+ * The guest's sshd comes up on the frozen machine: a root process named sshd holding a LISTEN
+ * socket on `port` (its /proc entry, its descriptor, the socket's /proc/net/tcp line), as the
+ * kernel shows a real one. The agent reports the port (remote_sessions.sshd_listening_ports).
+ */
+export function laySshdListening(root: string, port = 22): void {
+  const pid = path.join(root, "proc", String(FROZEN_SSHD_PID));
+  rmSync(pid, { recursive: true, force: true });
+  mkdirSync(path.join(pid, "fd"), { recursive: true });
+  writeFileSync(path.join(pid, "comm"), "sshd\n");
+  writeFileSync(path.join(pid, "cmdline"), "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups\0");
+  writeFileSync(path.join(pid, "status"), "Name:\tsshd\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n");
+  symlinkSync(`socket:[${FROZEN_SSHD_INODE}]`, path.join(pid, "fd", "3"));
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  writeFileSync(
+    path.join(root, "proc", "net", "tcp"),
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+      `   0: 00000000:${hexPort} 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 ${FROZEN_SSHD_INODE} 1 0000000000000000 100 0 0 10 0\n`,
+  );
+}
+
+/** The frozen machine without its sshd (a fresh boot before sshd started, or a shut-down guest). */
+export function removeSshd(root: string): void {
+  rmSync(path.join(root, "proc", String(FROZEN_SSHD_PID)), { recursive: true, force: true });
+  rmSync(path.join(root, "proc", "net", "tcp"), { force: true });
 }

@@ -45,6 +45,10 @@ export interface RunningSshd {
   sshArgs(user: string, remoteCommand?: string[]): string[];
   /** argv for a session without a pty (`ssh -T`, what IDEs open); `options` are extra -o settings. */
   sshNoTtyArgs(user: string, remoteCommand: string[], options?: string[]): string[];
+  /** Stops the daemon but keeps its keys and port (a guest shut down); `resume()` brings it back. */
+  pause(): Promise<void>;
+  /** Starts the daemon again on the same port with the same keys (the guest booted). */
+  resume(): Promise<void>;
   /** argv for `sftp` into this server as `user` (batch commands from stdin). */
   sftpArgs(user: string): string[];
   stop(): Promise<void>;
@@ -106,7 +110,9 @@ export async function startSshd(options: SshdOptions): Promise<RunningSshd> {
       await writeFile(knownHosts, `[127.0.0.1]:${port} ${hostPublic}\n`);
       const started = await launch(configFile, port, timeoutMs);
       if ("child" in started) {
-        return running(started.child, started.log, port, dir, clientKey, knownHosts);
+        return running(started.child, started.log, port, dir, clientKey, knownHosts, () =>
+          launch(configFile, port, timeoutMs),
+        );
       }
       lastLog = started.log;
       if (!/Address already in use|Cannot bind any address/i.test(lastLog)) break;
@@ -158,11 +164,22 @@ function running(
   dir: string,
   clientKey: string,
   knownHosts: string,
+  relaunch: () => ReturnType<typeof launch>,
 ): RunningSshd {
-  const exited = new Promise<void>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve();
-    else child.once("exit", () => resolve());
-  });
+  const exitOf = (process: ChildProcess) =>
+    new Promise<void>((resolve) => {
+      if (process.exitCode !== null || process.signalCode !== null) resolve();
+      else process.once("exit", () => resolve());
+    });
+  let exited = exitOf(child);
+  const halt = async () => {
+    child.kill("SIGTERM");
+    await Promise.race([exited, delay(5_000)]);
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGKILL");
+      await Promise.race([exited, delay(5_000)]);
+    }
+  };
   return {
     host: "127.0.0.1",
     port,
@@ -208,15 +225,17 @@ function running(
         ...remoteCommand,
       ];
     },
+    pause: halt,
+    async resume() {
+      const started = await relaunch();
+      if (!("child" in started)) throw new Error(`sshd did not start again:\n${started.log}`);
+      child = started.child;
+      exited = exitOf(child);
+    },
     async stop() {
       // The listener only: sessions still open keep their own sshd processes until the client
       // side closes, as on a real server.
-      child.kill("SIGTERM");
-      await Promise.race([exited, delay(5_000)]);
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGKILL");
-        await Promise.race([exited, delay(5_000)]);
-      }
+      await halt();
       await rm(dir, { recursive: true, force: true });
     },
   };

@@ -25,6 +25,7 @@ Commands:
   keygen    Print a new random key for --key-file
   replay    Run the decision engine over a recorded trace and print every decision
   whatif    Replay a period recorded in Prometheus under other thresholds: stops, hours saved
+  ssh-proxy An OpenSSH ProxyCommand that starts a stopped workstation when a person connects
   version   Print the version
 
 Run 'ws-collector <command> --help' for the options of a command.
@@ -147,6 +148,7 @@ export function main(argv: string[], io: Io): Promise<number> {
           replayCommand(rest, { stdout: io.stdout, stderr: io.stderr, readFile: (p: string) => readFile(p, "utf8") }),
         whatif: async (rest) =>
           (await import("./whatif/command.js")).whatifCommand(rest, { stdout: io.stdout, stderr: io.stderr }),
+        "ssh-proxy": async (rest) => (await import("./ssh-proxy/command.js")).sshProxyCommand(rest, io),
       },
     },
     argv,

@@ -7,6 +7,7 @@ import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseHostSideConfig, type HostSideConfig } from "./hostside/config.js";
 import type { VmSeriesSet } from "./metrics.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
+import { parseStartConfig, type StartConfig } from "./start/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
 
 export interface CollectorConfig {
@@ -46,6 +47,8 @@ export interface CollectorConfig {
   recordTrace?: string;
   /** Webhooks, keep-running links, the owner label (docs/notifications.md). */
   notifications: NotificationsConfig;
+  /** Start links, the starting page, entry points (docs/coming-back.md). */
+  start: StartConfig;
   /** KubeVirt's per-VM metrics through Prometheus (hostside/); absent: not configured. */
   hostSide?: HostSideConfig;
   /** Which per-VM series /metrics carries (docs/metrics.md, "Series per VM"). */
@@ -80,6 +83,7 @@ const TOP_KEYS = [
   "policy",
   "recordTrace",
   "notifications",
+  "start",
   "hostSide",
   "metrics",
   "memory",
@@ -232,6 +236,7 @@ export function resolveCollectorConfig(
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
+    start: parseStartConfig(file.start, problems, `${filePath}: start`),
     ...optional("hostSide", parseHostSideConfig(file.hostSide, problems, `${filePath}: hostSide`)),
     metrics: { vmSeries: vmSeries === "detailed" ? "detailed" : "default" },
     memory: {
@@ -253,6 +258,14 @@ export function resolveCollectorConfig(
   if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))
     problems.push("grpc: certFile and keyFile go together");
   if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
+  // The collector's own Service selects the leader's pod (packaging/kubernetes/service.yaml): a
+  // standby forwards POSTs there unless the file says otherwise.
+  if (
+    config.mode === "kubernetes" &&
+    !config.start.leaderUrl &&
+    (isJsonObject(file.start) ? file.start.leaderUrl : undefined) === undefined
+  )
+    config.start.leaderUrl = `http://ws-collector.${config.kubernetes.leaseNamespace}.svc:8080`;
   if (problems.length) throw new ConfigError(problems);
   return config;
 }

@@ -6,6 +6,7 @@ import type { VmRecord } from "./engine/types.js";
 import type { Fleet } from "./fleet.js";
 import type { Actuator } from "./vm/actions.js";
 import type { PolicySource } from "./policy-source.js";
+import type { StartPlatform } from "./start/platform.js";
 import type { VmPlatformDetails } from "./model/vm-view.js";
 
 export interface CollectorMode {
@@ -18,6 +19,8 @@ export interface CollectorMode {
   vmRunning?: (vm: VmKey) => boolean | undefined;
   /** Owner, what a stop frees, declared GPUs (Kubernetes: from the VirtualMachine). */
   vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
+  /** Starting a stopped VM and what its starting page shows (Kubernetes: the `start` subresource). */
+  startPlatform?: StartPlatform;
   /** True while this replica may act and should receive agents (the leader). */
   leader: () => boolean;
   /** Starts watches and elections once the fleet exists; returns how to stop them. */

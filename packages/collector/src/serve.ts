@@ -31,6 +31,13 @@ import { prometheusClient } from "./hostside/prometheus.js";
 import { HostSource } from "./hostside/source.js";
 import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
+import { StartLinks } from "./start/handler.js";
+import { AddressStart, createAddressServer } from "./start/address.js";
+import { stopEnds, type StopEnds } from "./notify/stop-ends.js";
+import { registerStartMetrics } from "./start/metrics.js";
+import { deriveStartLinkKey, startLinkUrl } from "./start/token.js";
+import type { VmKey } from "./model/vm-key.js";
+import { StartTracker } from "./start/tracker.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
@@ -68,15 +75,23 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const policy = loadPolicyConfig(config);
   const stats = new CollectorStats();
   const removeErrorPolicy = installUnhandledErrorPolicy({ log, counts: stats.unhandledErrors });
+  const startUrl = startLinkFor(config, key);
   const mode =
     config.mode === "kubernetes"
-      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, key)
+      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, key, { startUrl })
       : standaloneMode(config, policy, log);
   try {
     return await run(config, mode, key, stats, log, nowMs);
   } finally {
     removeErrorPolicy();
   }
+}
+
+/** The VM's start link, valid for start.linkTtl from `nowMs`; undefined without notifications.publicUrl. */
+function startLinkFor(config: CollectorConfig, key: Buffer): (vm: VmKey, nowMs: number) => string | undefined {
+  const startKey = deriveStartLinkKey(key);
+  const base = config.notifications.publicUrl;
+  return (vm, nowMs) => (base ? startLinkUrl(base, startKey, vm, nowMs, config.start.linkTtlSeconds) : undefined);
 }
 
 /** Host-side evidence (hostside/): KubeVirt's per-VM metrics, queried on their own cadence. */
@@ -122,12 +137,17 @@ async function run(
     : undefined;
   // Issue 17: history, webhooks and keep-running links, wired through the fleet's observer hook.
   const linkKey = deriveLinkKey(key);
+  let fleetRef: Fleet | undefined;
+  const fleetOf = (): Fleet => fleetRef!;
   const outreach = new Outreach({
     config: config.notifications,
     log,
     metadataFor: (vm) => mode.policySource.metadataFor(vm),
     prefix: mode.policySource.prefix,
     linkKey,
+    startUrl: startLinkFor(config, key),
+    // The fleet exists by the time a notice goes out (outreach only observes its decisions).
+    stopEndsOf: (vm): StopEnds | undefined => stopEnds(fleetOf().loopState(vm)?.latest?.report),
   });
   // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
   const givenBack = new GivenBackLedger(nowMs());
@@ -161,6 +181,7 @@ async function run(
     },
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
   });
+  fleetRef = fleet;
   const agents = new AgentServer({
     sink: fleet,
     stats,
@@ -219,6 +240,58 @@ async function run(
     log,
     audit: (vm, message) => mode.actuator.event(vm, "Normal", "KeepRunningLink", message),
   });
+  // Issue 24: start links and the starting page (docs/coming-back.md).
+  const startTracker = new StartTracker();
+  let disputes = 0;
+  const startLinks = mode.startPlatform
+    ? new StartLinks({
+        platform: mode.startPlatform,
+        tracker: startTracker,
+        linkKey: deriveStartLinkKey(key),
+        config: config.start,
+        prefix: mode.policySource.prefix,
+        agentOf: (vm) => {
+          const loop = fleet.loopState(vm);
+          if (!loop) return undefined;
+          const view = fleet.view(vm, nowMs());
+          return {
+            ...(view?.connectedAtMs !== undefined ? { connectedAtMs: view.connectedAtMs } : {}),
+            ...(loop.latest ? { latest: loop.latest } : {}),
+            profile: loop.policy?.profile ?? "",
+          };
+        },
+        nowMs,
+        log,
+        audit: (vm, message) => mode.actuator.event(vm, "Normal", "Started", message),
+        disputed: (vm, dispute, stop) => {
+          disputes++;
+          const what = dispute.what ? `"${dispute.what}"` : "no details given";
+          mode.actuator.event(
+            vm,
+            "Warning",
+            "StopDisputed",
+            `${dispute.by} says the stop of ${new Date(stop.atMs).toISOString()} was a mistake: ${what}; the stop: ${stop.reason}; ${dispute.knob}`,
+          );
+          const policy = fleet.loopState(vm)?.policy;
+          if (policy)
+            outreach.disputed(
+              {
+                kind: "dispute",
+                vm,
+                atMs: dispute.atMs,
+                mode: policy.mode,
+                reason: `${what} (the stop: ${stop.reason})`,
+                hint: dispute.knob,
+                explanation: stop.reason,
+              },
+              policy,
+            );
+        },
+      })
+    : undefined;
+  registerStartMetrics(registry, startTracker, () => disputes);
+  const startWatch = setInterval(() => startLinks?.watch(), 1000);
+  startWatch.unref();
   const webOptions = {
     fleet,
     registry,
@@ -229,6 +302,10 @@ async function run(
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
     history: outreach.history,
     keepLinks,
+    ...(startLinks ? { startLinks } : {}),
+    leaderUrl: config.start.leaderUrl,
+    replica: config.kubernetes.identity,
+    startUrl: startLinkFor(config, key),
     givenBack: (now) => givenBack.rows(now),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
@@ -247,6 +324,22 @@ async function run(
   const httpPort = await listenOn(web, http);
   const metricsAddress = config.http.metricsListen ? splitHostPort(config.http.metricsListen) : undefined;
   const metricsPort = probes && metricsAddress ? await listenOn(probes, metricsAddress) : undefined;
+  // The workstations' fixed addresses: the gateway's error page for a stopped VM (docs/coming-back.md).
+  const wake =
+    config.start.wakeListen && startLinks && mode.startPlatform
+      ? createAddressServer(
+          new AddressStart({
+            platform: mode.startPlatform,
+            links: startLinks,
+            ...(config.http.identity ? { identity: config.http.identity } : {}),
+            nowMs,
+            leader: mode.leader,
+          }),
+          (message) => log("error", `fixed address: ${message}`),
+        )
+      : undefined;
+  const wakeAddress = wake ? splitHostPort(config.start.wakeListen) : undefined;
+  const wakePort = wake && wakeAddress ? await listenOn(wake, wakeAddress) : undefined;
   fleet.start();
   log("info", "collector serving", {
     mode: mode.name,
@@ -254,6 +347,7 @@ async function run(
     grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
     http: `${http.host}:${httpPort}`,
     ...(metricsAddress ? { metrics: `${metricsAddress.host}:${metricsPort}` } : {}),
+    ...(wakeAddress ? { wake: `${wakeAddress.host}:${wakePort}` } : {}),
     pages: config.http.identity ? `behind login (${config.http.identity.userHeader})` : "open",
     tls: Boolean(config.grpc.certFile),
     webhooks:
@@ -283,10 +377,11 @@ async function run(
   log("info", "shutting down");
   clearInterval(memoryTimer);
   fleet.stopTicking();
+  clearInterval(startWatch);
   hostSource?.stop();
   await stopMode();
   await agents.close();
-  for (const server of probes ? [web, probes] : [web])
+  for (const server of [web, ...(probes ? [probes] : []), ...(wake ? [wake] : [])])
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeAllConnections?.();

@@ -68,6 +68,8 @@ describe("Event reasons", () => {
     expect(REASONS.filter((reason) => !engine.includes(reason))).toEqual([
       "IdentityRejected",
       "KeepRunningLink",
+      "Started",
+      "StopDisputed",
       "Stopped",
     ]);
   });

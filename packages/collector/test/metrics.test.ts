@@ -4,6 +4,8 @@
 import { spawnSync } from "node:child_process";
 import { registerHostSourceMetrics } from "../src/hostside/metrics.js";
 import { registerNotificationMetrics } from "../src/notify/metrics.js";
+import { registerStartMetrics } from "../src/start/metrics.js";
+import { StartTracker } from "../src/start/tracker.js";
 import { WebhookSender } from "../src/notify/sender.js";
 import { readFileSync } from "node:fs";
 import path from "node:path";
@@ -99,7 +101,21 @@ function setup(options: { leader?: () => boolean; vmSeries?: () => VmSeriesSet }
     lastRoundOk: true,
     lastVms: 2,
   });
-  return { fleet, stats, registry };
+  // ...and the start metrics (issue 24).
+  const starts = new StartTracker();
+  registerStartMetrics(registry, starts);
+  return { fleet, stats, registry, starts };
+}
+
+/** One start through the tracker, ready 42 s after it was asked for: what the start metrics count. */
+async function oneStart(tracker: StartTracker): Promise<void> {
+  const vm = { namespace: "lab", name: "ada" };
+  await tracker.request(vm, { by: "alice", trigger: "link" }, NOW, async () => ({
+    ok: true,
+    already: false,
+    message: "",
+  }));
+  tracker.markReady(vm, NOW + 42_000);
 }
 
 /** The value of one sample line, or undefined when the series is absent. */
@@ -378,7 +394,7 @@ describe("createMetrics", () => {
   });
 
   it("passes promtool check metrics with every series present", async () => {
-    const { fleet, stats, registry } = setup();
+    const { fleet, stats, registry, starts } = setup();
     fleet.vms = [
       view("ada"),
       view("bob", { state: "StoppingPending", mode: "observe", policyErrors: ["idle-timeout: bad"] }),
@@ -387,8 +403,12 @@ describe("createMetrics", () => {
     stats.countKubeRequest("stop", "202");
     stats.countStopOutcome({ namespace: "lab", name: "ada" }, "accepted");
     stats.observeDecision(0.001);
+    await oneStart(starts);
     await registry.metrics();
     const text = await registry.metrics();
+    expect(text).toMatch(/^workstation_starts_total\{trigger="link"\} 1$/m);
+    expect(text).toMatch(/^workstation_starts_total\{trigger="ssh"\} 0$/m);
+    expect(text).toMatch(/^workstation_start_to_ready_seconds_bucket\{le="60"\} 1$/m);
     const lint = spawnSync("promtool", ["check", "metrics"], { input: text, encoding: "utf8" });
     if (lint.error)
       throw new Error(`promtool is missing (${lint.error.message}): install the Debian package prometheus`);

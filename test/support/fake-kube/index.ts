@@ -2,7 +2,7 @@
  * A fake Kubernetes API server for tests, speaking the real REST protocol over HTTP(S): get, list
  * and watch with resourceVersion (410 Expired after compaction), create and update with
  * optimistic concurrency (409), merge and JSON patch, delete, bearer-token auth, the KubeVirt
- * `stop` subresource, and fault injection (status codes, hangs). It is the one fake the project
+ * `start` and `stop` subresources (per run strategy: run-strategy.ts), and fault injection (status codes, hangs). It is the one fake the project
  * allows; the collector talks to it through @kubernetes/client-node like to a real cluster.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -16,6 +16,7 @@ import {
   WorkstationSeeder,
   kubevirtController,
   parseStopBody,
+  type KubevirtController,
   type SeededWorkstation,
   type VmiTermination,
   type WorkstationSeed,
@@ -55,6 +56,8 @@ export interface FakeKubeOptions {
    * terminating before it is gone (default 0: at once; the grace is recorded either way).
    */
   graceSecondMs?: number;
+  /** Milliseconds between the stages of a start through the `start` subresource (default 0). */
+  startStepMs?: number;
   /** Send a BOOKMARK this often on watches that allow them (default: never). */
   bookmarkIntervalMs?: number;
   /** Authorize every resource request against these RBAC rules (403 Forbidden otherwise). Default: allow all. */
@@ -107,6 +110,11 @@ export interface FakeKube {
   /** Every VMI a stop tore down, with the terminationGracePeriodSeconds its guest was given. */
   readonly vmiTerminations: readonly VmiTermination[];
   startWorkstation(namespace: string, name: string, options?: { podIp?: string; extraPodIps?: string[] }): void;
+  /** Every start virt-api accepted through the `start` subresource, in order. */
+  readonly starts: KubevirtController["starts"];
+  /** The scheduler cannot place the VM's next VMI (message: the scheduler's own), until released. */
+  holdScheduling(namespace: string, name: string, message: string): void;
+  releaseScheduling(namespace: string, name: string): void;
   /** The guest shuts itself down; virt-controller then does what the VM's run strategy says. */
   guestPowerOff(namespace: string, name: string): GuestPowerOff;
   close(): Promise<void>;
@@ -201,11 +209,13 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
   const store = new ObjectStore();
   const faults = new Faults();
   const requests: RequestRecord[] = [];
+  const seeder = new WorkstationSeeder(store);
   const kubevirt = kubevirtController(store, {
     stopDelayMs: options.stopDelayMs ?? 0,
     graceSecondMs: options.graceSecondMs ?? 0,
+    startStepMs: options.startStepMs ?? 0,
+    podIpFor: (namespace, name) => seeder.podIpOf(namespace, name),
   });
-  const seeder = new WorkstationSeeder(store);
   const provisioning = options.provisioning ? startProvisioning(store, seeder, options.provisioning) : undefined;
   const openWatches = new Map<http.ServerResponse, string>();
 
@@ -412,11 +422,12 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     const route = parsePath(url.pathname);
     if (!route) throw new ApiError(404, "NotFound", "the server could not find the requested resource");
     if ("action" in route) {
-      if (route.action !== "stop")
+      if (route.action !== "stop" && route.action !== "start")
         throw new ApiError(404, "NotFound", "the server could not find the requested resource");
       if (method !== "PUT")
         throw new ApiError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
-      kubevirt.stop(route.namespace, route.name, parseStopBody(raw));
+      if (route.action === "start") kubevirt.start(route.namespace, route.name, parseStopBody(raw));
+      else kubevirt.stop(route.namespace, route.name, parseStopBody(raw));
       send(res, record, 202, undefined);
       return;
     }
@@ -673,6 +684,9 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     compact: () => store.compact(),
     seedWorkstation: (seed) => seeder.seed(seed),
     vmiTerminations: kubevirt.terminations,
+    starts: kubevirt.starts,
+    holdScheduling: (namespace, name, message) => kubevirt.holdScheduling(namespace, name, message),
+    releaseScheduling: (namespace, name) => kubevirt.releaseScheduling(namespace, name),
     startWorkstation(namespace, name, startOptions) {
       seeder.start(namespace, name, startOptions);
     },

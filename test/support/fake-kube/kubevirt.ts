@@ -1,19 +1,20 @@
 /**
- * KubeVirt as the collector sees it: the `stop` subresource with virt-api's semantics
- * (pkg/virt-api/rest/lifecycle.go StopVMRequestHandler), a stand-in for virt-controller that
- * finishes a stop (the VMI and its virt-launcher pod go away, printableStatus becomes Stopped),
- * and helpers that seed workstation VMs with their PVCs, VMI and launcher pod.
+ * KubeVirt as the collector sees it: the `start` and `stop` subresources with virt-api's
+ * semantics per run strategy (run-strategy.ts), a stand-in for virt-controller that finishes a
+ * stop (the VMI and its virt-launcher pod go away, printableStatus becomes Stopped) and carries a
+ * start through its stages (VMI Pending → Scheduling → Scheduled on a node → Running, or held
+ * Unschedulable with the scheduler's message), and helpers that seed workstation VMs with their
+ * PVCs, VMI and launcher pod.
  */
 import { randomUUID } from "node:crypto";
 import { ApiError, conflict, notFound, type KubeObject, type ObjectStore } from "./store.js";
 import { resourceByKind } from "./resources.js";
+import { controllerCreatesInstance, startOutcome, stopOutcome, type StrategyOutcome } from "./run-strategy.js";
 
 const VM = resourceByKind("VirtualMachine");
 const VMI = resourceByKind("VirtualMachineInstance");
 const POD = resourceByKind("Pod");
 const PVC = resourceByKind("PersistentVolumeClaim");
-
-const VM_NOT_RUNNING = "VM is not running";
 
 type Spec = Record<string, unknown>;
 
@@ -83,6 +84,16 @@ export interface VmiTermination {
 export interface KubevirtController {
   /** Handles PUT .../virtualmachines/{name}/stop. Throws ApiError like virt-api does. */
   stop(namespace: string, name: string, body: StopOptionsBody): void;
+  /** Handles PUT .../virtualmachines/{name}/start. Throws ApiError like virt-api does. */
+  start(namespace: string, name: string, body: StopOptionsBody): void;
+  /**
+   * The scheduler cannot place this VM's launcher pod (a GPU taken, a node full): its VMIs stay
+   * Scheduling with PodScheduled=False, reason Unschedulable, and this message, until released.
+   */
+  holdScheduling(namespace: string, name: string, message: string): void;
+  releaseScheduling(namespace: string, name: string): void;
+  /** Every start virt-api accepted, in order. */
+  readonly starts: Array<{ namespace: string; name: string; runStrategy: string; atMs: number }>;
   /** Every VMI teardown so far, in order. */
   readonly terminations: VmiTermination[];
   /** Stops pending controller work (timers). */
@@ -98,11 +109,167 @@ export interface KubevirtControllerOptions {
    * waits for the guest to shut down. 0 (the default): gone at once, the grace only recorded.
    */
   graceSecondMs?: number;
+  /** Wall-clock milliseconds between the stages of a start (Pending, Scheduling, Scheduled, Running). */
+  startStepMs?: number;
+  /** The launcher pod IP a started VM's pod gets (the seeder's, so agents keep connecting from it). */
+  podIpFor?: (namespace: string, name: string) => string;
+  /** The node a started VMI is scheduled to (default "node-1"). */
+  nodeName?: string;
 }
 
 export function kubevirtController(store: ObjectStore, options: KubevirtControllerOptions): KubevirtController {
   const timers = new Set<NodeJS.Timeout>();
   const terminations: VmiTermination[] = [];
+  const starts: KubevirtController["starts"] = [];
+  const unschedulable = new Map<string, string>();
+  const stamp = () => new Date().toISOString().replace(/\.\d+Z$/, "Z");
+
+  /** spec.runStrategy (or spec.running) as a strategy outcome says. */
+  function setStrategy(vm: KubeObject, outcome: Extract<StrategyOutcome, { kind: "set-strategy" }>): KubeObject {
+    const spec = specOf(vm);
+    const next =
+      typeof spec["running"] === "boolean"
+        ? { ...spec, running: outcome.runStrategy !== "Halted" }
+        : { ...spec, runStrategy: outcome.runStrategy };
+    return store.update(VM, { ...vm, spec: next });
+  }
+
+  /** After an accepted start: virt-controller creates the VMI when the strategy (or a queued Start) wants one. */
+  function reconcileStart(namespace: string, name: string): void {
+    const vm = store.get(VM, namespace, name);
+    if (!vm) return;
+    const old = store.get(VMI, namespace, name);
+    const status = statusOf(vm);
+    const queued = (Array.isArray(status["stateChangeRequests"]) ? (status["stateChangeRequests"] as Spec[]) : []).map(
+      (r) => String(r["action"]),
+    );
+    const instance = {
+      live: old !== undefined && !isFinal(old),
+      phase: old ? String(statusOf(old)["phase"] ?? "") : null,
+    };
+    if (!controllerCreatesInstance(runStrategyOf(vm), instance, queued)) return;
+    if (old) {
+      for (const pod of launcherPodsOf(namespace, name)) store.delete(POD, namespace, pod.metadata.name ?? "");
+      store.delete(VMI, namespace, name);
+    }
+    const rest: Spec = { ...status, printableStatus: "Starting", created: true, ready: false };
+    delete rest["stateChangeRequests"];
+    const updated = store.update(VM, { ...vm, status: rest });
+    const template = (specOf(updated)["template"] ?? {}) as { spec?: Spec };
+    store.create(VMI, {
+      metadata: {
+        name,
+        namespace,
+        labels: { "kubevirt.io/domain": name },
+        ownerReferences: [
+          { apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", name, uid: updated.metadata.uid, controller: true },
+        ],
+      },
+      spec: { ...(template.spec ?? {}) },
+      status: {
+        phase: "Pending",
+        phaseTransitionTimestamps: [{ phase: "Pending", phaseTransitionTimestamp: stamp() }],
+      },
+    });
+    later(options.startStepMs ?? 0, () => advance(namespace, name));
+  }
+
+  function setVmiStatus(namespace: string, name: string, change: (status: Spec) => Spec): KubeObject | undefined {
+    const vmi = store.get(VMI, namespace, name);
+    if (!vmi) return undefined;
+    return store.update(VMI, { ...vmi, status: change({ ...statusOf(vmi) }) });
+  }
+
+  function withPhase(status: Spec, phase: string): Spec {
+    const stamps = Array.isArray(status["phaseTransitionTimestamps"])
+      ? [...(status["phaseTransitionTimestamps"] as Spec[])]
+      : [];
+    stamps.push({ phase, phaseTransitionTimestamp: stamp() });
+    return { ...status, phase, phaseTransitionTimestamps: stamps };
+  }
+
+  /** One stage of a start: Pending → Scheduling → (held Unschedulable) → Scheduled → Running. */
+  function advance(namespace: string, name: string): void {
+    const vmi = store.get(VMI, namespace, name);
+    if (!vmi || vmi.metadata.deletionTimestamp) return;
+    const phase = statusOf(vmi)["phase"];
+    const next = () => later(options.startStepMs ?? 0, () => advance(namespace, name));
+    const podName = `virt-launcher-${name}-${(vmi.metadata.uid ?? "").replace(/-/g, "").slice(0, 5)}`;
+    if (phase === "Pending") {
+      store.create(POD, {
+        metadata: {
+          name: podName,
+          namespace,
+          labels: {
+            "kubevirt.io": "virt-launcher",
+            "kubevirt.io/created-by": vmi.metadata.uid ?? "",
+            "vm.kubevirt.io/name": name,
+            "kubevirt.io/domain": name,
+          },
+          ownerReferences: [
+            {
+              apiVersion: "kubevirt.io/v1",
+              kind: "VirtualMachineInstance",
+              name,
+              uid: vmi.metadata.uid,
+              controller: true,
+            },
+          ],
+        },
+        spec: { containers: [{ name: "compute", image: "quay.io/kubevirt/virt-launcher" }] },
+        status: { phase: "Pending" },
+      });
+      setVmiStatus(namespace, name, (status) => withPhase(status, "Scheduling"));
+      return next();
+    }
+    if (phase === "Scheduling") {
+      const message = unschedulable.get(`${namespace}/${name}`);
+      const condition = message
+        ? { type: "PodScheduled", status: "False", reason: "Unschedulable", message, lastTransitionTime: stamp() }
+        : undefined;
+      if (condition) {
+        // virt-controller copies the launcher pod's PodScheduled condition onto the VMI.
+        setVmiStatus(namespace, name, (status) => ({ ...status, conditions: [condition] }));
+        const pod = store.get(POD, namespace, podName);
+        if (pod) store.update(POD, { ...pod, status: { ...statusOf(pod), conditions: [condition] } });
+        setPrintableStatus(namespace, name, "ErrorUnschedulable");
+        return; // releaseScheduling() continues
+      }
+      const nodeName = options.nodeName ?? "node-1";
+      const ip = options.podIpFor?.(namespace, name) ?? "10.244.1.10";
+      const pod = store.get(POD, namespace, podName);
+      if (pod)
+        store.update(POD, {
+          ...pod,
+          spec: { ...specOf(pod), nodeName },
+          status: {
+            phase: "Running",
+            podIP: ip,
+            podIPs: [{ ip }],
+            conditions: [{ type: "PodScheduled", status: "True", lastTransitionTime: stamp() }],
+          },
+        });
+      setVmiStatus(namespace, name, (status) => ({
+        ...withPhase(status, "Scheduled"),
+        nodeName,
+        conditions: [{ type: "PodScheduled", status: "True", lastTransitionTime: stamp() }],
+      }));
+      setPrintableStatus(namespace, name, "Starting");
+      return next();
+    }
+    if (phase === "Scheduled") {
+      const ip = options.podIpFor?.(namespace, name) ?? "10.244.1.10";
+      setVmiStatus(namespace, name, (status) => ({
+        ...withPhase(status, "Running"),
+        interfaces: [{ name: "default", ipAddress: ip, ipAddresses: [ip] }],
+        conditions: [
+          ...((status["conditions"] as Spec[] | undefined) ?? []),
+          { type: "Ready", status: "True", lastTransitionTime: stamp() },
+        ],
+      }));
+      setPrintableStatus(namespace, name, "Running", { ready: true });
+    }
+  }
   const graceSecondMs = options.graceSecondMs ?? 0;
 
   function later(ms: number, work: () => void): void {
@@ -196,41 +363,62 @@ export function kubevirtController(store: ObjectStore, options: KubevirtControll
           store.update(VMI, { ...vmi, spec: { ...vmiSpec, terminationGracePeriodSeconds: body.gracePeriod } });
         }
       }
-      switch (runStrategy) {
-        case "Halted": {
-          if (!vmi || !hasLiveVmi) throw conflict(VM, name, VM_NOT_RUNNING);
-          if (body.gracePeriod === undefined || (oldGracePeriod !== undefined && body.gracePeriod >= oldGracePeriod)) {
-            throw conflict(VM, name, "Halted only supports manual stop requests with a shorter graceperiod");
-          }
-          if (dryRun) return;
-          requestStopThroughStatus(store.get(VM, namespace, name) ?? vm, vmi);
-          scheduleFinish(namespace, name);
-          return;
-        }
-        case "Manual":
-        case "RerunOnFailure": {
-          if (!vmi || !hasLiveVmi) throw conflict(VM, name, VM_NOT_RUNNING);
-          if (dryRun) return;
-          requestStopThroughStatus(vm, vmi);
-          scheduleFinish(namespace, name);
-          return;
-        }
-        default: {
-          // Always, Once: flip the VM's desired state; the controller tears the VMI down.
-          if (dryRun) return;
-          const spec = specOf(vm);
-          const nextSpec =
-            typeof spec["running"] === "boolean" ? { ...spec, running: false } : { ...spec, runStrategy: "Halted" };
-          const updated = store.update(VM, { ...vm, spec: nextSpec });
-          if (hasLiveVmi) {
-            store.update(VM, { ...updated, status: { ...statusOf(updated), printableStatus: "Stopping" } });
-            scheduleFinish(namespace, name);
-          } else {
-            setPrintableStatus(namespace, name, "Stopped", { ready: false });
-          }
-        }
+      const outcome = stopOutcome(
+        runStrategy,
+        { live: hasLiveVmi, phase: vmi ? ((statusOf(vmi)["phase"] as string | undefined) ?? "") : null },
+        { requested: body.gracePeriod, current: oldGracePeriod },
+      );
+      if (outcome.kind === "conflict") throw conflict(VM, name, outcome.message);
+      if (dryRun) return;
+      if (outcome.kind === "state-change") {
+        requestStopThroughStatus(store.get(VM, namespace, name) ?? vm, vmi!);
+        scheduleFinish(namespace, name);
+        return;
+      }
+      // Always, Once: flip the VM's desired state; the controller tears the VMI down.
+      const updated = setStrategy(vm, outcome);
+      if (hasLiveVmi) {
+        store.update(VM, { ...updated, status: { ...statusOf(updated), printableStatus: "Stopping" } });
+        scheduleFinish(namespace, name);
+      } else {
+        setPrintableStatus(namespace, name, "Stopped", { ready: false });
       }
     },
+    start(namespace, name, body) {
+      const vm = store.get(VM, namespace, name);
+      if (!vm) throw notFound(VM, name);
+      const vmi = store.get(VMI, namespace, name);
+      const instance = {
+        live: vmi !== undefined && !isFinal(vmi) && !vmi.metadata.deletionTimestamp,
+        phase: vmi ? ((statusOf(vmi)["phase"] as string | undefined) ?? "") : null,
+      };
+      const outcome = startOutcome(runStrategyOf(vm), instance);
+      if (outcome.kind === "conflict") throw conflict(VM, name, outcome.message);
+      if (Array.isArray(body.dryRun) && body.dryRun.includes("All")) return;
+      starts.push({ namespace, name, runStrategy: runStrategyOf(vm), atMs: Date.now() });
+      let updated = vm;
+      if (outcome.kind === "set-strategy") updated = setStrategy(vm, outcome);
+      else {
+        const status = statusOf(vm);
+        const queued = Array.isArray(status["stateChangeRequests"])
+          ? [...(status["stateChangeRequests"] as unknown[])]
+          : [];
+        queued.push({ action: "Start" });
+        updated = store.update(VM, { ...vm, status: { ...status, stateChangeRequests: queued } });
+      }
+      store.update(VM, { ...updated, status: { ...statusOf(updated), printableStatus: "Starting" } });
+      later(options.startStepMs ?? 0, () => reconcileStart(namespace, name));
+    },
+    holdScheduling(namespace, name, message) {
+      unschedulable.set(`${namespace}/${name}`, message);
+    },
+    releaseScheduling(namespace, name) {
+      unschedulable.delete(`${namespace}/${name}`);
+      const vmi = store.get(VMI, namespace, name);
+      if (vmi && statusOf(vmi)["phase"] === "Scheduling")
+        later(options.startStepMs ?? 0, () => advance(namespace, name));
+    },
+    starts,
     close() {
       for (const t of timers) clearTimeout(t);
       timers.clear();
@@ -287,6 +475,7 @@ export function claimNameOfVolume(volume: VolumeSeed): string | null {
 
 export class WorkstationSeeder {
   private nextIp = 10;
+  private readonly podIps = new Map<string, string>();
 
   constructor(private readonly store: ObjectStore) {}
 
@@ -347,9 +536,17 @@ export class WorkstationSeeder {
       spec,
       status: { printableStatus: started ? "Running" : "Stopped", ready: started, created: started },
     });
+    if (seed.podIp) this.podIps.set(`${seed.namespace}/${seed.name}`, seed.podIp);
     if (!started) return { vm, vmi: null, pod: null, pvcs };
     const { vmi, pod } = this.start(seed.namespace, seed.name, seed);
     return { vm: this.store.get(VM, seed.namespace, seed.name) ?? vm, vmi, pod, pvcs };
+  }
+
+  /** The launcher pod IP the VM was seeded with (a start through the API keeps it). */
+  podIpOf(namespace: string, name: string): string {
+    const key = `${namespace}/${name}`;
+    if (!this.podIps.has(key)) this.podIps.set(key, `10.244.0.${this.nextIp++}`);
+    return this.podIps.get(key)!;
   }
 
   /** Brings a VM up: run strategy Always, a VMI, a virt-launcher pod with an IP. */
@@ -368,7 +565,8 @@ export class WorkstationSeeder {
       spec,
       status: { ...statusOf(vm), printableStatus: "Running", ready: true, created: true },
     });
-    const podIp = options.podIp ?? `10.244.0.${this.nextIp++}`;
+    const podIp = options.podIp ?? this.podIps.get(`${namespace}/${name}`) ?? `10.244.0.${this.nextIp++}`;
+    this.podIps.set(`${namespace}/${name}`, podIp);
     const template = (spec["template"] ?? {}) as { spec?: Spec };
     const vmi = this.store.create(VMI, {
       metadata: {

@@ -70,6 +70,7 @@ export const REPORT_LIMITS = {
   leases: 64,
   "desktop.devices": 32,
   remote_sessions: 256,
+  "remote_sessions.sshd_listening_ports": 16,
   /** Over all sessions of the Report (the agent sends at most 8 a session). */
   "remote_sessions.forwards": 256,
 } as const;
@@ -216,6 +217,11 @@ export function validateReport(report: Report): Truncation[] {
       limit.strings(forward, ["destinationAddress", "service"]);
       checkAge(forward.lastSeenAgeSeconds, "remote_sessions.forwards.last_seen_age_seconds");
     }
+  }
+  if (report.remoteSessions) {
+    limit.list(report.remoteSessions.sshdListeningPorts, "remote_sessions.sshd_listening_ports");
+    if (report.remoteSessions.sshdListeningPorts.some((port) => port < 1 || port > 65535))
+      throw new ValidationError("remote_sessions.sshd_listening_ports: a port is outside 1–65535");
   }
   for (const mount of limit.list(report.disk?.mounts ?? [], "disk.mounts"))
     limit.strings(mount, ["mountPoint", "device", "fsType"]);

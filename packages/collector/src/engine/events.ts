@@ -97,6 +97,20 @@ export const EVENT_REASONS = {
     meaning:
       "someone pressed a keep-running button of a notice's signed link: a lease went to the agent (who, for how long)",
   },
+  Started: {
+    sentBy: "edge",
+    types: ["Normal"],
+    action: "Start",
+    meaning:
+      "someone asked for a start and KubeVirt's start subresource took it: who asked and through which path (link, address, ssh)",
+  },
+  StopDisputed: {
+    sentBy: "edge",
+    types: ["Warning"],
+    action: "Dispute",
+    meaning:
+      "the VM's user reported its last stop as a mistake (what they were doing, and the policy setting that would have kept it)",
+  },
   IdentityRejected: {
     sentBy: "edge",
     types: ["Warning"],

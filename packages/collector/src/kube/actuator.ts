@@ -21,6 +21,7 @@ import type { WriteQueue } from "./write-queue.js";
 const FREES_FOR_REASON: Record<string, string> = {
   IdleStopPending: "stopping frees",
   IdleWouldStop: "a stop would free",
+  Started: "the start allocates",
 };
 
 /** How long the guest gets to shut down, as the Stopped Event says it (pure). */
@@ -75,6 +76,8 @@ export interface KubeActuatorOptions {
   log: Logger;
   /** The VM's owner (the configured owner label); null when none. */
   ownerOf: (facts: InventoryVm) => string | null;
+  /** The VM's start link from now (Stopped Event, last-stop record); undefined without links. */
+  startUrl?: (vm: VmKey, nowMs: number) => string | undefined;
 }
 
 export function kubeActuator(options: KubeActuatorOptions): Actuator {
@@ -107,11 +110,13 @@ export function kubeActuator(options: KubeActuatorOptions): Actuator {
       );
       if (!result.ok) return { outcome: "failed", message: result.message };
       const freed = describeFreed(facts.resources, "freed");
+      const startUrl = options.startUrl?.(vm, nowMs());
       const stoppedNote = [
         `stopped: ${reason}`,
         ...(freed ? [freed] : []),
         graceNote(facts),
         `kept: ${describeVerdict(verdict)}`,
+        ...(startUrl ? [`to start it again: ${startUrl}`] : []),
       ].join("; ");
       void audit
         .recordEvent(
@@ -126,6 +131,7 @@ export function kubeActuator(options: KubeActuatorOptions): Actuator {
           reason,
           signals: lastStopSignals(evidence),
           frees: freedRecord(facts.resources),
+          ...(startUrl ? { startUrl } : {}),
           ...(owner ? { owner } : {}),
         })
         .then(writeFailed("last-stop annotation"));

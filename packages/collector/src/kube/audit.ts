@@ -92,6 +92,8 @@ export interface LastStop {
   frees?: Record<string, unknown>;
   /** The VM's owner label value, issue 20. */
   owner?: string;
+  /** The start link: how to bring it back (issue 24). */
+  startUrl?: string;
 }
 
 /** `<prefix>last-stop` as JSON: {"when":"…Z","reason":…,"signals":…,"by":…}. */
@@ -103,6 +105,7 @@ export function lastStopAnnotations(prefix: string, stop: LastStop): Record<stri
       signals: stop.signals,
       ...(stop.frees !== undefined ? { frees: stop.frees } : {}),
       ...(stop.owner !== undefined ? { owner: stop.owner } : {}),
+      ...(stop.startUrl !== undefined ? { startUrl: stop.startUrl } : {}),
       by: stop.by,
     }),
   };

@@ -13,8 +13,8 @@ import { launcherPodFacts, vmFacts, vmiFacts, type LauncherPodFacts, type VmFact
 export type { VmVolume } from "./vm-model.js";
 
 export interface InventoryVm extends VmFacts {
-  /** The running instance, if any. */
-  vmi: { uid: string; phase: string | null } | null;
+  /** The running instance, if any: what the starting page shows of it too. */
+  vmi: Pick<VmiFacts, "uid" | "phase" | "nodeName" | "createdAtMs" | "phaseTimes" | "unschedulable"> | null;
   vmiPhase: string | null;
   /** The IP of the VM's running virt-launcher pod (the address its agent connects from). */
   launcherPodIp: string | null;
@@ -202,7 +202,16 @@ export class KubeInventory {
     const running = pods.find((p) => p.phase === "Running" && p.ips.length > 0);
     return {
       ...vm,
-      vmi: vmi ? { uid: vmi.uid, phase: vmi.phase } : null,
+      vmi: vmi
+        ? {
+            uid: vmi.uid,
+            phase: vmi.phase,
+            nodeName: vmi.nodeName,
+            createdAtMs: vmi.createdAtMs,
+            phaseTimes: vmi.phaseTimes,
+            unschedulable: vmi.unschedulable,
+          }
+        : null,
       vmiPhase: vmi?.phase ?? null,
       launcherPodIp: running?.ips[0] ?? null,
       launcherPodIps: ips,

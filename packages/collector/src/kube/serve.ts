@@ -21,6 +21,7 @@ import { KubeInventory } from "./inventory.js";
 import { LeaderElector } from "./leader.js";
 import { LeaderLabel } from "./leader-label.js";
 import { VmStopper } from "./stop.js";
+import { VmStarter, kubeStartPlatform } from "./start.js";
 import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, gpuCountOf, vmOwner } from "./vm-resources.js";
@@ -59,6 +60,7 @@ export async function kubernetesMode(
   stats: CollectorStats,
   nowMs: () => number,
   tokenKey?: Buffer,
+  links: { startUrl?: (vm: VmKey, nowMs: number) => string | undefined } = {},
 ): Promise<CollectorMode> {
   const kc = loadKubeConfig(
     config.kubernetes.kubeconfig ? { kubeconfigPath: config.kubernetes.kubeconfig } : { inCluster: true },
@@ -157,11 +159,21 @@ export async function kubernetesMode(
     nowMs,
     log,
     ownerOf,
+    ...(links.startUrl ? { startUrl: links.startUrl } : {}),
   });
 
   return {
     name: "kubernetes",
     leader: () => elector.isLeader(),
+    // Issue 24: the start link's page and button (kube/start.ts).
+    startPlatform: kubeStartPlatform(
+      () => inventory.list(),
+      vmOf,
+      new VmStarter(clients),
+      config.kubernetes.ownerLabel,
+      prefix,
+      (vm, annotations) => audit.patchAnnotations(vm, annotations),
+    ),
     policySource: {
       defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
       profiles: policy.profiles,

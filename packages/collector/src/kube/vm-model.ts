@@ -256,14 +256,58 @@ export interface VmiFacts {
   name: string;
   uid: string;
   phase: string | null;
+  /** status.nodeName: where the scheduler placed it; null before. */
+  nodeName: string | null;
+  /** metadata.creationTimestamp in ms, null when absent or malformed. */
+  createdAtMs: number | null;
+  /** status.phaseTransitionTimestamps: when each phase began (ms), the latest per phase. */
+  phaseTimes: Record<string, number>;
+  /**
+   * The PodScheduled condition when it is False (the scheduler cannot place the launcher pod):
+   * its reason, the scheduler's own message (cut to 1 KiB) and since when.
+   */
+  unschedulable: { reason: string; message: string; sinceMs: number | null } | null;
 }
+
+const timeMs = (v: unknown): number | null => {
+  const ms = typeof v === "string" ? Date.parse(v) : Number.NaN;
+  return Number.isFinite(ms) ? ms : null;
+};
+
+/** A scheduler's message is for people; a hostile or buggy one must not bloat the inventory. */
+const MAX_CONDITION_MESSAGE = 1024;
 
 export function vmiFacts(obj: unknown): VmiFacts | null {
   const meta = asObj(asObj(obj)["metadata"]);
   const namespace = asString(meta["namespace"]);
   const name = asString(meta["name"]);
   if (!namespace || !name) return null;
-  return { namespace, name, uid: asString(meta["uid"]) ?? "", phase: asString(asObj(asObj(obj)["status"])["phase"]) };
+  const status = asObj(asObj(obj)["status"]);
+  const phaseTimes: Record<string, number> = {};
+  for (const raw of arrayOf(status["phaseTransitionTimestamps"]).slice(0, 16)) {
+    const phase = asString(asObj(raw)["phase"]);
+    const at = timeMs(asObj(raw)["phaseTransitionTimestamp"]);
+    if (phase && phase.length <= 32 && at !== null) phaseTimes[phase] = at;
+  }
+  const scheduled = arrayOf(status["conditions"])
+    .map(asObj)
+    .find((c) => c["type"] === "PodScheduled" && c["status"] === "False");
+  return {
+    namespace,
+    name,
+    uid: asString(meta["uid"]) ?? "",
+    phase: asString(status["phase"]),
+    nodeName: asString(status["nodeName"]),
+    createdAtMs: timeMs(meta["creationTimestamp"]),
+    phaseTimes,
+    unschedulable: scheduled
+      ? {
+          reason: (asString(scheduled["reason"]) ?? "").slice(0, 64),
+          message: (asString(scheduled["message"]) ?? "").slice(0, MAX_CONDITION_MESSAGE),
+          sinceMs: timeMs(scheduled["lastTransitionTime"]),
+        }
+      : null,
+  };
 }
 
 export function isFinalVmiPhase(phase: string | null): boolean {

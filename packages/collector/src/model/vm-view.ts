@@ -44,6 +44,8 @@ export interface VmView {
   mode: string;
   autostop: boolean;
   connected: boolean;
+  /** When the agent's stream opened, while it is connected. */
+  connectedAtMs?: number;
   agentVersion: string;
   peer: string;
   lastReportAtMs?: number;

@@ -18,7 +18,9 @@ export type TransitionKind =
   /** The stop was refused (safety check) or failed. */
   | "refused-stop"
   /** Observe mode: the VM would have been stopped now. */
-  | "would-stop";
+  | "would-stop"
+  /** The VM's user says its last stop was a mistake (docs/coming-back.md). */
+  | "dispute";
 
 export const TRANSITION_KINDS: readonly TransitionKind[] = [
   "notice",
@@ -27,6 +29,7 @@ export const TRANSITION_KINDS: readonly TransitionKind[] = [
   "stop",
   "refused-stop",
   "would-stop",
+  "dispute",
 ];
 
 export interface VmTransition {

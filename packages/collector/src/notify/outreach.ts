@@ -13,6 +13,7 @@ import { ownerOf, redactUrl, targetsFor, type NotificationsConfig } from "./conf
 import { stopTransition, transitionsOf, warnsPeople, type VmTransition } from "./events.js";
 import { requestFor, type NotificationContent } from "./payloads.js";
 import { WebhookSender } from "./sender.js";
+import type { StopEnds } from "./stop-ends.js";
 
 /** What the per-VM loop tells the outside world about; every method returns at once. */
 export interface FleetObserver {
@@ -43,6 +44,10 @@ export interface OutreachOptions {
   prefix: string;
   /** Key for keep-running links (deriveLinkKey of the token key). */
   linkKey: Buffer;
+  /** The VM's start link valid from now (start/token.ts), or undefined without a public URL. */
+  startUrl?: (vm: VmKey, nowMs: number) => string | undefined;
+  /** What a stop of the VM would end now (start/ends.ts, from its latest Report). */
+  stopEndsOf?: (vm: VmKey) => StopEnds | undefined;
   history?: History;
   sender?: WebhookSender;
 }
@@ -101,7 +106,21 @@ export class Outreach implements FleetObserver {
     return warnsPeople({ mode }, policy);
   }
 
-  noticeLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined {
+  noticeLink(vm: VmKey, noticeId: string, deadlineMs: number, nowMs = deadlineMs): string | undefined {
+    if (!this.options.config.publicUrl) return undefined;
+    const keep = keepLinkUrl(this.options.config.publicUrl, this.options.linkKey, {
+      namespace: vm.namespace,
+      name: vm.name,
+      noticeId,
+      expiresAtMs: deadlineMs,
+    });
+    // The notice in the VM also says how to come back after the stop.
+    const start = this.options.startUrl?.(vm, nowMs);
+    return start ? `${keep} — to come back later: ${start}` : keep;
+  }
+
+  /** The keep-running link alone, for webhook buttons. */
+  private keepLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined {
     if (!this.options.config.publicUrl) return undefined;
     return keepLinkUrl(this.options.config.publicUrl, this.options.linkKey, {
       namespace: vm.namespace,
@@ -126,6 +145,11 @@ export class Outreach implements FleetObserver {
     this.reportedProblems.delete(vmId(vm));
   }
 
+  /** A user's report that the VM's last stop was a mistake (start/dispute.ts): history and webhooks. */
+  disputed(transition: VmTransition & { kind: "dispute" }, policy: Policy): void {
+    this.announce(transition, policy);
+  }
+
   private announce(transition: VmTransition, policy: Policy): void {
     const warns = warnsPeople(transition, policy);
     const what = `${transition.kind === "reminder" ? "notice (reminder)" : transition.kind}${!warns && transition.kind !== "would-stop" ? " (observe mode: nobody warned)" : ""}`;
@@ -145,14 +169,24 @@ export class Outreach implements FleetObserver {
       (transition.kind === "notice" || transition.kind === "reminder") &&
       transition.noticeId &&
       transition.deadlineMs !== undefined
-        ? this.noticeLink(transition.vm, transition.noticeId, transition.deadlineMs)
+        ? this.keepLink(transition.vm, transition.noticeId, transition.deadlineMs)
         : undefined;
     const vmUrl = this.vmUrl(transition.vm);
+    const ends =
+      transition.kind === "notice" || transition.kind === "reminder"
+        ? this.options.stopEndsOf?.(transition.vm)
+        : undefined;
+    const startUrl =
+      transition.kind === "notice" || transition.kind === "reminder" || transition.kind === "stop"
+        ? this.options.startUrl?.(transition.vm, transition.atMs)
+        : undefined;
     const content: NotificationContent = {
       transition,
       owner: ownerOf(this.options.config, labels, annotations),
       ...(keepUrl ? { keepUrl } : {}),
       ...(vmUrl ? { vmUrl } : {}),
+      ...(startUrl ? { startUrl } : {}),
+      ...(ends ? { ends } : {}),
     };
     for (const target of targets) {
       const request = requestFor(target, content);

@@ -3,6 +3,7 @@
 import { formatDuration } from "@ws/protocol";
 import type { WebhookTarget } from "./config.js";
 import type { TransitionKind, VmTransition } from "./events.js";
+import type { StopEnds } from "./stop-ends.js";
 
 /** Everything a message says about one transition. */
 export interface NotificationContent {
@@ -12,6 +13,10 @@ export interface NotificationContent {
   keepUrl?: string;
   /** The VM's page on the collector. */
   vmUrl?: string;
+  /** The signed start link (every message, when a public URL is configured): how to come back. */
+  startUrl?: string;
+  /** What the stop will end (notice, reminder): sessions, kernels, processes by name. */
+  ends?: StopEnds;
 }
 
 export const PAYLOAD_VERSION = 1;
@@ -33,6 +38,10 @@ export interface JsonPayload {
   keepRunningHint: string | null;
   keepUrl: string | null;
   vmUrl: string | null;
+  /** The start link: a page that shows the VM and starts it on a button press (docs/coming-back.md). */
+  startUrl: string | null;
+  /** What the stop will end (notice and reminder): per user logins, tmux/screen panes, process names and counts; Jupyter kernels and terminals. */
+  stopEnds: (Omit<StopEnds, "text"> & { text: string }) | null;
   text: string;
 }
 
@@ -43,6 +52,7 @@ const TITLES: Record<TransitionKind, string> = {
   stop: "was stopped",
   "refused-stop": "stop refused",
   "would-stop": "would be stopped (observe mode)",
+  dispute: "was stopped by mistake, says its user",
 };
 
 export function titleOf(content: NotificationContent): string {
@@ -61,15 +71,17 @@ export function textOf(content: NotificationContent): string {
   switch (t.kind) {
     case "notice":
     case "reminder":
-      return `${who}${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}.${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}`;
+      return `${who}${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}.${content.ends ? ` The stop ends ${content.ends.text}.` : ""}${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}${content.startUrl ? ` To come back later: ${content.startUrl}` : ""}`;
     case "cancel":
       return `${who}the pending stop of ${t.vm.namespace}/${t.vm.name} is cancelled: ${t.reason}.`;
     case "stop":
-      return `${who}${t.vm.namespace}/${t.vm.name} was stopped: ${t.reason}. Its disk is kept; start it again when you need it.`;
+      return `${who}${t.vm.namespace}/${t.vm.name} was stopped: ${t.reason}. Its disk is kept; ${content.startUrl ? `start it again with the start link: ${content.startUrl}` : "start it again when you need it."}`;
     case "refused-stop":
       return `${who}${t.vm.namespace}/${t.vm.name} was not stopped: ${t.reason}.`;
     case "would-stop":
       return `${who}${t.vm.namespace}/${t.vm.name} would be stopped now (observe mode, nothing is stopped): ${t.reason}.`;
+    case "dispute":
+      return `${who}says the stop of ${t.vm.namespace}/${t.vm.name} was a mistake: ${t.reason}.${t.hint ? ` ${t.hint}` : ""}`;
   }
 }
 
@@ -91,6 +103,8 @@ export function jsonPayload(content: NotificationContent): JsonPayload {
     keepRunningHint: t.hint ?? null,
     keepUrl: content.keepUrl ?? null,
     vmUrl: content.vmUrl ?? null,
+    startUrl: content.startUrl ?? null,
+    stopEnds: content.ends ?? null,
     text: textOf(content),
   };
 }
@@ -106,6 +120,14 @@ export function slackPayload(content: NotificationContent): { text: string; bloc
       url: content.keepUrl,
       style: "primary",
       action_id: "ws-keep",
+    });
+  if (content.startUrl && content.transition.kind === "stop")
+    buttons.push({
+      type: "button",
+      text: { type: "plain_text", text: "Start again…" },
+      url: content.startUrl,
+      style: "primary",
+      action_id: "ws-start",
     });
   if (content.vmUrl)
     buttons.push({
@@ -139,6 +161,8 @@ export function ntfyRequest(url: string, content: NotificationContent): { url: s
   const kind = content.transition.kind;
   const actions: unknown[] = [];
   if (content.keepUrl) actions.push({ action: "view", label: "Keep running", url: content.keepUrl, clear: true });
+  if (content.startUrl && kind === "stop")
+    actions.push({ action: "view", label: "Start again", url: content.startUrl });
   if (content.vmUrl) actions.push({ action: "view", label: "Why?", url: content.vmUrl });
   return {
     url: parsed.toString(),

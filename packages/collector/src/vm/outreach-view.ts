@@ -13,6 +13,7 @@ import type { FleetObserver } from "../notify/outreach.js";
 import type { VmDetail, VmPlatformDetails, VmView } from "../model/vm-view.js";
 import type { directiveFields } from "./directive.js";
 import type { VmLoopState } from "./step.js";
+import { stopEnds } from "../notify/stop-ends.js";
 
 /** One VM as outreach reads it. */
 export interface OutreachVm {
@@ -46,6 +47,9 @@ export class OutreachView {
     }
     const frees = this.options.vmDetails?.(vm.key)?.frees;
     if (frees) fields.notice.reason = `${fields.notice.reason}; ${frees}`;
+    // What the stop will end, from the VM's latest Report (start/ends.ts): sessions, kernels, processes by name.
+    const ends = stopEnds(vm.loop.latest?.report);
+    if (ends) fields.notice.reason = `${fields.notice.reason}; the stop ends ${ends.text}`;
     const link = observer?.noticeLink(vm.key, notice.id, notice.deadlineMs);
     if (link) fields.notice.keepRunningHint = `${fields.notice.keepRunningHint ?? ""} Or open ${link}`.trim();
   }

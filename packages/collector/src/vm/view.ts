@@ -52,6 +52,7 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
     mode: loop.policy.mode,
     autostop: loop.policy.autostopEnabled,
     connected,
+    ...(facts.connectedAtMs !== undefined ? { connectedAtMs: facts.connectedAtMs } : {}),
     agentVersion: facts.agentVersion,
     peer: facts.peer,
     ...(record?.lastReportAtMs !== undefined ? { lastReportAtMs: record.lastReportAtMs } : {}),

@@ -4,6 +4,8 @@ import http from "node:http";
 import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
+import type { StartLinks } from "../start/handler.js";
+import { FORWARDED_HEADER, forwardToLeader } from "./leader-forward.js";
 import type { GivenBackRow } from "../adoption/given-back.js";
 import type { FleetReader } from "../model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
@@ -34,6 +36,17 @@ export interface WebOptions {
   identity?: IdentityConfig;
   /** A request refused before or outside its route (counted and logged by the caller; never echoes the request). */
   onRefused?: (why: HttpRefusal, detail: string) => void;
+  /** Start links and the starting page (docs/coming-back.md). */
+  startLinks?: StartLinks;
+  /**
+   * Where a standby forwards the POSTs it must not act on (start.leaderUrl: the collector's
+   * Service, which selects the leader); absent or "": the standby answers 503, try again.
+   */
+  leaderUrl?: string;
+  /** This replica's name, sent along with a forwarded POST. */
+  replica?: string;
+  /** A start link for a VM, valid from now (absent: no links, notifications.publicUrl unset). */
+  startUrl?: (vm: { namespace: string; name: string }, nowMs: number) => string | undefined;
   /** What ws's own stops gave back, per namespace and owner (the fleet page's "Given back"). */
   givenBack?: (nowMs: number) => GivenBackRow[];
 }
@@ -46,7 +59,7 @@ const MAX_DISCARDED_BYTES = 1 << 20;
 type Form = { ok: true; form: URLSearchParams } | { ok: false; status: 400 | 413 };
 
 /** Reads a urlencoded form of at most MAX_FORM_BYTES; a larger one is a 413, never a reset. */
-function readForm(req: http.IncomingMessage): Promise<Form> {
+export function readForm(req: http.IncomingMessage): Promise<Form> {
   return new Promise((resolve) => {
     const declared = Number(req.headers["content-length"]);
     if (Number.isFinite(declared) && declared > MAX_FORM_BYTES) {
@@ -177,6 +190,70 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
         "text/plain",
         "not found: this is the metrics port (/metrics, /healthz, /readyz); the pages are on http.listen\n",
       );
+    const isAction = url.pathname.startsWith("/keep/") || url.pathname.startsWith("/start/");
+    const readFormOrRefuse = async (): Promise<URLSearchParams | undefined> => {
+      const read = await readForm(req);
+      if (read.ok) return read.form;
+      if (read.status === 413) options.onRefused?.("form-too-large", `more than ${MAX_FORM_BYTES} bytes`);
+      send(
+        read.status,
+        "text/plain",
+        read.status === 413
+          ? `form too large (at most ${MAX_FORM_BYTES} bytes)\n`
+          : "the request body could not be read\n",
+      );
+      return undefined;
+    };
+    if (isAction && req.method === "POST" && !options.info().leader) {
+      // A standby acts on nothing: the leader has the agents' streams and the start in flight.
+      const form = await readFormOrRefuse();
+      if (!form) return;
+      if (options.leaderUrl && req.headers[FORWARDED_HEADER] === undefined) {
+        try {
+          const answer = await forwardToLeader(options.leaderUrl, req, form.toString(), {
+            replica: options.replica ?? "standby",
+          });
+          res.writeHead(answer.status, { ...answer.headers, "x-content-type-options": "nosniff" });
+          return void res.end(answer.body);
+        } catch {
+          // Fall through to the retry page: nothing was done here.
+        }
+      }
+      res.setHeader("retry-after", "2");
+      return send(
+        503,
+        html,
+        page(
+          "Try again in a moment",
+          `<h1>Try again in a moment</h1><div class="box warn" id="standby"><p>This collector replica is a standby and could not reach the leader just now (a leader change takes a few seconds).</p><p><strong>Nothing was changed.</strong> Go back and press the button again.</p></div>`,
+        ),
+      );
+    }
+    if (url.pathname.startsWith("/start/")) {
+      const vm = vmFromPath(url.pathname, "/start/");
+      if (!options.startLinks) return send(404, "text/plain", "start links are not configured on this collector\n");
+      if (!vm) return send(404, "text/plain", "not found\n");
+      const form = req.method === "POST" ? await readFormOrRefuse() : undefined;
+      if (req.method === "POST" && !form) return;
+      const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
+      const json = /application\/json/.test(req.headers.accept ?? "");
+      const via = form?.get("via");
+      const dispute = form?.get("dispute") ? { what: form.get("what") ?? "" } : undefined;
+      const answer = await options.startLinks.handle({
+        method: req.method ?? "GET",
+        vm,
+        token,
+        ...(json ? { json } : {}),
+        ...(via ? { via } : {}),
+        ...(dispute ? { dispute } : {}),
+      });
+      if (answer.json) return send(answer.status, "application/json", `${JSON.stringify(answer.json)}\n`);
+      if (answer.location) {
+        res.writeHead(answer.status, { location: answer.location, "cache-control": "no-store" });
+        return void res.end();
+      }
+      return send(answer.status, html, answer.html);
+    }
     if (url.pathname.startsWith("/keep/")) {
       const vm = vmFromPath(url.pathname, "/keep/");
       if (!options.keepLinks)
@@ -268,6 +345,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
           ],
           chartSpanMs: spanMs,
           nowMs: now,
+          ...(options.startUrl?.(vm, now) ? { startUrl: options.startUrl(vm, now)! } : {}),
         }),
       );
     }

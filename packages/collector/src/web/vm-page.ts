@@ -15,6 +15,8 @@ export interface VmPageInput {
   points: ChartPoint[];
   chartSpanMs: number;
   nowMs: number;
+  /** The VM's start link, shown while it is stopped (docs/coming-back.md). */
+  startUrl?: string;
 }
 
 function stopBox(input: VmPageInput): string {
@@ -130,6 +132,7 @@ ${hostRow(input)}
 ${view.policyErrors.length ? `<dt>Policy errors</dt><dd>${escapeHtml(view.policyErrors.join("; "))}</dd>` : ""}
 </dl>
 ${stopBox(input)}
+${input.startUrl && (view.state === "Stopped" || view.state === "Stopping") ? `<div class="box" id="start-link">Stopped. To start it again: <a href="${escapeHtml(input.startUrl)}">the start link</a> (a page with a Start button; it works until it expires, and a start that is under way just shows its progress).</div>` : ""}
 <h2>Signals of the last report</h2>
 ${signalsTable(input)}
 <h2>Leases</h2>

@@ -51,6 +51,7 @@ describe("rbac.yaml, read as data", () => {
         "kubevirt.io virtualmachineinstances list",
         "kubevirt.io virtualmachineinstances watch",
         "subresources.kubevirt.io virtualmachines/stop update",
+        "subresources.kubevirt.io virtualmachines/start update",
         "core pods list",
         "core pods watch",
         "core pods patch",
@@ -173,9 +174,13 @@ describe("the collector under exactly this RBAC", () => {
       ).status;
     expect(await call("DELETE", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines/bob")).toBe(403);
     expect(await call("DELETE", "/apis/kubevirt.io/v1/namespaces/users/virtualmachineinstances/bob")).toBe(403);
-    expect(await call("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/users/virtualmachines/bob/start", {})).toBe(
-      403,
-    );
+    // Start is granted (a person's button), restart and migrate are not.
+    expect(
+      await call("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/users/virtualmachines/bob/restart", {}),
+    ).toBe(403);
+    expect(
+      await call("PUT", "/apis/subresources.kubevirt.io/v1/namespaces/users/virtualmachines/bob/migrate", {}),
+    ).toBe(403);
     expect(
       await call("PUT", "/apis/kubevirt.io/v1/namespaces/users/virtualmachines/bob", { metadata: { name: "bob" } }),
     ).toBe(403);

@@ -43,6 +43,8 @@ describe("payloads", () => {
       keepRunningHint: "ws-lease 2h",
       keepUrl: content.keepUrl,
       vmUrl: content.vmUrl,
+      startUrl: null,
+      stopEnds: null,
       text: "alice: lab/gpu-1 will be stopped in 10m (2026-12-01T10:10:00.000Z): idle for 2h <no input>. Keep it running with the link.",
     });
   });
@@ -76,6 +78,29 @@ describe("payloads", () => {
     const stop = jsonPayload({ transition: { ...notice, kind: "stop", reason: "idle for 2h10m" }, owner: "" });
     expect(stop.text).toBe("lab/gpu-1 was stopped: idle for 2h10m. Its disk is kept; start it again when you need it.");
     expect(stop.keepUrl).toBeNull();
+  });
+
+  it("every format carries the start link: how to come back", () => {
+    const startUrl = "https://ws.example.com/start/lab/gpu-1?t=s1.x.y";
+    const stop = {
+      transition: { ...notice, kind: "stop" as const, reason: "idle for 2h10m" },
+      owner: "alice",
+      startUrl,
+    };
+    expect(jsonPayload(stop)).toMatchObject({
+      startUrl,
+      text: `alice: lab/gpu-1 was stopped: idle for 2h10m. Its disk is kept; start it again with the start link: ${startUrl}`,
+    });
+    expect(slackPayload(stop).blocks[1]).toMatchObject({
+      elements: [{ text: { text: "Start again…" }, url: startUrl }],
+    });
+    expect(ntfyRequest("https://ntfy.example.com/t", stop).body.actions).toEqual([
+      { action: "view", label: "Start again", url: startUrl },
+    ]);
+    // The notice says it too: to come back later.
+    expect(jsonPayload({ ...content, startUrl }).text).toMatch(
+      /Keep it running with the link\. To come back later: https:\/\/ws\.example\.com\/start\//,
+    );
   });
 });
 

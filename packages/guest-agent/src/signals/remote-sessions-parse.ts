@@ -192,3 +192,8 @@ export function socketInode(link: string): number | undefined {
  * 96 with every OpenSSH cipher and MAC): a bin of one exchange is not traffic.
  */
 export const KEEPALIVE_BYTES_PER_CALL = 96;
+/** The ports of the LISTEN sockets among `inodes` (sshd's own descriptors), sorted, once each. Pure. */
+export function listeningPorts(sockets: readonly TcpSocket[], inodes: ReadonlySet<number>): number[] {
+  const ports = sockets.filter((s) => s.state === TCP_LISTEN && inodes.has(s.inode)).map((s) => s.localPort);
+  return [...new Set(ports)].sort((a, b) => a - b);
+}

@@ -22,6 +22,7 @@ import { parseUptime } from "./proc-uptime.js";
 import {
   forwardConnections,
   isSshMonitorTitle,
+  listeningPorts,
   parseProcIo,
   parseProcNetTcp,
   socketInode,
@@ -156,8 +157,9 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
         ticker = setInterval(() => tick(ctx), BIN_MS);
         ticker.unref();
       }
-      const value = { sessions };
-      if (found.sessions.length === 0 && !(await sshdInstalled(ctx.roots))) return absent("no sshd process running");
+      const value = { sessions, sshdListeningPorts: sshdListeningPorts(ctx.roots, found.rootSshdInodes) };
+      if (found.sessions.length === 0 && found.rootSshdInodes.size === 0 && !(await sshdInstalled(ctx.roots)))
+        return absent("no sshd process running");
       return notes.length > 0 ? ok(value, notes.join("; ")) : ok(value);
     },
   };
@@ -339,7 +341,7 @@ async function findSessionProcesses(
   roots: Roots,
   users: Users,
   notes: string[],
-): Promise<{ sessions: SessionProcess[]; codeServerPids: number[] } | undefined> {
+): Promise<{ sessions: SessionProcess[]; codeServerPids: number[]; rootSshdInodes: Set<number> } | undefined> {
   let pids: string[];
   try {
     pids = (await readdir(roots.proc)).filter((name) => /^\d+$/.test(name));
@@ -355,6 +357,12 @@ async function findSessionProcesses(
     .filter((pid) => CODE_SERVER_COMMS.has(comms.get(pid)!) && isCodeServer(roots, pid))
     .map(Number)
     .slice(0, 16);
+  // Root's sshd processes (the listener among them) hold the LISTEN sockets: the entry service is up.
+  const rootSshdInodes = new Set<number>();
+  for (const pid of sshd.slice(0, MAX_ROOT_SSHD)) {
+    const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
+    if (uid === 0) for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
+  }
   const sessions: SessionProcess[] = [];
   for (const pid of sshd) {
     if (sessions.length >= MAX_SESSIONS) break;
@@ -366,7 +374,24 @@ async function findSessionProcesses(
       if (!isGone(error)) notes.push(`${under(roots.proc, pid)}: ${errorMessage(error)}`);
     }
   }
-  return { sessions, codeServerPids };
+  return { sessions, codeServerPids, rootSshdInodes };
+}
+
+/** sshd processes whose descriptors are looked at for LISTEN sockets (the listener is one of the first). */
+const MAX_ROOT_SSHD = 16;
+
+/** The ports of the LISTEN sockets root's sshd holds, from /proc/net/tcp and tcp6; [] without any. */
+function sshdListeningPorts(roots: Roots, inodes: ReadonlySet<number>): number[] {
+  if (inodes.size === 0) return [];
+  const sockets = [];
+  for (const name of ["tcp", "tcp6"]) {
+    try {
+      sockets.push(...parseProcNetTcp(readCappedSync(under(roots.proc, "net", name), MAX_NET_TCP_BYTES)));
+    } catch {
+      // No IPv6 (or no IPv4) table: nothing listens there.
+    }
+  }
+  return listeningPorts(sockets, inodes);
 }
 
 /** code-server runs as node with its own entry point in the arguments (or as its own binary). */

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import {
   forwardConnections,
   isSshMonitorTitle,
+  listeningPorts,
   parseProcIo,
   parseProcNetTcp,
   socketInode,
@@ -12,6 +13,15 @@ import {
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/remote-sessions/${name}`, import.meta.url), "utf8");
 
 describe("remote-sessions parsers", () => {
+  it("names the ports of the LISTEN sockets among sshd's own descriptors", () => {
+    const sockets = parseProcNetTcp(fixture("net-tcp"));
+    const listeners = sockets.filter((s) => s.state === 10);
+    expect(listeners).toHaveLength(12);
+    expect(listeners[0]).toMatchObject({ inode: 98758, localPort: 0xb1f5 });
+    expect(listeningPorts(sockets, new Set([98758, 24932, 98758, 1]))).toEqual([0xa4e8, 0xb1f5]);
+    expect(listeningPorts(parseProcNetTcp(fixture("net-tcp6")), new Set([98758]))).toEqual([]);
+  });
+
   it("reads /proc/PID/io counters and refuses a file without them", () => {
     expect(parseProcIo(fixture("sshd-listener.io"))).toEqual({
       readBytes: 579438,

@@ -86,6 +86,17 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("remote sessions with a real sshd", () => {
+  it("reports the port the real sshd listens on (its LISTEN socket), the entry service being up", async () => {
+    const outcome = await createRemoteSessionsSignal().collect({
+      roots: defaultRoots,
+      clock: systemClock,
+      users: await loadUsers(defaultRoots),
+      signal: new AbortController().signal,
+    });
+    if (outcome.state !== "ok") throw new Error(`remote_sessions ${outcome.state}: ${outcome.message}`);
+    expect(outcome.value.sshdListeningPorts).toContain(sshd.port);
+  }, 60_000);
+
   it("finds sessions without a pty with owner, peer, program and age; tells traffic from keep-alives", async () => {
     const signal = createRemoteSessionsSignal();
     // sshd's session process exists a moment before it starts the command: wait for both.

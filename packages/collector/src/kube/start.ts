@@ -1,0 +1,183 @@
+/**
+ * Starting a VM: PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachines/{name}/start,
+ * the same request `virtctl start` sends. The VM's run strategy stays its own (KubeVirt's rules,
+ * docs/coming-back.md): Halted becomes Always, Manual and RerunOnFailure get a Start request and
+ * keep their strategy, and the collector never patches spec.runStrategy itself. A VM that is
+ * already running (409 "VM is already running") or that KubeVirt keeps running by itself
+ * (Always: "does not support manual start requests") is not an error: the page shows its
+ * progress. Retried with jittered backoff on 429/5xx/timeouts; one start in flight per VM.
+ *
+ * Also the starting page's view of the VM (kubeStartPlatform): owner, run strategy, what a start
+ * allocates, the VMI's stages and the scheduler's message, the last-stop record.
+ */
+import type { VmKey } from "../model/vm-key.js";
+import type { LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
+import {
+  DEFAULT_BACKOFF,
+  backoffDelayMs,
+  parseRetryAfterMs,
+  realSleep,
+  type BackoffPolicy,
+  type Sleep,
+} from "../retry.js";
+import { describeError, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
+import type { InventoryVm } from "./inventory.js";
+import { freedParts, vmOwner } from "./vm-resources.js";
+
+export function startPath(namespace: string, name: string): string {
+  return `/apis/subresources.kubevirt.io/v1/namespaces/${encodeURIComponent(namespace)}/virtualmachines/${encodeURIComponent(name)}/start`;
+}
+
+export interface VmStarterOptions {
+  maxAttempts?: number;
+  requestTimeoutMs?: number;
+  backoff?: BackoffPolicy;
+  random?: () => number;
+  sleep?: Sleep;
+}
+
+/** virt-api's 409 for a VM that runs already, or whose strategy runs it by itself: not a failure. */
+export function alreadyRunningConflict(message: string): boolean {
+  return /already running|does not support manual start requests/i.test(message);
+}
+
+export class VmStarter {
+  private readonly inFlight = new Map<string, Promise<StartResult>>();
+
+  constructor(
+    private readonly clients: KubeClients,
+    private readonly options: VmStarterOptions = {},
+  ) {}
+
+  /** Never rejects. A second call while the first is in flight shares its answer. */
+  startVm(namespace: string, name: string): Promise<StartResult> {
+    const key = `${namespace}/${name}`;
+    const running = this.inFlight.get(key);
+    if (running) return running;
+    const work = this.run(namespace, name).finally(() => this.inFlight.delete(key));
+    this.inFlight.set(key, work);
+    return work;
+  }
+
+  private async run(namespace: string, name: string): Promise<StartResult> {
+    const maxAttempts = this.options.maxAttempts ?? 4;
+    let last = "not attempted";
+    let retryAfterMs = 0;
+    for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+      if (attempt > 1)
+        await (this.options.sleep ?? realSleep)(
+          backoffDelayMs(
+            attempt - 1,
+            this.options.backoff ?? DEFAULT_BACKOFF,
+            this.options.random ?? Math.random,
+            retryAfterMs,
+          ),
+        );
+      let status: number;
+      let message: string;
+      try {
+        const answer = await rawKubeRequest(this.clients, {
+          method: "PUT",
+          path: startPath(namespace, name),
+          body: {},
+          timeoutMs: this.options.requestTimeoutMs ?? 10_000,
+        });
+        status = answer.status;
+        message = statusMessage(answer.text) ?? `HTTP ${status}`;
+        retryAfterMs = parseRetryAfterMs(answer.headers["retry-after"]);
+      } catch (err) {
+        last = describeError(err);
+        retryAfterMs = 0;
+        continue;
+      }
+      if (status >= 200 && status < 300) return { ok: true, already: false, message: "start accepted by KubeVirt" };
+      if (status === 409 && alreadyRunningConflict(message))
+        return { ok: true, already: true, message: `already running or starting (${message})` };
+      if (status === 404) return { ok: false, message: `VirtualMachine ${namespace}/${name} not found` };
+      if (status === 403)
+        return { ok: false, message: `the collector may not start VMs (RBAC virtualmachines/start): ${message}` };
+      if (status !== 429 && status < 500) return { ok: false, message };
+      last = message;
+    }
+    return { ok: false, message: `gave up after ${maxAttempts} attempts: ${last}` };
+  }
+}
+
+/** The last-stop annotation (kube/audit.ts) as the starting page reads it; null when absent or unreadable. */
+export function parseLastStop(text: string | undefined): LastStopFacts | null {
+  if (!text || text.length > 64 * 1024) return null;
+  try {
+    const raw = JSON.parse(text) as Record<string, unknown>;
+    const atMs = typeof raw.when === "string" ? Date.parse(raw.when) : Number.NaN;
+    if (!Number.isFinite(atMs) || typeof raw.reason !== "string") return null;
+    const signals = (typeof raw.signals === "object" && raw.signals !== null ? raw.signals : {}) as Record<
+      string,
+      unknown
+    >;
+    const activity = (signals.lastActivity ?? null) as { at?: unknown; what?: unknown } | null;
+    const activityAt = typeof activity?.at === "string" ? Date.parse(activity.at) : Number.NaN;
+    const dispute = raw.dispute as { at?: unknown } | undefined;
+    const disputedAtMs = typeof dispute?.at === "string" ? Date.parse(dispute.at) : Number.NaN;
+    return {
+      raw,
+      ...(Number.isFinite(disputedAtMs) ? { disputedAtMs } : {}),
+      atMs,
+      reason: raw.reason.slice(0, 1024),
+      ...(typeof signals.idleSeconds === "number" ? { idleSeconds: signals.idleSeconds } : {}),
+      ...(Number.isFinite(activityAt) && typeof activity?.what === "string"
+        ? { lastActivity: { atMs: activityAt, what: activity.what.slice(0, 256) } }
+        : {}),
+    };
+  } catch {
+    return null;
+  }
+}
+
+/** What the starting page shows of a VM, from the inventory (pure). */
+export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string): StartFacts {
+  const vmi = vm.vmi;
+  const live = vmi !== null && vmi.phase !== "Succeeded" && vmi.phase !== "Failed";
+  return {
+    owner: vmOwner(vm.labels, ownerLabel),
+    runStrategy: vm.runStrategy,
+    status: vm.printableStatus ?? "",
+    allocates: freedParts(vm.resources),
+    wantsToRun: live || vm.runStrategy === "Always" || vm.pendingStateChanges.includes("Start"),
+    instance: vmi
+      ? {
+          phase: vmi.phase,
+          nodeName: vmi.nodeName,
+          createdAtMs: vmi.createdAtMs,
+          phaseTimes: vmi.phaseTimes,
+          unschedulable: vmi.unschedulable,
+        }
+      : null,
+    lastStop: parseLastStop(vm.annotations[`${prefix}last-stop`]),
+    labels: vm.labels,
+    annotations: vm.annotations,
+  };
+}
+
+export function kubeStartPlatform(
+  all: () => InventoryVm[],
+  lookup: (vm: VmKey) => InventoryVm | undefined,
+  starter: VmStarter,
+  ownerLabel: string,
+  prefix: string,
+  patchAnnotations?: (vm: VmKey, annotations: Record<string, string>) => Promise<{ ok: boolean; message: string }>,
+): StartPlatform {
+  return {
+    list: () => all().map((vm) => ({ namespace: vm.namespace, name: vm.name })),
+    facts: (vm) => {
+      const facts = lookup(vm);
+      return facts ? startFactsOf(facts, ownerLabel, prefix) : undefined;
+    },
+    start: (vm) => starter.startVm(vm.namespace, vm.name),
+    recordDispute: async (vm, dispute) => {
+      const facts = lookup(vm);
+      const stop = facts ? parseLastStop(facts.annotations[`${prefix}last-stop`]) : null;
+      if (!stop?.raw || !patchAnnotations) return { ok: false, message: "no last-stop record to keep it with" };
+      return patchAnnotations(vm, { [`${prefix}last-stop`]: JSON.stringify({ ...stop.raw, dispute }) });
+    },
+  };
+}

@@ -1,0 +1,36 @@
+// "This stop was a mistake, I was working": the user's report on the last stop, kept with the
+// stop's own explanation (the last-stop record), counted, sent to the platform's webhook and
+// named with the knob that would have kept the VM, so whoever tunes the policy sees it. Pure.
+import { formatDuration } from "@ws/protocol";
+import type { LastStopFacts } from "./platform.js";
+
+/** What the user may add: a sentence, no markup, bounded. */
+export const MAX_DISPUTE_CHARS = 500;
+
+export interface Dispute {
+  atMs: number;
+  by: string;
+  /** What they were doing, as they wrote it (cleaned, cut). */
+  what: string;
+  /** The policy setting that would have kept the VM (docs/policy.md), in a sentence. */
+  knob: string;
+}
+
+/** Control characters (a terminal escape, a newline that would fake a log line) become spaces. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
+const CONTROL = /[\u0000-\u001f\u007f]+/g;
+
+export function cleanDisputeText(text: string | null | undefined): string {
+  return (text ?? "").replace(CONTROL, " ").trim().slice(0, MAX_DISPUTE_CHARS);
+}
+
+/**
+ * The knob: with the idle time the stop recorded, an idle-timeout above it would have kept the
+ * VM; `ws-collector whatif --idle-timeout …` replays the period to show what that costs fleet-wide.
+ */
+export function disputeKnob(stop: LastStopFacts): string {
+  if (stop.idleSeconds === undefined)
+    return "the stop recorded no idle time: check which signal missed the activity (the VM's page, ws-agent probe)";
+  const above = formatDuration(Math.ceil(stop.idleSeconds / 60) * 60 + 60);
+  return `idle-timeout ${above} (it had been idle ${formatDuration(stop.idleSeconds)}) would have kept it${stop.lastActivity ? `; the last activity ws saw: ${stop.lastActivity.what}` : ""}; try: ws-collector whatif --idle-timeout ${above}`;
+}

@@ -1,0 +1,42 @@
+// Start metrics, built at scrape time from the tracker: how many starts each path asked for, and
+// how long each took from the request to ready (the entry service answering).
+import { Counter, Histogram, type Registry } from "prom-client";
+import { START_TRIGGERS, type StartTracker } from "./tracker.js";
+
+/** From seconds (a warm node) to a quarter of an hour (a GPU that had to be freed). */
+export const START_TO_READY_BUCKETS = [5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900];
+
+export function registerStartMetrics(
+  registry: Registry,
+  tracker: StartTracker,
+  disputes: () => number = () => 0,
+): void {
+  new Counter({
+    name: "workstation_stop_disputes_total",
+    help: 'Stops their user reported as a mistake ("I was working") from the starting page: false stops to explain and tune thresholds with.',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(disputes());
+    },
+  });
+  new Counter({
+    name: "workstation_starts_total",
+    help: "Starts asked of the platform by trigger: link (the start link's button), address (the workstation's own address), ssh (the ssh helper). Two requests that share one start count once.",
+    labelNames: ["trigger"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const trigger of START_TRIGGERS) this.inc({ trigger }, tracker.startsTotal.get(trigger) ?? 0);
+    },
+  });
+  new Histogram({
+    name: "workstation_start_to_ready_seconds",
+    help: "Seconds from a start request to the first Report with the entry service up (sshd listening, Jupyter answering).",
+    buckets: START_TO_READY_BUCKETS,
+    registers: [registry],
+    collect() {
+      for (const seconds of tracker.drainReadySeconds()) this.observe(seconds);
+    },
+  });
+}

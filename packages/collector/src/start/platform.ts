@@ -1,0 +1,58 @@
+// What the starting page needs from the platform (Kubernetes: the inventory and the `start`
+// subresource; standalone: a configured command), so the page and its stages know nothing of
+// KubeVirt's API.
+import type { VmKey } from "../model/vm-key.js";
+
+/** Why and when ws (or someone) last stopped the VM: the last-stop record. */
+export interface LastStopFacts {
+  /** The record as stored, to keep a dispute beside it. */
+  raw?: Record<string, unknown>;
+  /** Already disputed: when. */
+  disputedAtMs?: number;
+  atMs: number;
+  reason: string;
+  /** Idle for this long when it was stopped, when the record says. */
+  idleSeconds?: number;
+  /** The last activity ws saw before the stop. */
+  lastActivity?: { atMs: number; what: string };
+}
+
+/** The VM's running instance as the platform has it (KubeVirt's VMI). */
+export interface InstanceFacts {
+  phase: string | null;
+  nodeName: string | null;
+  createdAtMs: number | null;
+  /** When each phase began (Scheduling, Scheduled, Running), ms. */
+  phaseTimes: Record<string, number>;
+  /** The scheduler cannot place it: its own reason and message, since when. */
+  unschedulable: { reason: string; message: string; sinceMs: number | null } | null;
+}
+
+export interface StartFacts {
+  owner: string | null;
+  /** "Always", "Manual", … (Kubernetes); "" when the platform has none. */
+  runStrategy: string;
+  /** KubeVirt's printableStatus ("Stopped", "Starting", "Running", "ErrorUnschedulable"), or "". */
+  status: string;
+  /** What a start allocates: "8 CPU", "64Gi memory", "1 × nvidia.com/A100-PCIE-40GB". */
+  allocates: string[];
+  /** True when the VM is meant to run now (started, starting, or running). */
+  wantsToRun: boolean;
+  instance: InstanceFacts | null;
+  lastStop: LastStopFacts | null;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+
+export type StartResult = { ok: true; already: boolean; message: string } | { ok: false; message: string };
+
+export interface StartPlatform {
+  /** Every VM the platform knows (the fixed address finds its VM among them). */
+  list(): VmKey[];
+  /** undefined: the platform does not know this VM. */
+  facts(vm: VmKey): StartFacts | undefined;
+  /** Asks for the start (KubeVirt: PUT …/start). Never rejects. */
+  start(vm: VmKey): Promise<StartResult>;
+  /** Keeps a dispute with the last stop's record (Kubernetes: in the last-stop annotation). */
+  recordDispute?(vm: VmKey, dispute: Record<string, unknown>): Promise<{ ok: boolean; message: string }>;
+}
