@@ -4,11 +4,9 @@ import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import {
   AgentService,
-  bidiHandler,
   CollectorMessageSchema,
   RETRY_AFTER_METADATA_KEY,
   serverChannelOptions,
-  serverDefinition,
   type AgentMessage,
   type CollectorMessage,
   type Directive,
@@ -16,6 +14,7 @@ import {
   type Report,
   errorMessage,
 } from "@ws/protocol";
+import { bidiHandler, serverDefinition, type BidiServerStream } from "@ws/protocol/grpc";
 import type { CollectorStats } from "../stats.js";
 import { describeTruncation, validateHello, validateReport, ValidationError } from "./validate.js";
 
@@ -160,7 +159,7 @@ export class AgentServer {
     });
   }
 
-  private handle(stream: import("@ws/protocol").BidiServerStream<AgentMessage, CollectorMessage>): void {
+  private handle(stream: BidiServerStream<AgentMessage, CollectorMessage>): void {
     const { sink, stats, log, nowMs } = this.options;
     let session: AgentSession | undefined;
     let authenticating = false;

@@ -4,6 +4,7 @@ import { createCodeServerSignal } from "./codeserver.js";
 import { createDesktopSignal } from "./desktop.js";
 import { createDiskSignal } from "./disk.js";
 import { createGpuSignal } from "./gpu.js";
+import { createHomeScan } from "./home-scan.js";
 import { createInhibitorsSignal } from "./inhibitors.js";
 import { createJupyterSignal } from "./jupyter.js";
 import { createRemoteSessionsSignal } from "./remote-sessions.js";
@@ -13,12 +14,14 @@ import type { Signal } from "./types.js";
 
 /** Every signal except leases, which the lease service provides. */
 export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
+  // Jupyter and code-server look into the same homes: listed once per sample, walks shared.
+  const homes = createHomeScan();
   return [
-    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs }),
+    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs, homes }),
     createSessionsSignal(),
     createRemoteSessionsSignal(),
     createDesktopSignal(),
-    createCodeServerSignal(),
+    createCodeServerSignal(homes),
     createGpuSignal({
       command: config.gpu.command,
       intervalMs: config.gpu.intervalMs,
