@@ -65,6 +65,7 @@ import {
   memory,
   processCount,
 } from "./lib/procfs.js";
+import { SOURCE_NAMES } from "@ws/protocol";
 import { sampleValue } from "./lib/promtext.js";
 import {
   accountsAndHomes,
@@ -247,6 +248,7 @@ async function main(): Promise<void> {
       agentArgs,
       agentEnv,
       collector,
+      dir,
       exporterPid: exporter.pid,
       exporterUrl,
       homeRoot,
@@ -637,6 +639,30 @@ function threadBreakdown(before: Map<string, CpuSplit>, after: Map<string, CpuSp
   return `${perSample("main thread")} / ${perSample("other threads")} ms`;
 }
 
+const HOME_SIGNALS_AGENT = "agent-home-signals";
+
+/** The measured agent's argv for a second agent: its own name, state dir and socket. */
+function secondAgentArgs(agentArgs: string[], dir: string): string[] {
+  const args = [...agentArgs];
+  const set = (flag: string, value: string) => {
+    const at = args.indexOf(flag);
+    if (at < 0) throw new Error(`the agent's argv has no ${flag}`);
+    args[at + 1] = value;
+  };
+  set("--name", HOME_SIGNALS_AGENT);
+  set("--state-dir", path.join(dir, "state-home-signals"));
+  set("--socket", path.join(dir, "agent-home-signals.sock"));
+  return args;
+}
+
+/** A config that turns off every signal but the two that look into homes. */
+function homeSignalsConfig(dir: string): string {
+  const file = path.join(dir, "home-signals.yaml");
+  const off = SOURCE_NAMES.filter((name) => !["jupyter", "code_server", "leases"].includes(name));
+  writeFileSync(file, `disabledSignals: [${off.join(", ")}]\n`);
+  return file;
+}
+
 /** How the agent was started, for the text above a table. */
 function launchLine(): string {
   const env = { ...unit.env, ...agentExtraEnv };
@@ -650,6 +676,8 @@ function launchLine(): string {
 }
 
 interface CurveSetup {
+  /** The harness's scratch directory. */
+  dir: string;
   agentArgs: string[];
   agentEnv: Record<string, string>;
   collector: RunningCollector;
@@ -666,6 +694,9 @@ interface CurvePoint {
   listed: number;
   samples: number;
   scrapes: number;
+  processes: number;
+  /** The second agent's CPU: only the Jupyter and code-server signals on, same window. */
+  homeSignalsCpu: number;
   agentCpu: number;
   exporterCpu: number;
   agentRss: number;
@@ -691,15 +722,29 @@ async function homesCurve(setup: CurveSetup): Promise<void> {
     touchHeartbeats(made);
     const counted = await accountsAndHomes(setup.homeRoot);
     const agent = launch(process.execPath, setup.agentArgs, { env: setup.agentEnv });
-    const stop = async () => void (await agent.stop("SIGTERM", 10_000));
+    // Beside it, the same agent with only the signals that look into homes: what the homes cost, in the same window.
+    const homesOnly = launch(process.execPath, secondAgentArgs(setup.agentArgs, setup.dir), {
+      env: {
+        ...setup.agentEnv,
+        WS_AGENT_TOKEN: setup.collector.tokenFor("bench", HOME_SIGNALS_AGENT),
+        WS_AGENT_CONFIG: homeSignalsConfig(setup.dir),
+      },
+    });
+    const stop = async () => {
+      await Promise.all([agent.stop("SIGTERM", 10_000), homesOnly.stop("SIGTERM", 10_000)]);
+    };
     cleanups.push(stop);
-    await agent.waitFor(/connected to collector/, 60_000);
+    await Promise.all([
+      agent.waitFor(/connected to collector/, 60_000),
+      homesOnly.waitFor(/connected to collector/, 60_000),
+    ]);
     process.stderr.write(
       `bench agent: ${homes} wsbench homes (${counted.homes} homes, ${counted.accounts} accounts), ${warmupIntervals} + ${measured} intervals of ${intervalSeconds}s, agent pid ${agent.pid}\n`,
     );
     let scrapes = 0;
     const snap = async () => ({
       agentCpu: cpuSeconds(agent.pid),
+      homeSignalsCpu: cpuSeconds(homesOnly.pid),
       exporterCpu: cpuSeconds(setup.exporterPid),
       reports: await reportsReceived(),
       scrapes,
@@ -717,6 +762,7 @@ async function homesCurve(setup: CurveSetup): Promise<void> {
       }
       await delay(Math.max(0, began + i * intervalSeconds * 1000 - performance.now()));
       if (!isAlive(agent.pid)) throw new Error(`the agent exited:\n${agent.output().slice(-4000)}`);
+      if (!isAlive(homesOnly.pid)) throw new Error(`the second agent exited:\n${homesOnly.output().slice(-4000)}`);
       if (i === warmupIntervals) first = await snap();
     }
     const last = await snap();
@@ -725,8 +771,11 @@ async function homesCurve(setup: CurveSetup): Promise<void> {
       homes,
       accounts: counted.accounts,
       listed: counted.homes,
-      samples: last.reports - first.reports,
+      // Both agents report to the collector: its count is theirs together, and each samples once per interval.
+      samples: (last.reports - first.reports) / 2,
       scrapes: last.scrapes - first.scrapes,
+      processes: processCount(),
+      homeSignalsCpu: last.homeSignalsCpu - first.homeSignalsCpu,
       agentCpu: last.agentCpu - first.agentCpu,
       exporterCpu: last.exporterCpu - first.exporterCpu,
       agentRss: agentMemory.rssBytes,
@@ -745,6 +794,9 @@ async function homesCurve(setup: CurveSetup): Promise<void> {
       `(bundled, every signal on) measured over ${warmupIntervals} warm-up and ${measured} intervals of ${intervalSeconds} s, ` +
       `with Debian's \`prometheus-node-exporter\` scraped at the same interval in the same window. ${launchLine()} ` +
       `Present throughout: an ssh login on ${setup.tty} (real sshd), a Jupyter Server with 2 kernels, the built collector. ` +
+      "Beside the measured agent, in the same window, a second one with every signal off but jupyter and code_server " +
+      "(the two that look into homes): what the homes cost, apart from the signals whose cost follows the number of processes " +
+      "(system, remote_sessions), which the machine's other work moves. " +
       "CPU is each process's own utime+stime (/proc/PID/stat), not wall time: the machine is shared, and the ratio of two " +
       "processes measured over the same window is what holds from run to run.",
     "",
@@ -757,15 +809,19 @@ async function homesCurve(setup: CurveSetup): Promise<void> {
         "agent CPU per sample",
         "node_exporter CPU per scrape",
         "agent / node_exporter",
+        "of it: an agent with only jupyter + code_server",
+        "processes",
         "agent RSS (peak)",
         "node_exporter RSS",
       ],
       points.map((point) => [
         point.homes,
         `${point.accounts} / ${point.listed}`,
-        `${fmt((point.agentCpu / point.samples) * 1000)} ms (${point.samples} samples)`,
+        `${fmt((point.agentCpu / point.samples) * 1000)} ms (${fmt(point.samples, 3)} samples)`,
         `${fmt((point.exporterCpu / point.scrapes) * 1000)} ms (${point.scrapes} scrapes)`,
         ratio(point.agentCpu / point.samples, point.exporterCpu / point.scrapes),
+        `${fmt((point.homeSignalsCpu / point.samples) * 1000)} ms`,
+        point.processes,
         `${bytes(point.agentRss)} (${bytes(point.agentHwm)})`,
         bytes(point.exporterRss),
       ]),

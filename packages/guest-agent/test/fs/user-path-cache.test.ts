@@ -121,14 +121,20 @@ describe("UserPathCache", () => {
     expect(cache.counts).toEqual({ walked: 2, remembered: 0 });
   });
 
-  it("refuses a directory swapped for a link to itself once the swap is seen, though the inodes are the same", async () => {
+  it("answers for a directory reached through a swapped-in link only what that directory holds, and refuses the link at the next change", async () => {
     const home = await newHome();
     const local = path.join(trusted, home, ".local");
     const cache = new UserPathCache();
     expect(await sample(cache, () => cache.listDir(runtimeOf(home), settled()))).toBeUndefined();
 
-    await rename(local, path.join(trusted, home, "elsewhere"));
-    await symlink(path.join(trusted, home, "elsewhere"), local);
+    // .local becomes a link to where it now lives: the path reaches the very same share directory.
+    const elsewhere = path.join(trusted, home, "elsewhere");
+    await rename(local, elsewhere);
+    await symlink(elsewhere, local);
+    // Its entries are unchanged, so the answer is still theirs (nothing in it), and nothing is read through the link.
+    expect(await sample(cache, () => cache.listDir(runtimeOf(home), settled()))).toBeUndefined();
+    // Anything created in it changes its ctime: the walk is made afresh, and refuses the link.
+    await mkdir(path.join(elsewhere, "share", "jupyter"));
     const found = await sample(cache, () => cache.listDir(runtimeOf(home), settled()));
     expect(found).toBeInstanceOf(UserPathError);
     expect((found as UserPathError).problem).toBe("symlink");
