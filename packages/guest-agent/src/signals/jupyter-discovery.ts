@@ -5,7 +5,8 @@
  *   /run/user/UID/jupyter               ($XDG_RUNTIME_DIR/jupyter: older jupyter_core, platformdirs)
  * A file whose process is gone is stale (a crashed or killed server leaves it behind) and skipped.
  */
-import { readdir, stat } from "node:fs/promises";
+import { stat } from "node:fs";
+import { readdir } from "node:fs/promises";
 import path from "node:path";
 import {
   isMissingUserPath,
@@ -157,11 +158,7 @@ export async function discoverServers(
   return { servers, staleFiles, problems };
 }
 
-async function processExists(roots: Roots, pid: number): Promise<boolean> {
-  try {
-    await stat(under(roots.proc, String(pid)));
-    return true;
-  } catch {
-    return false;
-  }
+/** Whether /proc/PID is there; a gone process (a stale runtime file's, every sample) costs no exception. */
+function processExists(roots: Roots, pid: number): Promise<boolean> {
+  return new Promise((resolve) => stat(under(roots.proc, String(pid)), (error) => resolve(!error)));
 }
