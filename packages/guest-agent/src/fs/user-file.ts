@@ -436,7 +436,8 @@ export class Lanes {
 
   constructor(readonly size: number) {}
 
-  async run<T>(shown: string, signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+  /** `shown`: the path for the timed-out error; a function, so the common case builds no string. */
+  async run<T>(shown: string | (() => string), signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
     if (this.busy >= this.size) await this.waitForLane(shown, signal);
     else this.busy++;
     const id = this.nextId++;
@@ -458,13 +459,17 @@ export class Lanes {
     return count;
   }
 
-  private waitForLane(shown: string, signal: AbortSignal | undefined): Promise<void> {
+  private waitForLane(shown: string | (() => string), signal: AbortSignal | undefined): Promise<void> {
     return new Promise((resolve, reject) => {
       const onAbort = (): void => {
         const index = this.waiting.indexOf(grant);
         if (index >= 0) this.waiting.splice(index, 1);
         reject(
-          new UserPathError(shown, "timed-out", "gave up: other reads of user files are stuck (a hanging filesystem?)"),
+          new UserPathError(
+            typeof shown === "string" ? shown : shown(),
+            "timed-out",
+            "gave up: other reads of user files are stuck (a hanging filesystem?)",
+          ),
         );
       };
       const grant = (): void => {
@@ -483,11 +488,15 @@ export const LANES = 2;
 const lanes = new Lanes(LANES);
 
 function inLane<T>(options: UserPathOptions, work: () => Promise<T>): Promise<T> {
-  return lanes.run(path.join(options.trusted, ...options.segments), options.signal, work);
+  return lanes.run(() => path.join(options.trusted, ...options.segments), options.signal, work);
 }
 
 /** Other work on user paths (user-path-cache.ts's checks) in the same lanes as the walks. */
-export function inUserPathLane<T>(shown: string, signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+export function inUserPathLane<T>(
+  shown: string | (() => string),
+  signal: AbortSignal | undefined,
+  work: () => Promise<T>,
+): Promise<T> {
   return lanes.run(shown, signal, work);
 }
 

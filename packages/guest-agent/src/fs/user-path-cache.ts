@@ -167,34 +167,38 @@ export class UserPathCache {
 
   /** The walk's deepest directory is as it was, and every file read in it. In one lane, one call at a time. */
   private stillHolds(walk: Walk, options: UserPathOptions): Promise<boolean> {
-    return inUserPathLane(path.join(options.trusted, ...options.segments), options.signal, async () => {
-      const { stamp } = walk;
-      const now = await this.look(stamp.path, stamp.followed);
-      if (
-        now === undefined ||
-        !now.isDirectory() ||
-        now.dev !== stamp.dev ||
-        now.ino !== stamp.ino ||
-        now.mtimeMs !== stamp.mtimeMs ||
-        now.ctimeMs !== stamp.ctimeMs
-      )
-        return false;
-      if (walk.found.kind !== "listing") return true;
-      for (const file of walk.found.files) {
-        const now = await this.look(file.path, false);
+    return inUserPathLane(
+      () => path.join(options.trusted, ...options.segments),
+      options.signal,
+      async () => {
+        const { stamp } = walk;
+        const now = await this.look(stamp.path, stamp.followed);
         if (
           now === undefined ||
-          !now.isFile() ||
-          now.dev !== file.dev ||
-          now.ino !== file.ino ||
-          now.size !== file.size ||
-          now.mtimeMs !== file.mtimeMs ||
-          now.ctimeMs !== file.ctimeMs
+          !now.isDirectory() ||
+          now.dev !== stamp.dev ||
+          now.ino !== stamp.ino ||
+          now.mtimeMs !== stamp.mtimeMs ||
+          now.ctimeMs !== stamp.ctimeMs
         )
           return false;
-      }
-      return true;
-    }).catch(() => false);
+        if (walk.found.kind !== "listing") return true;
+        for (const file of walk.found.files) {
+          const now = await this.look(file.path, false);
+          if (
+            now === undefined ||
+            !now.isFile() ||
+            now.dev !== file.dev ||
+            now.ino !== file.ino ||
+            now.size !== file.size ||
+            now.mtimeMs !== file.mtimeMs ||
+            now.ctimeMs !== file.ctimeMs
+          )
+            return false;
+        }
+        return true;
+      },
+    ).catch(() => false);
   }
 
   /** The file the walk found, if its name still names it (a regular file, same inode, same owner): its fresh stat. */

@@ -20,7 +20,7 @@ import { UserPathCache } from "../fs/user-path-cache.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import type { HomeSample } from "./home-scan.js";
-import { isMissing, listHomeDirs } from "./jupyter-homes.js";
+import { byPath, isMissing, listHomeDirs } from "./jupyter-homes.js";
 import { isRuntimeFileName, parseRuntimeFile, runtimeFilePid, type RuntimeInfo } from "./jupyter-parse.js";
 import { errorMessage } from "./types.js";
 
@@ -116,7 +116,7 @@ export async function runtimeDirs(
       if (!isMissingUserPath(error)) problems.push(errorMessage(error));
     }
   }
-  return { dirs: dirs.sort((a, b) => a.path.localeCompare(b.path)), problems };
+  return { dirs: dirs.sort(byPath), problems };
 }
 
 export async function discoverServers(
