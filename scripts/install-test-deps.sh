@@ -18,6 +18,7 @@ PACKAGES=(
   buildah                               # packaging: the collector image, built and run without a Docker daemon
   qemu-system-x86 qemu-utils genisoimage  # test:vm: boot the guest image (TCG), overlays and resizes, the cloud-init seed
   chromium                              # the collector's pages in a real browser (test/e2e/pages.test.ts, via playwright-core)
+  nginx                                 # a real reverse proxy in front of the pages: the site's auth proxy stand-in
   procps
 )
 
@@ -48,7 +49,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian's postinst may start services we do not want running outside tests.
-for svc in prometheus ssh prometheus-node-exporter; do
+for svc in prometheus ssh prometheus-node-exporter nginx; do
   (command -v systemctl >/dev/null && systemctl stop "$svc" 2>/dev/null) || true
   (command -v service >/dev/null && service "$svc" stop >/dev/null 2>&1) || true
 done

@@ -114,7 +114,7 @@ describe("the collector image, built with buildah", () => {
     expect(config.User).toBe("10001:10001");
     expect(config.Entrypoint).toEqual(["node", "/app/ws-collector.cjs"]);
     expect(config.Cmd).toEqual(["serve", "--config", "/etc/ws-collector/config.yaml"]);
-    expect(Object.keys(config.ExposedPorts ?? {}).sort()).toEqual(["7443/tcp", "8080/tcp"]);
+    expect(Object.keys(config.ExposedPorts ?? {}).sort()).toEqual(["7443/tcp", "8080/tcp", "9090/tcp"]);
     expect(config.Env).toContain("NODE_ENV=production");
   });
 

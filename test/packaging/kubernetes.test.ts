@@ -115,12 +115,13 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(pdb.spec.maxUnavailable).toBe(1);
     expect(pdb.spec.selector.matchLabels).toEqual(spec.selector.matchLabels);
     const c = container(overlay);
-    expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "http" });
-    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "http" });
+    expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "metrics" });
+    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "metrics" });
     expect(c.args).toEqual(["serve", "--config", "/etc/ws-collector/config.yaml"]);
     expect(c.ports).toEqual([
       { name: "grpc", containerPort: 7443, protocol: "TCP" },
       { name: "http", containerPort: 8080, protocol: "TCP" },
+      { name: "metrics", containerPort: 9090, protocol: "TCP" },
     ]);
     const env = Object.fromEntries((c.env as Obj[]).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]));
     expect(env).toEqual({ POD_NAME: "metadata.name", POD_NAMESPACE: "metadata.namespace" });
@@ -196,6 +197,7 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(config.mode).toBe(overlay === "standalone" ? "standalone" : "kubernetes");
     expect(config.grpc.listen).toBe("0.0.0.0:7443");
     expect(config.http.listen).toBe("0.0.0.0:8080");
+    expect(config.http.metricsListen).toBe("0.0.0.0:9090");
     expect(config.kubernetes.kubeconfig).toBeUndefined(); // in-cluster service account
     expect(config.kubernetes.ownerLabel).toBe("platform.example.com/user"); // the field guides' owner label
     const policy = parseCollectorPolicyConfig(config.policyYaml);
@@ -220,7 +222,7 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
       if (key !== LEADER_LABEL) expect(podLabels[key], key).toBe(value);
   });
 
-  it("lets only VM pods reach gRPC, and the monitoring namespace reach HTTP", () => {
+  it("lets only VM pods reach gRPC, the ingress namespace the pages, and the monitoring namespace /metrics", () => {
     const policy = one(overlay, "NetworkPolicy");
     const podLabels = deployment(overlay).spec.template.metadata.labels;
     for (const [key, value] of Object.entries(policy.spec.podSelector.matchLabels)) expect(podLabels[key]).toBe(value);
@@ -233,10 +235,14 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     expect(grpcRules[0]!.from).toEqual([
       { namespaceSelector: {}, podSelector: { matchLabels: { "kubevirt.io": "virt-launcher" } } },
     ]);
-    const httpRules = rules.filter((rule) => (rule.ports as Obj[]).some((p) => p.port === 8080));
-    expect(httpRules.length).toBe(1);
-    expect(httpRules[0]!.from).toEqual([
+    const rulesFor = (port: number) => rules.filter((rule) => (rule.ports as Obj[]).some((p) => p.port === port));
+    expect(rulesFor(9090).length).toBe(1);
+    expect(rulesFor(9090)[0]!.from).toEqual([
       { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } },
+    ]);
+    expect(rulesFor(8080).length).toBe(1);
+    expect(rulesFor(8080)[0]!.from).toEqual([
+      { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } } },
     ]);
   });
 
@@ -479,7 +485,7 @@ describe("the collector image", () => {
         .find((i) => i.keyword === "EXPOSE")!
         .args.split(/\s+/)
         .sort(),
-    ).toEqual(["7443", "8080"]);
+    ).toEqual(["7443", "8080", "9090"]);
     const ignore = readFileSync(path.join(repoRoot, "packaging/docker/Dockerfile.dockerignore"), "utf8")
       .split("\n")
       .filter((l) => l && !l.startsWith("#"));

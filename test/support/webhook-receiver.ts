@@ -1,5 +1,5 @@
 // A real HTTP receiver on loopback for webhook tests. Each path behaves as
-// named: /fail* answers 500, /hang* never answers (until close), anything else
+// named: /fail* answers 500, /redirect* answers 302, /hang* never answers (until close), anything else
 // answers 200. Every request is recorded with its parsed JSON body.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -39,6 +39,11 @@ export async function webhookReceiver(): Promise<WebhookReceiver> {
       if (path.startsWith("/hang")) {
         held.add(res);
         res.on("close", () => held.delete(res));
+        return;
+      }
+      if (path.startsWith("/redirect")) {
+        res.writeHead(302, { location: "/ok-elsewhere" });
+        res.end();
         return;
       }
       res.writeHead(path.startsWith("/fail") ? 500 : 200, { "content-type": "text/plain" });

@@ -44,8 +44,11 @@ Options:
       --standalone         Standalone mode (no Kubernetes)
       --kubeconfig FILE    Kubernetes mode with this kubeconfig (in a pod: in-cluster config)
       --grpc-listen ADDR   Agents' gRPC address (default 0.0.0.0:7443)
-      --http-listen ADDR   HTTP address for /metrics, /healthz, /readyz, the pages / and
-                           /vm/NS/NAME, and /keep links (default 0.0.0.0:8080)
+      --http-listen ADDR   HTTP address for the pages / and /vm/NS/NAME, /api/vms and the /keep
+                           links, and for /metrics, /healthz, /readyz unless --metrics-listen is
+                           set (default 0.0.0.0:8080)
+      --metrics-listen ADDR  /metrics, /healthz and /readyz on their own address for Prometheus
+                           and probes (config http.metricsListen); the pages stay on --http-listen
       --key-file FILE      Token key (default /etc/ws-collector/token.key; WS_COLLECTOR_KEY_FILE)
       --stop-command ARG   Standalone stop command, one argv entry per flag, e.g.
                            --stop-command virsh --stop-command shutdown --stop-command {name}
@@ -68,6 +71,7 @@ async function serveCommand(argv: string[], io: Io): Promise<number> {
     kubeconfig: { type: "string" },
     "grpc-listen": { type: "string" },
     "http-listen": { type: "string" },
+    "metrics-listen": { type: "string" },
     "key-file": { type: "string" },
     "stop-command": { type: "string", multiple: true },
     "record-trace": { type: "string" },
@@ -96,6 +100,7 @@ async function serveCommand(argv: string[], io: Io): Promise<number> {
       ...(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {}),
       ...(values["grpc-listen"] ? { grpcListen: values["grpc-listen"] } : {}),
       ...(values["http-listen"] ? { httpListen: values["http-listen"] } : {}),
+      ...(values["metrics-listen"] ? { metricsListen: values["metrics-listen"] } : {}),
       ...(values["key-file"] ? { keyFile: values["key-file"] } : {}),
       ...(values["stop-command"] ? { stopCommand: values["stop-command"] } : {}),
       ...(values["record-trace"] ? { recordTrace: values["record-trace"] } : {}),

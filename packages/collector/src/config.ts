@@ -4,12 +4,18 @@ import { parse as parseYaml } from "yaml";
 import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
+import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
   /** hellosPerSecond: agents admitted per second before RESOURCE_EXHAUSTED with a retry hint (docs/collector-limits.md). */
   grpc: { listen: string; certFile?: string; keyFile?: string; hellosPerSecond?: number };
-  http: { listen: string };
+  /**
+   * listen: the pages, /api/vms and keep links (behind the site's auth proxy); metricsListen:
+   * /metrics, /healthz and /readyz on their own port for Prometheus and probes (unset: on listen);
+   * identity: the auth proxy's header that decides who sees which VM (unset: pages open to all).
+   */
+  http: { listen: string; metricsListen?: string; identity?: IdentityConfig };
   tokenKeyFile: string;
   reportIntervalSeconds: number;
   /** Accepted so existing config files load; unused since VMs are evaluated on events and at their deadlines (vm/deadlines.ts). */
@@ -51,6 +57,7 @@ export interface CollectorFlags {
   kubeconfig?: string;
   grpcListen?: string;
   httpListen?: string;
+  metricsListen?: string;
   keyFile?: string;
   recordTrace?: string;
   stopCommand?: string[];
@@ -174,7 +181,15 @@ export function resolveCollectorConfig(
         ? { hellosPerSecond: positiveRate(grpcFile["hellosPerSecond"]) }
         : {}),
     },
-    http: { listen: flags.httpListen ?? str(httpFile, "listen", `${filePath}: http.listen`) ?? "0.0.0.0:8080" },
+    http: {
+      listen: flags.httpListen ?? str(httpFile, "listen", `${filePath}: http.listen`) ?? "0.0.0.0:8080",
+      ...((flags.metricsListen ?? str(httpFile, "metricsListen", `${filePath}: http.metricsListen`))
+        ? { metricsListen: flags.metricsListen ?? str(httpFile, "metricsListen", `${filePath}: http.metricsListen`)! }
+        : {}),
+      ...(httpFile.identity != null
+        ? { identity: parseIdentityConfig(httpFile.identity, problems, `${filePath}: http.identity`)! }
+        : {}),
+    },
     tokenKeyFile:
       flags.keyFile ??
       env.WS_COLLECTOR_KEY_FILE ??
@@ -201,6 +216,7 @@ export function resolveCollectorConfig(
   for (const [label, address] of [
     ["grpc.listen", config.grpc.listen],
     ["http.listen", config.http.listen],
+    ...(config.http.metricsListen ? [["http.metricsListen", config.http.metricsListen] as const] : []),
   ] as const) {
     if (!/^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address))
       problems.push(`${label}: "${address}" must be host:port`);

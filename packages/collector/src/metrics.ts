@@ -457,6 +457,29 @@ export function createMetrics(
     },
   );
   counterFrom(
+    "workstation_http_requests_refused_total",
+    "HTTP requests answered with an error before or outside their route (malformed request line, header or target; a form over the size limit; a route that failed), by reason.",
+    ["reason"],
+    (inc) => {
+      for (const [reason, value] of stats.httpRefused) inc({ reason }, value);
+    },
+  );
+  counterFrom(
+    "workstation_unhandled_errors_total",
+    "Errors nobody handled in this collector process, by kind (rejection: logged, kept serving; exception: logged, exited 70 for a restart). Any increase is a bug.",
+    ["kind"],
+    (inc) => {
+      inc({ kind: "rejection" }, stats.unhandledErrors.rejection);
+      inc({ kind: "exception" }, stats.unhandledErrors.exception);
+    },
+  );
+  counterFrom(
+    "workstation_agent_unhandled_errors_total",
+    "Errors nobody handled in agents (each agent logged it and kept reporting), as their Reports count them. Any increase is a bug; the agents' journals say which.",
+    [],
+    (inc) => inc({}, stats.agentUnhandledErrors),
+  );
+  counterFrom(
     "workstation_agent_streams_opened_total",
     "Agent streams accepted after authentication, reconnections included.",
     [],

@@ -4,7 +4,7 @@ import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { logfmtLogger, type Logger } from "@ws/protocol";
+import { installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer } from "./agents/server.js";
 import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
@@ -19,7 +19,7 @@ import { runStopCommand } from "./standalone/stop-command.js";
 import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
 import { COLLECTOR_VERSION } from "./version.js";
-import { createWebServer } from "./web/server.js";
+import { createWebServer, type WebOptions } from "./web/server.js";
 import { KeepLinks } from "./keeplink/handler.js";
 import { deriveLinkKey } from "./keeplink/token.js";
 import { registerNotificationMetrics } from "./notify/metrics.js";
@@ -68,6 +68,14 @@ function standaloneMode(config: CollectorConfig, policy: CollectorPolicyConfig, 
   };
 }
 
+async function listenOn(server: import("node:http").Server, address: { host: string; port: number }): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(address.port, address.host, () => resolve());
+  });
+  return (server.address() as AddressInfo).port;
+}
+
 function splitHostPort(address: string): { host: string; port: number } {
   const index = address.lastIndexOf(":");
   return { host: address.slice(0, index).replace(/^\[|\]$/g, "") || "0.0.0.0", port: Number(address.slice(index + 1)) };
@@ -82,11 +90,16 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const key = loadKey(config.tokenKeyFile);
   const policy = loadPolicyConfig(config);
   const stats = new CollectorStats();
+  const removeErrorPolicy = installUnhandledErrorPolicy({ log, counts: stats.unhandledErrors });
   const mode =
     config.mode === "kubernetes"
       ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs)
       : standaloneMode(config, policy, log);
-  return run(config, mode, key, stats, log, nowMs);
+  try {
+    return await run(config, mode, key, stats, log, nowMs);
+  } finally {
+    removeErrorPolicy();
+  }
 }
 
 async function run(
@@ -168,7 +181,7 @@ async function run(
     log,
     audit: (vm, message) => mode.actuator.event(vm, "Normal", "KeepRunningLink", message),
   });
-  const web = createWebServer({
+  const webOptions = {
     fleet,
     registry,
     nowMs,
@@ -178,19 +191,31 @@ async function run(
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
     history: outreach.history,
     keepLinks,
+    onRefused: (why, detail) => {
+      stats.countHttpRefusal(why);
+      log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });
+    },
+  } satisfies WebOptions;
+  // With metricsListen, Prometheus and the probes get their own port and the pages' port serves
+  // no /metrics (it sits behind the site's auth proxy; the series name every VM and owner).
+  const web = createWebServer({
+    ...webOptions,
+    routes: config.http.metricsListen ? "pages" : "all",
+    ...(config.http.identity ? { identity: config.http.identity } : {}),
   });
+  const probes = config.http.metricsListen ? createWebServer({ ...webOptions, routes: "probes" }) : undefined;
   const http = splitHostPort(config.http.listen);
-  await new Promise<void>((resolve, reject) => {
-    web.once("error", reject);
-    web.listen(http.port, http.host, () => resolve());
-  });
-  const httpPort = (web.address() as AddressInfo).port;
+  const httpPort = await listenOn(web, http);
+  const metricsAddress = config.http.metricsListen ? splitHostPort(config.http.metricsListen) : undefined;
+  const metricsPort = probes && metricsAddress ? await listenOn(probes, metricsAddress) : undefined;
   fleet.start();
   log("info", "collector serving", {
     mode: mode.name,
     version: COLLECTOR_VERSION,
     grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
     http: `${http.host}:${httpPort}`,
+    ...(metricsAddress ? { metrics: `${metricsAddress.host}:${metricsPort}` } : {}),
+    pages: config.http.identity ? `behind login (${config.http.identity.userHeader})` : "open",
     tls: Boolean(config.grpc.certFile),
     webhooks:
       config.notifications.webhooks.length +
@@ -200,6 +225,11 @@ async function run(
       ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
       : {}),
   });
+  if (mode.name === "kubernetes" && !config.http.identity)
+    log(
+      "warn",
+      "pages open: /, /vm/… and /api/vms show every VM and owner to whoever reaches http.listen; put them behind the site's auth proxy and set http.identity (docs/security.md)",
+    );
   if (!config.grpc.certFile)
     log(
       "warn",
@@ -214,10 +244,11 @@ async function run(
   fleet.stopTicking();
   await stopMode();
   await agents.close();
-  await new Promise<void>((resolve) => {
-    web.close(() => resolve());
-    web.closeAllConnections?.();
-  });
+  for (const server of probes ? [web, probes] : [web])
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections?.();
+    });
   await recorder?.close();
   outreach.sender.close();
   return 0;

@@ -1,3 +1,5 @@
+import type { UnhandledErrorCounts } from "@ws/protocol";
+
 /** Collector self-counters; the metrics module reads them at scrape time. */
 export class CollectorStats {
   streamsOpened = 0;
@@ -12,6 +14,12 @@ export class CollectorStats {
   /** Reports dropped because one stream sent faster than MAX_REPORTS_PER_SECOND. */
   reportsRateLimited = 0;
   kubeRequests = new Map<string, number>();
+  /** HTTP requests refused before or outside a route, by reason (a fixed list: web/server.ts HttpRefusal). */
+  httpRefused = new Map<string, number>();
+  /** Errors nobody handled in this process (installUnhandledErrorPolicy counts into it). */
+  unhandledErrors: UnhandledErrorCounts = { rejection: 0, exception: 0 };
+  /** Errors nobody handled in agents, as their Reports count them (increases summed over streams). */
+  agentUnhandledErrors = 0;
   /** Decision durations since the last scrape; the metrics module drains them into a histogram. */
   pendingDecisionSeconds: number[] = [];
 
@@ -39,6 +47,10 @@ export class CollectorStats {
     const counts = this.stopOutcomes.get(key) ?? new Map<string, number>();
     counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
     this.stopOutcomes.set(key, counts);
+  }
+
+  countHttpRefusal(reason: string): void {
+    this.httpRefused.set(reason, (this.httpRefused.get(reason) ?? 0) + 1);
   }
 
   countKubeRequest(verb: string, code: string): void {

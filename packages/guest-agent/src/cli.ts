@@ -6,6 +6,7 @@ import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
 import {
+  installUnhandledErrorPolicy,
   logfmtLogger,
   ReportSchema,
   reportProgramError,
@@ -171,13 +172,17 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
   }
   const config = loadConfig(values, io.env, true);
   const log = logfmtLogger((line) => io.stderr.write(line), systemClock.nowMs);
+  // A bug that leaves a promise unhandled is logged, counted in the Report and survived; an
+  // uncaught exception exits 70 and systemd restarts the agent (docs/security.md).
+  const unhandled = { rejection: 0, exception: 0 };
+  installUnhandledErrorPolicy({ log, counts: unhandled });
   // Listening before start(): a SIGTERM that comes while the agent starts must stop it cleanly too.
   const signalled = new Promise<string>((resolve) => {
     process.once("SIGTERM", () => resolve("SIGTERM"));
     process.once("SIGINT", () => resolve("SIGINT"));
   });
   const { AgentRuntime } = await import("./agent/runtime.js");
-  const runtime = new AgentRuntime(config, systemClock, log);
+  const runtime = new AgentRuntime(config, systemClock, log, unhandled);
   await runtime.start();
   const signal = await signalled;
   log("info", `received ${signal}, shutting down`);

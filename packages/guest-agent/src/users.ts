@@ -21,6 +21,7 @@ export interface Users {
 
 export const FIRST_HUMAN_UID = 1000;
 export const NOBODY_UID = 65534;
+export const NOBODY_NAME = "nobody";
 
 /** Parses /etc/passwd. Pure; malformed lines are skipped. */
 export function parsePasswd(text: string): UserEntry[] {

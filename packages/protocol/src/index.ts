@@ -11,3 +11,4 @@ export * from "./sources.js";
 export * from "./io.js";
 export * from "./backoff.js";
 export * from "./program.js";
+export * from "./unhandled.js";

@@ -27,6 +27,9 @@ export const vmId = (vm: VmKey) => `${vm.namespace}/${vm.name}`;
 /** `kind` is the bounded label of workstation_auth_failures_total (default: bad-token / identity by code). */
 export type AuthResult = { ok: true } | { ok: false; code: grpc.status; reason: string; kind?: string };
 
+/** The most one Report may add to workstation_agent_unhandled_errors_total (an agent may not flood it). */
+const MAX_UNHANDLED_STEP = 1000n;
+
 export interface AgentSession {
   readonly vm: VmKey;
   readonly hello: Hello;
@@ -115,6 +118,8 @@ const retryMetadata = (ms: number): grpc.Metadata => {
 export class AgentServer {
   private readonly server = new grpc.Server(serverChannelOptions());
   private readonly sessions = new Map<string, AgentSession>();
+  /** Per VM, the agent's last reported count of errors nobody handled (only VMs that reported one). */
+  private readonly agentUnhandled = new Map<string, bigint>();
   private readonly admission: HelloAdmission;
 
   constructor(private readonly options: AgentServerOptions) {
@@ -253,6 +258,7 @@ export class AgentServer {
         return;
       }
       stats.reportsReceived++;
+      this.countAgentUnhandledErrors(session.vm, payload.value.agentUnhandledErrors);
       // One agent cannot buy more of the event loop than its share: Reports beyond the rate are dropped (the next one is newer anyway).
       if (reportBudget.admit() !== undefined) {
         stats.reportsRateLimited++;
@@ -270,5 +276,21 @@ export class AgentServer {
         sink.disconnected(session, reason);
       }
     });
+  }
+
+  /**
+   * Agents send how many errors nobody handled since they started; the collector sums the
+   * increases per VM (a lower value is a restarted agent counting from 0 again). Only VMs that
+   * ever reported one are remembered, and one Report adds at most MAX_UNHANDLED_STEP.
+   */
+  private countAgentUnhandledErrors(vm: VmKey, reported: bigint): void {
+    const id = vmId(vm);
+    const previous = this.agentUnhandled.get(id) ?? 0n;
+    if (reported === previous) return;
+    if (reported > previous) {
+      const step = reported - previous;
+      this.options.stats.agentUnhandledErrors += Number(step > MAX_UNHANDLED_STEP ? MAX_UNHANDLED_STEP : step);
+    }
+    this.agentUnhandled.set(id, reported);
   }
 }

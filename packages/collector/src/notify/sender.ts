@@ -184,11 +184,19 @@ export class WebhookSender {
         headers: { "content-type": "application/json", "user-agent": this.options.userAgent ?? "ws-collector" },
         body: request.body,
         signal: abort.signal,
-        redirect: "error",
+        // A receiver that redirects is misconfigured, not down: it is reported as such and not retried.
+        redirect: "manual",
       });
       // The body is not needed; drain it so the connection is freed (a receiver may send a lot).
       await response.body?.cancel().catch(() => {});
       if (response.ok) return { ok: true };
+      if (response.status >= 300 && response.status < 400)
+        return {
+          ok: false,
+          status: response.status,
+          message: `the receiver redirects (HTTP ${response.status}); webhooks do not follow redirects: configure the address it redirects to`,
+          retryAfterSeconds: null,
+        };
       const retryAfter = Number(response.headers.get("retry-after"));
       return {
         ok: false,

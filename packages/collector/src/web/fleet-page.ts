@@ -102,6 +102,8 @@ export function renderFleetPage(
   nowMs: number,
   info: { version: string; mode: string; leader: boolean },
   query: FleetQuery,
+  /** The signed-in viewer (pages behind the site's login): named on the page, and what they see. */
+  viewer?: { user: string; admin: boolean },
 ): string {
   const rows = selectVms(views, query)
     .map((v) => {
@@ -137,7 +139,8 @@ export function renderFleetPage(
   return page(
     "ws-collector — workstations",
     `<h1>Workstations</h1>
-<p>ws-collector ${escapeHtml(info.version)} · ${escapeHtml(info.mode)} mode · ${info.leader ? "leader" : "standby"} · ${views.length} VM(s) · <a href="metrics">/metrics</a> · <a href="api/vms">/api/vms</a></p>
+<p>ws-collector ${escapeHtml(info.version)} · ${escapeHtml(info.mode)} mode · ${info.leader ? "leader" : "standby"} · ${views.length} VM(s) · ${viewer ? "" : '<a href="metrics">/metrics</a> · '}<a href="api/vms">/api/vms</a></p>
+${viewer ? `<p id="viewer">Signed in as <strong>${escapeHtml(viewer.user)}</strong>${viewer.admin ? " (admin: every VM)" : ": your VMs"}</p>` : ""}
 ${observeCount ? `<p class="box" id="observe-note">${observeCount} VM(s) in <b>observe mode</b>: they would be stopped as shown, but nothing is stopped and nobody is warned (unless their policy sets observe-notices).</p>` : ""}
 <form class="filters" method="get" action="">
 ${select(

@@ -7,6 +7,8 @@ import type { KeepLinks } from "../keeplink/handler.js";
 import type { FleetReader } from "../view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { renderVmPage } from "./vm-page.js";
+import { mayView, viewerFromHeaders, type IdentityConfig, type Viewer } from "./identity.js";
+import { escapeHtml, page } from "./html.js";
 import { errorMessage } from "@ws/protocol";
 
 export interface WebOptions {
@@ -20,27 +22,71 @@ export interface WebOptions {
   /** How far back the VM page's chart goes (default 4h). */
   chartSpanMs?: number;
   keepLinks?: KeepLinks;
+  /**
+   * Which routes this listener answers: "all" (one port, the standalone default), "pages" (the
+   * pages, /api/vms, keep links, /healthz and /readyz: behind the site's auth proxy) or "probes"
+   * (/metrics, /healthz, /readyz: for Prometheus and the kubelet, never exposed to users).
+   */
+  routes?: "all" | "pages" | "probes";
+  /** The auth proxy's identity header: who sees which VM on the pages (unset: everyone sees all). */
+  identity?: IdentityConfig;
+  /** A request refused before or outside its route (counted and logged by the caller; never echoes the request). */
+  onRefused?: (why: HttpRefusal, detail: string) => void;
 }
 
 /** A keep-link form is a few hundred bytes; anything larger is not one. */
-const MAX_FORM_BYTES = 4096;
+export const MAX_FORM_BYTES = 4096;
+/** After a 413, the rest of an oversized body is read and dropped up to this much, then the connection is cut. */
+const MAX_DISCARDED_BYTES = 1 << 20;
 
-function readForm(req: http.IncomingMessage): Promise<URLSearchParams | undefined> {
+type Form = { ok: true; form: URLSearchParams } | { ok: false; status: 400 | 413 };
+
+/** Reads a urlencoded form of at most MAX_FORM_BYTES; a larger one is a 413, never a reset. */
+function readForm(req: http.IncomingMessage): Promise<Form> {
   return new Promise((resolve) => {
+    const declared = Number(req.headers["content-length"]);
+    if (Number.isFinite(declared) && declared > MAX_FORM_BYTES) {
+      discardRest(req);
+      return resolve({ ok: false, status: 413 });
+    }
     let size = 0;
     const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => {
+    const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_FORM_BYTES) {
-        resolve(undefined);
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on("end", () => resolve(new URLSearchParams(Buffer.concat(chunks).toString("utf8"))));
-    req.on("error", () => resolve(undefined));
+      if (size <= MAX_FORM_BYTES) return void chunks.push(chunk);
+      req.off("data", onData);
+      discardRest(req);
+      resolve({ ok: false, status: 413 });
+    };
+    req.on("data", onData);
+    req.on("end", () => resolve({ ok: true, form: new URLSearchParams(Buffer.concat(chunks).toString("utf8")) }));
+    req.on("error", () => resolve({ ok: false, status: 400 }));
   });
+}
+
+/** Lets the client finish sending (so it reads the answer) but not forever: cut after MAX_DISCARDED_BYTES. */
+function discardRest(req: http.IncomingMessage): void {
+  let discarded = 0;
+  req.on("data", (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > MAX_DISCARDED_BYTES) req.socket.destroy();
+  });
+  req.resume();
+}
+
+/**
+ * The request target as a URL under this server, or undefined when it is not an origin-form
+ * target ("/path?query"). Absolute-form and authority-form targets ("http://[::1", "a:99999")
+ * are not for this server; they get a 400 instead of reaching new URL() with a host to parse.
+ */
+export function parseRequestTarget(target: string | undefined): URL | undefined {
+  if (!target?.startsWith("/")) return undefined;
+  try {
+    // The base's host is fixed and the target is appended as a path, so "//[" is a path, not a host.
+    return new URL(`http://collector${target}`);
+  } catch {
+    return undefined;
+  }
 }
 
 /** /PREFIX/NAMESPACE/NAME → the VM, or undefined. */
@@ -54,122 +100,209 @@ function vmFromPath(pathname: string, prefix: string): { namespace: string; name
   }
 }
 
+/** Why the HTTP side refused a request before any route saw it (workstation_http_requests_refused_total). */
+export type HttpRefusal = "malformed-request" | "malformed-target" | "form-too-large" | "handler-error";
+
 export function createWebServer(options: WebOptions): http.Server {
-  return http.createServer(async (req, res) => {
-    const url = new URL(req.url ?? "/", "http://collector");
-    const send = (status: number, type: string, body: string) => {
-      res.writeHead(status, {
-        "content-type": type,
-        "cache-control": "no-store",
-        "x-content-type-options": "nosniff",
-        "referrer-policy": "no-referrer",
+  const server = http.createServer(
+    { headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS },
+    (req, res) => {
+      // Nothing a request carries may end the process: every failure of a route is answered here.
+      handle(options, req, res).catch((error: unknown) => {
+        options.onRefused?.("handler-error", errorMessage(error));
+        if (!res.headersSent) {
+          res.writeHead(500, { "content-type": "text/plain", "cache-control": "no-store", connection: "close" });
+          res.end("internal error (logged)\n");
+        } else res.destroy();
       });
-      res.end(req.method === "HEAD" ? undefined : body);
-    };
-    const html = "text/html; charset=utf-8";
-    try {
-      if (url.pathname.startsWith("/keep/")) {
-        const vm = vmFromPath(url.pathname, "/keep/");
-        if (!options.keepLinks)
-          return send(404, "text/plain", "keep-running links are not configured on this collector\n");
-        if (!vm) return send(404, "text/plain", "not found\n");
-        const form = req.method === "POST" ? await readForm(req) : undefined;
-        if (req.method === "POST" && !form) return send(413, "text/plain", "form too large\n");
-        const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
-        const keepSeconds = form?.get("keep");
-        const answer = options.keepLinks.handle({
-          method: req.method ?? "GET",
-          vm,
-          token,
-          ...(keepSeconds != null ? { keepSeconds } : {}),
-        });
-        return send(answer.status, html, answer.html);
-      }
+    },
+  );
+  // Requests Node's parser rejects (a bad request line or header, headers too large, a timeout)
+  // never reach the handler: answer them here with the status Node would, count them, close.
+  server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
+    if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy();
+    options.onRefused?.("malformed-request", error.code ?? "parse error");
+    const status =
+      error.code === "HPE_HEADER_OVERFLOW"
+        ? "431 Request Header Fields Too Large"
+        : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? "408 Request Timeout"
+          : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nmalformed request\n`);
+  });
+  return server;
+}
+
+/** A request's headers must arrive within this; the whole request (a small form) within REQUEST_TIMEOUT_MS. */
+const HEADERS_TIMEOUT_MS = 15_000;
+const REQUEST_TIMEOUT_MS = 30_000;
+
+async function handle(options: WebOptions, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const send = (status: number, type: string, body: string) => {
+    res.writeHead(status, {
+      "content-type": type,
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+      "referrer-policy": "no-referrer",
+      ...(status === 413 || status === 400 ? { connection: "close" } : {}),
+    });
+    res.end(req.method === "HEAD" ? undefined : body);
+  };
+  const url = parseRequestTarget(req.url);
+  if (!url) {
+    options.onRefused?.("malformed-target", "not an origin-form target");
+    return send(400, "text/plain", "malformed request target: expected a path such as /vm/NAMESPACE/NAME\n");
+  }
+  const html = "text/html; charset=utf-8";
+  const routes = options.routes ?? "all";
+  try {
+    if (url.pathname === "/healthz" || url.pathname === "/readyz" || url.pathname === "/metrics") {
       if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
-      if (url.pathname.startsWith("/api/vms/")) {
-        // One VM as JSON: what its page shows (explanation, policy, sources, transitions, chart points).
-        const vm = vmFromPath(url.pathname, "/api/vms/");
-        const now = options.nowMs();
-        const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
-        if (!vm || !detail) return send(404, "application/json", `${JSON.stringify({ error: "no such VM" })}\n`);
-        const spanMs = options.chartSpanMs ?? 4 * 3600_000;
+      if (url.pathname === "/healthz") return send(200, "text/plain", "ok\n");
+      if (url.pathname === "/readyz") {
+        if (!options.ready()) return send(503, "text/plain", "not ready\n");
+        return send(200, "text/plain", options.info().leader ? "ready (leader)\n" : "ready (standby)\n");
+      }
+      if (routes === "pages")
+        return send(404, "text/plain", "not found: /metrics is served on the metrics port (http.metricsListen)\n");
+      return send(200, options.registry.contentType, await options.registry.metrics());
+    }
+    if (routes === "probes")
+      return send(
+        404,
+        "text/plain",
+        "not found: this is the metrics port (/metrics, /healthz, /readyz); the pages are on http.listen\n",
+      );
+    if (url.pathname.startsWith("/keep/")) {
+      const vm = vmFromPath(url.pathname, "/keep/");
+      if (!options.keepLinks)
+        return send(404, "text/plain", "keep-running links are not configured on this collector\n");
+      if (!vm) return send(404, "text/plain", "not found\n");
+      const read = req.method === "POST" ? await readForm(req) : undefined;
+      if (read && !read.ok) {
+        if (read.status === 413) options.onRefused?.("form-too-large", `more than ${MAX_FORM_BYTES} bytes`);
         return send(
-          200,
-          "application/json",
-          JSON.stringify(
-            {
-              ...detail,
-              transitions: options.history?.transitions(vm) ?? [],
-              points: options.history?.points(vm, now - spanMs) ?? [],
-            },
-            null,
-            2,
-          ),
+          read.status,
+          "text/plain",
+          read.status === 413
+            ? `form too large (at most ${MAX_FORM_BYTES} bytes)\n`
+            : "the request body could not be read\n",
         );
       }
-      if (url.pathname.startsWith("/vm/")) {
-        const vm = vmFromPath(url.pathname, "/vm/");
-        const now = options.nowMs();
-        const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
-        if (!vm || !detail)
-          return send(
-            404,
-            html,
-            `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`,
-          );
-        // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
-        const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
-        const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
-        const spanMs = Math.min(maxSpanMs, Math.max(10 * 60_000, now - oldest));
+      const form = read?.form;
+      const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
+      const keepSeconds = form?.get("keep");
+      const answer = options.keepLinks.handle({
+        method: req.method ?? "GET",
+        vm,
+        token,
+        ...(keepSeconds != null ? { keepSeconds } : {}),
+      });
+      return send(answer.status, html, answer.html);
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+    // Behind the site's login: who is asking decides which VMs they see (keep links above carry their own proof).
+    let viewer: Viewer | undefined;
+    if (options.identity) {
+      viewer = viewerFromHeaders(req.headers, options.identity, req.socket.remoteAddress);
+      if (!viewer) return send(401, html, signInPage(options.identity));
+    }
+    const visible = (owner: string | undefined) => !viewer || mayView(viewer, owner);
+    if (url.pathname.startsWith("/api/vms/")) {
+      // One VM as JSON: what its page shows (explanation, policy, sources, transitions, chart points).
+      const vm = vmFromPath(url.pathname, "/api/vms/");
+      const now = options.nowMs();
+      const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+      if (!vm || !detail) return send(404, "application/json", `${JSON.stringify({ error: "no such VM" })}\n`);
+      if (!visible(detail.view.owner))
+        return send(403, "application/json", `${JSON.stringify({ error: `this VM is not ${viewer!.user}'s` })}\n`);
+      const spanMs = options.chartSpanMs ?? 4 * 3600_000;
+      return send(
+        200,
+        "application/json",
+        JSON.stringify(
+          {
+            ...detail,
+            transitions: options.history?.transitions(vm) ?? [],
+            points: options.history?.points(vm, now - spanMs) ?? [],
+          },
+          null,
+          2,
+        ),
+      );
+    }
+    if (url.pathname.startsWith("/vm/")) {
+      const vm = vmFromPath(url.pathname, "/vm/");
+      const now = options.nowMs();
+      const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+      if (!vm || !detail)
+        return send(
+          404,
+          html,
+          `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`,
+        );
+      if (!visible(detail.view.owner)) return send(403, html, notYoursPage(viewer!));
+      // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
+      const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
+      const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
+      const spanMs = Math.min(maxSpanMs, Math.max(10 * 60_000, now - oldest));
+      return send(
+        200,
+        html,
+        renderVmPage({
+          detail,
+          transitions: options.history?.transitions(vm) ?? [],
+          // The recorded points, and where the VM is now (points are recorded on change and every spacing).
+          points: [
+            ...(options.history?.points(vm, now - spanMs) ?? []),
+            {
+              atMs: now,
+              idleSeconds: detail.view.idleSeconds ?? Number.NaN,
+              activeSignals: detail.view.activeSignals.length,
+              state: detail.view.state as ChartPoint["state"],
+            },
+          ],
+          chartSpanMs: spanMs,
+          nowMs: now,
+        }),
+      );
+    }
+    const views = () => options.fleet.views(options.nowMs()).filter((view) => visible(view.owner));
+    switch (url.pathname) {
+      case "/api/vms":
+        return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
+      case "/":
         return send(
           200,
           html,
-          renderVmPage({
-            detail,
-            transitions: options.history?.transitions(vm) ?? [],
-            // The recorded points, and where the VM is now (points are recorded on change and every spacing).
-            points: [
-              ...(options.history?.points(vm, now - spanMs) ?? []),
-              {
-                atMs: now,
-                idleSeconds: detail.view.idleSeconds ?? Number.NaN,
-                activeSignals: detail.view.activeSignals.length,
-                state: detail.view.state as ChartPoint["state"],
-              },
-            ],
-            chartSpanMs: spanMs,
-            nowMs: now,
-          }),
+          renderFleetPage(views(), options.nowMs(), options.info(), parseFleetQuery(url.searchParams), viewer),
         );
-      }
-      switch (url.pathname) {
-        case "/metrics":
-          return send(200, options.registry.contentType, await options.registry.metrics());
-        case "/healthz":
-          return send(200, "text/plain", "ok\n");
-        case "/readyz":
-          if (!options.ready()) return send(503, "text/plain", "not ready\n");
-          return send(200, "text/plain", options.info().leader ? "ready (leader)\n" : "ready (standby)\n");
-        case "/api/vms":
-          return send(200, "application/json", JSON.stringify({ vms: options.fleet.views(options.nowMs()) }, null, 2));
-        case "/":
-          return send(
-            200,
-            html,
-            renderFleetPage(
-              options.fleet.views(options.nowMs()),
-              options.nowMs(),
-              options.info(),
-              parseFleetQuery(url.searchParams),
-            ),
-          );
-        default:
-          return send(404, "text/plain", "not found\n");
-      }
-    } catch (error) {
-      send(500, "text/plain", `error: ${errorMessage(error)}\n`);
+      default:
+        return send(404, "text/plain", "not found\n");
     }
-  });
+  } catch (error) {
+    options.onRefused?.("handler-error", errorMessage(error));
+    send(500, "text/plain", "internal error (logged)\n");
+  }
 }
 
 const escapeText = (text: string) => text.replace(/[^\w.-]/g, "?").slice(0, 253);
+
+function signInPage(identity: IdentityConfig): string {
+  return page(
+    "Sign in",
+    `<h1>Sign in first</h1>
+<div class="box bad" id="refusal" data-status="401"><p>These pages show workstations to their owners, behind the site's login.
+This request came without a signed-in user (no <code>${escapeHtml(identity.userHeader)}</code> header from the site's auth proxy).</p>
+<p>Open the collector through the site's address (the one your platform gave you), not its port directly.</p></div>`,
+  );
+}
+
+function notYoursPage(viewer: Viewer): string {
+  return page(
+    "Not your workstation",
+    `<h1>Not your workstation</h1>
+<div class="box bad" id="refusal" data-status="403"><p>You are signed in as <strong>${escapeHtml(viewer.user)}</strong>; this workstation belongs to someone else.
+Only its owner and the site's admins see it. <a href="../../">Your workstations</a></p></div>`,
+  );
+}

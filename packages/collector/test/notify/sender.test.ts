@@ -70,6 +70,19 @@ describe("WebhookSender", () => {
     expect(logs.join("\n")).toContain("no answer within 0.2s");
   });
 
+  it("reports a receiver that redirects as a redirect, does not follow it and does not retry it", async () => {
+    receiver = await webhookReceiver();
+    const sender = new WebhookSender({ log, timeoutMs: 2000, retries: 3, queueSize: 10, sleep: async () => {} });
+    sender.enqueue(request("/redirect/secret-token", { event: "notice" }));
+    await sender.idle();
+    expect(receiver.on("/redirect")).toHaveLength(1);
+    expect(receiver.on("/ok-elsewhere")).toHaveLength(0);
+    expect(sender.retriesTotal).toBe(0);
+    expect(sender.counts.get("failed|json")).toBe(1);
+    expect(logs.join("\n")).toContain("after 1 attempt(s): the receiver redirects (HTTP 302)");
+    expect(logs.join("\n")).not.toContain("secret-token");
+  });
+
   it("does not retry a 4xx other than 429", async () => {
     receiver = await webhookReceiver();
     const sender = new WebhookSender({

@@ -4,7 +4,14 @@
 import { readFileSync } from "node:fs";
 import os from "node:os";
 import { create } from "@bufbuild/protobuf";
-import { PROTOCOL_VERSION, ReportSchema, SOURCE_NAMES, type Directive, errorMessage } from "@ws/protocol";
+import {
+  PROTOCOL_VERSION,
+  ReportSchema,
+  SOURCE_NAMES,
+  type Directive,
+  type UnhandledErrorCounts,
+  errorMessage,
+} from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import type { AgentConfig } from "../config.js";
 import { LeaseService } from "../lease/service.js";
@@ -36,6 +43,8 @@ export class AgentRuntime {
     private readonly config: AgentConfig,
     private readonly clock: Clock,
     private readonly log: LogFn,
+    /** Errors nobody handled in this process (cli.ts installs the policy that counts them). */
+    private readonly unhandled: UnhandledErrorCounts = { rejection: 0, exception: 0 },
   ) {
     this.intervalSeconds = config.reportIntervalSeconds;
     this.users = createUsersCache(config.roots);
@@ -137,6 +146,7 @@ export class AgentRuntime {
       ...this.latest.report,
       intervalSeconds: this.intervalSeconds,
       sampleAgeSeconds: Math.max(0, (this.clock.monotonicMs() - this.latest.takenAtMonotonicMs) / 1000),
+      agentUnhandledErrors: BigInt(this.unhandled.rejection + this.unhandled.exception),
     });
     this.connection.send(report);
   }

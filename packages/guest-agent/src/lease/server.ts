@@ -300,12 +300,13 @@ export class LeaseSocketServer {
             return answer(errorAnswer("bad_request", `request longer than ${MAX_LINE_BYTES} bytes`));
           const parsed = parseRequest(line);
           if (!parsed.ok) return answer(parsed);
-          try {
-            answer(await handle(parsed.request, whoIsCalling));
-          } catch (error) {
-            log(`leases: request ${parsed.request.op} failed: ${(error as Error).stack ?? String(error)}`);
-            answer(errorAnswer("internal", `the agent failed to handle the request: ${errorMessage(error)}`));
-          }
+          answer(await handle(parsed.request, whoIsCalling));
+        });
+        // One failed request (a bug, a proof that could not be checked) is answered and logged;
+        // it neither ends the agent as an unhandled rejection nor blocks the requests after it.
+        queue = queue.catch((error: unknown) => {
+          log(`leases: a request failed: ${(error as Error).stack ?? String(error)}`);
+          answer(errorAnswer("internal", `the agent failed to handle the request: ${errorMessage(error)}`));
         });
       }
     });

@@ -17,7 +17,7 @@ import {
 import type { Clock } from "../clock.js";
 import { NoticeDelivery } from "../notice/delivery.js";
 import { under, type Roots } from "../roots.js";
-import { loadUsers, NOBODY_UID, type Users } from "../users.js";
+import { loadUsers, NOBODY_NAME, NOBODY_UID, type Users } from "../users.js";
 import { AuditLog } from "./audit.js";
 import { formatLeaseDuration } from "./format.js";
 import {
@@ -208,7 +208,8 @@ export class LeaseService {
       if (!isLeaseId(grant.id) || this.leases.some((lease) => lease.id === grant.id)) continue;
       if (!Number.isFinite(grant.seconds) || grant.seconds <= 0 || this.leases.length >= MAX_LEASES_TOTAL) continue;
       const account = grant.user ? this.users.byName(grant.user) : undefined;
-      const user = account?.name ?? (grant.user ? cleanText(grant.user, 32) : "link");
+      // A VM without an owner: the lease is nobody's, as docs/leases.md says (root may cancel it).
+      const user = account?.name ?? (grant.user ? cleanText(grant.user, 32) : NOBODY_NAME);
       const reason = cleanText(grant.reason || "kept running via link");
       const seconds = Math.min(grant.seconds, this.cap().seconds);
       const lease: LeaseRecord = {

@@ -50,6 +50,13 @@ describe("lease grants from the collector", () => {
       user: "ws17-no-such-user",
       via: "link",
     });
+    // A VM without an owner (no owner label): the lease is nobody's, as docs/leases.md says.
+    h.service.applyDirective(grant({ id: "4e5f6071", seconds: 3600, user: "" }));
+    expect(h.service.status().leases.find((l) => l.id === "4e5f6071")).toMatchObject({
+      uid: 65534,
+      user: "nobody",
+      via: "link",
+    });
     const before = h.service.status().leases.length;
     for (const bad of [
       { id: "not-hex!", seconds: 3600, user: "" },
