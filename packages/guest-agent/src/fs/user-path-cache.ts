@@ -239,6 +239,7 @@ function lookUp(at: string, follow: boolean): Promise<Stats | undefined> {
   });
 }
 
+/** One walk per kind, path and read limits; each caller reads one kind of file per path (its own name filter). */
 function keyOf(kind: "dir" | "file", options: ListOptions): string {
   const read = "read" in options && options.read ? `${options.read.maxBytes}:${options.read.maxFiles ?? ""}` : "";
   return [kind, options.owners ?? "user", read, options.trusted, ...options.segments].join("\0");
