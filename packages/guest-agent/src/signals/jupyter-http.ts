@@ -37,18 +37,25 @@ export const REQUESTS_PER_SERVER = 4;
  * an hour, so the agent is normally the side that closes.
  */
 export const IDLE_SOCKET_MS = 60_000;
+/**
+ * Servers whose connections are kept at most: a user can plant runtime files naming any number
+ * of servers (64 per directory are read), and each kept agent holds up to 4 sockets. Servers past
+ * this get one connection per request, as before keep-alive.
+ */
+export const MAX_KEPT_SERVERS = 32;
 
 /** One keep-alive agent per server the last sample queried. */
 export class JupyterAgents {
   private agents = new Map<string, http.Agent>();
   private used = new Set<string>();
 
-  /** The agent for this endpoint, made on first use. */
-  for(endpoint: JupyterEndpoint): http.Agent {
+  /** The agent for this endpoint, made on first use; undefined past MAX_KEPT_SERVERS (no keep-alive). */
+  for(endpoint: JupyterEndpoint): http.Agent | undefined {
     const key = agentKey(endpoint);
     this.used.add(key);
     let agent = this.agents.get(key);
     if (agent === undefined) {
+      if (this.agents.size >= MAX_KEPT_SERVERS) return undefined;
       const options: https.AgentOptions = {
         keepAlive: true,
         maxSockets: REQUESTS_PER_SERVER,

@@ -135,7 +135,7 @@ async function queryServer(
   target: ServerTarget,
   timeoutMs: number,
   ctx: SignalContext,
-  agent: Agent,
+  agent: Agent | undefined,
 ): Promise<ServerInit> {
   const { endpoint } = target;
   const server: ServerInit = {
