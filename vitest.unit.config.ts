@@ -31,7 +31,7 @@ export const NEEDS_ROOT_OR_REAL_PARTS = [
   "packages/guest-agent/test/notice/through-agent.test.ts",
   "packages/guest-agent/test/seal/seal-parse.test.ts",
   "packages/guest-agent/test/seal/seal-tree.test.ts",
-  "packages/guest-agent/test/signals/codeserver.test.ts",
+  "packages/guest-agent/test/signals/code-server.test.ts",
   "packages/guest-agent/test/signals/desktop.test.ts",
   "packages/guest-agent/test/signals/disk.test.ts",
   "packages/guest-agent/test/signals/gpu-command.test.ts",

@@ -14,7 +14,7 @@ import os from "node:os";
 import path from "node:path";
 import { systemClock } from "../packages/guest-agent/src/clock.js";
 import type { Roots } from "../packages/guest-agent/src/roots.js";
-import { createCodeServerSignal } from "../packages/guest-agent/src/signals/codeserver.js";
+import { createCodeServerSignal } from "../packages/guest-agent/src/signals/code-server.js";
 import { createHomeScan, type HomeScan } from "../packages/guest-agent/src/signals/home-scan.js";
 import { createJupyterSignal } from "../packages/guest-agent/src/signals/jupyter.js";
 import type { Signal, SignalContext } from "../packages/guest-agent/src/signals/types.js";

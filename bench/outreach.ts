@@ -8,7 +8,7 @@ import { History } from "../packages/collector/src/history/history.js";
 import { deriveLinkKey, signKeepLink, verifyKeepLink } from "../packages/collector/src/keeplink/token.js";
 import { parseNotificationsConfig } from "../packages/collector/src/notify/config.js";
 import { Outreach } from "../packages/collector/src/notify/outreach.js";
-import type { VmView } from "../packages/collector/src/view.js";
+import type { VmView } from "../packages/collector/src/model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "../packages/collector/src/web/fleet-page.js";
 import { renderVmPage } from "../packages/collector/src/web/vm-page.js";
 

@@ -13,7 +13,7 @@ import { build } from "esbuild";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BENCHMARKS = ["protocol", "agent", "latency", "collector", "failover", "trust", "signals", "outreach"];
 /** Run only by name, not by `all`: they need options of their own. */
-const BY_NAME_ONLY = ["agent-variants", "sample-wall", "home-walks"];
+const BY_NAME_ONLY = ["agent-variants", "sample-wall", "capture-traffic", "home-walks"];
 const NEEDS_BUNDLES = new Set([
   "protocol",
   "agent",
@@ -65,7 +65,7 @@ async function bundle(name) {
     format: "esm",
     target: "node20",
     // Native addon: loaded from node_modules at run time.
-    external: ["node-pty"],
+    external: ["node-pty", "playwright-core"],
     // CommonJS dependencies (grpc-js) call require() for Node built-ins.
     banner: {
       js: 'import { createRequire as __wsCreateRequire } from "node:module"; const require = __wsCreateRequire(import.meta.url);',

@@ -90,7 +90,7 @@ copy(path.relative(root, bundle), "usr/lib/ws-agent/ws-agent.cjs", 0o755);
 link("usr/bin/ws-agent", "../lib/ws-agent/ws-agent.cjs");
 link("usr/bin/ws-lease", "../lib/ws-agent/ws-agent.cjs");
 
-for (const unit of ["ws-agent.service", "ws-agent-grow.service", "ws-agent-grow.path"]) {
+for (const unit of ["ws-agent.service", "ws-agent-grow.service", "ws-agent-grow.path", "run-ws-credential.mount"]) {
   copy(`packaging/systemd/${unit}`, `lib/systemd/system/${unit}`);
 }
 copy("packaging/systemd/99-ws-agent-grow.rules", "lib/udev/rules.d/99-ws-agent-grow.rules");

@@ -18,6 +18,8 @@ PACKAGES=(
   buildah                               # packaging: the collector image, built and run without a Docker daemon
   qemu-system-x86 qemu-utils genisoimage  # test:vm: boot the guest image (TCG), overlays and resizes, the cloud-init seed
   chromium                              # the collector's pages in a real browser (test/e2e/pages.test.ts, via playwright-core)
+  rpm rpmlint                           # packaging: the .rpm built by rpmbuild, rpmlint clean, installed with rpm --root
+  gpg curl                              # packaging: the signed apt repository, and the rollout bootstrap fetching from it
   nginx                                 # a real reverse proxy in front of the pages: the site's auth proxy stand-in
   procps
 )

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds a ws golden image: installs the ws-agent package into an Ubuntu 24.04 cloud image,
-# verifies it, and seals it (ws-agent seal) so every VM cloned from it boots as a new machine
+# Builds a ws golden image: installs the ws-agent package into an Ubuntu 24.04 cloud image (or,
+# with --rpm, a dnf-based one: Fedora, CentOS Stream, Rocky, RHEL), verifies it, and seals it (ws-agent seal) so every VM cloned from it boots as a new machine
 # that cloud-init configures.
 #
 # Three ways, pick one:
 #
-#   build.sh --ssh USER@HOST --deb ws-agent_<version>_all.deb [--ssh-option OPT]...
+#   build.sh --ssh USER@HOST --deb ws-agent_<version>-1_all.deb [--ssh-option OPT]...
 #       A running VM booted from the Ubuntu 24.04 cloud image: in KubeVirt, a VM whose
 #       DataVolume imported noble-server-cloudimg-amd64.img (docs/install.md, step 1), reached
 #       with `virtctl port-forward` or any SSH route. The package is installed over SSH, verified,
@@ -13,13 +13,17 @@
 #       the script ends with `ws-agent seal --yes --poweroff`: the VM's disk, powered off, is the
 #       golden image that workstation DataVolumes clone.
 #
-#   build.sh --local --deb ws-agent_<version>_all.deb
+#   build.sh --local --deb ws-agent_<version>-1_all.deb
 #       The same, run as root inside that VM (from its console, say).
 #
-#   build.sh --image noble-server-cloudimg-amd64.img --deb ws-agent_<version>_all.deb \
+#   build.sh --image noble-server-cloudimg-amd64.img --deb ws-agent_<version>-1_all.deb \
 #            --output ws-golden.qcow2 [--size 20G]
 #       Offline, with virt-customize (package libguestfs-tools): a copy of the cloud image is
 #       customised and sealed with `ws-agent seal --yes` (no VM runs: nothing to power off).
+#
+# --rpm ws-agent-<version>-1.noarch.rpm instead of --deb: for dnf-based images (KubeVirt's own
+# Fedora and CentOS Stream images, Rocky, RHEL); dnf installs it with nodejs (>= 18) from the
+# image's repositories (RHEL 9: the nodejs:18 or :20 module stream).
 #
 # --no-seal installs and verifies only, leaving the machine as it is to look around; seal it
 # afterwards with `sudo ws-agent seal --yes --poweroff`.
@@ -51,12 +55,13 @@ image=""
 output=""
 size=""
 deb=""
+rpm_file=""
 seal=yes
 ssh_options=(-o BatchMode=yes -o ConnectTimeout=20)
 
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--ssh | --image | --output | --size | --deb | --ssh-option)
+	--ssh | --image | --output | --size | --deb | --rpm | --ssh-option)
 		[ $# -ge 2 ] || usage_error "$1 needs a value"
 		case "$1" in
 		--ssh) mode=ssh target=$2 ;;
@@ -64,6 +69,7 @@ while [ $# -gt 0 ]; do
 		--output) output=$2 ;;
 		--size) size=$2 ;;
 		--deb) deb=$2 ;;
+		--rpm) rpm_file=$2 ;;
 		--ssh-option) ssh_options+=(-o "$2") ;;
 		esac
 		shift 2
@@ -85,22 +91,39 @@ while [ $# -gt 0 ]; do
 done
 
 [ -n "$mode" ] || usage_error "give --ssh USER@HOST, --local or --image FILE"
-[ -n "$deb" ] || usage_error "--deb FILE is required (build it with: node scripts/build-deb.mjs)"
-[ -f "$deb" ] || die "$deb: no such file"
-command -v dpkg-deb >/dev/null || die "dpkg-deb is needed to read the package (Debian package dpkg)"
-package=$(dpkg-deb --field "$deb" Package 2>/dev/null) || die "$deb is not a Debian package"
-version=$(dpkg-deb --field "$deb" Version)
+[ -n "$deb" ] && [ -n "$rpm_file" ] && usage_error "give --deb or --rpm, not both"
+[ -n "$deb" ] || [ -n "$rpm_file" ] || usage_error "--deb FILE (or --rpm FILE for dnf-based images) is required (build it with: npm run package:all)"
+if [ -n "$rpm_file" ]; then
+	[ -f "$rpm_file" ] || die "$rpm_file: no such file"
+	command -v rpm >/dev/null || die "rpm is needed to read the package (Debian package rpm)"
+	package=$(rpm -qp --queryformat '%{NAME}' "$rpm_file" 2>/dev/null) || die "$rpm_file is not an rpm"
+	version=$(rpm -qp --queryformat '%{VERSION}-%{RELEASE}' "$rpm_file")
+	deb=$rpm_file # the package file, whichever kind: copied and installed the same way
+else
+	[ -f "$deb" ] || die "$deb: no such file"
+	command -v dpkg-deb >/dev/null || die "dpkg-deb is needed to read the package (Debian package dpkg)"
+	package=$(dpkg-deb --field "$deb" Package 2>/dev/null) || die "$deb is not a Debian package"
+	version=$(dpkg-deb --field "$deb" Version)
+fi
 [ "$package" = ws-agent ] || die "$deb is the package '$package', not ws-agent"
 deb_name=$(basename "$deb")
 
 # The steps that run on the image, as sh scripts taking their arguments as $1...: the same text
 # for every mode, so what --local is tested with is what --ssh and --image run.
 
-# $1: the .deb on the image. apt resolves nodejs; the package lists are fetched only when needed.
+# $1: the package on the image. apt (a .deb) or dnf (an .rpm) resolves nodejs; apt's package
+# lists are fetched only when needed. A package of the other kind than the image's manager is refused.
 # shellcheck disable=SC2016 # expanded on the image
 install_script='set -e
-export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -q "$1" || { apt-get update -q && apt-get install -y -q "$1"; }
+case "$1" in
+*.rpm)
+	command -v dnf >/dev/null || { echo "this image has no dnf: give the .deb (--deb) for apt-based images" >&2; exit 1; }
+	dnf install -y -q "$1" ;;
+*)
+	command -v apt-get >/dev/null || { echo "this image has no apt-get: give the .rpm (--rpm) for dnf-based images" >&2; exit 1; }
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -q "$1" || { apt-get update -q && apt-get install -y -q "$1"; } ;;
+esac
 rm -f "$1"'
 
 # $1: the package version expected. Fails unless the agent is installed, answers, and its units
@@ -131,7 +154,7 @@ not_sealed() {
 build_local() {
 	[ "$(id -u)" -eq 0 ] || die "--local must run as root"
 	local copy
-	copy=$(mktemp --suffix=.deb)
+	copy=$(mktemp --suffix=".${deb##*.}")
 	cp "$deb" "$copy"
 	chmod 0644 "$copy" # apt reads local packages as the _apt user
 	step "installing ws-agent $version"
@@ -153,7 +176,7 @@ build_over_ssh() {
 	ssh "${ssh_options[@]}" "$target" 'sudo cloud-init status --wait >/dev/null || true' || die "cannot reach $target over SSH"
 	step "copying $deb_name"
 	scp "${ssh_options[@]}" "$deb" "$target:$remote_deb" || die "copying the package failed"
-	step "installing ws-agent $version (and nodejs from the Ubuntu archive)"
+	step "installing ws-agent $version (and nodejs from the image's archive)"
 	# shellcheck disable=SC2029 # the path is meant to be expanded here
 	ssh "${ssh_options[@]}" "$target" "sudo sh -s -- '$remote_deb'" <<<"$install_script" || die "installing the package failed"
 	step "verifying"

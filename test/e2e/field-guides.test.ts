@@ -418,6 +418,26 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     // What the guide's §9 says to check after a stop: the VM still exists, the VMI is gone, the root PVC is still Bound.
     expect(c.vm(NS, NAME).metadata.labels?.[OWNER_LABEL]).toBe("alice");
     expect(c.kube.store.get(VMI, NS, NAME)).toBeUndefined();
+
+    // What ws gave back: this stop is ws's own, so its stopped time counts, × 8 cores, 64Gi and 1 GPU.
+    const freed = `namespace="${NS}",owner="alice"`;
+    const given = await eventually(
+      async () => {
+        const text = await c.metrics();
+        const vmSeconds = gauge(text, "workstation_freed_vm_seconds_total", freed);
+        return vmSeconds !== undefined && vmSeconds > 0 ? text : undefined;
+      },
+      30_000,
+      "workstation_freed_vm_seconds_total for alice",
+    );
+    const vmSeconds = gauge(given, "workstation_freed_vm_seconds_total", freed)!;
+    // One scrape reads one instant: the four counters agree exactly.
+    expect(gauge(given, "workstation_freed_gpu_seconds_total", freed)).toBe(vmSeconds);
+    expect(gauge(given, "workstation_freed_cpu_core_seconds_total", freed)).toBe(8 * vmSeconds);
+    expect(gauge(given, "workstation_freed_memory_byte_seconds_total", freed)).toBe(64 * 2 ** 30 * vmSeconds);
+    expect((await getText(`http://127.0.0.1:${c.httpPort}/`)).body).toMatch(
+      /<h2>Given back by ws's stops<\/h2>[\s\S]*<td>notebook-alice<\/td><td>alice<\/td><td>1<\/td>/,
+    );
     expect((c.kube.store.get(PVC, NS, "alice-rootdisk")?.["status"] as { phase: string }).phase).toBe("Bound");
     expect(c.kube.store.get(DV, NS, "alice-rootdisk")).toBeDefined();
     // "GPU resources return to the pool": the stopped VM's A100 shows in the documented query's inputs.

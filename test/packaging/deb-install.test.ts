@@ -132,7 +132,7 @@ describe("installing into a chroot (an image build: no systemd running)", () => 
     const result = run("systemd-analyze", [
       "verify",
       `--root=${root}`,
-      ...UNITS.map((u) => `/lib/systemd/system/${u}`),
+      ...[...UNITS, "run-ws-credential.mount"].map((u) => `/lib/systemd/system/${u}`),
     ]);
     expect(result.status, result.output).toBe(0);
     expect(result.stderr.trim(), result.output).toBe("");

@@ -64,6 +64,7 @@ describe("the .deb", () => {
     expect(files).toEqual(
       [
         "/etc/ws-agent/config.yaml",
+        "/lib/systemd/system/run-ws-credential.mount",
         "/lib/systemd/system/ws-agent-grow.path",
         "/lib/systemd/system/ws-agent-grow.service",
         "/lib/systemd/system/ws-agent.service",

@@ -9,6 +9,8 @@ import { parse, parseAllDocuments } from "yaml";
 import { resolveCollectorConfig } from "../../packages/collector/src/config.js";
 import { parseCollectorPolicyConfig } from "../../packages/collector/src/engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX, parseKnobs } from "../../packages/collector/src/engine/policy.js";
+import { credentialSecretName } from "../../packages/collector/src/kube/credentials.js";
+import { DEFAULT_CREDENTIAL_DIR } from "../../packages/guest-agent/src/config.js";
 import { LEADER_LABEL, LEADER_LABEL_VALUE } from "../../packages/collector/src/kube/leader-label.js";
 import { repoRoot } from "../support/process.js";
 import { ApiTypes, loadClientNodeModels, loadCrdSchema } from "./lib/api-types.js";
@@ -385,6 +387,79 @@ describe("observe and enforce", () => {
   });
 });
 
+describe("enforce without the Prometheus Operator", () => {
+  it("is the enforce overlay minus the ServiceMonitor, its metrics Service and the PrometheusRule", () => {
+    const result = run("kubectl", ["kustomize", overlayDir("enforce-no-operator")]);
+    expect(result.status, result.output).toBe(0);
+    const plain = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+    const monitoring = (o: Obj) =>
+      o.kind === "ServiceMonitor" ||
+      o.kind === "PrometheusRule" ||
+      (o.kind === "Service" && o.spec?.clusterIP === "None");
+    expect(plain.filter(monitoring)).toEqual([]);
+    const key = (o: Obj) => `${o.kind}/${o.metadata.name}`;
+    expect(plain.map(key).sort()).toEqual(
+      objects("enforce")
+        .filter((o) => !monitoring(o))
+        .map(key)
+        .sort(),
+    );
+    const configOf = (docs: Obj[]) => docs.find((d) => d.kind === "ConfigMap")!.data["config.yaml"];
+    expect(configOf(plain)).toBe(configText("enforce"));
+    expect((parse(configOf(plain)) as Obj).policy.defaults.mode).toBe("enforce");
+    expect(plain.flatMap((o) => types.validateObject(o))).toEqual([]);
+  });
+});
+
+describe("the credentials component on top of observe", () => {
+  it("adds create-only RBAC on secrets and mounts the CA ConfigMap, and nothing else", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "ws-cred-overlay-"));
+    try {
+      writeFileSync(
+        path.join(dir, "kustomization.yaml"),
+        `resources: [${JSON.stringify(path.relative(dir, overlayDir("observe")))}]\ncomponents: [${JSON.stringify(path.relative(dir, overlayDir("credentials")))}]\n`,
+      );
+      const result = run("kubectl", ["kustomize", dir, "--load-restrictor", "LoadRestrictionsNone"]);
+      expect(result.status, result.output).toBe(0);
+      const docs = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+      const role = docs.find((d) => d.kind === "ClusterRole" && d.metadata.name === "ws-collector-credentials")!;
+      expect(role.rules).toEqual([{ apiGroups: [""], resources: ["secrets"], verbs: ["create"] }]);
+      const binding = docs.find(
+        (d) => d.kind === "ClusterRoleBinding" && d.metadata.name === "ws-collector-credentials",
+      )!;
+      expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "ws-collector", namespace: "ws-system" }]);
+      const sources = docs.find((d) => d.kind === "Deployment")!.spec.template.spec.volumes[0].projected
+        .sources as Obj[];
+      expect(sources.at(-1)).toEqual({
+        configMap: { name: "ws-collector-ca", items: [{ key: "ca.crt", path: "tls/ca.crt" }] },
+      });
+      expect(docs.length).toBe(objects("observe").length + 2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the example VM with the per-VM credential disk", () => {
+  const file = path.join(repoRoot, "packaging/kubernetes/examples/workstation-vm-credentials.yaml");
+  const docs = () => parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS() as Obj);
+  const vm = () => docs().find((d) => d.kind === "VirtualMachine")!;
+
+  it("matches the API types and mounts the Secret the collector names for it, with the serial the package's mount unit expects", () => {
+    expect(docs().flatMap((d) => types.validateObject(d))).toEqual([]);
+    const template = vm().spec.template.spec;
+    const volume = (template.volumes as Obj[]).find((v) => v.secret)!;
+    expect(volume.secret.secretName).toBe(credentialSecretName(vm().metadata.name));
+    const disk = (template.domain.devices.disks as Obj[]).find((d) => d.name === volume.name)!;
+    const mountUnit = readFileSync(path.join(repoRoot, "packaging/systemd/run-ws-credential.mount"), "utf8");
+    expect(mountUnit).toContain(`What=/dev/disk/by-id/virtio-${disk.serial}`);
+    expect(mountUnit).toContain(`Where=${DEFAULT_CREDENTIAL_DIR}`);
+    expect(vm().spec.dataVolumeTemplates).toBeUndefined();
+    // No cloud-init token: nothing per-VM but the names.
+    expect(JSON.stringify(vm())).not.toMatch(/token|REPLACE/);
+  });
+});
+
 describe("the example workstation VM", () => {
   const file = path.join(repoRoot, "packaging/kubernetes/examples/workstation-vm.yaml");
   const docs = () => parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS() as Obj);
@@ -392,7 +467,7 @@ describe("the example workstation VM", () => {
   const secret = () => docs().find((d) => d.kind === "Secret")!;
 
   it("matches the KubeVirt and core API types", () => {
-    expect(docs().map((d) => d.kind)).toEqual(["Secret", "VirtualMachine"]);
+    expect(docs().map((d) => d.kind)).toEqual(["Secret", "DataVolume", "VirtualMachine"]);
     expect(docs().flatMap((d) => types.validateObject(d))).toEqual([]);
   });
 
@@ -417,7 +492,12 @@ describe("the example workstation VM", () => {
   it("boots from a DataVolume root disk (persistent: the collector may stop it) with cloud-init from the Secret", () => {
     const spec = vm().spec;
     const template = spec.template.spec;
-    const rootDv = spec.dataVolumeTemplates[0].metadata.name;
+    // A standalone DataVolume: a dataVolumeTemplate would be cascade-deleted with the VM.
+    expect(spec.dataVolumeTemplates).toBeUndefined();
+    const dataVolume = docs().find((d) => d.kind === "DataVolume")!;
+    expect(dataVolume.metadata.namespace).toBe(vm().metadata.namespace);
+    expect(dataVolume.metadata.ownerReferences).toBeUndefined();
+    const rootDv = dataVolume.metadata.name;
     const volumes = template.volumes as Obj[];
     expect(volumes.find((v) => v.name === "root")).toEqual({ name: "root", dataVolume: { name: rootDv } });
     for (const volume of volumes)

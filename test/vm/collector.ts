@@ -48,8 +48,8 @@ export function collectorConfigYaml(spec: CollectorConfigSpec): string {
 }
 
 /** What /api/vms serves: the collector's own view type, so the test cannot drift from it. */
-export type { VmView } from "../../packages/collector/src/view.js";
-import type { VmView } from "../../packages/collector/src/view.js";
+export type { VmView } from "../../packages/collector/src/model/vm-view.js";
+import type { VmView } from "../../packages/collector/src/model/vm-view.js";
 
 /** A Report as the trace records it (protobuf JSON), with the fields the tests read. */
 export interface TracedReport {

@@ -1,7 +1,8 @@
 // ws-collector configuration file (YAML) and flags. Resolution is pure; the
 // policy section is handed to the engine's own parser.
+import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentials.js";
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
+import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
@@ -33,6 +34,10 @@ export interface CollectorConfig {
     identity: string;
     /** The VM label naming its owner (Events, the status page, workstation_vm_info). */
     ownerLabel: string;
+    /** Watch VMs, VMIs and launcher pods in this namespace only (a namespaced Role suffices). */
+    watchNamespace?: string;
+    /** Per-VM credential Secrets (docs/credentials.md); absent: off. */
+    credentials?: CredentialsConfig;
   };
   /** The raw `policy:` section (defaults and profiles), parsed by the engine. */
   policyYaml: string;
@@ -41,16 +46,8 @@ export interface CollectorConfig {
   notifications: NotificationsConfig;
 }
 
-export class CollectorConfigError extends Error {
-  override name = "CollectorConfigError";
-  constructor(readonly problems: string[]) {
-    super(
-      problems.length === 1
-        ? problems[0]!
-        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
-    );
-  }
-}
+/** The collector's configuration errors are the programs' one ConfigError. */
+export { ConfigError as CollectorConfigError };
 
 export interface CollectorFlags {
   standalone?: boolean;
@@ -76,8 +73,8 @@ const TOP_KEYS = [
   "recordTrace",
   "notifications",
 ];
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
+  value === undefined ? {} : ({ [key]: value } as Record<K, V>);
 
 export function resolveCollectorConfig(
   fileText: string | undefined,
@@ -86,26 +83,26 @@ export function resolveCollectorConfig(
   env: Record<string, string | undefined>,
 ): CollectorConfig {
   const problems: string[] = [];
-  let file: Obj = {};
+  let file: JsonObject = {};
   if (fileText !== undefined && fileText.trim() !== "") {
     try {
       const parsed: unknown = parseYaml(fileText);
-      if (isObj(parsed)) file = parsed;
+      if (isJsonObject(parsed)) file = parsed;
       else if (parsed != null) problems.push(`${filePath}: expected a mapping at the top level`);
     } catch (error) {
-      throw new CollectorConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
+      throw new ConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
     }
   }
   for (const key of Object.keys(file))
     if (!TOP_KEYS.includes(key)) problems.push(`${filePath}: unknown setting "${key}" (known: ${TOP_KEYS.join(", ")})`);
-  const section = (key: string): Obj => {
+  const section = (key: string): JsonObject => {
     const v = file[key];
     if (v == null) return {};
-    if (isObj(v)) return v;
+    if (isJsonObject(v)) return v;
     problems.push(`${filePath}: "${key}" must be a mapping`);
     return {};
   };
-  const str = (obj: Obj, key: string, label: string): string | undefined => {
+  const str = (obj: JsonObject, key: string, label: string): string | undefined => {
     const v = obj[key];
     if (v == null) return undefined;
     if (typeof v === "string" || typeof v === "number") return String(v);
@@ -153,14 +150,14 @@ export function resolveCollectorConfig(
   const vms: CollectorConfig["standalone"]["vms"] = {};
   const vmsFile = standaloneFile.vms;
   if (vmsFile != null) {
-    if (!isObj(vmsFile)) problems.push(`${filePath}: standalone.vms must map "namespace/name" to annotations`);
+    if (!isJsonObject(vmsFile)) problems.push(`${filePath}: standalone.vms must map "namespace/name" to annotations`);
     else {
       for (const [id, value] of Object.entries(vmsFile)) {
         if (!/^[a-z0-9-.]+\/[a-z0-9-.]+$/.test(id))
           problems.push(`${filePath}: standalone.vms: "${id}" is not namespace/name`);
-        const entry = isObj(value) ? value : {};
-        const labels = isObj(entry.labels) ? (entry.labels as Record<string, string>) : {};
-        const annotations = isObj(entry.annotations) ? (entry.annotations as Record<string, string>) : {};
+        const entry = isJsonObject(value) ? value : {};
+        const labels = isJsonObject(entry.labels) ? (entry.labels as Record<string, string>) : {};
+        const annotations = isJsonObject(entry.annotations) ? (entry.annotations as Record<string, string>) : {};
         vms[id] = {
           labels: Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, String(v)])),
           annotations: Object.fromEntries(Object.entries(annotations).map(([k, v]) => [k, String(v)])),
@@ -206,6 +203,10 @@ export function resolveCollectorConfig(
       leaseName: str(kubeFile, "leaseName", "kubernetes.leaseName") ?? "ws-collector",
       ownerLabel: str(kubeFile, "ownerLabel", "kubernetes.ownerLabel") ?? DEFAULT_OWNER_LABEL,
       identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
+      ...(str(kubeFile, "watchNamespace", "kubernetes.watchNamespace")
+        ? { watchNamespace: str(kubeFile, "watchNamespace", "kubernetes.watchNamespace")! }
+        : {}),
+      ...optional("credentials", parseCredentialsConfig(kubeFile["credentials"], problems, "kubernetes.credentials")),
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
@@ -224,6 +225,6 @@ export function resolveCollectorConfig(
   if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))
     problems.push("grpc: certFile and keyFile go together");
   if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
-  if (problems.length) throw new CollectorConfigError(problems);
+  if (problems.length) throw new ConfigError(problems);
   return config;
 }

@@ -1,70 +1,30 @@
-// The collector's registry of VMs: it routes each input (a Report, a stream
-// opening or closing, a policy change, the platform's view, a stop's outcome,
-// a deadline) through the VM's one loop (vm/step.ts), schedules the VM at the
-// deadline its decision named (vm/deadlines.ts), and executes what the decision
-// asks: the Directive to the agent (vm/directive.ts), stops, Events, persisted
-// state. Nothing here scans every VM on a timer.
-//
-// Transitions and notices go out to the listeners of onTransition(): the one
-// place other edges (webhooks, per-VM pages) hook in.
-import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { DirectiveSchema, SourceState, type Directive, type Report, errorMessage } from "@ws/protocol";
-import type { AgentSession, AgentSink, AuthResult, Logger, VmKey } from "./agents/server.js";
-import { vmId } from "./agents/server.js";
+import { DirectiveSchema, type Directive, type Report } from "@ws/protocol";
+import type { AgentSession, AgentSink, AuthResult, Logger } from "./agents/server.js";
+import { type VmKey, vmId } from "./model/vm-key.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
-import type {
-  Action,
-  Decision,
-  EngineState,
-  Explanation,
-  Policy,
-  PolicyError,
-  PolicyFallback,
-  StopResult,
-  StopTrigger,
-  VmRecord,
-} from "./engine/types.js";
+import type { Policy, PolicyError, PolicyFallback, StopResult, VmRecord } from "./engine/types.js";
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
 import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keeplink/grant.js";
 import type { FleetObserver } from "./notify/outreach.js";
-import type { FleetCounters, FleetReader, VmDetail, VmPlatformDetails, VmSeriesSource, VmView } from "./view.js";
+import type {
+  FleetCounters,
+  FleetReader,
+  VmDetail,
+  VmPlatformDetails,
+  VmSeriesSource,
+  VmView,
+} from "./model/vm-view.js";
+import { type ActionTarget, ActionRunner, type Actuator, newVmActing, type VmActing } from "./vm/actions.js";
 import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
+import { type OutreachVm, OutreachView } from "./vm/outreach-view.js";
 import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
 
-export interface Actuator {
-  /** Carries out a stop; resolves with what happened (never rejects). */
-  stop(vm: VmKey, reason: string, evidence?: StopEvidence): Promise<StopResult>;
-  event(vm: VmKey, type: "Normal" | "Warning", reason: string, message: string): void;
-  persist(vm: VmKey, values: Extract<Action, { kind: "persist" }>["values"]): void;
-}
-
-/** What a stop was decided on (the engine's explanation of that decision), for its audit record. */
-export interface StopEvidence {
-  trigger: StopTrigger;
-  explanation: Explanation | undefined;
-}
-
-/**
- * One decision of one VM, after its actions were executed: what webhooks, per-VM pages and
- * history hook into (Fleet.onTransition). `from === to` with actions is a notice repeat, a
- * lease decision or an event without a state change.
- */
-export interface VmTransition {
-  vm: VmKey;
-  atMs: number;
-  from: EngineState;
-  to: EngineState;
-  decision: Decision;
-  /** The view after the decision. */
-  view: () => VmView;
-}
-
-export type TransitionListener = (transition: VmTransition) => void;
+export type { Actuator, StopEvidence } from "./vm/actions.js";
 
 export interface FleetOptions {
   log: Logger;
@@ -100,10 +60,9 @@ interface VmEntry {
   lastValidPolicy?: Policy;
   policyErrors: PolicyError[];
   fallback: PolicyFallback;
-  stopInFlight: boolean;
+  acting: VmActing;
   agentVersion: string;
   peer: string;
-  knownLeases: Set<string>;
   /** What validation cut from the latest Report. */
   truncated: string[];
   /** Bumped on every change the view can show (/metrics rebuilds the VM's series then). */
@@ -114,18 +73,24 @@ interface VmEntry {
 
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
   private readonly vms = new Map<string, VmEntry>();
-  private readonly counterValues: FleetCounters = {
-    stops: new Map(),
-    notices: 0,
-    stopsCancelled: 0,
-    leasesGranted: 0,
-    policyErrors: 0,
-  };
+  private readonly runner: ActionRunner;
+  private readonly outreach: OutreachView;
   private readonly deadlines: DeadlineQueue<string>;
-  private readonly listeners: TransitionListener[] = [];
   private sorted: VmEntry[] | undefined;
 
   constructor(private readonly options: FleetOptions) {
+    this.outreach = new OutreachView({
+      log: options.log,
+      ...(options.observer ? { observer: options.observer } : {}),
+      ...(options.vmDetails ? { vmDetails: options.vmDetails } : {}),
+    });
+    this.runner = new ActionRunner({
+      log: options.log,
+      nowMs: options.nowMs,
+      actuator: options.actuator,
+      ...(options.stats ? { stats: options.stats } : {}),
+      ...(options.observer ? { observer: options.observer } : {}),
+    });
     this.deadlines = new DeadlineQueue<string>({
       nowMs: options.nowMs,
       ...(options.timers ? { timers: options.timers } : {}),
@@ -143,15 +108,6 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
 
   stopTicking(): void {
     this.deadlines.stop();
-  }
-
-  /** Hooks an edge on every decision that changed something (state, notice, lease, event). */
-  onTransition(listener: TransitionListener): () => void {
-    this.listeners.push(listener);
-    return () => {
-      const index = this.listeners.indexOf(listener);
-      if (index >= 0) this.listeners.splice(index, 1);
-    };
   }
 
   /** VMs with a deadline pending (for tests and the status page). */
@@ -242,7 +198,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
   }
 
   counters(): FleetCounters {
-    return this.counterValues;
+    return this.runner.counters;
   }
 
   views(nowMs: number): VmView[] {
@@ -281,7 +237,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         peer: entry.peer,
         policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
         truncated: entry.truncated,
-        platform: this.platformOf(entry.key),
+        platform: this.outreach.platformOf(entry.key),
       },
       nowMs,
     );
@@ -297,10 +253,9 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         loop: newVmLoopState(undefined as unknown as Policy),
         policyErrors: [],
         fallback: "none",
-        stopInFlight: false,
+        acting: newVmActing(),
         agentVersion: "",
         peer: "",
-        knownLeases: new Set(),
         truncated: [],
         version: 0,
         needsRestore: true,
@@ -333,7 +288,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     entry.policyErrors = resolved.errors;
     entry.fallback = resolved.fallback;
     if (errorsChanged && resolved.errors.length > 0) {
-      this.counterValues.policyErrors += resolved.errors.length;
+      this.runner.countPolicyErrors(resolved.errors.length);
       this.options.log("warn", `invalid policy for ${entry.id}; keeping ${resolved.fallback}`, {
         vm: entry.id,
         errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
@@ -369,206 +324,56 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     if (previousState !== next || entry.loop.record === undefined) {
       this.options.log("info", `${entry.id}: ${previousState} → ${next}: ${decision.summary}`, { vm: entry.id });
     }
-    for (const action of decision.actions) this.execute(entry, action);
+    const target = this.actionTarget(entry);
+    for (const action of decision.actions) this.runner.run(target, action);
     const fields = directiveFields(decision.actions);
-    this.addressNotice(entry, decision.actions, fields);
+    const vm = this.outreachVm(entry);
+    if (vm) this.outreach.addressNotice(vm, decision.actions, fields);
     if (entry.session && (fromReport || hasAgentContent(fields))) {
       entry.session.send(create(DirectiveSchema, directiveWithStatus(fields, decision.next, entry.loop.policy, now)));
     }
-    if ((previousState !== next || decision.actions.length > 0) && this.listeners.length > 0) {
-      const transition: VmTransition = {
-        vm: entry.key,
-        atMs: now,
-        from: previousState,
-        to: next,
-        decision,
-        view: () => this.viewOf(entry, now),
-      };
-      for (const listener of this.listeners) {
-        try {
-          listener(transition);
-        } catch (error) {
-          this.options.log("warn", `transition listener failed: ${errorMessage(error)}`, { vm: entry.id });
-        }
-      }
-    }
   }
 
-  private execute(entry: VmEntry, action: Action): void {
-    const { log, actuator } = this.options;
-    const id = entry.id;
-    switch (action.kind) {
-      case "notice":
-        if (!action.repeat) this.counterValues.notices++;
-        return;
-      case "notice-cleared":
-        this.counterValues.stopsCancelled++;
-        return;
-      case "lease-decisions":
-        for (const d of action.decisions) {
-          if (d.accepted && !entry.knownLeases.has(d.id)) {
-            entry.knownLeases.add(d.id);
-            this.counterValues.leasesGranted++;
-          }
-        }
-        // Bounded: only the leases the agent still reports are remembered.
-        if (entry.knownLeases.size > action.decisions.length)
-          entry.knownLeases = new Set(action.decisions.filter((d) => entry.knownLeases.has(d.id)).map((d) => d.id));
-        return;
-      case "would-stop":
-        this.countStop(action.trigger, "observe");
-        log("info", `${id}: would stop now (observe mode): ${action.reason}`, { vm: id });
-        return;
-      case "stop":
-        if (entry.stopInFlight) return;
-        this.countStop(action.trigger, "enforce");
-        entry.stopInFlight = true;
-        log("info", `${id}: stopping: ${action.reason}`, { vm: id, attempt: action.attempt });
-        void actuator
-          .stop(entry.key, action.reason, {
-            trigger: action.trigger,
-            explanation: entry.loop.lastDecision?.explanation,
-          })
-          .then((result) => {
-            entry.stopInFlight = false;
-            this.options.stats?.countStopOutcome(entry.key, result.outcome);
-            this.options.observer?.stopped(
-              entry.key,
-              result,
-              { reason: action.reason, trigger: action.trigger },
-              entry.loop.policy,
-              this.options.nowMs(),
-            );
-            log(result.outcome === "accepted" ? "info" : "warn", `${id}: stop ${result.outcome}: ${result.message}`, {
-              vm: id,
-            });
-            if (this.vms.get(id) === entry) this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
-          });
-        return;
-      case "cancel-stop":
-        log("info", `${id}: stop cancelled: ${action.reason}`, { vm: id });
-        return;
-      case "event":
-        actuator.event(entry.key, action.type, action.reason, action.message);
-        return;
-      case "persist":
-        actuator.persist(entry.key, action.values);
-        return;
-      case "policy-error":
-        // The engine's own PolicyInvalid event carries the audit; this is the log line (the metric counts in applyPolicy).
-        log(
-          "warn",
-          `${id}: invalid policy (${action.fallback}): ${action.errors.map((e) => `${e.key}: ${e.message}`).join("; ")}`,
-          { vm: id },
-        );
-        return;
-      default: {
-        const never: never = action;
-        log("warn", `unknown engine action ${JSON.stringify(never)}`);
-      }
-    }
+  private actionTarget(entry: VmEntry): ActionTarget {
+    return {
+      key: entry.key,
+      id: entry.id,
+      acting: entry.acting,
+      policy: () => entry.loop.policy,
+      explanation: entry.loop.lastDecision?.explanation,
+      stopFinished: (result: StopResult) => {
+        if (this.vms.get(entry.id) === entry)
+          this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
+      },
+    };
   }
 
-  /**
-   * The notice as the VM's users get it: what a stop frees (Kubernetes), the keep-running link,
-   * or no notice at all where outreach says nobody is warned (observe mode by default).
-   */
-  private addressNotice(entry: VmEntry, actions: readonly Action[], fields: ReturnType<typeof directiveFields>): void {
-    const notice = actions.find((a): a is Extract<Action, { kind: "notice" }> => a.kind === "notice");
-    if (!notice || !fields.notice) return;
-    const observer = this.options.observer;
-    if (observer && !observer.deliversNotice(notice.mode, entry.loop.policy)) {
-      delete fields.notice;
-      return;
-    }
-    const frees = this.options.vmDetails?.(entry.key)?.frees;
-    if (frees) fields.notice.reason = `${fields.notice.reason}; ${frees}`;
-    const link = observer?.noticeLink(entry.key, notice.id, notice.deadlineMs);
-    if (link) fields.notice.keepRunningHint = `${fields.notice.keepRunningHint ?? ""} Or open ${link}`.trim();
-  }
-
-  /** What the platform knows of the VM, with the owner outreach reads where the platform names none (standalone). */
-  private platformOf(vm: VmKey): VmPlatformDetails | undefined {
-    const details = this.options.vmDetails?.(vm);
-    const owner = details?.owner ?? this.options.observer?.owner(vm);
-    return owner === undefined || owner === "" ? details : { ...details, owner };
-  }
-
-  // --- keep-running links and the VM page (docs/notifications.md) ---
+  // --- what the people around a VM see (vm/outreach-view.ts) ---
 
   detail(namespace: string, name: string, nowMs: number): VmDetail | undefined {
-    const entry = this.vms.get(vmId({ namespace, name }));
-    if (!entry) return undefined;
-    const notice = entry.loop.record?.notice;
-    return {
-      view: this.viewOf(entry, nowMs),
-      explanation: entry.loop.lastDecision?.explanation,
-      policy: entry.loop.policy,
-      sources: (entry.loop.latest?.report.sources ?? []).map((source) => ({
-        source: source.source,
-        state: SourceState[source.state]?.toLowerCase() ?? "unknown",
-        message: source.message,
-      })),
-      ...(notice
-        ? {
-            notice: {
-              id: notice.id,
-              reason: notice.reason,
-              deadlineMs: notice.deadlineMs,
-              mode: notice.mode,
-              ...(notice.wouldStopAtMs !== undefined ? { wouldStopAtMs: notice.wouldStopAtMs } : {}),
-            },
-          }
-        : {}),
-    };
+    const vm = this.outreachVm(this.vms.get(vmId({ namespace, name })));
+    return vm ? this.outreach.detail(vm, nowMs) : undefined;
   }
 
   keepContext(vm: VmKey, _nowMs: number): KeepContext | undefined {
-    const entry = this.vms.get(vmId(vm));
-    if (!entry) return undefined;
-    const notice = entry.loop.record?.notice;
-    return {
-      state: entry.loop.record?.state ?? "Unknown",
-      mode: entry.loop.policy.mode,
-      connected: entry.session !== undefined,
-      owner: this.platformOf(vm)?.owner ?? "",
-      maxKeepRunningSeconds: entry.loop.policy.maxKeepRunningSeconds,
-      ...(notice ? { notice: { id: notice.id, reason: notice.reason, deadlineMs: notice.deadlineMs } } : {}),
-    };
+    const found = this.outreachVm(this.vms.get(vmId(vm)));
+    return found ? this.outreach.keepContext(found) : undefined;
   }
 
   grantViaLink(vm: VmKey, grant: LinkGrant, _nowMs: number): GrantOutcome {
-    const entry = this.vms.get(vmId(vm));
-    if (!entry?.session)
-      return {
-        ok: false,
-        message: "the VM's agent is not connected right now, so it cannot be told; nothing was changed",
-      };
-    if (entry.loop.record?.notice?.id !== grant.noticeId)
-      return {
-        ok: false,
-        message: "this notice is no longer pending (the stop was cancelled or has happened); nothing was changed",
-      };
-    const leaseId = randomBytes(4).toString("hex");
-    const seconds = Math.min(grant.seconds, entry.loop.policy.maxKeepRunningSeconds);
-    entry.session.send(
-      create(DirectiveSchema, {
-        leaseGrants: [
-          { id: leaseId, seconds, user: grant.user, reason: grant.reason, via: "link", noticeId: grant.noticeId },
-        ],
-      }),
-    );
-    this.options.log(
-      "info",
-      `${entry.id}: keep-running link used: lease ${leaseId} for ${seconds}s sent to the agent`,
-      { vm: entry.id, notice: grant.noticeId },
-    );
-    return { ok: true, leaseId };
+    return this.outreach.grantViaLink(this.outreachVm(this.vms.get(vmId(vm))), grant);
   }
 
-  private countStop(trigger: string, mode: string): void {
-    const key = `${trigger}|${mode}`;
-    this.counterValues.stops.set(key, (this.counterValues.stops.get(key) ?? 0) + 1);
+  private outreachVm(entry: VmEntry | undefined): OutreachVm | undefined {
+    return entry
+      ? {
+          id: entry.id,
+          key: entry.key,
+          loop: entry.loop,
+          session: entry.session,
+          view: (nowMs) => this.viewOf(entry, nowMs),
+        }
+      : undefined;
   }
 }
 

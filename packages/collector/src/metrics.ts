@@ -10,9 +10,11 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { StopOutcome } from "./engine/types.js";
 import type { CollectorStats } from "./stats.js";
+import type { GivenBackRow } from "./adoption/given-back.js";
+import { registerAdoptionMetrics } from "./adoption-metrics.js";
 import { COLLECTOR_VERSION } from "./version.js";
-import type { FleetReader, VmSeriesSource, VmView } from "./view.js";
-import { ACTIVITY_SIGNALS } from "./whatif/readings.js";
+import type { FleetReader, VmSeriesSource, VmView } from "./model/vm-view.js";
+import { ACTIVITY_SIGNALS } from "./model/readings.js";
 
 export const STATES = ["Unknown", "Active", "StoppingPending", "Stopping", "Stopped", "AgentLost"];
 /** The StopResult outcomes (engine/types.ts StopOutcome). */
@@ -25,6 +27,8 @@ export interface MetricsOptions {
   mode?: string;
   /** prom-client's default process metrics (default on; tests turn them off for exact listings). */
   processMetrics?: boolean;
+  /** What ws's own stops gave back (adoption/given-back.ts), for workstation_freed_*. */
+  givenBack?: (nowMs: number) => GivenBackRow[];
 }
 
 /** prom-client default metrics that `promtool check metrics` rejects (gauges ending in _total). */
@@ -212,6 +216,16 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     (r) => r.jupyterConnectedKernels,
   ),
   reading("workstation_idle_inhibitors", "logind idle inhibitor locks held in the VM.", (r) => r.idleInhibitors),
+  reading(
+    "workstation_remote_forward_jupyter_port",
+    "Destination port of an SSH forward judged by the Jupyter server it reaches (machine traffic); absent when none.",
+    (r) => r.remoteForwardJupyterPort,
+  ),
+  reading(
+    "workstation_remote_cadence_seconds",
+    "Period of the shortest regular cadence of an SSH session's traffic (a page reloading itself, a poller); absent when none.",
+    (r) => r.remoteCadenceSeconds,
+  ),
   {
     name: "workstation_signal_last_activity_timestamp_seconds",
     help: `Unix time of the youngest activity the latest report shows, by kind (${ACTIVITY_SIGNALS.join(", ")}).`,
@@ -397,8 +411,11 @@ export function createMetrics(
     },
   );
   counterFrom("workstation_notices_total", "Stop notices sent to VMs.", [], (inc) => inc({}, fleet.counters().notices));
-  counterFrom("workstation_stop_cancelled_total", "Pending stops cancelled by activity or a lease.", [], (inc) =>
-    inc({}, fleet.counters().stopsCancelled),
+  counterFrom(
+    "workstation_stop_cancelled_total",
+    "Stop notices withdrawn: activity, a lease or other veto, a policy change, or the agent lost.",
+    [],
+    (inc) => inc({}, fleet.counters().stopsCancelled),
   );
   counterFrom("workstation_leases_granted_total", "Keep-running leases accepted.", [], (inc) =>
     inc({}, fleet.counters().leasesGranted),
@@ -509,6 +526,8 @@ export function createMetrics(
     buckets: SCRAPE_BUCKETS,
     registers: [registry],
   });
+
+  registerAdoptionMetrics(registry, fleet, nowMs, options.givenBack);
 
   // The registry handed out: the leader's own metrics, answering metrics() with everything.
   const renderFleet = registry.metrics.bind(registry);

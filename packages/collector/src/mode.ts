@@ -1,10 +1,12 @@
 // What differs between standalone and Kubernetes mode: serve.ts runs either, kube/serve.ts builds
 // the Kubernetes one. Its own file, so that neither imports the other.
-import type { AuthResult, VmKey } from "./agents/server.js";
+import type { AuthResult } from "./agents/server.js";
+import type { VmKey } from "./model/vm-key.js";
 import type { VmRecord } from "./engine/types.js";
-import type { Actuator, Fleet } from "./fleet.js";
+import type { Fleet } from "./fleet.js";
+import type { Actuator } from "./vm/actions.js";
 import type { PolicySource } from "./policy-source.js";
-import type { VmPlatformDetails } from "./view.js";
+import type { VmPlatformDetails } from "./model/vm-view.js";
 
 export interface CollectorMode {
   name: "standalone" | "kubernetes";

@@ -1,7 +1,6 @@
 // Where a VM's policy inputs come from (Kubernetes labels/annotations, or the
 // standalone config file), resolved through the engine's pure policy rules.
-import type { VmKey } from "./agents/server.js";
-import { vmId } from "./agents/server.js";
+import { type VmKey, vmId } from "./model/vm-key.js";
 import { policyFromAnnotations, resolvePolicy } from "./engine/policy.js";
 import type { Policy, PolicyOverrides, ResolvedPolicy } from "./engine/types.js";
 

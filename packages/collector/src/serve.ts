@@ -1,5 +1,5 @@
 // `ws-collector serve`: wires the agent server, the fleet, metrics and the web
-// server around a mode (standalone here, Kubernetes in kube/serve.ts).
+// server around a mode (standalone/mode.ts, Kubernetes in kube/serve.ts).
 import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -13,11 +13,12 @@ import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
 import { createMetrics } from "./metrics.js";
-import { staticPolicySource } from "./policy-source.js";
 import { TraceRecorder } from "./replay/recorder.js";
-import { runStopCommand } from "./standalone/stop-command.js";
+import { standaloneMode } from "./standalone/mode.js";
 import { CollectorStats } from "./stats.js";
 import { verifyToken } from "./token.js";
+import { GivenBackLedger } from "./adoption/given-back.js";
+import { withGivenBack } from "./adoption/observer.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer, type WebOptions } from "./web/server.js";
 import { KeepLinks } from "./keeplink/handler.js";
@@ -33,39 +34,6 @@ export function loadPolicyConfig(config: CollectorConfig): CollectorPolicyConfig
   const parsed = parseCollectorPolicyConfig(config.policyYaml);
   if (!parsed.ok) throw new CollectorConfigError(parsed.errors.map((error) => `policy: ${error}`));
   return parsed.config;
-}
-
-function standaloneMode(config: CollectorConfig, policy: CollectorPolicyConfig, log: Logger): CollectorMode {
-  const command = config.standalone.stopCommand;
-  return {
-    name: "standalone",
-    policySource: staticPolicySource(
-      { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
-      policy.profiles,
-      policy.annotationPrefix,
-      config.standalone.vms,
-    ),
-    leader: () => true,
-    actuator: {
-      async stop(vm, reason) {
-        if (!command) {
-          log(
-            "info",
-            `STOP ${vm.namespace}/${vm.name} (standalone, no stopCommand configured: logged only): ${reason}`,
-            { vm: `${vm.namespace}/${vm.name}` },
-          );
-          return { outcome: "accepted", message: "logged (no stopCommand configured)" };
-        }
-        const result = await runStopCommand(command, vm);
-        return { outcome: result.ok ? "accepted" : "failed", message: result.message };
-      },
-      event(vm, type, reason, message) {
-        log(type === "Warning" ? "warn" : "info", `event ${reason}: ${message}`, { vm: `${vm.namespace}/${vm.name}` });
-      },
-      // Standalone state lives in memory only: after a restart every idle clock starts again (later stops, never earlier).
-      persist() {},
-    },
-  };
 }
 
 async function listenOn(server: import("node:http").Server, address: { host: string; port: number }): Promise<number> {
@@ -93,7 +61,7 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const removeErrorPolicy = installUnhandledErrorPolicy({ log, counts: stats.unhandledErrors });
   const mode =
     config.mode === "kubernetes"
-      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs)
+      ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, key)
       : standaloneMode(config, policy, log);
   try {
     return await run(config, mode, key, stats, log, nowMs);
@@ -122,10 +90,12 @@ async function run(
     prefix: mode.policySource.prefix,
     linkKey,
   });
+  // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
+  const givenBack = new GivenBackLedger(nowMs());
   const fleet = new Fleet({
     log,
     stats,
-    observer: outreach,
+    observer: withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -171,6 +141,7 @@ async function run(
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     leader: mode.leader,
     mode: mode.name,
+    givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
   const keepLinks = new KeepLinks({
@@ -191,6 +162,7 @@ async function run(
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
     history: outreach.history,
     keepLinks,
+    givenBack: (now) => givenBack.rows(now),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

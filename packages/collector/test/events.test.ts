@@ -1,11 +1,14 @@
 // One vocabulary for Events: engine/events.ts's EVENT_REASONS is every reason the code sends
-// (read from the sources), docs/kubernetes.md's table is that list, and no document or manifest
+// (the engine's, seen by driving decide(); the edges' are typed, and test/e2e/kubernetes.test.ts
+// sees them on a cluster), docs/kubernetes.md's table is that list, and no document or manifest
 // names a reason that does not exist.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { EVENT_REASONS, eventReasonsTable, isEventReason } from "../src/engine/events.js";
+import type { Decision } from "../src/engine/types.js";
+import { actionsOf, HOUR, MINUTE, report, SECOND, Sim, testPolicy, ttySession } from "./engine/sim.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const REASONS = Object.keys(EVENT_REASONS).sort();
@@ -18,33 +21,55 @@ function filesUnder(dir: string, keep: (file: string) => boolean): string[] {
   });
 }
 
-/** Reasons the collector's sources pass to an Event: the engine's event(type, reason, …) and the edge's auditEvent(reason, …). */
-function reasonsInSources(): Map<string, string[]> {
-  const found = new Map<string, string[]>();
-  const sources = filesUnder(
-    path.join(repoRoot, "packages/collector/src"),
-    (f) => f.endsWith(".ts") && !f.endsWith("engine/events.ts"),
-  );
-  for (const file of sources) {
-    const text = readFileSync(file, "utf8");
-    const patterns = [
-      /\bevent\(\s*(?:step,\s*)?(?:"(?:Normal|Warning)"|trigger[^,]*),\s*"([A-Za-z]+)"/g,
-      /\bauditEvent\(\s*"([A-Za-z]+)"/g,
-      /\.event\(\s*\w+,\s*"(?:Normal|Warning)",\s*"([A-Za-z]+)"/g,
-      /\breason:\s*"([A-Z][A-Za-z]+)",\s*action:/g,
-    ];
-    for (const pattern of patterns) {
-      for (const match of text.matchAll(pattern))
-        found.set(match[1]!, [...(found.get(match[1]!) ?? []), path.relative(repoRoot, file)]);
-    }
-  }
-  return found;
+/** Every Event reason decide() sends, over scenarios that walk every state and guard. */
+function reasonsTheEngineSends(): Set<string> {
+  const sent = new Set<string>();
+  const note = (decisions: Decision | Decision[]) => {
+    for (const event of actionsOf(decisions, "event")) sent.add(event.reason);
+  };
+  const typing = () => report({ sessions: { sessions: [ttySession(1)] } });
+  // Idle to a notice, a stop, a failure and a refusal; activity cancels a notice.
+  const sim = new Sim(testPolicy());
+  note(sim.send(typing()));
+  note(sim.idleFor(HOUR + 10 * MINUTE + 15 * SECOND));
+  note(sim.stopResult({ outcome: "failed", message: "the API is down" }));
+  note(sim.stopResult({ outcome: "refused", message: "volume scratch is an emptyDisk" }));
+  note(sim.idleFor(HOUR + MINUTE));
+  sim.now += 5 * SECOND;
+  note(sim.send(typing()));
+  // Observe mode records what it would have stopped.
+  const observe = new Sim(testPolicy({ mode: "observe" }));
+  note(observe.send(typing()));
+  note(observe.idleFor(HOUR + 10 * MINUTE + 15 * SECOND));
+  // The agent goes silent and comes back.
+  const lost = new Sim(testPolicy());
+  note(lost.send(typing()));
+  note(lost.advance(HOUR, { tickMs: MINUTE }));
+  note(lost.send(typing()));
+  // A policy annotation that does not parse, then is fixed.
+  const policy = new Sim(testPolicy());
+  note(policy.send(typing()));
+  policy.policyStatus = { errors: [{ key: "idle-timeout", message: "not a duration" }], fallback: "previous-valid" };
+  policy.now += SECOND;
+  note(policy.step());
+  policy.policyStatus = undefined;
+  policy.now += SECOND;
+  note(policy.step());
+  return sent;
 }
 
 describe("Event reasons", () => {
-  it("are exactly the list in engine/events.ts: each one is sent somewhere, none is sent that is not in it", () => {
-    const sent = reasonsInSources();
-    expect([...sent.keys()].sort()).toEqual(REASONS);
+  it("the engine sends every reason the list says it sends (the edges' are typed EventReason: none outside the list compiles)", () => {
+    const engine = Object.entries(EVENT_REASONS)
+      .filter(([, info]) => info.sentBy === "engine")
+      .map(([reason]) => reason)
+      .sort();
+    expect([...reasonsTheEngineSends()].sort()).toEqual(engine);
+    expect(REASONS.filter((reason) => !engine.includes(reason))).toEqual([
+      "IdentityRejected",
+      "KeepRunningLink",
+      "Stopped",
+    ]);
   });
 
   it("are documented in docs/kubernetes.md by the table the list renders", () => {

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createMetrics, metricNames } from "../src/metrics.js";
 import { CollectorStats } from "../src/stats.js";
-import type { FleetCounters, FleetReader, VmSeriesSource, VmView } from "../src/view.js";
+import type { FleetCounters, FleetReader, VmSeriesSource, VmView } from "../src/model/vm-view.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const NOW = 1_700_000_000_000;

@@ -60,6 +60,14 @@ describe("validateReport", () => {
       { remoteSessions: { sessions: [{ user: "a", interactionAgeSeconds: Number.NaN }] } },
       /remote_sessions\.interaction_age_seconds/,
     ],
+    [
+      { remoteSessions: { sessions: [{ user: "a", cadence: { periodSeconds: Number.POSITIVE_INFINITY } }] } },
+      /remote_sessions\.cadence\.period_seconds/,
+    ],
+    [
+      { remoteSessions: { sessions: [{ user: "a", forwards: [{ destinationPort: 8888, lastSeenAgeSeconds: -1 }] }] } },
+      /remote_sessions\.forwards\.last_seen_age_seconds/,
+    ],
   ])("refuses %j", (report, message) => {
     expect(() => validateReport(create(ReportSchema, report as never))).toThrow(ValidationError);
     expect(() => validateReport(create(ReportSchema, report as never))).toThrow(message);
@@ -81,5 +89,23 @@ describe("validateReport limits for the desktop and remote-session signals", () 
         { field: "desktop.devices", sent: 100, kept: 32 },
       ]),
     );
+  });
+
+  it("cuts forwards over all sessions to 256", () => {
+    const report = create(ReportSchema, {
+      remoteSessions: {
+        sessions: Array.from({ length: 3 }, () => ({
+          user: "a",
+          forwards: Array.from({ length: 200 }, (_, i) => ({ destinationAddress: "127.0.0.1", destinationPort: i })),
+        })),
+      },
+    });
+    const cuts = validateReport(report);
+    expect(report.remoteSessions!.sessions.map((session) => session.forwards.length)).toEqual([200, 56, 0]);
+    expect(cuts.filter((cut) => cut.field === "remote_sessions.forwards")[0]).toEqual({
+      field: "remote_sessions.forwards",
+      sent: 400,
+      kept: 256,
+    });
   });
 });

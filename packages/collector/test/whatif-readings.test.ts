@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { extractEvidence, vetoesAt } from "../src/engine/evidence.js";
 import { BUILTIN_DEFAULT_POLICY, mergePolicy } from "../src/engine/policy.js";
 import type { Evidence, Policy } from "../src/engine/types.js";
-import { readingsFromReport, reportFromReadings } from "../src/whatif/readings.js";
+import { readingsFromReport, reportFromReadings } from "../src/model/readings.js";
 
 const AT = 1_700_000_000_000;
 
@@ -189,5 +189,42 @@ describe("readings round trip", () => {
     });
     const evidence = extractEvidence({ report: synthetic, receivedAtMs: AT + 60_000 }, BUILTIN_DEFAULT_POLICY);
     expect(evidence.vetoes).toEqual([expect.objectContaining({ kind: "lease", untilMs: AT + 3_600_000 })]);
+  });
+});
+
+describe("machine traffic through SSH survives the round trip", () => {
+  it("keeps the forward judged by its kernel and the cadence, with their reasons", () => {
+    const at = 1_800_000_000_000;
+    const report = create(ReportSchema, {
+      remoteSessions: {
+        sessions: [
+          {
+            user: "erin",
+            interactionAgeSeconds: 4 * 3600,
+            judgedByService: true,
+            forwards: [{ destinationAddress: "127.0.0.1", destinationPort: 8888, service: "jupyter", listenerPid: 42 }],
+          },
+          { user: "frank", interactionAgeSeconds: 600, cadence: { periodSeconds: 30, bursts: 20 } },
+        ],
+      },
+      jupyter: {
+        servers: [
+          {
+            url: "http://127.0.0.1:8888/",
+            pid: 42,
+            reachable: true,
+            kernels: [{ id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 3 * 3600 }],
+          },
+        ],
+      },
+    });
+    const readings = readingsFromReport(report, at);
+    expect(readings).toMatchObject({ remoteForwardJupyterPort: 8888, remoteCadenceSeconds: 30 });
+    const replayed = reportFromReadings(readings, at, { intervalSeconds: 60 });
+    const details = extractEvidence({ report: replayed, receivedAtMs: at }, BUILTIN_DEFAULT_POLICY).readings.map(
+      (reading) => reading.detail,
+    );
+    expect(details.join("\n")).toMatch(/forward to Jupyter server 8888: judged by the kernel, idle 3h/);
+    expect(details.join("\n")).toMatch(/regular traffic every 30s \(a page reloading itself or a poller\)/);
   });
 });

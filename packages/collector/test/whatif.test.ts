@@ -17,7 +17,7 @@ import {
   type StepSample,
   type VmHistory,
 } from "../src/whatif/history.js";
-import type { ReportReadings } from "../src/whatif/readings.js";
+import type { ReportReadings } from "../src/model/readings.js";
 import { formatJson, formatText } from "../src/whatif/report.js";
 import { simulateVm } from "../src/whatif/simulate.js";
 
@@ -375,6 +375,32 @@ describe("whatif replay", () => {
 
     const silent = history(180, (minute) => (minute < 10 ? connected(quiet()) : { connected: false }));
     expect(replay(silent, 180, ["--idle-timeout", "1h", "--grace-period", "10m"]).stops).toEqual([]);
+  });
+
+  it("names, under a stop, the machine traffic it did not count: a forward judged by its kernel, a cadence", () => {
+    const vm = history(120, (_minute, atMs) =>
+      connected(
+        quiet({
+          remoteForwardJupyterPort: 8888,
+          remoteCadenceSeconds: 30,
+          lastActivityAtMs: { "remote-connected": atMs, "jupyter-kernel": START - 3 * 3600_000 },
+        }),
+      ),
+    );
+    const parsed = options(["--idle-timeout", "1h", "--grace-period", "10m"]);
+    const outcome = replay(vm, 120, ["--idle-timeout", "1h", "--grace-period", "10m"]);
+    expect(outcome.stops).toHaveLength(1);
+    const text = formatText({
+      fromMs: START,
+      toMs: START + 120 * MIN,
+      stepSeconds: 60,
+      falseStopWindowSeconds: 900,
+      policy: parsed.policy,
+      overrides: parsed.overrides,
+      vms: [outcome],
+    });
+    expect(text).toMatch(/not counted: .*forward to Jupyter server 8888: judged by the kernel, idle 4h10m \(weak\)/);
+    expect(text).toMatch(/not counted: .*regular traffic every 30s \(a page reloading itself or a poller\) \(weak\)/);
   });
 
   it("prints a table and JSON with per-VM and total figures", () => {

@@ -8,6 +8,7 @@ import { toJson } from "@bufbuild/protobuf";
 import {
   installUnhandledErrorPolicy,
   logfmtLogger,
+  PROTOCOL_VERSION,
   ReportSchema,
   reportProgramError,
   runProgram,
@@ -21,6 +22,7 @@ import {
   DEFAULT_CONFIG_PATH,
   resolveAgentConfig,
   type AgentConfig,
+  type Credential,
   type ConfigOverrides,
 } from "./config.js";
 import { stuckUserPathReads } from "./fs/user-file.js";
@@ -139,6 +141,26 @@ function overridesFrom(values: Record<string, unknown>): ConfigOverrides {
   return overrides;
 }
 
+/** The credential disk's files (docs/credentials.md), when it is mounted; root-owned, read-only, from the hypervisor. */
+function readCredential(dir: string): Credential | undefined {
+  const read = (name: string) => {
+    try {
+      return readFileSync(path.join(dir, name), "utf8");
+    } catch {
+      return undefined;
+    }
+  };
+  const configText = read("config.yaml");
+  const token = read("token");
+  if (configText === undefined && token === undefined) return undefined;
+  const caFile = path.join(dir, "collector-ca.crt");
+  return {
+    ...(configText !== undefined ? { configText } : {}),
+    ...(token !== undefined ? { token } : {}),
+    ...(existsSync(caFile) ? { caFile } : {}),
+  };
+}
+
 export function loadConfig(values: Record<string, unknown>, env: Io["env"], requireCollector: boolean): AgentConfig {
   const explicit = (values.config as string | undefined) ?? env.WS_AGENT_CONFIG;
   const filePath = explicit ?? DEFAULT_CONFIG_PATH;
@@ -156,6 +178,7 @@ export function loadConfig(values: Record<string, unknown>, env: Io["env"], requ
     fileText,
     filePath,
     readTokenFile: (p) => readFileSync(p, "utf8"),
+    readCredential,
     env,
     flags: overridesFrom(values),
     requireCollector,
@@ -223,14 +246,21 @@ async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: numbe
 }
 
 async function probeCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parse(argv, { ...CONFIG_OPTIONS, json: { type: "boolean" }, window: { type: "string" } });
+  const { values } = parse(argv, {
+    ...CONFIG_OPTIONS,
+    json: { type: "boolean" },
+    window: { type: "string" },
+    "no-collector": { type: "boolean" },
+    "collector-only": { type: "boolean" },
+  });
   if (values.help) {
     io.stdout.write(
-      `Usage: ws-agent probe [--json] [--window DUR] [options]\n\nTakes one sample of every signal and prints it, one line per source (or the Report as JSON).\nNeeds no collector. Rates (CPU, network, disk) are measured over --window (default 1s).\n\n${CONFIG_HELP}`,
+      `Usage: ws-agent probe [--json] [--window DUR] [--no-collector | --collector-only] [options]\n\nTakes one sample of every signal and prints it, one line per source (or the Report as JSON).\nNeeds no collector. Rates (CPU, network, disk) are measured over --window (default 1s).\nWith a collector address configured, then checks each address in order and prints one line\nper address: ok, or the step that failed (DNS failure, connection refused or unanswered,\nTLS mismatch, refused token). Exits 1 when a source failed or no address answered.\n\n${CONFIG_HELP}`,
     );
     return 0;
   }
   const config = loadConfig(values, io.env, false);
+  if (values["collector-only"]) return (await probeCollectors(config, io)) ? 0 : 1;
   const windowMs = values.window ? parseWindow(values.window) : 1000;
   const users = await loadUsers(config.roots);
   const signals = [...createSignals(config), createStoredLeasesSignal() as Signal<unknown>];
@@ -244,8 +274,32 @@ async function probeCommand(argv: string[], io: Io): Promise<number> {
   } else {
     io.stdout.write(describeSources(report));
   }
-  return report.sources.some((s) => s.state === SourceState.FAILED) ? 1 : 0;
+  const collectorOk = values["no-collector"] || values.json ? true : await probeCollectors(config, io);
+  return report.sources.some((s) => s.state === SourceState.FAILED) || !collectorOk ? 1 : 0;
 }
+
+/** One line per configured collector address; true when none is configured or one answered. */
+async function probeCollectors(config: AgentConfig, io: Io): Promise<boolean> {
+  const addresses = config.collector.addresses;
+  if (addresses.length === 0) return true;
+  const hello = {
+    vm: { namespace: config.vm.namespace, name: config.vm.name },
+    agentVersion: AGENT_VERSION,
+    token: config.token,
+    protocolVersion: PROTOCOL_VERSION,
+  };
+  // The check speaks gRPC: loaded here, so the commands that do not (ws-lease, version) never load grpc-js.
+  const { checkCollector, describeCollectorCheck } = await import("./agent/collector-probe.js");
+  let anyOk = false;
+  for (const address of addresses) {
+    const check = await checkCollector(address, config, hello, COLLECTOR_PROBE_TIMEOUT_MS);
+    if (check.step === "ok") anyOk = true;
+    io.stdout.write(`${describeCollectorCheck(check)}\n`);
+  }
+  return anyOk;
+}
+
+const COLLECTOR_PROBE_TIMEOUT_MS = 5_000;
 
 function parseWindow(text: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s)?$/.exec(text.trim());

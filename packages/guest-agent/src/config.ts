@@ -1,13 +1,36 @@
 // Agent configuration: /etc/ws-agent/config.yaml (what cloud-init writes),
 // overridden by environment, overridden by flags. Resolution is pure.
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration, SOURCE_NAMES, errorMessage } from "@ws/protocol";
+import {
+  ConfigError,
+  DurationError,
+  errorMessage,
+  isJsonObject,
+  type JsonObject,
+  parseDuration,
+  SOURCE_NAMES,
+} from "@ws/protocol";
 import { defaultRoots, type Roots } from "./roots.js";
 
 export const DEFAULT_CONFIG_PATH = "/etc/ws-agent/config.yaml";
+/** Where ws-agent's mount unit puts the VM's credential disk (docs/credentials.md). */
+export const DEFAULT_CREDENTIAL_DIR = "/run/ws/credential";
+
+/** What the collector's per-VM Secret carries, as files on the credential disk. */
+export interface Credential {
+  /** config.yaml: collector.addresses, collector.serverName, vm.namespace, vm.name. */
+  configText?: string;
+  token?: string;
+  /** Path of collector-ca.crt when the disk has one. */
+  caFile?: string;
+}
 
 export interface AgentConfig {
-  collector: { address: string; caFile?: string; insecure: boolean; serverName?: string };
+  /**
+   * `address` is the first of `addresses`, which the agent tries in order (the cluster DNS name,
+   * a LoadBalancer or NodePort address, an enterprise DNS name: docs/kubernetes.md#reaching-the-collector).
+   */
+  collector: { address: string; addresses: string[]; caFile?: string; insecure: boolean; serverName?: string };
   vm: { namespace: string; name: string };
   token: string;
   reportIntervalSeconds: number;
@@ -21,16 +44,7 @@ export interface AgentConfig {
   sampleTimeoutMs: number;
 }
 
-export class ConfigError extends Error {
-  override name = "ConfigError";
-  constructor(readonly problems: string[]) {
-    super(
-      problems.length === 1
-        ? problems[0]!
-        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
-    );
-  }
-}
+export { ConfigError };
 
 /** Keys the file may hold; anything else is reported, since a typo would silently do nothing. */
 const FILE_KEYS = [
@@ -38,6 +52,7 @@ const FILE_KEYS = [
   "vm",
   "token",
   "tokenFile",
+  "credentialDir",
   "reportInterval",
   "socket",
   "stateDir",
@@ -79,24 +94,62 @@ export interface ConfigSources {
   filePath: string;
   /** Contents of tokenFile when the file names one (read by the caller). */
   readTokenFile?: (path: string) => string;
+  /** The per-VM credential disk's files in credentialDir, when it is mounted (read by the caller). */
+  readCredential?: (dir: string) => Credential | undefined;
   env: Record<string, string | undefined>;
   flags: ConfigOverrides;
   /** `probe` needs no collector: identity fields may be missing. */
   requireCollector: boolean;
 }
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+const ADDRESS_PATTERN = /^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i;
+
+/**
+ * The collector addresses, in the order to try them: a flag or WS_AGENT_COLLECTOR (comma-separated)
+ * replaces the file's; the file's `collector.address` is one address or a list, and
+ * `collector.addresses` a list after it.
+ */
+function collectorAddresses(
+  override: string | undefined,
+  file: JsonObject,
+  where: string,
+  problems: string[],
+): string[] {
+  const found: string[] = [];
+  const take = (value: unknown, label: string) => {
+    if (value === undefined || value === null) return;
+    const items = Array.isArray(value) ? value : [value];
+    for (const item of items) {
+      if (typeof item !== "string") problems.push(`${label}: expected host:port or a list of them`);
+      else found.push(item.trim());
+    }
+  };
+  if (override !== undefined)
+    take(
+      override.split(",").filter((a) => a.trim() !== ""),
+      "collector address",
+    );
+  else {
+    take(file["address"], `${where}: collector.address`);
+    take(file["addresses"], `${where}: collector.addresses`);
+  }
+  for (const address of found) {
+    if (!ADDRESS_PATTERN.test(address)) {
+      problems.push(`collector address "${address}" must be host:port (for example collector.ws-system.svc:7443)`);
+    }
+  }
+  return [...new Set(found)];
+}
 
 export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   const problems: string[] = [];
   const where = sources.filePath;
-  let file: Obj = {};
+  let file: JsonObject = {};
   if (sources.fileText !== undefined && sources.fileText.trim() !== "") {
     try {
       const parsed: unknown = parseYaml(sources.fileText);
       if (parsed === null || parsed === undefined) file = {};
-      else if (!isObj(parsed)) problems.push(`${where}: expected a mapping of settings at the top level`);
+      else if (!isJsonObject(parsed)) problems.push(`${where}: expected a mapping of settings at the top level`);
       else file = parsed;
     } catch (error) {
       throw new ConfigError([`${where}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
@@ -108,7 +161,24 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
     }
   }
 
-  const str = (obj: Obj, key: string, label: string): string | undefined => {
+  const credentialDir = typeof file["credentialDir"] === "string" ? file["credentialDir"] : DEFAULT_CREDENTIAL_DIR;
+  const credential = sources.readCredential?.(credentialDir);
+  let credentialFile: JsonObject = {};
+  if (credential?.configText !== undefined) {
+    try {
+      const parsed: unknown = parseYaml(credential.configText);
+      if (isJsonObject(parsed)) credentialFile = parsed;
+      else problems.push(`${credentialDir}/config.yaml: expected a mapping`);
+    } catch (error) {
+      problems.push(`${credentialDir}/config.yaml: not valid YAML: ${errorMessage(error).split("\n")[0]}`);
+    }
+  }
+  const credentialSection = (key: string): JsonObject => {
+    const v = credentialFile[key];
+    return isJsonObject(v) ? v : {};
+  };
+
+  const str = (obj: JsonObject, key: string, label: string): string | undefined => {
     const v = obj[key];
     if (v === undefined || v === null) return undefined;
     if (typeof v === "string") return v;
@@ -116,10 +186,10 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
     problems.push(`${label}: expected a string`);
     return undefined;
   };
-  const section = (key: string): Obj => {
+  const section = (key: string): JsonObject => {
     const v = file[key];
     if (v === undefined || v === null) return {};
-    if (isObj(v)) return v;
+    if (isJsonObject(v)) return v;
     problems.push(`${where}: "${key}" must be a mapping`);
     return {};
   };
@@ -160,22 +230,35 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   const gpuFile = section("gpu");
   const diskFile = section("disk");
 
-  const address =
-    flags.collector ?? env.WS_AGENT_COLLECTOR ?? str(collectorFile, "address", `${where}: collector.address`) ?? "";
-  if (address !== "" && !/^[\w.-]+:\d{1,5}$|^\[[0-9a-f:.]+\]:\d{1,5}$|^unix:/i.test(address)) {
-    problems.push(`collector address "${address}" must be host:port (for example collector.ws-system.svc:7443)`);
-  }
+  const configured = collectorAddresses(flags.collector ?? env.WS_AGENT_COLLECTOR, collectorFile, where, problems);
+  const addresses =
+    configured.length > 0
+      ? configured
+      : collectorAddresses(undefined, credentialSection("collector"), `${credentialDir}/config.yaml`, problems);
+  const address = addresses[0] ?? "";
   const insecure =
     flags.insecure ??
     bool(env.WS_AGENT_INSECURE, "WS_AGENT_INSECURE") ??
     bool(str(collectorFile, "insecure", `${where}: collector.insecure`), `${where}: collector.insecure`) ??
     false;
-  const caFile = flags.caFile ?? str(collectorFile, "caFile", `${where}: collector.caFile`);
-  const serverName = str(collectorFile, "serverName", `${where}: collector.serverName`);
+  const caFile = flags.caFile ?? str(collectorFile, "caFile", `${where}: collector.caFile`) ?? credential?.caFile;
+  const serverName =
+    str(collectorFile, "serverName", `${where}: collector.serverName`) ??
+    str(credentialSection("collector"), "serverName", `${credentialDir}/config.yaml: collector.serverName`);
 
+  const credentialVm = credentialSection("vm");
   const namespace =
-    flags.namespace ?? env.WS_AGENT_VM_NAMESPACE ?? str(vmFile, "namespace", `${where}: vm.namespace`) ?? "";
-  const name = flags.name ?? env.WS_AGENT_VM_NAME ?? str(vmFile, "name", `${where}: vm.name`) ?? "";
+    flags.namespace ??
+    env.WS_AGENT_VM_NAMESPACE ??
+    str(vmFile, "namespace", `${where}: vm.namespace`) ??
+    str(credentialVm, "namespace", `${credentialDir}/config.yaml: vm.namespace`) ??
+    "";
+  const name =
+    flags.name ??
+    env.WS_AGENT_VM_NAME ??
+    str(vmFile, "name", `${where}: vm.name`) ??
+    str(credentialVm, "name", `${credentialDir}/config.yaml: vm.name`) ??
+    "";
   let token = flags.token ?? env.WS_AGENT_TOKEN ?? str(file, "token", `${where}: token`);
   const tokenFile = str(file, "tokenFile", `${where}: tokenFile`);
   if (token === undefined && tokenFile !== undefined) {
@@ -190,6 +273,8 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
       problems.push(`${where}: tokenFile ${tokenFile}: ${errorMessage(error)}`);
     }
   }
+
+  if (!token && credential?.token) token = credential.token.trim();
 
   if (sources.requireCollector) {
     if (address === "")
@@ -240,7 +325,7 @@ export function resolveAgentConfig(sources: ConfigSources): AgentConfig {
   }
 
   const config: AgentConfig = {
-    collector: { address, insecure, ...(caFile ? { caFile } : {}), ...(serverName ? { serverName } : {}) },
+    collector: { address, addresses, insecure, ...(caFile ? { caFile } : {}), ...(serverName ? { serverName } : {}) },
     vm: { namespace, name },
     token: token ?? "",
     reportIntervalSeconds,

@@ -31,7 +31,11 @@ export function summarize(report: Report, source: string): string {
     case "remote_sessions": {
       const sessions = report.remoteSessions?.sessions ?? [];
       const youngest = Math.min(...sessions.map((s) => s.interactionAgeSeconds ?? Infinity));
-      return `${sessions.length} session(s) without a terminal, last interaction ${Number.isFinite(youngest) ? age(youngest) : "never"}`;
+      const machine = sessions.flatMap((s) => [
+        ...(s.judgedByService ? s.forwards.map((f) => `forward to ${f.service} :${f.destinationPort}`) : []),
+        ...(s.cadence ? [`regular every ${Math.round(s.cadence.periodSeconds)}s`] : []),
+      ]);
+      return `${sessions.length} session(s) without a terminal, last interaction ${Number.isFinite(youngest) ? age(youngest) : "never"}${machine.length ? ` (machine traffic: ${machine.join(", ")})` : ""}`;
     }
     case "desktop": {
       const devices = report.desktop?.devices ?? [];

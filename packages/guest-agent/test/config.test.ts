@@ -35,11 +35,92 @@ function problemsOf(sources: ConfigSources): string[] {
   throw new Error("expected a ConfigError");
 }
 
+describe("the per-VM credential disk", () => {
+  const credential = {
+    configText:
+      'collector:\n  addresses: ["ws-collector.ws-system.svc.cluster.local:7443", "10.96.40.7:7443"]\n  serverName: "ws-collector.ws-system.svc"\nvm:\n  namespace: "team-a"\n  name: "alice-workstation"\n',
+    token: "wst1.from-the-disk\n",
+    caFile: "/run/ws/credential/collector-ca.crt",
+  };
+  it("supplies everything a config file without identity lacks", () => {
+    const dirs: string[] = [];
+    const config = resolveAgentConfig(
+      base({
+        fileText: "reportInterval: 30s\n",
+        readCredential: (dir) => {
+          dirs.push(dir);
+          return credential;
+        },
+      }),
+    );
+    expect(dirs).toEqual(["/run/ws/credential"]);
+    expect(config.collector).toEqual({
+      address: "ws-collector.ws-system.svc.cluster.local:7443",
+      addresses: ["ws-collector.ws-system.svc.cluster.local:7443", "10.96.40.7:7443"],
+      caFile: "/run/ws/credential/collector-ca.crt",
+      serverName: "ws-collector.ws-system.svc",
+      insecure: false,
+    });
+    expect(config.vm).toEqual({ namespace: "team-a", name: "alice-workstation" });
+    expect(config.token).toBe("wst1.from-the-disk");
+  });
+
+  it("the config file's own settings win; credentialDir moves the disk", () => {
+    const config = resolveAgentConfig(
+      base({
+        fileText: `${goodFile}credentialDir: /mnt/cred\n`,
+        readTokenFile: () => "wst1.file",
+        readCredential: (dir) => (dir === "/mnt/cred" ? credential : undefined),
+      }),
+    );
+    expect(config.collector.addresses).toEqual(["collector.ws-system.svc:7443"]);
+    expect(config.vm).toEqual({ namespace: "team-a", name: "alice-ws" });
+    expect(config.token).toBe("wst1.file");
+  });
+});
+
+describe("collector addresses, tried in order", () => {
+  const identity = "vm: { namespace: team-a, name: alice-ws }\ntoken: t\n";
+  it("takes a list in collector.address or collector.addresses, first the cluster name", () => {
+    const config = resolveAgentConfig(
+      base({
+        fileText: `collector:\n  address: ws-collector.ws-system.svc.cluster.local:7443\n  addresses: [10.0.0.40:30743, ws.corp.example.org:7443]\n${identity}`,
+      }),
+    );
+    expect(config.collector.addresses).toEqual([
+      "ws-collector.ws-system.svc.cluster.local:7443",
+      "10.0.0.40:30743",
+      "ws.corp.example.org:7443",
+    ]);
+    expect(config.collector.address).toBe("ws-collector.ws-system.svc.cluster.local:7443");
+    const listed = resolveAgentConfig(base({ fileText: `collector:\n  address: [a:1, "[fd00::1]:2"]\n${identity}` }));
+    expect(listed.collector.addresses).toEqual(["a:1", "[fd00::1]:2"]);
+  });
+
+  it("a flag or WS_AGENT_COLLECTOR, comma-separated, replaces the file's", () => {
+    const file = `collector: { address: file:1 }\n${identity}`;
+    expect(
+      resolveAgentConfig(base({ fileText: file, env: { WS_AGENT_COLLECTOR: "e:1, e:2" } })).collector.addresses,
+    ).toEqual(["e:1", "e:2"]);
+    expect(resolveAgentConfig(base({ fileText: file, flags: { collector: "f:1" } })).collector.addresses).toEqual([
+      "f:1",
+    ]);
+  });
+
+  it("names each bad entry", () => {
+    expect(problemsOf(base({ fileText: `collector: { addresses: [ok:1, noport, 7] }\n${identity}` }))).toEqual([
+      "/etc/ws-agent/config.yaml: collector.addresses: expected host:port or a list of them",
+      'collector address "noport" must be host:port (for example collector.ws-system.svc:7443)',
+    ]);
+  });
+});
+
 describe("resolveAgentConfig", () => {
   it("reads what cloud-init writes", () => {
     const config = resolveAgentConfig(base({ fileText: goodFile, readTokenFile: () => "wst1.secret\n" }));
     expect(config.collector).toEqual({
       address: "collector.ws-system.svc:7443",
+      addresses: ["collector.ws-system.svc:7443"],
       caFile: "/etc/ws-agent/ca.pem",
       insecure: false,
     });

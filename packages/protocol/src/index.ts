@@ -12,3 +12,4 @@ export * from "./io.js";
 export * from "./backoff.js";
 export * from "./program.js";
 export * from "./unhandled.js";
+export * from "./shape.js";

@@ -8,6 +8,18 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
+/** A configuration that cannot be used, with every problem found (not only the first), exit 2. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+  constructor(readonly problems: string[]) {
+    super(
+      problems.length === 1
+        ? problems[0]!
+        : `configuration has ${problems.length} problems:\n  - ${problems.join("\n  - ")}`,
+    );
+  }
+}
+
 export type Command = (rest: string[], io: Io) => Promise<number> | number;
 
 export interface Program {

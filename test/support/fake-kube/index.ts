@@ -20,6 +20,8 @@ import {
   type VmiTermination,
   type WorkstationSeed,
 } from "./kubevirt.js";
+import { guestPowerOff, type GuestPowerOff } from "./guest-power.js";
+import { startProvisioning, type ProvisioningOptions } from "./provisioning.js";
 import { JsonPatchError, applyJsonPatch, applyMergePatch, type Json } from "./patch.js";
 import { apiVersionOf, findResource, resourceByKind, type ResourceType } from "./resources.js";
 import { SelectorError, matchesRequirements, parseFieldSelector, parseLabelSelector } from "./selectors.js";
@@ -28,7 +30,16 @@ import { policyAllows, verbFor, type RbacPolicy, type RequestAttributes } from "
 import { validateEventsV1Event, validateLease } from "./validation.js";
 
 export { ApiError, ObjectStore, resourceByKind };
-export type { ActiveFault, FaultSpec, KubeObject, RbacPolicy, SeededWorkstation, StoredEvent, WorkstationSeed };
+export type {
+  ActiveFault,
+  FaultSpec,
+  GuestPowerOff,
+  KubeObject,
+  RbacPolicy,
+  SeededWorkstation,
+  StoredEvent,
+  WorkstationSeed,
+};
 
 export interface FakeKubeOptions {
   /** Bearer token clients must send (default "fake-kube-token"). */
@@ -48,6 +59,11 @@ export interface FakeKubeOptions {
   bookmarkIntervalMs?: number;
   /** Authorize every resource request against these RBAC rules (403 Forbidden otherwise). Default: allow all. */
   rbac?: RbacPolicy;
+  /**
+   * Stand-ins for CDI and virt-controller's start on creation: DataVolumes become Ready (with
+   * their PVC) after importDelayMs, and a created VM gets its VMI once they are. Default: off.
+   */
+  provisioning?: ProvisioningOptions;
 }
 
 export interface RequestRecord {
@@ -91,6 +107,8 @@ export interface FakeKube {
   /** Every VMI a stop tore down, with the terminationGracePeriodSeconds its guest was given. */
   readonly vmiTerminations: readonly VmiTermination[];
   startWorkstation(namespace: string, name: string, options?: { podIp?: string; extraPodIps?: string[] }): void;
+  /** The guest shuts itself down; virt-controller then does what the VM's run strategy says. */
+  guestPowerOff(namespace: string, name: string): GuestPowerOff;
   close(): Promise<void>;
 }
 
@@ -188,6 +206,7 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     graceSecondMs: options.graceSecondMs ?? 0,
   });
   const seeder = new WorkstationSeeder(store);
+  const provisioning = options.provisioning ? startProvisioning(store, seeder, options.provisioning) : undefined;
   const openWatches = new Map<http.ServerResponse, string>();
 
   const heldAnswers = new WeakMap<RequestRecord, number>();
@@ -657,8 +676,10 @@ export async function startFakeKube(options: FakeKubeOptions = {}): Promise<Fake
     startWorkstation(namespace, name, startOptions) {
       seeder.start(namespace, name, startOptions);
     },
+    guestPowerOff: (namespace, name) => guestPowerOff(store, seeder, namespace, name),
     async close() {
       kubevirt.close();
+      provisioning?.close();
       for (const res of [...openWatches.keys()]) res.destroy();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -33,6 +33,16 @@ export const RESOURCES: readonly ResourceType[] = [
     tracksGeneration: false,
   },
   {
+    // Per-VM credential Secrets the collector creates (docs/credentials.md).
+    group: "",
+    version: "v1",
+    plural: "secrets",
+    kind: "Secret",
+    listKind: "SecretList",
+    hasStatusSubresource: false,
+    tracksGeneration: false,
+  },
+  {
     group: "events.k8s.io",
     version: "v1",
     plural: "events",

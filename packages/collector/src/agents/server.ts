@@ -16,13 +16,8 @@ import {
 } from "@ws/protocol";
 import { bidiHandler, serverDefinition, type BidiServerStream } from "@ws/protocol/grpc";
 import type { CollectorStats } from "../stats.js";
+import { type VmKey, vmId } from "../model/vm-key.js";
 import { describeTruncation, validateHello, validateReport, ValidationError } from "./validate.js";
-
-export interface VmKey {
-  namespace: string;
-  name: string;
-}
-export const vmId = (vm: VmKey) => `${vm.namespace}/${vm.name}`;
 
 /** `kind` is the bounded label of workstation_auth_failures_total (default: bad-token / identity by code). */
 export type AuthResult = { ok: true } | { ok: false; code: grpc.status; reason: string; kind?: string };
@@ -218,6 +213,12 @@ export class AgentServer {
           }
           clearTimeout(helloTimer);
           const hello = payload.value;
+          if (hello.probe) {
+            // `ws-agent probe`: the answer is the OK status; the VM's own stream stays as it is.
+            log("info", "agent probe authenticated", { vm: vmId(vm), peer });
+            stream.end();
+            return;
+          }
           const current: AgentSession = {
             vm,
             hello,

@@ -70,6 +70,8 @@ export const REPORT_LIMITS = {
   leases: 64,
   "desktop.devices": 32,
   remote_sessions: 256,
+  /** Over all sessions of the Report (the agent sends at most 8 a session). */
+  "remote_sessions.forwards": 256,
 } as const;
 export type LimitedField = keyof typeof REPORT_LIMITS | "strings";
 /** Characters kept of any string an agent sends (ids, names, users, paths, messages). */
@@ -197,10 +199,23 @@ export function validateReport(report: Report): Truncation[] {
     limit.strings(device, ["node", "name"]);
     checkAge(device.inputAgeSeconds, "desktop.input_age_seconds");
   }
+  let forwards = 0;
   for (const session of limit.list(report.remoteSessions?.sessions ?? [], "remote_sessions")) {
     limit.strings(session, ["user", "remoteHost", "command"]);
     checkAge(session.loginAgeSeconds, "remote_sessions.login_age_seconds");
     checkAge(session.interactionAgeSeconds, "remote_sessions.interaction_age_seconds");
+    const cadence = session.cadence;
+    if (cadence) {
+      checkAge(cadence.periodSeconds, "remote_sessions.cadence.period_seconds");
+      checkCount(cadence.meanBurstBytes, "remote_sessions.cadence.mean_burst_bytes");
+      checkAge(cadence.lastBurstAgeSeconds, "remote_sessions.cadence.last_burst_age_seconds");
+    }
+    limit.list(session.forwards, "remote_sessions.forwards", forwards);
+    forwards += session.forwards.length;
+    for (const forward of session.forwards) {
+      limit.strings(forward, ["destinationAddress", "service"]);
+      checkAge(forward.lastSeenAgeSeconds, "remote_sessions.forwards.last_seen_age_seconds");
+    }
   }
   for (const mount of limit.list(report.disk?.mounts ?? [], "disk.mounts"))
     limit.strings(mount, ["mountPoint", "device", "fsType"]);

@@ -171,6 +171,24 @@ export function unattendedUntilMs(lastHumanAtMs: number | undefined, policy: Pol
 }
 
 /**
+ * The one answer to "does background work still hold the VM, and why not": undefined while it
+ * does (or unattended-max is off); once unattended-max is over since the last human evidence,
+ * when it ended and the words that say so.
+ */
+export function unattendedOver(
+  lastHumanAtMs: number | undefined,
+  policy: Policy,
+  nowMs: number,
+): { untilMs: number; note: string } | undefined {
+  const untilMs = unattendedUntilMs(lastHumanAtMs, policy);
+  if (untilMs === undefined || lastHumanAtMs === undefined || nowMs < untilMs) return undefined;
+  return {
+    untilMs,
+    note: `no human evidence for ${formatDuration(Math.max(0, nowMs - lastHumanAtMs) / 1000)} (unattended-max ${formatDuration(policy.unattendedMaxSeconds ?? 0)})`,
+  };
+}
+
+/**
  * Advances the idle clock, the attended clock (the same without background work) and the
  * last human evidence. Once unattended-max has passed since the last human evidence, the
  * attended clock is the idle clock: background work no longer keeps the VM.
@@ -205,11 +223,15 @@ export function advanceClocks(
   for (const reading of readings)
     if (isHumanSignal(reading.signal)) human = maxDefined(human, Math.min(reading.atMs, nowMs));
   const lastHumanAtMs = advancedBeyondJitter(record.lastHumanAtMs, human);
-  const until = unattendedUntilMs(lastHumanAtMs, policy);
-  const unattended = until !== undefined && nowMs >= until;
-  if (!unattended)
-    return { clock: advanceIdleClock(record, readings, policy, state, nowMs), attended, lastHumanAtMs, unattended };
-  const note = `no human evidence for ${formatDuration((nowMs - lastHumanAtMs!) / 1000)} (unattended-max ${formatDuration(policy.unattendedMaxSeconds!)}): background work no longer holds the VM`;
+  const over = unattendedOver(lastHumanAtMs, policy, nowMs);
+  if (!over)
+    return {
+      clock: advanceIdleClock(record, readings, policy, state, nowMs),
+      attended,
+      lastHumanAtMs,
+      unattended: false,
+    };
+  const note = `${over.note}: background work no longer holds the VM`;
   const background = readings
     .filter((reading) => isBackgroundSignal(reading.signal))
     .map((reading) => ({ ...reading, counted: false, note }));
@@ -217,11 +239,11 @@ export function advanceClocks(
     clock: { ...attended, readings: [...attended.readings, ...background] },
     attended,
     lastHumanAtMs,
-    unattended,
+    unattended: true,
   };
 }
 
-/** The idle clock part of a record. */
+/** The idle clock part of a record, as a value. */
 export function clockOf(record: IdleClock): IdleClock {
   return {
     lastStrongAtMs: record.lastStrongAtMs,
@@ -230,4 +252,23 @@ export function clockOf(record: IdleClock): IdleClock {
     lastActivityDetail: record.lastActivityDetail,
     lastActivityWeak: record.lastActivityWeak,
   };
+}
+
+/** Sets a record's idle clock from a clock value (the record is an IdleClock: its persisted shape). */
+export function setClock(record: IdleClock, clock: IdleClock): void {
+  Object.assign(record, clockOf(clock));
+}
+
+/**
+ * The one definition of idle seconds: how long the idle clock has run, as the status, the
+ * explanation, the pages, the metrics and the outreach history show it. Undefined when the clock
+ * does not run: a Stopped or Unknown VM, or no clock yet.
+ */
+export function idleSecondsAt(
+  record: Pick<VmRecord, "state" | "lastActivityAtMs"> | undefined,
+  nowMs: number,
+): number | undefined {
+  if (!record || record.lastActivityAtMs === undefined) return undefined;
+  if (record.state === "Stopped" || record.state === "Unknown") return undefined;
+  return Math.max(0, (nowMs - record.lastActivityAtMs) / 1000);
 }

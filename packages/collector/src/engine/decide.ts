@@ -7,9 +7,23 @@
 // Active ──idle ≥ idle-timeout──▶ StoppingPending (Notice, grace-period) ────┤
 // StoppingPending ──grace over, no veto──▶ Stopping ──stop accepted──▶ Stopped
 // Active/StoppingPending ──no report for agent-lost-after──▶ AgentLost
+//
+// One function per state (STATES below) decides everything about that state: when it is left,
+// why (the reason), and when it must be looked at again (wakeAtMs) or would stop (stopAtMs).
+// A state may hand the VM over to another in the same decision (a stopped VM that runs again
+// continues as Active); the reason is that of the last state that acted, and a state that only
+// waits says why it waits only when the VM did not just arrive in it.
 
 import { formatDuration } from "@ws/protocol";
-import { advanceClocks, clockOf, type CountedReading, unattendedUntilMs } from "./activity.js";
+import {
+  advanceClocks,
+  clockOf,
+  type CountedReading,
+  idleSecondsAt,
+  setClock,
+  unattendedOver,
+  unattendedUntilMs,
+} from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
 import type { EventReason } from "./events.js";
@@ -72,125 +86,129 @@ function bootedAfter(evidence: Evidence | undefined, uptimeSeconds: number | und
   return evidence.sampledAtMs - uptimeSeconds * 1000 > stoppedAtMs;
 }
 
-/** One decision in the making: what decide() was given and what it has built so far. */
-interface Step {
-  nowMs: number;
-  policy: Policy;
-  observation: Observation;
-  prev: VmRecord;
-  from: EngineState;
-  rec: VmRecord;
-  actions: Action[];
-  received: Observation["latestReport"];
-  isNewReport: boolean;
-  evidence: Evidence | undefined;
-  reason: string;
+/** What the readings of this decision showed: read once, by the first state that looks (`observe`). */
+interface Seen {
   counted: CountedReading[];
-  /** Vetoes in force, background work bounded by unattended-max (set once the clocks ran). */
+  /** Vetoes in force, background work bounded by unattended-max. */
   vetoes: Veto[];
   /** unattended-max is over: the background work that no longer holds the VM. */
   unattended: Veto[] | undefined;
 }
 
+/** The decision being drafted: decide()'s inputs, the record it builds and the actions so far. */
+interface Draft {
+  readonly nowMs: number;
+  readonly policy: Policy;
+  readonly observation: Observation;
+  readonly prev: VmRecord;
+  readonly received: Observation["latestReport"];
+  readonly isNewReport: boolean;
+  readonly evidence: Evidence | undefined;
+  readonly rec: VmRecord;
+  readonly actions: Action[];
+  seen: Seen | undefined;
+}
+
+/** What a state function decided. */
+interface Outcome {
+  reason: string;
+  /** The state only waits: when the VM just arrived in it, the reason it arrived is the better one. */
+  waiting?: boolean;
+  /** The state the VM was handed over to decides too, in this same decision. */
+  handOver?: boolean;
+  wakeAtMs?: number;
+  stopAtMs?: number;
+}
+
 export function decide(nowMs: number, policy: Policy, observation: Observation, previous?: VmRecord): Decision {
   const prev = previous ?? initialRecord(nowMs);
   const received = observation.latestReport;
-  const step: Step = {
+  const draft: Draft = {
     nowMs,
     policy,
     observation,
     prev,
-    from: prev.state,
-    rec: { ...prev, agentConnected: observation.agentConnected },
-    actions: [],
     received,
     isNewReport:
       received !== undefined && (prev.lastReportAtMs === undefined || received.receivedAtMs > prev.lastReportAtMs),
     // The caller (vm/step.ts) may pass the evidence it extracted once when the Report arrived.
     evidence: observation.evidence ?? (received ? extractEvidence(received, policy, prev.memory) : undefined),
-    reason: "",
-    counted: [],
-    vetoes: [],
-    unattended: undefined,
+    rec: { ...prev, agentConnected: observation.agentConnected },
+    actions: [],
+    seen: undefined,
   };
-  notePolicyErrors(step);
-  if (step.isNewReport && step.evidence && received) {
-    step.rec.lastReportAtMs = received.receivedAtMs;
-    step.rec.memory = step.evidence.memory;
-    step.rec.awaitingFreshReport = false;
+  notePolicyErrors(draft);
+  if (draft.isNewReport && draft.evidence && received) {
+    draft.rec.lastReportAtMs = received.receivedAtMs;
+    draft.rec.memory = draft.evidence.memory;
+    draft.rec.awaitingFreshReport = false;
   }
-  if (applyStopResult(step) === "stopped" || noteNotRunning(step) || !comeBack(step)) return finish(step);
-  runClocks(step);
-  sendLeaseDecisions(step);
-  noticeLostAgent(step);
-  switch (step.rec.state) {
-    case "Active":
-      decideActive(step);
-      break;
-    case "StoppingPending":
-      decidePending(step);
-      break;
-    case "Stopping":
-      decideStopping(step);
-      break;
-    case "AgentLost":
-    case "Unknown":
-      decideUnseen(step);
-      break;
-    case "Stopped":
-      break;
+  let arrivedBecause: string | undefined;
+  let outcome = STATES[draft.rec.state](draft);
+  while (outcome.handOver) {
+    arrivedBecause = outcome.reason;
+    outcome = STATES[draft.rec.state](draft);
   }
-  return finish(step);
+  const reason = outcome.waiting && arrivedBecause ? arrivedBecause : outcome.reason;
+  return finish(draft, { ...outcome, reason });
 }
 
 // --- the parts every state shares -----------------------------------------------------
 
-function transition(step: Step, to: EngineState): void {
-  if (step.rec.state !== to) {
-    step.rec.state = to;
-    step.rec.sinceMs = step.nowMs;
+function transition(d: Draft, to: EngineState): void {
+  if (d.rec.state !== to) {
+    d.rec.state = to;
+    d.rec.sinceMs = d.nowMs;
   }
 }
 
-function event(step: Step, type: "Normal" | "Warning", reason: EventReason, message: string): void {
-  step.actions.push({ kind: "event", type, reason, message });
+function event(d: Draft, type: "Normal" | "Warning", reason: EventReason, message: string): void {
+  d.actions.push({ kind: "event", type, reason, message });
 }
 
-function clearNotice(step: Step, why: string): void {
-  if (!step.rec.notice) return;
-  step.actions.push({ kind: "notice-cleared", id: step.rec.notice.id, reason: why });
-  step.rec.notice = undefined;
+function clearNotice(d: Draft, why: string): void {
+  if (!d.rec.notice) return;
+  d.actions.push({ kind: "notice-cleared", id: d.rec.notice.id, reason: why });
+  d.rec.notice = undefined;
 }
 
-function idleMs(step: Step): number | undefined {
-  return step.rec.lastActivityAtMs === undefined ? undefined : Math.max(0, step.nowMs - step.rec.lastActivityAtMs);
+function idleMs(d: Draft): number | undefined {
+  return d.rec.lastActivityAtMs === undefined ? undefined : Math.max(0, d.nowMs - d.rec.lastActivityAtMs);
+}
+
+/** The next of several instants that is still to come. */
+function nextOf(nowMs: number, candidates: ReadonlyArray<number | undefined>): number | undefined {
+  const future = candidates.filter((at): at is number => at !== undefined && at > nowMs);
+  return future.length > 0 ? Math.min(...future) : undefined;
 }
 
 /** The idle clock's last mover, in words; weak evidence says that nobody used it. */
-function lastSeen(step: Step): string {
-  const { rec, nowMs, policy } = step;
+function lastSeen(d: Draft): string {
+  const { rec, nowMs, policy } = d;
   if (!rec.lastActivityDetail) return "none seen";
-  const ago = `${rec.lastActivityDetail}, ${duration(idleMs(step) ?? 0)} ago`;
+  const ago = `${rec.lastActivityDetail}, ${duration(idleMs(d) ?? 0)} ago`;
   if (!rec.lastActivityWeak || rec.lastStrongAtMs === undefined) return ago;
   return `${ago}: connected, but nobody has used it for ${duration(nowMs - rec.lastStrongAtMs)}; weak evidence counts for at most ${formatDuration(policy.weakActivityMaxSeconds)}`;
 }
 
-function blindNote(step: Step): string {
-  const blind = step.evidence?.blind ?? [];
+function blindNote(d: Draft): string {
+  const blind = d.evidence?.blind ?? [];
   return blind.length > 0 ? `; cannot read: ${blind.map((entry) => entry.source).join(", ")}` : "";
 }
 
 /** Why background work no longer holds the VM, for notices and stops. */
-function unattendedNote(step: Step): string {
-  if (!step.unattended || step.rec.lastHumanAtMs === undefined || step.policy.unattendedMaxSeconds === null) return "";
-  const work = step.unattended.length > 0 ? ` (${describeVetoes(step.unattended)})` : "";
-  return `; no human evidence for ${duration(step.nowMs - step.rec.lastHumanAtMs)} (unattended-max ${formatDuration(step.policy.unattendedMaxSeconds)}): background work${work} no longer holds the VM; ws-lease keeps it running`;
+function unattendedNote(d: Draft): string {
+  const unattended = d.seen?.unattended;
+  const over = unattendedOver(d.rec.lastHumanAtMs, d.policy, d.nowMs);
+  if (!unattended || !over) return "";
+  const work = unattended.length > 0 ? ` (${describeVetoes(unattended)})` : "";
+  return `; ${over.note}: background work${work} no longer holds the VM; ws-lease keeps it running`;
 }
 
 /** Sets the clocks to start from `baselineMs` (or later), as a VM that just became Active. */
-function enterActive(step: Step, baselineMs: number): void {
-  const { rec } = step;
-  transition(step, "Active");
+function enterActive(d: Draft, baselineMs: number): void {
+  const { rec } = d;
+  transition(d, "Active");
   rec.lastActivityAtMs = Math.max(rec.lastActivityAtMs ?? baselineMs, baselineMs);
   rec.lastStrongAtMs = Math.max(rec.lastStrongAtMs ?? baselineMs, baselineMs);
   rec.lastActivityDetail ??= "the collector started watching";
@@ -208,8 +226,8 @@ function enterActive(step: Step, baselineMs: number): void {
 }
 
 /** Every clock restarts now (a refused stop): the refusal repeats at most once per idle-timeout. */
-function restartClocks(step: Step, detail: string): void {
-  const { rec, nowMs } = step;
+function restartClocks(d: Draft, detail: string): void {
+  const { rec, nowMs } = d;
   rec.lastActivityAtMs = nowMs;
   rec.lastStrongAtMs = nowMs;
   rec.lastActivityDetail = detail;
@@ -217,95 +235,461 @@ function restartClocks(step: Step, detail: string): void {
   rec.attended = clockOf(rec);
 }
 
-// --- before the state machine ------------------------------------------------------------
-
 /** Policy errors are reported when they change, not on every decision (no policyStatus: no errors). */
-function notePolicyErrors(step: Step): void {
-  const { errors, fallback } = step.observation.policyStatus ?? { errors: [], fallback: "none" as const };
+function notePolicyErrors(d: Draft): void {
+  const { errors, fallback } = d.observation.policyStatus ?? { errors: [], fallback: "none" as const };
   const key = errors.length > 0 ? `${fallback}|${describeErrors(errors)}` : "";
-  if (key === step.prev.policyErrorsKey) return;
+  if (key === d.prev.policyErrorsKey) return;
   if (errors.length > 0) {
-    step.actions.push({ kind: "policy-error", errors: [...errors], fallback });
-    event(step, "Warning", "PolicyInvalid", `${describeErrors(errors)}. The VM keeps ${describeFallback(fallback)}.`);
+    d.actions.push({ kind: "policy-error", errors: [...errors], fallback });
+    event(d, "Warning", "PolicyInvalid", `${describeErrors(errors)}. The VM keeps ${describeFallback(fallback)}.`);
   } else {
-    event(step, "Normal", "PolicyValid", "the policy annotations are valid again and in force");
+    event(d, "Normal", "PolicyValid", "the policy annotations are valid again and in force");
   }
-  step.rec.policyErrorsKey = key;
+  d.rec.policyErrorsKey = key;
 }
 
-/** The outcome of a stop the engine asked for. */
-function applyStopResult(step: Step): "stopped" | undefined {
-  const { rec, observation, nowMs } = step;
-  if (rec.state !== "Stopping" || !rec.stop || !observation.stopResult) return undefined;
-  const result = observation.stopResult;
-  if (result.outcome === "accepted") {
-    step.reason = `the stop was accepted${result.message ? ` (${result.message})` : ""}`;
-    rec.stop = undefined;
-    transition(step, "Stopped");
-    return "stopped";
+/**
+ * Reads this decision's evidence once (later calls return the first answer): the clocks move
+ * (in Active, StoppingPending and Stopping only), the vetoes in force are bounded by
+ * unattended-max, and new or changed leases are answered.
+ */
+function observe(d: Draft): Seen {
+  if (d.seen) return d.seen;
+  const { rec, evidence, received, policy, nowMs } = d;
+  let counted: CountedReading[] = [];
+  if (evidence && received && (rec.state === "Active" || rec.state === "StoppingPending" || rec.state === "Stopping")) {
+    const update = advanceClocks(
+      { ...rec, lastHumanAtMs: rec.lastHumanAtMs ?? rec.firstSeenMs },
+      evidence.readings,
+      policy,
+      rec.state,
+      nowMs,
+    );
+    setClock(rec, update.clock);
+    rec.attended = clockOf(update.attended);
+    rec.lastHumanAtMs = update.lastHumanAtMs;
+    counted = update.clock.readings;
+  } else if (evidence) {
+    counted = evidence.readings.map((reading) => ({ ...reading, counted: false }));
   }
-  if (result.outcome === "refused") {
-    step.reason = `the stop was refused: ${result.message}; the idle clock restarts so the refusal repeats at most once per idle-timeout`;
-    event(step, "Warning", "IdleStopRefused", `stop refused: ${result.message}`);
+  d.seen = { counted, ...vetoesInForce(d) };
+  sendLeaseDecisions(d);
+  return d.seen;
+}
+
+/** Vetoes that hold now; background work only until unattended-max after the last human evidence. */
+function vetoesInForce(d: Draft): Pick<Seen, "vetoes" | "unattended"> {
+  const { rec, evidence, policy, nowMs } = d;
+  if (rec.state === "Stopped" || !evidence) return { vetoes: [], unattended: undefined };
+  const until = unattendedUntilMs(rec.lastHumanAtMs, policy);
+  const over = unattendedOver(rec.lastHumanAtMs, policy, nowMs) !== undefined;
+  const bounded = evidence.vetoes.map((veto) =>
+    until !== undefined && isBackgroundVeto(veto.kind)
+      ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) }
+      : veto,
+  );
+  const ended = bounded.filter(
+    (veto) => isBackgroundVeto(veto.kind) && veto.untilMs !== undefined && veto.untilMs <= nowMs && over,
+  );
+  return { vetoes: vetoesAt({ ...evidence, vetoes: bounded }, nowMs), unattended: over ? ended : undefined };
+}
+
+/** Lease decisions: whenever a lease is new, unanswered, or its answer changed. */
+function sendLeaseDecisions(d: Draft): void {
+  const { evidence, received, isNewReport, prev, rec, policy, nowMs } = d;
+  if (!evidence || !received || !isNewReport) return;
+  const key = leaseDecisionsKey(evidence.leases);
+  const unconfirmed = (received.report.leases?.leases ?? []).some((lease) => !lease.confirmed);
+  if (key === prev.leaseDecisionsKey && !unconfirmed) return;
+  if (evidence.leases.length > 0 || prev.leaseDecisionsKey !== "") {
+    d.actions.push({
+      kind: "lease-decisions",
+      decisions: evidence.leases.map((view) => leaseDecision(view, policy, nowMs)),
+    });
+  }
+  rec.leaseDecisionsKey = key;
+}
+
+// --- the guards, named --------------------------------------------------------------------
+
+/** The platform says the VM is not running: whatever the engine thought, it is stopped. */
+const notRunning = (d: Draft): boolean => d.observation.vmRunning === false;
+
+/** When a VM that reports (Active, StoppingPending) counts as lost: agent-lost-after of silence. */
+function agentLostAtMs(rec: VmRecord, policy: Policy): number | undefined {
+  return rec.lastReportAtMs === undefined ? undefined : rec.lastReportAtMs + policy.agentLostAfterSeconds * 1000;
+}
+
+/** How long the agent has been silent, once that is agent-lost-after or more. */
+function agentLostFor(d: Draft): number | undefined {
+  const at = agentLostAtMs(d.rec, d.policy);
+  return at !== undefined && d.nowMs >= at ? d.nowMs - (d.rec.lastReportAtMs ?? d.nowMs) : undefined;
+}
+
+/** When a VM the collector cannot see, silent since `silentSinceMs`, may be stopped (stop-when-agent-lost-after). */
+function lostStopAtMs(silentSinceMs: number | undefined, policy: Policy): number | undefined {
+  const limit = policy.stopWhenAgentLostAfterSeconds;
+  return limit === null || silentSinceMs === undefined ? undefined : silentSinceMs + limit * 1000;
+}
+
+const idleTimeoutReached = (d: Draft): boolean => (idleMs(d) ?? 0) >= d.policy.idleTimeoutSeconds * 1000;
+
+/** What holds the VM now, in words; undefined when nothing does. */
+function heldBy(d: Draft): string | undefined {
+  const { vetoes } = observe(d);
+  return vetoes.length > 0 ? describeVetoes(vetoes) : undefined;
+}
+
+const graceOver = (notice: PendingNotice, nowMs: number): boolean => nowMs >= notice.deadlineMs;
+
+/** Activity since the notice (or the stop) was decided at `idleSinceMs`. */
+function activitySince(rec: VmRecord, idleSinceMs: number | undefined): boolean {
+  return rec.lastActivityAtMs !== undefined && (idleSinceMs === undefined || rec.lastActivityAtMs > idleSinceMs);
+}
+
+/** Veto ends are moments a decision can change. */
+const vetoEnds = (d: Draft): Array<number | undefined> => (d.seen?.vetoes ?? []).map((veto) => veto.untilMs);
+
+// --- notices and stops ----------------------------------------------------------------------
+
+function startNotice(d: Draft): Outcome {
+  const { rec, policy, nowMs } = d;
+  const idle = idleMs(d) ?? 0;
+  const notice: PendingNotice = {
+    id: noticeId(nowMs, policy.mode),
+    sentAtMs: nowMs,
+    lastSentAtMs: nowMs,
+    deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
+    idleSinceMs: rec.lastActivityAtMs ?? nowMs,
+    mode: policy.mode,
+    reason: `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}); last activity: ${lastSeen(d)}${unattendedNote(d)}${blindNote(d)}`,
+  };
+  rec.notice = notice;
+  transition(d, "StoppingPending");
+  pushNotice(d, notice, false);
+  const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
+  event(
+    d,
+    "Normal",
+    "IdleStopPending",
+    `${notice.reason}; ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`,
+  );
+  return pendingTiming(
+    d,
+    `idle ${duration(idle)} ≥ idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} and no veto: notice sent, ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`,
+  );
+}
+
+function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean): void {
+  const { rec, policy, nowMs } = d;
+  // The agent writes every notice to the terminals: remember when, so that output is not taken for activity.
+  rec.lastNoticeSentAtMs = nowMs;
+  d.actions.push({
+    kind: "notice",
+    id: notice.id,
+    deadlineMs: notice.deadlineMs,
+    stopInSeconds: Math.max(0, (notice.deadlineMs - nowMs) / 1000),
+    idleSeconds: (idleMs(d) ?? 0) / 1000,
+    reason: notice.reason,
+    hint: `any activity cancels it; to keep the VM running without activity: ws-lease 2h (at most ${formatDuration(policy.maxKeepRunningSeconds)})`,
+    mode: notice.mode,
+    repeat,
+  });
+}
+
+/**
+ * The one way a pending stop (a notice, or a stop already asked for) is called off: the agent is
+ * told (notice cleared, or the executor's stop cancelled), the VM is Active again and an Event
+ * says why. `freshClockFromMs`: the idle clock starts afresh from there.
+ */
+function cancelPendingStop(d: Draft, why: string, reason?: string, freshClockFromMs?: number): Outcome {
+  const { rec } = d;
+  const wasStop = rec.state === "Stopping";
+  if (wasStop) {
+    d.actions.push({ kind: "cancel-stop", reason: why });
     rec.stop = undefined;
-    restartClocks(step, "a refused stop");
-    transition(step, "Active");
   } else {
+    clearNotice(d, why);
+  }
+  if (freshClockFromMs === undefined) transition(d, "Active");
+  else {
+    enterActive(d, freshClockFromMs);
+    // The fresh clock moved the last human evidence: unattended-max counts from there now.
+    d.seen = { ...observe(d), ...vetoesInForce(d) };
+  }
+  const said = reason ?? `${wasStop ? "stop" : "pending stop"} cancelled: ${why}`;
+  event(d, "Normal", "IdleStopCancelled", said);
+  return activeTiming(d, said);
+}
+
+function requestStop(d: Draft, trigger: StopTrigger, why: string): Outcome {
+  const { rec, nowMs } = d;
+  rec.stop = {
+    decidedAtMs: nowMs,
+    trigger,
+    reason: why,
+    attempts: 1,
+    lastAttemptAtMs: nowMs,
+    idleSinceMs: rec.lastActivityAtMs,
+  };
+  // The notice ends in the stop it announced: no "cleared" to the agent, which would read as a reprieve.
+  rec.notice = undefined;
+  transition(d, "Stopping");
+  const idle = idleMs(d);
+  d.actions.push({
+    kind: "stop",
+    trigger,
+    reason: why,
+    idleSeconds: idle === undefined ? undefined : idle / 1000,
+    attempt: 1,
+  });
+  event(d, trigger === "agent-lost" ? "Warning" : "Normal", "IdleStop", why);
+  return stoppingTiming(d, `stop now: ${why}`);
+}
+
+function recordWouldStop(d: Draft, trigger: StopTrigger, why: string): void {
+  const idle = idleMs(d);
+  d.actions.push({
+    kind: "would-stop",
+    trigger,
+    reason: why,
+    idleSeconds: idle === undefined ? undefined : idle / 1000,
+  });
+  event(d, "Normal", "IdleWouldStop", `observe mode, nothing stopped: ${why}`);
+}
+
+/** The platform stopped the VM (or carried out the engine's stop): nothing is cancelled, nobody is left to tell. */
+function leaveForStopped(d: Draft, reason: string): Outcome {
+  d.rec.notice = undefined;
+  d.rec.stop = undefined;
+  transition(d, "Stopped");
+  return { reason };
+}
+
+/** A VM that reports no more becomes AgentLost (never idle); AgentLost then decides too. */
+function loseAgent(d: Draft, silentMs: number): Outcome {
+  const { policy } = d;
+  clearNotice(d, "the agent is lost: nothing is stopped while the collector cannot see the VM");
+  transition(d, "AgentLost");
+  let reason = `no report for ${duration(silentMs)} (agent-lost-after ${formatDuration(policy.agentLostAfterSeconds)}): a VM the collector cannot see is never stopped`;
+  if (policy.stopWhenAgentLostAfterSeconds !== null)
+    reason += ` unless it stays lost for stop-when-agent-lost-after ${formatDuration(policy.stopWhenAgentLostAfterSeconds)}`;
+  event(d, "Warning", "AgentLost", reason);
+  return { reason, handOver: true };
+}
+
+// --- one function per state -----------------------------------------------------------------
+
+function decideActive(d: Draft): Outcome {
+  if (notRunning(d)) return leaveForStopped(d, "the VM is not running (stopped outside ws)");
+  observe(d);
+  const lostFor = agentLostFor(d);
+  if (lostFor !== undefined) return loseAgent(d, lostFor);
+  const { rec, policy } = d;
+  const idle = idleMs(d) ?? 0;
+  const wait = (reason: string): Outcome => ({ ...activeTiming(d, reason), waiting: true });
+  if (!policy.autostopEnabled) return wait(`autostop is disabled: tracked, never stopped (idle ${duration(idle)})`);
+  if (rec.awaitingFreshReport)
+    return wait("restored after a collector restart: waiting for a fresh report before deciding");
+  if (!idleTimeoutReached(d))
+    return wait(
+      `idle ${duration(idle)} of ${formatDuration(policy.idleTimeoutSeconds)}; last activity: ${lastSeen(d)}`,
+    );
+  const held = heldBy(d);
+  if (held !== undefined) return wait(`idle ${duration(idle)} ≥ idle-timeout, but held: ${held}`);
+  return startNotice(d);
+}
+
+function activeTiming(d: Draft, reason: string): Outcome {
+  const { rec, policy, nowMs } = d;
+  const idleAtMs =
+    rec.lastActivityAtMs === undefined ? undefined : rec.lastActivityAtMs + policy.idleTimeoutSeconds * 1000;
+  let stopAtMs: number | undefined;
+  const vetoes = d.seen?.vetoes ?? [];
+  if (policy.autostopEnabled && idleAtMs !== undefined && !vetoes.some((veto) => veto.untilMs === undefined)) {
+    const heldUntil = Math.max(-Infinity, ...vetoes.map((veto) => veto.untilMs ?? -Infinity));
+    stopAtMs = Math.max(idleAtMs, heldUntil, nowMs) + policy.gracePeriodSeconds * 1000;
+  }
+  const wakeAtMs = nextOf(nowMs, [
+    ...vetoEnds(d),
+    agentLostAtMs(rec, policy),
+    policy.autostopEnabled ? idleAtMs : undefined,
+  ]);
+  return { reason, wakeAtMs, stopAtMs };
+}
+
+function decidePending(d: Draft): Outcome {
+  if (notRunning(d)) return leaveForStopped(d, "the VM is not running (stopped outside ws)");
+  observe(d);
+  const lostFor = agentLostFor(d);
+  if (lostFor !== undefined) return loseAgent(d, lostFor);
+  const { rec, policy, nowMs, observation, prev } = d;
+  const notice = rec.notice;
+  const idle = idleMs(d) ?? 0;
+  if (!notice) {
+    // A record without its notice cannot be trusted to stop: start over.
+    transition(d, "Active");
+    return activeTiming(d, "pending stop without a notice: back to Active");
+  }
+  if (!policy.autostopEnabled)
+    return cancelPendingStop(d, "autostop was disabled", "autostop was disabled: the pending stop is cancelled");
+  if (activitySince(rec, notice.idleSinceMs))
+    return cancelPendingStop(d, `activity: ${rec.lastActivityDetail ?? "seen"}`);
+  if (!idleTimeoutReached(d))
+    return cancelPendingStop(
+      d,
+      `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`,
+    );
+  const held = heldBy(d);
+  if (held !== undefined) return cancelPendingStop(d, held, `pending stop cancelled, held: ${held}`);
+  if (notice.mode === "observe" && policy.mode === "enforce") {
+    // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
+    clearNotice(d, "the policy changed from observe to enforce; a new notice follows");
+    return startNotice(d);
+  }
+  const wait = (reason: string): Outcome => ({ ...pendingTiming(d, reason), waiting: true });
+  if (rec.awaitingFreshReport)
+    return wait("restored after a collector restart: waiting for a fresh report before the pending stop can go ahead");
+  if (graceOver(notice, nowMs)) {
+    const why = `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}) and the grace period of the notice ${notice.id} is over with no activity, lease or other veto; last activity: ${lastSeen(d)}${unattendedNote(d)}${blindNote(d)}`;
+    if (policy.mode === "enforce") return requestStop(d, "idle", why);
+    if (notice.wouldStopAtMs === undefined) {
+      rec.notice = { ...notice, wouldStopAtMs: nowMs };
+      recordWouldStop(d, "idle", why);
+      return pendingTiming(d, `would stop now (observe mode): ${why}`);
+    }
+    return wait(`observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; still idle`);
+  }
+  const repeatDue = nowMs - notice.lastSentAtMs >= policy.noticeRepeatSeconds * 1000;
+  const reconnected = observation.agentConnected && !prev.agentConnected;
+  if (repeatDue || reconnected) {
+    rec.notice = { ...notice, lastSentAtMs: nowMs };
+    pushNotice(d, rec.notice, true);
+  }
+  return wait(
+    `${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(notice.deadlineMs - nowMs)} unless there is activity or a lease (notice ${notice.id})`,
+  );
+}
+
+function pendingTiming(d: Draft, reason: string): Outcome {
+  const { rec, policy, nowMs } = d;
+  const notice = rec.notice;
+  return {
+    reason,
+    stopAtMs: policy.autostopEnabled && notice && notice.wouldStopAtMs === undefined ? notice.deadlineMs : undefined,
+    wakeAtMs: nextOf(nowMs, [
+      ...vetoEnds(d),
+      agentLostAtMs(rec, policy),
+      notice?.deadlineMs,
+      notice === undefined ? undefined : notice.lastSentAtMs + policy.noticeRepeatSeconds * 1000,
+    ]),
+  };
+}
+
+function decideStopping(d: Draft): Outcome {
+  const { rec, nowMs, isNewReport, observation } = d;
+  const result = observation.stopResult;
+  if (rec.stop && result) {
+    if (result.outcome === "accepted")
+      return leaveForStopped(d, `the stop was accepted${result.message ? ` (${result.message})` : ""}`);
+    if (result.outcome === "refused") {
+      event(d, "Warning", "IdleStopRefused", `stop refused: ${result.message}`);
+      rec.stop = undefined;
+      restartClocks(d, "a refused stop");
+      transition(d, "Active");
+      return {
+        reason: `the stop was refused: ${result.message}; the idle clock restarts so the refusal repeats at most once per idle-timeout`,
+        handOver: true,
+      };
+    }
     rec.stop = { ...rec.stop, lastFailure: { atMs: nowMs, message: result.message } };
     event(
-      step,
+      d,
       "Warning",
       "IdleStopFailed",
       `stop failed: ${result.message}; asking again in ${duration(stopRetryDelayMs(rec.stop.attempts))}`,
     );
   }
-  return undefined;
+  if (notRunning(d)) return leaveForStopped(d, "the stop was carried out: the VM is not running");
+  observe(d);
+  const stop = rec.stop;
+  if (!stop) return stoppingTiming(d, "Stopping");
+  if (stop.trigger === "agent-lost" && isNewReport) {
+    const why = "the agent reports again";
+    return cancelPendingStop(
+      d,
+      why,
+      `stop cancelled: ${why}; the idle clock starts afresh`,
+      rec.lastReportAtMs ?? nowMs,
+    );
+  }
+  if (activitySince(rec, stop.idleSinceMs))
+    return cancelPendingStop(d, `activity after the stop was decided: ${rec.lastActivityDetail ?? "seen"}`);
+  if (stop.lastFailure && nowMs - stop.lastFailure.atMs >= stopRetryDelayMs(stop.attempts)) {
+    rec.stop = { ...stop, attempts: stop.attempts + 1, lastAttemptAtMs: nowMs, lastFailure: undefined };
+    const idle = idleMs(d);
+    d.actions.push({
+      kind: "stop",
+      trigger: stop.trigger,
+      reason: stop.reason,
+      idleSeconds: idle === undefined ? undefined : idle / 1000,
+      attempt: rec.stop.attempts,
+    });
+    return stoppingTiming(
+      d,
+      `asking again for the stop (attempt ${rec.stop.attempts}) after: ${stop.lastFailure.message}`,
+    );
+  }
+  return { ...stoppingTiming(d, `waiting for the stop to be carried out (${stop.reason})`), waiting: true };
 }
 
-/** The VM is not running: whatever we thought, it is stopped now. True when that decides. */
-function noteNotRunning(step: Step): boolean {
-  const { rec } = step;
-  if (step.observation.vmRunning !== false) return false;
-  if (rec.state !== "Stopped") {
-    step.reason =
-      rec.state === "Stopping"
-        ? "the stop was carried out: the VM is not running"
-        : "the VM is not running (stopped outside ws)";
-    // Not a cancellation: the stop happened (nobody is left to tell).
-    rec.notice = undefined;
-    rec.stop = undefined;
-    transition(step, "Stopped");
-  } else {
-    step.reason = "the VM is stopped";
-  }
-  return true;
+function stoppingTiming(d: Draft, reason: string): Outcome {
+  const { rec, policy, nowMs } = d;
+  const failure = rec.stop?.lastFailure;
+  return {
+    reason,
+    stopAtMs: policy.autostopEnabled ? nowMs : undefined,
+    wakeAtMs: nextOf(nowMs, [
+      ...vetoEnds(d),
+      failure && rec.stop ? failure.atMs + stopRetryDelayMs(rec.stop.attempts) : undefined,
+    ]),
+  };
 }
 
-/** Coming back after a stop, a first report or a lost agent. False when the VM stays stopped. */
-function comeBack(step: Step): boolean {
-  const { rec, prev, received, isNewReport, evidence, observation } = step;
-  if (rec.state === "Stopped") {
-    const uptime = received?.report.system?.uptimeSeconds;
-    const runningAgain = observation.vmRunning === true || (isNewReport && bootedAfter(evidence, uptime, prev.sinceMs));
-    if (!runningAgain) {
-      step.reason = "the VM is stopped";
-      return false;
-    }
-    rec.lastActivityAtMs = undefined;
-    rec.lastStrongAtMs = undefined;
-    rec.lastHumanAtMs = undefined;
-    rec.attended = undefined;
-    rec.lastActivityWeak = false;
-    rec.lastActivityDetail = "the VM was started again";
-    if (isNewReport && received) enterActive(step, received.receivedAtMs);
-    else transition(step, "Unknown");
-    step.reason = "the VM runs again: the idle clock starts afresh";
+function decideStopped(d: Draft): Outcome {
+  const { rec, prev, received, isNewReport, evidence, observation } = d;
+  if (notRunning(d)) return { reason: "the VM is stopped" };
+  const uptime = received?.report.system?.uptimeSeconds;
+  const runningAgain = observation.vmRunning === true || (isNewReport && bootedAfter(evidence, uptime, prev.sinceMs));
+  if (!runningAgain) return { reason: "the VM is stopped" };
+  rec.lastActivityAtMs = undefined;
+  rec.lastStrongAtMs = undefined;
+  rec.lastHumanAtMs = undefined;
+  rec.attended = undefined;
+  rec.lastActivityWeak = false;
+  rec.lastActivityDetail = "the VM was started again";
+  if (isNewReport && received) enterActive(d, received.receivedAtMs);
+  else transition(d, "Unknown");
+  return { reason: "the VM runs again: the idle clock starts afresh", handOver: true };
+}
+
+/** Unknown: the collector has not heard from the VM yet. */
+function decideUnknown(d: Draft): Outcome {
+  if (notRunning(d)) return leaveForStopped(d, "the VM is not running (stopped outside ws)");
+  if (d.isNewReport && d.received) {
+    enterActive(d, d.received.receivedAtMs);
+    return { reason: "first report from the agent: the idle clock starts", handOver: true };
   }
-  if (rec.state === "Unknown" && isNewReport && received) {
-    enterActive(step, received.receivedAtMs);
-    step.reason ||= "first report from the agent: the idle clock starts";
-  }
-  if (rec.state === "AgentLost" && isNewReport && received && prev.lastReportAtMs !== undefined) {
+  return decideUnseen(d);
+}
+
+/** AgentLost: the agent stopped reporting. */
+function decideAgentLost(d: Draft): Outcome {
+  if (notRunning(d)) return leaveForStopped(d, "the VM is not running (stopped outside ws)");
+  const { rec, prev, received, isNewReport } = d;
+  // Only a VM that was lost before this decision comes back: one just found lost goes on below.
+  if (prev.state === "AgentLost" && isNewReport && received && prev.lastReportAtMs !== undefined) {
     // The lost time is missing data, not idleness: no clock ran meanwhile.
     const gapMs = received.receivedAtMs - prev.lastReportAtMs;
     const shift = (atMs: number | undefined) => (atMs === undefined ? undefined : atMs + gapMs);
@@ -318,327 +702,64 @@ function comeBack(step: Step): boolean {
         lastActivityAtMs: shift(rec.attended.lastActivityAtMs),
         lastStrongAtMs: shift(rec.attended.lastStrongAtMs),
       };
-    enterActive(step, received.receivedAtMs - gapMs);
-    step.reason = `reports resumed after ${duration(gapMs)}; the idle clock did not run while the agent was lost`;
-    event(step, "Normal", "AgentBack", step.reason);
+    enterActive(d, received.receivedAtMs - gapMs);
+    const reason = `reports resumed after ${duration(gapMs)}; the idle clock did not run while the agent was lost`;
+    event(d, "Normal", "AgentBack", reason);
+    return { reason, handOver: true };
   }
-  return true;
+  return decideUnseen(d);
 }
 
-/** The idle clock, the attended clock and the last human evidence; then the vetoes in force. */
-function runClocks(step: Step): void {
-  const { rec, evidence, received, policy, nowMs } = step;
-  if (evidence && received && (rec.state === "Active" || rec.state === "StoppingPending" || rec.state === "Stopping")) {
-    const update = advanceClocks(
-      { ...rec, lastHumanAtMs: rec.lastHumanAtMs ?? rec.firstSeenMs },
-      evidence.readings,
-      policy,
-      rec.state,
-      nowMs,
-    );
-    rec.lastStrongAtMs = update.clock.lastStrongAtMs;
-    rec.lastWeakAtMs = update.clock.lastWeakAtMs;
-    rec.lastActivityAtMs = update.clock.lastActivityAtMs;
-    rec.lastActivityDetail = update.clock.lastActivityDetail;
-    rec.lastActivityWeak = update.clock.lastActivityWeak;
-    rec.attended = clockOf(update.attended);
-    rec.lastHumanAtMs = update.lastHumanAtMs;
-    step.counted = update.clock.readings;
-  } else if (evidence) {
-    step.counted = evidence.readings.map((reading) => ({ ...reading, counted: false }));
-  }
-  step.vetoes = heldVetoes(step);
-}
-
-/** Vetoes that hold now; background work only until unattended-max after the last human evidence. */
-function heldVetoes(step: Step): Veto[] {
-  const { rec, evidence, policy, nowMs } = step;
-  if (rec.state === "Stopped" || !evidence) return [];
-  const until = unattendedUntilMs(rec.lastHumanAtMs, policy);
-  const bounded = evidence.vetoes.map((veto) =>
-    until !== undefined && isBackgroundVeto(veto.kind)
-      ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) }
-      : veto,
-  );
-  const ended = bounded.filter(
-    (veto) =>
-      isBackgroundVeto(veto.kind) &&
-      veto.untilMs !== undefined &&
-      veto.untilMs <= nowMs &&
-      until !== undefined &&
-      nowMs >= until,
-  );
-  step.unattended = until !== undefined && nowMs >= until ? ended : undefined;
-  return vetoesAt({ ...evidence, vetoes: bounded }, nowMs);
-}
-
-/** Lease decisions: whenever a lease is new, unanswered, or its answer changed. */
-function sendLeaseDecisions(step: Step): void {
-  const { evidence, received, isNewReport, prev, rec, policy, nowMs } = step;
-  if (!evidence || !received || !isNewReport) return;
-  const key = leaseDecisionsKey(evidence.leases);
-  const unconfirmed = (received.report.leases?.leases ?? []).some((lease) => !lease.confirmed);
-  if (key === prev.leaseDecisionsKey && !unconfirmed) return;
-  if (evidence.leases.length > 0 || prev.leaseDecisionsKey !== "") {
-    step.actions.push({
-      kind: "lease-decisions",
-      decisions: evidence.leases.map((view) => leaseDecision(view, policy, nowMs)),
-    });
-  }
-  rec.leaseDecisionsKey = key;
-}
-
-/** A silent agent is lost, never idle. */
-function noticeLostAgent(step: Step): void {
-  const { rec, policy, nowMs } = step;
-  if ((rec.state !== "Active" && rec.state !== "StoppingPending") || rec.lastReportAtMs === undefined) return;
-  const silentMs = nowMs - rec.lastReportAtMs;
-  if (silentMs < policy.agentLostAfterSeconds * 1000) return;
-  clearNotice(step, "the agent is lost: nothing is stopped while the collector cannot see the VM");
-  transition(step, "AgentLost");
-  step.reason = `no report for ${duration(silentMs)} (agent-lost-after ${formatDuration(policy.agentLostAfterSeconds)}): a VM the collector cannot see is never stopped`;
-  if (policy.stopWhenAgentLostAfterSeconds !== null)
-    step.reason += ` unless it stays lost for stop-when-agent-lost-after ${formatDuration(policy.stopWhenAgentLostAfterSeconds)}`;
-  event(step, "Warning", "AgentLost", step.reason);
-}
-
-// --- notices and stops ----------------------------------------------------------------------
-
-function startNotice(step: Step): void {
-  const { rec, policy, nowMs } = step;
-  const idle = idleMs(step) ?? 0;
-  const notice: PendingNotice = {
-    id: noticeId(nowMs, policy.mode),
-    sentAtMs: nowMs,
-    lastSentAtMs: nowMs,
-    deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
-    idleSinceMs: rec.lastActivityAtMs ?? nowMs,
-    mode: policy.mode,
-    reason: `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}); last activity: ${lastSeen(step)}${unattendedNote(step)}${blindNote(step)}`,
-  };
-  rec.notice = notice;
-  transition(step, "StoppingPending");
-  pushNotice(step, notice, false);
-  const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
-  step.reason = `idle ${duration(idle)} ≥ idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} and no veto: notice sent, ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`;
-  event(
-    step,
-    "Normal",
-    "IdleStopPending",
-    `${notice.reason}; ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`,
-  );
-}
-
-function pushNotice(step: Step, notice: PendingNotice, repeat: boolean): void {
-  const { rec, policy, nowMs } = step;
-  // The agent writes every notice to the terminals: remember when, so that output is not taken for activity.
-  rec.lastNoticeSentAtMs = nowMs;
-  step.actions.push({
-    kind: "notice",
-    id: notice.id,
-    deadlineMs: notice.deadlineMs,
-    stopInSeconds: Math.max(0, (notice.deadlineMs - nowMs) / 1000),
-    idleSeconds: (idleMs(step) ?? 0) / 1000,
-    reason: notice.reason,
-    hint: `any activity cancels it; to keep the VM running without activity: ws-lease 2h (at most ${formatDuration(policy.maxKeepRunningSeconds)})`,
-    mode: notice.mode,
-    repeat,
-  });
-}
-
-function requestStop(step: Step, trigger: StopTrigger, why: string): void {
-  const { rec, nowMs } = step;
-  rec.stop = {
-    decidedAtMs: nowMs,
-    trigger,
-    reason: why,
-    attempts: 1,
-    lastAttemptAtMs: nowMs,
-    idleSinceMs: rec.lastActivityAtMs,
-  };
-  // The notice ends in the stop it announced: no "cleared" to the agent, which would read as a reprieve.
-  rec.notice = undefined;
-  transition(step, "Stopping");
-  const idle = idleMs(step);
-  step.actions.push({
-    kind: "stop",
-    trigger,
-    reason: why,
-    idleSeconds: idle === undefined ? undefined : idle / 1000,
-    attempt: 1,
-  });
-  event(step, trigger === "agent-lost" ? "Warning" : "Normal", "IdleStop", why);
-}
-
-function recordWouldStop(step: Step, trigger: StopTrigger, why: string): void {
-  const idle = idleMs(step);
-  step.actions.push({
-    kind: "would-stop",
-    trigger,
-    reason: why,
-    idleSeconds: idle === undefined ? undefined : idle / 1000,
-  });
-  event(step, "Normal", "IdleWouldStop", `observe mode, nothing stopped: ${why}`);
-}
-
-// --- one function per state -----------------------------------------------------------------
-
-function decideActive(step: Step): void {
-  const { rec, policy } = step;
-  const idle = idleMs(step) ?? 0;
-  if (!policy.autostopEnabled) {
-    step.reason ||= `autostop is disabled: tracked, never stopped (idle ${duration(idle)})`;
-  } else if (rec.awaitingFreshReport) {
-    step.reason ||= "restored after a collector restart: waiting for a fresh report before deciding";
-  } else if (idle < policy.idleTimeoutSeconds * 1000) {
-    step.reason ||= `idle ${duration(idle)} of ${formatDuration(policy.idleTimeoutSeconds)}; last activity: ${lastSeen(step)}`;
-  } else if (step.vetoes.length > 0) {
-    step.reason ||= `idle ${duration(idle)} ≥ idle-timeout, but held: ${describeVetoes(step.vetoes)}`;
-  } else {
-    startNotice(step);
-  }
-}
-
-function decidePending(step: Step): void {
-  const { rec, policy, nowMs, observation, prev } = step;
-  const notice = rec.notice;
-  const idle = idleMs(step) ?? 0;
-  if (!notice) {
-    // A record without its notice cannot be trusted to stop: start over.
-    transition(step, "Active");
-    step.reason = "pending stop without a notice: back to Active";
-    return;
-  }
-  if (!policy.autostopEnabled) {
-    clearNotice(step, "autostop was disabled");
-    transition(step, "Active");
-    step.reason = "autostop was disabled: the pending stop is cancelled";
-    event(step, "Normal", "IdleStopCancelled", step.reason);
-    return;
-  }
-  const activityAfterNotice = rec.lastActivityAtMs !== undefined && rec.lastActivityAtMs > notice.idleSinceMs;
-  if (activityAfterNotice || idle < policy.idleTimeoutSeconds * 1000) {
-    const why = activityAfterNotice
-      ? `activity: ${rec.lastActivityDetail ?? "seen"}`
-      : `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`;
-    clearNotice(step, why);
-    transition(step, "Active");
-    step.reason = `pending stop cancelled: ${why}`;
-    event(step, "Normal", "IdleStopCancelled", step.reason);
-    return;
-  }
-  if (step.vetoes.length > 0) {
-    const why = describeVetoes(step.vetoes);
-    clearNotice(step, why);
-    transition(step, "Active");
-    step.reason = `pending stop cancelled, held: ${why}`;
-    event(step, "Normal", "IdleStopCancelled", step.reason);
-    return;
-  }
-  if (notice.mode === "observe" && policy.mode === "enforce") {
-    // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
-    clearNotice(step, "the policy changed from observe to enforce; a new notice follows");
-    startNotice(step);
-    return;
-  }
-  if (rec.awaitingFreshReport) {
-    step.reason = "restored after a collector restart: waiting for a fresh report before the pending stop can go ahead";
-    return;
-  }
-  if (nowMs >= notice.deadlineMs) {
-    const why = `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}) and the grace period of the notice ${notice.id} is over with no activity, lease or other veto; last activity: ${lastSeen(step)}${unattendedNote(step)}${blindNote(step)}`;
-    if (policy.mode === "enforce") {
-      requestStop(step, "idle", why);
-      step.reason = `stop now: ${why}`;
-    } else if (notice.wouldStopAtMs === undefined) {
-      rec.notice = { ...notice, wouldStopAtMs: nowMs };
-      recordWouldStop(step, "idle", why);
-      step.reason = `would stop now (observe mode): ${why}`;
-    } else {
-      step.reason = `observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; still idle`;
-    }
-    return;
-  }
-  const repeatDue = nowMs - notice.lastSentAtMs >= policy.noticeRepeatSeconds * 1000;
-  const reconnected = observation.agentConnected && !prev.agentConnected;
-  if (repeatDue || reconnected) {
-    rec.notice = { ...notice, lastSentAtMs: nowMs };
-    pushNotice(step, rec.notice, true);
-  }
-  step.reason = `${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(notice.deadlineMs - nowMs)} unless there is activity or a lease (notice ${notice.id})`;
-}
-
-function decideStopping(step: Step): void {
-  const { rec, nowMs, isNewReport } = step;
-  const stop = rec.stop;
-  if (!stop) return;
-  if (stop.trigger === "agent-lost" && isNewReport) {
-    const why = "the agent reports again";
-    step.actions.push({ kind: "cancel-stop", reason: why });
-    rec.stop = undefined;
-    enterActive(step, rec.lastReportAtMs ?? nowMs);
-    step.reason = `stop cancelled: ${why}; the idle clock starts afresh`;
-    event(step, "Normal", "IdleStopCancelled", step.reason);
-    return;
-  }
-  if (
-    rec.lastActivityAtMs !== undefined &&
-    (stop.idleSinceMs === undefined || rec.lastActivityAtMs > stop.idleSinceMs)
-  ) {
-    const why = `activity after the stop was decided: ${rec.lastActivityDetail ?? "seen"}`;
-    step.actions.push({ kind: "cancel-stop", reason: why });
-    transition(step, "Active");
-    rec.stop = undefined;
-    step.reason = `stop cancelled: ${why}`;
-    event(step, "Normal", "IdleStopCancelled", step.reason);
-    return;
-  }
-  if (stop.lastFailure && nowMs - stop.lastFailure.atMs >= stopRetryDelayMs(stop.attempts)) {
-    rec.stop = { ...stop, attempts: stop.attempts + 1, lastAttemptAtMs: nowMs, lastFailure: undefined };
-    const idle = idleMs(step);
-    step.actions.push({
-      kind: "stop",
-      trigger: stop.trigger,
-      reason: stop.reason,
-      idleSeconds: idle === undefined ? undefined : idle / 1000,
-      attempt: rec.stop.attempts,
-    });
-    step.reason = `asking again for the stop (attempt ${rec.stop.attempts}) after: ${stop.lastFailure.message}`;
-  } else {
-    step.reason ||= `waiting for the stop to be carried out (${stop.reason})`;
-  }
-}
-
-/** AgentLost and Unknown: the collector cannot see the VM. */
-function decideUnseen(step: Step): void {
-  const { rec, policy, nowMs, observation } = step;
+/** AgentLost and Unknown: the collector cannot see the VM; it is stopped only after stop-when-agent-lost-after. */
+function decideUnseen(d: Draft): Outcome {
+  observe(d);
+  const { rec, policy, nowMs, observation } = d;
   const limit = policy.stopWhenAgentLostAfterSeconds;
   const silentSince =
     rec.state === "AgentLost" ? rec.lastReportAtMs : observation.vmRunning === true ? rec.sinceMs : undefined;
-  if (silentSince === undefined) {
-    step.reason ||= rec.state === "Unknown" ? "waiting for the first report" : "the agent is lost: never stopped";
-    return;
-  }
+  const wait = (reason: string): Outcome => ({ ...unseenTiming(d, reason), waiting: true });
+  if (silentSince === undefined)
+    return wait(rec.state === "Unknown" ? "waiting for the first report" : "the agent is lost: never stopped");
   const silentMs = nowMs - silentSince;
-  if (limit === null || !policy.autostopEnabled || silentMs < limit * 1000) {
-    step.reason ||= `no report for ${duration(silentMs)}: a VM the collector cannot see is ${limit === null ? "never stopped" : `stopped only after stop-when-agent-lost-after ${formatDuration(limit)}`}`;
-    return;
-  }
-  const why = `no report for ${duration(silentMs)} ≥ stop-when-agent-lost-after ${formatDuration(limit)}`;
-  if (policy.mode === "enforce") {
-    requestStop(step, "agent-lost", why);
-    step.reason = `stop now: ${why}`;
-  } else if (!rec.agentLostWouldStopRecorded) {
+  const stopAtMs = lostStopAtMs(silentSince, policy);
+  if (stopAtMs === undefined || !policy.autostopEnabled || nowMs < stopAtMs)
+    return wait(
+      `no report for ${duration(silentMs)}: a VM the collector cannot see is ${limit === null ? "never stopped" : `stopped only after stop-when-agent-lost-after ${formatDuration(limit)}`}`,
+    );
+  const why = `no report for ${duration(silentMs)} ≥ stop-when-agent-lost-after ${formatDuration(limit ?? 0)}`;
+  if (policy.mode === "enforce") return requestStop(d, "agent-lost", why);
+  if (!rec.agentLostWouldStopRecorded) {
     rec.agentLostWouldStopRecorded = true;
-    recordWouldStop(step, "agent-lost", why);
-    step.reason = `would stop now (observe mode): ${why}`;
-  } else {
-    step.reason = `observe mode: would have stopped (${why})`;
+    recordWouldStop(d, "agent-lost", why);
+    return unseenTiming(d, `would stop now (observe mode): ${why}`);
   }
+  return wait(`observe mode: would have stopped (${why})`);
 }
 
-function finish(step: Step): Decision {
-  const { rec, policy, nowMs, evidence, actions, from } = step;
+function unseenTiming(d: Draft, reason: string): Outcome {
+  const { rec, policy, nowMs } = d;
+  if (rec.state === "Unknown")
+    return { reason, wakeAtMs: nextOf(nowMs, [...vetoEnds(d), lostStopAtMs(rec.sinceMs, policy)]) };
+  const stopAtMs = lostStopAtMs(rec.lastReportAtMs, policy);
+  return {
+    reason,
+    stopAtMs: policy.autostopEnabled ? stopAtMs : undefined,
+    wakeAtMs: nextOf(nowMs, [...vetoEnds(d), stopAtMs]),
+  };
+}
+
+const STATES: Record<EngineState, (d: Draft) => Outcome> = {
+  Unknown: decideUnknown,
+  Active: decideActive,
+  StoppingPending: decidePending,
+  Stopping: decideStopping,
+  Stopped: decideStopped,
+  AgentLost: decideAgentLost,
+};
+
+function finish(d: Draft, outcome: Outcome): Decision {
+  const { rec, policy, nowMs, evidence, actions, prev } = d;
+  const from = prev.state;
   rec.activeSignals =
     rec.state === "Stopped" ? [] : activeSignalNames(evidence, nowMs, Math.max(30, 2 * policy.reportIntervalSeconds));
   if (rec.state !== from) {
@@ -652,81 +773,28 @@ function finish(step: Step): Decision {
       },
     });
   }
-  const idle =
-    rec.lastActivityAtMs === undefined || rec.state === "Stopped" || rec.state === "Unknown"
-      ? undefined
-      : Math.max(0, nowMs - rec.lastActivityAtMs);
-  const activeVetoes = heldVetoes(step);
-  const stopAtMs = scheduledStopAt(rec, policy, activeVetoes, nowMs);
+  const idleSeconds = idleSecondsAt(rec, nowMs);
+  const seen = d.seen;
   const explanation: Explanation = {
     atMs: nowMs,
     from,
     to: rec.state,
-    idleSeconds: idle === undefined ? undefined : idle / 1000,
+    idleSeconds,
     idleTimeoutSeconds: policy.idleTimeoutSeconds,
     lastActivityAtMs: rec.lastActivityAtMs,
     lastActivity: rec.lastActivityDetail,
     ...(rec.lastHumanAtMs === undefined ? {} : { lastHumanAtMs: rec.lastHumanAtMs }),
-    ...(step.unattended ? { unattended: true } : {}),
-    readings: step.counted,
-    vetoes: activeVetoes,
+    ...(seen?.unattended ? { unattended: true } : {}),
+    readings: seen?.counted ?? [],
+    vetoes: seen?.vetoes ?? [],
     blind: evidence?.blind ?? [],
-    stopAtMs,
-    reason: step.reason || `${rec.state}`,
+    stopAtMs: outcome.stopAtMs,
+    reason: outcome.reason || `${rec.state}`,
   };
   const summary = summarize(rec.state, explanation, policy);
   rec.summary = summary;
-  rec.scheduledStopAtMs = stopAtMs;
-  return { next: rec, actions, explanation, summary, wakeAtMs: wakeAt(rec, policy, activeVetoes, nowMs) };
-}
-
-/** When the VM would be stopped if nothing changes; undefined when no stop is scheduled. */
-function scheduledStopAt(rec: VmRecord, policy: Policy, vetoes: readonly Veto[], nowMs: number): number | undefined {
-  if (!policy.autostopEnabled) return undefined;
-  switch (rec.state) {
-    case "StoppingPending":
-      return rec.notice && rec.notice.wouldStopAtMs === undefined ? rec.notice.deadlineMs : undefined;
-    case "Stopping":
-      return nowMs;
-    case "Active": {
-      if (rec.lastActivityAtMs === undefined) return undefined;
-      const idleAt = rec.lastActivityAtMs + policy.idleTimeoutSeconds * 1000;
-      if (vetoes.some((veto) => veto.untilMs === undefined)) return undefined;
-      const heldUntil = Math.max(-Infinity, ...vetoes.map((veto) => veto.untilMs ?? -Infinity));
-      return Math.max(idleAt, heldUntil, nowMs) + policy.gracePeriodSeconds * 1000;
-    }
-    case "AgentLost":
-      return policy.stopWhenAgentLostAfterSeconds !== null && rec.lastReportAtMs !== undefined
-        ? rec.lastReportAtMs + policy.stopWhenAgentLostAfterSeconds * 1000
-        : undefined;
-    default:
-      return undefined;
-  }
-}
-
-/** The next time this decision can change with no new input. */
-function wakeAt(rec: VmRecord, policy: Policy, vetoes: readonly Veto[], nowMs: number): number | undefined {
-  const candidates: number[] = [];
-  for (const veto of vetoes) if (veto.untilMs !== undefined) candidates.push(veto.untilMs);
-  if ((rec.state === "Active" || rec.state === "StoppingPending") && rec.lastReportAtMs !== undefined) {
-    candidates.push(rec.lastReportAtMs + policy.agentLostAfterSeconds * 1000);
-  }
-  if (rec.state === "Active" && policy.autostopEnabled && rec.lastActivityAtMs !== undefined) {
-    candidates.push(rec.lastActivityAtMs + policy.idleTimeoutSeconds * 1000);
-  }
-  if (rec.state === "StoppingPending" && rec.notice) {
-    candidates.push(rec.notice.deadlineMs, rec.notice.lastSentAtMs + policy.noticeRepeatSeconds * 1000);
-  }
-  if (rec.state === "Stopping" && rec.stop?.lastFailure)
-    candidates.push(rec.stop.lastFailure.atMs + stopRetryDelayMs(rec.stop.attempts));
-  if (rec.state === "AgentLost" && policy.stopWhenAgentLostAfterSeconds !== null && rec.lastReportAtMs !== undefined) {
-    candidates.push(rec.lastReportAtMs + policy.stopWhenAgentLostAfterSeconds * 1000);
-  }
-  if (rec.state === "Unknown" && policy.stopWhenAgentLostAfterSeconds !== null) {
-    candidates.push(rec.sinceMs + policy.stopWhenAgentLostAfterSeconds * 1000);
-  }
-  const future = candidates.filter((at) => at > nowMs);
-  return future.length > 0 ? Math.min(...future) : undefined;
+  rec.scheduledStopAtMs = outcome.stopAtMs;
+  return { next: rec, actions, explanation, summary, wakeAtMs: outcome.wakeAtMs };
 }
 
 function summarize(state: EngineState, explanation: Explanation, policy: Policy): string {

@@ -18,64 +18,87 @@ export interface EventReasonInfo {
   action: string;
   /** One line for people: docs/kubernetes.md's table says the same. */
   meaning: string;
+  /** Who sends it: the engine's decide(), or an edge (the Kubernetes actuator, admission, the keep link). */
+  sentBy: "engine" | "edge";
 }
 
 export const EVENT_REASONS = {
   IdleStopPending: {
+    sentBy: "engine",
     types: ["Normal"],
     action: "Notify",
     meaning: "idle: the notice went to the VM, with when the stop will happen and how to keep it running",
   },
   IdleStopCancelled: {
+    sentBy: "engine",
     types: ["Normal"],
     action: "CancelStop",
     meaning: "activity, a lease or a policy change cancelled the pending stop",
   },
   IdleStop: {
+    sentBy: "engine",
     types: ["Normal", "Warning"],
     action: "Stop",
     meaning:
       "the grace period is over: the stop is asked for, with the signals that decided (Warning when the trigger is a lost agent)",
   },
   Stopped: {
+    sentBy: "edge",
     types: ["Normal"],
     action: "Stop",
     meaning: "the KubeVirt stop subresource accepted the stop (Kubernetes mode)",
   },
   IdleWouldStop: {
+    sentBy: "engine",
     types: ["Normal"],
     action: "ObserveStop",
     meaning: "observe mode: the same decision as IdleStop, nothing stopped",
   },
   IdleStopRefused: {
+    sentBy: "engine",
     types: ["Warning"],
     action: "Stop",
     meaning: "the safety check refused the stop (which volume, why); the idle clock restarts",
   },
   IdleStopFailed: {
+    sentBy: "engine",
     types: ["Warning"],
     action: "Stop",
     meaning: "the stop request failed; it is asked again after 1, 2, 4… (≤ 10) minutes",
   },
   PolicyInvalid: {
+    sentBy: "engine",
     types: ["Warning"],
     action: "ReadPolicy",
     meaning: "a policy annotation did not parse; the last valid policy stays in force",
   },
-  PolicyValid: { types: ["Normal"], action: "ReadPolicy", meaning: "the policy annotations are valid again" },
+  PolicyValid: {
+    sentBy: "engine",
+    types: ["Normal"],
+    action: "ReadPolicy",
+    meaning: "the policy annotations are valid again",
+  },
   AgentLost: {
+    sentBy: "engine",
     types: ["Warning"],
     action: "Observe",
     meaning: "no Report for agent-lost-after; the VM is not stopped for it (by default)",
   },
-  AgentBack: { types: ["Normal"], action: "Observe", meaning: "the agent reports again after AgentLost" },
+  AgentBack: {
+    sentBy: "engine",
+    types: ["Normal"],
+    action: "Observe",
+    meaning: "the agent reports again after AgentLost",
+  },
   KeepRunningLink: {
+    sentBy: "edge",
     types: ["Normal"],
     action: "GrantLease",
     meaning:
       "someone pressed a keep-running button of a notice's signed link: a lease went to the agent (who, for how long)",
   },
   IdentityRejected: {
+    sentBy: "edge",
     types: ["Warning"],
     action: "Authenticate",
     meaning: "an agent stream came from another address than the pod of the VM it claimed (Kubernetes mode)",

@@ -141,7 +141,12 @@ const INPUT_KIND_WORD: Record<number, string> = {
   [InputDeviceKind.TABLET]: "tablet",
 };
 
-/** SSH sessions without a terminal: open is weak ("connected"), traffic beyond keep-alives is strong. */
+/**
+ * SSH sessions without a terminal: open is weak ("connected"), a person's traffic is strong.
+ * The agent judges the traffic (docs/signals/remote-sessions.md): a forward only to a service
+ * ws reads is that service's client, and a regular cadence is a machine's; both stay weak here
+ * and say why.
+ */
 function remoteSessionEvidence(report: Report, time: ReportTime): SourceEvidence {
   const readings: SignalReading[] = [];
   const sessions = report.remoteSessions?.sessions ?? [];
@@ -152,7 +157,7 @@ function remoteSessionEvidence(report: Report, time: ReportTime): SourceEvidence
       signal: "remote-connected",
       strength: "weak",
       atMs: time.sampledAtMs,
-      detail: `SSH session without a terminal is open (${who}, ${what})`,
+      detail: `SSH session without a terminal is open (${who}, ${what})${connectedWhy(report, session)}`,
     });
     const interactionAt = time.at(session.interactionAgeSeconds);
     if (interactionAt !== undefined) {
@@ -165,6 +170,47 @@ function remoteSessionEvidence(report: Report, time: ReportTime): SourceEvidence
     }
   }
   return { readings, vetoes: [], live: sessions.length > 0 };
+}
+
+type RemoteSessionOf = NonNullable<Report["remoteSessions"]>["sessions"][number];
+
+/** Why a session's traffic is not a person's: where its forwards go, or its cadence. "" when it is. */
+function connectedWhy(report: Report, session: RemoteSessionOf): string {
+  if (session.judgedByService) {
+    return session.forwards
+      .map((forward) => `: forward to ${serviceJudgement(report, forward)}`)
+      .filter((text, i, all) => all.indexOf(text) === i)
+      .join("");
+  }
+  const cadence = session.cadence;
+  if (cadence && Number.isFinite(cadence.periodSeconds) && cadence.periodSeconds > 0)
+    return `: regular traffic every ${formatDuration(Math.round(cadence.periodSeconds))} (a page reloading itself or a poller)`;
+  return "";
+}
+
+function urlPort(url: string): number | undefined {
+  try {
+    const parsed = new URL(url);
+    return Number(parsed.port || (parsed.protocol === "https:" ? 443 : 80));
+  } catch {
+    return undefined;
+  }
+}
+
+function serviceJudgement(report: Report, forward: RemoteSessionOf["forwards"][number]): string {
+  if (forward.service === "code-server") return `code-server ${forward.destinationPort}: judged by its heartbeat`;
+  const servers = report.jupyter?.servers ?? [];
+  const server =
+    servers.find((s) => s.pid !== 0 && s.pid === forward.listenerPid) ??
+    servers.find((s) => urlPort(s.url) === forward.destinationPort);
+  const name = `Jupyter server ${forward.destinationPort}`;
+  if (!server) return `${name}: judged by its kernels`;
+  if (server.kernels.some((kernel) => kernel.executionState === "busy")) return `${name}: judged by the kernel, busy`;
+  const ages = server.kernels
+    .map((kernel) => safeAge(kernel.lastActivityAgeSeconds))
+    .filter((age): age is number => age !== undefined);
+  if (ages.length === 0) return `${name}: judged by its kernels, none running`;
+  return `${name}: judged by the kernel, idle ${formatDuration(Math.round(Math.min(...ages)))}`;
 }
 
 /** Jupyter servers: kernels and terminals; each server also gets its own blind-source memory entry. */

@@ -29,7 +29,7 @@ export const BUILTIN_DEFAULT_POLICY: Policy = Object.freeze({
   idleTimeoutSeconds: 2 * 3600,
   gracePeriodSeconds: 10 * 60,
   maxKeepRunningSeconds: 24 * 3600,
-  weakActivityMaxSeconds: 4 * 3600,
+  weakActivityMaxSeconds: 0,
   unattendedMaxSeconds: 24 * 3600,
   agentLostAfterSeconds: 5 * 60,
   stopWhenAgentLostAfterSeconds: null,

@@ -2,6 +2,7 @@
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { PolicyMode, VmState, type VmStatusSchema } from "@ws/protocol";
+import { idleSecondsAt } from "./activity.js";
 import type { EngineState, Policy, VmRecord } from "./types.js";
 
 export const PROTO_STATE: Readonly<Record<EngineState, VmState>> = {
@@ -20,10 +21,7 @@ export function stopInSeconds(record: VmRecord, policy: Policy, nowMs: number): 
 }
 
 export function statusFor(record: VmRecord, policy: Policy, nowMs: number): MessageInitShape<typeof VmStatusSchema> {
-  const idle =
-    record.lastActivityAtMs === undefined || record.state === "Stopped" || record.state === "Unknown"
-      ? 0
-      : Math.max(0, (nowMs - record.lastActivityAtMs) / 1000);
+  const idle = idleSecondsAt(record, nowMs) ?? 0;
   const stopIn = stopInSeconds(record, policy, nowMs);
   return {
     state: PROTO_STATE[record.state],

@@ -170,31 +170,30 @@ export interface EvidenceMemory {
   leases: TrackedLease[];
 }
 
-/** The idle clock's parts, as a record keeps them. */
+/** The one clock type: an idle clock's parts, as a record keeps them (activity.ts moves them). */
 export interface IdleClock {
   lastStrongAtMs?: number;
   lastWeakAtMs?: number;
+  /** Origin of the idle clock: the last strong evidence, or weak evidence within its cap. */
   lastActivityAtMs?: number;
+  /** What moved the idle clock last, in words. */
   lastActivityDetail?: string;
+  /** The idle clock's last mover was weak evidence ("connected"), not use. */
   lastActivityWeak?: boolean;
 }
 
-/** Everything the engine knows about one VM. decide() returns a new one; the old one is never changed. */
-export interface VmRecord {
+/**
+ * Everything the engine knows about one VM. decide() returns a new one; the old one is never
+ * changed. The record is its idle clock (the decision's, flat, as persisted and shown); `attended`
+ * is the other clock, the same without background work.
+ */
+export interface VmRecord extends IdleClock {
   state: EngineState;
   sinceMs: number;
   /** When the engine first saw this VM (or was restored). */
   firstSeenMs: number;
   /** receivedAt of the last Report processed. */
   lastReportAtMs?: number;
-  /** Origin of the idle clock: the last strong evidence, or weak evidence within its cap. */
-  lastActivityAtMs?: number;
-  lastStrongAtMs?: number;
-  lastWeakAtMs?: number;
-  /** What moved the idle clock last, in words. */
-  lastActivityDetail?: string;
-  /** The idle clock's last mover was weak evidence ("connected"), not use. */
-  lastActivityWeak?: boolean;
   /** The last human evidence (a keystroke, a click, an execution request): unattended-max counts from here. */
   lastHumanAtMs?: number;
   /** The idle clock without background work: what the idle clock becomes once unattended-max is over. */

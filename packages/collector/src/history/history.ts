@@ -2,8 +2,7 @@
 // reasons, and chart points (idle clock, activity) over the last hours. Fixed
 // memory per VM: a ring of typed arrays for points, a short list of
 // transitions. Pure bookkeeping: times are passed in.
-import type { VmKey } from "../agents/server.js";
-import { vmId } from "../agents/server.js";
+import { type VmKey, vmId } from "../model/vm-key.js";
 import type { EngineState } from "../engine/types.js";
 import { ENGINE_STATES } from "../engine/types.js";
 

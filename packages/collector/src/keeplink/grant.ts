@@ -1,6 +1,6 @@
 // What the keep-running link needs from the per-VM loop: the VM's pending
 // notice and a way to give it a lease through the agent (Directive.lease_grants).
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 
 export interface KeepContext {
   state: string;

@@ -4,8 +4,7 @@
 // page that says why and that nothing changed.
 import type { Logger } from "@ws/protocol";
 import { formatDuration } from "@ws/protocol";
-import type { VmKey } from "../agents/server.js";
-import { vmId } from "../agents/server.js";
+import { type VmKey, vmId } from "../model/vm-key.js";
 import { at, escapeHtml, page, vmPath, when } from "../web/html.js";
 import type { KeepContext, KeepGranter } from "./grant.js";
 import { UsedLinks, verifyKeepLink, type KeepClaims } from "./token.js";

@@ -2,7 +2,7 @@
 // expiry, under a key derived from the collector's token key (so a link can
 // never stand in for an agent token, and nothing is stored per link). Pure.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 
 export interface KeepClaims {
   namespace: string;

@@ -16,8 +16,8 @@ import {
   realSleep,
   type BackoffPolicy,
   type Sleep,
-} from "./backoff.js";
-import { describeError, httpStatusOf, retryAfterSecondsOf, type KubeClients } from "./client.js";
+} from "../retry.js";
+import { describeError, httpStatusOf, retryAfterMsOf, type KubeClients } from "./client.js";
 import { EVENT_REASONS, type EventReason } from "../engine/events.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "./safety.js";
 
@@ -257,16 +257,16 @@ export class KubeAudit {
   private async withRetries(write: () => Promise<unknown>): Promise<AuditWriteResult> {
     let status: number | null = null;
     let message = "";
-    let retryAfter: number | null = null;
+    let retryAfterMs = 0;
     for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, retryAfter));
+      if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, retryAfterMs));
       try {
         await write();
         return { ok: true, status: 200, attempts: attempt, message: "written" };
       } catch (err) {
         status = httpStatusOf(err);
         message = describeError(err);
-        retryAfter = retryAfterSecondsOf(err);
+        retryAfterMs = retryAfterMsOf(err);
         if (!isRetryableStatus(status) || status === 409) return { ok: false, status, attempts: attempt, message };
       }
     }

@@ -6,6 +6,7 @@
  */
 import http from "node:http";
 import https from "node:https";
+import { parseRetryAfterMs } from "../retry.js";
 import {
   CoordinationV1Api,
   CoreV1Api,
@@ -300,17 +301,11 @@ export function httpStatusOf(err: unknown): number | null {
   return null;
 }
 
-/** The Retry-After header of a throttled answer, in seconds. */
-export function retryAfterSecondsOf(err: unknown): number | null {
-  if (typeof err !== "object" || err === null) return null;
+/** The Retry-After header of a throttled answer, in milliseconds (0: none). */
+export function retryAfterMsOf(err: unknown): number {
+  if (typeof err !== "object" || err === null) return 0;
   const headers = (err as { headers?: Record<string, string> }).headers;
-  return parseRetryAfter(headers?.["retry-after"]);
-}
-
-export function parseRetryAfter(value: string | undefined): number | null {
-  if (value === undefined) return null;
-  const seconds = Number(value.trim());
-  return Number.isFinite(seconds) && seconds >= 0 ? seconds : null;
+  return parseRetryAfterMs(headers?.["retry-after"]);
 }
 
 /** A short human message: the apiserver's Status message when there is one. */

@@ -14,8 +14,8 @@ export type {
   KubeRequestInfo,
   KubeRequestObserver,
 } from "./client.js";
-export { DEFAULT_BACKOFF, Semaphore, backoffDelayMs, isRetryableStatus } from "./backoff.js";
-export type { BackoffPolicy, Sleep } from "./backoff.js";
+export { DEFAULT_BACKOFF, Semaphore, backoffDelayMs, isRetryableStatus } from "../retry.js";
+export type { BackoffPolicy, Sleep } from "../retry.js";
 export { KubeInventory } from "./inventory.js";
 export type { InventoryChange, InventoryOptions, InventoryVm, VmVolume } from "./inventory.js";
 export { VmStopper, stopGracePeriod, stopPath } from "./stop.js";

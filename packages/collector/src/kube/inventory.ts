@@ -5,7 +5,7 @@
  * must come from). Listeners hear about every VM whose view changed.
  */
 import { Watch } from "@kubernetes/client-node";
-import type { BackoffPolicy, Sleep } from "./backoff.js";
+import type { BackoffPolicy, Sleep } from "../retry.js";
 import type { KubeClients } from "./client.js";
 import { ListWatcher, type ListWatchSource, type WatchEventType } from "./listwatch.js";
 import { launcherPodFacts, vmFacts, vmiFacts, type LauncherPodFacts, type VmFacts, type VmiFacts } from "./vm-model.js";

@@ -26,7 +26,7 @@ import {
   realSleep,
   type BackoffPolicy,
   type Sleep,
-} from "./backoff.js";
+} from "../retry.js";
 import { describeError, httpStatusOf, type KubeClients } from "./client.js";
 
 /** The label the leader sets on its pod; the agents' Service (packaging/kubernetes/service.yaml) selects it. */

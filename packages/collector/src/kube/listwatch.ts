@@ -5,7 +5,7 @@
  * watch that goes silent past its timeout is abandoned and restarted.
  */
 import type { Watch } from "@kubernetes/client-node";
-import { DEFAULT_BACKOFF, backoffDelayMs, realSleep, type BackoffPolicy, type Sleep } from "./backoff.js";
+import { DEFAULT_BACKOFF, backoffDelayMs, realSleep, type BackoffPolicy, type Sleep } from "../retry.js";
 import { describeError, httpStatusOf } from "./client.js";
 
 export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";

@@ -3,41 +3,29 @@
 // as Events and annotations, and only the leader replica acts.
 import * as grpc from "@grpc/grpc-js";
 import type { Logger } from "@ws/protocol";
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 import type { CollectorConfig } from "../config.js";
 import type { CollectorPolicyConfig } from "../engine/config.js";
-import { persistedAnnotations, restoreRecord } from "../engine/persist.js";
-import type { Fleet, StopEvidence } from "../fleet.js";
+import { restoreRecord } from "../engine/persist.js";
+import type { Fleet } from "../fleet.js";
 import type { CollectorMode } from "../mode.js";
 import type { CollectorStats } from "../stats.js";
-import { isEventReason } from "../engine/events.js";
-import { KubeAudit, auditEvent, type AuditEventType } from "./audit.js";
-import { contextNamespace, createKubeClients, describeError, loadKubeConfig } from "./client.js";
+import { readFileSync } from "node:fs";
+import { capacityOf } from "../adoption/given-back.js";
+import { kubeActuator } from "./actuator.js";
+import { KubeAudit, auditEvent } from "./audit.js";
+import { contextNamespace, createKubeClients, describeError, loadKubeConfig, type KubeClients } from "./client.js";
+import { CredentialIssuer } from "./credentials.js";
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
 import { LeaderElector } from "./leader.js";
 import { LeaderLabel } from "./leader-label.js";
-import { checkStopSafety } from "./pvcs.js";
-import { describeVerdict } from "./safety.js";
 import { VmStopper } from "./stop.js";
 import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
-import { describeFreed, freedRecord, gpuCountOf, vmOwner } from "./vm-resources.js";
+import { describeFreed, gpuCountOf, vmOwner } from "./vm-resources.js";
 import type { InventoryVm } from "./inventory.js";
-import type { VmPlatformDetails } from "../view.js";
-
-/** Event reasons whose note says what a stop frees (or would free). */
-const FREES_FOR_REASON: Record<string, string> = {
-  IdleStopPending: "stopping frees",
-  IdleWouldStop: "a stop would free",
-};
-
-/** How long the guest gets to shut down, as the Stopped Event says it (pure). */
-export function graceNote(facts: Pick<InventoryVm, "terminationGracePeriodSeconds">): string {
-  return facts.terminationGracePeriodSeconds === null
-    ? "the guest got the VMI's own shutdown grace period (KubeVirt's default: the VM sets none)"
-    : `the guest got its own terminationGracePeriodSeconds (${facts.terminationGracePeriodSeconds}s) to shut down`;
-}
+import type { VmPlatformDetails } from "../model/vm-view.js";
 
 /** State-annotation PATCHes in flight at once (kube/write-queue.ts). */
 const STATE_WRITE_CONCURRENCY = 8;
@@ -45,36 +33,23 @@ const STATE_WRITE_CONCURRENCY = 8;
 /** The retry hint agents get when this replica steps down. */
 const LEADER_CHANGE_RETRY_MS = 5_000;
 
-/** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
-const LAST_STOP_READINGS = 20;
-
-/** The "signals" of the last-stop annotation: what the engine saw when it decided the stop (pure). */
-export function lastStopSignals(evidence: StopEvidence | undefined): Record<string, unknown> {
-  if (!evidence) return {};
-  const iso = (ms: number | undefined) =>
-    ms === undefined || !Number.isFinite(ms) ? undefined : new Date(ms).toISOString();
-  const explanation = evidence.explanation;
-  if (!explanation) return { trigger: evidence.trigger };
-  return {
-    trigger: evidence.trigger,
-    idleSeconds: explanation.idleSeconds === undefined ? undefined : Math.round(explanation.idleSeconds),
-    idleTimeoutSeconds: explanation.idleTimeoutSeconds,
-    lastActivity:
-      explanation.lastActivityAtMs === undefined
-        ? undefined
-        : { at: iso(explanation.lastActivityAtMs), what: explanation.lastActivity },
-    readings: [...explanation.readings]
-      .sort((a, b) => b.atMs - a.atMs)
-      .slice(0, LAST_STOP_READINGS)
-      .map((reading) => ({
-        signal: reading.signal,
-        strength: reading.strength,
-        at: iso(reading.atMs),
-        detail: reading.detail,
-      })),
-    vetoes: explanation.vetoes.map((veto) => veto.kind),
-    blind: explanation.blind.map((source) => source.source),
-  };
+/** The per-VM credential issuer, when kubernetes.credentials is configured (docs/credentials.md). */
+function issuerFor(
+  config: CollectorConfig,
+  clients: KubeClients,
+  tokenKey: Buffer | undefined,
+  log: Logger,
+): CredentialIssuer | undefined {
+  const settings = config.kubernetes.credentials;
+  if (!settings || !tokenKey) return undefined;
+  return new CredentialIssuer(clients, tokenKey, {
+    settings: {
+      addresses: settings.addresses,
+      ...(settings.caFile ? { caPem: readFileSync(settings.caFile, "utf8") } : {}),
+      ...(settings.serverName ? { serverName: settings.serverName } : {}),
+    },
+    log: (level, message) => log(level, message),
+  });
 }
 
 export async function kubernetesMode(
@@ -83,6 +58,7 @@ export async function kubernetesMode(
   log: Logger,
   stats: CollectorStats,
   nowMs: () => number,
+  tokenKey?: Buffer,
 ): Promise<CollectorMode> {
   const kc = loadKubeConfig(
     config.kubernetes.kubeconfig ? { kubeconfigPath: config.kubernetes.kubeconfig } : { inCluster: true },
@@ -91,7 +67,11 @@ export async function kubernetesMode(
     onRequest: (info) => stats.countKubeRequest(info.method, info.status === null ? "timeout" : String(info.status)),
   });
   const prefix = policy.annotationPrefix;
-  const inventory = new KubeInventory(clients, { onError: (message) => log("warn", `kubernetes watch: ${message}`) });
+  const inventory = new KubeInventory(clients, {
+    onError: (message) => log("warn", `kubernetes watch: ${message}`),
+    ...(config.kubernetes.watchNamespace ? { namespace: config.kubernetes.watchNamespace } : {}),
+  });
+  const credentials = issuerFor(config, clients, tokenKey, log);
   const stopper = new VmStopper(clients);
   const audit = new KubeAudit(clients, {
     reportingInstance: config.kubernetes.identity,
@@ -159,8 +139,25 @@ export async function kubernetesMode(
   const detailsOf = (facts: InventoryVm): VmPlatformDetails => {
     const owner = ownerOf(facts);
     const frees = describeFreed(facts.resources);
-    return { ...(owner ? { owner } : {}), ...(frees ? { frees } : {}), gpuCount: gpuCountOf(facts.resources) };
+    return {
+      ...(owner ? { owner } : {}),
+      ...(frees ? { frees } : {}),
+      gpuCount: gpuCountOf(facts.resources),
+      capacity: capacityOf(facts.resources),
+    };
   };
+
+  const actuator = kubeActuator({
+    clients,
+    vmOf,
+    audit,
+    stopper,
+    stateWrites,
+    prefix,
+    nowMs,
+    log,
+    ownerOf,
+  });
 
   return {
     name: "kubernetes",
@@ -209,81 +206,12 @@ export async function kubernetesMode(
         .then(writeFailed("identity event"));
       return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: verdict.reason };
     },
-    actuator: {
-      async stop(vm, reason, evidence) {
-        const facts = vmOf(vm);
-        if (!facts)
-          return { outcome: "failed", message: "the VM is not in the inventory (deleted, or the watch is behind)" };
-        const verdict = await checkStopSafety(clients, facts, prefix);
-        if (!verdict.safe) {
-          if ("transient" in verdict && verdict.transient)
-            return { outcome: "failed", message: `safety check could not complete: ${verdict.reasons.join("; ")}` };
-          // The engine audits the refusal (IdleStopRefused, with this message): one Event, not two.
-          return { outcome: "refused", message: describeVerdict(verdict) };
-        }
-        // No gracePeriod is sent: the VMI keeps the VM's own terminationGracePeriodSeconds (stop.ts).
-        const grace = facts.terminationGracePeriodSeconds;
-        const result = await stopper.stopVm(
-          vm.namespace,
-          vm.name,
-          grace === null ? {} : { minimumGracePeriodSeconds: grace },
-        );
-        if (!result.ok) return { outcome: "failed", message: result.message };
-        const freed = describeFreed(facts.resources, "freed");
-        const stoppedNote = [
-          `stopped: ${reason}`,
-          ...(freed ? [freed] : []),
-          graceNote(facts),
-          `kept: ${describeVerdict(verdict)}`,
-        ].join("; ");
-        void audit
-          .recordEvent(
-            { namespace: vm.namespace, name: vm.name, uid: facts.uid },
-            auditEvent("Stopped", withOwner(facts, stoppedNote)),
-          )
-          .then(writeFailed("Stopped event"));
-        const owner = ownerOf(facts);
-        void audit
-          .recordLastStop(vm, {
-            whenMs: nowMs(),
-            reason,
-            signals: lastStopSignals(evidence),
-            frees: freedRecord(facts.resources),
-            ...(owner ? { owner } : {}),
-          })
-          .then(writeFailed("last-stop annotation"));
-        return {
-          outcome: "accepted",
-          message: result.alreadyStopped
-            ? `${result.message} after ${result.attempts} stop request(s)`
-            : `stop accepted after ${result.attempts} attempt(s)`,
-        };
-      },
-      event(vm, type, reason, message) {
-        const facts = vmOf(vm);
-        if (!facts) return;
-        if (!isEventReason(reason)) {
-          log("warn", `not recording an Event with reason ${reason}: it is not in engine/events.ts's list`);
-          return;
-        }
-        const lead = FREES_FOR_REASON[reason];
-        const frees = lead ? describeFreed(facts.resources, lead) : null;
-        const note = withOwner(facts, frees ? `${message}; ${frees}` : message);
-        void audit
-          .recordEvent(
-            { namespace: vm.namespace, name: vm.name, uid: facts.uid },
-            auditEvent(reason, note, type as AuditEventType),
-          )
-          .then(writeFailed(`${reason} event`));
-      },
-      persist(vm, values) {
-        stateWrites.push(`${vm.namespace}/${vm.name}`, persistedAnnotations(values, prefix));
-      },
-    },
+    actuator,
     start: async (fleet) => {
       fleetRef = fleet;
       inventory.onChange((change) => {
         const vm = { namespace: change.namespace, name: change.name };
+        if (change.kind !== "removed" && tracked(change.vm.labels)) credentials?.observe(change.vm);
         if (change.kind === "removed") fleet.remove(vm);
         else if (tracked(change.vm.labels) || (change.previous && tracked(change.previous.labels))) fleet.track(vm);
       });
@@ -293,6 +221,7 @@ export async function kubernetesMode(
         throw new Error(`cannot watch VirtualMachines: ${describeError(error)}`);
       }
       for (const vm of inventory.list()) if (tracked(vm.labels)) fleet.track(vm);
+      for (const vm of inventory.list()) if (tracked(vm.labels)) credentials?.observe(vm);
       void leaderLabel.start();
       elector.start();
       log("info", "kubernetes inventory synced", {

@@ -18,18 +18,12 @@ import {
   Semaphore,
   backoffDelayMs,
   isRetryableStatus,
+  parseRetryAfterMs,
   realSleep,
   type BackoffPolicy,
   type Sleep,
-} from "./backoff.js";
-import {
-  describeError,
-  httpStatusOf,
-  parseRetryAfter,
-  rawKubeRequest,
-  statusMessage,
-  type KubeClients,
-} from "./client.js";
+} from "../retry.js";
+import { describeError, httpStatusOf, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
 import { isStopInEffect, vmFacts, vmiFacts } from "./vm-model.js";
 
 export interface StopVmOptions {
@@ -76,7 +70,7 @@ export interface VmStopperOptions {
 
 type AttemptOutcome =
   | { kind: "done"; result: Omit<StopVmResult, "attempts"> }
-  | { kind: "retry"; status: number | null; message: string; retryAfterSeconds: number | null };
+  | { kind: "retry"; status: number | null; message: string; retryAfterMs: number };
 
 export function stopPath(namespace: string, name: string): string {
   return `/apis/subresources.kubevirt.io/v1/namespaces/${encodeURIComponent(namespace)}/virtualmachines/${encodeURIComponent(name)}/stop`;
@@ -135,10 +129,10 @@ export class VmStopper {
       kind: "retry",
       status: null,
       message: "not attempted",
-      retryAfterSeconds: null,
+      retryAfterMs: 0,
     };
     for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, last.retryAfterSeconds));
+      if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, last.retryAfterMs));
       // After an attempt with no answer the stop may have landed; with Manual/RerunOnFailure
       // virt-api would accept a second one, so look before sending it again.
       const unanswered = attempt > 1 && last.status === null;
@@ -172,7 +166,7 @@ export class VmStopper {
   private async attempt(namespace: string, name: string, grace: number | undefined): Promise<AttemptOutcome> {
     let status: number;
     let answerMessage: string;
-    let retryAfterSeconds: number | null = null;
+    let retryAfterMs = 0;
     try {
       const answer = await rawKubeRequest(this.clients, {
         method: "PUT",
@@ -182,9 +176,9 @@ export class VmStopper {
       });
       status = answer.status;
       answerMessage = statusMessage(answer.text) ?? `HTTP ${status}`;
-      retryAfterSeconds = parseRetryAfter(answer.headers["retry-after"]);
+      retryAfterMs = parseRetryAfterMs(answer.headers["retry-after"]);
     } catch (err) {
-      return { kind: "retry", status: null, message: describeError(err), retryAfterSeconds: null };
+      return { kind: "retry", status: null, message: describeError(err), retryAfterMs: 0 };
     }
     if (status >= 200 && status < 300) {
       return {
@@ -226,10 +220,10 @@ export class VmStopper {
         kind: "retry",
         status,
         message: `${answerMessage}${check.kind === "unknown" ? ` (state check failed: ${check.message})` : ""}`,
-        retryAfterSeconds,
+        retryAfterMs,
       };
     }
-    if (isRetryableStatus(status)) return { kind: "retry", status, message: answerMessage, retryAfterSeconds };
+    if (isRetryableStatus(status)) return { kind: "retry", status, message: answerMessage, retryAfterMs };
     return { kind: "done", result: { ok: false, alreadyStopped: false, lastStatus: status, message: answerMessage } };
   }
 

@@ -1,7 +1,7 @@
 // The `notifications:` section of the collector's config file, and the
 // per-VM annotations that add a webhook. Pure: text and maps in, a config or
 // every problem out. docs/notifications.md is the reference.
-import { DurationError, parseDuration } from "@ws/protocol";
+import { DurationError, isJsonObject, parseDuration } from "@ws/protocol";
 import { TRANSITION_KINDS, type TransitionKind } from "./events.js";
 
 export const WEBHOOK_FORMATS = ["json", "slack", "ntfy"] as const;
@@ -63,9 +63,6 @@ const KEYS = [
   "keepChoices",
 ];
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
-
 /** The URL a log line may show: scheme and host, never the path or query (Slack and ntfy keep the secret there). */
 export function redactUrl(url: string): string {
   try {
@@ -112,7 +109,7 @@ function parseTargets(raw: unknown, label: string, problems: string[]): WebhookT
   const out: WebhookTarget[] = [];
   for (const [index, entry] of raw.entries()) {
     const where = `${label}[${index}]`;
-    if (!isObj(entry)) {
+    if (!isJsonObject(entry)) {
       problems.push(`${where}: expected { url, format }`);
       continue;
     }
@@ -139,7 +136,7 @@ export function parseNotificationsConfig(
   label = "notifications",
 ): NotificationsConfig {
   if (raw == null) return DEFAULT_NOTIFICATIONS;
-  if (!isObj(raw)) {
+  if (!isJsonObject(raw)) {
     problems.push(`${label}: must be a mapping`);
     return DEFAULT_NOTIFICATIONS;
   }
@@ -193,7 +190,7 @@ export function parseNotificationsConfig(
   }
   config.webhooks = parseTargets(raw.webhooks, `${label}.webhooks`, problems);
   if (raw.profiles != null) {
-    if (!isObj(raw.profiles)) problems.push(`${label}.profiles: must map a profile name to a list of webhooks`);
+    if (!isJsonObject(raw.profiles)) problems.push(`${label}.profiles: must map a profile name to a list of webhooks`);
     else
       for (const [profile, targets] of Object.entries(raw.profiles))
         config.profiles[profile] = parseTargets(targets, `${label}.profiles.${profile}`, problems);

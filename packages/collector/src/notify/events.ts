@@ -3,7 +3,7 @@
 // loop (fleet.ts today, vm/ after the restructuring) derives them with
 // transitionsOf() from the engine's actions and reports stop outcomes with
 // stopTransition(); nothing here reads a clock.
-import type { VmKey } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
 import type { Action, Decision, PolicyMode, StopResult, StopTrigger, VmRecord } from "../engine/types.js";
 
 export type TransitionKind =

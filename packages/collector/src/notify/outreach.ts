@@ -3,8 +3,8 @@
 // (see the hook points in fleet.ts, marked "outreach hook"); everything runs
 // without waiting on the network, so no receiver can delay a decision.
 import type { Logger } from "@ws/protocol";
-import type { VmKey } from "../agents/server.js";
-import { vmId } from "../agents/server.js";
+import { type VmKey, vmId } from "../model/vm-key.js";
+import { idleSecondsAt } from "../engine/activity.js";
 import type { Decision, Policy, StopResult, StopTrigger, VmRecord } from "../engine/types.js";
 import { History } from "../history/history.js";
 import { keepLinkUrl } from "../keeplink/token.js";
@@ -73,8 +73,8 @@ export class Outreach implements FleetObserver {
     const next = decision.next;
     this.history.point(vm, {
       atMs: nowMs,
-      idleSeconds:
-        next.lastActivityAtMs !== undefined ? Math.max(0, (nowMs - next.lastActivityAtMs) / 1000) : Number.NaN,
+      // A Stopped VM's idle clock does not run: its chart shows no idle time, not an ever-growing one.
+      idleSeconds: idleSecondsAt(next, nowMs) ?? Number.NaN,
       activeSignals: next.activeSignals.length,
       state: next.state,
     });

@@ -5,7 +5,14 @@
 // throws, so no receiver can delay a notice or a stop. Logs name the target,
 // never its URL.
 import type { Logger } from "@ws/protocol";
-import { backoffDelayMs, isRetryableStatus, realSleep, type BackoffPolicy, type Sleep } from "../kube/backoff.js";
+import {
+  backoffDelayMs,
+  isRetryableStatus,
+  parseRetryAfterMs,
+  realSleep,
+  type BackoffPolicy,
+  type Sleep,
+} from "../retry.js";
 import type { WebhookFormat } from "./config.js";
 
 export interface WebhookRequest {
@@ -165,7 +172,7 @@ export class WebhookSender {
           attempt,
           this.options.backoff ?? WEBHOOK_BACKOFF,
           this.options.random ?? Math.random,
-          result.retryAfterSeconds,
+          result.retryAfterMs,
         ),
       );
     }
@@ -173,7 +180,7 @@ export class WebhookSender {
 
   private async attempt(
     request: WebhookRequest,
-  ): Promise<{ ok: true } | { ok: false; status: number | null; message: string; retryAfterSeconds: number | null }> {
+  ): Promise<{ ok: true } | { ok: false; status: number | null; message: string; retryAfterMs: number }> {
     const doFetch = this.options.fetch ?? fetch;
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), this.options.timeoutMs);
@@ -195,21 +202,20 @@ export class WebhookSender {
           ok: false,
           status: response.status,
           message: `the receiver redirects (HTTP ${response.status}); webhooks do not follow redirects: configure the address it redirects to`,
-          retryAfterSeconds: null,
+          retryAfterMs: 0,
         };
-      const retryAfter = Number(response.headers.get("retry-after"));
       return {
         ok: false,
         status: response.status,
         message: `HTTP ${response.status}`,
-        retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : null,
+        retryAfterMs: parseRetryAfterMs(response.headers.get("retry-after")),
       };
     } catch (error) {
       // fetch errors can quote the URL: say what happened, not where.
       const message = abort.signal.aborted
         ? `no answer within ${this.options.timeoutMs / 1000}s`
         : `connection failed (${(error as { cause?: { code?: string } }).cause?.code ?? (error as Error).name})`;
-      return { ok: false, status: null, message, retryAfterSeconds: null };
+      return { ok: false, status: null, message, retryAfterMs: 0 };
     } finally {
       clearTimeout(timer);
     }

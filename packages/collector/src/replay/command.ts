@@ -2,7 +2,7 @@
 
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
 import {
   defaultCollectorPolicyConfig,
   parseCollectorPolicyDocument,
@@ -37,8 +37,6 @@ Options:
 
 Exit status: 0 done, 1 unreadable or invalid trace or config, 2 bad usage.
 `;
-
-class UsageError extends Error {}
 
 export async function replayCommand(argv: string[], io: ReplayIo): Promise<number> {
   const args = argv[0] === "replay" ? argv.slice(1) : argv;

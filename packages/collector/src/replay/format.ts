@@ -1,6 +1,7 @@
 // The replay timeline as text (one block per decision) or JSON lines.
 
 import type { Action } from "../engine/types.js";
+import { uncountedConnections } from "./connected.js";
 import { summarizeTimeline, type TimelineEntry } from "./replay.js";
 
 /** Seconds from the trace start as "+HH:MM:SS" (with days: "+2d03:04:05"). */
@@ -72,6 +73,8 @@ export function formatTimelineText(timeline: readonly TimelineEntry[], options: 
     lines.push(`${indent}${entry.reason}`);
     for (const veto of entry.explanation.vetoes)
       lines.push(`${indent}held: ${veto.detail}${veto.untilMs !== undefined ? ` (until ${at(veto.untilMs)})` : ""}`);
+    if (entry.from !== entry.to && (entry.to === "StoppingPending" || entry.to === "Stopping"))
+      for (const detail of uncountedConnections(entry.explanation)) lines.push(`${indent}not counted: ${detail}`);
     for (const action of entry.actions) lines.push(`${indent}↳ ${describeAction(action, at)}`);
   }
   const totals = summarizeTimeline(timeline);

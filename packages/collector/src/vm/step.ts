@@ -133,13 +133,6 @@ export function step(vm: VmLoopState, nowMs: number, input: StepInput): Decision
   return decision;
 }
 
-/** The idle clock as the metrics, the status page and /api/vms show it: undefined when it does not run (stopped, unknown). */
-export function idleSecondsAt(record: VmRecord | undefined, nowMs: number): number | undefined {
-  if (!record || record.lastActivityAtMs === undefined) return undefined;
-  if (record.state === "Stopped" || record.state === "Unknown") return undefined;
-  return Math.max(0, (nowMs - record.lastActivityAtMs) / 1000);
-}
-
 /**
  * The record with its evidence memory pruned: the sources the latest Report names are kept,
  * others only up to MAX_REMEMBERED_SOURCES (the most recently seen first). The record is

@@ -1,35 +1,13 @@
 // The view model of one VM: what the status page, /api/vms and /metrics show.
 // Pure: built from the VM's loop state and its connection facts.
-import type { VmKey } from "../agents/server.js";
-import type { VmPlatformDetails, VmView } from "../view.js";
-import { readingsFromReport } from "../whatif/readings.js";
-import { idleSecondsAt, type VmLoopState } from "./step.js";
+import type { VmKey } from "../model/vm-key.js";
+import type { VmPlatformDetails, VmView } from "../model/vm-view.js";
+import { readingsFromReport } from "../model/readings.js";
+import { idleSecondsAt } from "../engine/activity.js";
+import { familyOf, SIGNAL_FAMILIES } from "../engine/strength.js";
+import type { VmLoopState } from "./step.js";
 
-/** The signal families of workstation_signal_active (every one is exported, 0 or 1). */
-export const SIGNAL_FAMILIES = [
-  "tty",
-  "jupyter",
-  "code-server",
-  "desktop",
-  "remote-session",
-  "gpu",
-  "background",
-  "lease",
-  "inhibitor",
-] as const;
-
-function familyOf(signal: string): (typeof SIGNAL_FAMILIES)[number] | undefined {
-  if (signal.startsWith("tty")) return "tty";
-  if (signal.startsWith("jupyter")) return "jupyter";
-  if (signal === "code-server") return "code-server";
-  if (signal === "desktop-input") return "desktop";
-  if (signal === "remote-session" || signal === "remote-connected") return "remote-session";
-  if (signal === "gpu") return "gpu";
-  if (["cpu", "user-cpu", "network", "disk"].includes(signal)) return "background";
-  if (signal === "lease") return "lease";
-  if (signal === "inhibitor") return "inhibitor";
-  return undefined;
-}
+export { SIGNAL_FAMILIES };
 
 /** What the view needs beyond the loop state: the connection and the policy's errors. */
 export interface VmViewFacts {

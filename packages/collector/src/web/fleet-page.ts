@@ -1,8 +1,10 @@
 // The fleet page: one row per VM, sortable and filterable by state, namespace
 // and owner through the query string (links and a GET form: no JavaScript).
 // Pure: views and the query in, HTML out.
+import type { GivenBackRow } from "../adoption/given-back.js";
+import { countAgentVersions } from "../rollout/agent-versions.js";
 import { formatDuration } from "@ws/protocol";
-import type { VmView } from "../view.js";
+import type { VmView } from "../model/vm-view.js";
 import { escapeHtml, page, when } from "./html.js";
 
 export interface FleetQuery {
@@ -97,6 +99,45 @@ function select(name: string, label: string, values: string[], chosen: string | 
   return `<label>${label} <select name="${name}">${options.join("")}</select></label>`;
 }
 
+/** Which agent versions are connected; more than one is skew to finish (docs/install.md, Upgrade). */
+function agentVersionsLine(views: VmView[]): string {
+  const counts = countAgentVersions(views);
+  if (counts.length === 0) return "";
+  const list = counts.map((c) => `${escapeHtml(c.version)} × ${c.agents}`).join(", ");
+  const skew = counts.length > 1 ? " — more than one version: finish the agents' upgrade" : "";
+  return `<p id="agent-versions">Agents: ${list}${skew}</p>`;
+}
+
+const hours = (seconds: number) => (seconds / 3600).toFixed(1);
+
+/**
+ * What ws's own stops gave back, per namespace and owner (the page's filters apply), beside the
+ * GPUs those VMs are configured with: the figure a site reports, next to configured capacity.
+ */
+export function givenBackSection(rows: readonly GivenBackRow[], views: VmView[], query: FleetQuery): string {
+  const shown = rows.filter(
+    (r) =>
+      (!query.namespace || r.namespace === query.namespace) && (query.owner === undefined || r.owner === query.owner),
+  );
+  if (shown.length === 0) return "";
+  const configuredGpus = (r: GivenBackRow) =>
+    views
+      .filter((v) => v.namespace === r.namespace && (v.owner ?? "") === r.owner)
+      .reduce((sum, v) => sum + (v.gpuCount ?? 0), 0);
+  const body = shown
+    .map(
+      (r) =>
+        `<tr><td>${escapeHtml(r.namespace)}</td><td>${escapeHtml(r.owner || "—")}</td><td>${r.stoppedNow}</td><td>${hours(r.vmSeconds)}</td><td>${hours(r.cpuCoreSeconds)}</td><td>${hours(r.memoryByteSeconds / 2 ** 30)}</td><td>${hours(r.gpuSeconds)}</td><td>${configuredGpus(r)}</td></tr>`,
+    )
+    .join("\n");
+  return `<h2>Given back by ws's stops</h2>
+<p>Hours VMs that ws stopped stayed stopped, since this collector started (Prometheus keeps the history: <code>workstation_freed_*_total</code>). VMs stopped by someone else or created Halted are not counted.</p>
+<table id="given-back"><thead><tr><th>Namespace</th><th>Owner</th><th>Stopped by ws now</th><th>VM-hours</th><th>CPU core-hours</th><th>Memory GiB-hours</th><th>GPU-hours</th><th>GPUs configured</th></tr></thead>
+<tbody>
+${body}
+</tbody></table>`;
+}
+
 export function renderFleetPage(
   views: VmView[],
   nowMs: number,
@@ -104,6 +145,7 @@ export function renderFleetPage(
   query: FleetQuery,
   /** The signed-in viewer (pages behind the site's login): named on the page, and what they see. */
   viewer?: { user: string; admin: boolean },
+  givenBack: readonly GivenBackRow[] = [],
 ): string {
   const rows = selectVms(views, query)
     .map((v) => {
@@ -118,7 +160,7 @@ export function renderFleetPage(
 <td><a href="vm/${encodeURIComponent(v.namespace)}/${encodeURIComponent(v.name)}">${escapeHtml(v.namespace)}/${escapeHtml(v.name)}</a></td>
 <td>${escapeHtml(v.owner || "—")}</td>
 <td>${escapeHtml(v.state)}${v.mode === "observe" ? " <small>(observe)</small>" : ""}${v.autostop ? "" : " <small>(autostop off)</small>"}</td>
-<td>${v.connected ? "yes" : "no"}</td>
+<td>${v.connected ? `yes${v.agentVersion ? ` <small>${escapeHtml(v.agentVersion)}</small>` : ""}` : "no"}</td>
 <td>${v.idleSeconds === undefined ? "—" : formatDuration(v.idleSeconds)} / ${formatDuration(v.idleTimeoutSeconds)}</td>
 <td>${escapeHtml(v.activeSignals.join(", ") || "none")}</td>
 <td>${stopText(v, nowMs)}</td>
@@ -141,6 +183,7 @@ export function renderFleetPage(
     `<h1>Workstations</h1>
 <p>ws-collector ${escapeHtml(info.version)} · ${escapeHtml(info.mode)} mode · ${info.leader ? "leader" : "standby"} · ${views.length} VM(s) · ${viewer ? "" : '<a href="metrics">/metrics</a> · '}<a href="api/vms">/api/vms</a></p>
 ${viewer ? `<p id="viewer">Signed in as <strong>${escapeHtml(viewer.user)}</strong>${viewer.admin ? " (admin: every VM)" : ": your VMs"}</p>` : ""}
+${agentVersionsLine(views)}
 ${observeCount ? `<p class="box" id="observe-note">${observeCount} VM(s) in <b>observe mode</b>: they would be stopped as shown, but nothing is stopped and nobody is warned (unless their policy sets observe-notices).</p>` : ""}
 <form class="filters" method="get" action="">
 ${select(
@@ -167,7 +210,8 @@ ${query.sort !== "vm" ? `<input type="hidden" name="sort" value="${escapeHtml(qu
 <table id="fleet"><thead><tr>${header("vm", "VM")}${header("owner", "Owner")}${header("state", "State")}${header(undefined, "Agent")}${header("idle", "Idle / timeout")}${header(undefined, "Active signals")}${header("stop", "Stop")}${header(undefined, "Leases")}${header("report", "Last report")}${header(undefined, "Why")}</tr></thead>
 <tbody>
 ${rows || `<tr><td colspan="10">${views.length ? "No VM matches the filter." : "No VMs yet: agents appear here when they connect."}</td></tr>`}
-</tbody></table>`,
+</tbody></table>
+${givenBackSection(givenBack, views, query)}`,
     { refreshSeconds: 10 },
   );
 }

@@ -4,7 +4,8 @@ import http from "node:http";
 import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
-import type { FleetReader } from "../view.js";
+import type { GivenBackRow } from "../adoption/given-back.js";
+import type { FleetReader } from "../model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { renderVmPage } from "./vm-page.js";
 import { mayView, viewerFromHeaders, type IdentityConfig, type Viewer } from "./identity.js";
@@ -32,6 +33,8 @@ export interface WebOptions {
   identity?: IdentityConfig;
   /** A request refused before or outside its route (counted and logged by the caller; never echoes the request). */
   onRefused?: (why: HttpRefusal, detail: string) => void;
+  /** What ws's own stops gave back, per namespace and owner (the fleet page's "Given back"). */
+  givenBack?: (nowMs: number) => GivenBackRow[];
 }
 
 /** A keep-link form is a few hundred bytes; anything larger is not one. */
@@ -275,7 +278,15 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
         return send(
           200,
           html,
-          renderFleetPage(views(), options.nowMs(), options.info(), parseFleetQuery(url.searchParams), viewer),
+          renderFleetPage(
+            views(),
+            options.nowMs(),
+            options.info(),
+            parseFleetQuery(url.searchParams),
+            viewer,
+            // A signed-in user sees what their own VMs gave back; an admin, everyone's.
+            options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
+          ),
         );
       default:
         return send(404, "text/plain", "not found\n");

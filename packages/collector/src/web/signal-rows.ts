@@ -2,7 +2,7 @@
 // source's state, for the VM page's "Signals" table: what the engine saw
 // even when nothing counted. Pure.
 import type { Thresholds } from "../engine/types.js";
-import type { ReportReadings } from "../whatif/readings.js";
+import type { ReportReadings } from "../model/readings.js";
 
 export interface MeasuredRow {
   signal: string;

@@ -4,7 +4,7 @@
 // Pure: the VM's detail and history in, HTML out.
 import { formatDuration } from "@ws/protocol";
 import type { ChartPoint, HistoryTransition } from "../history/history.js";
-import type { VmDetail } from "../view.js";
+import type { VmDetail } from "../model/vm-view.js";
 import { renderChart } from "./chart.js";
 import { measuredRows } from "./signal-rows.js";
 import { at, escapeHtml, page, when } from "./html.js";

@@ -1,14 +1,13 @@
 // `ws-collector whatif` options: pure parsing, every problem named.
 import { parseArgs } from "node:util";
-import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
 import { parse as parseYaml } from "yaml";
 import { parseCollectorPolicyConfig } from "../engine/config.js";
 import { mergePolicy, parseKnobs, POLICY_KNOB_NAMES, crossCheckPolicy } from "../engine/policy.js";
 import type { Policy } from "../engine/types.js";
 
-export class WhatifUsageError extends Error {
-  override name = "WhatifUsageError";
-}
+/** whatif's usage mistakes are the programs' one UsageError (exit 2 with the message). */
+export { UsageError as WhatifUsageError };
 
 /** Knobs that make no sense in a replay: it always enforces, and the step is the report interval. */
 const FIXED_KNOBS = new Set(["autostop", "mode", "report-interval"]);
@@ -68,8 +67,7 @@ export function parseTime(text: string, nowMs: number, what: string): number {
     try {
       return nowMs - parseDuration(relative[1]!) * 1000;
     } catch (error) {
-      if (error instanceof DurationError)
-        throw new WhatifUsageError(`${what} ${JSON.stringify(text)}: ${error.message}`);
+      if (error instanceof DurationError) throw new UsageError(`${what} ${JSON.stringify(text)}: ${error.message}`);
       throw error;
     }
   }
@@ -78,7 +76,7 @@ export function parseTime(text: string, nowMs: number, what: string): number {
     const ms = Date.parse(value);
     if (Number.isFinite(ms)) return ms;
   }
-  throw new WhatifUsageError(
+  throw new UsageError(
     `${what} ${JSON.stringify(text)} is not a time: use RFC 3339 (2024-05-01T00:00:00Z), Unix seconds, now or now-7d`,
   );
 }
@@ -87,7 +85,7 @@ function duration(text: string, what: string, allowZero = false): number {
   try {
     return parseDuration(text, { allowZero });
   } catch (error) {
-    if (error instanceof DurationError) throw new WhatifUsageError(`${what}: ${error.message}`);
+    if (error instanceof DurationError) throw new UsageError(`${what}: ${error.message}`);
     throw error;
   }
 }
@@ -98,11 +96,11 @@ function policySectionOf(text: string, path: string): string {
   try {
     document = parseYaml(text);
   } catch (error) {
-    throw new WhatifUsageError(`${path}: ${errorMessage(error).split("\n")[0]}`);
+    throw new UsageError(`${path}: ${errorMessage(error).split("\n")[0]}`);
   }
   if (document === null || document === undefined) return "";
   if (typeof document !== "object" || Array.isArray(document))
-    throw new WhatifUsageError(`${path}: the config must be a mapping (key: value)`);
+    throw new UsageError(`${path}: the config must be a mapping (key: value)`);
   const policy = (document as Record<string, unknown>).policy;
   // JSON is YAML too: the section travels as JSON, as serve passes it.
   return policy === undefined || policy === null ? "" : JSON.stringify(policy);
@@ -116,12 +114,12 @@ function basePolicy(
   const parsed = parseCollectorPolicyConfig(
     configText === undefined ? "" : policySectionOf(configText, configPath ?? "config"),
   );
-  if (!parsed.ok) throw new WhatifUsageError(`${configPath}: ${parsed.errors.join("; ")}`);
+  if (!parsed.ok) throw new UsageError(`${configPath}: ${parsed.errors.join("; ")}`);
   if (profile === undefined) return parsed.config.defaults;
   const overrides = parsed.config.profiles[profile];
   if (!overrides) {
     const known = Object.keys(parsed.config.profiles);
-    throw new WhatifUsageError(
+    throw new UsageError(
       `--profile ${profile}: no such profile in ${configPath ?? "the built-in defaults (give --config)"}${known.length ? ` (known: ${known.join(", ")})` : ""}`,
     );
   }
@@ -157,7 +155,7 @@ export function parseWhatifArgs(
       },
     });
   } catch (error) {
-    throw new WhatifUsageError(errorMessage(error));
+    throw new UsageError(errorMessage(error));
   }
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   if (values.help) return "help";
@@ -167,42 +165,42 @@ export function parseWhatifArgs(
   };
 
   const prometheus = text("prometheus");
-  if (!prometheus) throw new WhatifUsageError("whatif needs --prometheus URL (for example http://prometheus:9090)");
+  if (!prometheus) throw new UsageError("whatif needs --prometheus URL (for example http://prometheus:9090)");
   let prometheusUrl: URL;
   try {
     prometheusUrl = new URL(prometheus);
   } catch {
-    throw new WhatifUsageError(
+    throw new UsageError(
       `--prometheus ${JSON.stringify(prometheus)} is not a URL (for example http://prometheus:9090)`,
     );
   }
   if (prometheusUrl.protocol !== "http:" && prometheusUrl.protocol !== "https:") {
-    throw new WhatifUsageError(`--prometheus must be an http:// or https:// URL, not ${prometheusUrl.protocol}`);
+    throw new UsageError(`--prometheus must be an http:// or https:// URL, not ${prometheusUrl.protocol}`);
   }
   const from = text("from");
-  if (!from) throw new WhatifUsageError("whatif needs --from (for example --from now-7d)");
+  if (!from) throw new UsageError("whatif needs --from (for example --from now-7d)");
   const fromMs = parseTime(from, nowMs, "--from");
   const toMs = parseTime(text("to") ?? "now", nowMs, "--to");
   if (toMs <= fromMs)
-    throw new WhatifUsageError(
+    throw new UsageError(
       `--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`,
     );
   const stepSeconds = duration(text("step") ?? "1m", "--step");
-  if (stepSeconds < 1) throw new WhatifUsageError("--step must be at least 1s");
+  if (stepSeconds < 1) throw new UsageError("--step must be at least 1s");
   if ((toMs - fromMs) / 1000 / stepSeconds > 5_000_000)
-    throw new WhatifUsageError("--step is too small for the range: more than 5 million steps");
+    throw new UsageError("--step is too small for the range: more than 5 million steps");
   const falseStopWindowSeconds = duration(text("false-stop-window") ?? "15m", "--false-stop-window");
 
   for (const name of ["namespace", "vm"]) {
     const value = text(name);
     if (value !== undefined && !DNS_LABEL.test(value))
-      throw new WhatifUsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
+      throw new UsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
   }
 
   const headers: Record<string, string> = {};
   for (const header of (values.header as string[] | undefined) ?? []) {
     const colon = header.indexOf(":");
-    if (colon <= 0) throw new WhatifUsageError(`--header ${JSON.stringify(header)}: write it as 'Name: value'`);
+    if (colon <= 0) throw new UsageError(`--header ${JSON.stringify(header)}: write it as 'Name: value'`);
     headers[header.slice(0, colon).trim()] = header.slice(colon + 1).trim();
   }
 
@@ -212,7 +210,7 @@ export function parseWhatifArgs(
     try {
       configText = readConfig(configPath);
     } catch (error) {
-      throw new WhatifUsageError(
+      throw new UsageError(
         `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
       );
     }
@@ -226,7 +224,7 @@ export function parseWhatifArgs(
   }
   const knobs = parseKnobs(Object.entries(overrides), "annotation", { keyLabel: (name) => `--${name}` });
   if (knobs.errors.length > 0) {
-    throw new WhatifUsageError(
+    throw new UsageError(
       knobs.errors
         .map((error) => `${error.key}${error.value !== undefined ? ` ${error.value}` : ""}: ${error.message}`)
         .join("; "),
@@ -242,7 +240,7 @@ export function parseWhatifArgs(
   if (policy.agentLostAfterSeconds < 2 * stepSeconds) policy.agentLostAfterSeconds = 2 * stepSeconds;
   const crossErrors = crossCheckPolicy(policy, (name) => `--${name}`);
   if (crossErrors.length > 0)
-    throw new WhatifUsageError(crossErrors.map((error) => `${error.key}: ${error.message}`).join("; "));
+    throw new UsageError(crossErrors.map((error) => `${error.key}: ${error.message}`).join("; "));
 
   return {
     prometheusUrl,

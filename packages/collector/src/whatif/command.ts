@@ -2,7 +2,8 @@
 // them through the engine under the given policy, print the outcome.
 // The only I/O here: the HTTP range queries and the output streams.
 import { readFileSync } from "node:fs";
-import { parseWhatifArgs, WHATIF_HELP, WhatifUsageError, type WhatifOptions } from "./args.js";
+import { UsageError } from "@ws/protocol";
+import { parseWhatifArgs, WHATIF_HELP, type WhatifOptions } from "./args.js";
 import {
   HistoryError,
   historyFromSeries,
@@ -75,7 +76,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
   try {
     options = parseWhatifArgs(argv, nowMs(), io.readFile ?? ((path) => readFileSync(path, "utf8")));
   } catch (error) {
-    if (error instanceof WhatifUsageError) {
+    if (error instanceof UsageError) {
       io.stderr.write(`ws-collector whatif: ${error.message}\nRun 'ws-collector whatif --help' for usage.\n`);
       return 2;
     }

@@ -1,7 +1,7 @@
 // Recorded history: the query that reads the replayable series from Prometheus,
 // and the pure step that turns its matrix answer into one sample per VM per step.
-import type { ReportReadings } from "./readings.js";
-import { ACTIVITY_SIGNALS, type ActivitySignal } from "./readings.js";
+import type { ReportReadings } from "../model/readings.js";
+import { ACTIVITY_SIGNALS, type ActivitySignal } from "../model/readings.js";
 
 /** The series `whatif` reads, by metric name without the `workstation_` prefix. */
 export const HISTORY_METRICS = [
@@ -18,6 +18,8 @@ export const HISTORY_METRICS = [
   "idle_inhibitors",
   "signal_last_activity_timestamp_seconds",
   "lease_expiry_timestamp_seconds",
+  "remote_forward_jupyter_port",
+  "remote_cadence_seconds",
 ] as const;
 
 /** A metric that is exported with every report: its presence at a step means a report was there to replay. */
@@ -189,6 +191,8 @@ function sampleFrom(fields: Map<string, number>): StepSample {
     ["user_process_cpu_cores", "userProcessCpuCores"],
     ["network_bytes_per_second", "networkBytesPerSecond"],
     ["disk_io_bytes_per_second", "diskBytesPerSecond"],
+    ["remote_forward_jupyter_port", "remoteForwardJupyterPort"],
+    ["remote_cadence_seconds", "remoteCadenceSeconds"],
   ] as const;
   for (const [metric, key] of optional) {
     const value = fields.get(metric);

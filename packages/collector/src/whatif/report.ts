@@ -90,6 +90,7 @@ export function formatText(result: WhatifResult): string {
       lines.push(
         `  ${vm.namespace}/${vm.name}  ${iso(stop.atMs)}  ${until}; saved ${hours(stop.savedSeconds / 3600)} VM-hours${stop.gpus > 0 ? ` × ${stop.gpus} GPU` : ""}`,
       );
+      for (const detail of stop.notCounted) lines.push(`      not counted: ${detail}`);
     }
   }
   const silent = result.vms.filter((vm) => vm.reportedSteps === 0);

@@ -7,7 +7,8 @@ import { extractEvidence, vetoesAt } from "../engine/evidence.js";
 import type { Decision, Policy, ReceivedReport, StopTrigger, VmRecord } from "../engine/types.js";
 import { newVmLoopState, step, type StepInput } from "../vm/step.js";
 import type { StepGrid, StepSample, VmHistory } from "./history.js";
-import { reportFromReadings } from "./readings.js";
+import { uncountedConnections } from "../replay/connected.js";
+import { reportFromReadings } from "../model/readings.js";
 
 export type StopEnd = "activity" | "vm-gone" | "end-of-range";
 
@@ -15,6 +16,8 @@ export interface SimulatedStop {
   atMs: number;
   trigger: StopTrigger;
   reason: string;
+  /** What was connected and not counted (a forward judged by its kernel, a page reloading itself). */
+  notCounted: string[];
   /** When the VM would have been needed again (or the range/recording ended). */
   untilMs: number;
   endedBy: StopEnd;
@@ -51,6 +54,7 @@ interface Stopped {
   atMs: number;
   trigger: StopTrigger;
   reason: string;
+  notCounted: string[];
   gpus: number;
   record: VmRecord;
 }
@@ -111,6 +115,7 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
       atMs: stopped.atMs,
       trigger: stopped.trigger,
       reason: stopped.reason,
+      notCounted: stopped.notCounted,
       untilMs,
       endedBy,
       ...(resumedBy ? { resumedBy } : {}),
@@ -128,7 +133,14 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
     options.onDecision?.(decision);
     const stop = decision.actions.find((action) => action.kind === "stop" || action.kind === "would-stop");
     if (stop && (stop.kind === "stop" || stop.kind === "would-stop")) {
-      stopped = { atMs: nowMs, trigger: stop.trigger, reason: stop.reason, gpus, record: decision.next };
+      stopped = {
+        atMs: nowMs,
+        trigger: stop.trigger,
+        reason: stop.reason,
+        notCounted: uncountedConnections(decision.explanation),
+        gpus,
+        record: decision.next,
+      };
     }
     return decision;
   };

@@ -459,7 +459,8 @@ describe("decide: failed sources are never idleness", () => {
   it("an unreachable Jupyter server that had kernels holds the VM", () => {
     const unreachable = () =>
       report({ jupyter: { servers: [{ url: "http://127.0.0.1:8888/", reachable: false, error: "ECONNREFUSED" }] } });
-    const sim = new Sim();
+    // A blind source holds for max(weak-activity-max, idle-timeout): 4h here, over the 2h looked at.
+    const sim = new Sim(testPolicy({ weakActivityMaxSeconds: (4 * HOUR) / 1000 }));
     sim.send(kernels());
     const decisions = sim.advance(2 * HOUR, { tickMs: MINUTE, reportEveryMs: MINUTE, makeReport: unreachable });
     expect(actionsOf(decisions, "notice")).toEqual([]);

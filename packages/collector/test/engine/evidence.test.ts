@@ -147,3 +147,63 @@ describe("a VM whose agent never reports", () => {
     expect(actionsOf(decisions, "stop")[0]).toMatchObject({ trigger: "agent-lost" });
   });
 });
+
+describe("remote sessions judged by what their traffic is", () => {
+  const at = (session: Record<string, unknown>, jupyter?: Record<string, unknown>) =>
+    extractEvidence(
+      {
+        report: report({
+          remoteSessions: { sessions: [{ user: "alice", uid: 1000, pid: 7, remoteHost: "10.0.0.12", ...session }] },
+          ...(jupyter ? { jupyter } : {}),
+        }),
+        receivedAtMs: T0,
+      },
+      policy,
+    ).readings;
+
+  it("a forward to a Jupyter server is weak and named by the kernel's idle time", () => {
+    const readings = at(
+      {
+        interactionAgeSeconds: 3 * 3600 + 60,
+        judgedByService: true,
+        forwards: [{ destinationAddress: "127.0.0.1", destinationPort: 8888, service: "jupyter", listenerPid: 42 }],
+      },
+      {
+        servers: [
+          {
+            url: "http://127.0.0.1:8888/",
+            pid: 42,
+            reachable: true,
+            kernels: [{ id: "k1", name: "python3", executionState: "idle", lastActivityAgeSeconds: 3 * 3600 }],
+          },
+        ],
+      },
+    );
+    const connected = readings.find((r) => r.signal === "remote-connected")!;
+    expect(connected).toMatchObject({ strength: "weak", atMs: T0 });
+    expect(connected.detail).toBe(
+      "SSH session without a terminal is open (alice from 10.0.0.12, forwarding ports): forward to Jupyter server 8888: judged by the kernel, idle 3h",
+    );
+    // Only the opening is a person's: 3h and a minute ago.
+    expect(readings.find((r) => r.signal === "remote-session")?.atMs).toBe(T0 - (3 * 3600 + 60) * SECOND);
+  });
+
+  it("a regular cadence says so, weak; a busy kernel behind the forward is named busy", () => {
+    expect(
+      at({
+        command: "",
+        interactionAgeSeconds: 600,
+        cadence: { periodSeconds: 30.2, bursts: 20, meanBurstBytes: 2500 },
+      }).find((r) => r.signal === "remote-connected")?.detail,
+    ).toMatch(/: regular traffic every 30s \(a page reloading itself or a poller\)$/);
+    expect(
+      at(
+        {
+          judgedByService: true,
+          forwards: [{ destinationAddress: "127.0.0.1", destinationPort: 8888, service: "jupyter", listenerPid: 42 }],
+        },
+        { servers: [{ url: "u", pid: 42, reachable: true, kernels: [{ id: "k", executionState: "busy" }] }] },
+      ).find((r) => r.signal === "remote-connected")?.detail,
+    ).toMatch(/forward to Jupyter server 8888: judged by the kernel, busy$/);
+  });
+});

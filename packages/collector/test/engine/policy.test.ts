@@ -28,7 +28,7 @@ describe("policyFromAnnotations", () => {
       idleTimeoutSeconds: 7200,
       gracePeriodSeconds: 600,
       maxKeepRunningSeconds: 86_400,
-      weakActivityMaxSeconds: 14_400,
+      weakActivityMaxSeconds: 0,
       agentLostAfterSeconds: 300,
       stopWhenAgentLostAfterSeconds: null,
       reportIntervalSeconds: 15,

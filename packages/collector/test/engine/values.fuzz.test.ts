@@ -184,4 +184,29 @@ describe("policy value parsers under fuzzing", () => {
       RUNS,
     );
   });
+
+  it("accepts every well-formed value, as the number it names", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 100 }),
+        fc.integer({ min: 1, max: 4096 }),
+        fc.integer({ min: 1, max: 10_000 }),
+        fc.integer({ min: 1, max: 7 * 24 * 60 }),
+        fc.constantFrom("enforce", "observe"),
+        fc.boolean(),
+        (percent, cores, kib, minutes, mode, flag) => {
+          expect(parseRatio(`${percent}%`)).toBeCloseTo(percent / 100, 10);
+          expect(parseCores(String(cores))).toBe(cores);
+          expect(parseByteRate(`${kib}KiB/s`)).toBe(kib * 1024);
+          expect(parseDurationValue(`${minutes}m`, { allowBareSeconds: false })).toBe(minutes * 60);
+          expect(parseDurationValue(String(minutes * 60), { allowBareSeconds: true })).toBe(minutes * 60);
+          expect(parseOptionalDuration(`${minutes}m`, { allowBareSeconds: false })).toBe(minutes * 60);
+          expect(parseMode(mode)).toBe(mode);
+          expect(parseBoolean(String(flag))).toBe(flag);
+          expect(parseSwitch(flag ? "enabled" : "disabled")).toBe(flag);
+        },
+      ),
+      RUNS,
+    );
+  });
 });

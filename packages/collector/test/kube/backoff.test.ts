@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Semaphore, backoffDelayMs, isRetryableStatus } from "../../src/kube/backoff.js";
+import { Semaphore, backoffDelayMs, isRetryableStatus, parseRetryAfterMs } from "../../src/retry.js";
 import { isStopInEffect, launcherPodFacts, vmFacts } from "../../src/kube/vm-model.js";
 
 const policy = { initialMs: 1_000, maxMs: 10_000, factor: 2 };
@@ -12,13 +12,23 @@ describe("backoffDelayMs", () => {
 
   it("caps at maxMs, even for a larger Retry-After", () => {
     expect(backoffDelayMs(10, policy, () => 1)).toBe(10_000);
-    expect(backoffDelayMs(1, policy, () => 0, 3)).toBe(3_000);
-    expect(backoffDelayMs(1, policy, () => 0, 3600)).toBe(10_000);
+    expect(backoffDelayMs(1, policy, () => 0, 3_000)).toBe(3_000);
+    expect(backoffDelayMs(1, policy, () => 0, 3_600_000)).toBe(10_000);
   });
 
   it("clamps a random source that strays outside [0, 1]", () => {
     expect(backoffDelayMs(1, policy, () => 5)).toBe(1_000);
     expect(backoffDelayMs(1, policy, () => -1)).toBe(500);
+  });
+});
+
+describe("parseRetryAfterMs", () => {
+  it("reads the delay form in seconds as milliseconds, anything else as no hint", () => {
+    expect(parseRetryAfterMs("7")).toBe(7_000);
+    expect(parseRetryAfterMs(" 0.5 ")).toBe(500);
+    expect([undefined, null, "soon", "-3", "Wed, 21 Oct 2015 07:28:00 GMT"].map(parseRetryAfterMs)).toEqual([
+      0, 0, 0, 0, 0,
+    ]);
   });
 });
 

@@ -32,7 +32,9 @@ describe("replays shown in the docs", async () => {
   it("covers each new rule's trace", () => {
     expect(blocks.map((block) => block.argv.at(-1)).sort()).toEqual([
       "docs/examples/desktop.trace.jsonl",
+      "docs/examples/forward-jupyter.trace.jsonl",
       "docs/examples/jupyter-terminal.trace.jsonl",
+      "docs/examples/reload-page.trace.jsonl",
       "docs/examples/remote-session.trace.jsonl",
       "docs/examples/unattended-max.trace.jsonl",
     ]);

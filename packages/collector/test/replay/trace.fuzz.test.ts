@@ -62,4 +62,31 @@ describe("trace parsing under fuzzing", () => {
       RUNS,
     );
   });
+
+  it("accepts every well-formed line: its t, its VM and its event come back as written", () => {
+    const name = fc.stringMatching(/^[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?$/);
+    fc.assert(
+      fc.property(
+        fc.double({ min: 0, max: 1e7, noNaN: true }),
+        name,
+        name,
+        fc.constantFrom("agent-connected", "agent-disconnected"),
+        (t, namespace, vm, event) => {
+          const parsed = parseTraceLine(JSON.stringify({ t, vm: `${namespace}/${vm}`, event }), 1);
+          expect(parsed).toMatchObject({ t, vm: `${namespace}/${vm}`, kind: event });
+        },
+      ),
+      RUNS,
+    );
+  });
+
+  it("parseTrace keeps every well-formed line", () => {
+    fc.assert(
+      fc.property(fc.array(fc.nat({ max: 100_000 }), { minLength: 1, maxLength: 8 }), (times) => {
+        const text = times.map((t) => JSON.stringify({ t, vm: "ns/vm", event: "agent-connected" })).join("\n");
+        expect(parseTrace(text).map((event) => event.t)).toEqual([...times].sort((a, b) => a - b));
+      }),
+      RUNS,
+    );
+  });
 });

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { BUILTIN_DEFAULT_POLICY } from "../../src/engine/policy.js";
 import type { Policy } from "../../src/engine/types.js";
 import { DeadlineQueue } from "../../src/vm/deadlines.js";
-import { reportFromReadings } from "../../src/whatif/readings.js";
+import { reportFromReadings } from "../../src/model/readings.js";
 import { startFleet } from "./fleet-harness.js";
 import { VirtualClock } from "./virtual-clock.js";
 

@@ -2,9 +2,10 @@
 // the collector's real loop and scheduling, driven by a test instead of gRPC.
 import { create } from "@bufbuild/protobuf";
 import { HelloSchema, type Directive, type Report } from "@ws/protocol";
-import type { AgentSession, VmKey } from "../../src/agents/server.js";
-import type { Policy, StopResult } from "../../src/engine/types.js";
-import { Fleet, type VmTransition } from "../../src/fleet.js";
+import type { AgentSession } from "../../src/agents/server.js";
+import type { VmKey } from "../../src/model/vm-key.js";
+import type { Decision, EngineState, Policy, StopResult } from "../../src/engine/types.js";
+import { Fleet } from "../../src/fleet.js";
 import { staticPolicySource } from "../../src/policy-source.js";
 import { VirtualClock } from "./virtual-clock.js";
 
@@ -13,13 +14,22 @@ export interface TestSession extends AgentSession {
   closed?: { code: number; details: string };
 }
 
+/** One decision that changed something (state, notice, lease, event), as the observer saw it. */
+export interface SeenDecision {
+  vm: VmKey;
+  atMs: number;
+  from: EngineState;
+  to: EngineState;
+  decision: Decision;
+}
+
 export function startFleet(
   policy: Policy,
   startMs: number,
   stopResult: StopResult = { outcome: "accepted", message: "test" },
 ) {
   const clock = new VirtualClock(startMs);
-  const transitions: VmTransition[] = [];
+  const transitions: SeenDecision[] = [];
   const stops: Array<{ vm: VmKey; atMs: number }> = [];
   const logs: string[] = [];
   const fleet = new Fleet({
@@ -36,8 +46,20 @@ export function startFleet(
       event: () => {},
       persist: () => {},
     },
+    // The one hook every edge uses: here it only records what changed.
+    observer: {
+      decided: (vm, decision, previous, _policy, atMs) => {
+        const from = previous?.state ?? "Unknown";
+        if (from !== decision.next.state || decision.actions.length > 0)
+          transitions.push({ vm, atMs, from, to: decision.next.state, decision });
+      },
+      stopped: () => {},
+      deliversNotice: () => true,
+      noticeLink: () => undefined,
+      owner: () => "",
+      forget: () => {},
+    },
   });
-  fleet.onTransition((transition) => transitions.push(transition));
   fleet.start();
   const connect = (vm: VmKey): TestSession => {
     const session: TestSession = {

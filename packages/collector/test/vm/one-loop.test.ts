@@ -7,7 +7,7 @@ import type { Action, Decision, Policy } from "../../src/engine/types.js";
 import { replayTrace } from "../../src/replay/replay.js";
 import { formatTraceLine } from "../../src/replay/trace.js";
 import type { VmHistory } from "../../src/whatif/history.js";
-import { reportFromReadings, type ReportReadings } from "../../src/whatif/readings.js";
+import { reportFromReadings, type ReportReadings } from "../../src/model/readings.js";
 import { simulateVm } from "../../src/whatif/simulate.js";
 import { startFleet } from "./fleet-harness.js";
 

@@ -51,6 +51,8 @@ export class AgentConnection {
   private retryTimer: NodeJS.Timeout | undefined;
   private wakeRetry: (() => void) | undefined;
   private connected = false;
+  /** Which of config.collector.addresses this attempt dials; a stream that never came up moves on to the next. */
+  private addressIndex = 0;
   private readonly Client = clientConstructor(AgentService);
 
   constructor(private readonly options: ConnectionOptions) {}
@@ -59,15 +61,26 @@ export class AgentConnection {
     return this.connected;
   }
 
+  /** The address dialled now (or last). */
+  get address(): string {
+    const { addresses, address } = this.options.config.collector;
+    return addresses?.[this.addressIndex] ?? address;
+  }
+
   /** Runs until stop(). Never throws. */
   async run(): Promise<void> {
     const { log } = this.options;
     while (!this.stopped) {
       const openedAt = Date.now();
       let gotDirective = false;
+      let cameUp = false;
       const endReason = await new Promise<string>((resolve) => {
         try {
-          this.openStream(resolve, () => (gotDirective = true));
+          this.openStream(
+            resolve,
+            () => (gotDirective = true),
+            () => (cameUp = true),
+          );
         } catch (error) {
           resolve(`cannot connect: ${errorMessage(error)}`);
         }
@@ -76,6 +89,16 @@ export class AgentConnection {
       this.closeClient();
       if (this.stopped) break;
       if (gotDirective && Date.now() - openedAt > HEALTHY_STREAM_MS) this.attempt = 0;
+      const addresses = this.options.config.collector.addresses ?? [];
+      const failedAddress = this.address;
+      if (!cameUp && this.retryHintMs === undefined && addresses.length > 1) {
+        // Never reached this one: the next address now; the backoff applies once every address failed.
+        this.addressIndex = (this.addressIndex + 1) % addresses.length;
+        if (this.addressIndex !== 0) {
+          log("warn", `collector ${failedAddress} not reachable (${endReason}); trying ${this.address}`);
+          continue;
+        }
+      }
       // A busy collector names when to come back (RESOURCE_EXHAUSTED + retry hint): spread ±50 % so a burst does not return as one.
       const hint = this.retryHintMs;
       this.retryHintMs = undefined;
@@ -89,7 +112,7 @@ export class AgentConnection {
             );
       if (hint === undefined) this.attempt++;
       log("warn", `collector stream ended (${endReason}); reconnecting in ${(delay / 1000).toFixed(1)}s`, {
-        collector: this.options.config.collector.address,
+        collector: failedAddress,
         attempt: this.attempt,
       });
       await new Promise<void>((resolve) => {
@@ -120,9 +143,9 @@ export class AgentConnection {
     this.closeClient();
   }
 
-  private openStream(done: (reason: string) => void, onDirective: () => void): void {
+  private openStream(done: (reason: string) => void, onDirective: () => void, onUp: () => void): void {
     const { config, log } = this.options;
-    this.client = new this.Client(config.collector.address, credentials(config), {
+    this.client = new this.Client(this.address, credentials(config), {
       ...clientChannelOptions(),
       ...(config.collector.serverName ? { "grpc.ssl_target_name_override": config.collector.serverName } : {}),
     });
@@ -136,8 +159,12 @@ export class AgentConnection {
       this.call = undefined;
       done(reason);
     };
-    call.on("metadata", () => this.setConnected(true));
+    call.on("metadata", () => {
+      onUp();
+      this.setConnected(true);
+    });
     call.on("data", (message: CollectorMessage) => {
+      onUp();
       this.setConnected(true);
       if (message.payload.case === "directive") {
         onDirective();
@@ -150,6 +177,7 @@ export class AgentConnection {
     });
     call.on("error", (error: grpc.ServiceError) => {
       this.retryHintMs = retryAfterMs(error.metadata);
+      if (error.code !== grpc.status.UNAVAILABLE && error.code !== grpc.status.DEADLINE_EXCEEDED) onUp(); // a collector answered
       if (error.code === grpc.status.UNAUTHENTICATED || error.code === grpc.status.PERMISSION_DENIED) {
         log(
           "error",
@@ -167,7 +195,7 @@ export class AgentConnection {
     if (this.connected === connected) return;
     this.connected = connected;
     if (connected) {
-      this.options.log("info", "connected to collector", { collector: this.options.config.collector.address });
+      this.options.log("info", "connected to collector", { collector: this.address });
     }
     this.options.onConnectedChange(connected);
   }

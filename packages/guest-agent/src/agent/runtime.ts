@@ -78,7 +78,7 @@ export class AgentRuntime {
       log: this.log,
       onDirective: (directive) => this.onDirective(directive),
       onConnectedChange: (connected) => {
-        this.leases.setCollectorConnected(connected, this.config.collector.address);
+        this.leases.setCollectorConnected(connected, this.connection.address);
         if (connected) this.sendLatest();
       },
     });
@@ -87,7 +87,7 @@ export class AgentRuntime {
     void this.connection.run();
     this.log("info", "agent started", {
       vm: `${this.config.vm.namespace}/${this.config.vm.name}`,
-      collector: this.config.collector.address,
+      collector: this.config.collector.addresses.join(","),
       interval: this.intervalSeconds,
     });
   }

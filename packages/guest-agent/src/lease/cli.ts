@@ -3,7 +3,7 @@
 import { spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
 import { parseArgs } from "node:util";
-import { DurationError, parseDuration, errorMessage } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
 import { systemClock, type Clock } from "../clock.js";
 import {
   AgentProtocolError,
@@ -222,8 +222,6 @@ Examples:
   ws-lease 8h --reason "training run"
   ws-lease 45m
 `;
-
-class UsageError extends Error {}
 
 export async function leaseCommand(argv: string[], io: LeaseIo, clock: Clock = systemClock): Promise<number> {
   const socketPath = io.env.WS_AGENT_SOCKET || DEFAULT_SOCKET_PATH;

@@ -1,6 +1,6 @@
 // The signal set the agent samples, built from its configuration.
 import type { AgentConfig } from "../config.js";
-import { createCodeServerSignal } from "./codeserver.js";
+import { createCodeServerSignal } from "./code-server.js";
 import { createDesktopSignal } from "./desktop.js";
 import { createDiskSignal } from "./disk.js";
 import { createGpuSignal } from "./gpu.js";
@@ -11,15 +11,18 @@ import { createRemoteSessionsSignal } from "./remote-sessions.js";
 import { createSessionsSignal } from "./sessions.js";
 import { createSystemSignal } from "./system.js";
 import type { Signal } from "./types.js";
+import { createWatchedServices } from "./watched-services.js";
 
 /** Every signal except leases, which the lease service provides. */
 export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
   // Jupyter and code-server look into the same homes: listed once per sample, walks shared.
   const homes = createHomeScan();
+  // Jupyter's discovery tells the remote-sessions signal which forwards reach a Jupyter server.
+  const services = createWatchedServices();
   return [
-    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs, homes }),
+    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs, homes, services }),
     createSessionsSignal(),
-    createRemoteSessionsSignal(),
+    createRemoteSessionsSignal({ services }),
     createDesktopSignal(),
     createCodeServerSignal(homes),
     createGpuSignal({

@@ -10,11 +10,12 @@
  * double-quoted with shell escaping on top. logind writes "Do not parse." in the header;
  * it is the only way to see locks without a bus, and its keys have not changed since 2012.
  */
-import { readdir, stat } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { InhibitorSchema, InhibitorSignalSchema } from "@ws/protocol";
 import { isMissingUserPath, readUserFile, UserPathError } from "../fs/user-file.js";
 import { under } from "../roots.js";
+import { exists, isMissing, processExists } from "../fs/exists.js";
 import { errorMessage, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
 
 export type InhibitorSignalValue = MessageInitShape<typeof InhibitorSignalSchema>;
@@ -168,7 +169,7 @@ export function createInhibitorsSignal(): Signal<InhibitorSignalValue> {
           });
           const lock = parseInhibitorFile(read.data.toString("utf8"));
           if (lock.problems.length > 0) notes.push(`${file}: ${lock.problems.join(", ")}`);
-          const holderAlive = lock.pid === undefined ? undefined : await processExists(ctx, lock.pid);
+          const holderAlive = lock.pid === undefined ? undefined : await processExists(ctx.roots.proc, lock.pid);
           files.push({ id: name, lock, holderAlive });
         } catch (error) {
           // Released between readdir() and here: logind deleted it, not a problem.
@@ -185,20 +186,6 @@ export function createInhibitorsSignal(): Signal<InhibitorSignalValue> {
       return message === undefined ? { state: "ok", value } : { state: "ok", value, message };
     },
   };
-}
-
-function processExists(ctx: SignalContext, pid: number): Promise<boolean> {
-  return exists(under(ctx.roots.proc, String(pid)));
-}
-
-/** False only when the path is certainly not there; an unreadable path counts as present. */
-async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch (error) {
-    return !isMissing(error);
-  }
 }
 
 function parseId(
@@ -313,9 +300,4 @@ function byInhibitorId(a: string, b: string): number {
   const numeric = /^\d+$/;
   if (numeric.test(a) && numeric.test(b)) return Number(a) - Number(b);
   return a.localeCompare(b);
-}
-
-function isMissing(error: unknown): boolean {
-  const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return code === "ENOENT" || code === "ENOTDIR";
 }

@@ -5,7 +5,6 @@
  *   /run/user/UID/jupyter               ($XDG_RUNTIME_DIR/jupyter: older jupyter_core, platformdirs)
  * A file whose process is gone is stale (a crashed or killed server leaves it behind) and skipped.
  */
-import { stat } from "node:fs";
 import { readdir } from "node:fs/promises";
 import path from "node:path";
 import {
@@ -19,8 +18,9 @@ import {
 import { UserPathCache } from "../fs/user-path-cache.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
+import { isMissing, processExists } from "../fs/exists.js";
 import type { HomeSample } from "./home-scan.js";
-import { byPath, isMissing, listHomeDirs } from "./jupyter-homes.js";
+import { byPath, listHomeDirs } from "./jupyter-homes.js";
 import { isRuntimeFileName, parseRuntimeFile, runtimeFilePid, type RuntimeInfo } from "./jupyter-parse.js";
 import { errorMessage } from "./types.js";
 
@@ -143,12 +143,12 @@ export async function discoverServers(
         info = parseRuntimeFile(read.text);
       } catch (error) {
         // A dead server's half-written file is stale like any other; a live one's is a problem.
-        if (await processExists(roots, pidFromName)) problems.push(`${file}: ${errorMessage(error)}`);
+        if (await processExists(roots.proc, pidFromName)) problems.push(`${file}: ${errorMessage(error)}`);
         else staleFiles.push(file);
         continue;
       }
       const pid = info.pid ?? pidFromName;
-      if (!(await processExists(roots, pid))) {
+      if (!(await processExists(roots.proc, pid))) {
         staleFiles.push(file);
         continue;
       }
@@ -156,9 +156,4 @@ export async function discoverServers(
     }
   }
   return { servers, staleFiles, problems };
-}
-
-/** Whether /proc/PID is there; a gone process (a stale runtime file's, every sample) costs no exception. */
-function processExists(roots: Roots, pid: number): Promise<boolean> {
-  return new Promise((resolve) => stat(under(roots.proc, String(pid)), (error) => resolve(!error)));
 }

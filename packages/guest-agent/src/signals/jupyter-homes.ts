@@ -10,6 +10,7 @@
  */
 import { readdir } from "node:fs/promises";
 import path from "node:path";
+import { isMissing } from "../fs/exists.js";
 import type { Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import { errorMessage } from "./types.js";
@@ -81,10 +82,4 @@ export async function listHomeDirs(roots: Roots, users: Users): Promise<HomeList
   }
   add(path.join(fsRoot, "root"));
   return { homes: [...homes.values()].sort(byPath), problems };
-}
-
-/** Absent files and directories are the normal case when scanning every home, not problems. */
-export function isMissing(error: unknown): boolean {
-  const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return code === "ENOENT" || code === "ENOTDIR";
 }

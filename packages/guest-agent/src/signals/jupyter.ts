@@ -20,6 +20,7 @@ import {
   type JupyterEndpoint,
 } from "./jupyter-parse.js";
 import { absent, errorMessage, failed, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
+import type { WatchedServices } from "./watched-services.js";
 
 export {
   endpointFromRuntime,
@@ -42,6 +43,8 @@ export interface JupyterSignalOptions {
   timeoutMs: number;
   /** Shared with the code-server signal (createSignals), so homes are listed once per sample. */
   homes?: HomeScan;
+  /** Where the servers found are published for the remote-sessions signal (forwards to them). */
+  services?: WatchedServices;
 }
 
 /** One server to query and what is already known about it. */
@@ -91,6 +94,7 @@ export function createJupyterSignal(options: JupyterSignalOptions): Signal<Jupyt
         targets.push({ endpoint, runtimeFile: "", pid: 0, uid: 0, user: "", version: "" });
       }
       problems.push(...discovered.problems);
+      options.services?.publishJupyter(targets.map((target) => ({ pid: target.pid, url: target.endpoint.url })));
 
       const notes = [...problems];
       if (discovered.staleFiles.length > 0) {

@@ -1,7 +1,7 @@
 /**
  * Pure parts of the remote-sessions signal: which processes are SSH sessions without a
- * terminal, where they come from (/proc/net/tcp), and whether an interval's traffic was more
- * than keep-alives. docs/signals/remote-sessions.md has the rule and what it was measured on.
+ * terminal, where they come from and where their forwards go (/proc/net/tcp). Whether their
+ * traffic is a person's is traffic-cadence.ts's. docs/signals/remote-sessions.md has the rule and what it was measured on.
  */
 
 /** /proc/PID/io counters the rule needs. */
@@ -51,12 +51,19 @@ export function isSshMonitorTitle(cmdline: string, user: string): boolean {
   );
 }
 
-/** One TCP socket of /proc/net/tcp or tcp6: its inode and the peer address. */
+/** One TCP socket of /proc/net/tcp or tcp6: its inode, its own and the peer's address. */
 export interface TcpSocket {
   inode: number;
+  localAddress: string;
+  localPort: number;
   remoteAddress: string;
   remotePort: number;
+  /** The kernel's state number: 1 established, 10 (0A) listening. */
+  state: number;
 }
+
+export const TCP_ESTABLISHED = 1;
+export const TCP_LISTEN = 10;
 
 /**
  * Parses /proc/net/tcp or /proc/net/tcp6. Pure. Addresses are hex in the kernel's byte order
@@ -68,28 +75,72 @@ export function parseProcNetTcp(text: string): TcpSocket[] {
   for (const line of text.split("\n").slice(1)) {
     const fields = line.trim().split(/\s+/);
     if (fields.length < 10) continue;
-    const remote = fields[2]!;
     const inode = Number(fields[9]);
-    const [hexAddress, hexPort] = remote.split(":");
-    if (
-      !hexAddress ||
-      !hexPort ||
-      !/^[0-9A-F]+$/i.test(hexAddress) ||
-      !/^[0-9A-F]{4}$/i.test(hexPort) ||
-      !Number.isSafeInteger(inode) ||
-      inode <= 0
-    )
-      continue;
-    const address =
-      hexAddress.length === 8
-        ? ipv4FromHex(hexAddress)
-        : hexAddress.length === 32
-          ? ipv6FromHex(hexAddress)
-          : undefined;
-    if (address === undefined) continue;
-    sockets.push({ inode, remoteAddress: address, remotePort: parseInt(hexPort, 16) });
+    const local = parseEndpoint(fields[1]!);
+    const remote = parseEndpoint(fields[2]!);
+    const state = /^[0-9A-F]{2}$/i.test(fields[3]!) ? parseInt(fields[3]!, 16) : undefined;
+    if (!local || !remote || state === undefined || !Number.isSafeInteger(inode) || inode <= 0) continue;
+    sockets.push({
+      inode,
+      localAddress: local.address,
+      localPort: local.port,
+      remoteAddress: remote.address,
+      remotePort: remote.port,
+      state,
+    });
   }
   return sockets;
+}
+
+/** "0100007F:1F90" → 127.0.0.1 port 8080; undefined when malformed. */
+function parseEndpoint(text: string): { address: string; port: number } | undefined {
+  const [hexAddress, hexPort] = text.split(":");
+  if (!hexAddress || !hexPort || !/^[0-9A-F]+$/i.test(hexAddress) || !/^[0-9A-F]{4}$/i.test(hexPort)) return undefined;
+  const address =
+    hexAddress.length === 8 ? ipv4FromHex(hexAddress) : hexAddress.length === 32 ? ipv6FromHex(hexAddress) : undefined;
+  return address === undefined ? undefined : { address, port: parseInt(hexPort, 16) };
+}
+
+/** Where one of a session's sockets leads: a connection sshd opened for a port forward (`ssh -L`, `-D`). */
+export interface ForwardConnection {
+  inode: number;
+  destinationAddress: string;
+  destinationPort: number;
+  /** The inode of the listening socket on this machine that accepted it. */
+  listenerInode: number;
+}
+
+const WILDCARDS = new Set(["0.0.0.0", "::"]);
+
+/**
+ * The session's sockets that are forwarded connections to a service on this machine. sshd
+ * connects out for a forward, so the socket's peer is a listening socket here (same port, that
+ * address or a wildcard); the session's own connection is the other way round: its local port
+ * is sshd's listener. A forward to another machine has no listener here and is not returned. Pure.
+ */
+export function forwardConnections(
+  sessionInodes: readonly number[],
+  sockets: readonly TcpSocket[],
+): ForwardConnection[] {
+  const listeners = sockets.filter((socket) => socket.state === TCP_LISTEN);
+  const listenerFor = (address: string, port: number): TcpSocket | undefined =>
+    listeners.find((l) => l.localPort === port && l.localAddress === address) ??
+    listeners.find((l) => l.localPort === port && WILDCARDS.has(l.localAddress));
+  const own = new Set(sessionInodes);
+  const forwards: ForwardConnection[] = [];
+  for (const socket of sockets) {
+    if (!own.has(socket.inode) || socket.state !== TCP_ESTABLISHED) continue;
+    if (listenerFor(socket.localAddress, socket.localPort)) continue;
+    const listener = listenerFor(socket.remoteAddress, socket.remotePort);
+    if (!listener) continue;
+    forwards.push({
+      inode: socket.inode,
+      destinationAddress: socket.remoteAddress,
+      destinationPort: socket.remotePort,
+      listenerInode: listener.inode,
+    });
+  }
+  return forwards;
 }
 
 function ipv4FromHex(hex: string): string {
@@ -138,24 +189,6 @@ export function socketInode(link: string): number | undefined {
 /**
  * The most one read() or write() of a keep-alive moves on the wire: an SSH keep-alive request
  * or its reply is one small packet (52 and 28 bytes measured with chacha20-poly1305; under
- * 96 with every OpenSSH cipher and MAC). Every system call of the session process is allowed
- * this much; what it moved beyond that is payload: data a person or their IDE exchanged.
+ * 96 with every OpenSSH cipher and MAC): a bin of one exchange is not traffic.
  */
 export const KEEPALIVE_BYTES_PER_CALL = 96;
-
-/** Payload beyond this in one sample interval counts as interaction (a keystroke round trip of an IDE moves kilobytes). */
-export const INTERACTION_PAYLOAD_BYTES = 512;
-
-/** Bytes moved beyond keep-alives between two readings of one session process. Pure. */
-export function payloadBytes(previous: IoCounters, current: IoCounters): number {
-  const bytes = current.readBytes - previous.readBytes + (current.writtenBytes - previous.writtenBytes);
-  const calls = current.readCalls - previous.readCalls + (current.writeCalls - previous.writeCalls);
-  // Counters only grow; a smaller one means another process (pid reuse): nothing to compare.
-  if (bytes < 0 || calls < 0) return 0;
-  return Math.max(0, bytes - KEEPALIVE_BYTES_PER_CALL * calls);
-}
-
-/** Whether the traffic between two readings looks like interaction rather than keep-alives. Pure. */
-export function isInteraction(previous: IoCounters, current: IoCounters): boolean {
-  return payloadBytes(previous, current) >= INTERACTION_PAYLOAD_BYTES;
-}

@@ -11,7 +11,7 @@
  * Everything read here is written by the kernel; the title is set by a process the user owns,
  * so it is only believed when the uid, the parent and the parent's title all agree.
  */
-import { readFileSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, readSync } from "node:fs";
 import { open, readdir, readFile, readlink } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { RemoteSessionSchema, RemoteSessionSignalSchema } from "@ws/protocol";
@@ -20,15 +20,18 @@ import type { Users } from "../users.js";
 import { CLOCK_TICKS_PER_SECOND, parsePidStat, parseStatusUid } from "./proc-pid.js";
 import { parseUptime } from "./proc-uptime.js";
 import {
-  isInteraction,
+  forwardConnections,
   isSshMonitorTitle,
   parseProcIo,
   parseProcNetTcp,
   socketInode,
   sshSessionTitleUser,
   type IoCounters,
+  type TcpSocket,
 } from "./remote-sessions-parse.js";
+import { classifyTraffic } from "./traffic-cadence.js";
 import { absent, errorMessage, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
+import type { WatchedProcess, WatchedServices } from "./watched-services.js";
 
 export type RemoteSessionSignalValue = MessageInitShape<typeof RemoteSessionSignalSchema>;
 type RemoteSessionInit = MessageInitShape<typeof RemoteSessionSchema>;
@@ -42,6 +45,19 @@ const MAX_NET_TCP_BYTES = 4 * 1024 * 1024;
 const MAX_SESSIONS = 256;
 /** A process named sshd by its user may carry megabytes of arguments: a title is read this far. */
 const MAX_TITLE_BYTES = 4096;
+/** The traffic classifier's bins: one reading of each session's /proc/PID/io a second. */
+const BIN_MS = 1_000;
+/** What the classifier looks at: ten minutes of bins (a 30 s reload repeats 20 times). */
+const WINDOW_MS = 10 * 60_000;
+/** Forwards remembered per session. */
+const MAX_FORWARDS = 8;
+/** A new forwarded connection is resolved through /proc/net/tcp at most this often. */
+const NET_TCP_MIN_INTERVAL_MS = 5_000;
+/** A listener's process is looked for among at most this many descriptors of each service process. */
+const MAX_SERVICE_FDS = 1024;
+/** The ticker stops when nobody has collected for this long (a signal made for one probe). */
+const TICKER_IDLE_STOP_MS = 15 * 60_000;
+const CODE_SERVER_COMMS = new Set(["node", "code-server"]);
 
 /** One session process as found in /proc. */
 export interface SessionProcess {
@@ -55,44 +71,194 @@ export interface SessionProcess {
   command: string;
 }
 
-/** What the signal remembers of a session between samples. */
-interface Tracked {
-  io: IoCounters;
-  lastInteractionMonoMs: number;
+/** One reading of a session's counters: bytes (rchar + wchar) and calls (syscr + syscw). */
+interface Reading {
+  atMs: number;
+  bytes: number;
+  calls: number;
 }
 
-export function createRemoteSessionsSignal(): Signal<RemoteSessionSignalValue> {
+/** A forward seen: where it goes and whether a watched service listens there. */
+export interface SeenForward {
+  destinationAddress: string;
+  destinationPort: number;
+  service: WatchedProcess["service"] | "";
+  listenerPid: number;
+  lastSeenMonoMs: number;
+}
+
+/** What the signal remembers of a session between samples. */
+export interface Tracked {
+  pid: number;
+  lastInteractionMonoMs: number;
+  /** Readings of the last WINDOW_MS, oldest first. */
+  readings: Reading[];
+  forwards: Map<string, SeenForward>;
+  /** Socket inodes already resolved (a forward's connection is looked up once). */
+  knownInodes: Set<number>;
+}
+
+export interface RemoteSessionsOptions {
+  /** The services other signals read (Jupyter servers): a forward to one is its client. */
+  services?: WatchedServices;
+}
+
+export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}): Signal<RemoteSessionSignalValue> {
   const tracked = new Map<string, Tracked>();
+  let ticker: NodeJS.Timeout | undefined;
+  let lastCollectMono = 0;
+  let lastNetReadMono = Number.NEGATIVE_INFINITY;
+  let codeServerPids: number[] = [];
+  const services = (): WatchedProcess[] => [
+    ...(options.services?.jupyter() ?? []),
+    ...codeServerPids.map((pid) => ({ service: "code-server" as const, pid, url: "" })),
+  ];
+  const tick = (ctx: SignalContext): void => {
+    const now = ctx.clock.monotonicMs();
+    if (now - lastCollectMono > TICKER_IDLE_STOP_MS) {
+      clearInterval(ticker);
+      ticker = undefined;
+      return;
+    }
+    let fresh = false;
+    for (const session of tracked.values()) fresh = readSessionTick(ctx.roots, session, now) || fresh;
+    if (fresh && now - lastNetReadMono >= NET_TCP_MIN_INTERVAL_MS) {
+      lastNetReadMono = now;
+      const sockets = readSocketsSync(ctx.roots);
+      for (const session of tracked.values())
+        resolveForwards(ctx.roots, session, socketInodesSync(ctx.roots, session.pid), sockets, services(), now);
+    }
+  };
   return {
     name: "remote_sessions",
     async collect(ctx: SignalContext): Promise<SignalOutcome<RemoteSessionSignalValue>> {
       const notes: string[] = [];
       const found = await findSessionProcesses(ctx.roots, ctx.users, notes);
       if (found === undefined) return { state: "failed", message: notes.join("; ") || "cannot list processes" };
+      codeServerPids = found.codeServerPids;
       const uptimeSeconds = await readFile(under(ctx.roots.proc, "uptime"), "utf8").then(parseUptime, () => undefined);
-      const peers = found.length > 0 ? await readPeers(ctx.roots, notes) : new Map<number, string>();
+      // The same instant as the uptime: login ages are counted back from it.
       const nowMono = ctx.clock.monotonicMs();
-      const value = { sessions: trackSessions(tracked, found, peers, uptimeSeconds, nowMono) };
-      if (found.length === 0 && !(await sshdInstalled(ctx.roots))) return absent("no sshd process running");
+      const sockets = found.sessions.length > 0 ? await readSockets(ctx.roots, notes) : [];
+      lastCollectMono = nowMono;
+      const watched = services();
+      const sessions = trackSessions(tracked, found.sessions, sockets, uptimeSeconds, nowMono, (session) =>
+        resolveForwards(
+          ctx.roots,
+          session,
+          found.sessions.find((p) => p.pid === session.pid)?.socketInodes ?? [],
+          sockets,
+          watched,
+          nowMono,
+        ),
+      );
+      if (tracked.size > 0 && ticker === undefined) {
+        ticker = setInterval(() => tick(ctx), BIN_MS);
+        ticker.unref();
+      }
+      const value = { sessions };
+      if (found.sessions.length === 0 && !(await sshdInstalled(ctx.roots))) return absent("no sshd process running");
       return notes.length > 0 ? ok(value, notes.join("; ")) : ok(value);
     },
   };
 }
 
 /**
+ * One tick for one session: its counters, and whether it has a socket not seen yet. A forwarded
+ * connection lives as long as a request (or a keep-alive connection): new sockets are looked
+ * for while traffic flows, not only when the Report is sampled.
+ */
+export function readSessionTick(roots: Roots, session: Tracked, nowMono: number): boolean {
+  const io = readIoSync(roots, session.pid);
+  if (!io) return false;
+  const previous = session.readings[session.readings.length - 1];
+  recordReading(session, io, nowMono);
+  return previous !== undefined && io.readBytes + io.writtenBytes > previous.bytes && hasNewSocket(roots, session);
+}
+
+/** Appends a reading and drops those older than the window. */
+function recordReading(session: Tracked, io: IoCounters, nowMono: number): void {
+  session.readings.push({
+    atMs: nowMono,
+    bytes: io.readBytes + io.writtenBytes,
+    calls: io.readCalls + io.writeCalls,
+  });
+  const oldest = nowMono - WINDOW_MS;
+  let drop = 0;
+  while (drop < session.readings.length - 1 && session.readings[drop]!.atMs < oldest) drop++;
+  if (drop > 0) session.readings.splice(0, drop);
+}
+
+/**
+ * Records the forwards among a session's sockets: where each goes and, when a watched
+ * service's process holds the listening socket, which service it is.
+ */
+function resolveForwards(
+  roots: Roots,
+  session: Tracked,
+  inodes: readonly number[],
+  sockets: readonly TcpSocket[],
+  watched: readonly WatchedProcess[],
+  nowMono: number,
+): void {
+  for (const inode of inodes) session.knownInodes.add(inode);
+  if (session.knownInodes.size > MAX_FDS_SCANNED * 4) session.knownInodes = new Set(inodes);
+  let listenerOwners: Map<number, WatchedProcess> | undefined;
+  for (const forward of forwardConnections(inodes, sockets)) {
+    const key = `${forward.destinationAddress}:${forward.destinationPort}`;
+    const known = session.forwards.get(key);
+    if (known) known.lastSeenMonoMs = nowMono;
+    // A forward seen before its service was (the jupyter signal publishes in the same sample) is looked at again.
+    if (known?.service || (!known && session.forwards.size >= MAX_FORWARDS) || (known && watched.length === 0))
+      continue;
+    listenerOwners ??= listenerInodesOf(roots, watched);
+    const owner = listenerOwners.get(forward.listenerInode);
+    session.forwards.set(key, {
+      destinationAddress: forward.destinationAddress,
+      destinationPort: forward.destinationPort,
+      service: owner?.service ?? "",
+      listenerPid: owner?.pid ?? 0,
+      lastSeenMonoMs: nowMono,
+    });
+  }
+  for (const [key, forward] of session.forwards)
+    if (nowMono - forward.lastSeenMonoMs > WINDOW_MS) session.forwards.delete(key);
+}
+
+/** Socket inode → the watched process holding it (a Jupyter server's listening socket). */
+function listenerInodesOf(roots: Roots, watched: readonly WatchedProcess[]): Map<number, WatchedProcess> {
+  const owners = new Map<number, WatchedProcess>();
+  for (const process of watched) {
+    for (const inode of socketInodesSync(roots, process.pid, MAX_SERVICE_FDS)) owners.set(inode, process);
+  }
+  return owners;
+}
+
+/**
  * Turns this sample's session processes into report entries and updates what is remembered.
- * Pure apart from the map it is given. A session seen for the first time counts as interaction
- * at its start: someone opened it.
+ * Pure apart from the map it is given and `resolve`, which records a new session's forwards.
+ * A session seen for the first time counts as interaction at its start: someone opened it.
+ * After that, its traffic is judged by what it reaches: a forward only to a watched service
+ * is that service's client (its own signals decide); anything else goes through the traffic
+ * classifier (traffic-cadence.ts), where a regular cadence is a machine's and stays weak.
  */
 export function trackSessions(
   tracked: Map<string, Tracked>,
   found: readonly SessionProcess[],
-  peers: ReadonlyMap<number, string>,
+  sockets: readonly TcpSocket[],
   uptimeSeconds: number | undefined,
   nowMonoMs: number,
+  resolve: (session: Tracked) => void = () => {},
 ): RemoteSessionInit[] {
   const seen = new Set<string>();
   const sessions: RemoteSessionInit[] = [];
+  const forwardInodes = new Set(
+    forwardConnections(
+      found.flatMap((p) => p.socketInodes),
+      sockets,
+    ).map((f) => f.inode),
+  );
+  const peers = new Map(sockets.map((socket) => [socket.inode, socket.remoteAddress]));
   for (const process of found) {
     const key = `${process.pid}:${process.startTicks}`;
     seen.add(key);
@@ -100,15 +266,31 @@ export function trackSessions(
       uptimeSeconds === undefined
         ? undefined
         : Math.max(0, uptimeSeconds - process.startTicks / CLOCK_TICKS_PER_SECOND);
-    const previous = tracked.get(key);
-    let lastInteractionMonoMs: number | undefined;
-    if (previous) {
-      lastInteractionMonoMs = isInteraction(previous.io, process.io) ? nowMonoMs : previous.lastInteractionMonoMs;
-    } else if (loginAgeSeconds !== undefined) {
-      lastInteractionMonoMs = nowMonoMs - loginAgeSeconds * 1000;
+    let session = tracked.get(key);
+    if (!session) {
+      if (loginAgeSeconds === undefined) continue;
+      session = {
+        pid: process.pid,
+        lastInteractionMonoMs: nowMonoMs - loginAgeSeconds * 1000,
+        readings: [],
+        forwards: new Map(),
+        knownInodes: new Set(),
+      };
+      tracked.set(key, session);
     }
-    if (lastInteractionMonoMs !== undefined) tracked.set(key, { io: process.io, lastInteractionMonoMs });
-    const remoteHost = process.socketInodes.map((inode) => peers.get(inode)).find((host) => host !== undefined) ?? "";
+    recordReading(session, process.io, nowMonoMs);
+    resolve(session);
+    const forwards = [...session.forwards.values()];
+    const judgedByService = process.command === "" && forwards.length > 0 && forwards.every((f) => f.service !== "");
+    const verdict = classifyTraffic(binsOf(session.readings), BIN_MS, nowMonoMs);
+    if (!judgedByService && verdict.lastHumanMs !== undefined && verdict.lastHumanMs > session.lastInteractionMonoMs)
+      session.lastInteractionMonoMs = verdict.lastHumanMs;
+    const remoteHost =
+      process.socketInodes
+        .filter((inode) => !forwardInodes.has(inode))
+        .map((inode) => peers.get(inode))
+        .find((host) => host !== undefined) ?? "";
+    const cadence = verdict.cadence;
     sessions.push({
       user: process.user,
       uid: process.uid,
@@ -116,14 +298,40 @@ export function trackSessions(
       remoteHost,
       command: process.command,
       ...(loginAgeSeconds === undefined ? {} : { loginAgeSeconds }),
-      ...(lastInteractionMonoMs === undefined
-        ? {}
-        : { interactionAgeSeconds: Math.max(0, (nowMonoMs - lastInteractionMonoMs) / 1000) }),
+      interactionAgeSeconds: Math.max(0, (nowMonoMs - session.lastInteractionMonoMs) / 1000),
       trafficBytes: BigInt(process.io.readBytes + process.io.writtenBytes),
+      forwards: forwards.map((forward) => ({
+        destinationAddress: forward.destinationAddress,
+        destinationPort: forward.destinationPort,
+        service: forward.service,
+        listenerPid: forward.listenerPid,
+        lastSeenAgeSeconds: Math.max(0, (nowMonoMs - forward.lastSeenMonoMs) / 1000),
+      })),
+      judgedByService,
+      ...(cadence && !judgedByService
+        ? {
+            cadence: {
+              periodSeconds: cadence.periodMs / 1000,
+              bursts: cadence.bursts,
+              meanBurstBytes: Math.round(cadence.meanBurstBytes),
+              lastBurstAgeSeconds: Math.max(0, (nowMonoMs - cadence.lastMs) / 1000),
+            },
+          }
+        : {}),
     });
   }
   for (const key of tracked.keys()) if (!seen.has(key)) tracked.delete(key);
   return sessions;
+}
+
+function binsOf(readings: readonly Reading[]) {
+  const bins = [];
+  for (let i = 1; i < readings.length; i++) {
+    const bytes = readings[i]!.bytes - readings[i - 1]!.bytes;
+    const calls = readings[i]!.calls - readings[i - 1]!.calls;
+    if (bytes >= 0 && calls >= 0) bins.push({ atMs: readings[i]!.atMs, bytes, calls });
+  }
+  return bins;
 }
 
 /** Every sshd session process without a pty, owned by a person; undefined when /proc cannot be listed. */
@@ -131,7 +339,7 @@ async function findSessionProcesses(
   roots: Roots,
   users: Users,
   notes: string[],
-): Promise<SessionProcess[] | undefined> {
+): Promise<{ sessions: SessionProcess[]; codeServerPids: number[] } | undefined> {
   let pids: string[];
   try {
     pids = (await readdir(roots.proc)).filter((name) => /^\d+$/.test(name));
@@ -141,7 +349,12 @@ async function findSessionProcesses(
   }
   // Synchronous on purpose: a comm file is 16 bytes the kernel serves from memory, and one
   // promise read per process costs ten times the CPU (bench/signals.ts, docs/benchmarks.md).
-  const sshd = pids.filter((pid) => SSHD_COMMS.has(readComm(roots, pid)));
+  const comms = new Map(pids.map((pid) => [pid, readComm(roots, pid)]));
+  const sshd = pids.filter((pid) => SSHD_COMMS.has(comms.get(pid)!));
+  const codeServerPids = pids
+    .filter((pid) => CODE_SERVER_COMMS.has(comms.get(pid)!) && isCodeServer(roots, pid))
+    .map(Number)
+    .slice(0, 16);
   const sessions: SessionProcess[] = [];
   for (const pid of sshd) {
     if (sessions.length >= MAX_SESSIONS) break;
@@ -153,7 +366,59 @@ async function findSessionProcesses(
       if (!isGone(error)) notes.push(`${under(roots.proc, pid)}: ${errorMessage(error)}`);
     }
   }
-  return sessions;
+  return { sessions, codeServerPids };
+}
+
+/** code-server runs as node with its own entry point in the arguments (or as its own binary). */
+function isCodeServer(roots: Roots, pid: string): boolean {
+  try {
+    const cmdline = readCappedSync(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES);
+    return /(^|\/|\0)code-server(\0|\/|$)/.test(cmdline);
+  } catch {
+    return false;
+  }
+}
+
+function readIoSync(roots: Roots, pid: number): IoCounters | undefined {
+  try {
+    return parseProcIo(readFileSync(under(roots.proc, String(pid), "io"), "utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+function socketInodesSync(roots: Roots, pid: number, max = MAX_FDS_SCANNED): number[] {
+  const dir = under(roots.proc, String(pid), "fd");
+  const inodes: number[] = [];
+  let fds: string[];
+  try {
+    fds = readdirSync(dir).slice(0, max);
+  } catch {
+    return inodes;
+  }
+  for (const fd of fds) {
+    let link = "";
+    try {
+      link = readlinkSync(under(dir, fd));
+    } catch {}
+    const inode = socketInode(link);
+    if (inode !== undefined) inodes.push(inode);
+  }
+  return inodes;
+}
+
+function hasNewSocket(roots: Roots, session: Tracked): boolean {
+  return socketInodesSync(roots, session.pid).some((inode) => !session.knownInodes.has(inode));
+}
+
+function readSocketsSync(roots: Roots): TcpSocket[] {
+  const sockets: TcpSocket[] = [];
+  for (const name of ["tcp", "tcp6"]) {
+    try {
+      sockets.push(...parseProcNetTcp(readCappedSync(under(roots.proc, "net", name), MAX_NET_TCP_BYTES)));
+    } catch {}
+  }
+  return sockets;
 }
 
 function readComm(roots: Roots, pid: string): string {
@@ -210,19 +475,34 @@ async function firstChildCommand(roots: Roots, pid: string): Promise<string> {
   return (await readFile(under(roots.proc, child, "comm"), "utf8").catch(() => "")).trim().slice(0, 64);
 }
 
-/** Socket inode → peer address, from /proc/net/tcp and tcp6. */
-async function readPeers(roots: Roots, notes: string[]): Promise<Map<number, string>> {
-  const peers = new Map<number, string>();
+/** Every TCP socket of /proc/net/tcp and tcp6. */
+async function readSockets(roots: Roots, notes: string[]): Promise<TcpSocket[]> {
+  const sockets: TcpSocket[] = [];
   for (const name of ["tcp", "tcp6"]) {
     const file = under(roots.proc, "net", name);
     try {
-      const text = await readCapped(file, MAX_NET_TCP_BYTES);
-      for (const socket of parseProcNetTcp(text)) peers.set(socket.inode, socket.remoteAddress);
+      sockets.push(...parseProcNetTcp(await readCapped(file, MAX_NET_TCP_BYTES)));
     } catch (error) {
       if (!isGone(error)) notes.push(`${file}: ${errorMessage(error)}`);
     }
   }
-  return peers;
+  return sockets;
+}
+
+function readCappedSync(file: string, maxBytes: number): string {
+  const fd = openSync(file, "r");
+  try {
+    const buffer = Buffer.alloc(maxBytes);
+    let filled = 0;
+    for (;;) {
+      const bytesRead = readSync(fd, buffer, filled, maxBytes - filled, null);
+      filled += bytesRead;
+      if (bytesRead === 0 || filled >= maxBytes) break;
+    }
+    return buffer.subarray(0, filled).toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
 }
 
 async function readCapped(file: string, maxBytes: number): Promise<string> {

@@ -7,10 +7,11 @@
  * the second crosses into a new 8-second-aligned slot (tty_update_time), so both ages may
  * overstate by up to 8 s. docs/signals/sessions.md has what was measured.
  */
-import { lstat, readFile, readdir, stat } from "node:fs/promises";
+import { lstat, readFile, readdir } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { SessionKind, type SessionSignalSchema, type TerminalSessionSchema } from "@ws/protocol";
 import { under } from "../roots.js";
+import { isMissing, processExists } from "../fs/exists.js";
 import type { Users } from "../users.js";
 import { errorMessage, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
 import { parseUtmp, utmpTrailingBytes, UtmpType, type UtmpRecord } from "./utmp.js";
@@ -149,21 +150,11 @@ async function readLogins(ctx: SignalContext, notes: string[]): Promise<UtmpReco
   for (const login of userLogins(parseUtmp(buffer))) {
     // A crashed login service leaves its record behind; its pts number may since belong to
     // someone else's terminal.
-    if (await processExists(ctx, login.pid)) logins.push(login);
+    if (await processExists(ctx.roots.proc, login.pid)) logins.push(login);
     else stale++;
   }
   if (stale > 0) notes.push(`${file}: ignored ${stale} stale record(s) whose process is gone`);
   return logins;
-}
-
-async function processExists(ctx: SignalContext, pid: number): Promise<boolean> {
-  if (pid <= 0) return false;
-  try {
-    await stat(under(ctx.roots.proc, String(pid)));
-    return true;
-  } catch (error) {
-    return !isMissing(error);
-  }
 }
 
 /** "pts/N" for every numbered entry of /dev/pts (ptmx is the multiplexer, not a terminal). */
@@ -175,9 +166,4 @@ async function readPtsNames(ctx: SignalContext, notes: string[]): Promise<string
     notes.push(`${dir}: ${errorMessage(error)}`);
     return undefined;
   }
-}
-
-function isMissing(error: unknown): boolean {
-  const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return code === "ENOENT" || code === "ENOTDIR";
 }

@@ -5,7 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseComputeAppsCsv, parseGpuCsv } from "../../src/signals/gpu.js";
+import { parseComputeAppsCsv, parseGpuCsv } from "../../src/signals/gpu-parse.js";
 import { anyText, expectFiniteNumbers, mutated, parsesOrRefuses, RUNS } from "../support/fuzz.js";
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "gpu");

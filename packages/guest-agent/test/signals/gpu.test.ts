@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { interpretRun, isUnavailable, parseComputeAppsCsv, parseGpuCsv } from "../../src/signals/gpu.js";
+import { interpretRun, isUnavailable, parseComputeAppsCsv, parseGpuCsv } from "../../src/signals/gpu-parse.js";
 
 // Each fixture is the answer to the signal's own query (noheader, nounits), transcribed
 // from public captures of real nvidia-smi runs; docs/signals/gpu.md names every source.

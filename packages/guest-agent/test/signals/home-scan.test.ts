@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import { RACY_MS } from "../../src/fs/user-path-cache.js";
 import type { Roots } from "../../src/roots.js";
-import { createCodeServerSignal } from "../../src/signals/codeserver.js";
+import { createCodeServerSignal } from "../../src/signals/code-server.js";
 import { createHomeScan } from "../../src/signals/home-scan.js";
 import { createJupyterSignal } from "../../src/signals/jupyter.js";
 import type { SignalContext } from "../../src/signals/types.js";

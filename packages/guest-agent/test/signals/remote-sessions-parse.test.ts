@@ -1,12 +1,10 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
-  INTERACTION_PAYLOAD_BYTES,
-  isInteraction,
+  forwardConnections,
   isSshMonitorTitle,
   parseProcIo,
   parseProcNetTcp,
-  payloadBytes,
   socketInode,
   sshSessionTitleUser,
 } from "../../src/signals/remote-sessions-parse.js";
@@ -41,35 +39,77 @@ describe("remote-sessions parsers", () => {
     const v4 = parseProcNetTcp(fixture("net-tcp"));
     expect(v4.length).toBeGreaterThan(5);
     expect(v4.every((socket) => /^\d+\.\d+\.\d+\.\d+$/.test(socket.remoteAddress))).toBe(true);
-    expect(parseProcNetTcp(fixture("net-tcp6"))).toEqual([
+    expect(
+      parseProcNetTcp(fixture("net-tcp6")).map(({ inode, remoteAddress, remotePort }) => ({
+        inode,
+        remoteAddress,
+        remotePort,
+      })),
+    ).toEqual([
       { inode: 54321, remoteAddress: "127.0.0.1", remotePort: 0xd2a4 },
       { inode: 54322, remoteAddress: "2001:db8::5", remotePort: 0xe1f0 },
     ]);
     expect(parseProcNetTcp("header\n   0: 0100007F:0016 0F02000A:C350 01 0:0 0:0 0 1000 0 777 1\n")).toEqual([
-      { inode: 777, remoteAddress: "10.0.2.15", remotePort: 50000 },
+      {
+        inode: 777,
+        localAddress: "127.0.0.1",
+        localPort: 22,
+        remoteAddress: "10.0.2.15",
+        remotePort: 50000,
+        state: 1,
+      },
     ]);
     expect(socketInode("socket:[24116]")).toBe(24116);
     expect(socketInode("pipe:[25190]")).toBeUndefined();
   });
 
-  // Deltas measured on this machine's OpenSSH 9.2 over 10 s (docs/signals/remote-sessions.md).
-  const at = (readBytes: number, writtenBytes: number, readCalls: number, writeCalls: number) => ({
-    readBytes,
-    writtenBytes,
-    readCalls,
-    writeCalls,
-  });
-  const zero = at(0, 0, 0, 0);
-
-  it("keep-alives are not interaction, an IDE-sized exchange is", () => {
-    expect(payloadBytes(zero, at(572, 308, 11, 11))).toBe(0); // ServerAliveInterval=1 only
-    expect(payloadBytes(zero, at(520, 280, 10, 10))).toBe(0); // ssh -N -L with keep-alives
-    expect(isInteraction(zero, at(10605, 10533, 16, 16))).toBe(true); // 1 KiB every 2 s through cat
-    expect(isInteraction(zero, at(265, 265, 10, 10))).toBe(false); // a 9-byte line every 2 s: below the rule
-    expect(payloadBytes(zero, at(INTERACTION_PAYLOAD_BYTES + 96, 0, 1, 0))).toBe(INTERACTION_PAYLOAD_BYTES);
-  });
-
-  it("a counter that went backwards (pid reused) is no traffic", () => {
-    expect(payloadBytes(at(5000, 5000, 10, 10), at(100, 100, 1, 1))).toBe(0);
+  it("finds where a session's forward goes: the listening socket its connection reaches", () => {
+    // Captured by bench/capture-traffic.ts: the poller-10s session (`ssh -N -L`) 15 s in,
+    // its fd links and the /proc/net/tcp lines of its sockets and of the listener's port.
+    const meta = JSON.parse(fixture("forward-meta.json")) as { destinationPort: number };
+    const sessionInodes = fixture("forward-session.fd")
+      .split("\n")
+      .map((line) => socketInode(line.split(" ")[1] ?? ""))
+      .filter((inode): inode is number => inode !== undefined);
+    const listenerInodes = fixture("forward-listener.fd")
+      .split("\n")
+      .map((line) => socketInode(line.split(" ")[1] ?? ""));
+    const sockets = [...parseProcNetTcp(fixture("forward-net-tcp")), ...parseProcNetTcp(fixture("forward-net-tcp6"))];
+    const forwards = forwardConnections(sessionInodes, sockets);
+    expect(forwards).toHaveLength(1);
+    expect(forwards[0]).toMatchObject({ destinationAddress: "127.0.0.1", destinationPort: meta.destinationPort });
+    // The listening socket is the HTTP server's (its own fd list holds it).
+    expect(listenerInodes).toContain(forwards[0]!.listenerInode);
+    // The session's own connection (its local port is sshd's listener) is not a forward, nor
+    // is the server's side of the forwarded connection.
+    const listen = (port: number, inode: number, address = "0.0.0.0") => ({
+      inode,
+      localAddress: address,
+      localPort: port,
+      remoteAddress: "0.0.0.0",
+      remotePort: 0,
+      state: 10,
+    });
+    const established = (inode: number, local: [string, number], remote: [string, number]) => ({
+      inode,
+      localAddress: local[0],
+      localPort: local[1],
+      remoteAddress: remote[0],
+      remotePort: remote[1],
+      state: 1,
+    });
+    expect(
+      forwardConnections(
+        [1, 2, 3],
+        [
+          listen(22, 100),
+          listen(8888, 101, "127.0.0.1"),
+          established(1, ["10.0.2.15", 22], ["10.0.2.2", 8888]),
+          established(2, ["127.0.0.1", 40000], ["127.0.0.1", 8888]),
+          established(3, ["10.0.2.15", 40001], ["192.0.2.7", 443]),
+          established(4, ["127.0.0.1", 8888], ["127.0.0.1", 40000]),
+        ],
+      ),
+    ).toEqual([{ inode: 2, destinationAddress: "127.0.0.1", destinationPort: 8888, listenerInode: 101 }]);
   });
 });

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/agent.proto.
  */
 export const file_workstation_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("Chp3b3Jrc3RhdGlvbi92MS9hZ2VudC5wcm90bxIOd29ya3N0YXRpb24udjEiawoMQWdlbnRNZXNzYWdlEiYKBWhlbGxvGAEgASgLMhUud29ya3N0YXRpb24udjEuSGVsbG9IABIoCgZyZXBvcnQYAiABKAsyFi53b3Jrc3RhdGlvbi52MS5SZXBvcnRIAEIJCgdwYXlsb2FkIk0KEENvbGxlY3Rvck1lc3NhZ2USLgoJZGlyZWN0aXZlGAEgASgLMhkud29ya3N0YXRpb24udjEuRGlyZWN0aXZlSABCCQoHcGF5bG9hZCIoCgVWbVJlZhIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSKjAQoFSGVsbG8SIQoCdm0YASABKAsyFS53b3Jrc3RhdGlvbi52MS5WbVJlZhIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIPCgdib290X2lkGAQgASgJEg0KBXRva2VuGAUgASgJEhAKCGhvc3RuYW1lGAYgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YByABKA0yXQoMQWdlbnRTZXJ2aWNlEk0KB0Nvbm5lY3QSHC53b3Jrc3RhdGlvbi52MS5BZ2VudE1lc3NhZ2UaIC53b3Jrc3RhdGlvbi52MS5Db2xsZWN0b3JNZXNzYWdlKAEwAWIGcHJvdG8z", [file_workstation_v1_directive, file_workstation_v1_report]);
+  fileDesc("Chp3b3Jrc3RhdGlvbi92MS9hZ2VudC5wcm90bxIOd29ya3N0YXRpb24udjEiawoMQWdlbnRNZXNzYWdlEiYKBWhlbGxvGAEgASgLMhUud29ya3N0YXRpb24udjEuSGVsbG9IABIoCgZyZXBvcnQYAiABKAsyFi53b3Jrc3RhdGlvbi52MS5SZXBvcnRIAEIJCgdwYXlsb2FkIk0KEENvbGxlY3Rvck1lc3NhZ2USLgoJZGlyZWN0aXZlGAEgASgLMhkud29ya3N0YXRpb24udjEuRGlyZWN0aXZlSABCCQoHcGF5bG9hZCIoCgVWbVJlZhIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSKyAQoFSGVsbG8SIQoCdm0YASABKAsyFS53b3Jrc3RhdGlvbi52MS5WbVJlZhIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIPCgdib290X2lkGAQgASgJEg0KBXRva2VuGAUgASgJEhAKCGhvc3RuYW1lGAYgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YByABKA0SDQoFcHJvYmUYUCABKAgyXQoMQWdlbnRTZXJ2aWNlEk0KB0Nvbm5lY3QSHC53b3Jrc3RhdGlvbi52MS5BZ2VudE1lc3NhZ2UaIC53b3Jrc3RhdGlvbi52MS5Db2xsZWN0b3JNZXNzYWdlKAEwAWIGcHJvdG8z", [file_workstation_v1_directive, file_workstation_v1_report]);
 
 /**
  * @generated from message workstation.v1.AgentMessage
@@ -142,6 +142,15 @@ export type Hello = Message<"workstation.v1.Hello"> & {
    * @generated from field: uint32 protocol_version = 7;
    */
   protocolVersion: number;
+
+  /**
+   * `ws-agent probe`: authenticate this Hello and end the stream with OK, registering nothing
+   * (the VM's running agent keeps its stream). Older collectors ignore it and treat the probe
+   * as a connection, which the agent's next reconnect replaces.
+   *
+   * @generated from field: bool probe = 80;
+   */
+  probe: boolean;
 };
 
 /**

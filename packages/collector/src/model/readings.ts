@@ -4,8 +4,8 @@
 // A round trip keeps every reading, veto and threshold comparison the engine
 // makes (test/whatif-readings.test.ts checks it), which is what lets `whatif`
 // replay history under other thresholds.
-import { create } from "@bufbuild/protobuf";
-import { ReportSchema, SourceState, type Report } from "@ws/protocol";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { type RemoteSessionSchema, ReportSchema, SourceState, type Report } from "@ws/protocol";
 
 /** Activity that the agent reports as an age; exported as a time on the collector's clock. */
 export const ACTIVITY_SIGNALS = [
@@ -42,6 +42,10 @@ export interface ReportReadings {
   idleInhibitors: number;
   /** The youngest activity of each kind, on the collector's clock (ms since the epoch). */
   lastActivityAtMs: Partial<Record<ActivitySignal, number>>;
+  /** The destination port of an SSH forward judged by the Jupyter server it reaches (machine traffic). */
+  remoteForwardJupyterPort?: number;
+  /** The shortest regular cadence of an SSH session's traffic, in seconds (machine traffic). */
+  remoteCadenceSeconds?: number;
 }
 
 function cleanAge(seconds: number | undefined): number | undefined {
@@ -74,9 +78,15 @@ export function readingsFromReport(report: Report, receivedAtMs: number): Report
   // Locked: the engine takes no desktop reading.
   if (!report.desktop?.locked)
     for (const device of report.desktop?.devices ?? []) note("desktop-input", device.inputAgeSeconds);
+  let forwardPort: number | undefined;
+  let cadenceSeconds: number | undefined;
   for (const session of report.remoteSessions?.sessions ?? []) {
     note("remote-connected", 0);
     note("remote-session", session.interactionAgeSeconds);
+    if (session.judgedByService)
+      forwardPort ??= session.forwards.find((forward) => forward.service === "jupyter")?.destinationPort;
+    const period = finite(session.cadence?.periodSeconds);
+    if (period !== undefined && period > 0) cadenceSeconds = Math.min(cadenceSeconds ?? period, period);
   }
   let busy = 0;
   let connected = 0;
@@ -117,7 +127,28 @@ export function readingsFromReport(report: Report, receivedAtMs: number): Report
   if (network !== undefined) readings.networkBytesPerSecond = network;
   const disk = sumDefined(system?.diskReadBytesPerSecond, system?.diskWriteBytesPerSecond);
   if (disk !== undefined) readings.diskBytesPerSecond = disk;
+  if (forwardPort !== undefined) readings.remoteForwardJupyterPort = forwardPort;
+  if (cadenceSeconds !== undefined) readings.remoteCadenceSeconds = cadenceSeconds;
   return readings;
+}
+
+/** The remote sessions a replayed Report needs: one for the interaction, one per kind of machine traffic. */
+function remoteSessions(readings: ReportReadings, connected: boolean, interactionAge: number | undefined) {
+  const sessions: Array<MessageInitShape<typeof RemoteSessionSchema>> = [];
+  if (connected || interactionAge !== undefined)
+    sessions.push({
+      user: "whatif",
+      ...(interactionAge !== undefined ? { interactionAgeSeconds: interactionAge } : {}),
+    });
+  if (readings.remoteForwardJupyterPort !== undefined)
+    sessions.push({
+      user: "whatif",
+      judgedByService: true,
+      forwards: [{ destinationAddress: "", destinationPort: readings.remoteForwardJupyterPort, service: "jupyter" }],
+    });
+  if (readings.remoteCadenceSeconds !== undefined)
+    sessions.push({ user: "whatif", cadence: { periodSeconds: readings.remoteCadenceSeconds } });
+  return sessions;
 }
 
 export interface SyntheticReportOptions {
@@ -200,17 +231,16 @@ export function reportFromReadings(readings: ReportReadings, atMs: number, optio
     desktop: {
       devices: desktopAge !== undefined ? [{ node: "event0", name: "whatif", inputAgeSeconds: desktopAge }] : [],
     },
-    remoteSessions: {
-      sessions:
-        remoteConnected || remoteAge !== undefined
-          ? [{ user: "whatif", ...(remoteAge !== undefined ? { interactionAgeSeconds: remoteAge } : {}) }]
-          : [],
-    },
+    remoteSessions: { sessions: remoteSessions(readings, remoteConnected, remoteAge) },
     jupyter: {
       servers: hasJupyter
         ? [
             {
-              url: "http://whatif/",
+              // The forward judged by this server names it by its port.
+              url:
+                readings.remoteForwardJupyterPort !== undefined
+                  ? `http://127.0.0.1:${readings.remoteForwardJupyterPort}/`
+                  : "http://whatif/",
               reachable: true,
               ...(serverAge !== undefined ? { lastActivityAgeSeconds: serverAge } : {}),
               kernels,

@@ -1,8 +1,15 @@
 // What the status page, /api/vms and /metrics read: a plain snapshot per VM.
-import type { Explanation, Policy } from "./engine/types.js";
-import type { ReportReadings } from "./whatif/readings.js";
+import type { Explanation, Policy } from "../engine/types.js";
+import type { ReportReadings } from "./readings.js";
 
 export type { ReportReadings };
+
+/** What a running instance of a VM holds (from its spec): what its stop gives back (adoption/given-back.ts). */
+export interface VmCapacity {
+  cpuCores: number | null;
+  memoryBytes: number | null;
+  gpus: number;
+}
 
 export interface LeaseRow {
   id: string;
@@ -24,6 +31,8 @@ export interface VmPlatformDetails {
   frees?: string;
   /** GPUs the VM's domain declares (`gpus` devices): what a stop frees, known before any agent reports. */
   gpuCount?: number;
+  /** What a running instance holds, as numbers (CPU cores, memory bytes, GPUs): what ws's stops give back. */
+  capacity?: VmCapacity;
 }
 
 export interface VmView {

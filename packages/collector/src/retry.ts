@@ -1,22 +1,20 @@
 /**
- * Retry timing for Kubernetes writes: exponential backoff with full jitter, which statuses are
- * worth another try, and a small semaphore that bounds how many requests run at once. The
- * randomness and the sleeping are passed in, so tests drive them.
+ * Retrying HTTP writes (the Kubernetes API, webhooks): which statuses are worth another try, a
+ * server's Retry-After in milliseconds (the unit of @ws/protocol's backoffDelayMs, the one
+ * backoff), and a small semaphore that bounds how many requests run at once. The randomness and
+ * the sleeping are passed in, so tests drive them.
  */
 
-export type { BackoffPolicy } from "@ws/protocol";
-import { backoffDelayMs as sharedBackoffDelayMs, type BackoffPolicy } from "@ws/protocol";
+export { backoffDelayMs, type BackoffPolicy } from "@ws/protocol";
+import type { BackoffPolicy } from "@ws/protocol";
 
 export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 500, maxMs: 30_000, factor: 2 };
 
-/** The shared backoff with a server's Retry-After in seconds, as the Kubernetes API sends it. */
-export function backoffDelayMs(
-  retry: number,
-  policy: BackoffPolicy,
-  random: () => number,
-  retryAfterSeconds: number | null = null,
-): number {
-  return sharedBackoffDelayMs(retry, policy, random, retryAfterSeconds === null ? 0 : retryAfterSeconds * 1000);
+/** An HTTP Retry-After in seconds (the delay form) as milliseconds; 0 when absent or unreadable. */
+export function parseRetryAfterMs(value: string | null | undefined): number {
+  if (value === undefined || value === null) return 0;
+  const seconds = Number(value.trim());
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : 0;
 }
 
 /** Conflicts, throttling, server errors and no answer at all (null) are worth retrying. */

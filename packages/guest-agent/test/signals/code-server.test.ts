@@ -6,7 +6,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import type { Roots } from "../../src/roots.js";
-import { createCodeServerSignal, HEARTBEAT_PATH, heartbeatInstance } from "../../src/signals/codeserver.js";
+import { createCodeServerSignal, HEARTBEAT_PATH, heartbeatInstance } from "../../src/signals/code-server.js";
 import type { SignalContext } from "../../src/signals/types.js";
 import { loadUsers, parsePasswd, usersFrom } from "../../src/users.js";
 
@@ -55,7 +55,7 @@ describe("code-server signal", () => {
   let scratch: string;
 
   beforeAll(async () => {
-    scratch = await mkdtemp(path.join(os.tmpdir(), "ws-codeserver-"));
+    scratch = await mkdtemp(path.join(os.tmpdir(), "ws-code-server-"));
   });
 
   afterAll(async () => {

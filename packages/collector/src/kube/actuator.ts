@@ -1,0 +1,158 @@
+// The Kubernetes actuator: how the collector acts on a VM in Kubernetes mode. The stop is the
+// most important act: the safety check first (every disk that holds state is persistent), then
+// KubeVirt's stop subresource with the VM's own grace period, then its audit (the Stopped Event
+// and the last-stop annotation, with what the stop freed and who owns the VM). Events carry what
+// a stop frees; state annotations go through the bounded write queue.
+import type { Logger } from "@ws/protocol";
+import { isEventReason } from "../engine/events.js";
+import { persistedAnnotations } from "../engine/persist.js";
+import type { Actuator, StopEvidence } from "../vm/actions.js";
+import type { VmKey } from "../model/vm-key.js";
+import { auditEvent, type AuditEventType, type KubeAudit } from "./audit.js";
+import type { KubeClients } from "./client.js";
+import type { InventoryVm } from "./inventory.js";
+import { checkStopSafety } from "./pvcs.js";
+import { describeVerdict } from "./safety.js";
+import type { VmStopper } from "./stop.js";
+import { describeFreed, freedRecord } from "./vm-resources.js";
+import type { WriteQueue } from "./write-queue.js";
+
+/** Event reasons whose note says what a stop frees (or would free). */
+const FREES_FOR_REASON: Record<string, string> = {
+  IdleStopPending: "stopping frees",
+  IdleWouldStop: "a stop would free",
+};
+
+/** How long the guest gets to shut down, as the Stopped Event says it (pure). */
+export function graceNote(facts: Pick<InventoryVm, "terminationGracePeriodSeconds">): string {
+  return facts.terminationGracePeriodSeconds === null
+    ? "the guest got the VMI's own shutdown grace period (KubeVirt's default: the VM sets none)"
+    : `the guest got its own terminationGracePeriodSeconds (${facts.terminationGracePeriodSeconds}s) to shut down`;
+}
+
+/** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
+const LAST_STOP_READINGS = 20;
+
+/** The "signals" of the last-stop annotation: what the engine saw when it decided the stop (pure). */
+export function lastStopSignals(evidence: StopEvidence | undefined): Record<string, unknown> {
+  if (!evidence) return {};
+  const iso = (ms: number | undefined) =>
+    ms === undefined || !Number.isFinite(ms) ? undefined : new Date(ms).toISOString();
+  const explanation = evidence.explanation;
+  if (!explanation) return { trigger: evidence.trigger };
+  return {
+    trigger: evidence.trigger,
+    idleSeconds: explanation.idleSeconds === undefined ? undefined : Math.round(explanation.idleSeconds),
+    idleTimeoutSeconds: explanation.idleTimeoutSeconds,
+    lastActivity:
+      explanation.lastActivityAtMs === undefined
+        ? undefined
+        : { at: iso(explanation.lastActivityAtMs), what: explanation.lastActivity },
+    readings: [...explanation.readings]
+      .sort((a, b) => b.atMs - a.atMs)
+      .slice(0, LAST_STOP_READINGS)
+      .map((reading) => ({
+        signal: reading.signal,
+        strength: reading.strength,
+        at: iso(reading.atMs),
+        detail: reading.detail,
+      })),
+    vetoes: explanation.vetoes.map((veto) => veto.kind),
+    blind: explanation.blind.map((source) => source.source),
+  };
+}
+
+export interface KubeActuatorOptions {
+  clients: KubeClients;
+  vmOf: (vm: VmKey) => InventoryVm | undefined;
+  audit: KubeAudit;
+  stopper: VmStopper;
+  stateWrites: WriteQueue<Record<string, string | null>>;
+  prefix: string;
+  nowMs: () => number;
+  log: Logger;
+  /** The VM's owner (the configured owner label); null when none. */
+  ownerOf: (facts: InventoryVm) => string | null;
+}
+
+export function kubeActuator(options: KubeActuatorOptions): Actuator {
+  const { clients, vmOf, audit, stopper, stateWrites, prefix, nowMs, log, ownerOf } = options;
+  const writeFailed = (what: string) => (result: { ok: boolean; message: string }) => {
+    if (!result.ok) log("warn", `${what} failed: ${result.message}`);
+  };
+  const withOwner = (facts: InventoryVm, note: string) => {
+    const owner = ownerOf(facts);
+    return owner ? `${note} (owner ${owner})` : note;
+  };
+  return {
+    async stop(vm, reason, evidence) {
+      const facts = vmOf(vm);
+      if (!facts)
+        return { outcome: "failed", message: "the VM is not in the inventory (deleted, or the watch is behind)" };
+      const verdict = await checkStopSafety(clients, facts, prefix);
+      if (!verdict.safe) {
+        if ("transient" in verdict && verdict.transient)
+          return { outcome: "failed", message: `safety check could not complete: ${verdict.reasons.join("; ")}` };
+        // The engine audits the refusal (IdleStopRefused, with this message): one Event, not two.
+        return { outcome: "refused", message: describeVerdict(verdict) };
+      }
+      // No gracePeriod is sent: the VMI keeps the VM's own terminationGracePeriodSeconds (stop.ts).
+      const grace = facts.terminationGracePeriodSeconds;
+      const result = await stopper.stopVm(
+        vm.namespace,
+        vm.name,
+        grace === null ? {} : { minimumGracePeriodSeconds: grace },
+      );
+      if (!result.ok) return { outcome: "failed", message: result.message };
+      const freed = describeFreed(facts.resources, "freed");
+      const stoppedNote = [
+        `stopped: ${reason}`,
+        ...(freed ? [freed] : []),
+        graceNote(facts),
+        `kept: ${describeVerdict(verdict)}`,
+      ].join("; ");
+      void audit
+        .recordEvent(
+          { namespace: vm.namespace, name: vm.name, uid: facts.uid },
+          auditEvent("Stopped", withOwner(facts, stoppedNote)),
+        )
+        .then(writeFailed("Stopped event"));
+      const owner = ownerOf(facts);
+      void audit
+        .recordLastStop(vm, {
+          whenMs: nowMs(),
+          reason,
+          signals: lastStopSignals(evidence),
+          frees: freedRecord(facts.resources),
+          ...(owner ? { owner } : {}),
+        })
+        .then(writeFailed("last-stop annotation"));
+      return {
+        outcome: "accepted",
+        message: result.alreadyStopped
+          ? `${result.message} after ${result.attempts} stop request(s)`
+          : `stop accepted after ${result.attempts} attempt(s)`,
+      };
+    },
+    event(vm, type, reason, message) {
+      const facts = vmOf(vm);
+      if (!facts) return;
+      if (!isEventReason(reason)) {
+        log("warn", `not recording an Event with reason ${reason}: it is not in engine/events.ts's list`);
+        return;
+      }
+      const lead = FREES_FOR_REASON[reason];
+      const frees = lead ? describeFreed(facts.resources, lead) : null;
+      const note = withOwner(facts, frees ? `${message}; ${frees}` : message);
+      void audit
+        .recordEvent(
+          { namespace: vm.namespace, name: vm.name, uid: facts.uid },
+          auditEvent(reason, note, type as AuditEventType),
+        )
+        .then(writeFailed(`${reason} event`));
+    },
+    persist(vm, values) {
+      stateWrites.push(`${vm.namespace}/${vm.name}`, persistedAnnotations(values, prefix));
+    },
+  };
+}
