@@ -12,7 +12,7 @@ import type { Report } from "@ws/protocol";
 import { openAgentStream, type AgentStream } from "./lib/agent-stream.js";
 import { hostileReport, reportFor, TYPICAL_VM } from "./lib/reports.js";
 import { MAX_STRING, REPORT_LIMITS } from "../packages/collector/src/agents/validate.js";
-import { MAX_MESSAGE_BYTES } from "@ws/protocol";
+import { MAX_AGENT_MESSAGE_BYTES } from "@ws/protocol";
 
 export type LoadCommand =
   | {
@@ -28,6 +28,8 @@ export type LoadCommand =
       hostile?: "largest-allowed" | "gpu-flood";
       /** This group's own interval (default: the fleet's). */
       ownIntervalSeconds?: number;
+      /** The number of this process's first VM (vm-NNNNN): a fleet split over several generators names each VM once. */
+      firstIndex?: number;
     }
   | { cmd: "start-reporting" }
   | { cmd: "interval"; seconds: number }
@@ -75,6 +77,8 @@ const MAX_ROUND_TRIPS = 500_000;
 const HEALTHY_STREAM_MS = 30_000;
 
 const vms: Vm[] = [];
+/** The number the next VM opened gets. */
+let nextIndex = 0;
 let intervalMs = 15_000;
 /** Until start-reporting, accepted streams only hold their connection (to weigh a connection alone). */
 let reporting = true;
@@ -157,11 +161,12 @@ async function open(command: Extract<LoadCommand, { cmd: "open" }>): Promise<voi
   namespace = command.namespace;
   const key = Buffer.from(command.keyText, "utf8");
   const hostile = command.hostile
-    ? hostileReport(command.hostile, REPORT_LIMITS, MAX_STRING, MAX_MESSAGE_BYTES)
+    ? hostileReport(command.hostile, REPORT_LIMITS, MAX_STRING, MAX_AGENT_MESSAGE_BYTES)
     : undefined;
   const batch = Math.max(1, Math.round(command.perSecond / 20));
+  if (command.firstIndex !== undefined) nextIndex = Math.max(nextIndex, command.firstIndex);
   for (let i = 0; i < command.count; i++) {
-    const name = `vm-${String(vms.length).padStart(5, "0")}`;
+    const name = `vm-${String(nextIndex++).padStart(5, "0")}`;
     const vm: Vm = {
       name,
       token: tokenFor(key, namespace, name),

@@ -11,9 +11,19 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const BENCHMARKS = ["protocol", "agent", "latency", "collector", "failover", "trust", "signals", "outreach"];
+const BENCHMARKS = [
+  "protocol",
+  "agent",
+  "latency",
+  "collector",
+  "failover",
+  "trust",
+  "signals",
+  "outreach",
+  "hostside",
+];
 /** Run only by name, not by `all`: they need options of their own. */
-const BY_NAME_ONLY = ["agent-variants", "sample-wall", "capture-traffic", "home-walks"];
+const BY_NAME_ONLY = ["agent-variants", "sample-wall", "capture-traffic", "collector-path", "home-walks"];
 const NEEDS_BUNDLES = new Set([
   "protocol",
   "agent",

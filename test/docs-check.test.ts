@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { createMetrics, metricNames } from "../packages/collector/src/metrics.js";
 import { registerNotificationMetrics } from "../packages/collector/src/notify/metrics.js";
+import { registerHostSourceMetrics } from "../packages/collector/src/hostside/metrics.js";
 import { WebhookSender } from "../packages/collector/src/notify/sender.js";
 import { CollectorStats } from "../packages/collector/src/stats.js";
 import { repoRoot } from "./support/process.js";
@@ -81,12 +82,13 @@ describe("the docs' claims", () => {
       new CollectorStats(),
       () => 0,
       () => 0,
-      { processMetrics: false },
+      { processMetrics: false, memory: () => undefined },
     );
     registerNotificationMetrics(
       registry,
       new WebhookSender({ log: () => {}, timeoutMs: 1000, retries: 0, queueSize: 1 }),
     );
+    registerHostSourceMetrics(registry, { endpoint: "http://prometheus:9090", rounds: 0, failures: 0 });
     const exported = new Set(metricNames(registry));
     const named = claims(/\b(workstation_[a-z_]+[a-z])\b/g).map(({ file, claim }) => ({
       file,
@@ -119,6 +121,8 @@ describe("the docs' claims", () => {
     expect([...new Set(unknownNames)]).toEqual([]);
     const keys = claims(/\bworkstation\.aik8s\.run\/([a-z][a-z-]*[a-z])\b/g);
     const unknownKeys = keys
+      // docs/scaling.md designs what is not built yet (the shard label): its keys are proposals.
+      .filter(({ file }) => file !== "docs/scaling.md")
       .filter(({ claim }) => !sources.includes(claim))
       .map(({ file, claim }) => `${file}: workstation.aik8s.run/${claim}`);
     expect([...new Set(unknownKeys)]).toEqual([]);

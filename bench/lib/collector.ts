@@ -1,7 +1,7 @@
 // The built collector (packages/collector/dist/ws-collector.cjs), started in
 // standalone mode with a fresh key, for benchmarks to report to.
 import { freePort } from "../../test/support/process.js";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { generateKey, tokenFor } from "../../packages/collector/src/token.js";
@@ -20,6 +20,8 @@ export interface CollectorOptions {
   nodeFlags?: string[];
   /** Kubernetes mode against this kubeconfig (the fake API server's); standalone without it. */
   kubeconfig?: string;
+  /** Let heapSnapshot() ask for a V8 heap snapshot (SIGUSR2, written into the collector's directory). */
+  heapSnapshots?: boolean;
 }
 
 export interface RunningCollector {
@@ -31,6 +33,8 @@ export interface RunningCollector {
   tokenFor(namespace: string, name: string): string;
   /** GET /metrics: the body, its size and how long the whole answer took. */
   scrape(): Promise<{ body: string; bytes: number; seconds: number }>;
+  /** Writes a heap snapshot (with heapSnapshots on) and resolves with its path once complete. */
+  heapSnapshot(): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -64,6 +68,7 @@ export async function startCollector(options: CollectorOptions): Promise<Running
     process.execPath,
     [
       ...(options.nodeFlags ?? []),
+      ...(options.heapSnapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []),
       collectorBundle,
       "serve",
       "--config",
@@ -107,6 +112,25 @@ export async function startCollector(options: CollectorOptions): Promise<Running
       const seconds = (performance.now() - began) / 1000;
       if (response.status !== 200) throw new Error(`GET /metrics answered ${response.status}: ${body.slice(0, 200)}`);
       return { body, bytes: Buffer.byteLength(body), seconds };
+    },
+    async heapSnapshot() {
+      const before = new Set(readdirSync(dir));
+      process.kill(proc.pid, "SIGUSR2");
+      // V8 writes the file in one go while the collector stands still; done when its size holds.
+      let last = -1;
+      return pollFor(
+        "the heap snapshot",
+        async () => {
+          const file = readdirSync(dir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name));
+          if (!file) return undefined;
+          const size = statSync(path.join(dir, file)).size;
+          const done = size > 0 && size === last;
+          last = size;
+          return done ? path.join(dir, file) : undefined;
+        },
+        300_000,
+        1_000,
+      );
     },
     async stop() {
       await proc.stop("SIGTERM", 10_000);

@@ -337,13 +337,13 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     expect(cirros.proc.output()).not.toMatch(/cirros-smoke: stop accepted/);
     const outcomes = await c.metrics();
     expect(
-      gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",vm="cirros-smoke",outcome="refused"`),
+      gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",name="cirros-smoke",outcome="refused"`),
     ).toBeGreaterThanOrEqual(1);
     expect(
-      gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",vm="cirros-smoke",outcome="accepted"`),
+      gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",name="cirros-smoke",outcome="accepted"`),
     ).toBe(0);
     // Neither VM has the guides' owner label: the info series says so with an empty owner.
-    expect(gauge(outcomes, "workstation_vm_info", `namespace="${NS}",vm="tinycore-desktop",owner=""`)).toBe(1);
+    expect(gauge(outcomes, "workstation_vm_info", `namespace="${NS}",name="tinycore-desktop",owner=""`)).toBe(1);
   });
 
   it("Ceph RBD GPU: alice-gpu-workstation stops after its own 120 s grace; VM and PVC stay, the VMI goes, the audit names the A100 and alice", async (context) => {
@@ -361,12 +361,12 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
 
     // The VM's own facts, before any stop: its owner and its A100 (the agent reports no GPU here).
     await eventually(
-      async () => gauge(await c.metrics(), "workstation_gpus", `namespace="${NS}",vm="${NAME}"`) === 1,
+      async () => gauge(await c.metrics(), "workstation_gpus", `namespace="${NS}",name="${NAME}"`) === 1,
       30_000,
       "workstation_gpus 1",
     );
     const before = await c.metrics();
-    expect(gauge(before, "workstation_vm_info", `namespace="${NS}",vm="${NAME}",owner="alice"`)).toBe(1);
+    expect(gauge(before, "workstation_vm_info", `namespace="${NS}",name="${NAME}",owner="alice"`)).toBe(1);
     expect((await c.apiVm(NS, NAME))?.["owner"]).toBe("alice");
     // The fleet page has an Owner column.
     expect((await getText(`http://127.0.0.1:${c.httpPort}/`)).body).toContain("<td>alice</td>");
@@ -442,7 +442,7 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     expect(c.kube.store.get(DV, NS, "alice-rootdisk")).toBeDefined();
     // "GPU resources return to the pool": the stopped VM's A100 shows in the documented query's inputs.
     const after = await c.metrics();
-    expect(gauge(after, "workstation_state", `namespace="${NS}",vm="${NAME}",state="Stopped"`)).toBe(1);
-    expect(gauge(after, "workstation_gpus", `namespace="${NS}",vm="${NAME}"`)).toBe(1);
+    expect(gauge(after, "workstation_state", `namespace="${NS}",name="${NAME}",state="Stopped"`)).toBe(1);
+    expect(gauge(after, "workstation_gpus", `namespace="${NS}",name="${NAME}"`)).toBe(1);
   });
 });

@@ -102,8 +102,8 @@ describe("collector and agent, as shipped", () => {
 
     const metrics = await getText(`http://127.0.0.1:${httpPort}/metrics`);
     expect(metrics.status).toBe(200);
-    expect(metrics.body).toMatch(/workstation_agent_connected\{namespace="e2e",vm="vm-reporting"\} 1/);
-    expect(metrics.body).toMatch(/workstation_state\{namespace="e2e",vm="vm-reporting",state="Active"\} 1/);
+    expect(metrics.body).toMatch(/workstation_agent_connected\{namespace="e2e",name="vm-reporting"\} 1/);
+    expect(metrics.body).toMatch(/workstation_state\{namespace="e2e",name="vm-reporting",state="Active"\} 1/);
     expect(Number(metrics.body.match(/^workstation_reports_received_total (\d+)/m)?.[1])).toBeGreaterThan(0);
 
     const page = await getText(`http://127.0.0.1:${httpPort}/`);

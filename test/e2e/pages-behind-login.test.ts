@@ -162,7 +162,7 @@ describe("pages behind the site's login", () => {
   it("serves /metrics and the probes on their own port, and no /metrics on the pages' port", async () => {
     const metrics = await getText(`http://127.0.0.1:${metricsPort}/metrics`);
     expect(metrics.status).toBe(200);
-    expect(metrics.body).toContain('workstation_state{namespace="e2e",vm="alice-ws"');
+    expect(metrics.body).toContain('workstation_state{namespace="e2e",name="alice-ws"');
     expect((await getText(`http://127.0.0.1:${metricsPort}/healthz`)).status).toBe(200);
     expect((await getText(`http://127.0.0.1:${metricsPort}/readyz`)).body).toBe("ready (leader)\n");
     expect((await getText(`http://127.0.0.1:${metricsPort}/api/vms`)).status).toBe(404);

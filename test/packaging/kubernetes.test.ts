@@ -127,9 +127,18 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
     ]);
     const env = Object.fromEntries((c.env as Obj[]).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]));
     expect(env).toEqual({ POD_NAME: "metadata.name", POD_NAMESPACE: "metadata.namespace" });
-    expect(c.resources.requests.cpu).toBeTruthy();
-    expect(c.resources.requests.memory).toBeTruthy();
-    expect(c.resources.limits.memory).toBeTruthy();
+    // The resources are the sizing table's row for the fleet the Deployment states (docs/install.md).
+    const sizing = readFileSync(path.join(repoRoot, "docs/install.md"), "utf8").split("## Sizing")[1]!;
+    const fleet = /the shipped one is for \*\*([\d,]+) VMs\*\*/.exec(sizing)?.[1];
+    expect(fleet, "docs/install.md states the fleet the Deployment is sized for").toBeTruthy();
+    const row = sizing.split("\n").find((line) => line.startsWith(`| ${fleet} |`));
+    const [, , memoryRequest, memoryLimit, cpuRequest] = row!.split("|").map((cell) => cell.trim());
+    expect(c.resources).toEqual({
+      requests: { cpu: cpuRequest, memory: memoryRequest },
+      limits: { memory: memoryLimit },
+    });
+    // The memory guard sheds at 85 % and the alert fires at 75 % of this limit: a limit is required.
+    expect(c.resources.limits.cpu).toBeUndefined();
     expect(c.image).toBe(`registry.example.com/ws/ws-collector:${rootVersion}`);
     // app.kubernetes.io/version on the objects and the pods says which release runs, equal to the image tag.
     expect(deployment(overlay).metadata.labels["app.kubernetes.io/version"]).toBe(rootVersion);
@@ -378,11 +387,14 @@ configMapGenerator:
 });
 
 describe("observe and enforce", () => {
-  it("differ only in the default mode of their policy", () => {
+  it("differ only in the default mode of their policy and the per-VM series (detailed while observing, for whatif)", () => {
     const observe = parse(configText("observe")) as Obj;
     const enforce = parse(configText("enforce")) as Obj;
     expect(observe.policy.defaults.mode).toBe("observe");
+    expect(observe.metrics).toEqual({ vmSeries: "detailed" });
+    expect(enforce.metrics).toBeUndefined();
     enforce.policy.defaults.mode = "observe";
+    enforce.metrics = { vmSeries: "detailed" };
     expect(enforce).toEqual(observe);
   });
 });

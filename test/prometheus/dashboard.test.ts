@@ -92,7 +92,7 @@ describe("Grafana dashboard", () => {
     );
   });
 
-  it("is importable: unique panel ids, a Prometheus datasource variable on every query, namespace and vm filters", () => {
+  it("is importable: unique panel ids, a Prometheus datasource variable on every query, namespace and VM (label name) filters", () => {
     const ids = (dashboard.panels as Array<{ id: number }>).map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(dashboard.templating.list.map((v: { name: string }) => v.name)).toEqual([
@@ -110,7 +110,7 @@ describe("Grafana dashboard", () => {
       expect(panel.datasource?.uid).toBe("${datasource}");
       for (const target of panel.targets ?? []) expect(target.datasource.uid).toBe("${datasource}");
     }
-    const perVm = queries.filter((q) => q.expr.includes('vm=~"$vm"'));
+    const perVm = queries.filter((q) => q.expr.includes('name=~"$vm"'));
     expect(perVm.length).toBeGreaterThan(10);
   });
 
@@ -145,7 +145,7 @@ describe("Grafana dashboard", () => {
       expect(annotation.titleFormat).toBeTruthy();
     }
     expect(annotations[0]!.expr).toContain(
-      'workstation_stop_outcomes_total{cluster=~"$cluster", namespace=~"$namespace", vm=~"$vm", outcome="accepted"}',
+      'workstation_stop_outcomes_total{cluster=~"$cluster", namespace=~"$namespace", name=~"$vm", outcome="accepted"}',
     );
     expect(annotations[2]!.expr).toContain('mode="observe"');
   });

@@ -1,7 +1,8 @@
 // A real Prometheus scrapes the shipped collector (standalone) fed by real
 // agents; the series must arrive with the right values, the live scrape must be
 // lint-clean, the dashboard's queries and the alert rules must run in it, and
-// `ws-collector whatif` must replay the recording.
+// `ws-collector whatif` must replay the recording. The collector exports the detail set
+// (metrics.vmSeries: detailed), the raw readings whatif needs.
 //
 // The agents read the machine's /proc (CPU, network, disk) but empty run, dev
 // and home roots: no logins, terminals, Jupyter or code-server, so "idle" is
@@ -84,6 +85,8 @@ beforeAll(async () => {
   writeFileSync(path.join(dir, "agent.yaml"), "# flags carry everything\n");
   const setup = await standaloneCollector(dir, {
     policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" },
+    // The detail set: what whatif replays (the default set is scraped in test/e2e/kubernetes.test.ts).
+    extra: "metrics: { vmSeries: detailed }",
   });
   httpPort = setup.httpPort;
   const server = start(collectorBundle, ["serve", "--config", setup.configFile]);
@@ -119,9 +122,10 @@ const value = (samples: Array<{ value: [number, string] }>) =>
 describe("Prometheus scraping the shipped collector", () => {
   it("finds each VM's series with the right values", async () => {
     const p = prometheus!;
-    const vm = `namespace="${NAMESPACE}",vm="vm-idle"`;
+    const vm = `namespace="${NAMESPACE}",name="vm-idle"`;
     expect(await p.until(`workstation_state{${vm},state="Active"}`, (s) => value(s) === 1)).toBe(true);
-    expect(await p.until(`workstation_state{${vm},state="Stopped"}`, (s) => value(s) === 0)).toBe(true);
+    // Only the current state has a series.
+    expect(await p.until(`workstation_state{${vm},state="Stopped"}`, (s) => s.length === 0)).toBe(true);
     expect(await p.until(`workstation_agent_connected{${vm}}`, (s) => value(s) === 1)).toBe(true);
     expect(await p.until(`workstation_autostop_enabled{${vm},mode="observe"}`, (s) => value(s) === 1)).toBe(true);
     expect(await p.until(`workstation_idle_timeout_seconds{${vm}}`, (s) => value(s))).toBe(3600);
@@ -145,7 +149,7 @@ describe("Prometheus scraping the shipped collector", () => {
     expect(rootUsed).toBeGreaterThan(0);
     expect(rootUsed).toBeLessThan(1);
     // The lease taken with ws-lease: a veto on the VM, its end about two hours ahead.
-    const leased = `namespace="${NAMESPACE}",vm="vm-lease"`;
+    const leased = `namespace="${NAMESPACE}",name="vm-lease"`;
     expect(await p.until(`workstation_signal_active{${leased},signal="lease"}`, (s) => value(s) === 1)).toBe(true);
     const expiry = await p.until(`workstation_lease_expiry_timestamp_seconds{${leased}} - time()`, (s) => value(s));
     expect(expiry).toBeGreaterThan(7200 - 300);
@@ -159,7 +163,7 @@ describe("Prometheus scraping the shipped collector", () => {
   it("serves a scrape that promtool check metrics finds nothing to say about", async () => {
     const scrape = await getText(`http://127.0.0.1:${httpPort}/metrics`);
     expect(scrape.status).toBe(200);
-    expect(scrape.body).toContain('workstation_state{namespace="prom",vm="vm-idle",state="Active"} 1');
+    expect(scrape.body).toContain('workstation_state{namespace="prom",name="vm-idle",state="Active"} 1');
     const lint = promtool(["check", "metrics"], undefined, scrape.body);
     expect(lint.output).toBe("");
     expect(lint.status).toBe(0);
@@ -182,7 +186,7 @@ describe("Prometheus scraping the shipped collector", () => {
     // And the per-VM state timeline has a value for each VM: Active is 1.
     const state = queries.find((q) => q.panel === "State")!;
     const timeline = await prometheus!.query(withGrafanaVariables(state.expr));
-    expect(timeline.map((s) => [s.metric.vm, Number(s.value[1])]).sort()).toEqual([
+    expect(timeline.map((s) => [s.metric.name, Number(s.value[1])]).sort()).toEqual([
       ["vm-idle", 1],
       ["vm-lease", 1],
     ]);

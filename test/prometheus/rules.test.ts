@@ -63,6 +63,8 @@ describe("alert rules", () => {
         "WorkstationCollectorNotLeader",
         "WorkstationLikelyFalseStop",
         "WorkstationAgentNeverConnected",
+        "WorkstationAgentHostDisagree",
+        "WorkstationHostSourceDown",
       ]),
     );
   });

@@ -1,7 +1,8 @@
 // A real Prometheus (Debian package `prometheus`) on loopback, with a generated
 // config and a throw-away storage directory; and promtool.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import https from "node:https";
 import os from "node:os";
 import path from "node:path";
 import { eventually, freePort } from "./process.js";
@@ -47,6 +48,10 @@ export interface PrometheusOptions {
   targets: string[];
   scrapeIntervalSeconds?: number;
   ruleFiles?: string[];
+  /** More command-line flags (e.g. --query.max-samples=1 for a Prometheus that answers every query with an error). */
+  extraArgs?: string[];
+  /** Serve the API over HTTPS with this PEM certificate and key (Prometheus' web config); query() is then unavailable. */
+  tls?: { certFile: string; keyFile: string };
 }
 
 export async function startPrometheus(options: PrometheusOptions): Promise<RunningPrometheus> {
@@ -61,6 +66,12 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
   };
   const configFile = path.join(dir, "prometheus.yml");
   writeFileSync(configFile, JSON.stringify(config, null, 2));
+  const webConfig = path.join(dir, "web.yml");
+  if (options.tls)
+    writeFileSync(
+      webConfig,
+      JSON.stringify({ tls_server_config: { cert_file: options.tls.certFile, key_file: options.tls.keyFile } }),
+    );
   const child = spawn(
     exe,
     [
@@ -69,6 +80,8 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
       `--web.listen-address=127.0.0.1:${port}`,
       "--storage.tsdb.retention.time=1d",
       "--log.level=warn",
+      ...(options.extraArgs ?? []),
+      ...(options.tls ? [`--web.config.file=${webConfig}`] : []),
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
@@ -76,9 +89,10 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
   child.stdout.on("data", (chunk: Buffer) => (printed += chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => (printed += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${options.tls ? "https" : "http"}://127.0.0.1:${port}`;
 
   const query = async (expr: string): Promise<PromSample[]> => {
+    if (options.tls) throw new Error("query() speaks plain HTTP; this Prometheus serves HTTPS");
     const response = await fetch(`${url}/api/v1/query?${new URLSearchParams({ query: expr })}`);
     const body = (await response.json()) as { status: string; error?: string; data: { result: PromSample[] } };
     if (body.status !== "success") throw new Error(`query ${expr}: ${body.error}`);
@@ -103,7 +117,7 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
       async () => {
         if (child.exitCode !== null)
           throw new Error(`Prometheus exited with ${child.exitCode}:\n${printed.slice(-2000)}`);
-        return (await fetch(`${url}/-/ready`)).ok;
+        return options.tls ? await readyOverTls(url, options.tls.certFile) : (await fetch(`${url}/-/ready`)).ok;
       },
       60_000,
       `Prometheus ready on ${url}`,
@@ -113,4 +127,45 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Runni
     throw error;
   }
   return running;
+}
+
+/** /-/ready of a Prometheus serving HTTPS with a self-signed certificate (trusted as its own CA). */
+function readyOverTls(url: string, certFile: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const request = https.get(`${url}/-/ready`, { ca: readFileSync(certFile) }, (response) => {
+      response.resume();
+      resolve(response.statusCode === 200);
+    });
+    request.on("error", () => resolve(false));
+  });
+}
+
+/** A self-signed certificate for 127.0.0.1 (openssl, from the Debian package), in `dir`. */
+export function selfSignedCertificate(dir: string): { certFile: string; keyFile: string } {
+  const certFile = path.join(dir, "tls.crt");
+  const keyFile = path.join(dir, "tls.key");
+  const result = spawnSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-days",
+      "1",
+      "-keyout",
+      keyFile,
+      "-out",
+      certFile,
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+    ],
+    { encoding: "utf8" },
+  );
+  if (result.error || result.status !== 0)
+    throw new Error(`openssl failed (${result.error?.message ?? result.stderr}): install the Debian package openssl`);
+  return { certFile, keyFile };
 }

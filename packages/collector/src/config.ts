@@ -4,6 +4,8 @@ import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentia
 import { parse as parseYaml } from "yaml";
 import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
+import { parseHostSideConfig, type HostSideConfig } from "./hostside/config.js";
+import type { VmSeriesSet } from "./metrics.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
 
@@ -44,6 +46,12 @@ export interface CollectorConfig {
   recordTrace?: string;
   /** Webhooks, keep-running links, the owner label (docs/notifications.md). */
   notifications: NotificationsConfig;
+  /** KubeVirt's per-VM metrics through Prometheus (hostside/); absent: not configured. */
+  hostSide?: HostSideConfig;
+  /** Which per-VM series /metrics carries (docs/metrics.md, "Series per VM"). */
+  metrics: { vmSeries: VmSeriesSet };
+  /** The memory guard (docs/install.md, "Sizing"): where the cgroup is read, when the collector sheds. */
+  memory: { cgroupRoot: string; shedRatio: number };
 }
 
 /** The collector's configuration errors are the programs' one ConfigError. */
@@ -72,6 +80,9 @@ const TOP_KEYS = [
   "policy",
   "recordTrace",
   "notifications",
+  "hostSide",
+  "metrics",
+  "memory",
 ];
 const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
   value === undefined ? {} : ({ [key]: value } as Record<K, V>);
@@ -129,6 +140,17 @@ export function resolveCollectorConfig(
   const httpFile = section("http");
   const standaloneFile = section("standalone");
   const kubeFile = section("kubernetes");
+  const metricsFile = section("metrics");
+  const memoryFile = section("memory");
+  const vmSeries = str(metricsFile, "vmSeries", "metrics.vmSeries") ?? "default";
+  if (vmSeries !== "default" && vmSeries !== "detailed")
+    problems.push(`${filePath}: metrics.vmSeries must be default or detailed, not "${vmSeries.slice(0, 40)}"`);
+  const shedText = str(memoryFile, "shedAt", "memory.shedAt") ?? "85%";
+  const shedRatio = /^\d{1,2}(\.\d+)?%$/.test(shedText) ? Number(shedText.slice(0, -1)) / 100 : Number.NaN;
+  if (!(shedRatio >= 0.5 && shedRatio <= 0.98))
+    problems.push(
+      `${filePath}: memory.shedAt must be a share of the memory limit from 50% to 98%, not "${shedText.slice(0, 40)}"`,
+    );
 
   const modeText = flags.standalone
     ? "standalone"
@@ -210,6 +232,12 @@ export function resolveCollectorConfig(
     },
     policyYaml,
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
+    ...optional("hostSide", parseHostSideConfig(file.hostSide, problems, `${filePath}: hostSide`)),
+    metrics: { vmSeries: vmSeries === "detailed" ? "detailed" : "default" },
+    memory: {
+      cgroupRoot: str(memoryFile, "cgroupRoot", "memory.cgroupRoot") ?? "/sys/fs/cgroup",
+      shedRatio: shedRatio >= 0.5 && shedRatio <= 0.98 ? shedRatio : 0.85,
+    },
     ...((flags.recordTrace ?? str(file, "recordTrace", "recordTrace"))
       ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! }
       : {}),

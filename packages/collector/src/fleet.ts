@@ -23,6 +23,8 @@ import { type OutreachVm, OutreachView } from "./vm/outreach-view.js";
 import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
+import { countOnsets } from "./hostside/disagree.js";
+import { readingFor, type HostBatch } from "./hostside/queries.js";
 
 export type { Actuator, StopEvidence } from "./vm/actions.js";
 
@@ -69,6 +71,8 @@ interface VmEntry {
   version: number;
   /** The record must be restored (from annotations) before the next decision: new, or a new leadership. */
   needsRestore: boolean;
+  /** Agent/host disagreements at the last host-side reading (their onsets are counted). */
+  disagreeing: string[];
 }
 
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
@@ -187,6 +191,23 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     this.evaluate(entry, now, { kind: "disconnected" });
   }
 
+  /**
+   * A round of host-side readings (hostside/source.ts): every VM gets its own reading, or the
+   * round's failure, or "absent"; each is decided on, and a disagreement's onset is counted.
+   */
+  hostBatch(batch: HostBatch): void {
+    const now = this.options.nowMs();
+    for (const entry of this.sortedEntries()) {
+      // Stamped with the decision's time, as a replay of the recorded line will stamp it.
+      const { atMs: _at, ...reading } = readingFor(batch, entry.id);
+      this.options.record?.({ atMs: now, vm: entry.id, host: reading });
+      this.evaluate(entry, now, { kind: "host", reading: { ...reading, atMs: now } });
+      const kinds = this.viewOf(entry, now).host?.disagreements ?? [];
+      countOnsets(this.runner.counters, entry.disagreeing, kinds);
+      entry.disagreeing = kinds;
+    }
+  }
+
   /** Forget a VM that no longer exists (its series go away with it). */
   remove(vm: VmKey): void {
     const entry = this.vms.get(vmId(vm));
@@ -259,6 +280,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         truncated: [],
         version: 0,
         needsRestore: true,
+        disagreeing: [],
       };
       this.applyPolicy(entry);
       entry.loop.policyStatus = this.policyInput(entry).status;

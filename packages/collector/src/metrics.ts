@@ -29,6 +29,22 @@ export interface MetricsOptions {
   processMetrics?: boolean;
   /** What ws's own stops gave back (adoption/given-back.ts), for workstation_freed_*. */
   givenBack?: (nowMs: number) => GivenBackRow[];
+  /**
+   * Which per-VM series each scrape carries (`metrics.vmSeries`, default "default"). A function:
+   * the memory guard drops the detail set near the collector's memory limit.
+   */
+  vmSeries?: () => VmSeriesSet;
+  /** The memory guard's latest look (memory/guard.ts); absent: no memory metrics. */
+  memory?: () => CollectorMemory | undefined;
+}
+
+/** What the memory guard saw at its latest check. */
+export interface CollectorMemory {
+  /** The cgroup's working set; without a cgroup v2 memory controller, the process's RSS. */
+  workingSetBytes: number;
+  /** memory.max (absent without a limit). */
+  limitBytes?: number;
+  shedding: boolean;
 }
 
 /** prom-client default metrics that `promtool check metrics` rejects (gauges ending in _total). */
@@ -42,21 +58,44 @@ const DECISION_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0
 const SCRAPE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 // --- per-VM families, written by hand ---------------------------------------------------------
+//
+// The series budget (docs/metrics.md, "Series per VM"). Every per-VM family is one entry below
+// and says which set it belongs to:
+//   - "default": what a Prometheus operator pays for every workstation. A default family writes
+//     no always-zero series (a state that is not the VM's, a signal not showing use, a count of
+//     nothing) and at most one series per VM unless its label values are few and fixed; together
+//     they stay within VM_SERIES_BUDGET for a typical VM.
+//   - "detail": per mount, per GPU, per reading of the latest Report; exported only with
+//     `metrics.vmSeries: detailed` (what `ws-collector whatif` replays), and dropped first when
+//     the collector nears its memory limit (memory.ts).
+// Adding a per-VM family is one entry here: pick its set; the docs check and the budget test
+// (test/metrics.test.ts) hold it to the rules.
+
+/** Which per-VM series a scrape carries: the budgeted default set, or that plus the detail families. */
+export type VmSeriesSet = "default" | "detailed";
+export type SeriesTier = "default" | "detail";
+
+/** Series per VM the default set is designed to stay within for a typical VM (docs/metrics.md). */
+export const VM_SERIES_BUDGET = 12;
 
 interface PerVmFamily {
   name: string;
   help: string;
   type: "gauge" | "counter";
-  /** Sample lines of one VM; `vm` is the rendered `namespace="…",vm="…"`. */
-  lines(view: VmView, vm: string, stats: CollectorStats): string[];
+  tier: SeriesTier;
+  /** Sample lines of one VM; `vm` is the rendered `namespace="…",name="…"`; `detailed`: the detail set is on. */
+  lines(view: VmView, vm: string, stats: CollectorStats, detailed: boolean): string[];
 }
 
 const one = (name: string, vm: string, value: number | undefined): string[] =>
   value === undefined ? [] : [`${name}{${vm}} ${formatValue(value)}`];
+/** One sample only when it says something: absent instead of 0. */
+const nonZero = (name: string, vm: string, value: number | undefined): string[] =>
+  value === undefined || value === 0 ? [] : one(name, vm, value);
 const labelled = (name: string, vm: string, label: string, value: string, sample: number): string =>
   `${name}{${vm},${label}="${escapeLabel(value)}"} ${formatValue(sample)}`;
 
-/** A gauge of one value from the latest Report, exported only while the agent is connected. */
+/** A detail gauge of one value from the latest Report, exported only while the agent is connected. */
 const reading = (
   name: string,
   help: string,
@@ -65,8 +104,12 @@ const reading = (
   name,
   help,
   type: "gauge",
+  tier: "detail",
   lines: (v, vm) => one(name, vm, v.readings ? pick(v.readings) : undefined),
 });
+
+/** States in which a stop is on its way: the VM's stop outcomes are exported from 0 on from here. */
+const STOP_UNDERWAY = new Set(["StoppingPending", "Stopping"]);
 
 const IDLE_SECONDS = "workstation_idle_seconds";
 const IDLE_HELP = "Seconds since the last strong evidence of use (the idle clock).";
@@ -74,50 +117,24 @@ const IDLE_HELP = "Seconds since the last strong evidence of use (the idle clock
 /** Every per-VM family but workstation_idle_seconds (computed at scrape time), in output order. */
 export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
   {
+    name: "workstation_state",
+    help: "The VM's current state: one series, value 1, label state (no series for the states it is not in).",
+    type: "gauge",
+    tier: "default",
+    lines: (v, vm) => [labelled("workstation_state", vm, "state", v.state, 1)],
+  },
+  {
     name: "workstation_idle_timeout_seconds",
     help: "The idle timeout in force for the VM.",
     type: "gauge",
+    tier: "default",
     lines: (v, vm) => one("workstation_idle_timeout_seconds", vm, v.idleTimeoutSeconds),
-  },
-  {
-    name: "workstation_last_activity_timestamp_seconds",
-    help: "Unix time of the last strong evidence of use.",
-    type: "gauge",
-    lines: (v, vm) =>
-      one(
-        "workstation_last_activity_timestamp_seconds",
-        vm,
-        v.lastActivityAtMs === undefined ? undefined : v.lastActivityAtMs / 1000,
-      ),
-  },
-  {
-    name: "workstation_last_report_timestamp_seconds",
-    help: "Unix time the collector received the VM's latest report.",
-    type: "gauge",
-    lines: (v, vm) =>
-      one(
-        "workstation_last_report_timestamp_seconds",
-        vm,
-        v.lastReportAtMs === undefined ? undefined : v.lastReportAtMs / 1000,
-      ),
-  },
-  {
-    name: "workstation_state",
-    help: "Current state of the VM (1 for the current state, 0 for the others).",
-    type: "gauge",
-    lines: (v, vm) =>
-      STATES.map((state) => labelled("workstation_state", vm, "state", state, v.state === state ? 1 : 0)),
-  },
-  {
-    name: "workstation_autostop_enabled",
-    help: "1 when autostop applies to the VM; label mode is the policy mode in force (enforce or observe).",
-    type: "gauge",
-    lines: (v, vm) => [labelled("workstation_autostop_enabled", vm, "mode", v.mode, v.autostop ? 1 : 0)],
   },
   {
     name: "workstation_stop_deadline_timestamp_seconds",
     help: "Unix time the VM will be stopped if nothing changes (absent when no stop is scheduled).",
     type: "gauge",
+    tier: "default",
     lines: (v, vm) =>
       one(
         "workstation_stop_deadline_timestamp_seconds",
@@ -126,30 +143,59 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
       ),
   },
   {
-    name: "workstation_policy_invalid_settings",
-    help: "Invalid policy settings on the VM (it runs under its previous valid policy meanwhile).",
+    name: "workstation_autostop_enabled",
+    help: "1 when autostop applies to the VM (absent when it is only watched); label mode is the policy mode in force (enforce or observe).",
     type: "gauge",
-    lines: (v, vm) => one("workstation_policy_invalid_settings", vm, v.policyErrors.length),
+    tier: "default",
+    lines: (v, vm) => (v.autostop ? [labelled("workstation_autostop_enabled", vm, "mode", v.mode, 1)] : []),
   },
   {
     name: "workstation_agent_connected",
     help: "1 while the VM's agent stream is open.",
     type: "gauge",
+    tier: "default",
     lines: (v, vm) => one("workstation_agent_connected", vm, v.connected ? 1 : 0),
   },
   {
     name: "workstation_signal_active",
-    help: "1 when the signal family currently shows use.",
+    help: "1 for each signal family that currently shows use (no series for the families that do not).",
     type: "gauge",
+    tier: "default",
     lines: (v, vm) =>
-      Object.entries(v.signals).map(([signal, active]) =>
-        labelled("workstation_signal_active", vm, "signal", signal, active ? 1 : 0),
-      ),
+      Object.entries(v.signals)
+        .filter(([, active]) => active)
+        .map(([signal]) => labelled("workstation_signal_active", vm, "signal", signal, 1)),
+  },
+  {
+    // The one per-VM series with an owner label; its value is always 1, one series per VM.
+    name: "workstation_vm_info",
+    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none).",
+    type: "gauge",
+    tier: "default",
+    lines: (v, vm) => [labelled("workstation_vm_info", vm, "owner", v.owner ?? "", 1)],
+  },
+  {
+    name: "workstation_disk_used_ratio",
+    help: "Used share of a guest filesystem (0..1): the fullest one, or every one with metrics.vmSeries detailed.",
+    type: "gauge",
+    tier: "default",
+    lines: (v, vm, _stats, detailed) => {
+      const disks = detailed ? v.disks : fullest(v.disks);
+      return disks.map((d) => labelled("workstation_disk_used_ratio", vm, "mount", d.mount, d.usedRatio));
+    },
+  },
+  {
+    name: "workstation_gpus",
+    help: "GPUs of the VM: those its domain declares (Kubernetes), else those its agent last reported (absent: none).",
+    type: "gauge",
+    tier: "default",
+    lines: (v, vm) => nonZero("workstation_gpus", vm, v.gpuCount),
   },
   {
     name: "workstation_lease_expiry_timestamp_seconds",
     help: "Unix time the latest keep-running lease ends (clamped to max-keep-running).",
     type: "gauge",
+    tier: "default",
     lines: (v, vm) =>
       one(
         "workstation_lease_expiry_timestamp_seconds",
@@ -158,35 +204,64 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
       ),
   },
   {
-    name: "workstation_disk_used_ratio",
-    help: "Used share of a guest filesystem (0..1).",
+    name: "workstation_policy_invalid_settings",
+    help: "Invalid policy settings on the VM (it runs under its previous valid policy meanwhile); absent when none.",
     type: "gauge",
-    lines: (v, vm) => v.disks.map((d) => labelled("workstation_disk_used_ratio", vm, "mount", d.mount, d.usedRatio)),
-  },
-  {
-    // The one per-VM series with an owner label; its value is always 1, one series per VM.
-    name: "workstation_vm_info",
-    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none).",
-    type: "gauge",
-    lines: (v, vm) => [labelled("workstation_vm_info", vm, "owner", v.owner ?? "", 1)],
-  },
-  {
-    name: "workstation_gpus",
-    help: "GPUs of the VM: those its domain declares (Kubernetes), else those its agent last reported.",
-    type: "gauge",
-    lines: (v, vm) => one("workstation_gpus", vm, v.gpuCount),
+    tier: "default",
+    lines: (v, vm) => nonZero("workstation_policy_invalid_settings", vm, v.policyErrors.length),
   },
   {
     name: "workstation_report_truncated",
-    help: "1 when validation cut the VM's latest Report to the per-agent limits (docs/collector-limits.md); the explanation names what.",
+    help: "1 when validation cut the VM's latest Report to the per-agent limits (docs/collector-limits.md); absent otherwise.",
     type: "gauge",
-    lines: (v, vm) => one("workstation_report_truncated", vm, v.truncated && v.truncated.length > 0 ? 1 : 0),
+    tier: "default",
+    lines: (v, vm) => nonZero("workstation_report_truncated", vm, v.truncated && v.truncated.length > 0 ? 1 : 0),
   },
-  // --- raw readings of the latest report (while connected): what whatif replays
+  // From the VM's first stop on its way (a notice, a stop under way) every outcome is exported from 0,
+  // so increase() sees the first refusal too; a VM never stopped has none of these series.
+  {
+    name: "workstation_stop_outcomes_total",
+    help: "Stops carried out per VM, by outcome (accepted, refused, failed); from the VM's first stop on.",
+    type: "counter",
+    tier: "default",
+    lines: (v, vm, stats) => {
+      const counts = stats.stopOutcomes.get(`${v.namespace}/${v.name}`);
+      if (!counts && !STOP_UNDERWAY.has(v.state)) return [];
+      return STOP_OUTCOMES.map((outcome) =>
+        labelled("workstation_stop_outcomes_total", vm, "outcome", outcome, counts?.get(outcome) ?? 0),
+      );
+    },
+  },
+  // --- detail: metrics.vmSeries detailed
+  {
+    name: "workstation_last_report_timestamp_seconds",
+    help: "Unix time the collector received the VM's latest report.",
+    type: "gauge",
+    tier: "detail",
+    lines: (v, vm) =>
+      one(
+        "workstation_last_report_timestamp_seconds",
+        vm,
+        v.lastReportAtMs === undefined ? undefined : v.lastReportAtMs / 1000,
+      ),
+  },
+  {
+    name: "workstation_last_activity_timestamp_seconds",
+    help: "Unix time of the last strong evidence of use.",
+    type: "gauge",
+    tier: "detail",
+    lines: (v, vm) =>
+      one(
+        "workstation_last_activity_timestamp_seconds",
+        vm,
+        v.lastActivityAtMs === undefined ? undefined : v.lastActivityAtMs / 1000,
+      ),
+  },
   {
     name: "workstation_gpu_utilization_ratio",
     help: "GPU utilization reported by the agent (0..1); absent for a GPU that cannot say ([N/A]).",
     type: "gauge",
+    tier: "detail",
     lines: (v, vm) =>
       Object.entries(v.readings?.gpuUtilization ?? {}).map(([gpu, ratio]) =>
         labelled("workstation_gpu_utilization_ratio", vm, "gpu", gpu, ratio),
@@ -230,6 +305,7 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     name: "workstation_signal_last_activity_timestamp_seconds",
     help: `Unix time of the youngest activity the latest report shows, by kind (${ACTIVITY_SIGNALS.join(", ")}).`,
     type: "gauge",
+    tier: "detail",
     lines: (v, vm) =>
       Object.entries(v.readings?.lastActivityAtMs ?? {})
         .filter((entry): entry is [string, number] => entry[1] !== undefined)
@@ -237,19 +313,22 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
           labelled("workstation_signal_last_activity_timestamp_seconds", vm, "signal", signal, atMs / 1000),
         ),
   },
-  // Every outcome from 0 on, for every VM: increase() then sees the first refusal too.
   {
-    name: "workstation_stop_outcomes_total",
-    help: "Stops carried out per VM, by outcome (accepted, refused, failed).",
-    type: "counter",
-    lines: (v, vm, stats) => {
-      const counts = stats.stopOutcomes.get(`${v.namespace}/${v.name}`);
-      return STOP_OUTCOMES.map((outcome) =>
-        labelled("workstation_stop_outcomes_total", vm, "outcome", outcome, counts?.get(outcome) ?? 0),
-      );
-    },
+    name: "workstation_host_disagreement",
+    help: "1 while the agent says idle and the host side does not (kind: vcpu, connection); absent otherwise.",
+    type: "gauge",
+    tier: "default",
+    lines: (v, vm) =>
+      (v.host?.disagreements ?? []).map((kind) => labelled("workstation_host_disagreement", vm, "kind", kind, 1)),
   },
 ];
+
+/** The fullest filesystem (the one a disk-full alert is about), as a list of at most one. */
+function fullest(disks: VmView["disks"]): VmView["disks"] {
+  let top: VmView["disks"][number] | undefined;
+  for (const disk of disks) if (!top || disk.usedRatio > top.usedRatio) top = disk;
+  return top ? [top] : [];
+}
 
 /** Every per-VM metric name, for the docs check. */
 export const PER_VM_METRIC_NAMES: readonly string[] = [IDLE_SECONDS, ...PER_VM_FAMILIES.map((family) => family.name)];
@@ -269,14 +348,29 @@ function formatValue(value: number): string {
   return String(value);
 }
 
+/**
+ * The labels that name a VM on every per-VM series: `namespace` and `name`, the labels KubeVirt's
+ * own per-VMI series (kubevirt_vmi_*) carry, so the two join with `on(namespace, name)` and no
+ * relabelling (docs/metrics.md, "Joins").
+ */
+export function vmLabels(namespace: string, name: string): string {
+  return `namespace="${escapeLabel(namespace)}",name="${escapeLabel(name)}"`;
+}
+
+const NO_SAMPLES = "";
+
 interface CachedVm {
   version: number;
-  /** One text block per family of PER_VM_FAMILIES ("" when the VM has no sample of it). */
+  /** Whether the detail families were built into `blocks`. */
+  detailed: boolean;
+  /** One text block per family of PER_VM_FAMILIES (NO_SAMPLES when the VM has no sample of it). */
   blocks: string[];
   /** The labels, rendered. */
   vm: string;
   /** When the idle clock runs: its origin (ms); idle seconds are computed per scrape from it. */
   idleFromMs: number | undefined;
+  /** Samples in `blocks` (workstation_idle_seconds aside). */
+  series: number;
   seen: number;
 }
 
@@ -288,6 +382,8 @@ export class PerVmSeriesCache {
   private readonly cache = new Map<string, CachedVm>();
   private generation = 0;
   rebuilt = 0;
+  /** Series per VM of the latest scrape (all its per-VM samples ÷ its VMs). */
+  lastSeries = 0;
 
   constructor(private readonly stats: CollectorStats) {}
 
@@ -295,13 +391,47 @@ export class PerVmSeriesCache {
     return this.cache.size;
   }
 
-  render(sources: Iterable<VmSeriesSource>, nowMs: number): string {
+  /** The whole per-VM part as one string (tests, small fleets). */
+  render(sources: Iterable<VmSeriesSource>, nowMs: number, detailed = false): string {
+    return [...this.families(sources, nowMs, detailed)].join("");
+  }
+
+  /**
+   * The per-VM part family by family, each chunk one family's HELP, TYPE and samples of every VM:
+   * a caller streaming the answer holds one family's text at a time, never the whole scrape.
+   */
+  *families(sources: Iterable<VmSeriesSource>, nowMs: number, detailed = false): Generator<string> {
+    const entries = this.refresh(sources, nowMs, detailed);
+    let samples = 0;
+    for (const cached of entries) samples += cached.series;
+    const idle: string[] = [`# HELP ${IDLE_SECONDS} ${IDLE_HELP}`, `# TYPE ${IDLE_SECONDS} gauge`];
+    for (const cached of entries) {
+      if (cached.idleFromMs !== undefined) {
+        idle.push(`${IDLE_SECONDS}{${cached.vm}} ${formatValue(Math.max(0, (nowMs - cached.idleFromMs) / 1000))}`);
+        samples++;
+      }
+    }
+    yield `${idle.join("\n")}\n`;
+    for (let index = 0; index < PER_VM_FAMILIES.length; index++) {
+      const family = PER_VM_FAMILIES[index]!;
+      if (family.tier === "detail" && !detailed) continue;
+      const parts: string[] = [`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`];
+      for (const cached of entries) {
+        const block = cached.blocks[index]!;
+        if (block !== NO_SAMPLES) parts.push(block);
+      }
+      yield `${parts.join("\n")}\n`;
+    }
+    this.lastSeries = entries.length === 0 ? 0 : samples / entries.length;
+  }
+
+  private refresh(sources: Iterable<VmSeriesSource>, nowMs: number, detailed: boolean): CachedVm[] {
     const generation = ++this.generation;
     const entries: CachedVm[] = [];
     for (const source of sources) {
       let cached = this.cache.get(source.id);
-      if (!cached || cached.version !== source.version || source.version < 0) {
-        cached = this.build(source.view(nowMs), source.version);
+      if (!cached || cached.version !== source.version || source.version < 0 || cached.detailed !== detailed) {
+        cached = this.build(source.view(nowMs), source.version, detailed);
         this.cache.set(source.id, cached);
         this.rebuilt++;
       }
@@ -310,28 +440,24 @@ export class PerVmSeriesCache {
     }
     // VMs that went away take their series with them.
     for (const [id, cached] of this.cache) if (cached.seen !== generation) this.cache.delete(id);
-
-    const parts: string[] = [`# HELP ${IDLE_SECONDS} ${IDLE_HELP}`, `# TYPE ${IDLE_SECONDS} gauge`];
-    for (const cached of entries) {
-      if (cached.idleFromMs !== undefined)
-        parts.push(`${IDLE_SECONDS}{${cached.vm}} ${formatValue(Math.max(0, (nowMs - cached.idleFromMs) / 1000))}`);
-    }
-    PER_VM_FAMILIES.forEach((family, index) => {
-      parts.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`);
-      for (const cached of entries) {
-        const block = cached.blocks[index]!;
-        if (block !== "") parts.push(block);
-      }
-    });
-    return `${parts.join("\n")}\n`;
+    return entries;
   }
 
-  private build(view: VmView, version: number): CachedVm {
-    const vm = `namespace="${escapeLabel(view.namespace)}",vm="${escapeLabel(view.name)}"`;
+  private build(view: VmView, version: number, detailed: boolean): CachedVm {
+    const vm = vmLabels(view.namespace, view.name);
+    let series = 0;
+    const blocks = PER_VM_FAMILIES.map((family) => {
+      if (family.tier === "detail" && !detailed) return NO_SAMPLES;
+      const lines = family.lines(view, vm, this.stats, detailed);
+      series += lines.length;
+      return lines.length === 0 ? NO_SAMPLES : lines.join("\n");
+    });
     return {
       version,
+      detailed,
       vm,
-      blocks: PER_VM_FAMILIES.map((family) => family.lines(view, vm, this.stats).join("\n")),
+      blocks,
+      series,
       idleFromMs:
         view.idleSeconds !== undefined && view.lastActivityAtMs !== undefined ? view.lastActivityAtMs : undefined,
       seen: 0,
@@ -342,6 +468,20 @@ export class PerVmSeriesCache {
 // --- the collector's own metrics, through prom-client -----------------------------------------
 
 const exportedNames = new WeakMap<Registry, () => string[]>();
+const metricChunks = new WeakMap<Registry, () => AsyncGenerator<string>>();
+
+/**
+ * The /metrics answer of a registry from createMetrics, family by family (any other registry: its
+ * text in one piece). The HTTP side writes each chunk as it comes, so a scrape of 10k VMs never
+ * holds its whole text, and the per-VM part is joined from each VM's cached lines.
+ */
+export function metricsChunks(registry: Registry): AsyncIterable<string> {
+  const chunks = metricChunks.get(registry);
+  if (chunks) return chunks();
+  return (async function* () {
+    yield await registry.metrics();
+  })();
+}
 
 /** Every metric name a leader's /metrics of this registry can carry (the docs check reads it). */
 export function metricNames(registry: Registry): string[] {
@@ -376,6 +516,33 @@ export function createMetrics(
     labelNames: ["version", "mode"],
     registers: [health],
   }).set({ version: COLLECTOR_VERSION, mode: options.mode ?? "standalone" }, 1);
+  const memory = options.memory;
+  if (memory) {
+    new Gauge({
+      name: "workstation_collector_memory_bytes",
+      help: "The collector's memory as its cgroup counts it: memory.current less inactive file cache (the working set the OOM killer weighs); its RSS without cgroup v2.",
+      registers: [health],
+      collect() {
+        this.set(memory()?.workingSetBytes ?? process.memoryUsage.rss());
+      },
+    });
+    new Gauge({
+      name: "workstation_collector_memory_limit_bytes",
+      help: "The collector's cgroup memory limit (memory.max); +Inf when it has none.",
+      registers: [health],
+      collect() {
+        this.set(memory()?.limitBytes ?? Number.POSITIVE_INFINITY);
+      },
+    });
+    new Gauge({
+      name: "workstation_collector_shedding",
+      help: "1 while the collector is near its memory limit and sheds the detail series and chart points; 0 otherwise.",
+      registers: [health],
+      collect() {
+        this.set(memory()?.shedding ? 1 : 0);
+      },
+    });
+  }
   if (options.processMetrics ?? true) {
     collectDefaultMetrics({ register: health });
     // Gauges named *_total, which promtool rejects; nodejs_active_{handles,requests,resources} (by type) carry the same counts.
@@ -425,6 +592,14 @@ export function createMetrics(
     "Invalid policy values seen (the VM kept its previous valid policy).",
     [],
     (inc) => inc({}, fleet.counters().policyErrors),
+  );
+  counterFrom(
+    "workstation_host_disagreements_total",
+    "Times the agent said idle while the host side saw use (kind: vcpu, connection); absent without host-side evidence.",
+    ["kind"],
+    (inc) => {
+      for (const [kind, value] of fleet.counters().hostDisagreements ?? []) inc({ kind }, value);
+    },
   );
 
   counterFrom("workstation_reports_received_total", "Reports received from agents.", [], (inc) =>
@@ -532,24 +707,32 @@ export function createMetrics(
   // The registry handed out: the leader's own metrics, answering metrics() with everything.
   const renderFleet = registry.metrics.bind(registry);
   const renderHealth = health.metrics.bind(health);
+  const vmSeries = options.vmSeries ?? (() => "default" as const);
   exportedNames.set(registry, () =>
     [...health.getMetricsAsArray(), ...registry.getMetricsAsArray()]
       .map((metric) => metric.name)
       .concat(PER_VM_METRIC_NAMES),
   );
-  registry.metrics = async () => {
+  async function* chunks(): AsyncGenerator<string> {
     const began = performance.now();
     try {
-      const own = await renderHealth();
-      if (!leader()) return own;
+      yield await renderHealth();
+      if (!leader()) return;
       const now = nowMs();
       const sources =
         fleet.seriesSources?.() ??
         fleet.views(now).map((view) => ({ id: `${view.namespace}/${view.name}`, version: -1, view: () => view }));
-      return `${own + (await renderFleet())}\n${perVm.render(sources, now)}`;
+      yield `${await renderFleet()}\n`;
+      yield* perVm.families(sources, now, vmSeries() === "detailed");
     } finally {
       scrapeDuration.observe((performance.now() - began) / 1000);
     }
+  }
+  metricChunks.set(registry, chunks);
+  registry.metrics = async () => {
+    let text = "";
+    for await (const chunk of chunks()) text += chunk;
+    return text;
   };
   return registry;
 }

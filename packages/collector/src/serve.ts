@@ -3,8 +3,9 @@
 import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
-import { installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
+import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer } from "./agents/server.js";
 import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
@@ -12,6 +13,8 @@ import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
+import { readCgroupMemory } from "./memory/cgroup.js";
+import { MemoryGuard } from "./memory/guard.js";
 import { createMetrics } from "./metrics.js";
 import { TraceRecorder } from "./replay/recorder.js";
 import { standaloneMode } from "./standalone/mode.js";
@@ -23,8 +26,14 @@ import { COLLECTOR_VERSION } from "./version.js";
 import { createWebServer, type WebOptions } from "./web/server.js";
 import { KeepLinks } from "./keeplink/handler.js";
 import { deriveLinkKey } from "./keeplink/token.js";
+import { registerHostSourceMetrics } from "./hostside/metrics.js";
+import { prometheusClient } from "./hostside/prometheus.js";
+import { HostSource } from "./hostside/source.js";
 import { registerNotificationMetrics } from "./notify/metrics.js";
 import { Outreach } from "./notify/outreach.js";
+
+/** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
+const MEMORY_CHECK_MS = 5_000;
 
 /** The output streams serve writes to (the environment is read by the CLI before). */
 export type Io = Pick<ProtocolIo, "stdout" | "stderr">;
@@ -68,6 +77,36 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   } finally {
     removeErrorPolicy();
   }
+}
+
+/** Host-side evidence (hostside/): KubeVirt's per-VM metrics, queried on their own cadence. */
+function startHostSource(
+  config: CollectorConfig,
+  fleet: Fleet,
+  mode: CollectorMode,
+  log: Logger,
+  nowMs: () => number,
+): HostSource {
+  const host = config.hostSide!;
+  let client: ReturnType<typeof prometheusClient>;
+  try {
+    client = prometheusClient({ ...host.prometheus });
+  } catch (error) {
+    throw new CollectorConfigError([`hostSide.prometheus: ${errorMessage(error)}`]);
+  }
+  const source = new HostSource({
+    client,
+    sink: fleet,
+    log,
+    nowMs,
+    intervalSeconds: host.intervalSeconds,
+    windowSeconds: host.windowSeconds,
+    labels: host.labels,
+    connectionsWitness: host.connectionsWitness,
+    acting: mode.leader,
+  });
+  source.start();
+  return source;
 }
 
 async function run(
@@ -138,12 +177,40 @@ async function run(
     : grpc.ServerCredentials.createInsecure();
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   const grpcPort = await agents.listen(config.grpc.listen, credentials);
+  const guard = new MemoryGuard({
+    sample: () => {
+      const heap = v8.getHeapStatistics();
+      return {
+        cgroup: readCgroupMemory(config.memory.cgroupRoot),
+        heapUsedBytes: heap.used_heap_size,
+        heapLimitBytes: heap.heap_size_limit,
+      };
+    },
+    shedRatio: config.memory.shedRatio,
+    log: (level, message, fields) => log(level, message, fields),
+    // The detail series go by themselves (vmSeries below reads guard.shedding); the chart points are dropped.
+    sheddable: [outreach.history],
+  });
+  guard.check();
+  const memoryTimer = setInterval(() => guard.check(), MEMORY_CHECK_MS);
+  memoryTimer.unref();
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     leader: mode.leader,
     mode: mode.name,
+    vmSeries: () => (guard.shedding ? "default" : config.metrics.vmSeries),
+    memory: () => {
+      const sample = guard.sample;
+      return {
+        workingSetBytes: sample?.cgroup?.workingSetBytes ?? process.memoryUsage.rss(),
+        ...(sample?.cgroup?.limitBytes !== undefined ? { limitBytes: sample.cgroup.limitBytes } : {}),
+        shedding: guard.shedding,
+      };
+    },
     givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
+  const hostSource = config.hostSide ? startHostSource(config, fleet, mode, log, nowMs) : undefined;
+  if (hostSource) registerHostSourceMetrics(registry, hostSource.status);
   const keepLinks = new KeepLinks({
     granter: fleet,
     linkKey,
@@ -193,6 +260,7 @@ async function run(
       config.notifications.webhooks.length +
       Object.values(config.notifications.profiles).reduce((n, list) => n + list.length, 0),
     keepLinks: config.notifications.publicUrl ? "on" : "off (notifications.publicUrl unset)",
+    hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
     ...(mode.name === "standalone"
       ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
       : {}),
@@ -213,7 +281,9 @@ async function run(
     process.once("SIGINT", () => resolve());
   });
   log("info", "shutting down");
+  clearInterval(memoryTimer);
   fleet.stopTicking();
+  hostSource?.stop();
   await stopMode();
   await agents.close();
   for (const server of probes ? [web, probes] : [web])

@@ -2,13 +2,14 @@
 // with their VM, histograms drained from the stats, promtool's lint, and the
 // docs listing every metric.
 import { spawnSync } from "node:child_process";
+import { registerHostSourceMetrics } from "../src/hostside/metrics.js";
 import { registerNotificationMetrics } from "../src/notify/metrics.js";
 import { WebhookSender } from "../src/notify/sender.js";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { createMetrics, metricNames } from "../src/metrics.js";
+import { VM_SERIES_BUDGET, createMetrics, metricNames, type VmSeriesSet } from "../src/metrics.js";
 import { CollectorStats } from "../src/stats.js";
 import type { FleetCounters, FleetReader, VmSeriesSource, VmView } from "../src/model/vm-view.js";
 
@@ -75,7 +76,7 @@ class StubFleet implements FleetReader {
   }
 }
 
-function setup(options: { leader?: () => boolean } = {}) {
+function setup(options: { leader?: () => boolean; vmSeries?: () => VmSeriesSet } = {}) {
   const fleet = new StubFleet();
   const stats = new CollectorStats();
   const registry = createMetrics(
@@ -83,13 +84,21 @@ function setup(options: { leader?: () => boolean } = {}) {
     stats,
     () => NOW,
     () => 3,
-    options,
+    // serve.ts hands it the memory guard's look.
+    { memory: () => ({ workingSetBytes: 300_000_000, limitBytes: 536_870_912, shedding: false }), ...options },
   );
   // serve.ts adds the notification metrics to the same registry.
   registerNotificationMetrics(
     registry,
     new WebhookSender({ log: () => {}, timeoutMs: 1000, retries: 0, queueSize: 1 }),
   );
+  registerHostSourceMetrics(registry, {
+    endpoint: "http://prometheus",
+    rounds: 3,
+    failures: 1,
+    lastRoundOk: true,
+    lastVms: 2,
+  });
   return { fleet, stats, registry };
 }
 
@@ -104,30 +113,90 @@ describe("createMetrics", () => {
     const { fleet, registry } = setup();
     fleet.vms = [view("alice-gpu-workstation", { owner: "alice" }), view("cirros-smoke")];
     const text = await registry.metrics();
-    expect(sample(text, 'workstation_vm_info{namespace="lab",vm="alice-gpu-workstation",owner="alice"}')).toBe(1);
-    expect(sample(text, 'workstation_vm_info{namespace="lab",vm="cirros-smoke",owner=""}')).toBe(1);
+    expect(sample(text, 'workstation_vm_info{namespace="lab",name="alice-gpu-workstation",owner="alice"}')).toBe(1);
+    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cirros-smoke",owner=""}')).toBe(1);
     expect(text.split("\n").filter((l) => l.startsWith("workstation_vm_info{"))).toHaveLength(2);
   });
 
-  it("exports the per-VM decision, signals and raw readings", async () => {
+  it("exports the per-VM decision by default: the current state only, active signals only, the fullest disk", async () => {
     const { fleet, registry } = setup();
-    fleet.vms = [view("ada")];
+    fleet.vms = [
+      view("ada", {
+        disks: [
+          { mount: "/", usedRatio: 0.73 },
+          { mount: "/home", usedRatio: 0.91 },
+        ],
+      }),
+    ];
     const text = await registry.metrics();
-    const vm = 'namespace="lab",vm="ada"';
+    const vm = 'namespace="lab",name="ada"';
     expect(sample(text, `workstation_idle_seconds{${vm}}`)).toBe(600);
     expect(sample(text, `workstation_idle_timeout_seconds{${vm}}`)).toBe(7200);
-    expect(sample(text, `workstation_last_activity_timestamp_seconds{${vm}}`)).toBe((NOW - 600_000) / 1000);
-    expect(sample(text, `workstation_last_report_timestamp_seconds{${vm}}`)).toBe((NOW - 2_000) / 1000);
+    expect(sample(text, `workstation_last_report_timestamp_seconds{${vm}}`)).toBeUndefined();
     expect(sample(text, `workstation_state{${vm},state="Active"}`)).toBe(1);
-    expect(sample(text, `workstation_state{${vm},state="Stopped"}`)).toBe(0);
+    // No series for the states the VM is not in, nor for signals that show nothing.
+    expect(sample(text, `workstation_state{${vm},state="Stopped"}`)).toBeUndefined();
+    expect(text.split("\n").filter((l) => l.startsWith("workstation_state{"))).toHaveLength(1);
     expect(sample(text, `workstation_autostop_enabled{${vm},mode="enforce"}`)).toBe(1);
     expect(sample(text, `workstation_stop_deadline_timestamp_seconds{${vm}}`)).toBe((NOW + 7_200_000) / 1000);
     expect(sample(text, `workstation_agent_connected{${vm}}`)).toBe(1);
     expect(sample(text, `workstation_signal_active{${vm},signal="tty"}`)).toBe(1);
-    expect(sample(text, `workstation_signal_active{${vm},signal="gpu"}`)).toBe(0);
+    expect(sample(text, `workstation_signal_active{${vm},signal="gpu"}`)).toBeUndefined();
     expect(sample(text, `workstation_lease_expiry_timestamp_seconds{${vm}}`)).toBe((NOW + 3_600_000) / 1000);
-    expect(sample(text, `workstation_disk_used_ratio{${vm},mount="/"}`)).toBe(0.73);
+    expect(sample(text, `workstation_disk_used_ratio{${vm},mount="/home"}`)).toBe(0.91);
+    expect(sample(text, `workstation_disk_used_ratio{${vm},mount="/"}`)).toBeUndefined();
     expect(sample(text, `workstation_gpus{${vm}}`)).toBe(2);
+    expect(sample(text, `workstation_policy_invalid_settings{${vm}}`)).toBeUndefined();
+    expect(sample(text, `workstation_report_truncated{${vm}}`)).toBeUndefined();
+    // A VM never stopped has no stop outcomes; the detail families are off.
+    expect(text).not.toContain(`workstation_stop_outcomes_total{${vm}`);
+    for (const detail of [
+      "workstation_cpu_busy_ratio",
+      "workstation_gpu_utilization_ratio",
+      "workstation_last_activity_timestamp_seconds",
+    ])
+      expect(text).not.toContain(`${detail}{`);
+  });
+
+  it("keeps a typical VM within the series budget by default, and says how many series it wrote", async () => {
+    const { fleet, registry } = setup();
+    fleet.vms = [
+      view("ada"),
+      view("bob", { leases: [], stopDeadlineMs: undefined, gpuCount: 0 }),
+      view("cy", { autostop: false, mode: "observe", connected: false, readings: undefined }),
+    ];
+    const text = await registry.metrics();
+    const perVm = (name: string) =>
+      text.split("\n").filter((l) => !l.startsWith("#") && l.includes(`namespace="lab",name="${name}"`)).length;
+    expect(perVm("ada")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
+    expect(perVm("bob")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
+    // Only watched (autostop off): no autostop series at all.
+    expect(text).not.toContain('workstation_autostop_enabled{namespace="lab",name="cy"');
+    // Nothing in the default set is a constant 0.
+    const zeros = text
+      .split("\n")
+      .filter((l) => l.includes('namespace="lab"') && l.endsWith(" 0"))
+      .filter((l) => !l.startsWith("workstation_agent_connected"));
+    expect(zeros).toEqual([]);
+  });
+
+  it("exports every mount, GPU and reading of the latest report with metrics.vmSeries detailed", async () => {
+    let set: VmSeriesSet = "detailed";
+    const { fleet, registry } = setup({ vmSeries: () => set });
+    fleet.vms = [
+      view("ada", {
+        disks: [
+          { mount: "/", usedRatio: 0.73 },
+          { mount: "/home", usedRatio: 0.91 },
+        ],
+      }),
+    ];
+    const text = await registry.metrics();
+    const vm = 'namespace="lab",name="ada"';
+    expect(sample(text, `workstation_last_activity_timestamp_seconds{${vm}}`)).toBe((NOW - 600_000) / 1000);
+    expect(sample(text, `workstation_last_report_timestamp_seconds{${vm}}`)).toBe((NOW - 2_000) / 1000);
+    expect(sample(text, `workstation_disk_used_ratio{${vm},mount="/"}`)).toBe(0.73);
+    expect(sample(text, `workstation_disk_used_ratio{${vm},mount="/home"}`)).toBe(0.91);
     expect(sample(text, `workstation_gpu_utilization_ratio{${vm},gpu="0"}`)).toBe(0.42);
     expect(sample(text, `workstation_gpu_utilization_ratio{${vm},gpu="1"}`)).toBeUndefined();
     expect(sample(text, `workstation_gpu_processes{${vm}}`)).toBe(1);
@@ -144,7 +213,11 @@ describe("createMetrics", () => {
     expect(sample(text, `workstation_signal_last_activity_timestamp_seconds{${vm},signal="code-server"}`)).toBe(
       (NOW - 30_000) / 1000,
     );
-    expect(sample(text, `workstation_policy_invalid_settings{${vm}}`)).toBe(0);
+    // Back to the default set (the memory guard shedding): the detail series go at the next scrape.
+    set = "default";
+    const shed = await registry.metrics();
+    expect(sample(shed, `workstation_cpu_busy_ratio{${vm}}`)).toBeUndefined();
+    expect(sample(shed, `workstation_disk_used_ratio{${vm},mount="/"}`)).toBeUndefined();
   });
 
   it("exports the fleet counters and the collector's own health", async () => {
@@ -169,10 +242,10 @@ describe("createMetrics", () => {
     expect(sample(text, 'workstation_report_decode_failures_total{kind="validation"}')).toBe(0);
     expect(sample(text, 'workstation_auth_failures_total{reason="bad-token"}')).toBe(1);
     expect(sample(text, 'workstation_kube_requests_total{verb="stop",code="202"}')).toBe(2);
-    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="refused"}')).toBe(1);
+    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",name="ada",outcome="refused"}')).toBe(1);
     // Every outcome from 0, so that increase() sees the first one.
-    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="accepted"}')).toBe(0);
-    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="failed"}')).toBe(0);
+    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",name="ada",outcome="accepted"}')).toBe(0);
+    expect(sample(text, 'workstation_stop_outcomes_total{namespace="lab",name="ada",outcome="failed"}')).toBe(0);
     expect(sample(text, "workstation_agent_streams")).toBe(3);
     expect(sample(text, "workstation_agent_streams_opened_total")).toBe(5);
     expect(sample(text, "workstation_collector_leader")).toBe(1);
@@ -183,17 +256,17 @@ describe("createMetrics", () => {
     fleet.vms = [view("ada"), view("bob")];
     stats.countStopOutcome({ namespace: "lab", name: "bob" }, "accepted");
     const before = await registry.metrics();
-    expect(before).toContain('vm="bob"');
+    expect(before).toContain('name="bob"');
 
     fleet.vms = [view("ada", { connected: false, readings: undefined })];
     const after = await registry.metrics();
-    expect(after).not.toContain('vm="bob"');
-    expect(sample(after, 'workstation_agent_connected{namespace="lab",vm="ada"}')).toBe(0);
-    expect(sample(after, 'workstation_cpu_busy_ratio{namespace="lab",vm="ada"}')).toBeUndefined();
-    expect(sample(after, 'workstation_gpu_utilization_ratio{namespace="lab",vm="ada",gpu="0"}')).toBeUndefined();
+    expect(after).not.toContain('name="bob"');
+    expect(sample(after, 'workstation_agent_connected{namespace="lab",name="ada"}')).toBe(0);
+    expect(sample(after, 'workstation_cpu_busy_ratio{namespace="lab",name="ada"}')).toBeUndefined();
+    expect(sample(after, 'workstation_gpu_utilization_ratio{namespace="lab",name="ada",gpu="0"}')).toBeUndefined();
     // Hardware and disk stay known while the agent is away.
-    expect(sample(after, 'workstation_gpus{namespace="lab",vm="ada"}')).toBe(2);
-    expect(sample(after, 'workstation_disk_used_ratio{namespace="lab",vm="ada",mount="/"}')).toBe(0.73);
+    expect(sample(after, 'workstation_gpus{namespace="lab",name="ada"}')).toBe(2);
+    expect(sample(after, 'workstation_disk_used_ratio{namespace="lab",name="ada",mount="/"}')).toBe(0.73);
   });
 
   it("drains decision durations into a histogram that keeps counting across scrapes", async () => {
@@ -223,13 +296,13 @@ describe("createMetrics", () => {
     const { fleet, registry } = setup({ leader: () => leading });
     fleet.vms = [view("ada")];
     const standby = await registry.metrics();
-    expect(standby).not.toContain('vm="ada"');
+    expect(standby).not.toContain('name="ada"');
     expect(standby).not.toContain("workstation_reports_received_total");
     expect(sample(standby, "workstation_collector_leader")).toBe(0);
     expect(standby).toMatch(/^workstation_build_info\{version="[^"]+",mode="standalone"\} 1$/m);
     expect(standby).toContain("process_resident_memory_bytes");
     leading = true;
-    expect(await registry.metrics()).toContain('vm="ada"');
+    expect(await registry.metrics()).toContain('name="ada"');
   });
 
   it("rebuilds a VM's series only when its version changes, and moves the idle clock at every scrape", async () => {
@@ -263,15 +336,15 @@ describe("createMetrics", () => {
     now += 30_000;
     const second = await registry.metrics();
     expect(built).toBe(1);
-    expect(sample(first, 'workstation_idle_seconds{namespace="lab",vm="ada"}')).toBe(600);
-    expect(sample(second, 'workstation_idle_seconds{namespace="lab",vm="ada"}')).toBe(630);
+    expect(sample(first, 'workstation_idle_seconds{namespace="lab",name="ada"}')).toBe(600);
+    expect(sample(second, 'workstation_idle_seconds{namespace="lab",name="ada"}')).toBe(630);
     current = view("ada", { state: "Stopped", idleSeconds: undefined });
     version = 2;
     const third = await registry.metrics();
     expect(built).toBe(2);
-    expect(sample(third, 'workstation_state{namespace="lab",vm="ada",state="Stopped"}')).toBe(1);
+    expect(sample(third, 'workstation_state{namespace="lab",name="ada",state="Stopped"}')).toBe(1);
     // The idle clock does not run for a stopped VM.
-    expect(sample(third, 'workstation_idle_seconds{namespace="lab",vm="ada"}')).toBeUndefined();
+    expect(sample(third, 'workstation_idle_seconds{namespace="lab",name="ada"}')).toBeUndefined();
   });
 
   it("reports the leader state it is given", async () => {
@@ -288,18 +361,18 @@ describe("createMetrics", () => {
     fleet.vms = [view("ada"), view("bob")];
     stats.countStopOutcome({ namespace: "lab", name: "ada" }, "accepted");
     const standby = await registry.metrics();
-    const perVm = (text: string) => text.split("\n").filter((line) => !line.startsWith("#") && /\bvm="/.test(line));
+    const perVm = (text: string) => text.split("\n").filter((line) => !line.startsWith("#") && /\bname="/.test(line));
     expect(perVm(standby)).toEqual([]);
     // Its own health still shows: that it waits, and how it talks to the API.
     expect(sample(standby, "workstation_collector_leader")).toBe(0);
     leading = true;
     const leader = await registry.metrics();
-    expect(perVm(leader).some((line) => line.startsWith('workstation_state{namespace="lab",vm="ada",state='))).toBe(
+    expect(perVm(leader).some((line) => line.startsWith('workstation_state{namespace="lab",name="ada",state='))).toBe(
       true,
     );
     expect(
       perVm(leader).some((line) =>
-        line.startsWith('workstation_stop_outcomes_total{namespace="lab",vm="ada",outcome="accepted"} 1'),
+        line.startsWith('workstation_stop_outcomes_total{namespace="lab",name="ada",outcome="accepted"} 1'),
       ),
     ).toBe(true);
   });

@@ -179,7 +179,7 @@ describe("whatif history from Prometheus", () => {
 
   it("asks for exactly the series it replays", () => {
     expect(historySelector({})).toBe(fixture.query);
-    expect(historySelector({ namespace: "lab", vm: "vm-idle" })).toMatch(/,namespace="lab",vm="vm-idle"\}$/);
+    expect(historySelector({ namespace: "lab", vm: "vm-idle" })).toMatch(/,namespace="lab",name="vm-idle"\}$/);
     // From the leader only: a waiting replica knows the VMs but sees no agent.
     expect(historyQuery({})).toBe(`${fixture.query} and on (job, instance) (workstation_collector_leader == 1)`);
   });

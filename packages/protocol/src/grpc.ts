@@ -24,11 +24,25 @@ function encoder<Desc extends DescMessage>(schema: Desc) {
   };
 }
 
+const wire = new WeakMap<object, Uint8Array>();
+
+/**
+ * The bytes a server-side message was decoded from (a copy: grpc-js's buffer may be a slice of a
+ * larger one). Kept as long as the message is: a receiver that needs the message again later can
+ * hold these ~1 kB instead of the decoded object, several times larger (the collector's latest
+ * Report of each VM, vm/compact-report.ts).
+ */
+export function wireBytesOf(message: object): Uint8Array | undefined {
+  return wire.get(message);
+}
+
 /** Server side: never throws (grpc-js would turn a throw into INTERNAL). */
 function tolerantDecoder<Desc extends DescMessage>(schema: Desc) {
   return (bytes: Buffer): MessageShape<Desc> | DecodeFailure => {
     try {
-      return fromBinary(schema, bytes);
+      const message = fromBinary(schema, bytes);
+      wire.set(message, new Uint8Array(bytes));
+      return message;
     } catch (error) {
       return new DecodeFailure(error instanceof Error ? error.message : String(error), bytes.length);
     }

@@ -3,6 +3,15 @@
 /** Largest message either side accepts. A Report with 1,000 processes and 64 GPUs stays far below this. */
 export const MAX_MESSAGE_BYTES = 1024 * 1024;
 
+/**
+ * Largest message the collector accepts from an agent. A Report with every list at the
+ * collector's per-agent limits and realistic names is about 100 kB; one of 0.8 MB (every string
+ * at 256 characters) held the collector's event loop 23 ms to decode and decide, and delayed every
+ * other VM's Report meanwhile (benchmark 2, hostile agents). A larger message is refused before
+ * it is decoded (RESOURCE_EXHAUSTED).
+ */
+export const MAX_AGENT_MESSAGE_BYTES = 256 * 1024;
+
 /** Agents ping this often when the stream is quiet, so NATs and load balancers keep it open. */
 export const KEEPALIVE_TIME_MS = 30_000;
 /** A ping unanswered this long means the connection is dead. */
@@ -12,10 +21,20 @@ export const SERVER_MIN_PING_INTERVAL_MS = 20_000;
 
 export const PROTOCOL_VERSION = 1;
 
+/**
+ * HTTP/2 streams one agent connection may hold open at once. An agent keeps one Report stream;
+ * a second covers a reconnect racing the old stream's end. Each stream costs the server state.
+ */
+export const SERVER_MAX_CONCURRENT_STREAMS = 2;
+
 export function serverChannelOptions(): Record<string, number> {
   return {
-    "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+    "grpc.max_receive_message_length": MAX_AGENT_MESSAGE_BYTES,
     "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+    "grpc.max_concurrent_streams": SERVER_MAX_CONCURRENT_STREAMS,
+    // channelz keeps a trace, call counters and a child reference per connection and counts every
+    // message: memory and CPU per agent for a debugging interface the collector does not serve.
+    "grpc.enable_channelz": 0,
     "grpc.keepalive_time_ms": KEEPALIVE_TIME_MS * 2,
     "grpc.keepalive_timeout_ms": KEEPALIVE_TIMEOUT_MS,
     "grpc.http2.min_ping_interval_without_data_ms": SERVER_MIN_PING_INTERVAL_MS,

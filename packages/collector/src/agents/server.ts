@@ -14,9 +14,10 @@ import {
   type Report,
   errorMessage,
 } from "@ws/protocol";
-import { bidiHandler, serverDefinition, type BidiServerStream } from "@ws/protocol/grpc";
+import { bidiHandler, serverDefinition, type BidiServerStream, wireBytesOf } from "@ws/protocol/grpc";
 import type { CollectorStats } from "../stats.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
+import { rememberWire } from "../vm/compact-report.js";
 import { describeTruncation, validateHello, validateReport, ValidationError } from "./validate.js";
 
 /** `kind` is the bounded label of workstation_auth_failures_total (default: bad-token / identity by code). */
@@ -264,6 +265,11 @@ export class AgentServer {
       if (reportBudget.admit() !== undefined) {
         stats.reportsRateLimited++;
         return;
+      }
+      // Kept whole: the collector may hold the bytes instead of the decoded Report (vm/compact-report.ts).
+      if (truncated.length === 0) {
+        const bytes = wireBytesOf(message);
+        if (bytes) rememberWire(payload.value, bytes);
       }
       sink.report(session, payload.value, nowMs(), truncated);
     });

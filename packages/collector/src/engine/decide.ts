@@ -18,6 +18,7 @@ import { formatDuration } from "@ws/protocol";
 import {
   advanceClocks,
   clockOf,
+  countedReading,
   type CountedReading,
   idleSecondsAt,
   setClock,
@@ -25,6 +26,7 @@ import {
   unattendedUntilMs,
 } from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
+import { advanceHostClock, explainHost, hostActivityAfter, hostSchedule, judgeWithoutAgent } from "./host.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
 import type { EventReason } from "./events.js";
 import { describeErrors, describeFallback } from "./policy.js";
@@ -107,6 +109,8 @@ interface Draft {
   readonly rec: VmRecord;
   readonly actions: Action[];
   seen: Seen | undefined;
+  /** Set when the host-side rule judged this decision (engine/host.ts): since when the VM has had no agent, and what it said. */
+  host?: { goneSinceMs: number; role: string };
 }
 
 /** What a state function decided. */
@@ -143,6 +147,7 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
     draft.rec.memory = draft.evidence.memory;
     draft.rec.awaitingFreshReport = false;
   }
+  draft.rec.host = advanceHostClock(draft.rec.host, observation.host, policy);
   let arrivedBecause: string | undefined;
   let outcome = STATES[draft.rec.state](draft);
   while (outcome.handOver) {
@@ -271,7 +276,7 @@ function observe(d: Draft): Seen {
     rec.lastHumanAtMs = update.lastHumanAtMs;
     counted = update.clock.readings;
   } else if (evidence) {
-    counted = evidence.readings.map((reading) => ({ ...reading, counted: false }));
+    counted = evidence.readings.map((reading) => countedReading(reading, false));
   }
   d.seen = { counted, ...vetoesInForce(d) };
   sendLeaseDecisions(d);
@@ -381,7 +386,7 @@ function startNotice(d: Draft): Outcome {
   );
 }
 
-function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean): void {
+function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean, idle = idleMs(d) ?? 0): void {
   const { rec, policy, nowMs } = d;
   // The agent writes every notice to the terminals: remember when, so that output is not taken for activity.
   rec.lastNoticeSentAtMs = nowMs;
@@ -390,7 +395,7 @@ function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean): void {
     id: notice.id,
     deadlineMs: notice.deadlineMs,
     stopInSeconds: Math.max(0, (notice.deadlineMs - nowMs) / 1000),
-    idleSeconds: (idleMs(d) ?? 0) / 1000,
+    idleSeconds: idle / 1000,
     reason: notice.reason,
     hint: `any activity cancels it; to keep the VM running without activity: ws-lease 2h (at most ${formatDuration(policy.maxKeepRunningSeconds)})`,
     mode: notice.mode,
@@ -475,6 +480,8 @@ function loseAgent(d: Draft, silentMs: number): Outcome {
   let reason = `no report for ${duration(silentMs)} (agent-lost-after ${formatDuration(policy.agentLostAfterSeconds)}): a VM the collector cannot see is never stopped`;
   if (policy.stopWhenAgentLostAfterSeconds !== null)
     reason += ` unless it stays lost for stop-when-agent-lost-after ${formatDuration(policy.stopWhenAgentLostAfterSeconds)}`;
+  if (d.observation.host)
+    reason += ` on the agent's evidence; after agent-lost-max ${formatDuration(policy.agentLostMaxSeconds)} KubeVirt's host-side readings decide`;
   event(d, "Warning", "AgentLost", reason);
   return { reason, handOver: true };
 }
@@ -615,6 +622,16 @@ function decideStopping(d: Draft): Outcome {
   observe(d);
   const stop = rec.stop;
   if (!stop) return stoppingTiming(d, "Stopping");
+  const hostActivity = stop.trigger === "agent-lost" ? hostActivityAfter(rec.host, stop.decidedAtMs) : undefined;
+  if (hostActivity && !isNewReport) {
+    // No agent to come back to Active for: the VM stays AgentLost, judged on the host again.
+    d.actions.push({ kind: "cancel-stop", reason: hostActivity });
+    rec.stop = undefined;
+    transition(d, "AgentLost");
+    const reason = `stop cancelled: activity after the stop was decided: ${hostActivity}`;
+    event(d, "Normal", "IdleStopCancelled", reason);
+    return { reason, handOver: true };
+  }
   if (stop.trigger === "agent-lost" && isNewReport) {
     const why = "the agent reports again";
     return cancelPendingStop(
@@ -678,6 +695,8 @@ function decideStopped(d: Draft): Outcome {
 function decideUnknown(d: Draft): Outcome {
   if (notRunning(d)) return leaveForStopped(d, "the VM is not running (stopped outside ws)");
   if (d.isNewReport && d.received) {
+    // A notice the host-side rule sent while the agent was missing ends with the agent's first report.
+    clearNotice(d, "the agent reports again");
     enterActive(d, d.received.receivedAtMs);
     return { reason: "first report from the agent: the idle clock starts", handOver: true };
   }
@@ -702,6 +721,7 @@ function decideAgentLost(d: Draft): Outcome {
         lastActivityAtMs: shift(rec.attended.lastActivityAtMs),
         lastStrongAtMs: shift(rec.attended.lastStrongAtMs),
       };
+    clearNotice(d, "the agent reports again");
     enterActive(d, received.receivedAtMs - gapMs);
     const reason = `reports resumed after ${duration(gapMs)}; the idle clock did not run while the agent was lost`;
     event(d, "Normal", "AgentBack", reason);
@@ -713,6 +733,8 @@ function decideAgentLost(d: Draft): Outcome {
 /** AgentLost and Unknown: the collector cannot see the VM; it is stopped only after stop-when-agent-lost-after. */
 function decideUnseen(d: Draft): Outcome {
   observe(d);
+  const onHost = decideOnHost(d);
+  if (onHost) return onHost;
   const { rec, policy, nowMs, observation } = d;
   const limit = policy.stopWhenAgentLostAfterSeconds;
   const silentSince =
@@ -746,6 +768,95 @@ function unseenTiming(d: Draft, reason: string): Outcome {
     stopAtMs: policy.autostopEnabled ? stopAtMs : undefined,
     wakeAtMs: nextOf(nowMs, [...vetoEnds(d), stopAtMs]),
   };
+}
+
+/** Since when a VM has had no agent: its last report (AgentLost), or since it was seen running without one (Unknown). */
+function agentGoneSinceMs(d: Draft): number | undefined {
+  const { rec, observation } = d;
+  if (rec.state === "AgentLost") return rec.lastReportAtMs ?? rec.sinceMs;
+  if (rec.state === "Unknown" && observation.vmRunning === true) return rec.sinceMs;
+  return undefined;
+}
+
+/**
+ * AgentLost and Unknown with host-side evidence: engine/host.ts judges, this carries it out with
+ * the usual notice and stop. Undefined: the host does not decide (not configured, autostop off,
+ * or not judged yet / blind while stop-when-agent-lost-after is set, which then applies as before).
+ */
+function decideOnHost(d: Draft): Outcome | undefined {
+  const { rec, policy, nowMs, observation } = d;
+  const reading = observation.host;
+  const goneSinceMs = agentGoneSinceMs(d);
+  if (!reading || goneSinceMs === undefined) return undefined;
+  if (!policy.autostopEnabled) {
+    if (rec.notice) {
+      clearNotice(d, "autostop was disabled");
+      event(d, "Normal", "IdleStopCancelled", "autostop was disabled: the pending stop is cancelled");
+    }
+    return undefined;
+  }
+  const verdict = judgeWithoutAgent({ nowMs, policy, record: rec, reading, agentGoneSinceMs: goneSinceMs });
+  d.host = { goneSinceMs, role: verdict.reason };
+  const timing = (reason: string, waiting = false): Outcome => {
+    const schedule = hostSchedule(rec, policy, goneSinceMs, reading, nowMs);
+    return { reason, waiting, stopAtMs: schedule.stopAtMs, wakeAtMs: nextOf(nowMs, schedule.wakeAtMs) };
+  };
+  if (verdict.kind !== "idle") {
+    const cancelled = rec.notice !== undefined;
+    const reason = cancelled ? `pending stop cancelled: ${verdict.reason}` : verdict.reason;
+    if (cancelled) {
+      clearNotice(d, verdict.reason);
+      event(d, "Normal", "IdleStopCancelled", reason);
+    }
+    if (verdict.kind !== "active" && policy.stopWhenAgentLostAfterSeconds !== null) {
+      d.host = undefined;
+      return undefined;
+    }
+    return timing(reason, !cancelled);
+  }
+  const hostIdle = nowMs - verdict.idleSinceMs;
+  const idle = `host idle for ${duration(hostIdle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)})`;
+  if (rec.notice?.mode === "observe" && policy.mode === "enforce")
+    clearNotice(d, "the policy changed from observe to enforce; a new notice follows");
+  const notice = rec.notice;
+  if (!notice) {
+    const sent: PendingNotice = {
+      id: noticeId(nowMs, policy.mode),
+      sentAtMs: nowMs,
+      lastSentAtMs: nowMs,
+      deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
+      idleSinceMs: verdict.idleSinceMs,
+      mode: policy.mode,
+      reason: `${verdict.reason}; ${idle}`,
+    };
+    rec.notice = sent;
+    pushNotice(d, sent, false, hostIdle);
+    const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
+    const reason = `${sent.reason}: notice sent (webhooks: the VM's terminals cannot be reached), ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless the agent reports or the host shows activity`;
+    event(d, "Warning", "IdleStopPending", reason);
+    return timing(reason);
+  }
+  if (graceOver(notice, nowMs)) {
+    const why = `${verdict.reason}; ${idle} and the grace period of the notice ${notice.id} is over`;
+    if (policy.mode === "enforce") return requestStop(d, "agent-lost", why);
+    if (notice.wouldStopAtMs === undefined) {
+      rec.notice = { ...notice, wouldStopAtMs: nowMs };
+      recordWouldStop(d, "agent-lost", why);
+      return timing(`would stop now (observe mode): ${why}`);
+    }
+    return timing(
+      `observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; host still idle`,
+      true,
+    );
+  }
+  if (nowMs - notice.lastSentAtMs >= policy.noticeRepeatSeconds * 1000) {
+    rec.notice = { ...notice, lastSentAtMs: nowMs };
+    pushNotice(d, rec.notice, true, hostIdle);
+  }
+  return timing(
+    `${verdict.reason}; ${idle}: ${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(notice.deadlineMs - nowMs)} unless the agent reports or the host shows activity (notice ${notice.id})`,
+    true,
+  );
 }
 
 const STATES: Record<EngineState, (d: Draft) => Outcome> = {
@@ -786,10 +897,12 @@ function finish(d: Draft, outcome: Outcome): Decision {
     ...(rec.lastHumanAtMs === undefined ? {} : { lastHumanAtMs: rec.lastHumanAtMs }),
     ...(seen?.unattended ? { unattended: true } : {}),
     readings: seen?.counted ?? [],
-    vetoes: seen?.vetoes ?? [],
+    // Judged on the host side, the gone agent's last vetoes are stale: the host's readings stand for them.
+    vetoes: d.host ? [] : (seen?.vetoes ?? []),
     blind: evidence?.blind ?? [],
     stopAtMs: outcome.stopAtMs,
     reason: outcome.reason || `${rec.state}`,
+    ...(d.observation.host ? { host: explainHost(d.observation.host, rec, policy, d.host?.role) } : {}),
   };
   const summary = summarize(rec.state, explanation, policy);
   rec.summary = summary;

@@ -32,6 +32,8 @@ export const BUILTIN_DEFAULT_POLICY: Policy = Object.freeze({
   weakActivityMaxSeconds: 0,
   unattendedMaxSeconds: 24 * 3600,
   agentLostAfterSeconds: 5 * 60,
+  // docs/policy.md "agent-lost-max": 40× the longest outage a healthy agent has (failover, backoff, restart).
+  agentLostMaxSeconds: 3600,
   stopWhenAgentLostAfterSeconds: null,
   reportIntervalSeconds: 15,
   noticeRepeatSeconds: 5 * 60,
@@ -130,6 +132,13 @@ export const POLICY_KNOBS: readonly Knob[] = [
     help: "no report for this long → AgentLost (default 5m, at least 30s)",
     set: (t, raw, s) => {
       t.agentLostAfterSeconds = duration(raw, s, { min: 30 });
+    },
+  },
+  {
+    name: "agent-lost-max",
+    help: "with host-side evidence: no agent for this long (lost or never connected) lets the host's readings alone bring the notice and the stop (default 1h, at least 5m)",
+    set: (t, raw, s) => {
+      t.agentLostMaxSeconds = duration(raw, s, { min: 300 });
     },
   },
   {
@@ -289,6 +298,14 @@ export function crossCheckPolicy(policy: Policy, keyLabel: (name: string) => str
       message:
         `stop-when-agent-lost-after (${policy.stopWhenAgentLostAfterSeconds}s) is shorter than agent-lost-after ` +
         `(${policy.agentLostAfterSeconds}s): the agent must be lost before it can be stopped for it`,
+    });
+  }
+  if (policy.agentLostMaxSeconds < policy.agentLostAfterSeconds) {
+    errors.push({
+      key: keyLabel("agent-lost-max"),
+      message:
+        `agent-lost-max (${policy.agentLostMaxSeconds}s) is shorter than agent-lost-after ` +
+        `(${policy.agentLostAfterSeconds}s): the agent must be lost before the host alone can decide`,
     });
   }
   return errors;

@@ -40,6 +40,11 @@ export interface Policy {
   /** How long background work (CPU, GPU, network, disk, a busy kernel) holds a VM after the last human evidence; null: no bound. */
   unattendedMaxSeconds: number | null;
   agentLostAfterSeconds: number;
+  /**
+   * With host-side evidence configured: how long a VM must have had no agent (lost, or never
+   * connected) before its host-side evidence alone can bring a notice and a stop (engine/host.ts).
+   */
+  agentLostMaxSeconds: number;
   /** null: a VM whose agent is lost is never stopped. */
   stopWhenAgentLostAfterSeconds: number | null;
   /** The interval the collector asks agents to report at. */
@@ -207,6 +212,8 @@ export interface VmRecord extends IdleClock {
   agentConnected: boolean;
   /** Restored after a collector restart: no stop is decided before a fresh Report has been seen. */
   awaitingFreshReport?: boolean;
+  /** What the host-side readings showed so far (engine/host.ts); absent: none seen. */
+  host?: HostClock;
   memory: EvidenceMemory;
   /** Lease decisions last sent to the agent, as a comparable key. */
   leaseDecisionsKey: string;
@@ -253,6 +260,64 @@ export interface Observation {
   evidence?: Evidence;
   /** Errors of the VM's current policy annotations (the policy passed in is then the fallback). Absent: no errors. */
   policyStatus?: { errors: readonly PolicyError[]; fallback: PolicyFallback };
+  /**
+   * The latest host-side reading of the VM (KubeVirt's metrics read through Prometheus,
+   * collector/src/hostside/). Absent: host-side evidence is not configured, and a VM whose
+   * agent is gone is judged as it always was.
+   */
+  host?: HostReading;
+}
+
+// --- host-side evidence -------------------------------------------------------------
+
+export type HostSourceState = "ok" | "absent" | "failed";
+
+/** One VM's host-side reading: rates over the window that ends at atMs, and the most connections open in it. */
+export interface HostReading {
+  /** When the queries were evaluated (the collector's clock). */
+  atMs: number;
+  /** The span the rates and the connection maxima cover, ending at atMs. */
+  windowSeconds: number;
+  /** ok: every series was there; absent: the VM has none (not scraped, not running); failed: Prometheus could not answer. */
+  state: HostSourceState;
+  /** Why absent or failed. */
+  message?: string;
+  /** vCPU time over wall time, averaged over the VM's vCPUs (0..1). */
+  vcpuBusyRatio?: number;
+  vcpus?: number;
+  networkBytesPerSecond?: number;
+  diskBytesPerSecond?: number;
+  vncConnections?: number;
+  consoleConnections?: number;
+  portForwardTunnels?: number;
+}
+
+/** What the engine remembers of the host-side readings between them. */
+export interface HostClock {
+  /** atMs of the last reading taken in (a reading is taken in once). */
+  lastReadingAtMs: number;
+  /** Start of the unbroken run of ok readings up to the last one; unset while the source fails or has nothing. */
+  coveredSinceMs?: number;
+  /** End of the last ok reading's window. */
+  lastOkAtMs?: number;
+  /** The last reading showing background work (vCPU, network, disk at or above the policy's thresholds). */
+  lastBackgroundAtMs?: number;
+  lastBackgroundDetail?: string;
+  /** The last reading showing an open VNC, console or port-forward connection. */
+  lastConnectionAtMs?: number;
+  lastConnectionDetail?: string;
+}
+
+/** The host-side source as one decision saw it. */
+export interface HostExplanation {
+  state: HostSourceState;
+  atMs: number;
+  /** "vCPU 0.3 %, network 2 kB/s, disk 0 B/s, no VNC connection", or why there is none. */
+  summary: string;
+  /** The host-side idle clock's origin, when the readings are unbroken long enough to have one. */
+  idleSinceMs?: number;
+  /** What the host readings did to this decision, in a sentence (absent: nothing, the agent decides). */
+  role?: string;
 }
 
 // --- evidence and explanations -----------------------------------------------------
@@ -345,6 +410,8 @@ export interface Explanation {
   stopAtMs: number | undefined;
   /** Why this decision, in a sentence. */
   reason: string;
+  /** The host-side source, when it is configured. */
+  host?: HostExplanation;
 }
 
 // --- actions ------------------------------------------------------------------------

@@ -84,6 +84,9 @@ class PointRing {
   }
 }
 
+/** The ring of a VM whose points were shed: holds nothing, shared by all. */
+const EMPTY_RING = new PointRing(0);
+
 interface VmHistory {
   ring: PointRing;
   transitions: HistoryTransition[];
@@ -91,20 +94,35 @@ interface VmHistory {
 
 export class History {
   private readonly vms = new Map<string, VmHistory>();
+  /** False while the memory guard sheds (memory/guard.ts): chart points are neither kept nor recorded. */
+  private recordingPoints = true;
 
   constructor(private readonly options: HistoryOptions = DEFAULT_HISTORY) {}
+
+  /** Near the memory limit: drops every VM's chart points (transitions stay) and records none until resume(). */
+  shed(): void {
+    this.recordingPoints = false;
+    for (const entry of this.vms.values()) entry.ring = EMPTY_RING;
+  }
+
+  resume(): void {
+    this.recordingPoints = true;
+  }
 
   private of(vm: VmKey): VmHistory {
     let entry = this.vms.get(vmId(vm));
     if (!entry) {
-      entry = { ring: new PointRing(this.options.pointsPerVm), transitions: [] };
+      entry = { ring: this.recordingPoints ? new PointRing(this.options.pointsPerVm) : EMPTY_RING, transitions: [] };
       this.vms.set(vmId(vm), entry);
     }
     return entry;
   }
 
   point(vm: VmKey, point: ChartPoint): void {
-    this.of(vm).ring.add(point, this.options.pointSpacingMs);
+    if (!this.recordingPoints) return;
+    const entry = this.of(vm);
+    if (entry.ring === EMPTY_RING) entry.ring = new PointRing(this.options.pointsPerVm);
+    entry.ring.add(point, this.options.pointSpacingMs);
   }
 
   transition(vm: VmKey, transition: HistoryTransition): void {

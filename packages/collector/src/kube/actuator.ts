@@ -59,6 +59,8 @@ export function lastStopSignals(evidence: StopEvidence | undefined): Record<stri
       })),
     vetoes: explanation.vetoes.map((veto) => veto.kind),
     blind: explanation.blind.map((source) => source.source),
+    // What KubeVirt saw from the host (hostSide configured): the evidence of a VM stopped without its agent.
+    ...(explanation.host ? { host: { state: explanation.host.state, reading: explanation.host.summary } } : {}),
   };
 }
 

@@ -72,6 +72,18 @@ export interface VmView {
   readings?: ReportReadings;
   /** What validation cut from the latest Report to keep it within the per-agent limits (docs/collector-limits.md). */
   truncated?: string[];
+  /** The host-side reading, when host-side evidence is configured. */
+  host?: HostView;
+}
+
+/** The host-side source's view of one VM (KubeVirt's metrics through Prometheus), beside the agent's. */
+export interface HostView {
+  state: string;
+  atMs: number;
+  /** "vCPU 0.3 %, network 2 kB/s, disk 0 B/s, no VNC connection", or why there is no reading. */
+  summary: string;
+  /** Where the agent says idle and the host does not (hostside/disagree.ts). */
+  disagreements: string[];
 }
 
 /** What the page of one VM shows beyond its row: the last decision's explanation and the policy. */
@@ -91,6 +103,8 @@ export interface FleetCounters {
   stopsCancelled: number;
   leasesGranted: number;
   policyErrors: number;
+  /** Onsets of agent/host disagreement, by kind (hostside/disagree.ts); absent without host-side evidence. */
+  hostDisagreements?: Map<string, number>;
 }
 
 /** One VM as /metrics reads it: its series text is rebuilt only when `version` changes. */

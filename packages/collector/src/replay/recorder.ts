@@ -8,12 +8,13 @@
 
 import { open, appendFile } from "node:fs/promises";
 import type { Report } from "@ws/protocol";
-import { formatTraceLine, parseTraceLine, type TracePayload } from "./trace.js";
+import { formatTraceLine, parseTraceLine, type TraceHostReading, type TracePayload } from "./trace.js";
 
 export type TraceInput =
   | { atMs: number; vm: string; report: Report }
   | { atMs: number; vm: string; event: "agent-connected" | "agent-disconnected" }
-  | { atMs: number; vm: string; policy: Record<string, string> };
+  | { atMs: number; vm: string; policy: Record<string, string> }
+  | { atMs: number; vm: string; host: TraceHostReading };
 
 export interface TraceRecorderOptions {
   onError?: (error: Error) => void;
@@ -119,7 +120,9 @@ export class TraceRecorder {
         ? { report: input.report }
         : "event" in input
           ? { event: input.event }
-          : { policy: input.policy };
+          : "host" in input
+            ? { host: input.host }
+            : { policy: input.policy };
     const t = Math.max(0, (input.atMs - (this.originMs ?? input.atMs)) / 1000);
     return formatTraceLine(t, input.vm, payload, input.atMs);
   }

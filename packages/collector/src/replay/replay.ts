@@ -143,6 +143,9 @@ export function replayTrace(
         });
         return;
       }
+      case "host":
+        step(state, nowMs, { kind: "host", reading: { ...event.host, atMs: nowMs } });
+        return;
       case "agent-connected":
       case "agent-disconnected":
         note(event.vm, nowMs, event.kind === "agent-connected" ? "agent connected" : "agent disconnected");

@@ -3,6 +3,7 @@
 //   {"t": 0,  "vm": "ns/name", "report": { …a Report in the protobuf JSON mapping… }}
 //   {"t": 15, "vm": "ns/name", "event": "agent-connected" | "agent-disconnected"}
 //   {"t": 0,  "vm": "ns/name", "policy": { "idle-timeout": "5m", … }}
+//   {"t": 60, "vm": "ns/name", "host": { "state": "ok", "windowSeconds": 120, "vcpuBusyRatio": 0.003, … }}
 //
 // `t` is seconds from the start of the trace. An optional "at" (RFC 3339)
 // records the wall time the collector saw the event; replay uses it only to
@@ -10,11 +11,16 @@
 
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ReportSchema, type Report, errorMessage } from "@ws/protocol";
+import type { HostReading } from "../engine/types.js";
+
+/** A host-side reading as a trace line carries it: its time is the line's. */
+export type TraceHostReading = Omit<HostReading, "atMs">;
 
 export type TraceEvent =
   | { line: number; t: number; at?: string; vm: string; kind: "report"; report: Report }
   | { line: number; t: number; at?: string; vm: string; kind: "agent-connected" | "agent-disconnected" }
-  | { line: number; t: number; at?: string; vm: string; kind: "policy"; annotations: Record<string, string> };
+  | { line: number; t: number; at?: string; vm: string; kind: "policy"; annotations: Record<string, string> }
+  | { line: number; t: number; at?: string; vm: string; kind: "host"; host: TraceHostReading };
 
 export class TraceError extends Error {
   override name = "TraceError";
@@ -26,7 +32,43 @@ export class TraceError extends Error {
 }
 
 const VM_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
-const KNOWN_KEYS = new Set(["t", "at", "vm", "report", "event", "policy"]);
+const KNOWN_KEYS = new Set(["t", "at", "vm", "report", "event", "policy", "host"]);
+const HOST_NUMBERS = [
+  "windowSeconds",
+  "vcpuBusyRatio",
+  "vcpus",
+  "networkBytesPerSecond",
+  "diskBytesPerSecond",
+  "vncConnections",
+  "consoleConnections",
+  "portForwardTunnels",
+] as const;
+
+/** A host-side reading of a trace line, or what is wrong with it. */
+function parseHostReading(value: unknown): TraceHostReading | string {
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    return `"host" must be an object, got ${describeType(value)}`;
+  const object = value as Record<string, unknown>;
+  const known = new Set<string>(["state", "message", ...HOST_NUMBERS]);
+  const unknown = Object.keys(object).filter((key) => !known.has(key));
+  if (unknown.length > 0)
+    return `"host": unknown field ${JSON.stringify(unknown[0])} (known: ${[...known].join(", ")})`;
+  const state = object.state;
+  if (state !== "ok" && state !== "absent" && state !== "failed")
+    return `"host.state" must be "ok", "absent" or "failed", got ${JSON.stringify(state)}`;
+  if (object.message !== undefined && typeof object.message !== "string") return `"host.message" must be a string`;
+  const reading: TraceHostReading = { state, windowSeconds: 0 };
+  if (typeof object.message === "string") reading.message = object.message;
+  for (const key of HOST_NUMBERS) {
+    const number = object[key];
+    if (number === undefined) continue;
+    if (typeof number !== "number" || !Number.isFinite(number) || number < 0)
+      return `"host.${key}" must be a number ≥ 0, got ${JSON.stringify(number)}`;
+    reading[key] = number;
+  }
+  if (!(reading.windowSeconds > 0)) return `"host.windowSeconds" must be a number > 0`;
+  return reading;
+}
 /** Stop listing after this many: the rest are usually the same mistake. */
 const MAX_PROBLEMS = 20;
 
@@ -47,16 +89,16 @@ export function parseTraceLine(text: string, line: number): TraceEvent | string 
   const object = value as Record<string, unknown>;
   const unknown = Object.keys(object).filter((key) => !KNOWN_KEYS.has(key));
   if (unknown.length > 0)
-    return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((key) => JSON.stringify(key)).join(", ")} (known: t, vm, report, event, policy, at)`;
+    return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((key) => JSON.stringify(key)).join(", ")} (known: t, vm, report, event, policy, host, at)`;
   const { t, vm, at } = object;
   if (typeof t !== "number" || !Number.isFinite(t) || t < 0)
     return `"t" must be a number of seconds from the start (≥ 0), got ${JSON.stringify(t)}`;
   if (typeof vm !== "string" || !VM_NAME.test(vm)) return `"vm" must be "namespace/name", got ${JSON.stringify(vm)}`;
   if (at !== undefined && (typeof at !== "string" || Number.isNaN(Date.parse(at))))
     return `"at" must be an RFC 3339 time, got ${JSON.stringify(at)}`;
-  const payloads = ["report", "event", "policy"].filter((key) => key in object);
+  const payloads = ["report", "event", "policy", "host"].filter((key) => key in object);
   if (payloads.length !== 1)
-    return `a line has exactly one of "report", "event" or "policy"${payloads.length ? `, not ${payloads.join(" and ")}` : ""}`;
+    return `a line has exactly one of "report", "event", "policy" or "host"${payloads.length ? `, not ${payloads.join(" and ")}` : ""}`;
   const base = { line, t, vm, ...(typeof at === "string" ? { at } : {}) };
 
   if ("report" in object) {
@@ -65,6 +107,10 @@ export function parseTraceLine(text: string, line: number): TraceEvent | string 
     } catch (error) {
       return `"report" is not a Report in the protobuf JSON mapping: ${errorMessage(error)}`;
     }
+  }
+  if ("host" in object) {
+    const host = parseHostReading(object.host);
+    return typeof host === "string" ? host : { ...base, kind: "host", host };
   }
   if ("event" in object) {
     const event = object.event;
@@ -114,7 +160,8 @@ export function parseTrace(text: string): TraceEvent[] {
 export type TracePayload =
   | { report: Report }
   | { event: "agent-connected" | "agent-disconnected" }
-  | { policy: Record<string, string> };
+  | { policy: Record<string, string> }
+  | { host: TraceHostReading };
 
 /** One trace line (without the newline) for an event at `t` seconds. */
 export function formatTraceLine(t: number, vm: string, payload: TracePayload, atMs?: number): string {
@@ -123,5 +170,6 @@ export function formatTraceLine(t: number, vm: string, payload: TracePayload, at
   head.vm = vm;
   if ("report" in payload) return JSON.stringify({ ...head, report: toJson(ReportSchema, payload.report) });
   if ("event" in payload) return JSON.stringify({ ...head, event: payload.event });
+  if ("host" in payload) return JSON.stringify({ ...head, host: payload.host });
   return JSON.stringify({ ...head, policy: payload.policy });
 }

@@ -2,9 +2,11 @@
 // Pure: built from the VM's loop state and its connection facts.
 import type { VmKey } from "../model/vm-key.js";
 import type { VmPlatformDetails, VmView } from "../model/vm-view.js";
-import { readingsFromReport } from "../model/readings.js";
 import { idleSecondsAt } from "../engine/activity.js";
+import { describeHostReading } from "../engine/host.js";
 import { familyOf, SIGNAL_FAMILIES } from "../engine/strength.js";
+import { disagreements } from "../hostside/disagree.js";
+import { reportSummary } from "./compact-report.js";
 import type { VmLoopState } from "./step.js";
 
 export { SIGNAL_FAMILIES };
@@ -27,7 +29,8 @@ export interface VmViewFacts {
 export function vmView(facts: VmViewFacts, nowMs: number): VmView {
   const { loop } = facts;
   const record = loop.record;
-  const report = loop.latest?.report;
+  // The summary a compact Report keeps (compact-report.ts): no decoding per view.
+  const report = loop.latest ? reportSummary(loop.latest) : undefined;
   const explanation = loop.lastDecision?.explanation;
   const active = new Set(record?.activeSignals ?? []);
   const signals: Record<string, boolean> = Object.fromEntries(SIGNAL_FAMILIES.map((f) => [f, false]));
@@ -59,12 +62,8 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
     activeSignals: [...active],
     signals,
     explanation: facts.truncated.length > 0 ? `${summary} · report truncated: ${facts.truncated.join(", ")}` : summary,
-    gpus: (report?.gpu?.gpus ?? [])
-      .filter((g) => g.utilizationRatio !== undefined)
-      .map((g) => ({ gpu: String(g.index), utilizationRatio: g.utilizationRatio! })),
-    disks: (report?.disk?.mounts ?? [])
-      .filter((m) => m.sizeBytes > 0n)
-      .map((m) => ({ mount: m.mountPoint, usedRatio: Number(m.usedBytes) / Number(m.sizeBytes) })),
+    gpus: report?.gpus ?? [],
+    disks: report?.disks ?? [],
     leases: leases
       .filter((l) => l.expiresAtMs > nowMs)
       .map((l) => ({
@@ -79,13 +78,28 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
     // The domain's declared GPUs are what a stop frees; the agent's count stands in where none are declared.
     ...(declaredGpus !== undefined
       ? { gpuCount: declaredGpus }
-      : report?.gpu
-        ? { gpuCount: report.gpu.gpus.length }
+      : report?.gpuCount !== undefined
+        ? { gpuCount: report.gpuCount }
         : {}),
     // Only a report of the current stream: after a reconnect the previous one is stale.
     ...(connected && loop.latest && loop.latest.receivedAtMs >= facts.connectedAtMs!
-      ? { readings: readingsFromReport(loop.latest.report, loop.latest.receivedAtMs) }
+      ? { readings: report!.readings }
       : {}),
     ...(facts.truncated.length > 0 ? { truncated: [...facts.truncated] } : {}),
+    ...(loop.host
+      ? {
+          host: {
+            state: loop.host.state,
+            atMs: loop.host.atMs,
+            summary: describeHostReading(loop.host),
+            disagreements: disagreements(
+              { state: record?.state ?? "Unknown", connected, activeSignals: [...active] },
+              loop.host,
+              loop.policy.thresholds,
+              nowMs,
+            ),
+          },
+        }
+      : {}),
   };
 }

@@ -7,6 +7,7 @@ import type { KeepLinks } from "../keeplink/handler.js";
 import type { GivenBackRow } from "../adoption/given-back.js";
 import type { FleetReader } from "../model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
+import { sendMetrics } from "./metrics-response.js";
 import { renderVmPage } from "./vm-page.js";
 import { mayView, viewerFromHeaders, type IdentityConfig, type Viewer } from "./identity.js";
 import { escapeHtml, page } from "./html.js";
@@ -168,7 +169,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
       }
       if (routes === "pages")
         return send(404, "text/plain", "not found: /metrics is served on the metrics port (http.metricsListen)\n");
-      return send(200, options.registry.contentType, await options.registry.metrics());
+      return await sendMetrics(req, res, options.registry);
     }
     if (routes === "probes")
       return send(

@@ -81,6 +81,17 @@ ${all.join("\n") || `<tr><td colspan="6">No signal shows any use in the latest r
 <p class="muted">Decision: ${escapeHtml(explanation.reason)}</p>`;
 }
 
+/** The host-side source beside the agent: its state, its reading and what it did to the decision. */
+function hostRow(input: VmPageInput): string {
+  const host = input.detail.view.host;
+  if (!host) return "";
+  const role = input.detail.explanation?.host?.role;
+  const disagree = host.disagreements.length
+    ? ` <b class="disagree">The agent says idle, the host does not: ${escapeHtml(host.disagreements.join(", "))}.</b>`
+    : "";
+  return `<dt>Host side</dt><dd id="host" data-state="${escapeHtml(host.state)}">KubeVirt via Prometheus, ${escapeHtml(host.state)} ${when(host.atMs, input.nowMs)}: ${escapeHtml(host.summary)}${role ? `<br><small>${escapeHtml(role)}</small>` : ""}${disagree}</dd>`;
+}
+
 export function renderVmPage(input: VmPageInput): string {
   const { view, policy, explanation } = input.detail;
   const now = input.nowMs;
@@ -113,6 +124,7 @@ export function renderVmPage(input: VmPageInput): string {
 <dt>Owner</dt><dd id="owner">${escapeHtml(view.owner || "—")}</dd>
 <dt>State</dt><dd id="state">${escapeHtml(view.state)}${view.mode === "observe" ? " <b>(observe mode)</b>" : ""}</dd>
 <dt>Agent</dt><dd>${view.connected ? `connected${view.agentVersion ? ` (ws-agent ${escapeHtml(view.agentVersion)})` : ""}` : "not connected"}; last report ${when(view.lastReportAtMs, now)}</dd>
+${hostRow(input)}
 <dt>Idle clock</dt><dd id="idle">${idle}${explanation?.lastActivity ? `; last activity: ${escapeHtml(explanation.lastActivity)}` : ""}</dd>
 <dt>Policy</dt><dd>${policy.autostopEnabled ? "autostop enabled" : "autostop off"}, ${escapeHtml(policy.mode)} mode${policy.profile ? `, profile ${escapeHtml(policy.profile)}` : ""}; idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}, grace-period ${formatDuration(policy.gracePeriodSeconds)}, max-keep-running ${formatDuration(policy.maxKeepRunningSeconds)}</dd>
 ${view.policyErrors.length ? `<dt>Policy errors</dt><dd>${escapeHtml(view.policyErrors.join("; "))}</dd>` : ""}

@@ -13,6 +13,16 @@ export { UsageError as WhatifUsageError };
 const FIXED_KNOBS = new Set(["autostop", "mode", "report-interval"]);
 export const WHATIF_KNOBS: readonly string[] = POLICY_KNOB_NAMES.filter((name) => !FIXED_KNOBS.has(name));
 
+function hostWindow(raw: string | undefined, stepSeconds: number): { hostWindowSeconds?: number } {
+  if (raw === undefined) return {};
+  const seconds = duration(raw, "--host-window");
+  if (seconds < stepSeconds)
+    throw new UsageError(
+      `--host-window ${raw} is shorter than --step: each step's window must reach back to the previous one`,
+    );
+  return { hostWindowSeconds: seconds };
+}
+
 export interface WhatifOptions {
   prometheusUrl: URL;
   fromMs: number;
@@ -28,6 +38,8 @@ export interface WhatifOptions {
   json: boolean;
   /** Extra HTTP headers for Prometheus (--header 'Authorization: Bearer …'). */
   headers: Record<string, string>;
+  /** --host-window: also replay KubeVirt's per-VM metrics (host-side evidence) with rates over this window. */
+  hostWindowSeconds?: number;
 }
 
 export const WHATIF_HELP = `Usage: ws-collector whatif --prometheus URL --from TIME [--to TIME] [options] [--KNOB VALUE ...]
@@ -48,6 +60,8 @@ Options:
       --vm NAME              Only VMs with this name
       --false-stop-window D  Activity this soon after a stop makes it a likely false stop (default 15m)
       --header 'NAME: VALUE' HTTP header for Prometheus (repeatable), e.g. an Authorization header
+      --host-window D        Also replay host-side evidence: KubeVirt's per-VM metrics in the same Prometheus,
+                             rates over D (at least --step), as ws-collector with hostSide reads them
       --json                 Print JSON instead of a table
   -h, --help                 This help
 
@@ -150,6 +164,7 @@ export function parseWhatifArgs(
         "false-stop-window": { type: "string" },
         header: { type: "string", multiple: true },
         json: { type: "boolean" },
+        "host-window": { type: "string" },
         help: { type: "boolean", short: "h" },
         ...knobOptions,
       },
@@ -254,5 +269,6 @@ export function parseWhatifArgs(
     ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
     json: values.json === true,
     headers,
+    ...hostWindow(text("host-window"), stepSeconds),
   };
 }

@@ -13,6 +13,7 @@ import {
   stepGrid,
   type MatrixSeries,
 } from "./history.js";
+import { HOST_QUERY_NAMES, hostHistoryQueries, withHostHistory } from "./host-history.js";
 import { formatJson, formatText } from "./report.js";
 import { simulateVm } from "./simulate.js";
 import { errorMessage } from "@ws/protocol";
@@ -103,7 +104,29 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     }
     throw error;
   }
-  const histories = historyFromSeries(series, grid);
+  let histories = historyFromSeries(series, grid);
+  if (options.hostWindowSeconds !== undefined && histories.length > 0) {
+    // Host-side evidence, read back with the live source's own queries at every step.
+    const queries = hostHistoryQueries(options.hostWindowSeconds);
+    const answers = Object.fromEntries(HOST_QUERY_NAMES.map((name) => [name, [] as MatrixSeries[]])) as Record<
+      keyof typeof queries,
+      MatrixSeries[]
+    >;
+    try {
+      for (const name of HOST_QUERY_NAMES)
+        for (const chunk of rangeChunks(grid))
+          answers[name].push(
+            ...(await queryRange(options, queries[name], chunk.startMs, chunk.endMs, io.fetch ?? fetch)),
+          );
+    } catch (error) {
+      if (error instanceof HistoryError) {
+        io.stderr.write(`ws-collector whatif: host-side evidence: ${error.message}\n`);
+        return 1;
+      }
+      throw error;
+    }
+    histories = withHostHistory(histories, answers, grid, options.hostWindowSeconds);
+  }
   if (histories.length === 0) {
     io.stderr.write(
       `ws-collector whatif: Prometheus has no workstation_* series${options.namespace || options.vm ? " for the VMs selected" : ""} between ${new Date(options.fromMs).toISOString()} and ${new Date(options.toMs).toISOString()}: ` +

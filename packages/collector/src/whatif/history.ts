@@ -1,5 +1,6 @@
 // Recorded history: the query that reads the replayable series from Prometheus,
 // and the pure step that turns its matrix answer into one sample per VM per step.
+import type { TraceHostReading } from "../replay/trace.js";
 import type { ReportReadings } from "../model/readings.js";
 import { ACTIVITY_SIGNALS, type ActivitySignal } from "../model/readings.js";
 
@@ -29,7 +30,7 @@ export function historySelector(filter: { namespace?: string; vm?: string }): st
   const matchers = [`__name__=~"workstation_(${HISTORY_METRICS.join("|")})"`];
   // Names were checked against the Kubernetes name syntax: nothing to escape.
   if (filter.namespace !== undefined) matchers.push(`namespace="${filter.namespace}"`);
-  if (filter.vm !== undefined) matchers.push(`vm="${filter.vm}"`);
+  if (filter.vm !== undefined) matchers.push(`name="${filter.vm}"`);
   return `{${matchers.join(",")}}`;
 }
 
@@ -94,6 +95,8 @@ export interface StepSample {
   leaseExpiresAtMs?: number;
   /** GPUs known for the VM at that step, even while its agent was away. */
   gpuCount?: number;
+  /** The host-side reading at that step (whatif --host-window): KubeVirt's metrics, as the live source reads them. */
+  host?: TraceHostReading;
 }
 
 export interface VmHistory {
@@ -133,7 +136,8 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
   for (const { metric, values } of series) {
     const name = metric.__name__?.replace(/^workstation_/, "");
     const namespace = metric.namespace;
-    const vm = metric.vm;
+    // `name` since the series join KubeVirt's; recordings from before then carry `vm`.
+    const vm = metric.name ?? metric.vm;
     if (!name || namespace === undefined || vm === undefined) continue;
     const key = `${namespace}/${vm}`;
     let entry = byVm.get(key);

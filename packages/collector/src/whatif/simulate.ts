@@ -167,10 +167,12 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
     }
 
     loop.connected = sample?.connected === true;
-    let decision = run(atMs, received ? { kind: "report", received } : { kind: "wake" });
+    // The host-side round of this step, then the agent's report, as a trace of the live collector has them.
+    if (sample?.host) run(atMs, { kind: "host", reading: { ...sample.host, atMs } });
+    let decision = stopped ? undefined : run(atMs, received ? { kind: "report", received } : { kind: "wake" });
     // Timers between two steps (notice deadline, idle timeout) fire at their time, as the collector's tick would.
     const nextMs = atMs + grid.stepMs;
-    for (let wake = 0; wake < MAX_WAKES_PER_STEP && !stopped; wake++) {
+    for (let wake = 0; decision && wake < MAX_WAKES_PER_STEP && !stopped; wake++) {
       const wakeAt = decision.wakeAtMs;
       if (wakeAt === undefined || wakeAt >= nextMs || wakeAt <= decision.explanation.atMs) break;
       decision = run(wakeAt, { kind: "wake" });

@@ -1,10 +1,11 @@
-// What one agent may cost the collector, over real gRPC: a Report of 515,000 GPU processes or
-// thousands of new sources is cut to the documented limits (counted, named in the explanation),
+// What one agent may cost the collector, over real gRPC: a Report of 100,000 GPU processes or
+// thousands of new sources is cut to the documented limits (counted, named in the explanation), a
+// message over MAX_AGENT_MESSAGE_BYTES is refused before it is decoded,
 // the VM's remembered evidence stays bounded, and a Hello burst past the admission rate is told
 // to come back later (RESOURCE_EXHAUSTED with a retry hint) instead of being served late.
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { ReportSchema, SourceState, type Directive, type Report } from "@ws/protocol";
+import { MAX_AGENT_MESSAGE_BYTES, ReportSchema, SourceState, type Directive, type Report } from "@ws/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { openAgentStream, type AgentStream } from "../../../../bench/lib/agent-stream.js";
 import { AgentServer } from "../../src/agents/server.js";
@@ -118,22 +119,49 @@ describe("validation limits", () => {
 });
 
 describe("one agent's cost to the collector", () => {
-  it("answers a 1 MB Report of 515,000 GPU processes, keeping 256, counted and explained", async () => {
+  it("refuses a Report over MAX_AGENT_MESSAGE_BYTES before decoding it, and serves the other VMs on", async () => {
+    const collector = await startCollector();
+    const ordinary: Directive[] = [];
+    const other = await connect(collector, "ordinary", ordinary);
+    const ended = new Promise<string>((resolve) => {
+      const stream = openAgentStream(collector.address, { namespace: "lab", name: "too-big" }, "t", {
+        onDirective() {
+          // The Hello is answered; then comes a Report of 300 kB.
+          stream.sendReport(
+            create(ReportSchema, {
+              sequence: 1n,
+              intervalSeconds: 15,
+              gpu: { gpus: [{ index: 0 }], processes: Array.from({ length: 150_000 }, () => ({})) },
+            } as never),
+          );
+        },
+        onEnd: (reason) => resolve(reason),
+      });
+      collector.streams.push(stream);
+    });
+    expect(await ended).toMatch(/RESOURCE_EXHAUSTED|larger than max/i);
+    expect(MAX_AGENT_MESSAGE_BYTES).toBe(256 * 1024);
+    other.sendReport(create(ReportSchema, { sequence: 1n, intervalSeconds: 15 } as never));
+    await until("the ordinary VM's Directive", () => (ordinary.length >= 2 ? true : undefined));
+    expect(collector.fleet.loopState({ namespace: "lab", name: "too-big" })?.latest).toBeUndefined();
+  });
+
+  it("answers a Report of 100,000 GPU processes (200 kB), keeping 256, counted and explained", async () => {
     const collector = await startCollector();
     const directives: Directive[] = [];
     const stream = await connect(collector, "hostile", directives);
     const hostile: Report = create(ReportSchema, {
       sequence: 1n,
       intervalSeconds: 15,
-      gpu: { gpus: [{ index: 0, utilizationRatio: 0 }], processes: Array.from({ length: 515_000 }, () => ({})) },
+      gpu: { gpus: [{ index: 0, utilizationRatio: 0 }], processes: Array.from({ length: 100_000 }, () => ({})) },
     } as never);
     stream.sendReport(hostile);
     await until("the Directive answering the Report", () => (directives.length >= 2 ? true : undefined));
     const vm = { namespace: "lab", name: "hostile" };
     expect(collector.fleet.loopState(vm)!.latest!.report.gpu!.processes).toHaveLength(256);
     const view = collector.fleet.view(vm, Date.now())!;
-    expect(view.truncated).toEqual(["gpu.processes 515000 → 256"]);
-    expect(view.explanation).toContain("report truncated: gpu.processes 515000 → 256");
+    expect(view.truncated).toEqual(["gpu.processes 100000 → 256"]);
+    expect(view.explanation).toContain("report truncated: gpu.processes 100000 → 256");
     const text = await createMetrics(
       collector.fleet,
       collector.stats,
@@ -142,7 +170,7 @@ describe("one agent's cost to the collector", () => {
       { processMetrics: false },
     ).metrics();
     expect(text).toContain('workstation_report_truncations_total{field="gpu.processes"} 1');
-    expect(text).toContain('workstation_report_truncated{namespace="lab",vm="hostile"} 1');
+    expect(text).toContain('workstation_report_truncated{namespace="lab",name="hostile"} 1');
   });
 
   it("keeps a VM's remembered sources bounded when every Report names thousands of new ones", async () => {

@@ -9,6 +9,7 @@ import { BUILTIN_DEFAULT_POLICY, mergePolicy } from "../../src/engine/policy.js"
 import type {
   Action,
   Decision,
+  HostReading,
   Observation,
   Policy,
   PolicyOverrides,
@@ -89,6 +90,8 @@ export class Sim {
   latest: Observation["latestReport"];
   connected = true;
   vmRunning: boolean | undefined;
+  /** The host-side reading passed with every decision (undefined: host-side evidence not configured). */
+  host: HostReading | undefined;
   decisions: Decision[] = [];
   private pendingStopResult: StopResult | undefined;
   policyStatus: Observation["policyStatus"];
@@ -113,6 +116,7 @@ export class Sim {
       ...(this.vmRunning !== undefined ? { vmRunning: this.vmRunning } : {}),
       ...(this.pendingStopResult ? { stopResult: this.pendingStopResult } : {}),
       ...(this.policyStatus ? { policyStatus: this.policyStatus } : {}),
+      ...(this.host ? { host: this.host } : {}),
     };
     this.pendingStopResult = undefined;
     const decision = decide(this.now, this.policy, observation, this.record);

@@ -31,6 +31,7 @@ describe("replays shown in the docs", async () => {
 
   it("covers each new rule's trace", () => {
     expect(blocks.map((block) => block.argv.at(-1)).sort()).toEqual([
+      "docs/examples/agent-gone.trace.jsonl",
       "docs/examples/desktop.trace.jsonl",
       "docs/examples/forward-jupyter.trace.jsonl",
       "docs/examples/jupyter-terminal.trace.jsonl",

@@ -33,6 +33,7 @@ describe("TraceRecorder", () => {
       const atMs = START + event.t * 1000;
       if (event.kind === "report") recorder.record({ atMs, vm: event.vm, report: event.report });
       else if (event.kind === "policy") recorder.record({ atMs, vm: event.vm, policy: event.annotations });
+      else if (event.kind === "host") recorder.record({ atMs, vm: event.vm, host: event.host });
       else recorder.record({ atMs, vm: event.vm, event: event.kind });
     }
     await recorder.close();

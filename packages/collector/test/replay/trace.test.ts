@@ -55,7 +55,7 @@ describe("parseTrace", () => {
     ['{"t": "0", "vm": "a/b", "event": "agent-connected"}', /^line 1: "t" must be a number/],
     ['{"t": 0, "vm": "alice", "event": "agent-connected"}', /^line 1: "vm" must be "namespace\/name", got "alice"/],
     ['{"t": 0, "vm": "a/b", "event": "agent-connected", "colour": 1}', /^line 1: unknown field "colour"/],
-    ['{"t": 0, "vm": "a/b"}', /^line 1: a line has exactly one of "report", "event" or "policy"$/],
+    ['{"t": 0, "vm": "a/b"}', /^line 1: a line has exactly one of "report", "event", "policy" or "host"$/],
     ['{"t": 0, "vm": "a/b", "event": "agent-connected", "policy": {}}', /exactly one .* not event and policy/],
     [
       '{"t": 0, "vm": "a/b", "event": "connected"}',

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { BUILTIN_DEFAULT_POLICY } from "../../src/engine/policy.js";
 import type { Action, Decision, Policy } from "../../src/engine/types.js";
 import { replayTrace } from "../../src/replay/replay.js";
-import { formatTraceLine } from "../../src/replay/trace.js";
+import { formatTraceLine, type TraceHostReading } from "../../src/replay/trace.js";
 import type { VmHistory } from "../../src/whatif/history.js";
 import { reportFromReadings, type ReportReadings } from "../../src/model/readings.js";
 import { simulateVm } from "../../src/whatif/simulate.js";
@@ -123,6 +123,106 @@ describe("one loop for the live collector, replay and whatif", () => {
     expect(live.stops.map((stop) => stop.atMs - START)).toEqual([1_255_000]);
     expect(outcome.stops.map((stop) => stop.atMs - START)).toEqual([1_255_000]);
 
+    expect(replayDecisions).toEqual(liveDecisions);
+    expect(whatifDecisions).toEqual(liveDecisions);
+  });
+});
+
+describe("one loop with host-side readings", () => {
+  // The agent reports for three steps, then is gone; the host's vCPUs stay busy until minute 15,
+  // then the host is quiet: notice at minute 25 (15 + idle-timeout), stop after the grace period.
+  const hostPolicy: Policy = {
+    ...policy,
+    agentLostAfterSeconds: 120,
+    agentLostMaxSeconds: 600,
+    thresholds: { ...BUILTIN_DEFAULT_POLICY.thresholds },
+  };
+  const WINDOW_S = 120;
+  const LAST_REPORT = 2;
+  const steps = Array.from({ length: 40 }, (_, index) => START + index * STEP_MS);
+  const hostAt = (atMs: number): TraceHostReading => ({
+    state: "ok",
+    windowSeconds: WINDOW_S,
+    vcpus: 2,
+    vcpuBusyRatio: atMs <= START + 15 * STEP_MS ? 0.8 : 0.004,
+    networkBytesPerSecond: 1500,
+    diskBytesPerSecond: 0,
+    vncConnections: 0,
+    consoleConnections: 0,
+    portForwardTunnels: 0,
+  });
+
+  it("makes the same decisions at the same times: live, replay and whatif", async () => {
+    const live = startFleet(hostPolicy, START);
+    const session = live.connect({ namespace: "lab", name: "ws" });
+    for (const [index, atMs] of steps.entries()) {
+      await live.clock.advanceTo(atMs);
+      if (index === LAST_REPORT + 1) live.fleet.disconnected(session);
+      live.fleet.hostBatch({
+        ok: true,
+        atMs,
+        windowSeconds: WINDOW_S,
+        readings: new Map([["lab/ws", { ...hostAt(atMs), atMs }]]),
+      });
+      if (index <= LAST_REPORT) live.report(session, reportAt(atMs));
+    }
+    await live.clock.advanceTo(steps.at(-1)! + STEP_MS);
+    const liveDecisions = untilStop(live.transitions.map((t) => seen(t.decision)));
+
+    const trace = [
+      formatTraceLine(0, "lab/ws", { event: "agent-connected" }, START),
+      ...steps.flatMap((atMs, index) => [
+        ...(index === LAST_REPORT + 1
+          ? [formatTraceLine((atMs - START) / 1000, "lab/ws", { event: "agent-disconnected" }, atMs)]
+          : []),
+        formatTraceLine((atMs - START) / 1000, "lab/ws", { host: hostAt(atMs) }, atMs),
+        ...(index <= LAST_REPORT
+          ? [formatTraceLine((atMs - START) / 1000, "lab/ws", { report: reportAt(atMs) }, atMs)]
+          : []),
+      ]),
+    ].join("\n");
+    const replayDecisions = untilStop(
+      replayTrace(trace, { defaults: hostPolicy, tickSeconds: 0 }).flatMap((entry) =>
+        entry.kind === "decision"
+          ? [{ atMs: entry.atMs, from: entry.from, to: entry.to, actions: entry.actions.map((a) => a.kind) }]
+          : [],
+      ),
+    );
+
+    const history: VmHistory = {
+      namespace: "lab",
+      name: "ws",
+      samples: steps.map((atMs, index) => ({
+        connected: index <= LAST_REPORT,
+        ...(index <= LAST_REPORT ? { readings: readingsAt(atMs) } : {}),
+        gpuCount: 0,
+        host: hostAt(atMs),
+      })),
+    };
+    const simulated: Seen[] = [];
+    const outcome = simulateVm(history, {
+      policy: hostPolicy,
+      grid: { startMs: START, stepMs: STEP_MS, count: steps.length },
+      falseStopWindowSeconds: 900,
+      onDecision: (d) => simulated.push(seen(d)),
+    });
+    const whatifDecisions = untilStop(simulated);
+
+    const transitions = liveDecisions
+      .filter((d) => d.from !== d.to || d.actions.includes("notice"))
+      .map((d) => `${(d.atMs - START) / 1000}s ${d.from}→${d.to}${d.actions.includes("notice") ? " notice" : ""}`);
+    expect(transitions).toEqual([
+      "0s Unknown→Active",
+      "240s Active→AgentLost",
+      "1500s AgentLost→AgentLost notice",
+      // notice-repeat 60s: the reminder.
+      "1560s AgentLost→AgentLost notice",
+      "1620s AgentLost→Stopping",
+    ]);
+    expect(live.stops.map((stop) => stop.atMs - START)).toEqual([1_620_000]);
+    expect(outcome.stops.map((stop) => ({ at: stop.atMs - START, trigger: stop.trigger }))).toEqual([
+      { at: 1_620_000, trigger: "agent-lost" },
+    ]);
     expect(replayDecisions).toEqual(liveDecisions);
     expect(whatifDecisions).toEqual(liveDecisions);
   });

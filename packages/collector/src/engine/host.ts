@@ -1,0 +1,255 @@
+// Host-side evidence in the engine: KubeVirt's own per-VM metrics (read by
+// hostside/ through Prometheus) enter decide() as part of the observation.
+// Pure: the reading, the policy and the time are arguments.
+//
+// With an agent, the agent decides and the host readings are only shown beside
+// its signals. Without one (lost, or never connected) for agent-lost-max, the
+// host readings decide as agent evidence would: a busy vCPU, traffic or disk
+// I/O above the policy's thresholds is background work (bounded by
+// unattended-max like the agent's), an open VNC, console or port-forward
+// connection is a person; the VM is idle only when unbroken ok readings show
+// neither for idle-timeout. A reading that failed, is absent or is stale
+// breaks that run: missing data is never idleness.
+import { formatDuration } from "@ws/protocol";
+import type { HostClock, HostExplanation, HostReading, Policy, Thresholds, VmRecord } from "./types.js";
+
+const duration = (ms: number): string => formatDuration(Math.max(0, ms) / 1000);
+
+/** "2 kB/s": decimal units, as the thresholds are written. */
+export function formatRate(bytesPerSecond: number): string {
+  const units = ["B/s", "kB/s", "MB/s", "GB/s"];
+  let value = Math.max(0, bytesPerSecond);
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return `${value >= 10 || unit === 0 ? Math.round(value) : value.toFixed(1)} ${units[unit]}`;
+}
+
+function percent(ratio: number): string {
+  const value = ratio * 100;
+  return `${value >= 10 ? Math.round(value) : value.toFixed(1)} %`;
+}
+
+function connections(reading: HostReading): string {
+  const open: string[] = [];
+  const count = (n: number | undefined, what: string) => {
+    if (n !== undefined && n > 0) open.push(`${n} ${what}${n === 1 ? "" : "s"}`);
+  };
+  count(reading.vncConnections, "VNC connection");
+  count(reading.consoleConnections, "console connection");
+  count(reading.portForwardTunnels, "port-forward tunnel");
+  return open.length > 0 ? `${open.join(", ")} open` : "no VNC connection";
+}
+
+/** "vCPU 0.3 %, network 2 kB/s, disk 0 B/s, no VNC connection" (an ok reading), or why there is none. */
+export function describeHostReading(reading: HostReading): string {
+  if (reading.state !== "ok") return `${reading.state}: ${reading.message ?? "no reading"}`;
+  const parts: string[] = [];
+  if (reading.vcpuBusyRatio !== undefined) parts.push(`vCPU ${percent(reading.vcpuBusyRatio)}`);
+  if (reading.networkBytesPerSecond !== undefined) parts.push(`network ${formatRate(reading.networkBytesPerSecond)}`);
+  if (reading.diskBytesPerSecond !== undefined) parts.push(`disk ${formatRate(reading.diskBytesPerSecond)}`);
+  parts.push(connections(reading));
+  return parts.join(", ");
+}
+
+/** The background work an ok reading shows at the policy's thresholds, in words; empty: none. */
+export function hostBackground(reading: HostReading, thresholds: Thresholds): string[] {
+  if (reading.state !== "ok") return [];
+  const busy: string[] = [];
+  if ((reading.vcpuBusyRatio ?? 0) >= thresholds.cpuBusyRatio)
+    busy.push(`vCPU ${percent(reading.vcpuBusyRatio!)} ≥ ${percent(thresholds.cpuBusyRatio)}`);
+  if ((reading.networkBytesPerSecond ?? 0) >= thresholds.networkBytesPerSecond)
+    busy.push(
+      `network ${formatRate(reading.networkBytesPerSecond!)} ≥ ${formatRate(thresholds.networkBytesPerSecond)}`,
+    );
+  if ((reading.diskBytesPerSecond ?? 0) >= thresholds.diskBytesPerSecond)
+    busy.push(`disk ${formatRate(reading.diskBytesPerSecond!)} ≥ ${formatRate(thresholds.diskBytesPerSecond)}`);
+  return busy;
+}
+
+/** Open connections of an ok reading, in words; undefined: none. */
+export function hostConnection(reading: HostReading): string | undefined {
+  if (reading.state !== "ok") return undefined;
+  const total = (reading.vncConnections ?? 0) + (reading.consoleConnections ?? 0) + (reading.portForwardTunnels ?? 0);
+  return total > 0 ? connections(reading) : undefined;
+}
+
+/** Takes a reading into the host clock (once: the same reading again changes nothing). */
+export function advanceHostClock(
+  previous: HostClock | undefined,
+  reading: HostReading | undefined,
+  policy: Policy,
+): HostClock | undefined {
+  if (!reading || (previous && reading.atMs <= previous.lastReadingAtMs)) return previous;
+  const next: HostClock = { ...previous, lastReadingAtMs: reading.atMs };
+  if (reading.state !== "ok") {
+    next.coveredSinceMs = undefined;
+    return next;
+  }
+  const windowStartMs = reading.atMs - reading.windowSeconds * 1000;
+  const unbroken =
+    previous?.coveredSinceMs !== undefined && previous.lastOkAtMs !== undefined && windowStartMs <= previous.lastOkAtMs;
+  next.coveredSinceMs = unbroken ? previous.coveredSinceMs : windowStartMs;
+  next.lastOkAtMs = reading.atMs;
+  const background = hostBackground(reading, policy.thresholds);
+  if (background.length > 0) {
+    next.lastBackgroundAtMs = reading.atMs;
+    next.lastBackgroundDetail = `host: ${background.join(", ")}`;
+  }
+  const connection = hostConnection(reading);
+  if (connection) {
+    next.lastConnectionAtMs = reading.atMs;
+    next.lastConnectionDetail = `host: ${connection}`;
+  }
+  return next;
+}
+
+/** A reading older than its own window no longer says anything about now. */
+export function hostReadingFresh(reading: HostReading, nowMs: number): boolean {
+  return reading.state === "ok" && nowMs - reading.atMs <= Math.max(reading.windowSeconds, 1) * 1000;
+}
+
+/**
+ * The host-side idle clock's origin: the last activity the host saw (background work only up to
+ * unattended-max after the last person, as for the agent), the agent's own last activity, or the
+ * start of the unbroken run of readings, whichever is latest. Undefined while the run is broken.
+ */
+export function hostIdleSinceMs(record: VmRecord, clock: HostClock | undefined, policy: Policy): number | undefined {
+  if (clock?.coveredSinceMs === undefined) return undefined;
+  const humanAtMs = Math.max(record.lastHumanAtMs ?? record.firstSeenMs, clock.lastConnectionAtMs ?? -Infinity);
+  let backgroundAtMs = clock.lastBackgroundAtMs ?? -Infinity;
+  if (policy.unattendedMaxSeconds !== null)
+    backgroundAtMs = Math.min(backgroundAtMs, humanAtMs + policy.unattendedMaxSeconds * 1000);
+  return Math.max(
+    clock.coveredSinceMs,
+    record.lastActivityAtMs ?? -Infinity,
+    clock.lastConnectionAtMs ?? -Infinity,
+    backgroundAtMs,
+  );
+}
+
+/** What the last host activity was, for the explanation. */
+function lastHostActivity(clock: HostClock | undefined, nowMs: number): string {
+  const seen: Array<[number, string]> = [];
+  if (clock?.lastConnectionAtMs !== undefined && clock.lastConnectionDetail)
+    seen.push([clock.lastConnectionAtMs, clock.lastConnectionDetail]);
+  if (clock?.lastBackgroundAtMs !== undefined && clock.lastBackgroundDetail)
+    seen.push([clock.lastBackgroundAtMs, clock.lastBackgroundDetail]);
+  if (seen.length === 0) return "none seen";
+  const [atMs, detail] = seen.sort((a, b) => b[0] - a[0])[0]!;
+  return `${detail}, ${duration(nowMs - atMs)} ago`;
+}
+
+/** What the rule decided; decide.ts carries it out with its own notice and stop machinery. */
+export type HostVerdict =
+  /** The rule does not apply (the agent is there, or it is not gone for agent-lost-max yet). */
+  | { kind: "hold"; reason: string }
+  /** The host cannot be read: missing data. The older stop-when-agent-lost-after rule may still apply. */
+  | { kind: "blind"; reason: string }
+  /** Host activity: a pending notice is cancelled. */
+  | { kind: "active"; reason: string }
+  /** Idle on the host for idle-timeout: send the notice (or keep it pending), stop at its deadline. */
+  | { kind: "idle"; reason: string; idleSinceMs: number };
+
+export interface HostRuleInput {
+  nowMs: number;
+  policy: Policy;
+  record: VmRecord;
+  reading: HostReading;
+  /** Since when the VM has had no agent (the last report, or when it was first seen running without one). */
+  agentGoneSinceMs: number;
+}
+
+/** The agent-lost rule with host-side evidence, for a VM with no agent. */
+export function judgeWithoutAgent(input: HostRuleInput): HostVerdict {
+  const { nowMs, policy, record, reading, agentGoneSinceMs } = input;
+  const goneMs = nowMs - agentGoneSinceMs;
+  const noAgent = `no agent for ${duration(goneMs)}`;
+  if (goneMs < policy.agentLostMaxSeconds * 1000)
+    return {
+      kind: "hold",
+      reason: `${noAgent} (agent-lost-max ${formatDuration(policy.agentLostMaxSeconds)}): not stopped yet; host: ${describeHostReading(reading)}`,
+    };
+  if (!hostReadingFresh(reading, nowMs)) {
+    const why =
+      reading.state === "ok"
+        ? `the last host-side reading is ${duration(nowMs - reading.atMs)} old (window ${formatDuration(reading.windowSeconds)})`
+        : `host-side evidence ${reading.state}: ${reading.message ?? "no reading"}`;
+    return { kind: "blind", reason: `${noAgent} and ${why}: missing data is not idleness, not stopped` };
+  }
+  const idleSinceMs = hostIdleSinceMs(record, record.host, policy);
+  if (idleSinceMs === undefined)
+    return { kind: "blind", reason: `${noAgent} and no unbroken host-side readings yet: not stopped` };
+  const idleMs = nowMs - idleSinceMs;
+  const host = describeHostReading(reading);
+  if (idleMs < policy.idleTimeoutSeconds * 1000)
+    return {
+      kind: "active",
+      reason: `${noAgent}; host: ${host}; host idle ${duration(idleMs)} of ${formatDuration(policy.idleTimeoutSeconds)}, last host activity: ${lastHostActivity(record.host, nowMs)}`,
+    };
+  return { kind: "idle", idleSinceMs, reason: `${noAgent}; host: ${host}` };
+}
+
+/** Host activity after `sinceMs` (a pending notice or a decided stop), in words. */
+export function hostActivityAfter(clock: HostClock | undefined, sinceMs: number): string | undefined {
+  if (clock?.lastConnectionAtMs !== undefined && clock.lastConnectionAtMs > sinceMs) return clock.lastConnectionDetail;
+  if (clock?.lastBackgroundAtMs !== undefined && clock.lastBackgroundAtMs > sinceMs) return clock.lastBackgroundDetail;
+  return undefined;
+}
+
+/** The next instants the rule can change its verdict with no new reading. */
+export function hostWakeTimes(
+  record: VmRecord,
+  policy: Policy,
+  agentGoneSinceMs: number | undefined,
+  reading: HostReading | undefined,
+): number[] {
+  if (agentGoneSinceMs === undefined || !reading) return [];
+  const times = [agentGoneSinceMs + policy.agentLostMaxSeconds * 1000];
+  const idleSinceMs = hostIdleSinceMs(record, record.host, policy);
+  if (idleSinceMs !== undefined) times.push(idleSinceMs + policy.idleTimeoutSeconds * 1000);
+  return times;
+}
+
+export function explainHost(
+  reading: HostReading,
+  record: VmRecord,
+  policy: Policy,
+  role: string | undefined,
+): HostExplanation {
+  const idleSinceMs = hostIdleSinceMs(record, record.host, policy);
+  return {
+    state: reading.state,
+    atMs: reading.atMs,
+    summary: describeHostReading(reading),
+    ...(idleSinceMs !== undefined ? { idleSinceMs } : {}),
+    ...(role ? { role } : {}),
+  };
+}
+
+/** When the rule would stop the VM if nothing changes, and the instants to wake at for it. */
+export function hostSchedule(
+  record: VmRecord,
+  policy: Policy,
+  agentGoneSinceMs: number,
+  reading: HostReading,
+  nowMs: number,
+): { stopAtMs: number | undefined; wakeAtMs: number[] } {
+  const wakeAtMs = hostWakeTimes(record, policy, agentGoneSinceMs, reading);
+  const notice = record.notice;
+  if (notice) {
+    wakeAtMs.push(notice.deadlineMs, notice.lastSentAtMs + policy.noticeRepeatSeconds * 1000);
+    return { stopAtMs: notice.wouldStopAtMs === undefined ? notice.deadlineMs : undefined, wakeAtMs };
+  }
+  const idleSinceMs = hostIdleSinceMs(record, record.host, policy);
+  if (!policy.autostopEnabled || idleSinceMs === undefined || !hostReadingFresh(reading, nowMs))
+    return { stopAtMs: undefined, wakeAtMs };
+  const noticeAtMs = Math.max(
+    agentGoneSinceMs + policy.agentLostMaxSeconds * 1000,
+    idleSinceMs + policy.idleTimeoutSeconds * 1000,
+    nowMs,
+  );
+  return { stopAtMs: noticeAtMs + policy.gracePeriodSeconds * 1000, wakeAtMs };
+}
