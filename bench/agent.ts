@@ -2,6 +2,18 @@
 //
 //   node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2]
 //   node bench/run.mjs agent --soak 2h [--interval 1s] [--soak-baseline 10m] [--heap-snapshots yes|no]
+//   node bench/run.mjs agent --homes 100 [--interval 15s] [--duration 5m]
+//
+// The agent runs as packaging/systemd/ws-agent.service starts it: the unit's Node flags
+// (ExecStart, --lite-mode ...) and its Environment= (NODE_OPTIONS), read from the unit file;
+// --agent-node-flags replaces the flags (--agent-node-flags= for Node's defaults, what the single
+// executable runs). The table names the accounts in /etc/passwd and the homes the agent looks into.
+//
+// --homes N creates users wsbench-001… with lived-in homes (skeleton files, .cache, .local/share;
+// every third with a Jupyter runtime dir, every fifth with a code-server heartbeat, half of those
+// touched each minute as a connected editor's are), and measures a fresh agent at 1, 10, 100 …
+// up to N homes one after the other, node_exporter beside each: the cost curve, in one run. The
+// users and homes are removed at the end (and any a crashed run left).
 //
 // On this machine, at the same time: the built collector (standalone, the
 // agent's peer), a real sshd with one logged-in ssh session on a
@@ -40,7 +52,7 @@ import { benchArgs, seconds } from "./lib/args.js";
 import { runBenchmark, type Cleanup } from "./lib/main.js";
 import { freePort, startCollector, type RunningCollector } from "./lib/collector.js";
 import { delay, launch, pollFor, type Launched } from "./lib/launch.js";
-import { describeMachine, machineLine } from "./lib/machine.js";
+import { describeMachine, type Machine, machineLine } from "./lib/machine.js";
 import { agentBundle, requireBundles } from "./lib/paths.js";
 import {
   childPids,
@@ -53,7 +65,17 @@ import {
   memory,
   processCount,
 } from "./lib/procfs.js";
+import { SOURCE_NAMES } from "@ws/protocol";
 import { sampleValue } from "./lib/promtext.js";
+import {
+  accountsAndHomes,
+  type BenchHome,
+  ensureBenchHomes,
+  removeBenchHomes,
+  requireUseradd,
+  touchHeartbeats,
+  unitLaunch,
+} from "./lib/homes.js";
 import { describeSpawned, parseSpawnTrace, type SpawnedProcess } from "./lib/spawn-trace.js";
 import { heapGrowth, readHeapSnapshot, type HeapSummary } from "./lib/heap-snapshot.js";
 import { summarize } from "./lib/stats.js";
@@ -65,7 +87,8 @@ const BENCH_USER = "wstestbench";
 
 const USAGE =
   "usage: node bench/run.mjs agent [--interval 15s] [--duration 10m] [--warmup 2] [--agent-node-flags='--lite-mode ...'] [--agent-env MALLOC_ARENA_MAX=2] [--spawn-census poll|strace]\n" +
-  "       node bench/run.mjs agent --soak 2h [--interval 1s] [--soak-baseline 10m] [--heap-snapshots yes|no] [same options]";
+  "       node bench/run.mjs agent --soak 2h [--interval 1s] [--soak-baseline 10m] [--heap-snapshots yes|no] [same options]\n" +
+  "       node bench/run.mjs agent --homes 100 [--duration 5m per point] [same options]";
 const args = benchArgs(
   process.argv.slice(2),
   [
@@ -78,6 +101,7 @@ const args = benchArgs(
     "soak-baseline",
     "heap-snapshots",
     "spawn-census",
+    "homes",
   ],
   USAGE,
 );
@@ -85,10 +109,13 @@ if (args["spawn-census"] !== undefined && !["poll", "strace"].includes(args["spa
   process.stderr.write(`--spawn-census: "${args["spawn-census"]}" is not poll or strace\n${USAGE}\n`);
   process.exit(2);
 }
-/** Node flags for the agent process, to try what a systemd unit could set (memory limits, profiling). */
-const agentNodeFlags = (args["agent-node-flags"] ?? "").split(/\s+/).filter(Boolean);
+/** What ships: the unit's flags and environment, unless --agent-node-flags says otherwise. */
+const unit = unitLaunch(process.env.WS_REPO_ROOT ?? process.cwd());
+const agentNodeFlags =
+  args["agent-node-flags"] === undefined ? unit.nodeFlags : args["agent-node-flags"].split(/\s+/).filter(Boolean);
+const asTheUnit = args["agent-node-flags"] === undefined;
 /** Extra environment for the agent ("MALLOC_ARENA_MAX=2,NAME=VALUE"), as a unit's Environment= would set. */
-const agentExtraEnv = Object.fromEntries(
+const agentExtraEnv: Record<string, string> = Object.fromEntries(
   (args["agent-env"] ?? "")
     .split(",")
     .filter(Boolean)
@@ -118,6 +145,20 @@ if (args["heap-snapshots"] !== undefined && !["yes", "no"].includes(args["heap-s
   process.exit(2);
 }
 const heapSnapshots = soakSeconds !== undefined && args["heap-snapshots"] !== "no";
+const homesUpTo = args.homes === undefined ? undefined : Number(args.homes);
+if (homesUpTo !== undefined && (!Number.isInteger(homesUpTo) || homesUpTo < 1 || homesUpTo > 999)) {
+  process.stderr.write(`--homes: "${args.homes}" is not a number of homes from 1 to 999\n${USAGE}\n`);
+  process.exit(2);
+}
+if (homesUpTo !== undefined && soakSeconds !== undefined) {
+  process.stderr.write(`--homes and --soak are separate runs\n${USAGE}\n`);
+  process.exit(2);
+}
+/** 1, 10, 100 … up to N, and N. */
+const homePoints =
+  homesUpTo === undefined
+    ? []
+    : [...new Set([...[1, 10, 100].filter((point) => point <= homesUpTo), homesUpTo])].sort((a, b) => a - b);
 const warmupIntervals = Number(args.warmup ?? 2);
 
 interface Tick {
@@ -197,10 +238,26 @@ async function main(): Promise<void> {
     homeRoot,
   ];
   const agentEnv = {
+    ...unit.env,
     ...agentExtraEnv,
     WS_AGENT_TOKEN: collector.tokenFor("bench", "agent-cost"),
     WS_AGENT_CONFIG: agentConfig,
   };
+  if (homesUpTo !== undefined) {
+    await homesCurve({
+      agentArgs,
+      agentEnv,
+      collector,
+      dir,
+      exporterPid: exporter.pid,
+      exporterUrl,
+      homeRoot,
+      machine,
+      tty,
+    });
+    return;
+  }
+  const machineHomes = await accountsAndHomes(homeRoot);
   const traceFile = path.join(dir, "spawns.strace");
   const traced = args["spawn-census"] === "strace";
   if (traced && !straceWorks())
@@ -360,7 +417,8 @@ async function main(): Promise<void> {
   out.push("## Agent cost vs node_exporter (benchmark 1)", "", machineLine(machine), "");
   out.push(
     `One run, same machine: \`ws-agent run\` (bundled, every signal on) and \`prometheus-node-exporter\` (Debian, default collectors). ` +
-      (agentNodeFlags.length ? `The agent ran with Node flags \`${agentNodeFlags.join(" ")}\`. ` : "") +
+      `${launchLine()} ` +
+      `The machine has ${machineHomes.accounts} accounts in /etc/passwd and ${machineHomes.homes} homes the agent looks into (home root entries, passwd homes that exist, /root). ` +
       (Object.keys(agentExtraEnv).length ? `The agent's extra environment: \`${args["agent-env"]}\`. ` : "") +
       `Both sampled every ${intervalSeconds} s for ${fmt(minutes, 3)} minutes (${totalIntervals} intervals, the first ${warmupIntervals} left out as warm-up). ` +
       `Present during the run: an ssh login on ${tty} (real sshd), a Jupyter Server with 2 kernels, the built collector the agent reports to; ` +
@@ -510,10 +568,30 @@ function soakSection(ticks: Tick[], start: SoakPoint, end: SoakPoint): string[] 
   );
   const step = Math.max(1, Math.floor(ticks.length / 12));
   const timeline = ticks.filter((_, i) => i % step === 0 || i === ticks.length - 1);
+  // CPU per sample over each stretch of the timeline, from the row before: whether the cost drifts as memory might.
+  const perStretch = (tick: Tick, index: number, key: "agentCpu" | "exporterCpu", count: "reports" | "scrapes") => {
+    const before = timeline[index - 1];
+    if (before === undefined || tick[count] === before[count]) return "";
+    return `${fmt(((tick[key] - before[key]) / (tick[count] - before[count])) * 1000)} ms`;
+  };
   out.push(
     markdownTable(
-      ["minute", "agent RSS", "node_exporter RSS", "agent Reports so far"],
-      timeline.map((tick) => [minutes(tick.atSeconds), bytes(tick.agentRss), bytes(tick.exporterRss), tick.reports]),
+      [
+        "minute",
+        "agent RSS",
+        "node_exporter RSS",
+        "agent Reports so far",
+        "agent CPU per sample since the row before",
+        "node_exporter CPU per scrape",
+      ],
+      timeline.map((tick, index) => [
+        minutes(tick.atSeconds),
+        bytes(tick.agentRss),
+        bytes(tick.exporterRss),
+        tick.reports,
+        perStretch(tick, index, "agentCpu", "reports"),
+        perStretch(tick, index, "exporterCpu", "scrapes"),
+      ]),
     ),
     "",
   );
@@ -559,6 +637,210 @@ function threadBreakdown(before: Map<string, CpuSplit>, after: Map<string, CpuSp
     .sort((a, b) => b.seconds - a.seconds);
   const perSample = (name: string) => fmt(((rows.find((row) => row.name === name)?.seconds ?? 0) / samples) * 1000, 2);
   return `${perSample("main thread")} / ${perSample("other threads")} ms`;
+}
+
+const HOME_SIGNALS_AGENT = "agent-home-signals";
+
+/** The measured agent's argv for a second agent: its own name, state dir and socket. */
+function secondAgentArgs(agentArgs: string[], dir: string): string[] {
+  const args = [...agentArgs];
+  const set = (flag: string, value: string) => {
+    const at = args.indexOf(flag);
+    if (at < 0) throw new Error(`the agent's argv has no ${flag}`);
+    args[at + 1] = value;
+  };
+  set("--name", HOME_SIGNALS_AGENT);
+  set("--state-dir", path.join(dir, "state-home-signals"));
+  set("--socket", path.join(dir, "agent-home-signals.sock"));
+  return args;
+}
+
+/** A config that turns off every signal but the two that look into homes. */
+function homeSignalsConfig(dir: string): string {
+  const file = path.join(dir, "home-signals.yaml");
+  const off = SOURCE_NAMES.filter((name) => !["jupyter", "code_server", "leases"].includes(name));
+  writeFileSync(file, `disabledSignals: [${off.join(", ")}]\n`);
+  return file;
+}
+
+/** How the agent was started, for the text above a table. */
+function launchLine(): string {
+  const env = { ...unit.env, ...agentExtraEnv };
+  const flags = agentNodeFlags.length ? `Node flags \`${agentNodeFlags.join(" ")}\`` : "Node's default flags";
+  const environment = Object.entries(env)
+    .map(([name, value]) => `${name}=${value}`)
+    .join(" ");
+  return asTheUnit
+    ? `The agent ran as packaging/systemd/ws-agent.service starts it: ${flags}, environment \`${environment}\`.`
+    : `The agent ran with ${flags} (not the unit's \`${unit.nodeFlags.join(" ")}\`), environment \`${environment}\`.`;
+}
+
+interface CurveSetup {
+  /** The harness's scratch directory. */
+  dir: string;
+  agentArgs: string[];
+  agentEnv: Record<string, string>;
+  collector: RunningCollector;
+  exporterPid: number;
+  exporterUrl: string;
+  homeRoot: string;
+  machine: Machine;
+  tty: string;
+}
+
+interface CurvePoint {
+  homes: number;
+  accounts: number;
+  listed: number;
+  samples: number;
+  scrapes: number;
+  processes: number;
+  /** The second agent's CPU: only the Jupyter and code-server signals on, same window. */
+  homeSignalsCpu: number;
+  agentCpu: number;
+  exporterCpu: number;
+  agentRss: number;
+  exporterRss: number;
+  agentHwm: number;
+}
+
+/** --homes N: a fresh agent at 1, 10, 100 … N homes, each over the same window as node_exporter's scrapes. */
+async function homesCurve(setup: CurveSetup): Promise<void> {
+  requireUseradd();
+  const leftover = removeBenchHomes();
+  if (leftover > 0) process.stderr.write(`bench agent: removed ${leftover} wsbench users a earlier run left\n`);
+  cleanups.push(() => removeBenchHomes());
+  const pointSeconds = args.duration === undefined ? 300 : durationSeconds;
+  const measured = Math.max(2, Math.round(pointSeconds / intervalSeconds));
+  const made: BenchHome[] = [];
+  const points: CurvePoint[] = [];
+  const reportsReceived = async () =>
+    sampleValue((await setup.collector.scrape()).body, "workstation_reports_received_total") ?? 0;
+  let touchedAt = 0;
+  for (const homes of homePoints) {
+    ensureBenchHomes(homes, made);
+    touchHeartbeats(made);
+    const counted = await accountsAndHomes(setup.homeRoot);
+    const agent = launch(process.execPath, setup.agentArgs, { env: setup.agentEnv });
+    // Beside it, the same agent with only the signals that look into homes: what the homes cost, in the same window.
+    const homesOnly = launch(process.execPath, secondAgentArgs(setup.agentArgs, setup.dir), {
+      env: {
+        ...setup.agentEnv,
+        WS_AGENT_TOKEN: setup.collector.tokenFor("bench", HOME_SIGNALS_AGENT),
+        WS_AGENT_CONFIG: homeSignalsConfig(setup.dir),
+      },
+    });
+    const stop = async () => {
+      await Promise.all([agent.stop("SIGTERM", 10_000), homesOnly.stop("SIGTERM", 10_000)]);
+    };
+    cleanups.push(stop);
+    await Promise.all([
+      agent.waitFor(/connected to collector/, 60_000),
+      homesOnly.waitFor(/connected to collector/, 60_000),
+    ]);
+    process.stderr.write(
+      `bench agent: ${homes} wsbench homes (${counted.homes} homes, ${counted.accounts} accounts), ${warmupIntervals} + ${measured} intervals of ${intervalSeconds}s, agent pid ${agent.pid}\n`,
+    );
+    let scrapes = 0;
+    const snap = async () => ({
+      agentCpu: cpuSeconds(agent.pid),
+      homeSignalsCpu: cpuSeconds(homesOnly.pid),
+      exporterCpu: cpuSeconds(setup.exporterPid),
+      reports: await reportsReceived(),
+      scrapes,
+    });
+    const began = performance.now();
+    let first = await snap();
+    for (let i = 1; i <= warmupIntervals + measured; i++) {
+      const response = await fetch(setup.exporterUrl);
+      await response.text();
+      if (response.status !== 200) throw new Error(`node_exporter answered ${response.status}`);
+      scrapes++;
+      if (performance.now() - touchedAt >= 60_000) {
+        touchHeartbeats(made);
+        touchedAt = performance.now();
+      }
+      await delay(Math.max(0, began + i * intervalSeconds * 1000 - performance.now()));
+      if (!isAlive(agent.pid)) throw new Error(`the agent exited:\n${agent.output().slice(-4000)}`);
+      if (!isAlive(homesOnly.pid)) throw new Error(`the second agent exited:\n${homesOnly.output().slice(-4000)}`);
+      if (i === warmupIntervals) first = await snap();
+    }
+    const last = await snap();
+    const agentMemory = memory(agent.pid);
+    points.push({
+      homes,
+      accounts: counted.accounts,
+      listed: counted.homes,
+      // Both agents report to the collector: its count is theirs together, and each samples once per interval.
+      samples: (last.reports - first.reports) / 2,
+      scrapes: last.scrapes - first.scrapes,
+      processes: processCount(),
+      homeSignalsCpu: last.homeSignalsCpu - first.homeSignalsCpu,
+      agentCpu: last.agentCpu - first.agentCpu,
+      exporterCpu: last.exporterCpu - first.exporterCpu,
+      agentRss: agentMemory.rssBytes,
+      agentHwm: agentMemory.hwmBytes,
+      exporterRss: memory(setup.exporterPid).rssBytes,
+    });
+    await stop();
+  }
+  const jupyterHomes = made.filter((home) => home.jupyterRuntime).length;
+  const codeServerHomes = made.filter((home) => home.codeServer).length;
+  const out: string[] = [];
+  out.push("## Agent cost by the number of homes (benchmark 1, `--homes`)", "", machineLine(setup.machine), "");
+  out.push(
+    `One run: for each point, users wsbench-001… with lived-in homes (at ${homesUpTo}: ${jupyterHomes} with a Jupyter runtime dir, ` +
+      `${codeServerHomes} with a code-server heartbeat, half of those touched each minute), then a fresh \`ws-agent run\` ` +
+      `(bundled, every signal on) measured over ${warmupIntervals} warm-up and ${measured} intervals of ${intervalSeconds} s, ` +
+      `with Debian's \`prometheus-node-exporter\` scraped at the same interval in the same window. ${launchLine()} ` +
+      `Present throughout: an ssh login on ${setup.tty} (real sshd), a Jupyter Server with 2 kernels, the built collector. ` +
+      "Beside the measured agent, in the same window, a second one with every signal off but jupyter and code_server " +
+      "(the two that look into homes): what the homes cost, apart from the signals whose cost follows the number of processes " +
+      "(system, remote_sessions), which the machine's other work moves. " +
+      "CPU is each process's own utime+stime (/proc/PID/stat), not wall time: the machine is shared, and the ratio of two " +
+      "processes measured over the same window is what holds from run to run.",
+    "",
+  );
+  out.push(
+    markdownTable(
+      [
+        "wsbench homes",
+        "accounts / homes the agent lists",
+        "agent CPU per sample",
+        "node_exporter CPU per scrape",
+        "agent / node_exporter",
+        "of it: an agent with only jupyter + code_server",
+        "processes",
+        "agent RSS (peak)",
+        "node_exporter RSS",
+      ],
+      points.map((point) => [
+        point.homes,
+        `${point.accounts} / ${point.listed}`,
+        `${fmt((point.agentCpu / point.samples) * 1000)} ms (${fmt(point.samples, 3)} samples)`,
+        `${fmt((point.exporterCpu / point.scrapes) * 1000)} ms (${point.scrapes} scrapes)`,
+        ratio(point.agentCpu / point.samples, point.exporterCpu / point.scrapes),
+        `${fmt((point.homeSignalsCpu / point.samples) * 1000)} ms`,
+        point.processes,
+        `${bytes(point.agentRss)} (${bytes(point.agentHwm)})`,
+        bytes(point.exporterRss),
+      ]),
+    ),
+    "",
+  );
+  const verdict = (homes: number, target: number) => {
+    const point = points.find((p) => p.homes === homes);
+    if (point === undefined) return `${homes} homes: not measured`;
+    const ratioNow = point.agentCpu / point.samples / (point.exporterCpu / point.scrapes);
+    return `${homes} homes ≤ ${target}× → ${ratioNow <= target ? "met" : "missed"} (${fmt(ratioNow, 2)}×)`;
+  };
+  const rssOk = points.every((point) => point.agentRss <= 50e6);
+  out.push(
+    `Targets (issue 30): ${verdict(10, 1.0)}; ${verdict(100, 1.5)}; RSS ≤ 50 MB → ${rssOk ? "met" : "missed"} ` +
+      `(largest ${fmt(Math.max(...points.map((p) => p.agentRss)) / 1e6)} MB).`,
+    "",
+  );
+  process.stdout.write(`${out.join("\n")}\n`);
 }
 
 runBenchmark(main, cleanups);

@@ -7,14 +7,13 @@ import {
   AgentMessageSchema,
   AgentService,
   clientChannelOptions,
-  clientConstructor,
-  openBidi,
   PROTOCOL_VERSION,
   retryAfterMs,
   type CollectorMessage,
   type Directive,
   type Report,
 } from "@ws/protocol";
+import { clientConstructor, openBidi } from "@ws/protocol/grpc";
 
 const Client = clientConstructor(AgentService);
 

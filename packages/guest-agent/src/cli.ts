@@ -28,7 +28,6 @@ import {
 import { stuckUserPathReads } from "./fs/user-file.js";
 import { createStoredLeasesSignal } from "./lease/stored-signal.js";
 import type { Signal } from "./signals/types.js";
-import { checkCollector, describeCollectorCheck } from "./agent/collector-probe.js";
 import { describeSources } from "./probe-format.js";
 import { takeSample } from "./sampler.js";
 import { createSignals } from "./signals/index.js";
@@ -289,6 +288,8 @@ async function probeCollectors(config: AgentConfig, io: Io): Promise<boolean> {
     token: config.token,
     protocolVersion: PROTOCOL_VERSION,
   };
+  // The check speaks gRPC: loaded here, so the commands that do not (ws-lease, version) never load grpc-js.
+  const { checkCollector, describeCollectorCheck } = await import("./agent/collector-probe.js");
   let anyOk = false;
   for (const address of addresses) {
     const check = await checkCollector(address, config, hello, COLLECTOR_PROBE_TIMEOUT_MS);

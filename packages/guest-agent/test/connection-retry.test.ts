@@ -4,13 +4,12 @@
 import * as grpc from "@grpc/grpc-js";
 import {
   AgentService,
-  bidiHandler,
   RETRY_AFTER_METADATA_KEY,
   serverChannelOptions,
-  serverDefinition,
   type AgentMessage,
   type CollectorMessage,
 } from "@ws/protocol";
+import { bidiHandler, serverDefinition } from "@ws/protocol/grpc";
 import { afterEach, describe, expect, it } from "vitest";
 import { AgentConnection } from "../src/agent/connection.js";
 import type { AgentConfig } from "../src/config.js";

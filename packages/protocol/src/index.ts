@@ -1,7 +1,8 @@
+// The gRPC adapter (and with it @grpc/grpc-js, 12 MiB) is a subpath of its own, @ws/protocol/grpc:
+// only what speaks gRPC loads it (the agent's `run`, the collector), not `ws-lease` or `probe`.
 export * from "./gen/workstation/v1/agent_pb.js";
 export * from "./gen/workstation/v1/report_pb.js";
 export * from "./gen/workstation/v1/directive_pb.js";
-export * from "./grpc.js";
 export * from "./limits.js";
 export * from "./duration.js";
 export * from "./logfmt.js";

@@ -4,18 +4,14 @@ import { create } from "@bufbuild/protobuf";
 import {
   AgentMessageSchema,
   AgentService,
-  bidiHandler,
   clientChannelOptions,
-  clientConstructor,
   CollectorMessageSchema,
   MAX_MESSAGE_BYTES,
-  methodPath,
-  openBidi,
   serverChannelOptions,
-  serverDefinition,
   type AgentMessage,
   type CollectorMessage,
 } from "../src/index.js";
+import { bidiHandler, clientConstructor, methodPath, openBidi, serverDefinition } from "../src/grpc.js";
 
 let server: grpc.Server;
 let address: string;

@@ -4,19 +4,17 @@ import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import {
   AgentService,
-  bidiHandler,
   CollectorMessageSchema,
   RETRY_AFTER_METADATA_KEY,
   serverChannelOptions,
-  serverDefinition,
   type AgentMessage,
   type CollectorMessage,
   type Directive,
   type Hello,
   type Report,
   errorMessage,
-  wireBytesOf,
 } from "@ws/protocol";
+import { bidiHandler, serverDefinition, type BidiServerStream, wireBytesOf } from "@ws/protocol/grpc";
 import type { CollectorStats } from "../stats.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import { rememberWire } from "../vm/compact-report.js";
@@ -162,7 +160,7 @@ export class AgentServer {
     });
   }
 
-  private handle(stream: import("@ws/protocol").BidiServerStream<AgentMessage, CollectorMessage>): void {
+  private handle(stream: BidiServerStream<AgentMessage, CollectorMessage>): void {
     const { sink, stats, log, nowMs } = this.options;
     let session: AgentSession | undefined;
     let authenticating = false;

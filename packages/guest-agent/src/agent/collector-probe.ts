@@ -8,15 +8,8 @@ import net from "node:net";
 import tls from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import {
-  AgentMessageSchema,
-  AgentService,
-  clientChannelOptions,
-  clientConstructor,
-  errorMessage,
-  openBidi,
-  type HelloSchema,
-} from "@ws/protocol";
+import { AgentMessageSchema, AgentService, clientChannelOptions, errorMessage, type HelloSchema } from "@ws/protocol";
+import { clientConstructor, openBidi } from "@ws/protocol/grpc";
 import type { AgentConfig } from "../config.js";
 
 export type ProbeStep = "dns" | "tcp" | "tls" | "token" | "ok";

@@ -9,8 +9,6 @@ import {
   AgentMessageSchema,
   AgentService,
   clientChannelOptions,
-  clientConstructor,
-  openBidi,
   type CollectorMessage,
   type Directive,
   type HelloSchema,
@@ -21,6 +19,7 @@ import {
   backoffDelayMs,
   type BackoffPolicy,
 } from "@ws/protocol";
+import { clientConstructor, openBidi } from "@ws/protocol/grpc";
 
 /** Reconnects: 1 s doubling to a minute, each delay in [ceiling/2, ceiling]. */
 export const RECONNECT_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 60_000, factor: 2, jitter: 0.5 };

@@ -1,7 +1,7 @@
 // Whether something is there, where missing is the ordinary answer (scanning homes, checking a
 // process): a path that is certainly absent is absent; one that cannot be read counts as present
 // (missing data is not absence).
-import { stat } from "node:fs/promises";
+import { stat } from "node:fs";
 import { under } from "../roots.js";
 
 /** ENOENT or ENOTDIR: the path is not there. */
@@ -10,14 +10,12 @@ export function isMissing(error: unknown): boolean {
   return code === "ENOENT" || code === "ENOTDIR";
 }
 
-/** False only when the path is certainly not there; an unreadable path counts as present. */
-export async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch (error) {
-    return !isMissing(error);
-  }
+/**
+ * False only when the path is certainly not there; an unreadable path counts as present. The
+ * callback form: a gone process's /proc/PID (a stale runtime file's, every sample) costs no exception.
+ */
+export function exists(file: string): Promise<boolean> {
+  return new Promise((resolve) => stat(file, (error) => resolve(error === null || !isMissing(error))));
 }
 
 /** Whether process `pid` runs, read from `procRoot` (the agent's roots.proc). */

@@ -68,6 +68,28 @@ export interface UserPathOptions {
   owners?: "user" | "root";
   /** Abort waiting for a lane (the walk itself, once started, is non-blocking by construction). */
   signal?: AbortSignal;
+  /**
+   * Filled with what the walk saw of each directory it opened below `trusted`, also when it
+   * fails: what a cache (user-path-cache.ts) checks later to know nothing there changed.
+   */
+  stamps?: DirStamp[];
+}
+
+/**
+ * One directory as a walk found it. A directory's entries cannot change without its ctime
+ * changing (creating, removing or renaming an entry sets mtime and ctime), and ctime cannot be
+ * set by its owner (utimes sets ctime to now), so the same device, inode, mtime and ctime mean
+ * the same names naming the same inodes.
+ */
+export interface DirStamp {
+  /** trusted/segments…, the directory's path. */
+  path: string;
+  /** The home itself reached through root's link (see openDirectory): checked with stat, not lstat. */
+  followed: boolean;
+  dev: number;
+  ino: number;
+  mtimeMs: number;
+  ctimeMs: number;
 }
 
 export interface UserFileStat {
@@ -77,6 +99,10 @@ export interface UserFileStat {
   size: number;
   mtimeMs: number;
   atimeMs: number;
+  /** With dev, ino, size and mtime: whether the file is still the one read (user-path-cache.ts). */
+  ctimeMs: number;
+  dev: number;
+  ino: number;
 }
 
 export interface UserDirListing {
@@ -224,7 +250,16 @@ export function isMissingUserPath(error: unknown): boolean {
 }
 
 function statOf(file: string, info: Stats): UserFileStat {
-  return { path: file, uid: info.uid, size: info.size, mtimeMs: info.mtimeMs, atimeMs: info.atimeMs };
+  return {
+    path: file,
+    uid: info.uid,
+    size: info.size,
+    mtimeMs: info.mtimeMs,
+    atimeMs: info.atimeMs,
+    ctimeMs: info.ctimeMs,
+    dev: info.dev,
+    ino: info.ino,
+  };
 }
 
 interface OpenDirectory {
@@ -280,6 +315,13 @@ async function openDirectories(options: UserPathOptions, count: number): Promise
   }
   let uid = 0;
   try {
+    // The trusted directory too: a home that is absent stays absent while its parent is unchanged.
+    if (options.stamps) {
+      const trusted = await handle.stat().catch((error: unknown) => {
+        throw asUserPathError(dir, error);
+      });
+      options.stamps.push(stampOf(dir, true, trusted));
+    }
     for (let index = 0; index < count; index++) {
       const name = options.segments[index]!;
       if (name === "" || name === "." || name === ".." || name.includes("/"))
@@ -288,6 +330,7 @@ async function openDirectories(options: UserPathOptions, count: number): Promise
       const opened = await openDirectory(handle, name, next, index === 0);
       await handle.close().catch(() => undefined);
       handle = opened.handle;
+      options.stamps?.push(stampOf(next, opened.followed, opened.info));
       if (index === 0) uid = options.owners === "root" ? 0 : opened.info.uid;
       checkOwner(next, opened.info.uid, uid, options);
       dir = next;
@@ -304,9 +347,10 @@ async function openDirectory(
   name: string,
   shown: string,
   mayBeRootLink: boolean,
-): Promise<{ handle: FileHandle; info: Stats }> {
+): Promise<{ handle: FileHandle; info: Stats; followed: boolean }> {
   const inParent = path.join(fdPath(parent), name);
   let handle: FileHandle;
+  let followed = false;
   try {
     handle = await open(inParent, DIRECTORY_FLAGS);
   } catch (error) {
@@ -324,16 +368,21 @@ async function openDirectory(
       throw new UserPathError(shown, "symlink", `a symbolic link owned by uid ${link.uid}, not root: not followed`);
     try {
       handle = await open(inParent, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NONBLOCK);
+      followed = true;
     } catch (cause) {
       throw asUserPathError(shown, cause);
     }
   }
   try {
-    return { handle, info: await handle.stat() };
+    return { handle, info: await handle.stat(), followed };
   } catch (error) {
     await handle.close().catch(() => undefined);
     throw asUserPathError(shown, error);
   }
+}
+
+function stampOf(dir: string, followed: boolean, info: Stats): DirStamp {
+  return { path: dir, followed, dev: info.dev, ino: info.ino, mtimeMs: info.mtimeMs, ctimeMs: info.ctimeMs };
 }
 
 function checkOwner(shown: string, owner: number, userUid: number, options: UserPathOptions): void {
@@ -387,7 +436,8 @@ export class Lanes {
 
   constructor(readonly size: number) {}
 
-  async run<T>(shown: string, signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+  /** `shown`: the path for the timed-out error; a function, so the common case builds no string. */
+  async run<T>(shown: string | (() => string), signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
     if (this.busy >= this.size) await this.waitForLane(shown, signal);
     else this.busy++;
     const id = this.nextId++;
@@ -409,13 +459,17 @@ export class Lanes {
     return count;
   }
 
-  private waitForLane(shown: string, signal: AbortSignal | undefined): Promise<void> {
+  private waitForLane(shown: string | (() => string), signal: AbortSignal | undefined): Promise<void> {
     return new Promise((resolve, reject) => {
       const onAbort = (): void => {
         const index = this.waiting.indexOf(grant);
         if (index >= 0) this.waiting.splice(index, 1);
         reject(
-          new UserPathError(shown, "timed-out", "gave up: other reads of user files are stuck (a hanging filesystem?)"),
+          new UserPathError(
+            typeof shown === "string" ? shown : shown(),
+            "timed-out",
+            "gave up: other reads of user files are stuck (a hanging filesystem?)",
+          ),
         );
       };
       const grant = (): void => {
@@ -434,7 +488,16 @@ export const LANES = 2;
 const lanes = new Lanes(LANES);
 
 function inLane<T>(options: UserPathOptions, work: () => Promise<T>): Promise<T> {
-  return lanes.run(path.join(options.trusted, ...options.segments), options.signal, work);
+  return lanes.run(() => path.join(options.trusted, ...options.segments), options.signal, work);
+}
+
+/** Other work on user paths (user-path-cache.ts's checks) in the same lanes as the walks. */
+export function inUserPathLane<T>(
+  shown: string | (() => string),
+  signal: AbortSignal | undefined,
+  work: () => Promise<T>,
+): Promise<T> {
+  return lanes.run(shown, signal, work);
 }
 
 /** Walks running longer than olderThanMs: a filesystem that hangs (shutdown uses it to decide how to exit). */

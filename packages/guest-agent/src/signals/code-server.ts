@@ -6,9 +6,9 @@
 import path from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CodeServerInstanceSchema, CodeServerSignalSchema } from "@ws/protocol";
-import { isMissingUserPath, statUserFile } from "../fs/user-file.js";
+import { UserPathError } from "../fs/user-file.js";
 import type { Users } from "../users.js";
-import { listHomeDirs } from "./jupyter-homes.js";
+import { createHomeScan, type HomeScan } from "./home-scan.js";
 import { absent, errorMessage, failed, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
 
 export type CodeServerSignalValue = MessageInitShape<typeof CodeServerSignalSchema>;
@@ -33,22 +33,24 @@ export function heartbeatInstance(file: string, stat: HeartbeatFileStat, users: 
   };
 }
 
-export function createCodeServerSignal(): Signal<CodeServerSignalValue> {
+/** `homes`: shared with the Jupyter signal (createSignals), so homes are listed once per sample. */
+export function createCodeServerSignal(homes: HomeScan = createHomeScan()): Signal<CodeServerSignalValue> {
   return {
     name: "code_server",
     async collect(ctx: SignalContext): Promise<SignalOutcome<CodeServerSignalValue>> {
-      const { homes, problems } = await listHomeDirs(ctx.roots, ctx.users);
+      const { homes: listing, cache, nowMs } = await homes.sample(ctx);
+      const { problems } = listing;
       const instances: InstanceInit[] = [];
-      for (const home of homes) {
+      for (const home of listing.homes) {
         try {
-          const info = await statUserFile({
-            trusted: home.trusted,
-            segments: [home.name, ...HEARTBEAT_SEGMENTS],
-            signal: ctx.signal,
-          });
-          instances.push(heartbeatInstance(info.path, info, ctx.users, ctx.clock.nowMs()));
+          const found = await cache.statFile(
+            { trusted: home.trusted, segments: [home.name, ...HEARTBEAT_SEGMENTS], signal: ctx.signal },
+            nowMs,
+          );
+          if (found instanceof UserPathError) problems.push(found.message);
+          else if (found !== undefined) instances.push(heartbeatInstance(found.path, found, ctx.users, nowMs));
         } catch (error) {
-          if (!isMissingUserPath(error)) problems.push(errorMessage(error));
+          problems.push(errorMessage(error));
         }
       }
       const message = problems.length > 0 ? problems.join("; ") : undefined;

@@ -4,6 +4,7 @@ import { createCodeServerSignal } from "./code-server.js";
 import { createDesktopSignal } from "./desktop.js";
 import { createDiskSignal } from "./disk.js";
 import { createGpuSignal } from "./gpu.js";
+import { createHomeScan } from "./home-scan.js";
 import { createInhibitorsSignal } from "./inhibitors.js";
 import { createJupyterSignal } from "./jupyter.js";
 import { createRemoteSessionsSignal } from "./remote-sessions.js";
@@ -14,14 +15,16 @@ import { createWatchedServices } from "./watched-services.js";
 
 /** Every signal except leases, which the lease service provides. */
 export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
+  // Jupyter and code-server look into the same homes: listed once per sample, walks shared.
+  const homes = createHomeScan();
   // Jupyter's discovery tells the remote-sessions signal which forwards reach a Jupyter server.
   const services = createWatchedServices();
   return [
-    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs, services }),
+    createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs, homes, services }),
     createSessionsSignal(),
     createRemoteSessionsSignal({ services }),
     createDesktopSignal(),
-    createCodeServerSignal(),
+    createCodeServerSignal(homes),
     createGpuSignal({
       command: config.gpu.command,
       intervalMs: config.gpu.intervalMs,

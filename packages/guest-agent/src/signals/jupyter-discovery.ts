@@ -9,17 +9,18 @@ import { readdir } from "node:fs/promises";
 import path from "node:path";
 import {
   isMissingUserPath,
-  listUserDir,
   MAX_ENTRIES_SCANNED,
   MAX_FILES_PER_DIRECTORY,
   UserPathError,
   type UserFile,
   type UserPathOptions,
 } from "../fs/user-file.js";
+import { UserPathCache } from "../fs/user-path-cache.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import { isMissing, processExists } from "../fs/exists.js";
-import { listHomeDirs } from "./jupyter-homes.js";
+import type { HomeSample } from "./home-scan.js";
+import { byPath, listHomeDirs } from "./jupyter-homes.js";
 import { isRuntimeFileName, parseRuntimeFile, runtimeFilePid, type RuntimeInfo } from "./jupyter-parse.js";
 import { errorMessage } from "./types.js";
 
@@ -51,12 +52,26 @@ export interface RuntimeDir {
 const MAX_RUNTIME_FILE_BYTES = 64 * 1024;
 const HOME_RUNTIME = [".local", "share", "jupyter", "runtime"];
 
+/**
+ * `scan`: the sample's homes and the cache of walks (home-scan.ts); without it the homes are
+ * listed here and every directory is walked.
+ */
 export async function runtimeDirs(
   roots: Roots,
   users: Users,
   signal?: AbortSignal,
+  scan?: HomeSample,
 ): Promise<{ dirs: RuntimeDir[]; problems: string[] }> {
-  const { homes, problems } = await listHomeDirs(roots, users);
+  const {
+    homes: listing,
+    cache,
+    nowMs,
+  } = scan ?? {
+    homes: await listHomeDirs(roots, users),
+    cache: new UserPathCache(),
+    nowMs: 0,
+  };
+  const { homes, problems } = listing;
   const candidates: Array<RuntimeDir["where"]> = homes.map((home) => ({
     trusted: home.trusted,
     segments: [home.name, ...HOME_RUNTIME],
@@ -72,11 +87,19 @@ export async function runtimeDirs(
   const dirs: RuntimeDir[] = [];
   for (const where of candidates) {
     try {
-      const listing = await listUserDir({
-        ...where,
-        read: { names: isRuntimeFileName, maxBytes: MAX_RUNTIME_FILE_BYTES },
-        ...(signal ? { signal } : {}),
-      });
+      const listing = await cache.listDir(
+        {
+          ...where,
+          read: { names: isRuntimeFileName, maxBytes: MAX_RUNTIME_FILE_BYTES },
+          ...(signal ? { signal } : {}),
+        },
+        nowMs,
+      );
+      if (listing === undefined) continue; // no runtime dir: the usual case
+      if (listing instanceof UserPathError) {
+        problems.push(listing.message);
+        continue;
+      }
       // The same directory reached twice (a home linked under two names) is read once.
       if (seen.has(listing.identity)) continue;
       seen.add(listing.identity);
@@ -93,11 +116,16 @@ export async function runtimeDirs(
       if (!isMissingUserPath(error)) problems.push(errorMessage(error));
     }
   }
-  return { dirs: dirs.sort((a, b) => a.path.localeCompare(b.path)), problems };
+  return { dirs: dirs.sort(byPath), problems };
 }
 
-export async function discoverServers(roots: Roots, users: Users, signal?: AbortSignal): Promise<Discovery> {
-  const { dirs, problems } = await runtimeDirs(roots, users, signal);
+export async function discoverServers(
+  roots: Roots,
+  users: Users,
+  signal?: AbortSignal,
+  scan?: HomeSample,
+): Promise<Discovery> {
+  const { dirs, problems } = await runtimeDirs(roots, users, signal, scan);
   const servers: DiscoveredServer[] = [];
   const staleFiles: string[] = [];
   for (const dir of dirs) {

@@ -39,11 +39,34 @@ export function homeDir(absolute: string): HomeDir {
   return { path: resolved, trusted: path.dirname(resolved), name: path.basename(resolved) };
 }
 
+/**
+ * homeDir, remembered: the same homes come back every sample, and resolving their paths again
+ * was a visible part of a sample's cost with a hundred homes. Bounded by what root's home root
+ * and passwd name; emptied if it ever grows past that bound.
+ */
+const knownHomes = new Map<string, HomeDir>();
+const MAX_KNOWN_HOMES = 16_384;
+
+function knownHomeDir(absolute: string): HomeDir {
+  let home = knownHomes.get(absolute);
+  if (home === undefined) {
+    if (knownHomes.size >= MAX_KNOWN_HOMES) knownHomes.clear();
+    home = homeDir(absolute);
+    knownHomes.set(absolute, home);
+  }
+  return home;
+}
+
+/** Paths in code-unit order: a stable order for the Report, cheaper than localeCompare. */
+export function byPath(a: { path: string }, b: { path: string }): number {
+  return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
+}
+
 export async function listHomeDirs(roots: Roots, users: Users): Promise<HomeListing> {
   const homes = new Map<string, HomeDir>();
   const problems: string[] = [];
   const add = (absolute: string): void => {
-    const home = homeDir(absolute);
+    const home = knownHomeDir(absolute);
     homes.set(home.path, home);
   };
   try {
@@ -58,5 +81,5 @@ export async function listHomeDirs(roots: Roots, users: Users): Promise<HomeList
     if (user.home.startsWith("/") && path.resolve(user.home) !== "/") add(path.join(fsRoot, user.home));
   }
   add(path.join(fsRoot, "root"));
-  return { homes: [...homes.values()].sort((a, b) => a.path.localeCompare(b.path)), problems };
+  return { homes: [...homes.values()].sort(byPath), problems };
 }

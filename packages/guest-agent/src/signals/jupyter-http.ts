@@ -2,6 +2,11 @@
  * GET requests to one Jupyter server with Node's own http/https: the token in the
  * Authorization header, self-signed certificates accepted only where the endpoint allows it,
  * a bounded body, and an AbortSignal that ends everything at the deadline.
+ *
+ * Connections are kept alive between samples (JupyterAgents): one keep-alive agent per server,
+ * at most REQUESTS_PER_SERVER sockets each, closed after IDLE_SOCKET_MS unused and dropped with
+ * the server when a sample no longer finds it. A new TCP (and TLS) connection per request per
+ * sample was most of what a Jupyter query cost.
  */
 import http from "node:http";
 import https from "node:https";
@@ -24,7 +29,101 @@ export class HttpStatusError extends Error {
   }
 }
 
-export function jupyterGet(endpoint: JupyterEndpoint, apiPath: string, signal: AbortSignal): Promise<JupyterReply> {
+/** The agent queries each server with this many requests at once (kernels, terminals, status, api). */
+export const REQUESTS_PER_SERVER = 4;
+/**
+ * An idle kept-alive socket is closed after this long: longer than the default 15 s interval so
+ * one sample's sockets serve the next, far shorter than Jupyter's (tornado's) own idle timeout of
+ * an hour, so the agent is normally the side that closes.
+ */
+export const IDLE_SOCKET_MS = 60_000;
+/**
+ * Servers whose connections are kept at most: a user can plant runtime files naming any number
+ * of servers (64 per directory are read), and each kept agent holds up to 4 sockets. Servers past
+ * this get one connection per request, as before keep-alive.
+ */
+export const MAX_KEPT_SERVERS = 32;
+
+/** One keep-alive agent per server the last sample queried. */
+export class JupyterAgents {
+  private agents = new Map<string, http.Agent>();
+  private used = new Set<string>();
+
+  /** The agent for this endpoint, made on first use; undefined past MAX_KEPT_SERVERS (no keep-alive). */
+  for(endpoint: JupyterEndpoint): http.Agent | undefined {
+    const key = agentKey(endpoint);
+    this.used.add(key);
+    let agent = this.agents.get(key);
+    if (agent === undefined) {
+      if (this.agents.size >= MAX_KEPT_SERVERS) return undefined;
+      const options: https.AgentOptions = {
+        keepAlive: true,
+        maxSockets: REQUESTS_PER_SERVER,
+        maxFreeSockets: REQUESTS_PER_SERVER,
+        timeout: IDLE_SOCKET_MS,
+        scheduling: "lifo",
+      };
+      agent = endpoint.protocol === "https:" ? new https.Agent(options) : new http.Agent(options);
+      this.agents.set(key, agent);
+    }
+    return agent;
+  }
+
+  /** Closes the agents of servers not queried since the last call (a server that went away). */
+  sweep(): void {
+    for (const [key, agent] of this.agents) {
+      if (this.used.has(key)) continue;
+      agent.destroy();
+      this.agents.delete(key);
+    }
+    this.used = new Set();
+  }
+
+  /** Servers with an agent now. */
+  get size(): number {
+    return this.agents.size;
+  }
+
+  close(): void {
+    for (const agent of this.agents.values()) agent.destroy();
+    this.agents.clear();
+  }
+}
+
+/** A server is one agent per way of reaching it: its URL, its socket, whether its certificate is checked. */
+function agentKey(endpoint: JupyterEndpoint): string {
+  return JSON.stringify([endpoint.url, endpoint.socketPath ?? "", endpoint.protocol, endpoint.acceptSelfSigned]);
+}
+
+/**
+ * GET with one retry: a kept-alive socket the server closed while it sat idle (a restarted
+ * server, an idle timeout shorter than ours) fails the request at once with ECONNRESET or EPIPE,
+ * which says nothing about the server; the retry goes out on a new connection.
+ */
+export async function jupyterGet(
+  endpoint: JupyterEndpoint,
+  apiPath: string,
+  signal: AbortSignal,
+  agent?: http.Agent,
+): Promise<JupyterReply> {
+  try {
+    return await getOnce(endpoint, apiPath, signal, agent);
+  } catch (error) {
+    if (!(error instanceof StaleSocketError)) throw error;
+    if (signal.aborted) throw error.cause;
+    return getOnce(endpoint, apiPath, signal, agent);
+  }
+}
+
+/** A request failed on a socket reused from an earlier one, before any answer. */
+class StaleSocketError extends Error {}
+
+function getOnce(
+  endpoint: JupyterEndpoint,
+  apiPath: string,
+  signal: AbortSignal,
+  agent: http.Agent | undefined,
+): Promise<JupyterReply> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) {
       reject(abortError(signal));
@@ -37,8 +136,8 @@ export function jupyterGet(endpoint: JupyterEndpoint, apiPath: string, signal: A
       method: "GET",
       path: `${endpoint.basePath}${apiPath}`,
       headers,
-      // One request, one socket: no keep-alive socket outlives the sample.
-      agent: false,
+      // Without a keep-alive agent: one request, one socket, closed with the answer.
+      agent: agent ?? false,
     };
     if (endpoint.socketPath !== undefined) {
       options.socketPath = endpoint.socketPath;
@@ -77,14 +176,28 @@ export function jupyterGet(endpoint: JupyterEndpoint, apiPath: string, signal: A
     });
     const onAbort = () => request.destroy(abortError(signal));
     signal.addEventListener("abort", onAbort, { once: true });
-    request.on("error", (error) => finish(error));
+    let answered = false;
+    request.on("response", () => {
+      answered = true;
+    });
+    request.on("error", (error) => {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (request.reusedSocket && !answered && (code === "ECONNRESET" || code === "EPIPE"))
+        finish(new StaleSocketError(error.message, { cause: error }));
+      else finish(error);
+    });
     request.end();
   });
 }
 
 /** GET that insists on 2xx; the body is returned for a parser. */
-export async function jupyterGetOk(endpoint: JupyterEndpoint, apiPath: string, signal: AbortSignal): Promise<string> {
-  const reply = await jupyterGet(endpoint, apiPath, signal);
+export async function jupyterGetOk(
+  endpoint: JupyterEndpoint,
+  apiPath: string,
+  signal: AbortSignal,
+  agent?: http.Agent,
+): Promise<string> {
+  const reply = await jupyterGet(endpoint, apiPath, signal, agent);
   if (reply.status < 200 || reply.status >= 300) throw new HttpStatusError(reply.status, apiPath);
   return reply.body;
 }

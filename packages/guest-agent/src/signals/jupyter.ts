@@ -3,11 +3,13 @@
  * each queried for its kernels, terminals and status. A busy kernel is a veto; the youngest
  * kernel/terminal last_activity is activity. What decides is the collector: this reports.
  */
+import type { Agent } from "node:http";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { JupyterServerSchema, JupyterSignalSchema } from "@ws/protocol";
 import type { Users } from "../users.js";
 import { discoverServers, type DiscoveredServer } from "./jupyter-discovery.js";
-import { deadline, HttpStatusError, jupyterGet, jupyterGetOk } from "./jupyter-http.js";
+import { createHomeScan, type HomeScan } from "./home-scan.js";
+import { deadline, HttpStatusError, JupyterAgents, jupyterGet, jupyterGetOk } from "./jupyter-http.js";
 import {
   endpointFromRuntime,
   parseApiInfo,
@@ -39,6 +41,8 @@ export interface JupyterSignalOptions {
   urls: string[];
   /** The most one server may cost per sample; a hung one is reported unreachable after it. */
   timeoutMs: number;
+  /** Shared with the code-server signal (createSignals), so homes are listed once per sample. */
+  homes?: HomeScan;
   /** Where the servers found are published for the remote-sessions signal (forwards to them). */
   services?: WatchedServices;
 }
@@ -63,12 +67,14 @@ export function createJupyterSignal(options: JupyterSignalOptions): Signal<Jupyt
       configErrors.push(errorMessage(error));
     }
   }
+  const homes = options.homes ?? createHomeScan();
+  const agents = new JupyterAgents();
   return {
     name: "jupyter",
     async collect(ctx: SignalContext): Promise<SignalOutcome<JupyterSignalValue>> {
       let discovered: Awaited<ReturnType<typeof discoverServers>>;
       try {
-        discovered = await discoverServers(ctx.roots, ctx.users, ctx.signal);
+        discovered = await discoverServers(ctx.roots, ctx.users, ctx.signal, await homes.sample(ctx));
       } catch (error) {
         return failed(`discovery: ${errorMessage(error)}`);
       }
@@ -99,10 +105,15 @@ export function createJupyterSignal(options: JupyterSignalOptions): Signal<Jupyt
       const message = notes.length > 0 ? notes.join("; ") : undefined;
 
       if (targets.length === 0) {
+        agents.sweep();
         if (problems.length > 0) return failed(`no Jupyter server could be discovered: ${problems.join("; ")}`);
         return absent(message ?? "no Jupyter server running");
       }
-      const servers = await Promise.all(targets.map((target) => queryServer(target, options.timeoutMs, ctx)));
+      const servers = await Promise.all(
+        targets.map((target) => queryServer(target, options.timeoutMs, ctx, agents.for(target.endpoint))),
+      );
+      // Servers no longer found lose their kept-alive connections.
+      agents.sweep();
       servers.sort((a, b) => (a.url ?? "").localeCompare(b.url ?? ""));
       return ok({ servers }, message);
     },
@@ -124,7 +135,12 @@ function targetFromRuntime(server: DiscoveredServer, users: Users): ServerTarget
  * All requests to one server run at once under one deadline, so a hung server costs at most
  * timeoutMs. The server is reachable when its kernels could be read: they carry the veto.
  */
-async function queryServer(target: ServerTarget, timeoutMs: number, ctx: SignalContext): Promise<ServerInit> {
+async function queryServer(
+  target: ServerTarget,
+  timeoutMs: number,
+  ctx: SignalContext,
+  agent: Agent | undefined,
+): Promise<ServerInit> {
   const { endpoint } = target;
   const server: ServerInit = {
     url: endpoint.url,
@@ -141,10 +157,10 @@ async function queryServer(target: ServerTarget, timeoutMs: number, ctx: SignalC
   const limit = deadline(ctx.signal, timeoutMs);
   try {
     const [kernels, terminals, status, api] = await Promise.allSettled([
-      jupyterGetOk(endpoint, `api/kernels${UNTRACKED}`, limit.signal),
-      jupyterGetOk(endpoint, `api/terminals${UNTRACKED}`, limit.signal),
-      jupyterGetOk(endpoint, "api/status", limit.signal),
-      target.version === "" ? jupyterGet(endpoint, `api${UNTRACKED}`, limit.signal) : Promise.resolve(undefined),
+      jupyterGetOk(endpoint, `api/kernels${UNTRACKED}`, limit.signal, agent),
+      jupyterGetOk(endpoint, `api/terminals${UNTRACKED}`, limit.signal, agent),
+      jupyterGetOk(endpoint, "api/status", limit.signal, agent),
+      target.version === "" ? jupyterGet(endpoint, `api${UNTRACKED}`, limit.signal, agent) : Promise.resolve(undefined),
     ]);
     // Times are turned into ages once every answer is in: the answers are all from that moment or before.
     const nowMs = ctx.clock.nowMs();

@@ -11,7 +11,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/clock.js";
 import type { Roots } from "../../src/roots.js";
-import { createJupyterSignal, type JupyterSignalValue } from "../../src/signals/jupyter.js";
+import { JupyterAgents, jupyterGet, MAX_KEPT_SERVERS } from "../../src/signals/jupyter-http.js";
+import { createJupyterSignal, parseConfiguredUrl, type JupyterSignalValue } from "../../src/signals/jupyter.js";
 import type { SignalContext, SignalOutcome } from "../../src/signals/types.js";
 import { loadUsers } from "../../src/users.js";
 import {
@@ -298,6 +299,38 @@ describe("jupyter signal on real Jupyter Servers", () => {
     ]);
     // The server itself is fine: the same request with the right token answers.
     expect((await jupyterRequest(plain, "GET", "api/kernels")).status).toBe(200);
+  });
+
+  it("keeps one connection per server alive between samples, and closes it once a sample no longer finds the server", async () => {
+    const agents = new JupyterAgents();
+    const endpoint = parseConfiguredUrl(`${plain.url}?token=${plain.token}`);
+    const agent = agents.for(endpoint);
+    if (agent === undefined) throw new Error("no keep-alive agent for the first server");
+    const sockets = new Set<unknown>();
+    agent.on("free", (socket: unknown) => sockets.add(socket));
+    for (let sample = 0; sample < 3; sample++) {
+      expect(agents.for(endpoint)).toBe(agent);
+      const reply = await jupyterGet(endpoint, "api/status", new AbortController().signal, agent);
+      expect(reply.status).toBe(200);
+      agents.sweep();
+      expect(agents.size).toBe(1);
+    }
+    // Three samples, one TCP connection.
+    expect(sockets.size).toBe(1);
+    agents.sweep(); // a sample that did not find the server
+    expect(agents.size).toBe(0);
+    expect(agents.for(endpoint)).not.toBe(agent);
+    agents.close();
+  });
+
+  it("keeps connections to at most MAX_KEPT_SERVERS servers; the rest get one connection per request", () => {
+    const agents = new JupyterAgents();
+    const kept = Array.from({ length: MAX_KEPT_SERVERS + 3 }, (_, index) =>
+      agents.for(parseConfiguredUrl(`http://127.0.0.1:${20000 + index}/`)),
+    );
+    expect(kept.filter((agent) => agent !== undefined)).toHaveLength(MAX_KEPT_SERVERS);
+    expect(kept.slice(MAX_KEPT_SERVERS)).toEqual([undefined, undefined, undefined]);
+    agents.close();
   });
 });
 
