@@ -18,6 +18,8 @@ export const NEEDS_ROOT_OR_REAL_PARTS = [
   "packages/collector/test/metrics.test.ts",
   "packages/collector/test/whatif.test.ts",
   "packages/guest-agent/test/fs/user-file.test.ts",
+  "packages/guest-agent/test/fs/user-path-cache.test.ts", // chowns homes to a test user: root
+  "packages/guest-agent/test/signals/home-scan.test.ts", // homes owned by real accounts: root
   "packages/guest-agent/test/grow/grow-loop.test.ts",
   "packages/guest-agent/test/lease/cli.test.ts",
   "packages/guest-agent/test/lease/durable.test.ts",
