@@ -9,6 +9,8 @@ import { parse, parseAllDocuments } from "yaml";
 import { createMetrics, metricNames } from "../packages/collector/src/metrics.js";
 import { registerNotificationMetrics } from "../packages/collector/src/notify/metrics.js";
 import { registerHostSourceMetrics } from "../packages/collector/src/hostside/metrics.js";
+import { registerStartMetrics } from "../packages/collector/src/start/metrics.js";
+import { StartTracker } from "../packages/collector/src/start/tracker.js";
 import { WebhookSender } from "../packages/collector/src/notify/sender.js";
 import { CollectorStats } from "../packages/collector/src/stats.js";
 import { repoRoot } from "./support/process.js";
@@ -89,6 +91,7 @@ describe("the docs' claims", () => {
       new WebhookSender({ log: () => {}, timeoutMs: 1000, retries: 0, queueSize: 1 }),
     );
     registerHostSourceMetrics(registry, { endpoint: "http://prometheus:9090", rounds: 0, failures: 0 });
+    registerStartMetrics(registry, new StartTracker());
     const exported = new Set(metricNames(registry));
     const named = claims(/\b(workstation_[a-z_]+[a-z])\b/g).map(({ file, claim }) => ({
       file,
