@@ -197,26 +197,7 @@ export function kubevirtController(store: ObjectStore, options: KubevirtControll
     const podName = `virt-launcher-${name}-${(vmi.metadata.uid ?? "").replace(/-/g, "").slice(0, 5)}`;
     if (phase === "Pending") {
       store.create(POD, {
-        metadata: {
-          name: podName,
-          namespace,
-          labels: {
-            "kubevirt.io": "virt-launcher",
-            "kubevirt.io/created-by": vmi.metadata.uid ?? "",
-            "vm.kubevirt.io/name": name,
-            "kubevirt.io/domain": name,
-          },
-          ownerReferences: [
-            {
-              apiVersion: "kubevirt.io/v1",
-              kind: "VirtualMachineInstance",
-              name,
-              uid: vmi.metadata.uid,
-              controller: true,
-            },
-          ],
-        },
-        spec: { containers: [{ name: "compute", image: "quay.io/kubevirt/virt-launcher" }] },
+        ...launcherPod(podName, namespace, name, vmi),
         status: { phase: "Pending" },
       });
       setVmiStatus(namespace, name, (status) => withPhase(status, "Scheduling"));
@@ -585,28 +566,29 @@ export class WorkstationSeeder {
     });
     const ips = [podIp, ...(options.extraPodIps ?? [])];
     const pod = this.store.create(POD, {
-      metadata: {
-        name: `virt-launcher-${name}-${randomUUID().replace(/-/g, "").slice(0, 5)}`,
-        namespace,
-        labels: {
-          "kubevirt.io": "virt-launcher",
-          "kubevirt.io/created-by": vmi.metadata.uid ?? "",
-          "vm.kubevirt.io/name": name,
-          "kubevirt.io/domain": name,
-        },
-        ownerReferences: [
-          {
-            apiVersion: "kubevirt.io/v1",
-            kind: "VirtualMachineInstance",
-            name,
-            uid: vmi.metadata.uid,
-            controller: true,
-          },
-        ],
-      },
-      spec: { containers: [{ name: "compute", image: "quay.io/kubevirt/virt-launcher" }] },
+      ...launcherPod(`virt-launcher-${name}-${randomUUID().replace(/-/g, "").slice(0, 5)}`, namespace, name, vmi),
       status: { phase: "Running", podIP: podIp, podIPs: ips.map((ip) => ({ ip })) },
     });
     return { vmi, pod };
   }
+}
+
+/** A virt-launcher pod's metadata and spec as KubeVirt makes them: owned by the VMI, labelled with its VM. */
+function launcherPod(podName: string, namespace: string, name: string, vmi: { metadata: { uid?: string } }) {
+  return {
+    metadata: {
+      name: podName,
+      namespace,
+      labels: {
+        "kubevirt.io": "virt-launcher",
+        "kubevirt.io/created-by": vmi.metadata.uid ?? "",
+        "vm.kubevirt.io/name": name,
+        "kubevirt.io/domain": name,
+      },
+      ownerReferences: [
+        { apiVersion: "kubevirt.io/v1", kind: "VirtualMachineInstance", name, uid: vmi.metadata.uid, controller: true },
+      ],
+    },
+    spec: { containers: [{ name: "compute", image: "quay.io/kubevirt/virt-launcher" }] },
+  };
 }
