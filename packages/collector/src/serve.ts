@@ -310,6 +310,7 @@ async function run(
     history: outreach.history,
     keepLinks,
     ...(startLinks ? { startLinks } : {}),
+    ...(mode.startPlatform ? { startPlatform: mode.startPlatform } : {}),
     leaderUrl: config.start.leaderUrl,
     replica: config.kubernetes.identity,
     startUrl,

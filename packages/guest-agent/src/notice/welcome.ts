@@ -132,7 +132,10 @@ export class WelcomeDelivery {
   async offer(welcome: WelcomeBack): Promise<void> {
     const id = safeText(welcome.id, 100);
     if (!id || this.closed || this.pending?.id === id) return;
-    if ((await this.loadShown()).includes(id)) return;
+    if ((await this.loadShown()).includes(id)) {
+      this.options.log(`welcome ${id}: already shown (once per stop)`);
+      return;
+    }
     const facts = welcomeFacts(welcome);
     this.pending = { id, text: welcomeText(facts, this.options.timeZone) };
     try {
