@@ -10,7 +10,7 @@
  * again, nor does a second login. Then `ws-collector whatif --disputes` lists the dispute.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -48,7 +48,7 @@ function ws(args: string[]): string {
 
 /** A command that records it ran (the file named by its last argument), as virsh would start or stop the VM. */
 function recordingCommand(file: string): string[] {
-  return [process.execPath, "-e", "require('fs').writeFileSync(process.argv[1], String(Date.now()))", file];
+  return [process.execPath, "-e", "require('fs').appendFileSync(process.argv[1], Date.now() + '\\n')", file];
 }
 
 /** The agent's machine: the frozen one, with this boot's id, and for the new boot the real ptys and utmp. */
@@ -67,9 +67,14 @@ function agentFor(name: string, bootId: string, realTerminals: boolean): Proc {
       // Only the test user is a person on this machine: the agent writes to no one else's terminal.
       const passwd = spawnSync("getent", ["passwd", "root", USER], { encoding: "utf8" }).stdout;
       writeFileSync(path.join(machine, "etc/passwd"), passwd);
-      rmSync(path.join(machine, "dev"), { recursive: true, force: true });
-      symlinkSync("/dev", path.join(machine, "dev"));
-      symlinkSync("/run/utmp", path.join(machine, "run/utmp"));
+      // The host's /dev and utmp, linked (a second start in the same root finds the links there).
+      const dev = path.join(machine, "dev");
+      if (lstatSync(dev).isSymbolicLink()) unlinkSync(dev);
+      else rmSync(dev, { recursive: true, force: true });
+      symlinkSync("/dev", dev);
+      const utmp = path.join(machine, "run/utmp");
+      if (existsSync(utmp) || lstatSync(utmp, { throwIfNoEntry: false })) unlinkSync(utmp);
+      symlinkSync("/run/utmp", utmp);
     },
   });
   agents.push(agent.proc);
@@ -128,7 +133,7 @@ async function postForm(url: string, form: string): Promise<{ status: number; bo
   return { status: res.status, body: await res.text() };
 }
 
-describe("coming back in standalone mode (issue 24)", () => {
+describe("coming back in standalone mode (issue 24)", { timeout: 8 * 60_000 }, () => {
   it("stop command → start link → start command once → the first SSH login shows the welcome back, once", async () => {
     const before = agentFor("boot-1", "11111111-1111-4111-8111-111111111111", false);
     await before.waitFor(/connected to collector/, 60_000);
@@ -166,7 +171,8 @@ describe("coming back in standalone mode (issue 24)", () => {
     const [first, second] = await Promise.all([postForm(base, `t=${token}`), postForm(base, `t=${token}`)]);
     expect([first.status, second.status]).toEqual([303, 303]);
     await eventually(() => existsSync(path.join(dir, `${VM}.started`)), 30_000, "the start command");
-    expect(collector.output().match(/start requested by the start link sent to wstest24w via link/g)).toHaveLength(1);
+    expect(readFileSync(path.join(dir, `${VM}.started`), "utf8").trim().split("\n")).toHaveLength(1);
+    expect(collector.output()).toMatch(/event Started: start requested by the start link sent to wstest24w via link/);
     const starting = (await getText(startUrl)).body;
     expect(starting).toContain('data-status="starting"');
     expect(starting).toContain("Start command run");
