@@ -10,7 +10,17 @@
  * again, nor does a second login. Then `ws-collector whatif --disputes` lists the dispute.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -171,7 +181,11 @@ describe("coming back in standalone mode (issue 24)", { timeout: 8 * 60_000 }, (
     const [first, second] = await Promise.all([postForm(base, `t=${token}`), postForm(base, `t=${token}`)]);
     expect([first.status, second.status]).toEqual([303, 303]);
     await eventually(() => existsSync(path.join(dir, `${VM}.started`)), 30_000, "the start command");
-    expect(readFileSync(path.join(dir, `${VM}.started`), "utf8").trim().split("\n")).toHaveLength(1);
+    expect(
+      readFileSync(path.join(dir, `${VM}.started`), "utf8")
+        .trim()
+        .split("\n"),
+    ).toHaveLength(1);
     expect(collector.output()).toMatch(/event Started: start requested by the start link sent to wstest24w via link/);
     const starting = (await getText(startUrl)).body;
     expect(starting).toContain('data-status="starting"');
