@@ -23,7 +23,7 @@ export interface StandaloneStartOptions {
   /** When the VM's agent stream opened, if one is open. */
   connectedAtMs: (vm: VmKey) => number | undefined;
   nowMs: () => number;
-  /** Runs the command (tests inject one); default: execFile, never a shell. */
+  /** Runs the command, its placeholders replaced (tests inject one); default: execFile, never a shell. */
   run?: (argv: readonly string[], vm: VmKey) => Promise<{ ok: boolean; message: string }>;
 }
 
@@ -120,7 +120,8 @@ export class StandaloneStarts implements StartPlatform {
     if (facts?.instance) return { ok: true, already: true, message: "already running (its agent is connected)" };
     const run: StartRun = { requestedAtMs: this.options.nowMs() };
     this.remember(this.starts, vmId(vm), run);
-    const result = await (this.options.run ?? ((argv, key) => runStopCommand(argv, key)))(template, vm);
+    const argv = expandStopCommand(template, vm);
+    const result = await (this.options.run ?? ((command, key) => runStopCommand(command, key)))(argv, vm);
     run.doneAtMs = this.options.nowMs();
     run.ok = result.ok;
     return result.ok
