@@ -2,11 +2,14 @@
  * A real VM, end to end: the project's .deb installed in a Debian bookworm guest booted under
  * QEMU, configured by cloud-init from a NoCloud seed, reporting to the shipped collector
  * (standalone) on the host, and driven the way users and the platform drive it: SSH logins on a
- * real terminal, ws-lease, systemd-inhibit, an idle stop through QMP's system_powerdown, disk
- * growth (QMP block_resize while running; qemu-img resize while off), a seal and a clone.
+ * real terminal, ws-lease, systemd-inhibit, an idle stop through QMP's system_powerdown, the way
+ * back through the start link (its POST runs the collector's start command) with the welcome
+ * back at the next login, disk growth (QMP block_resize while running; qemu-img resize while
+ * off), a seal and a clone.
  *
  * The scenarios run in order on three boots: vm1 (1–4, ends with the idle stop), vm1 again
- * (5 and the seal of 6, on a disk grown while it was off), and the clone (6).
+ * (started through the start path in 5, then 5b and the seal of 6, on a disk grown while it was
+ * off), and the clone (6).
  * `npm run test:vm` runs this file (scripts/test-vm.mjs); test/vm/README.md says what it proves.
  */
 import { debFile } from "../packaging/lib/artifacts.js";
