@@ -175,7 +175,7 @@ export interface EvidenceMemory {
   leases: TrackedLease[];
 }
 
-/** The one clock type: an idle clock's parts, as a record keeps them (activity.ts moves them). */
+/** The one clock type, held as a value (activity.ts moves it, and answers what it says). */
 export interface IdleClock {
   lastStrongAtMs?: number;
   lastWeakAtMs?: number;
@@ -189,11 +189,13 @@ export interface IdleClock {
 
 /**
  * Everything the engine knows about one VM. decide() returns a new one; the old one is never
- * changed. The record is its idle clock (the decision's, flat, as persisted and shown); `attended`
- * is the other clock, the same without background work.
+ * changed. `clock` is the idle clock the decision uses; `attended` is the same clock without
+ * background work (absent: the same as `clock`).
  */
-export interface VmRecord extends IdleClock {
+export interface VmRecord {
   state: EngineState;
+  /** The idle clock: its origin is what the idle timeout counts from. */
+  clock: IdleClock;
   sinceMs: number;
   /** When the engine first saw this VM (or was restored). */
   firstSeenMs: number;

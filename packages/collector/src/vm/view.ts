@@ -56,7 +56,7 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
     agentVersion: facts.agentVersion,
     peer: facts.peer,
     ...(record?.lastReportAtMs !== undefined ? { lastReportAtMs: record.lastReportAtMs } : {}),
-    ...(record?.lastActivityAtMs !== undefined ? { lastActivityAtMs: record.lastActivityAtMs } : {}),
+    ...(record?.clock.lastActivityAtMs !== undefined ? { lastActivityAtMs: record.clock.lastActivityAtMs } : {}),
     ...(idleSeconds !== undefined ? { idleSeconds } : {}),
     idleTimeoutSeconds: loop.policy.idleTimeoutSeconds,
     ...(explanation?.stopAtMs !== undefined ? { stopDeadlineMs: explanation.stopAtMs } : {}),
