@@ -8,7 +8,7 @@
 // evidence (strength.ts says which readings are which).
 
 import { formatDuration } from "@ws/protocol";
-import { isBackgroundSignal, isHumanSignal, isOutputSignal } from "./strength.js";
+import { isBackgroundSignal, isHumanSignal, isOutputSignal } from "./signals.js";
 import type { EngineState, IdleClock, Policy, SignalReading, VmRecord } from "./types.js";
 
 export type CountedReading = SignalReading & { counted: boolean; note?: string };

@@ -31,7 +31,7 @@ import { advanceHostClock, explainHost, hostActivityAfter, hostSchedule, judgeWi
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
 import type { EventReason } from "./events.js";
 import { describeErrors, describeFallback } from "./policy.js";
-import { isBackgroundVeto } from "./strength.js";
+import { isBackgroundVeto } from "./signals.js";
 import type {
   Action,
   Decision,

@@ -5,6 +5,7 @@
 
 import type { Report } from "@ws/protocol";
 import type { EventReason } from "./events.js";
+import type { OTHER_VETOES, SignalName, SignalVeto } from "./signals.js";
 
 // --- policy -------------------------------------------------------------------
 
@@ -324,23 +325,8 @@ export interface HostExplanation {
 
 // --- evidence and explanations -----------------------------------------------------
 
-export type SignalName =
-  | "tty-input"
-  | "tty-output"
-  | "desktop-input"
-  | "remote-session"
-  | "remote-connected"
-  | "jupyter-busy"
-  | "jupyter-kernel"
-  | "jupyter-terminal"
-  | "jupyter-server"
-  | "jupyter-connected"
-  | "code-server"
-  | "gpu"
-  | "cpu"
-  | "user-cpu"
-  | "network"
-  | "disk";
+/** The signals are the keys of engine/signals.ts's descriptors. */
+export type { SignalName } from "./signals.js";
 
 export type Strength = "strong" | "weak";
 
@@ -352,16 +338,8 @@ export interface SignalReading {
   detail: string;
 }
 
-export type VetoKind =
-  | "jupyter-busy"
-  | "gpu"
-  | "cpu"
-  | "user-cpu"
-  | "network"
-  | "disk"
-  | "lease"
-  | "inhibitor"
-  | "blind-source";
+/** A signal whose descriptor says it vetoes, or one of the vetoes that are not a signal's. */
+export type VetoKind = SignalVeto | (typeof OTHER_VETOES)[number];
 
 /** Something that forbids a stop now, whatever the idle clock says. */
 export interface Veto {

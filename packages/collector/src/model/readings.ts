@@ -6,20 +6,7 @@
 // replay history under other thresholds.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { type RemoteSessionSchema, ReportSchema, SourceState, type Report } from "@ws/protocol";
-
-/** Activity that the agent reports as an age; exported as a time on the collector's clock. */
-export const ACTIVITY_SIGNALS = [
-  "tty-input",
-  "tty-output",
-  "desktop-input",
-  "remote-session",
-  "remote-connected",
-  "jupyter-kernel",
-  "jupyter-terminal",
-  "jupyter-server",
-  "code-server",
-] as const;
-export type ActivitySignal = (typeof ACTIVITY_SIGNALS)[number];
+import type { ActivitySignal } from "../engine/signals.js";
 
 export interface ReportReadings {
   /** Whole-machine CPU busy share, 0..1. */

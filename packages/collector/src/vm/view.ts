@@ -4,7 +4,7 @@ import type { VmKey } from "../model/vm-key.js";
 import type { VmPlatformDetails, VmView } from "../model/vm-view.js";
 import { idleSecondsAt } from "../engine/activity.js";
 import { describeHostReading } from "../engine/host.js";
-import { familyOf, SIGNAL_FAMILIES } from "../engine/strength.js";
+import { familyOf, SIGNAL_FAMILIES } from "../engine/signals.js";
 import { disagreements } from "../hostside/disagree.js";
 import { reportSummary } from "./compact-report.js";
 import type { VmLoopState } from "./step.js";
