@@ -400,11 +400,17 @@ function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean, idle = idl
 
 /**
  * The one way a pending stop (a notice, or a stop already asked for) is called off: the agent is
- * told (notice cleared, or the executor's stop cancelled), the VM is Active again and an Event
- * says why. `freshClockFromMs`: the idle clock starts afresh from there.
+ * told (notice cleared, or the executor's stop cancelled), the VM is Active again (or AgentLost
+ * again, `backToAgentLost`: no agent to come back to) and an Event says why.
+ * `freshClockFromMs`: the idle clock starts afresh from there.
  */
-function cancelPendingStop(d: Draft, why: string, reason?: string, freshClockFromMs?: number): Outcome {
+function cancelPendingStop(
+  d: Draft,
+  why: string,
+  how: { reason?: string; freshClockFromMs?: number; backToAgentLost?: boolean } = {},
+): Outcome {
   const { rec } = d;
+  const { reason, freshClockFromMs } = how;
   const wasStop = rec.state === "Stopping";
   if (wasStop) {
     d.actions.push({ kind: "cancel-stop", reason: why });
@@ -412,13 +418,18 @@ function cancelPendingStop(d: Draft, why: string, reason?: string, freshClockFro
   } else {
     clearNotice(d, why);
   }
+  const said = reason ?? `${wasStop ? "stop" : "pending stop"} cancelled: ${why}`;
+  if (how.backToAgentLost) {
+    transition(d, "AgentLost");
+    event(d, "Normal", "IdleStopCancelled", said);
+    return { reason: said, handOver: true };
+  }
   if (freshClockFromMs === undefined) transition(d, "Active");
   else {
     enterActive(d, freshClockFromMs);
     // The fresh clock moved the last human evidence: unattended-max counts from there now.
     d.seen = { ...observe(d), ...vetoesInForce(d) };
   }
-  const said = reason ?? `${wasStop ? "stop" : "pending stop"} cancelled: ${why}`;
   event(d, "Normal", "IdleStopCancelled", said);
   return activeTiming(d, said);
 }
@@ -535,7 +546,9 @@ function decidePending(d: Draft): Outcome {
     return activeTiming(d, "pending stop without a notice: back to Active");
   }
   if (!policy.autostopEnabled)
-    return cancelPendingStop(d, "autostop was disabled", "autostop was disabled: the pending stop is cancelled");
+    return cancelPendingStop(d, "autostop was disabled", {
+      reason: "autostop was disabled: the pending stop is cancelled",
+    });
   if (activitySince(rec, notice.idleSinceMs))
     return cancelPendingStop(d, `activity: ${rec.clock.lastActivityDetail ?? "seen"}`);
   if (!idleTimeoutReached(d))
@@ -544,7 +557,7 @@ function decidePending(d: Draft): Outcome {
       `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`,
     );
   const held = heldBy(d);
-  if (held !== undefined) return cancelPendingStop(d, held, `pending stop cancelled, held: ${held}`);
+  if (held !== undefined) return cancelPendingStop(d, held, { reason: `pending stop cancelled, held: ${held}` });
   if (notice.mode === "observe" && policy.mode === "enforce") {
     // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
     clearNotice(d, "the policy changed from observe to enforce; a new notice follows");
@@ -618,23 +631,18 @@ function decideStopping(d: Draft): Outcome {
   const stop = rec.stop;
   if (!stop) return stoppingTiming(d, "Stopping");
   const hostActivity = stop.trigger === "agent-lost" ? hostActivityAfter(rec.host, stop.decidedAtMs) : undefined;
-  if (hostActivity && !isNewReport) {
+  if (hostActivity && !isNewReport)
     // No agent to come back to Active for: the VM stays AgentLost, judged on the host again.
-    d.actions.push({ kind: "cancel-stop", reason: hostActivity });
-    rec.stop = undefined;
-    transition(d, "AgentLost");
-    const reason = `stop cancelled: activity after the stop was decided: ${hostActivity}`;
-    event(d, "Normal", "IdleStopCancelled", reason);
-    return { reason, handOver: true };
-  }
+    return cancelPendingStop(d, hostActivity, {
+      reason: `stop cancelled: activity after the stop was decided: ${hostActivity}`,
+      backToAgentLost: true,
+    });
   if (stop.trigger === "agent-lost" && isNewReport) {
     const why = "the agent reports again";
-    return cancelPendingStop(
-      d,
-      why,
-      `stop cancelled: ${why}; the idle clock starts afresh`,
-      rec.lastReportAtMs ?? nowMs,
-    );
+    return cancelPendingStop(d, why, {
+      reason: `stop cancelled: ${why}; the idle clock starts afresh`,
+      freshClockFromMs: rec.lastReportAtMs ?? nowMs,
+    });
   }
   if (activitySince(rec, stop.idleSinceMs))
     return cancelPendingStop(d, `activity after the stop was decided: ${rec.clock.lastActivityDetail ?? "seen"}`);
