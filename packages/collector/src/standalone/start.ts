@@ -125,11 +125,7 @@ export class StandaloneStarts implements StartPlatform {
     run.doneAtMs = this.options.nowMs();
     run.ok = result.ok;
     return result.ok
-      ? {
-          ok: true,
-          already: false,
-          message: `start command ${expandStopCommand(template, vm)[0]} ok: ${result.message}`,
-        }
+      ? { ok: true, already: false, message: `start command ran (${result.message})` }
       : { ok: false, message: result.message };
   }
 

@@ -22,9 +22,11 @@ import { parseUptime } from "./proc-uptime.js";
 import {
   forwardConnections,
   isSshMonitorTitle,
+  configuredSshdPorts,
   listeningPorts,
   parseProcIo,
   parseProcNetTcp,
+  rootListeningPorts,
   socketInode,
   sshSessionTitleUser,
   type IoCounters,
@@ -157,7 +159,10 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
         ticker = setInterval(() => tick(ctx), BIN_MS);
         ticker.unref();
       }
-      const value = { sessions, sshdListeningPorts: sshdListeningPorts(ctx.roots, found.rootSshdInodes) };
+      const value = {
+        sessions,
+        sshdListeningPorts: sshdListeningPorts(ctx.roots, found.rootSshdInodes, found.rootSshdRunning),
+      };
       if (found.sessions.length === 0 && found.rootSshdInodes.size === 0 && !(await sshdInstalled(ctx.roots)))
         return absent("no sshd process running");
       return notes.length > 0 ? ok(value, notes.join("; ")) : ok(value);
@@ -341,7 +346,10 @@ async function findSessionProcesses(
   roots: Roots,
   users: Users,
   notes: string[],
-): Promise<{ sessions: SessionProcess[]; codeServerPids: number[]; rootSshdInodes: Set<number> } | undefined> {
+): Promise<
+  | { sessions: SessionProcess[]; codeServerPids: number[]; rootSshdInodes: Set<number>; rootSshdRunning: boolean }
+  | undefined
+> {
   let pids: string[];
   try {
     pids = (await readdir(roots.proc)).filter((name) => /^\d+$/.test(name));
@@ -359,9 +367,12 @@ async function findSessionProcesses(
     .slice(0, 16);
   // Root's sshd processes (the listener among them) hold the LISTEN sockets: the entry service is up.
   const rootSshdInodes = new Set<number>();
+  let rootSshdRunning = false;
   for (const pid of sshd.slice(0, MAX_ROOT_SSHD)) {
     const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
-    if (uid === 0) for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
+    if (uid !== 0) continue;
+    rootSshdRunning = true;
+    for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
   }
   const sessions: SessionProcess[] = [];
   for (const pid of sshd) {
@@ -374,15 +385,22 @@ async function findSessionProcesses(
       if (!isGone(error)) notes.push(`${under(roots.proc, pid)}: ${errorMessage(error)}`);
     }
   }
-  return { sessions, codeServerPids, rootSshdInodes };
+  return { sessions, codeServerPids, rootSshdInodes, rootSshdRunning };
 }
+
+/** sshd_config (and each drop-in) read at most this far. */
+const MAX_SSHD_CONFIG_BYTES = 64 * 1024;
 
 /** sshd processes whose descriptors are looked at for LISTEN sockets (the listener is one of the first). */
 const MAX_ROOT_SSHD = 16;
 
-/** The ports of the LISTEN sockets root's sshd holds, from /proc/net/tcp and tcp6; [] without any. */
-function sshdListeningPorts(roots: Roots, inodes: ReadonlySet<number>): number[] {
-  if (inodes.size === 0) return [];
+/**
+ * The ports of the LISTEN sockets root's sshd holds, from /proc/net/tcp and tcp6; [] without any.
+ * Under the packaged unit (no CAP_SYS_PTRACE) root's sshd's descriptors cannot be read (sshd is
+ * not dumpable): then, with a root sshd running, root's LISTEN sockets on sshd's configured ports.
+ */
+function sshdListeningPorts(roots: Roots, inodes: ReadonlySet<number>, rootSshdRunning: boolean): number[] {
+  if (inodes.size === 0 && !rootSshdRunning) return [];
   const sockets = [];
   for (const name of ["tcp", "tcp6"]) {
     try {
@@ -391,7 +409,31 @@ function sshdListeningPorts(roots: Roots, inodes: ReadonlySet<number>): number[]
       // No IPv6 (or no IPv4) table: nothing listens there.
     }
   }
-  return listeningPorts(sockets, inodes);
+  if (inodes.size > 0) return listeningPorts(sockets, inodes);
+  return rootListeningPorts(sockets, configuredSshdPorts(sshdConfigTexts(roots)));
+}
+
+/** /etc/ssh/sshd_config and sshd_config.d/*.conf (root's files), capped; missing ones are none. */
+function sshdConfigTexts(roots: Roots): string[] {
+  const texts: string[] = [];
+  const read = (file: string) => {
+    try {
+      texts.push(readCappedSync(file, MAX_SSHD_CONFIG_BYTES));
+    } catch {
+      // absent or unreadable: sshd's default applies
+    }
+  };
+  read(under(roots.etc, "ssh", "sshd_config"));
+  try {
+    for (const name of readdirSync(under(roots.etc, "ssh", "sshd_config.d"))
+      .filter((n) => n.endsWith(".conf"))
+      .sort()
+      .slice(0, 32))
+      read(under(roots.etc, "ssh", "sshd_config.d", name));
+  } catch {
+    // no drop-in directory
+  }
+  return texts;
 }
 
 /** code-server runs as node with its own entry point in the arguments (or as its own binary). */
