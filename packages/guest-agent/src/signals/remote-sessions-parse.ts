@@ -210,6 +210,16 @@ export function configuredSshdPorts(configTexts: readonly string[]): number[] {
   return ports.size > 0 ? [...ports].sort((a, b) => a - b) : [22];
 }
 
+/** Ports given on sshd's own command line (`-p 2222`, `-o Port=2222`), as its listener's title shows them. Pure. */
+export function cmdlineSshdPorts(cmdline: string): number[] {
+  const ports: number[] = [];
+  for (const match of cmdline.replaceAll("\0", " ").matchAll(/(?:^|\s)(?:-p\s*|-o\s*Port[= ])(\d{1,5})(?=\s|$)/gi)) {
+    const port = Number(match[1]);
+    if (port > 0 && port < 65536) ports.push(port);
+  }
+  return ports;
+}
+
 /** Root's LISTEN sockets on these ports: sshd's, when root's sshd runs and its descriptors cannot be read. Pure. */
 export function rootListeningPorts(sockets: readonly TcpSocket[], ports: readonly number[]): number[] {
   const found = sockets

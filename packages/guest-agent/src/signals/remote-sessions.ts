@@ -22,6 +22,7 @@ import { parseUptime } from "./proc-uptime.js";
 import {
   forwardConnections,
   isSshMonitorTitle,
+  cmdlineSshdPorts,
   configuredSshdPorts,
   listeningPorts,
   parseProcIo,
@@ -161,7 +162,12 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
       }
       const value = {
         sessions,
-        sshdListeningPorts: sshdListeningPorts(ctx.roots, found.rootSshdInodes, found.rootSshdRunning),
+        sshdListeningPorts: sshdListeningPorts(
+          ctx.roots,
+          found.rootSshdInodes,
+          found.rootSshdRunning,
+          found.rootSshdCmdlines,
+        ),
       };
       if (found.sessions.length === 0 && found.rootSshdInodes.size === 0 && !(await sshdInstalled(ctx.roots)))
         return absent("no sshd process running");
@@ -347,7 +353,13 @@ async function findSessionProcesses(
   users: Users,
   notes: string[],
 ): Promise<
-  | { sessions: SessionProcess[]; codeServerPids: number[]; rootSshdInodes: Set<number>; rootSshdRunning: boolean }
+  | {
+      sessions: SessionProcess[];
+      codeServerPids: number[];
+      rootSshdInodes: Set<number>;
+      rootSshdRunning: boolean;
+      rootSshdCmdlines: string[];
+    }
   | undefined
 > {
   let pids: string[];
@@ -368,10 +380,16 @@ async function findSessionProcesses(
   // Root's sshd processes (the listener among them) hold the LISTEN sockets: the entry service is up.
   const rootSshdInodes = new Set<number>();
   let rootSshdRunning = false;
+  const rootSshdCmdlines: string[] = [];
   for (const pid of sshd.slice(0, MAX_ROOT_SSHD)) {
     const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
     if (uid !== 0) continue;
     rootSshdRunning = true;
+    try {
+      rootSshdCmdlines.push(readCappedSync(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES));
+    } catch {
+      // gone since
+    }
     for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
   }
   const sessions: SessionProcess[] = [];
@@ -385,7 +403,7 @@ async function findSessionProcesses(
       if (!isGone(error)) notes.push(`${under(roots.proc, pid)}: ${errorMessage(error)}`);
     }
   }
-  return { sessions, codeServerPids, rootSshdInodes, rootSshdRunning };
+  return { sessions, codeServerPids, rootSshdInodes, rootSshdRunning, rootSshdCmdlines };
 }
 
 /** sshd_config (and each drop-in) read at most this far. */
@@ -397,9 +415,15 @@ const MAX_ROOT_SSHD = 16;
 /**
  * The ports of the LISTEN sockets root's sshd holds, from /proc/net/tcp and tcp6; [] without any.
  * Under the packaged unit (no CAP_SYS_PTRACE) root's sshd's descriptors cannot be read (sshd is
- * not dumpable): then, with a root sshd running, root's LISTEN sockets on sshd's configured ports.
+ * not dumpable): then, with a root sshd running, root's LISTEN sockets on sshd's ports: those on
+ * its command line (-p, -o Port=), else sshd_config's.
  */
-function sshdListeningPorts(roots: Roots, inodes: ReadonlySet<number>, rootSshdRunning: boolean): number[] {
+function sshdListeningPorts(
+  roots: Roots,
+  inodes: ReadonlySet<number>,
+  rootSshdRunning: boolean,
+  rootSshdCmdlines: readonly string[] = [],
+): number[] {
   if (inodes.size === 0 && !rootSshdRunning) return [];
   const sockets = [];
   for (const name of ["tcp", "tcp6"]) {
@@ -410,7 +434,11 @@ function sshdListeningPorts(roots: Roots, inodes: ReadonlySet<number>, rootSshdR
     }
   }
   if (inodes.size > 0) return listeningPorts(sockets, inodes);
-  return rootListeningPorts(sockets, configuredSshdPorts(sshdConfigTexts(roots)));
+  const fromCmdline = rootSshdCmdlines.flatMap(cmdlineSshdPorts);
+  return rootListeningPorts(
+    sockets,
+    fromCmdline.length > 0 ? fromCmdline : configuredSshdPorts(sshdConfigTexts(roots)),
+  );
 }
 
 /** /etc/ssh/sshd_config and sshd_config.d/*.conf (root's files), capped; missing ones are none. */

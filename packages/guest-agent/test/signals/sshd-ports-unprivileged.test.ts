@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { configuredSshdPorts, parseProcNetTcp, rootListeningPorts } from "../../src/signals/remote-sessions-parse.js";
+import {
+  cmdlineSshdPorts,
+  configuredSshdPorts,
+  parseProcNetTcp,
+  rootListeningPorts,
+} from "../../src/signals/remote-sessions-parse.js";
 
 // /proc/net/tcp as a Debian guest shows it: root's sshd on 22, a user's Jupyter on 8888, a connection.
 const TCP = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -14,6 +19,17 @@ describe("sshd's ports without its descriptors (the packaged unit has no CAP_SYS
     expect(configuredSshdPorts(["# Port 2200\nInclude /etc/ssh/sshd_config.d/*.conf\n"])).toEqual([22]);
     expect(configuredSshdPorts(["Port 2222\n", "  port 22\n"])).toEqual([22, 2222]);
     expect(configuredSshdPorts(["Port 99999\n"])).toEqual([22]);
+  });
+
+  it("ports on sshd's command line, as its listener's title shows them", () => {
+    expect(cmdlineSshdPorts("sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups")).toEqual([]);
+    expect(
+      cmdlineSshdPorts(
+        "sshd: /usr/sbin/sshd -D -e -f /tmp/x/sshd_config -p 38437 -o ListenAddress=127.0.0.1 [listener]",
+      ),
+    ).toEqual([38437]);
+    expect(cmdlineSshdPorts("/usr/sbin/sshd\0-D\0-oPort=2222\0")).toEqual([2222]);
+    expect(cmdlineSshdPorts("/usr/sbin/sshd -o Port 2200")).toEqual([2200]);
   });
 
   it("root's LISTEN sockets on those ports, never a user's listener or a connection", () => {
