@@ -419,7 +419,12 @@ describe.sequential("a real VM with the packaged agent", () => {
     const welcome = await login.waitFor(/ws: welcome back[^\r\n]*[\s\S]*?Say so in one click: \S+/, {
       timeoutMs: 3 * 60_000,
     });
-    note(`vm1: welcome back on the first login: ${welcome[0].split(/\r?\n/)[0]}`);
+    note(
+      `vm1: welcome back on the first login: ${welcome[0]
+        .split(/\r?\n/)
+        .map((line) => line.trim())
+        .join(" / ")}`,
+    );
     expect(welcome[0]).toMatch(/this VM was stopped by ws on \d{4}-\d\d-\d\d \d\d:\d\d/);
     expect(welcome[0]).toMatch(/Why: idle for [^\r\n]*\(idle-timeout 1m15s\)/);
     expect(welcome[0]).toMatch(/the last activity ws saw: input on pts\/\d+ \(alice/);

@@ -31,12 +31,20 @@ export interface WelcomeFacts {
   disputeUrl: string;
 }
 
-/** "2026-12-01 14:32" in the given zone (the machine's own when undefined). */
+/**
+ * "2026-12-01 14:32" in the given zone (the machine's own when undefined). Built from the parts,
+ * not a locale's pattern: Node's ICU builds differ in what "en-CA" looks like (Debian's Node 18
+ * writes 12/01/2026).
+ */
 export function formatLocalDateTime(wallMs: number, timeZone?: string): string {
-  const date = new Intl.DateTimeFormat("en-CA", { year: "numeric", month: "2-digit", day: "2-digit", timeZone }).format(
-    new Date(wallMs),
-  );
-  return `${date} ${formatLocalTime(wallMs, timeZone)}`;
+  const parts = new Intl.DateTimeFormat("en-US", {
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    timeZone,
+  }).formatToParts(new Date(wallMs));
+  const part = (type: Intl.DateTimeFormatPartTypes) => parts.find((p) => p.type === type)?.value ?? "??";
+  return `${part("year")}-${part("month")}-${part("day")} ${formatLocalTime(wallMs, timeZone)}`;
 }
 
 /** What the user reads at the first login after the start. Pure. */
