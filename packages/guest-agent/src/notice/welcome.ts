@@ -7,12 +7,12 @@
 // other integrations (a desktop widget, a Jupyter extension). Never throws into the agent.
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { type WelcomeBack, errorMessage } from "@ws/protocol";
+import { type WelcomeBack, errorMessage, formatDuration } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import { writeFileAtomic } from "../lease/atomic-write.js";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
-import { formatLocalTime, formatSpan, safeText, terminalBytes, type NoticeText } from "./format.js";
+import { formatLocalTime, safeText, terminalBytes, type NoticeText } from "./format.js";
 import { systemScheduler, type Scheduler, type TimerHandle } from "./schedule.js";
 import { listLoggedInTerminals, writeToTerminal, type ListTerminals } from "./terminals.js";
 
@@ -56,7 +56,7 @@ export function welcomeText(facts: WelcomeFacts, timeZone?: string): NoticeText 
   if (idle !== undefined || activity)
     lines.push(
       [
-        idle !== undefined ? `It had been idle ${formatSpan(idle)}` : "",
+        idle !== undefined ? `It had been idle ${formatDuration(idle)}` : "",
         activity
           ? `the last activity ws saw: ${activity}${
               facts.lastActivityAtMs !== undefined && Number.isFinite(facts.lastActivityAtMs)

@@ -20,7 +20,7 @@ describe("the welcome back text (notice/welcome.ts)", () => {
     expect(text.title).toBe("ws: welcome back — this VM was stopped by ws on 2026-12-01 18:00");
     expect(text.lines).toEqual([
       "Why: idle for 2h10m (idle-timeout 2h).",
-      "It had been idle 2h 10m; the last activity ws saw: input on pts/0 (alice) (at 15:50).",
+      "It had been idle 2h10m; the last activity ws saw: input on pts/0 (alice) (at 15:50).",
       'To keep it running next time: run `ws-lease 8h --reason "what you are running"` in a terminal here before you leave it running.',
       "Was this stop a mistake (you were working)? Say so in one click: https://ws.example.com/start/users/vm?t=s1.abc",
     ]);
