@@ -375,16 +375,21 @@ async function findSessionProcesses(
   }
   // The names come from the sample's one pass over /proc (process-scan.ts): the stat's comm is
   // the kernel's task name, the same /proc/PID/comm serves.
-  const sshd: string[] = [];
+  const sshdProcesses: ProcessStat[] = [];
   const nodes: ProcessStat[] = [];
   for (const process of table.processes) {
-    if (SSHD_COMMS.has(process.comm)) sshd.push(String(process.pid));
+    if (SSHD_COMMS.has(process.comm)) sshdProcesses.push(process);
     else if (CODE_SERVER_COMMS.has(process.comm)) nodes.push(process);
   }
+  const sshd = sshdProcesses.map((process) => String(process.pid));
   const codeServerPids = codeServers.pick(nodes, (pid) => isCodeServer(roots, String(pid))).slice(0, 16);
-  // Root's sshd processes (the listener among them) hold the LISTEN sockets: the entry service is up.
+  // Root's sshd daemons hold the LISTEN sockets: the entry service is up. Only a daemon (an sshd
+  // whose parent is not sshd) is looked at: the per-connection monitors it forks close the
+  // listeners and hold their connection's socket, which would change the set at every login.
+  const sshdPids = new Set(sshdProcesses.map((process) => process.pid));
+  const daemons = sshdProcesses.filter((process) => !sshdPids.has(process.ppid)).map((process) => String(process.pid));
   const rootSshdInodes = new Set<number>();
-  for (const pid of sshd.slice(0, MAX_ROOT_SSHD)) {
+  for (const pid of daemons.slice(0, MAX_ROOT_SSHD)) {
     const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
     if (uid === 0) for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
   }
@@ -402,7 +407,7 @@ async function findSessionProcesses(
   return { sessions, codeServerPids, rootSshdInodes };
 }
 
-/** sshd processes whose descriptors are looked at for LISTEN sockets (the listener is one of the first). */
+/** sshd daemons whose descriptors are looked at for LISTEN sockets. */
 const MAX_ROOT_SSHD = 16;
 
 /** The ports root's sshd listens on, and the sockets they were found among. */
