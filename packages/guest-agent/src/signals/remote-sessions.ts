@@ -381,20 +381,22 @@ async function findSessionProcesses(
     if (SSHD_COMMS.has(process.comm)) sshdProcesses.push(process);
     else if (CODE_SERVER_COMMS.has(process.comm)) nodes.push(process);
   }
-  const sshd = sshdProcesses.map((process) => String(process.pid));
   const codeServerPids = codeServers.pick(nodes, (pid) => isCodeServer(roots, String(pid))).slice(0, 16);
   // Root's sshd daemons hold the LISTEN sockets: the entry service is up. Only a daemon (an sshd
   // whose parent is not sshd) is looked at: the per-connection monitors it forks close the
   // listeners and hold their connection's socket, which would change the set at every login.
   const sshdPids = new Set(sshdProcesses.map((process) => process.pid));
-  const daemons = sshdProcesses.filter((process) => !sshdPids.has(process.ppid)).map((process) => String(process.pid));
+  const daemons: string[] = [];
+  // A session's process is a monitor's child: an sshd with an sshd parent.
+  const forked: string[] = [];
+  for (const process of sshdProcesses) (sshdPids.has(process.ppid) ? forked : daemons).push(String(process.pid));
   const rootSshdInodes = new Set<number>();
   for (const pid of daemons.slice(0, MAX_ROOT_SSHD)) {
     const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
     if (uid === 0) for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
   }
   const sessions: SessionProcess[] = [];
-  for (const pid of sshd) {
+  for (const pid of forked) {
     if (sessions.length >= MAX_SESSIONS) break;
     try {
       const session = await readSessionProcess(roots, users, pid);
