@@ -18,7 +18,7 @@ import { contextNamespace, createKubeClients, describeError, loadKubeConfig, typ
 import { CredentialIssuer } from "./credentials.js";
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
-import { LeaderElector } from "./leader.js";
+import { LeaderThread } from "./leader-thread.js";
 import { LeaderLabel } from "./leader-label.js";
 import { VmStopper } from "./stop.js";
 import { VmStarter, kubeStartPlatform } from "./start.js";
@@ -62,9 +62,10 @@ export async function kubernetesMode(
   tokenKey?: Buffer,
   links: { startUrl?: (vm: VmKey, nowMs: number) => string | undefined } = {},
 ): Promise<CollectorMode> {
-  const kc = loadKubeConfig(
-    config.kubernetes.kubeconfig ? { kubeconfigPath: config.kubernetes.kubeconfig } : { inCluster: true },
-  );
+  const kubeSource = config.kubernetes.kubeconfig
+    ? { kubeconfigPath: config.kubernetes.kubeconfig }
+    : { inCluster: true };
+  const kc = loadKubeConfig(kubeSource);
   const clients = createKubeClients(kc, {
     onRequest: (info) => stats.countKubeRequest(info.method, info.status === null ? "timeout" : String(info.status)),
   });
@@ -92,11 +93,16 @@ export async function kubernetesMode(
     onInfo: (message) => log("info", `leader label: ${message}`),
   });
 
-  const elector = new LeaderElector(clients, {
-    namespace: leaseNamespace,
-    leaseName: config.kubernetes.leaseName,
-    identity: config.kubernetes.identity,
+  // On a thread of its own, so that a reconnect burst on this event loop cannot starve the renewals (kube/leader-thread.ts).
+  const elector = new LeaderThread({
+    source: kubeSource,
+    settings: {
+      namespace: leaseNamespace,
+      leaseName: config.kubernetes.leaseName,
+      identity: config.kubernetes.identity,
+    },
     nowMs,
+    onRequest: (method, status) => stats.countKubeRequest(method, status === null ? "timeout" : String(status)),
     onStartedLeading: () => {
       log("info", "became the leader: acting on VMs", { identity: config.kubernetes.identity });
       // Timers resume from the annotations the previous leader wrote.
