@@ -36,7 +36,8 @@ import type { LoadCommand, LoadStats } from "./loadgen.js";
 const USAGE =
   "usage: node bench/run.mjs collector [--mode kubernetes|standalone] [--vms 1k,10k,20k] [--interval 15s] [--measure 45s] [--ceiling-vms 1k] [--ceiling-intervals 1s,0.5s,0.25s,0.1s] [--ceiling-measure 15s] [--connect-rate N/10 per s]\n" +
   "       [--hostile-vms 50 (0: skip)] [--hostile-normal-vms 500] [--hostile-minutes 2] [--hostile-kind largest-allowed|gpu-flood] [--hostile-interval 15s]\n" +
-  "       [--clients-per-loadgen 5000 (agents per load generator process)] [--heap-snapshot-vms N (default the smallest size; 0: none)]";
+  "       [--clients-per-loadgen 5000 (agents per load generator process)] [--heap-snapshot-vms N (default the smallest size; 0: none)]\n" +
+  "       [--collector-node-flags='--cpu-prof --cpu-prof-dir=DIR' (Node flags for the measured collectors)]";
 const args = benchArgs(
   process.argv.slice(2),
   [
@@ -57,6 +58,7 @@ const args = benchArgs(
     "hostile-interval",
     "clients-per-loadgen",
     "heap-snapshot-vms",
+    "collector-node-flags",
   ],
   USAGE,
 );
@@ -90,6 +92,8 @@ const heapSnapshotVms =
     ? 0
     : integers(args["heap-snapshot-vms"], [vmCounts[0] ?? 0], "heap-snapshot-vms")[0]!;
 const collectorCpu = args["collector-cpu"] ?? "1";
+/** Node flags for each fleet's collector, e.g. a CPU profile of the run (--cpu-prof writes it when the collector exits). */
+const collectorNodeFlags = (args["collector-node-flags"] ?? "").split(/\s+/).filter(Boolean);
 const loadgenCpu = args["loadgen-cpu"] ?? "0";
 /** Agents per load generator process: a fleet larger than this is spread over several. */
 const clientsPerLoadgen = integers(args["clients-per-loadgen"], [5000], "clients-per-loadgen")[0]!;
@@ -320,6 +324,7 @@ async function withFleet<T>(
       policyYaml: ["  defaults:", "    autostop: enabled", "    mode: observe", "    idle-timeout: 2h"].join("\n"),
       ...(kube ? { kubeconfig: kube.kubeconfigPath } : {}),
       heapSnapshots,
+      nodeFlags: collectorNodeFlags,
     });
   } catch (error) {
     await kube?.close();
