@@ -661,7 +661,7 @@ export function createMetrics(
   );
   counterFrom(
     "workstation_reports_rate_limited_total",
-    "Reports dropped because one agent stream sent them faster than the per-stream limit (2 per second sustained, 10 at once).",
+    "Reports dropped because one agent stream sent them faster than the per-stream limits (2 per second sustained, 10 at once; 4 KiB of Reports per second, one largest Report at once).",
     [],
     (inc) => inc({}, stats.reportsRateLimited),
   );
