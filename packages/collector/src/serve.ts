@@ -49,7 +49,7 @@ const MEMORY_CHECK_MS = 5_000;
 const METRICS_WARM_EVERY_MS = 250;
 const METRICS_WARM_SLICE = 250;
 /** A warming round is skipped when its timer fired this late: the event loop has better things to do. */
-const METRICS_WARM_MAX_LAG_MS = 50;
+const METRICS_WARM_MAX_LAG_MS = 200;
 
 /** The output streams serve writes to (the environment is read by the CLI before). */
 export type Io = Pick<ProtocolIo, "stdout" | "stderr">;
