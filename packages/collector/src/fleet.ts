@@ -23,7 +23,6 @@ import { type OutreachVm, OutreachView } from "./vm/outreach-view.js";
 import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
-import { countOnsets } from "./hostside/disagree.js";
 import { readingFor, type HostBatch } from "./hostside/queries.js";
 
 export type { Actuator, StopEvidence } from "./vm/actions.js";
@@ -71,8 +70,6 @@ interface VmEntry {
   version: number;
   /** The record must be restored (from annotations) before the next decision: new, or a new leadership. */
   needsRestore: boolean;
-  /** Agent/host disagreements at the last host-side reading (their onsets are counted). */
-  disagreeing: string[];
 }
 
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
@@ -203,8 +200,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       this.options.record?.({ atMs: now, vm: entry.id, host: reading });
       this.evaluate(entry, now, { kind: "host", reading: { ...reading, atMs: now } });
       const kinds = this.viewOf(entry, now).host?.disagreements ?? [];
-      countOnsets(this.runner.counters, entry.disagreeing, kinds);
-      entry.disagreeing = kinds;
+      this.runner.countDisagreements(entry.acting, kinds);
     }
   }
 
@@ -280,7 +276,6 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         truncated: [],
         version: 0,
         needsRestore: true,
-        disagreeing: [],
       };
       this.applyPolicy(entry);
       entry.loop.policyStatus = this.policyInput(entry).status;

@@ -14,7 +14,7 @@ import type { GivenBackRow } from "./adoption/given-back.js";
 import { registerAdoptionMetrics } from "./adoption-metrics.js";
 import { COLLECTOR_VERSION } from "./version.js";
 import type { FleetReader, VmSeriesSource, VmView } from "./model/vm-view.js";
-import { ACTIVITY_SIGNALS } from "./model/readings.js";
+import { ACTIVITY_SIGNALS } from "./engine/signals.js";
 
 export const STATES = ["Unknown", "Active", "StoppingPending", "Stopping", "Stopped", "AgentLost"];
 /** The StopResult outcomes (engine/types.ts StopOutcome). */

@@ -8,7 +8,7 @@
 // evidence (strength.ts says which readings are which).
 
 import { formatDuration } from "@ws/protocol";
-import { isBackgroundSignal, isHumanSignal, isOutputSignal } from "./strength.js";
+import { isBackgroundSignal, isHumanSignal, isOutputSignal } from "./signals.js";
 import type { EngineState, IdleClock, Policy, SignalReading, VmRecord } from "./types.js";
 
 export type CountedReading = SignalReading & { counted: boolean; note?: string };
@@ -30,12 +30,9 @@ export function countedReading(reading: SignalReading, counted: boolean, note?: 
   return out;
 }
 
+/** A clock moved by one report's readings, and each reading's verdict. */
 export interface ClockUpdate {
-  lastStrongAtMs: number | undefined;
-  lastWeakAtMs: number | undefined;
-  lastActivityAtMs: number | undefined;
-  lastActivityDetail: string | undefined;
-  lastActivityWeak: boolean;
+  clock: IdleClock;
   readings: CountedReading[];
 }
 
@@ -66,7 +63,8 @@ function maxDefined(...values: Array<number | undefined>): number | undefined {
 }
 
 export function advanceIdleClock(
-  record: IdleClock & Pick<VmRecord, "lastNoticeSentAtMs">,
+  record: IdleClock,
+  lastNoticeSentAtMs: number | undefined,
   readings: readonly SignalReading[],
   policy: Policy,
   state: EngineState,
@@ -75,8 +73,7 @@ export function advanceIdleClock(
   const considered: Array<{ reading: SignalReading; creditedAtMs?: number; note?: string }> = [];
   let lastStrong = record.lastStrongAtMs;
   let strongDetail: { atMs: number; detail: string } | undefined;
-  const echoUntil =
-    record.lastNoticeSentAtMs === undefined ? undefined : record.lastNoticeSentAtMs + noticeEchoWindowMs(policy);
+  const echoUntil = lastNoticeSentAtMs === undefined ? undefined : lastNoticeSentAtMs + noticeEchoWindowMs(policy);
 
   for (const reading of readings) {
     if (reading.strength !== "strong") continue;
@@ -91,8 +88,8 @@ export function advanceIdleClock(
       }
       if (
         echoUntil !== undefined &&
-        record.lastNoticeSentAtMs !== undefined &&
-        atMs >= record.lastNoticeSentAtMs &&
+        lastNoticeSentAtMs !== undefined &&
+        atMs >= lastNoticeSentAtMs &&
         atMs <= echoUntil
       ) {
         considered.push({ reading, note: "output right after a notice: the notice itself" });
@@ -161,11 +158,13 @@ export function advanceIdleClock(
     );
   });
   return {
-    lastStrongAtMs: lastStrong,
-    lastWeakAtMs: lastWeak,
-    lastActivityAtMs: lastActivity,
-    lastActivityDetail: detail,
-    lastActivityWeak: weak,
+    clock: {
+      lastStrongAtMs: lastStrong,
+      lastWeakAtMs: lastWeak,
+      lastActivityAtMs: lastActivity,
+      lastActivityDetail: detail,
+      lastActivityWeak: weak,
+    },
     readings: counted,
   };
 }
@@ -173,35 +172,41 @@ export function advanceIdleClock(
 /** What every clock of a record becomes with one report's readings. */
 export interface ClocksUpdate {
   /** The idle clock the decision uses: with unattended-max over, the attended one. */
-  clock: ClockUpdate;
+  clock: IdleClock;
   /** The idle clock without background work. */
-  attended: ClockUpdate;
+  attended: IdleClock;
+  /** Every reading of the report, with whether it moved the idle clock. */
+  readings: CountedReading[];
   lastHumanAtMs: number | undefined;
   /** unattended-max is over: background work no longer holds the VM. */
   unattended: boolean;
 }
 
-/** When unattended-max ends for a record (undefined: it never does). */
-export function unattendedUntilMs(lastHumanAtMs: number | undefined, policy: Policy): number | undefined {
-  if (policy.unattendedMaxSeconds === null || lastHumanAtMs === undefined) return undefined;
-  return lastHumanAtMs + policy.unattendedMaxSeconds * 1000;
+/** Whether background work still holds a VM, and if not, since when and why. */
+export type BackgroundHold =
+  /** untilMs: when unattended-max ends; undefined: it never does (off, or no human evidence yet). */
+  { holds: true; untilMs: number | undefined } | { holds: false; untilMs: number; why: string };
+
+/** When unattended-max ends after the last human evidence (undefined: never: it is off, or no human evidence yet). */
+export function unattendedEndsAtMs(lastHumanAtMs: number | undefined, policy: Policy): number | undefined {
+  return policy.unattendedMaxSeconds === null || lastHumanAtMs === undefined
+    ? undefined
+    : lastHumanAtMs + policy.unattendedMaxSeconds * 1000;
 }
 
 /**
- * The one answer to "does background work still hold the VM, and why not": undefined while it
- * does (or unattended-max is off); once unattended-max is over since the last human evidence,
- * when it ended and the words that say so.
+ * The one answer to "does background work (CPU, GPU, network, disk, a busy kernel) still hold
+ * the VM, and why not": it does until unattended-max after the last human evidence.
  */
-export function unattendedOver(
-  lastHumanAtMs: number | undefined,
-  policy: Policy,
-  nowMs: number,
-): { untilMs: number; note: string } | undefined {
-  const untilMs = unattendedUntilMs(lastHumanAtMs, policy);
-  if (untilMs === undefined || lastHumanAtMs === undefined || nowMs < untilMs) return undefined;
+export function backgroundHold(lastHumanAtMs: number | undefined, policy: Policy, nowMs: number): BackgroundHold {
+  const untilMs = unattendedEndsAtMs(lastHumanAtMs, policy);
+  if (untilMs === undefined || lastHumanAtMs === undefined || policy.unattendedMaxSeconds === null)
+    return { holds: true, untilMs: undefined };
+  if (nowMs < untilMs) return { holds: true, untilMs };
   return {
+    holds: false,
     untilMs,
-    note: `no human evidence for ${formatDuration(Math.max(0, nowMs - lastHumanAtMs) / 1000)} (unattended-max ${formatDuration(policy.unattendedMaxSeconds ?? 0)})`,
+    why: `no human evidence for ${formatDuration(Math.max(0, nowMs - lastHumanAtMs) / 1000)} (unattended-max ${formatDuration(policy.unattendedMaxSeconds)})`,
   };
 }
 
@@ -211,26 +216,16 @@ export function unattendedOver(
  * attended clock is the idle clock: background work no longer keeps the VM.
  */
 export function advanceClocks(
-  record: Pick<
-    VmRecord,
-    | "lastStrongAtMs"
-    | "lastWeakAtMs"
-    | "lastActivityAtMs"
-    | "lastActivityDetail"
-    | "lastActivityWeak"
-    | "lastNoticeSentAtMs"
-    | "lastHumanAtMs"
-    | "attended"
-  >,
+  record: Pick<VmRecord, "clock" | "attended" | "lastNoticeSentAtMs" | "lastHumanAtMs">,
   readings: readonly SignalReading[],
   policy: Policy,
   state: EngineState,
   nowMs: number,
 ): ClocksUpdate {
-  const attendedBefore = record.attended ?? clockOf(record);
   const foreground = readings.filter((reading) => !isBackgroundSignal(reading.signal));
   const attended = advanceIdleClock(
-    { ...attendedBefore, lastNoticeSentAtMs: record.lastNoticeSentAtMs },
+    record.attended ?? record.clock,
+    record.lastNoticeSentAtMs,
     foreground,
     policy,
     state,
@@ -240,40 +235,48 @@ export function advanceClocks(
   for (const reading of readings)
     if (isHumanSignal(reading.signal)) human = maxDefined(human, Math.min(reading.atMs, nowMs));
   const lastHumanAtMs = advancedBeyondJitter(record.lastHumanAtMs, human);
-  const over = unattendedOver(lastHumanAtMs, policy, nowMs);
-  if (!over)
-    return {
-      clock: advanceIdleClock(record, readings, policy, state, nowMs),
-      attended,
-      lastHumanAtMs,
-      unattended: false,
-    };
-  const note = `${over.note}: background work no longer holds the VM`;
+  const hold = backgroundHold(lastHumanAtMs, policy, nowMs);
+  if (hold.holds) {
+    const update = advanceIdleClock(record.clock, record.lastNoticeSentAtMs, readings, policy, state, nowMs);
+    return { ...update, attended: attended.clock, lastHumanAtMs, unattended: false };
+  }
+  const note = `${hold.why}: background work no longer holds the VM`;
   const background = readings
     .filter((reading) => isBackgroundSignal(reading.signal))
     .map((reading) => countedReading(reading, false, note));
   return {
-    clock: { ...attended, readings: [...attended.readings, ...background] },
-    attended,
+    clock: attended.clock,
+    attended: attended.clock,
+    readings: [...attended.readings, ...background],
     lastHumanAtMs,
     unattended: true,
   };
 }
 
-/** The idle clock part of a record, as a value. */
-export function clockOf(record: IdleClock): IdleClock {
+/** A clock started at `atMs` by strong evidence (or a baseline standing for it). */
+export function clockStartedAt(atMs: number, detail: string): IdleClock {
+  return { lastStrongAtMs: atMs, lastActivityAtMs: atMs, lastActivityDetail: detail, lastActivityWeak: false };
+}
+
+/** The clock, started no earlier than `baselineMs` (a VM that just became Active gets a full idle timeout). */
+export function clockNoEarlierThan(clock: IdleClock, baselineMs: number, detail: string): IdleClock {
   return {
-    lastStrongAtMs: record.lastStrongAtMs,
-    lastWeakAtMs: record.lastWeakAtMs,
-    lastActivityAtMs: record.lastActivityAtMs,
-    lastActivityDetail: record.lastActivityDetail,
-    lastActivityWeak: record.lastActivityWeak,
+    ...clock,
+    lastActivityAtMs: Math.max(clock.lastActivityAtMs ?? baselineMs, baselineMs),
+    lastStrongAtMs: Math.max(clock.lastStrongAtMs ?? baselineMs, baselineMs),
+    lastActivityDetail: clock.lastActivityDetail ?? detail,
   };
 }
 
-/** Sets a record's idle clock from a clock value (the record is an IdleClock: its persisted shape). */
-export function setClock(record: IdleClock, clock: IdleClock): void {
-  Object.assign(record, clockOf(clock));
+/** The clock moved later by `gapMs`: a span of missing data (a lost agent) never counts as idle. */
+export function clockShiftedBy(clock: IdleClock, gapMs: number): IdleClock {
+  const shift = (atMs: number | undefined) => (atMs === undefined ? undefined : atMs + gapMs);
+  return { ...clock, lastActivityAtMs: shift(clock.lastActivityAtMs), lastStrongAtMs: shift(clock.lastStrongAtMs) };
+}
+
+/** How long a clock has run at `nowMs`, in ms (undefined: it has not started). */
+export function idleMsOf(clock: IdleClock, nowMs: number): number | undefined {
+  return clock.lastActivityAtMs === undefined ? undefined : Math.max(0, nowMs - clock.lastActivityAtMs);
 }
 
 /**
@@ -282,10 +285,10 @@ export function setClock(record: IdleClock, clock: IdleClock): void {
  * does not run: a Stopped or Unknown VM, or no clock yet.
  */
 export function idleSecondsAt(
-  record: Pick<VmRecord, "state" | "lastActivityAtMs"> | undefined,
+  record: Pick<VmRecord, "state" | "clock"> | undefined,
   nowMs: number,
 ): number | undefined {
-  if (!record || record.lastActivityAtMs === undefined) return undefined;
-  if (record.state === "Stopped" || record.state === "Unknown") return undefined;
-  return Math.max(0, (nowMs - record.lastActivityAtMs) / 1000);
+  if (!record || record.state === "Stopped" || record.state === "Unknown") return undefined;
+  const ms = idleMsOf(record.clock, nowMs);
+  return ms === undefined ? undefined : ms / 1000;
 }

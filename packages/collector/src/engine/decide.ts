@@ -17,20 +17,21 @@
 import { formatDuration } from "@ws/protocol";
 import {
   advanceClocks,
-  clockOf,
+  backgroundHold,
+  clockNoEarlierThan,
+  clockShiftedBy,
+  clockStartedAt,
   countedReading,
   type CountedReading,
+  idleMsOf,
   idleSecondsAt,
-  setClock,
-  unattendedOver,
-  unattendedUntilMs,
 } from "./activity.js";
 import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
 import { advanceHostClock, explainHost, hostActivityAfter, hostSchedule, judgeWithoutAgent } from "./host.js";
 import { leaseDecision, leaseDecisionsKey } from "./leases.js";
 import type { EventReason } from "./events.js";
 import { describeErrors, describeFallback } from "./policy.js";
-import { isBackgroundVeto } from "./strength.js";
+import { isBackgroundVeto } from "./signals.js";
 import type {
   Action,
   Decision,
@@ -54,6 +55,7 @@ export function initialRecord(nowMs: number): VmRecord {
     state: "Unknown",
     sinceMs: nowMs,
     firstSeenMs: nowMs,
+    clock: {},
     agentConnected: false,
     memory: EMPTY_MEMORY,
     leaseDecisionsKey: "",
@@ -178,7 +180,7 @@ function clearNotice(d: Draft, why: string): void {
 }
 
 function idleMs(d: Draft): number | undefined {
-  return d.rec.lastActivityAtMs === undefined ? undefined : Math.max(0, d.nowMs - d.rec.lastActivityAtMs);
+  return idleMsOf(d.rec.clock, d.nowMs);
 }
 
 /** The next of several instants that is still to come. */
@@ -189,11 +191,12 @@ function nextOf(nowMs: number, candidates: ReadonlyArray<number | undefined>): n
 
 /** The idle clock's last mover, in words; weak evidence says that nobody used it. */
 function lastSeen(d: Draft): string {
-  const { rec, nowMs, policy } = d;
-  if (!rec.lastActivityDetail) return "none seen";
-  const ago = `${rec.lastActivityDetail}, ${duration(idleMs(d) ?? 0)} ago`;
-  if (!rec.lastActivityWeak || rec.lastStrongAtMs === undefined) return ago;
-  return `${ago}: connected, but nobody has used it for ${duration(nowMs - rec.lastStrongAtMs)}; weak evidence counts for at most ${formatDuration(policy.weakActivityMaxSeconds)}`;
+  const { nowMs, policy } = d;
+  const { clock } = d.rec;
+  if (!clock.lastActivityDetail) return "none seen";
+  const ago = `${clock.lastActivityDetail}, ${duration(idleMs(d) ?? 0)} ago`;
+  if (!clock.lastActivityWeak || clock.lastStrongAtMs === undefined) return ago;
+  return `${ago}: connected, but nobody has used it for ${duration(nowMs - clock.lastStrongAtMs)}; weak evidence counts for at most ${formatDuration(policy.weakActivityMaxSeconds)}`;
 }
 
 function blindNote(d: Draft): string {
@@ -204,27 +207,20 @@ function blindNote(d: Draft): string {
 /** Why background work no longer holds the VM, for notices and stops. */
 function unattendedNote(d: Draft): string {
   const unattended = d.seen?.unattended;
-  const over = unattendedOver(d.rec.lastHumanAtMs, d.policy, d.nowMs);
-  if (!unattended || !over) return "";
+  const hold = backgroundHold(d.rec.lastHumanAtMs, d.policy, d.nowMs);
+  if (!unattended || hold.holds) return "";
   const work = unattended.length > 0 ? ` (${describeVetoes(unattended)})` : "";
-  return `; ${over.note}: background work${work} no longer holds the VM; ws-lease keeps it running`;
+  return `; ${hold.why}: background work${work} no longer holds the VM; ws-lease keeps it running`;
 }
 
 /** Sets the clocks to start from `baselineMs` (or later), as a VM that just became Active. */
 function enterActive(d: Draft, baselineMs: number): void {
   const { rec } = d;
   transition(d, "Active");
-  rec.lastActivityAtMs = Math.max(rec.lastActivityAtMs ?? baselineMs, baselineMs);
-  rec.lastStrongAtMs = Math.max(rec.lastStrongAtMs ?? baselineMs, baselineMs);
-  rec.lastActivityDetail ??= "the collector started watching";
+  const attended = rec.attended ?? rec.clock;
+  rec.clock = clockNoEarlierThan(rec.clock, baselineMs, "the collector started watching");
   rec.lastHumanAtMs = Math.max(rec.lastHumanAtMs ?? baselineMs, baselineMs);
-  const attended = rec.attended ?? clockOf(rec);
-  rec.attended = {
-    ...attended,
-    lastActivityAtMs: Math.max(attended.lastActivityAtMs ?? baselineMs, baselineMs),
-    lastStrongAtMs: Math.max(attended.lastStrongAtMs ?? baselineMs, baselineMs),
-    lastActivityDetail: attended.lastActivityDetail ?? rec.lastActivityDetail,
-  };
+  rec.attended = clockNoEarlierThan(attended, baselineMs, rec.clock.lastActivityDetail ?? "");
   rec.notice = undefined;
   rec.stop = undefined;
   rec.agentLostWouldStopRecorded = false;
@@ -233,11 +229,8 @@ function enterActive(d: Draft, baselineMs: number): void {
 /** Every clock restarts now (a refused stop): the refusal repeats at most once per idle-timeout. */
 function restartClocks(d: Draft, detail: string): void {
   const { rec, nowMs } = d;
-  rec.lastActivityAtMs = nowMs;
-  rec.lastStrongAtMs = nowMs;
-  rec.lastActivityDetail = detail;
-  rec.lastActivityWeak = false;
-  rec.attended = clockOf(rec);
+  rec.clock = { ...rec.clock, ...clockStartedAt(nowMs, detail) };
+  rec.attended = rec.clock;
 }
 
 /** Policy errors are reported when they change, not on every decision (no policyStatus: no errors). */
@@ -271,10 +264,10 @@ function observe(d: Draft): Seen {
       rec.state,
       nowMs,
     );
-    setClock(rec, update.clock);
-    rec.attended = clockOf(update.attended);
+    rec.clock = update.clock;
+    rec.attended = update.attended;
     rec.lastHumanAtMs = update.lastHumanAtMs;
-    counted = update.clock.readings;
+    counted = update.readings;
   } else if (evidence) {
     counted = evidence.readings.map((reading) => countedReading(reading, false));
   }
@@ -287,8 +280,9 @@ function observe(d: Draft): Seen {
 function vetoesInForce(d: Draft): Pick<Seen, "vetoes" | "unattended"> {
   const { rec, evidence, policy, nowMs } = d;
   if (rec.state === "Stopped" || !evidence) return { vetoes: [], unattended: undefined };
-  const until = unattendedUntilMs(rec.lastHumanAtMs, policy);
-  const over = unattendedOver(rec.lastHumanAtMs, policy, nowMs) !== undefined;
+  const hold = backgroundHold(rec.lastHumanAtMs, policy, nowMs);
+  const until = hold.untilMs;
+  const over = !hold.holds;
   const bounded = evidence.vetoes.map((veto) =>
     until !== undefined && isBackgroundVeto(veto.kind)
       ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) }
@@ -350,7 +344,8 @@ const graceOver = (notice: PendingNotice, nowMs: number): boolean => nowMs >= no
 
 /** Activity since the notice (or the stop) was decided at `idleSinceMs`. */
 function activitySince(rec: VmRecord, idleSinceMs: number | undefined): boolean {
-  return rec.lastActivityAtMs !== undefined && (idleSinceMs === undefined || rec.lastActivityAtMs > idleSinceMs);
+  const atMs = rec.clock.lastActivityAtMs;
+  return atMs !== undefined && (idleSinceMs === undefined || atMs > idleSinceMs);
 }
 
 /** Veto ends are moments a decision can change. */
@@ -366,7 +361,7 @@ function startNotice(d: Draft): Outcome {
     sentAtMs: nowMs,
     lastSentAtMs: nowMs,
     deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
-    idleSinceMs: rec.lastActivityAtMs ?? nowMs,
+    idleSinceMs: rec.clock.lastActivityAtMs ?? nowMs,
     mode: policy.mode,
     reason: `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}); last activity: ${lastSeen(d)}${unattendedNote(d)}${blindNote(d)}`,
   };
@@ -405,11 +400,17 @@ function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean, idle = idl
 
 /**
  * The one way a pending stop (a notice, or a stop already asked for) is called off: the agent is
- * told (notice cleared, or the executor's stop cancelled), the VM is Active again and an Event
- * says why. `freshClockFromMs`: the idle clock starts afresh from there.
+ * told (notice cleared, or the executor's stop cancelled), the VM is Active again (or AgentLost
+ * again, `backToAgentLost`: no agent to come back to) and an Event says why.
+ * `freshClockFromMs`: the idle clock starts afresh from there.
  */
-function cancelPendingStop(d: Draft, why: string, reason?: string, freshClockFromMs?: number): Outcome {
+function cancelPendingStop(
+  d: Draft,
+  why: string,
+  how: { reason?: string; freshClockFromMs?: number; backToAgentLost?: boolean } = {},
+): Outcome {
   const { rec } = d;
+  const { reason, freshClockFromMs } = how;
   const wasStop = rec.state === "Stopping";
   if (wasStop) {
     d.actions.push({ kind: "cancel-stop", reason: why });
@@ -417,13 +418,18 @@ function cancelPendingStop(d: Draft, why: string, reason?: string, freshClockFro
   } else {
     clearNotice(d, why);
   }
+  const said = reason ?? `${wasStop ? "stop" : "pending stop"} cancelled: ${why}`;
+  if (how.backToAgentLost) {
+    transition(d, "AgentLost");
+    event(d, "Normal", "IdleStopCancelled", said);
+    return { reason: said, handOver: true };
+  }
   if (freshClockFromMs === undefined) transition(d, "Active");
   else {
     enterActive(d, freshClockFromMs);
     // The fresh clock moved the last human evidence: unattended-max counts from there now.
     d.seen = { ...observe(d), ...vetoesInForce(d) };
   }
-  const said = reason ?? `${wasStop ? "stop" : "pending stop"} cancelled: ${why}`;
   event(d, "Normal", "IdleStopCancelled", said);
   return activeTiming(d, said);
 }
@@ -436,7 +442,7 @@ function requestStop(d: Draft, trigger: StopTrigger, why: string): Outcome {
     reason: why,
     attempts: 1,
     lastAttemptAtMs: nowMs,
-    idleSinceMs: rec.lastActivityAtMs,
+    idleSinceMs: rec.clock.lastActivityAtMs,
   };
   // The notice ends in the stop it announced: no "cleared" to the agent, which would read as a reprieve.
   rec.notice = undefined;
@@ -510,8 +516,8 @@ function decideActive(d: Draft): Outcome {
 
 function activeTiming(d: Draft, reason: string): Outcome {
   const { rec, policy, nowMs } = d;
-  const idleAtMs =
-    rec.lastActivityAtMs === undefined ? undefined : rec.lastActivityAtMs + policy.idleTimeoutSeconds * 1000;
+  const origin = rec.clock.lastActivityAtMs;
+  const idleAtMs = origin === undefined ? undefined : origin + policy.idleTimeoutSeconds * 1000;
   let stopAtMs: number | undefined;
   const vetoes = d.seen?.vetoes ?? [];
   if (policy.autostopEnabled && idleAtMs !== undefined && !vetoes.some((veto) => veto.untilMs === undefined)) {
@@ -540,16 +546,18 @@ function decidePending(d: Draft): Outcome {
     return activeTiming(d, "pending stop without a notice: back to Active");
   }
   if (!policy.autostopEnabled)
-    return cancelPendingStop(d, "autostop was disabled", "autostop was disabled: the pending stop is cancelled");
+    return cancelPendingStop(d, "autostop was disabled", {
+      reason: "autostop was disabled: the pending stop is cancelled",
+    });
   if (activitySince(rec, notice.idleSinceMs))
-    return cancelPendingStop(d, `activity: ${rec.lastActivityDetail ?? "seen"}`);
+    return cancelPendingStop(d, `activity: ${rec.clock.lastActivityDetail ?? "seen"}`);
   if (!idleTimeoutReached(d))
     return cancelPendingStop(
       d,
       `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`,
     );
   const held = heldBy(d);
-  if (held !== undefined) return cancelPendingStop(d, held, `pending stop cancelled, held: ${held}`);
+  if (held !== undefined) return cancelPendingStop(d, held, { reason: `pending stop cancelled, held: ${held}` });
   if (notice.mode === "observe" && policy.mode === "enforce") {
     // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
     clearNotice(d, "the policy changed from observe to enforce; a new notice follows");
@@ -623,26 +631,21 @@ function decideStopping(d: Draft): Outcome {
   const stop = rec.stop;
   if (!stop) return stoppingTiming(d, "Stopping");
   const hostActivity = stop.trigger === "agent-lost" ? hostActivityAfter(rec.host, stop.decidedAtMs) : undefined;
-  if (hostActivity && !isNewReport) {
+  if (hostActivity && !isNewReport)
     // No agent to come back to Active for: the VM stays AgentLost, judged on the host again.
-    d.actions.push({ kind: "cancel-stop", reason: hostActivity });
-    rec.stop = undefined;
-    transition(d, "AgentLost");
-    const reason = `stop cancelled: activity after the stop was decided: ${hostActivity}`;
-    event(d, "Normal", "IdleStopCancelled", reason);
-    return { reason, handOver: true };
-  }
+    return cancelPendingStop(d, hostActivity, {
+      reason: `stop cancelled: activity after the stop was decided: ${hostActivity}`,
+      backToAgentLost: true,
+    });
   if (stop.trigger === "agent-lost" && isNewReport) {
     const why = "the agent reports again";
-    return cancelPendingStop(
-      d,
-      why,
-      `stop cancelled: ${why}; the idle clock starts afresh`,
-      rec.lastReportAtMs ?? nowMs,
-    );
+    return cancelPendingStop(d, why, {
+      reason: `stop cancelled: ${why}; the idle clock starts afresh`,
+      freshClockFromMs: rec.lastReportAtMs ?? nowMs,
+    });
   }
   if (activitySince(rec, stop.idleSinceMs))
-    return cancelPendingStop(d, `activity after the stop was decided: ${rec.lastActivityDetail ?? "seen"}`);
+    return cancelPendingStop(d, `activity after the stop was decided: ${rec.clock.lastActivityDetail ?? "seen"}`);
   if (stop.lastFailure && nowMs - stop.lastFailure.atMs >= stopRetryDelayMs(stop.attempts)) {
     rec.stop = { ...stop, attempts: stop.attempts + 1, lastAttemptAtMs: nowMs, lastFailure: undefined };
     const idle = idleMs(d);
@@ -680,12 +683,15 @@ function decideStopped(d: Draft): Outcome {
   const uptime = received?.report.system?.uptimeSeconds;
   const runningAgain = observation.vmRunning === true || (isNewReport && bootedAfter(evidence, uptime, prev.sinceMs));
   if (!runningAgain) return { reason: "the VM is stopped" };
-  rec.lastActivityAtMs = undefined;
-  rec.lastStrongAtMs = undefined;
+  rec.clock = {
+    ...rec.clock,
+    lastActivityAtMs: undefined,
+    lastStrongAtMs: undefined,
+    lastActivityWeak: false,
+    lastActivityDetail: "the VM was started again",
+  };
   rec.lastHumanAtMs = undefined;
   rec.attended = undefined;
-  rec.lastActivityWeak = false;
-  rec.lastActivityDetail = "the VM was started again";
   if (isNewReport && received) enterActive(d, received.receivedAtMs);
   else transition(d, "Unknown");
   return { reason: "the VM runs again: the idle clock starts afresh", handOver: true };
@@ -711,16 +717,9 @@ function decideAgentLost(d: Draft): Outcome {
   if (prev.state === "AgentLost" && isNewReport && received && prev.lastReportAtMs !== undefined) {
     // The lost time is missing data, not idleness: no clock ran meanwhile.
     const gapMs = received.receivedAtMs - prev.lastReportAtMs;
-    const shift = (atMs: number | undefined) => (atMs === undefined ? undefined : atMs + gapMs);
-    rec.lastActivityAtMs = shift(rec.lastActivityAtMs);
-    rec.lastStrongAtMs = shift(rec.lastStrongAtMs);
-    rec.lastHumanAtMs = shift(rec.lastHumanAtMs);
-    if (rec.attended)
-      rec.attended = {
-        ...rec.attended,
-        lastActivityAtMs: shift(rec.attended.lastActivityAtMs),
-        lastStrongAtMs: shift(rec.attended.lastStrongAtMs),
-      };
+    rec.clock = clockShiftedBy(rec.clock, gapMs);
+    if (rec.lastHumanAtMs !== undefined) rec.lastHumanAtMs += gapMs;
+    if (rec.attended) rec.attended = clockShiftedBy(rec.attended, gapMs);
     clearNotice(d, "the agent reports again");
     enterActive(d, received.receivedAtMs - gapMs);
     const reason = `reports resumed after ${duration(gapMs)}; the idle clock did not run while the agent was lost`;
@@ -878,7 +877,7 @@ function finish(d: Draft, outcome: Outcome): Decision {
       kind: "persist",
       values: {
         state: rec.state,
-        lastActiveMs: rec.lastActivityAtMs,
+        lastActiveMs: rec.clock.lastActivityAtMs,
         noticeId: rec.notice?.id,
         stopDeadlineMs: rec.notice?.deadlineMs,
       },
@@ -892,8 +891,8 @@ function finish(d: Draft, outcome: Outcome): Decision {
     to: rec.state,
     idleSeconds,
     idleTimeoutSeconds: policy.idleTimeoutSeconds,
-    lastActivityAtMs: rec.lastActivityAtMs,
-    lastActivity: rec.lastActivityDetail,
+    lastActivityAtMs: rec.clock.lastActivityAtMs,
+    lastActivity: rec.clock.lastActivityDetail,
     ...(rec.lastHumanAtMs === undefined ? {} : { lastHumanAtMs: rec.lastHumanAtMs }),
     ...(seen?.unattended ? { unattended: true } : {}),
     readings: seen?.counted ?? [],

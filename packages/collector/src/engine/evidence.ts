@@ -10,6 +10,7 @@
 import { InputDeviceKind, type Report, SourceState } from "@ws/protocol";
 import { formatDuration } from "@ws/protocol";
 import { clampLease, describeLease, leaseView } from "./leases.js";
+import { type EvidenceSource, isSignalName, thresholdOf } from "./signals.js";
 import type {
   BlindSource,
   Evidence,
@@ -309,7 +310,7 @@ function gpuEvidence(report: Report, policy: Policy, time: ReportTime): SourceEv
   if (!report.gpu) return none();
   const readings: SignalReading[] = [];
   const vetoes: Veto[] = [];
-  const threshold = policy.thresholds.gpuUtilizationRatio;
+  const threshold = thresholdOf("gpu", policy.thresholds);
   const gpuAt = time.sampledAtMs - (safeAge(report.gpu.sampleAgeSeconds) ?? 0) * 1000;
   const processes = report.gpu.processes;
   let live = processes.length > 0;
@@ -345,40 +346,34 @@ function systemEvidence(report: Report, policy: Policy, time: ReportTime): Sourc
   if (!system) return none();
   const thresholds = policy.thresholds;
   const result = none();
+  /** A level at or above the threshold its descriptor names is background work, and a veto. */
   const background = (
     signal: "cpu" | "user-cpu" | "network" | "disk",
     value: number | undefined,
-    threshold: number,
-    describe: (v: number) => string,
+    describe: (v: number, threshold: number) => string,
   ) => {
+    const threshold = thresholdOf(signal, thresholds);
     if (value === undefined || !Number.isFinite(value) || value < threshold) return;
-    const detail = describe(value);
+    const detail = describe(value, threshold);
     result.readings.push({ signal, strength: "strong", atMs: time.sampledAtMs, detail });
     result.vetoes.push({ kind: signal, detail });
     result.live = true;
   };
-  background(
-    "cpu",
-    system.cpuBusyRatio,
-    thresholds.cpuBusyRatio,
-    (v) => `CPU ${percent(v)} busy (threshold ${percent(thresholds.cpuBusyRatio)})`,
-  );
-  background("user-cpu", system.userProcessCpuCores, thresholds.userProcessCpuCores, (v) => {
+  background("cpu", system.cpuBusyRatio, (v, t) => `CPU ${percent(v)} busy (threshold ${percent(t)})`);
+  background("user-cpu", system.userProcessCpuCores, (v, t) => {
     const top = system.topProcesses[0];
     const busiest = top ? `; busiest ${top.command} (${top.user || `uid ${top.uid}`}) ${top.cpuCores.toFixed(2)}` : "";
-    return `users' processes use ${v.toFixed(2)} cores (threshold ${thresholds.userProcessCpuCores})${busiest}`;
+    return `users' processes use ${v.toFixed(2)} cores (threshold ${t})${busiest}`;
   });
   background(
     "network",
     sumDefined(system.networkReceiveBytesPerSecond, system.networkTransmitBytesPerSecond),
-    thresholds.networkBytesPerSecond,
-    (v) => `network ${bytesPerSecond(v)} (threshold ${bytesPerSecond(thresholds.networkBytesPerSecond)})`,
+    (v, t) => `network ${bytesPerSecond(v)} (threshold ${bytesPerSecond(t)})`,
   );
   background(
     "disk",
     sumDefined(system.diskReadBytesPerSecond, system.diskWriteBytesPerSecond),
-    thresholds.diskBytesPerSecond,
-    (v) => `disk ${bytesPerSecond(v)} (threshold ${bytesPerSecond(thresholds.diskBytesPerSecond)})`,
+    (v, t) => `disk ${bytesPerSecond(v)} (threshold ${bytesPerSecond(t)})`,
   );
   return result;
 }
@@ -510,15 +505,16 @@ export function extractEvidence(
   const failed = (source: string) => sourceStates.get(source)?.state === SourceState.FAILED;
 
   const jupyter = jupyterEvidence(report, policy, time);
-  const perSource: Array<[string, SourceEvidence]> = [
-    ["sessions", terminalEvidence(report, policy, time)],
-    ["desktop", desktopEvidence(report, policy, time)],
-    ["remote_sessions", remoteSessionEvidence(report, time)],
-    ["jupyter", jupyter],
-    ["code_server", codeServerEvidence(report, time)],
-    ["gpu", gpuEvidence(report, policy, time)],
-    ["system", systemEvidence(report, policy, time)],
-  ];
+  const bySource: Record<EvidenceSource, SourceEvidence> = {
+    sessions: terminalEvidence(report, policy, time),
+    desktop: desktopEvidence(report, policy, time),
+    remote_sessions: remoteSessionEvidence(report, time),
+    jupyter,
+    code_server: codeServerEvidence(report, time),
+    gpu: gpuEvidence(report, policy, time),
+    system: systemEvidence(report, policy, time),
+  };
+  const perSource = Object.entries(bySource);
   const inhibitors = inhibitorEvidence(report, policy, time, memory, !failed("inhibitors"));
   const leases = leaseEvidence(report, policy, time, memory, failed("leases"));
   const live = new Map<string, boolean>(perSource.map(([source, evidence]) => [source, evidence.live]));
@@ -563,8 +559,7 @@ export function activeSignalNames(evidence: Evidence | undefined, nowMs: number,
   const names = new Set<string>();
   const since = evidence.sampledAtMs - windowSeconds * 1000;
   for (const reading of evidence.readings) if (reading.atMs >= since) names.add(reading.signal);
-  for (const veto of vetoesAt(evidence, nowMs)) {
-    if (veto.kind === "lease" || veto.kind === "inhibitor" || veto.kind === "blind-source") names.add(veto.kind);
-  }
+  // A signal's own veto is named by its reading; the other vetoes are named here.
+  for (const veto of vetoesAt(evidence, nowMs)) if (!isSignalName(veto.kind)) names.add(veto.kind);
   return [...names].sort();
 }

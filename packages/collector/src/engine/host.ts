@@ -11,6 +11,7 @@
 // neither for idle-timeout. A reading that failed, is absent or is stale
 // breaks that run: missing data is never idleness.
 import { formatDuration } from "@ws/protocol";
+import { unattendedEndsAtMs } from "./activity.js";
 import type { HostClock, HostExplanation, HostReading, Policy, Thresholds, VmRecord } from "./types.js";
 
 const duration = (ms: number): string => formatDuration(Math.max(0, ms) / 1000);
@@ -119,12 +120,11 @@ export function hostReadingFresh(reading: HostReading, nowMs: number): boolean {
 export function hostIdleSinceMs(record: VmRecord, clock: HostClock | undefined, policy: Policy): number | undefined {
   if (clock?.coveredSinceMs === undefined) return undefined;
   const humanAtMs = Math.max(record.lastHumanAtMs ?? record.firstSeenMs, clock.lastConnectionAtMs ?? -Infinity);
-  let backgroundAtMs = clock.lastBackgroundAtMs ?? -Infinity;
-  if (policy.unattendedMaxSeconds !== null)
-    backgroundAtMs = Math.min(backgroundAtMs, humanAtMs + policy.unattendedMaxSeconds * 1000);
+  const unattendedOverAtMs = unattendedEndsAtMs(humanAtMs, policy) ?? Infinity;
+  const backgroundAtMs = Math.min(clock.lastBackgroundAtMs ?? -Infinity, unattendedOverAtMs);
   return Math.max(
     clock.coveredSinceMs,
-    record.lastActivityAtMs ?? -Infinity,
+    record.clock.lastActivityAtMs ?? -Infinity,
     clock.lastConnectionAtMs ?? -Infinity,
     backgroundAtMs,
   );

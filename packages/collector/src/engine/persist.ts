@@ -11,6 +11,7 @@
 // keeps its deadline (the users were warned) — and still needs a fresh Report
 // showing no activity before it goes ahead.
 
+import { clockStartedAt } from "./activity.js";
 import { EMPTY_MEMORY } from "./evidence.js";
 import { initialRecord } from "./decide.js";
 import { ENGINE_STATES, type EngineState, type PersistedState, type VmRecord } from "./types.js";
@@ -105,9 +106,7 @@ export function restoreRecord(
         record: {
           ...base,
           state: "StoppingPending",
-          lastActivityAtMs: lastActiveMs,
-          lastStrongAtMs: lastActiveMs,
-          lastActivityDetail: "restored last-active",
+          clock: clockStartedAt(lastActiveMs, "restored last-active"),
           notice: {
             id: noticeId,
             sentAtMs: Math.min(restoredAtMs, deadlineMs),
@@ -137,8 +136,6 @@ function activeAt(base: VmRecord, atMs: number): VmRecord {
   return {
     ...base,
     state: "Active",
-    lastActivityAtMs: atMs,
-    lastStrongAtMs: atMs,
-    lastActivityDetail: "restored after a collector restart",
+    clock: clockStartedAt(atMs, "restored after a collector restart"),
   };
 }

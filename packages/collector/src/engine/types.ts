@@ -5,6 +5,7 @@
 
 import type { Report } from "@ws/protocol";
 import type { EventReason } from "./events.js";
+import type { OTHER_VETOES, SignalName, SignalVeto } from "./signals.js";
 
 // --- policy -------------------------------------------------------------------
 
@@ -175,7 +176,7 @@ export interface EvidenceMemory {
   leases: TrackedLease[];
 }
 
-/** The one clock type: an idle clock's parts, as a record keeps them (activity.ts moves them). */
+/** The one clock type, held as a value (activity.ts moves it, and answers what it says). */
 export interface IdleClock {
   lastStrongAtMs?: number;
   lastWeakAtMs?: number;
@@ -189,11 +190,13 @@ export interface IdleClock {
 
 /**
  * Everything the engine knows about one VM. decide() returns a new one; the old one is never
- * changed. The record is its idle clock (the decision's, flat, as persisted and shown); `attended`
- * is the other clock, the same without background work.
+ * changed. `clock` is the idle clock the decision uses; `attended` is the same clock without
+ * background work (absent: the same as `clock`).
  */
-export interface VmRecord extends IdleClock {
+export interface VmRecord {
   state: EngineState;
+  /** The idle clock: its origin is what the idle timeout counts from. */
+  clock: IdleClock;
   sinceMs: number;
   /** When the engine first saw this VM (or was restored). */
   firstSeenMs: number;
@@ -322,23 +325,8 @@ export interface HostExplanation {
 
 // --- evidence and explanations -----------------------------------------------------
 
-export type SignalName =
-  | "tty-input"
-  | "tty-output"
-  | "desktop-input"
-  | "remote-session"
-  | "remote-connected"
-  | "jupyter-busy"
-  | "jupyter-kernel"
-  | "jupyter-terminal"
-  | "jupyter-server"
-  | "jupyter-connected"
-  | "code-server"
-  | "gpu"
-  | "cpu"
-  | "user-cpu"
-  | "network"
-  | "disk";
+/** The signals are the keys of engine/signals.ts's descriptors. */
+export type { SignalName } from "./signals.js";
 
 export type Strength = "strong" | "weak";
 
@@ -350,16 +338,8 @@ export interface SignalReading {
   detail: string;
 }
 
-export type VetoKind =
-  | "jupyter-busy"
-  | "gpu"
-  | "cpu"
-  | "user-cpu"
-  | "network"
-  | "disk"
-  | "lease"
-  | "inhibitor"
-  | "blind-source";
+/** A signal whose descriptor says it vetoes, or one of the vetoes that are not a signal's. */
+export type VetoKind = SignalVeto | (typeof OTHER_VETOES)[number];
 
 /** Something that forbids a stop now, whatever the idle clock says. */
 export interface Veto {

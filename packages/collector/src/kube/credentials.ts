@@ -7,6 +7,7 @@
 // existing one answers 409 AlreadyExists and is left as it is (the token is a pure function of
 // the key and the VM's name, so a Secret this collector made is still right; one someone else
 // made with a wrong token shows as bad-token on the probe and in workstation_auth_failures_total).
+import { Semaphore } from "../retry.js";
 import { tokenFor } from "../token.js";
 import { describeError, httpStatusOf, type KubeClients } from "./client.js";
 
@@ -83,8 +84,8 @@ export interface CredentialIssuerOptions {
 export class CredentialIssuer {
   private readonly done = new Set<string>();
   private readonly inFlight = new Set<string>();
-  private readonly waiting: CredentialVm[] = [];
-  private active = 0;
+  /** Secrets being created at once; the rest wait their turn in arrival order. */
+  private readonly slots: Semaphore;
   private forbiddenReported = false;
   /** Secrets this issuer created, and those that were there already (for tests and the log). */
   readonly counts = { created: 0, existing: 0, failed: 0 };
@@ -93,31 +94,19 @@ export class CredentialIssuer {
     private readonly clients: KubeClients,
     private readonly key: Buffer,
     private readonly options: CredentialIssuerOptions,
-  ) {}
+  ) {
+    this.slots = new Semaphore(options.concurrency ?? 4);
+  }
 
   observe(vm: CredentialVm): void {
     if (this.done.has(vm.uid) || this.inFlight.has(vm.uid)) return;
     this.inFlight.add(vm.uid);
-    this.waiting.push(vm);
-    this.pump();
+    void this.slots.run(() => this.create(vm)).finally(() => this.inFlight.delete(vm.uid));
   }
 
   /** Resolves when nothing is in flight (tests). */
   async idle(): Promise<void> {
     while (this.inFlight.size > 0) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-
-  private pump(): void {
-    const limit = this.options.concurrency ?? 4;
-    while (this.active < limit && this.waiting.length > 0) {
-      const vm = this.waiting.shift()!;
-      this.active++;
-      void this.create(vm).finally(() => {
-        this.active--;
-        this.inFlight.delete(vm.uid);
-        this.pump();
-      });
-    }
   }
 
   private async create(vm: CredentialVm): Promise<void> {

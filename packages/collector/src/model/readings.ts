@@ -2,24 +2,11 @@
 //   readingsFromReport: Report → values /metrics exports (so Prometheus keeps them)
 //   reportFromReadings: values read back from Prometheus → a Report the engine accepts
 // A round trip keeps every reading, veto and threshold comparison the engine
-// makes (test/whatif-readings.test.ts checks it), which is what lets `whatif`
+// makes (packages/collector/test/whatif-readings.test.ts checks it), which is what lets `whatif`
 // replay history under other thresholds.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { type RemoteSessionSchema, ReportSchema, SourceState, type Report } from "@ws/protocol";
-
-/** Activity that the agent reports as an age; exported as a time on the collector's clock. */
-export const ACTIVITY_SIGNALS = [
-  "tty-input",
-  "tty-output",
-  "desktop-input",
-  "remote-session",
-  "remote-connected",
-  "jupyter-kernel",
-  "jupyter-terminal",
-  "jupyter-server",
-  "code-server",
-] as const;
-export type ActivitySignal = (typeof ACTIVITY_SIGNALS)[number];
+import type { ActivitySignal } from "../engine/signals.js";
 
 export interface ReportReadings {
   /** Whole-machine CPU busy share, 0..1. */

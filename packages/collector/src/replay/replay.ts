@@ -16,7 +16,7 @@ import {
   resolvePolicy,
 } from "../engine/policy.js";
 import type { Action, EngineState, Explanation, Policy, PolicyOverrides } from "../engine/types.js";
-import { showsPersonAfter } from "../engine/strength.js";
+import { showsPersonAfter } from "../engine/signals.js";
 import { newVmLoopState, step as stepVm, type StepInput, type VmLoopState } from "../vm/step.js";
 import { parseTrace, type TraceEvent } from "./trace.js";
 

@@ -1,6 +1,6 @@
 // The `start:` section of the collector's config file (docs/coming-back.md), and the per-VM
 // annotations that name a workstation's entry point. Pure: values in, a config or problems out.
-import { DurationError, parseDuration } from "@ws/protocol";
+import { DurationError, isJsonObject, parseDuration } from "@ws/protocol";
 import { ENTRY_SERVICES, type EntryService } from "./readiness.js";
 import { DEFAULT_START_LINK_TTL_SECONDS } from "./token.js";
 
@@ -43,8 +43,6 @@ export const DEFAULT_START: StartConfig = Object.freeze({
 }) as StartConfig;
 
 const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl", "wakeListen"];
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** An http(s) URL template; placeholders are checked by expanding them with sample values. */
 function urlTemplate(value: unknown, label: string, problems: string[]): string | undefined {
@@ -76,7 +74,7 @@ function entryService(value: unknown, label: string, problems: string[]): EntryS
 export function parseStartConfig(raw: unknown, problems: string[], label = "start"): StartConfig {
   const config: StartConfig = { ...DEFAULT_START, profiles: {} };
   if (raw == null) return config;
-  if (!isObj(raw)) {
+  if (!isJsonObject(raw)) {
     problems.push(`${label}: must be a mapping`);
     return config;
   }
@@ -106,12 +104,13 @@ export function parseStartConfig(raw: unknown, problems: string[], label = "star
     else config.wakeListen = address;
   }
   if (raw.profiles != null) {
-    if (!isObj(raw.profiles)) problems.push(`${label}.profiles: must map a profile name to entryUrl/entryService`);
+    if (!isJsonObject(raw.profiles))
+      problems.push(`${label}.profiles: must map a profile name to entryUrl/entryService`);
     else
       for (const [name, value] of Object.entries(raw.profiles)) {
         const entry: Partial<EntryConfig> = {};
         const where = `${label}.profiles.${name}`;
-        if (!isObj(value)) {
+        if (!isJsonObject(value)) {
           problems.push(`${where}: must be a mapping`);
           continue;
         }

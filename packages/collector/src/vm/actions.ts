@@ -5,6 +5,7 @@
 import type { Logger } from "@ws/protocol";
 import type { Action, Explanation, Policy, StopResult, StopTrigger } from "../engine/types.js";
 import type { VmKey } from "../model/vm-key.js";
+import { countOnsets } from "../hostside/disagree.js";
 import type { FleetObserver } from "../notify/outreach.js";
 import type { CollectorStats } from "../stats.js";
 import type { FleetCounters } from "../model/vm-view.js";
@@ -27,9 +28,11 @@ export interface VmActing {
   stopInFlight: boolean;
   /** Leases already counted as granted: only the ones the agent still reports. */
   knownLeases: Set<string>;
+  /** Agent/host disagreements at the last host-side reading (their onsets are counted). */
+  disagreeing: readonly string[];
 }
 
-export const newVmActing = (): VmActing => ({ stopInFlight: false, knownLeases: new Set() });
+export const newVmActing = (): VmActing => ({ stopInFlight: false, knownLeases: new Set(), disagreeing: [] });
 
 /** The VM a decision's actions are for. */
 export interface ActionTarget {
@@ -66,6 +69,12 @@ export class ActionRunner {
   /** Counts invalid policy entries found when a VM's policy was resolved (not an engine action: a standby counts too). */
   countPolicyErrors(count: number): void {
     this.counters.policyErrors += count;
+  }
+
+  /** Counts the agent/host disagreements that start with this host-side reading (hostside/disagree.ts). */
+  countDisagreements(acting: VmActing, kinds: readonly string[]): void {
+    countOnsets(this.counters, acting.disagreeing, kinds);
+    acting.disagreeing = kinds;
   }
 
   run(target: ActionTarget, action: Action): void {

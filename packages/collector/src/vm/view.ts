@@ -4,7 +4,7 @@ import type { VmKey } from "../model/vm-key.js";
 import type { VmPlatformDetails, VmView } from "../model/vm-view.js";
 import { idleSecondsAt } from "../engine/activity.js";
 import { describeHostReading } from "../engine/host.js";
-import { familyOf, SIGNAL_FAMILIES } from "../engine/strength.js";
+import { familyOf, SIGNAL_FAMILIES } from "../engine/signals.js";
 import { disagreements } from "../hostside/disagree.js";
 import { reportSummary } from "./compact-report.js";
 import type { VmLoopState } from "./step.js";
@@ -56,7 +56,7 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
     agentVersion: facts.agentVersion,
     peer: facts.peer,
     ...(record?.lastReportAtMs !== undefined ? { lastReportAtMs: record.lastReportAtMs } : {}),
-    ...(record?.lastActivityAtMs !== undefined ? { lastActivityAtMs: record.lastActivityAtMs } : {}),
+    ...(record?.clock.lastActivityAtMs !== undefined ? { lastActivityAtMs: record.clock.lastActivityAtMs } : {}),
     ...(idleSeconds !== undefined ? { idleSeconds } : {}),
     idleTimeoutSeconds: loop.policy.idleTimeoutSeconds,
     ...(explanation?.stopAtMs !== undefined ? { stopDeadlineMs: explanation.stopAtMs } : {}),

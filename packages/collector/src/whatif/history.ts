@@ -2,7 +2,7 @@
 // and the pure step that turns its matrix answer into one sample per VM per step.
 import type { TraceHostReading } from "../replay/trace.js";
 import type { ReportReadings } from "../model/readings.js";
-import { ACTIVITY_SIGNALS, type ActivitySignal } from "../model/readings.js";
+import { ACTIVITY_SIGNALS, type ActivitySignal } from "../engine/signals.js";
 
 /** The series `whatif` reads, by metric name without the `workstation_` prefix. */
 export const HISTORY_METRICS = [

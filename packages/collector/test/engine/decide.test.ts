@@ -35,7 +35,7 @@ describe("decide: transitions", () => {
     });
     expect(decision.explanation.from).toBe("Unknown");
     expect(decision.next.state).toBe("Active");
-    expect(decision.next.lastActivityAtMs).toBe(T0); // a VM first seen gets a full idle timeout
+    expect(decision.next.clock.lastActivityAtMs).toBe(T0); // a VM first seen gets a full idle timeout
     expect(actionsOf(decision, "persist")).toEqual([
       {
         kind: "persist",
@@ -145,7 +145,7 @@ describe("decide: transitions", () => {
     sim.idleFor(HOUR + 10 * MINUTE + 15 * SECOND);
     const decision = sim.stopResult({ outcome: "refused", message: "volume scratch is an emptyDisk" });
     expect(decision.next.state).toBe("Active");
-    expect(decision.next.lastActivityAtMs).toBe(sim.now);
+    expect(decision.next.clock.lastActivityAtMs).toBe(sim.now);
     expect(actionsOf(decision, "event")).toEqual([
       expect.objectContaining({ type: "Warning", reason: "IdleStopRefused" }),
     ]);
@@ -173,7 +173,7 @@ describe("decide: transitions", () => {
     sim.now += HOUR;
     const booted = sim.send(report({ system: { cpuCount: 4, uptimeSeconds: 30 } }));
     expect(booted.next.state).toBe("Active");
-    expect(booted.next.lastActivityAtMs).toBe(sim.now);
+    expect(booted.next.clock.lastActivityAtMs).toBe(sim.now);
   });
 });
 
@@ -627,16 +627,20 @@ describe("decide: ages, not clocks", () => {
       T0,
       testPolicy(),
       { agentConnected: true, latestReport: { report: r, receivedAtMs: T0 } },
-      { ...initialRecord(T0 - HOUR), state: "Active", lastActivityAtMs: T0 - HOUR, lastStrongAtMs: T0 - HOUR },
+      {
+        ...initialRecord(T0 - HOUR),
+        state: "Active",
+        clock: { lastActivityAtMs: T0 - HOUR, lastStrongAtMs: T0 - HOUR },
+      },
     );
-    expect(decision.next.lastActivityAtMs).toBe(T0 - 150 * SECOND);
+    expect(decision.next.clock.lastActivityAtMs).toBe(T0 - 150 * SECOND);
   });
 
   it("passing the same report again changes nothing", () => {
     const sim = activeSim();
     const first = sim.record!;
     const again = sim.step();
-    expect(again.next.lastActivityAtMs).toBe(first.lastActivityAtMs);
+    expect(again.next.clock.lastActivityAtMs).toBe(first.clock.lastActivityAtMs);
     expect(again.actions).toEqual([]);
   });
 });

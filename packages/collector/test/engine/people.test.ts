@@ -1,9 +1,10 @@
+import { readFileSync } from "node:fs";
 // The engine telling a person from a process: desktop input, SSH sessions without a terminal,
 // Jupyter terminal output, unattended-max, and what an explanation's "counted" means.
 import { InputDeviceKind } from "@ws/protocol";
 import { describe, expect, it } from "vitest";
 import { extractEvidence } from "../../src/engine/evidence.js";
-import { SIGNAL_TABLE, isHumanSignal, showsPersonAfter } from "../../src/engine/strength.js";
+import { SIGNALS, isHumanSignal, showsPersonAfter } from "../../src/engine/signals.js";
 import { HOUR, MINUTE, SECOND, Sim, T0, actionsOf, report, testPolicy, transitions, ttySession } from "./sim.js";
 
 type ReportInit = NonNullable<Parameters<typeof report>[0]>;
@@ -276,9 +277,21 @@ describe("people's signals", () => {
 });
 
 describe("the strength table", () => {
+  it("docs/policy.md's table says of each signal what its descriptor says", () => {
+    const text = readFileSync(new URL("../../../../docs/policy.md", import.meta.url), "utf8");
+    const rows = new Map<string, { strength: string; kind: string }>();
+    for (const [, name, strength, kind] of text.matchAll(
+      /^\| `([a-z-]+)` \| .* \| (strong|weak)[^|]* \| ([a-z]+) \| [^|]* \|$/gm,
+    ))
+      rows.set(name as string, { strength: strength as string, kind: kind as string });
+    for (const [name, descriptor] of Object.entries(SIGNALS))
+      expect(rows.get(name), name).toEqual({ strength: descriptor.strength, kind: descriptor.kind });
+    expect([...rows.keys()].sort()).toEqual(Object.keys(SIGNALS).sort());
+  });
+
   it("names every signal, and only people's signals show that the user came back after a stop", () => {
     expect(
-      Object.entries(SIGNAL_TABLE)
+      Object.entries(SIGNALS)
         .filter(([, meaning]) => meaning.kind === "human")
         .map(([name]) => name)
         .sort(),

@@ -106,7 +106,7 @@ describe("restoring other states", () => {
       restoredAt,
       PREFIX,
     );
-    expect(record).toMatchObject({ state: "Active", lastActivityAtMs: restoredAt });
+    expect(record).toMatchObject({ state: "Active", clock: { lastActivityAtMs: restoredAt } });
     const sim = new Sim(testPolicy(), record);
     sim.now = restoredAt;
     const decisions = sim.idleFor(HOUR);
@@ -119,7 +119,7 @@ describe("restoring other states", () => {
       T0,
       PREFIX,
     );
-    expect(record?.lastActivityAtMs).toBe(T0 + MINUTE);
+    expect(record?.clock.lastActivityAtMs).toBe(T0 + MINUTE);
   });
 
   it("Stopped stays Stopped until the VM runs again", () => {
@@ -162,7 +162,34 @@ describe("restoring other states", () => {
     const { record, problems } = restoreRecord(annotations, T0, PREFIX);
     expect(problems.join("\n")).toMatch(problem);
     expect(record?.state).toBe(state);
-    if (record) expect(record.lastActivityAtMs).toBe(T0);
+    if (record) expect(record.clock.lastActivityAtMs).toBe(T0);
+  });
+
+  it("annotations an earlier collector wrote (the records were flat then) load into the clock value", () => {
+    // Literal annotations, as a collector from before the idle clock became a value wrote them.
+    const written = {
+      [`${PREFIX}state`]: "StoppingPending",
+      [`${PREFIX}last-active`]: "2026-03-01T10:00:00.000Z",
+      [`${PREFIX}notice-id`]: "n-t9k2qo",
+      [`${PREFIX}stop-deadline`]: "2026-03-01T11:30:00.000Z",
+    };
+    const restoredAt = Date.parse("2026-03-01T11:05:00.000Z");
+    const { record, problems } = restoreRecord(written, restoredAt, PREFIX);
+    expect(problems).toEqual([]);
+    expect(record?.state).toBe("StoppingPending");
+    expect(record?.clock).toEqual({
+      lastStrongAtMs: Date.parse("2026-03-01T10:00:00.000Z"),
+      lastActivityAtMs: Date.parse("2026-03-01T10:00:00.000Z"),
+      lastActivityDetail: "restored last-active",
+      lastActivityWeak: false,
+    });
+    expect(record?.notice).toMatchObject({ id: "n-t9k2qo", deadlineMs: Date.parse("2026-03-01T11:30:00.000Z") });
+    // What it writes back is what it read: the format did not change.
+    const again = new Sim(testPolicy(), record);
+    again.now = restoredAt;
+    const [stopping] = actionsOf(again.idleFor(HOUR), "persist");
+    expect(stopping?.values.state).toBe("Stopping");
+    expect(persistedAnnotations(stopping!.values, PREFIX)[`${PREFIX}last-active`]).toBe("2026-03-01T10:00:00.000Z");
   });
 
   it("nothing stored: a fresh record", () => {

@@ -44,7 +44,7 @@ function noticeDecision(mode: "enforce" | "observe"): Decision {
         repeat: false,
       },
     ],
-    next: { state: "StoppingPending", activeSignals: [], lastActivityAtMs: NOW - 7_200_000 },
+    next: { state: "StoppingPending", activeSignals: [], clock: { lastActivityAtMs: NOW - 7_200_000 } },
   } as unknown as Decision;
 }
 

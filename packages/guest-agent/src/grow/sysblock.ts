@@ -1,5 +1,6 @@
-import { readdir, readFile, realpath, stat } from "node:fs/promises";
+import { readdir, readFile, realpath } from "node:fs/promises";
 import path from "node:path";
+import { exists } from "../fs/exists.js";
 
 /**
  * Block devices as /sys shows them. Every size in /sys/class/block/X/{size,start} counts
@@ -38,15 +39,6 @@ async function readSectorsAsBytes(file: string): Promise<number> {
   const value = Number(await readTrimmed(file));
   if (!Number.isFinite(value)) throw new Error(`${file}: not a number`);
   return value * SECTOR;
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function readDisk(sysDir: string): Promise<DiskNode> {

@@ -5,6 +5,7 @@
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { chmod, lstat, mkdir, unlink } from "node:fs/promises";
 import path from "node:path";
+import { exists } from "../fs/exists.js";
 import { StringDecoder } from "node:string_decoder";
 import {
   discardProof,
@@ -310,15 +311,6 @@ export class LeaseSocketServer {
         });
       }
     });
-  }
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await lstat(file);
-    return true;
-  } catch {
-    return false;
   }
 }
 

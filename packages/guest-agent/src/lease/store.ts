@@ -5,7 +5,7 @@ import { readFile, rename } from "node:fs/promises";
 import path from "node:path";
 import { writeFileAtomic } from "./atomic-write.js";
 import type { StoredLease } from "./leases.js";
-import { errorMessage } from "@ws/protocol";
+import { errorMessage, isJsonObject } from "@ws/protocol";
 
 export const LEASE_FILE = "leases.json";
 const FORMAT_VERSION = 1;
@@ -31,7 +31,7 @@ export function parseLeaseState(text: string): ParseResult {
   } catch (error) {
     return { ok: false, error: `not JSON (${errorMessage(error)})` };
   }
-  if (!isObject(document)) return { ok: false, error: "not a JSON object" };
+  if (!isJsonObject(document)) return { ok: false, error: "not a JSON object" };
   if (document.version !== FORMAT_VERSION)
     return { ok: false, error: `unknown format version ${JSON.stringify(document.version)}` };
   if (!Array.isArray(document.leases)) return { ok: false, error: `"leases" is not a list` };
@@ -51,7 +51,7 @@ export function parseLeaseState(text: string): ParseResult {
 }
 
 function parseStoredLease(entry: unknown): StoredLease | string {
-  if (!isObject(entry)) return "not an object";
+  if (!isJsonObject(entry)) return "not an object";
   const { id, uid, user, reason, requestedSeconds, holdSeconds, takenAtMs, confirmed, clamped, refused } = entry;
   if (typeof id !== "string" || !/^[0-9a-f]{8}$/.test(id)) return `bad id ${JSON.stringify(id)}`;
   if (typeof uid !== "number" || !Number.isInteger(uid) || uid < 0 || uid > 0xffffffff) return "bad uid";
@@ -87,10 +87,6 @@ function parseStoredLease(entry: unknown): StoredLease | string {
     lease.via = entry.via;
   }
   return lease;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function isPositive(value: unknown): value is number {

@@ -5,6 +5,8 @@
 // claimed uid, a user name) are ignored: the caller's identity comes from the
 // kernel, never from the request.
 
+import { isJsonObject } from "@ws/protocol";
+
 export const PROTOCOL_NAME = "ws-agent-lease";
 export const PROTOCOL_VERSION = 1;
 /** Longest line either side accepts; a request is a few hundred bytes. */
@@ -129,10 +131,6 @@ export function errorAnswer(
   return { ok: false, error: { code, message, ...extra } };
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 export function parseRequest(line: string): { ok: true; request: Request } | ErrorAnswer {
   let value: unknown;
   try {
@@ -140,7 +138,7 @@ export function parseRequest(line: string): { ok: true; request: Request } | Err
   } catch {
     return errorAnswer("bad_request", "the request is not JSON");
   }
-  if (!isObject(value)) return errorAnswer("bad_request", "the request is not a JSON object");
+  if (!isJsonObject(value)) return errorAnswer("bad_request", "the request is not a JSON object");
   switch (value.op) {
     case "take": {
       const { seconds, reason, wait } = value;
@@ -182,7 +180,7 @@ export function parseRequest(line: string): { ok: true; request: Request } | Err
 export function parseChallenge(line: string): Challenge | undefined {
   try {
     const value: unknown = JSON.parse(line);
-    if (!isObject(value) || value.protocol !== PROTOCOL_NAME) return undefined;
+    if (!isJsonObject(value) || value.protocol !== PROTOCOL_NAME) return undefined;
     const { version, nonce, proof } = value;
     if (typeof version !== "number" || typeof nonce !== "string" || typeof proof !== "string") return undefined;
     return { protocol: PROTOCOL_NAME, version, nonce, proof };

@@ -5,33 +5,17 @@
  */
 import path from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { CodeServerInstanceSchema, CodeServerSignalSchema } from "@ws/protocol";
+import type { CodeServerSignalSchema } from "@ws/protocol";
 import { UserPathError } from "../fs/user-file.js";
-import type { Users } from "../users.js";
 import { createHomeScan, type HomeScan } from "./home-scan.js";
 import { absent, errorMessage, failed, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
+import { type InstanceInit, heartbeatInstance } from "./code-server-parse.js";
 
 export type CodeServerSignalValue = MessageInitShape<typeof CodeServerSignalSchema>;
-type InstanceInit = MessageInitShape<typeof CodeServerInstanceSchema>;
 
 /** code-server's default data dir, relative to a home (its --user-data-dir default). */
 export const HEARTBEAT_SEGMENTS = [".local", "share", "code-server", "heartbeat"] as const;
 export const HEARTBEAT_PATH = path.join(...HEARTBEAT_SEGMENTS);
-
-export interface HeartbeatFileStat {
-  uid: number;
-  mtimeMs: number;
-}
-
-/** What one heartbeat file says, as the report carries it. Pure. */
-export function heartbeatInstance(file: string, stat: HeartbeatFileStat, users: Users, nowMs: number): InstanceInit {
-  return {
-    user: users.byUid(stat.uid)?.name ?? "",
-    uid: stat.uid,
-    heartbeatFile: file,
-    heartbeatAgeSeconds: Math.max(0, (nowMs - stat.mtimeMs) / 1000),
-  };
-}
 
 /** `homes`: shared with the Jupyter signal (createSignals), so homes are listed once per sample. */
 export function createCodeServerSignal(homes: HomeScan = createHomeScan()): Signal<CodeServerSignalValue> {

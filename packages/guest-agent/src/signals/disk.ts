@@ -6,13 +6,13 @@
 import { readFile, statfs } from "node:fs/promises";
 import path from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { DiskSignalSchema, MountSchema } from "@ws/protocol";
+import type { DiskSignalSchema } from "@ws/protocol";
 import { under } from "../roots.js";
 import { mountHolding, parseMounts, type MountEntry } from "./proc-mounts.js";
 import { absent, errorMessage, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
+import { type MountInit, mountUsage } from "./disk-parse.js";
 
 export type DiskSignalValue = MessageInitShape<typeof DiskSignalSchema>;
-type MountInit = MessageInitShape<typeof MountSchema>;
 
 export interface DiskSignalOptions {
   /** Absolute paths; each is reported for the filesystem that holds it. */
@@ -20,30 +20,6 @@ export interface DiskSignalOptions {
 }
 
 export const DEFAULT_DISK_MOUNTS = ["/"];
-
-/** What statfs(2) says, in blocks of `bsize` bytes. */
-export interface FilesystemBlocks {
-  bsize: bigint;
-  blocks: bigint;
-  bfree: bigint;
-  bavail: bigint;
-}
-
-/**
- * A Mount from statfs numbers, with df's meaning: used = total − free; available
- * is what an unprivileged user can still write (free less the root reserve), so
- * used + available can be less than the size. Pure.
- */
-export function mountUsage(mountPoint: string, entry: MountEntry | undefined, blocks: FilesystemBlocks): MountInit {
-  return {
-    mountPoint,
-    device: entry?.device ?? "",
-    fsType: entry?.fsType ?? "",
-    sizeBytes: blocks.blocks * blocks.bsize,
-    usedBytes: (blocks.blocks - blocks.bfree) * blocks.bsize,
-    availableBytes: blocks.bavail * blocks.bsize,
-  };
-}
 
 export function createDiskSignal(
   options: DiskSignalOptions = { mounts: DEFAULT_DISK_MOUNTS },

@@ -6,7 +6,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import type { Roots } from "../../src/roots.js";
-import { createCodeServerSignal, HEARTBEAT_PATH, heartbeatInstance } from "../../src/signals/code-server.js";
+import { createCodeServerSignal, HEARTBEAT_PATH } from "../../src/signals/code-server.js";
+import { heartbeatInstance } from "../../src/signals/code-server-parse.js";
 import type { SignalContext } from "../../src/signals/types.js";
 import { loadUsers, parsePasswd, usersFrom } from "../../src/users.js";
 

@@ -6,7 +6,8 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import { defaultRoots } from "../../src/roots.js";
-import { createDiskSignal, mountUsage, type DiskSignalValue } from "../../src/signals/disk.js";
+import { createDiskSignal, type DiskSignalValue } from "../../src/signals/disk.js";
+import { mountUsage } from "../../src/signals/disk-parse.js";
 import type { SignalContext, SignalOutcome } from "../../src/signals/types.js";
 import { usersFrom } from "../../src/users.js";
 

@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { InhibitorFileError, parseInhibitorFile } from "../../src/signals/inhibitors.js";
+import { InhibitorFileError, parseInhibitorFile } from "../../src/signals/inhibitors-parse.js";
 import { anyText, mutated, parsesOrRefuses } from "../support/fuzz.js";
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "inhibitors");

@@ -12,14 +12,14 @@ import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { manualClock } from "../../src/clock.js";
 import type { Roots } from "../../src/roots.js";
+import { createInhibitorsSignal } from "../../src/signals/inhibitors.js";
 import {
   cUnescape,
-  createInhibitorsSignal,
   InhibitorFileError,
   isIdleLock,
   parseInhibitorFile,
   reportedLocks,
-} from "../../src/signals/inhibitors.js";
+} from "../../src/signals/inhibitors-parse.js";
 import type { SignalContext } from "../../src/signals/types.js";
 import { usersFrom } from "../../src/users.js";
 

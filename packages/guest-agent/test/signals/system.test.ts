@@ -7,7 +7,8 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { manualClock, systemClock } from "../../src/clock.js";
 import { defaultRoots, type Roots } from "../../src/roots.js";
-import { createSystemSignal, type SystemSignalValue } from "../../src/signals/system.js";
+import { createSystemSignal } from "../../src/signals/system.js";
+import type { SystemSignalValue } from "../../src/signals/system-parse.js";
 import type { SignalContext, SignalOutcome } from "../../src/signals/types.js";
 import { loadUsers, parsePasswd, usersFrom } from "../../src/users.js";
 

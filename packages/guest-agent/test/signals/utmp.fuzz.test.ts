@@ -5,7 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { isSafeTtyName, userLogins } from "../../src/signals/sessions.js";
+import { isSafeTtyName, userLogins } from "../../src/signals/sessions-parse.js";
 import { parseUtmp, UTMP_RECORD_SIZE, utmpTrailingBytes } from "../../src/signals/utmp.js";
 import { RUNS } from "../support/fuzz.js";
 
