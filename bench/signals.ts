@@ -1,5 +1,5 @@
 // CPU cost of one collect() of the people's signals on this machine's real /proc and /dev:
-// remote_sessions (a pass over every process's comm, plus the sshd sessions found) and desktop
+// remote_sessions (its own pass over every process's stat, shared with system in the agent, plus the sshd sessions found) and desktop
 // (the /dev/input listing and drains), beside sessions and system for scale. CPU time
 // (user + system of this process) per collect, not wall time: the machine is shared.
 import { readdirSync, readFileSync } from "node:fs";

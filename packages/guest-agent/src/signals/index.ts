@@ -7,6 +7,7 @@ import { createGpuSignal } from "./gpu.js";
 import { createHomeScan } from "./home-scan.js";
 import { createInhibitorsSignal } from "./inhibitors.js";
 import { createJupyterSignal } from "./jupyter.js";
+import { createProcessScan } from "./process-scan.js";
 import { createRemoteSessionsSignal } from "./remote-sessions.js";
 import { createSessionsSignal } from "./sessions.js";
 import { createSystemSignal } from "./system.js";
@@ -19,10 +20,12 @@ export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
   const homes = createHomeScan();
   // Jupyter's discovery tells the remote-sessions signal which forwards reach a Jupyter server.
   const services = createWatchedServices();
+  // System and remote-sessions look at every process: /proc listed and each stat read once per sample.
+  const processes = createProcessScan();
   return [
     createJupyterSignal({ urls: config.jupyter.urls, timeoutMs: config.jupyter.timeoutMs, homes, services }),
     createSessionsSignal(),
-    createRemoteSessionsSignal({ services }),
+    createRemoteSessionsSignal({ services, processes }),
     createDesktopSignal(),
     createCodeServerSignal(homes),
     createGpuSignal({
@@ -30,7 +33,7 @@ export function createSignals(config: AgentConfig): Array<Signal<unknown>> {
       intervalMs: config.gpu.intervalMs,
       timeoutMs: config.gpu.timeoutMs,
     }),
-    createSystemSignal(),
+    createSystemSignal(processes),
     createInhibitorsSignal(),
     createDiskSignal({ mounts: config.disk.mounts }),
   ] as Array<Signal<unknown>>;

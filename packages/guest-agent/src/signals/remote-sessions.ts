@@ -13,11 +13,13 @@
  */
 import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, readSync } from "node:fs";
 import { open, readdir, readFile, readlink } from "node:fs/promises";
+import { StringDecoder } from "node:string_decoder";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { RemoteSessionSchema, RemoteSessionSignalSchema } from "@ws/protocol";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
-import { CLOCK_TICKS_PER_SECOND, parsePidStat, parseStatusUid } from "./proc-pid.js";
+import { CLOCK_TICKS_PER_SECOND, parsePidStat, parseStatusUid, type ProcessStat } from "./proc-pid.js";
+import { ownProcessScan, type ProcessScan } from "./process-scan.js";
 import { parseUptime } from "./proc-uptime.js";
 import {
   forwardConnections,
@@ -59,6 +61,16 @@ const MAX_SERVICE_FDS = 1024;
 /** The ticker stops when nobody has collected for this long (a signal made for one probe). */
 const TICKER_IDLE_STOP_MS = 15 * 60_000;
 const CODE_SERVER_COMMS = new Set(["node", "code-server"]);
+/**
+ * sshd's listening ports are kept while root's sshd processes hold exactly the same sockets, and
+ * read again at least this often. Reading /proc/net/tcp makes the kernel walk its whole socket
+ * hash (milliseconds of system time on a machine with gigabytes of memory, whatever the number
+ * of sockets), then every line is parsed: measured, it was the largest part of an idle agent's
+ * sample (docs/benchmarks.md, benchmark 1, issue 30).
+ */
+const LISTENING_REFRESH_MS = 5 * 60_000;
+/** Files are read through this much at a time (one reused buffer), never a buffer of their whole cap. */
+const READ_CHUNK_BYTES = 64 * 1024;
 
 /** One session process as found in /proc. */
 export interface SessionProcess {
@@ -102,6 +114,8 @@ export interface Tracked {
 export interface RemoteSessionsOptions {
   /** The services other signals read (Jupyter servers): a forward to one is its client. */
   services?: WatchedServices;
+  /** Shared with the system signal (createSignals), so /proc is listed once per sample. */
+  processes?: ProcessScan;
 }
 
 export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}): Signal<RemoteSessionSignalValue> {
@@ -110,6 +124,9 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
   let lastCollectMono = 0;
   let lastNetReadMono = Number.NEGATIVE_INFINITY;
   let codeServerPids: number[] = [];
+  let listening: ListeningPorts | undefined;
+  const processes = options.processes ?? ownProcessScan();
+  const codeServers = new CodeServerMemo();
   const services = (): WatchedProcess[] => [
     ...(options.services?.jupyter() ?? []),
     ...codeServerPids.map((pid) => ({ service: "code-server" as const, pid, url: "" })),
@@ -134,7 +151,7 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
     name: "remote_sessions",
     async collect(ctx: SignalContext): Promise<SignalOutcome<RemoteSessionSignalValue>> {
       const notes: string[] = [];
-      const found = await findSessionProcesses(ctx.roots, ctx.users, notes);
+      const found = await findSessionProcesses(ctx, processes, codeServers, notes);
       if (found === undefined) return { state: "failed", message: notes.join("; ") || "cannot list processes" };
       codeServerPids = found.codeServerPids;
       const uptimeSeconds = await readFile(under(ctx.roots.proc, "uptime"), "utf8").then(parseUptime, () => undefined);
@@ -157,7 +174,14 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
         ticker = setInterval(() => tick(ctx), BIN_MS);
         ticker.unref();
       }
-      const value = { sessions, sshdListeningPorts: sshdListeningPorts(ctx.roots, found.rootSshdInodes) };
+      listening = sshdListeningPorts(
+        ctx.roots,
+        found.rootSshdInodes,
+        found.sessions.length > 0 ? sockets : undefined,
+        listening,
+        nowMono,
+      );
+      const value = { sessions, sshdListeningPorts: listening.ports };
       if (found.sessions.length === 0 && found.rootSshdInodes.size === 0 && !(await sshdInstalled(ctx.roots)))
         return absent("no sshd process running");
       return notes.length > 0 ? ok(value, notes.join("; ")) : ok(value);
@@ -338,33 +362,41 @@ function binsOf(readings: readonly Reading[]) {
 
 /** Every sshd session process without a pty, owned by a person; undefined when /proc cannot be listed. */
 async function findSessionProcesses(
-  roots: Roots,
-  users: Users,
+  ctx: SignalContext,
+  scan: ProcessScan,
+  codeServers: CodeServerMemo,
   notes: string[],
 ): Promise<{ sessions: SessionProcess[]; codeServerPids: number[]; rootSshdInodes: Set<number> } | undefined> {
-  let pids: string[];
-  try {
-    pids = (await readdir(roots.proc)).filter((name) => /^\d+$/.test(name));
-  } catch (error) {
-    notes.push(`${roots.proc}: ${errorMessage(error)}`);
+  const { roots, users } = ctx;
+  const table = scan.table(ctx);
+  if (table.processes === undefined) {
+    notes.push(...table.problems);
     return undefined;
   }
-  // Synchronous on purpose: a comm file is 16 bytes the kernel serves from memory, and one
-  // promise read per process costs ten times the CPU (bench/signals.ts, docs/benchmarks.md).
-  const comms = new Map(pids.map((pid) => [pid, readComm(roots, pid)]));
-  const sshd = pids.filter((pid) => SSHD_COMMS.has(comms.get(pid)!));
-  const codeServerPids = pids
-    .filter((pid) => CODE_SERVER_COMMS.has(comms.get(pid)!) && isCodeServer(roots, pid))
-    .map(Number)
-    .slice(0, 16);
-  // Root's sshd processes (the listener among them) hold the LISTEN sockets: the entry service is up.
+  // The names come from the sample's one pass over /proc (process-scan.ts): the stat's comm is
+  // the kernel's task name, the same /proc/PID/comm serves.
+  const sshdProcesses: ProcessStat[] = [];
+  const nodes: ProcessStat[] = [];
+  for (const process of table.processes) {
+    if (SSHD_COMMS.has(process.comm)) sshdProcesses.push(process);
+    else if (CODE_SERVER_COMMS.has(process.comm)) nodes.push(process);
+  }
+  const codeServerPids = codeServers.pick(nodes, (pid) => isCodeServer(roots, String(pid))).slice(0, 16);
+  // Root's sshd daemons hold the LISTEN sockets: the entry service is up. Only a daemon (an sshd
+  // whose parent is not sshd) is looked at: the per-connection monitors it forks close the
+  // listeners and hold their connection's socket, which would change the set at every login.
+  const sshdPids = new Set(sshdProcesses.map((process) => process.pid));
+  const daemons: string[] = [];
+  // A session's process is a monitor's child: an sshd with an sshd parent.
+  const forked: string[] = [];
+  for (const process of sshdProcesses) (sshdPids.has(process.ppid) ? forked : daemons).push(String(process.pid));
   const rootSshdInodes = new Set<number>();
-  for (const pid of sshd.slice(0, MAX_ROOT_SSHD)) {
+  for (const pid of daemons.slice(0, MAX_ROOT_SSHD)) {
     const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
     if (uid === 0) for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
   }
   const sessions: SessionProcess[] = [];
-  for (const pid of sshd) {
+  for (const pid of forked) {
     if (sessions.length >= MAX_SESSIONS) break;
     try {
       const session = await readSessionProcess(roots, users, pid);
@@ -377,21 +409,74 @@ async function findSessionProcesses(
   return { sessions, codeServerPids, rootSshdInodes };
 }
 
-/** sshd processes whose descriptors are looked at for LISTEN sockets (the listener is one of the first). */
+/** sshd daemons whose descriptors are looked at for LISTEN sockets. */
 const MAX_ROOT_SSHD = 16;
 
-/** The ports of the LISTEN sockets root's sshd holds, from /proc/net/tcp and tcp6; [] without any. */
-function sshdListeningPorts(roots: Roots, inodes: ReadonlySet<number>): number[] {
-  if (inodes.size === 0) return [];
-  const sockets = [];
-  for (const name of ["tcp", "tcp6"]) {
-    try {
-      sockets.push(...parseProcNetTcp(readCappedSync(under(roots.proc, "net", name), MAX_NET_TCP_BYTES)));
-    } catch {
-      // No IPv6 (or no IPv4) table: nothing listens there.
+/** The ports root's sshd listens on, and the sockets they were found among. */
+export interface ListeningPorts {
+  /** Root's sshd sockets, sorted and joined: the answer holds while these are the same. */
+  key: string;
+  ports: number[];
+  readAtMonoMs: number;
+}
+
+/** The sockets' key: their inodes in order. Pure. */
+export function socketSetKey(inodes: ReadonlySet<number>): string {
+  return [...inodes].sort((a, b) => a - b).join(",");
+}
+
+/**
+ * Whether the ports found before still answer: root's sshd holds the same sockets (a socket's
+ * inode is its own for its whole life, and sshd listens as it binds) and the answer is younger
+ * than LISTENING_REFRESH_MS. Pure.
+ */
+export function listeningPortsHold(previous: ListeningPorts | undefined, key: string, nowMonoMs: number): boolean {
+  return (
+    previous !== undefined &&
+    previous.key === key &&
+    nowMonoMs >= previous.readAtMonoMs &&
+    nowMonoMs - previous.readAtMonoMs < LISTENING_REFRESH_MS
+  );
+}
+
+/**
+ * The ports of the LISTEN sockets root's sshd holds, from /proc/net/tcp and tcp6 (those this
+ * sample already read for its sessions, else read now unless the previous answer holds); [] without any.
+ */
+function sshdListeningPorts(
+  roots: Roots,
+  inodes: ReadonlySet<number>,
+  sampleSockets: readonly TcpSocket[] | undefined,
+  previous: ListeningPorts | undefined,
+  nowMonoMs: number,
+): ListeningPorts {
+  if (inodes.size === 0) return { key: "", ports: [], readAtMonoMs: nowMonoMs };
+  const key = socketSetKey(inodes);
+  if (sampleSockets === undefined && listeningPortsHold(previous, key, nowMonoMs)) return previous!;
+  return { key, ports: listeningPorts(sampleSockets ?? readSocketsSync(roots), inodes), readAtMonoMs: nowMonoMs };
+}
+
+/**
+ * Which node processes are code-server, remembered per process (pid, start time and comm: an
+ * exec changes the comm, never the other two), so a process's command line is read once, not
+ * every sample. Forgets the processes that are gone.
+ */
+export class CodeServerMemo {
+  private known = new Map<string, boolean>();
+
+  /** The pids of `candidates` that are code-server, asking `isCodeServer` only about processes not seen before. */
+  pick(candidates: readonly ProcessStat[], isCodeServer: (pid: number) => boolean): number[] {
+    const next = new Map<string, boolean>();
+    const pids: number[] = [];
+    for (const process of candidates) {
+      const key = `${process.pid}@${process.startTicks}@${process.comm}`;
+      const is = this.known.get(key) ?? isCodeServer(process.pid);
+      next.set(key, is);
+      if (is) pids.push(process.pid);
     }
+    this.known = next;
+    return pids;
   }
-  return listeningPorts(sockets, inodes);
 }
 
 /** code-server runs as node with its own entry point in the arguments (or as its own binary). */
@@ -444,14 +529,6 @@ function readSocketsSync(roots: Roots): TcpSocket[] {
     } catch {}
   }
   return sockets;
-}
-
-function readComm(roots: Roots, pid: string): string {
-  try {
-    return readFileSync(under(roots.proc, pid, "comm"), "utf8").trim();
-  } catch {
-    return "";
-  }
 }
 
 async function readSessionProcess(roots: Roots, users: Users, pid: string): Promise<SessionProcess | undefined> {
@@ -514,36 +591,41 @@ async function readSockets(roots: Roots, notes: string[]): Promise<TcpSocket[]> 
   return sockets;
 }
 
+/** The buffer every synchronous capped read goes through (the agent's event loop runs one at a time). */
+const READ_CHUNK = Buffer.alloc(READ_CHUNK_BYTES);
+
+/** A file's first `maxBytes` bytes as UTF-8, read a chunk at a time. */
 function readCappedSync(file: string, maxBytes: number): string {
   const fd = openSync(file, "r");
   try {
-    const buffer = Buffer.alloc(maxBytes);
-    let filled = 0;
-    for (;;) {
-      const bytesRead = readSync(fd, buffer, filled, maxBytes - filled, null);
-      filled += bytesRead;
-      if (bytesRead === 0 || filled >= maxBytes) break;
+    const decoder = new StringDecoder("utf8");
+    let text = "";
+    for (let total = 0; total < maxBytes; ) {
+      const bytesRead = readSync(fd, READ_CHUNK, 0, Math.min(READ_CHUNK.length, maxBytes - total), null);
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      text += decoder.write(READ_CHUNK.subarray(0, bytesRead));
     }
-    return buffer.subarray(0, filled).toString("utf8");
+    return text + decoder.end();
   } finally {
     closeSync(fd);
   }
 }
 
+/** The same through a promise: each call has its own chunk, as reads of different files interleave. */
 async function readCapped(file: string, maxBytes: number): Promise<string> {
   const handle = await open(file, "r");
   try {
-    const buffer = Buffer.alloc(maxBytes);
-    let filled = 0;
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, filled, maxBytes - filled, null);
-      if (bytesRead === 0 || filled + bytesRead >= maxBytes) {
-        filled += bytesRead;
-        break;
-      }
-      filled += bytesRead;
+    const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, maxBytes));
+    const decoder = new StringDecoder("utf8");
+    let text = "";
+    for (let total = 0; total < maxBytes; ) {
+      const { bytesRead } = await handle.read(chunk, 0, Math.min(chunk.length, maxBytes - total), null);
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      text += decoder.write(chunk.subarray(0, bytesRead));
     }
-    return buffer.subarray(0, filled).toString("utf8");
+    return text + decoder.end();
   } finally {
     await handle.close();
   }

@@ -15,16 +15,15 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { under, type Roots } from "../roots.js";
-import { readCgroups } from "./cgroup-cpu.js";
 import { parseDiskstats } from "./proc-diskstats.js";
 import { parseLoadavg } from "./proc-loadavg.js";
 import { parseMeminfo } from "./proc-meminfo.js";
 import { parseNetDev } from "./proc-netdev.js";
-import { ProcessStatFiles, readProcessFile } from "./proc-files.js";
-import { parsePidStat, parseStatusUid, type ProcessStat } from "./proc-pid.js";
+import { readProcessFile } from "./proc-files.js";
+import { parseStatusUid } from "./proc-pid.js";
 import { userProcessCpu, type OwnedProcessCpu, type ProcessCpu } from "./proc-rates.js";
 import { parseProcStat } from "./proc-stat.js";
-import { parseUptime } from "./proc-uptime.js";
+import { ownProcessScan, type ProcessScan, type ProcessTable } from "./process-scan.js";
 import { errorMessage, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
 import {
   type SystemSignalValue,
@@ -35,17 +34,13 @@ import {
   userSliceCoresSince,
 } from "./system-parse.js";
 
-export function createSystemSignal(): Signal<SystemSignalValue> {
+/** `processes`: shared with the remote-sessions signal (createSignals), so /proc is listed once per sample. */
+export function createSystemSignal(processes: ProcessScan = ownProcessScan()): Signal<SystemSignalValue> {
   let previous: PreviousReading = {};
-  let statFiles: ProcessStatFiles | undefined;
   return {
     name: "system",
     async collect(ctx: SignalContext): Promise<SignalOutcome<SystemSignalValue>> {
-      if (statFiles?.procRoot !== ctx.roots.proc) {
-        statFiles?.retainOnly(new Set());
-        statFiles = new ProcessStatFiles(ctx.roots.proc);
-      }
-      const reading = readSystem(ctx.roots, statFiles, ctx.clock.monotonicMs());
+      const reading = readSystem(ctx.roots, processes.table(ctx), ctx.clock.monotonicMs());
       const value = systemValue(previous, reading);
       const busy = busyProcessesSince(previous.processes, reading.processes);
       if (busy !== undefined && reading.uptimeSeconds !== undefined) {
@@ -68,8 +63,8 @@ export function createSystemSignal(): Signal<SystemSignalValue> {
   };
 }
 
-function readSystem(roots: Roots, statFiles: ProcessStatFiles, atMs: number): SystemReading {
-  const problems: string[] = [];
+function readSystem(roots: Roots, table: ProcessTable, atMs: number): SystemReading {
+  const problems: string[] = [...table.problems];
   const parsed = <T>(relative: string, parse: (text: string) => T): T | undefined => {
     const file = under(roots.proc, relative);
     try {
@@ -89,8 +84,8 @@ function readSystem(roots: Roots, statFiles: ProcessStatFiles, atMs: number): Sy
     }
   };
 
-  // Uptime first: a process that is not in the listing below then started after it (see ProcessSnapshot).
-  const uptimeSeconds = parsed("uptime", parseUptime);
+  // The uptime, cgroups and processes come from the sample's process table (process-scan.ts).
+  const { uptimeSeconds, cgroups, processes } = table;
   const stat = parsed("stat", parseProcStat);
   const loadavg = parsed("loadavg", parseLoadavg);
   const memory = parsed("meminfo", parseMeminfo);
@@ -99,8 +94,6 @@ function readSystem(roots: Roots, statFiles: ProcessStatFiles, atMs: number): Sy
   const virtualInterfaces = listing("devices/virtual/net");
   const blockDevices = listing("block");
   const virtualBlockDevices = listing("devices/virtual/block");
-  const cgroups = readCgroups(roots.sys, problems);
-  const processes = readProcesses(roots, statFiles, problems, cgroups?.kernelPids);
 
   const reading: SystemReading = { problems };
   if (cgroups) reading.userSlices = { atMs, usage: cgroups.userSlices };
@@ -109,7 +102,7 @@ function readSystem(roots: Roots, statFiles: ProcessStatFiles, atMs: number): Sy
   if (memory) reading.memory = memory;
   if (uptimeSeconds !== undefined) {
     reading.uptimeSeconds = uptimeSeconds;
-    if (processes) reading.processes = { atMs, uptimeSeconds, processes };
+    if (processes) reading.processes = { atMs: table.atMonoMs, uptimeSeconds, processes };
   }
   if (interfaces && virtualInterfaces) {
     // Virtual interfaces (lo, bridges, veth, tun, VPNs) carry traffic that also crosses a real one, or never leaves the VM.
@@ -130,48 +123,6 @@ function readSystem(roots: Roots, statFiles: ProcessStatFiles, atMs: number): Sy
     };
   }
   return reading;
-}
-
-/**
- * Every process's stat. Processes that exit while being read are skipped; so are
- * unparsable entries, with a note. One promise-based readFile per process costs
- * about five times the CPU in thread-pool round trips (measured: 7.3 ms against
- * 1.3 ms for 100 processes); the files kept open between samples (proc-files.ts)
- * halve what is left. Pids in `skip` (the kernel threads of the root cgroup, see
- * cgroup-cpu.ts) are not read at all.
- */
-function readProcesses(
-  roots: Roots,
-  statFiles: ProcessStatFiles,
-  problems: string[],
-  skip: ReadonlySet<number> = new Set(),
-): ProcessStat[] | undefined {
-  let names: string[];
-  try {
-    names = readdirSync(roots.proc);
-  } catch (error) {
-    problems.push(`${roots.proc}: ${errorMessage(error)}`);
-    return undefined;
-  }
-  const listed = new Set<number>();
-  const unparsable: string[] = [];
-  const stats: ProcessStat[] = [];
-  for (const name of names) {
-    if (!/^\d+$/.test(name)) continue;
-    const pid = Number(name);
-    if (skip.has(pid)) continue;
-    listed.add(pid);
-    const text = statFiles.read(pid);
-    if (text === undefined) continue; // exited between the listing and the read
-    try {
-      stats.push(parsePidStat(text));
-    } catch (error) {
-      unparsable.push(`${pid}: ${errorMessage(error)}`);
-    }
-  }
-  statFiles.retainOnly(listed);
-  if (unparsable.length > 0) problems.push(`${roots.proc}: unparsable stat of process ${unparsable.join(", ")}`);
-  return stats;
 }
 
 /** The owner of each busy process, from /proc/PID/status; processes gone by now are dropped. */

@@ -9,7 +9,7 @@
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { promisify } from "node:util";
-import { mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { create, fromJson } from "@bufbuild/protobuf";
@@ -148,6 +148,47 @@ describe("remote sessions with a real sshd", () => {
     sftp.stdin!.end("bye\n");
     await rm(target, { force: true });
   }, 120_000);
+
+  it("a user's own processes named sshd, titled as a session and its monitor, are not a session", async () => {
+    // comm "sshd" (a copy of bash by that name) and the titles sshd gives, all owned by the user:
+    // the parent is no root monitor, so nothing here may be reported.
+    const bin = path.join(scratch, "impostor");
+    await mkdir(bin, { recursive: true });
+    await chmod(scratch, 0o755);
+    await chmod(bin, 0o755);
+    await copyFile("/bin/bash", path.join(bin, "sshd"));
+    await chmod(path.join(bin, "sshd"), 0o755);
+    const sshdCopy = path.join(bin, "sshd");
+    const inner = `exec -a "sshd: ${SFTP_USER}@notty" ${sshdCopy} -c "sleep 60; true"`;
+    const impostor = spawn(
+      "/usr/sbin/runuser",
+      [
+        "-u",
+        SFTP_USER,
+        "--",
+        "/bin/bash",
+        "-c",
+        `exec -a "sshd: ${SFTP_USER} [priv]" ${sshdCopy} -c '${inner} & wait'`,
+      ],
+      // Its own process group: the test ends it whole (runuser, both titled shells, the sleep).
+      { stdio: "ignore", detached: true },
+    );
+    try {
+      const titled = await until("the impostor's session-titled process", async () => {
+        for (const name of await readdir("/proc")) {
+          if (!/^\d+$/.test(name)) continue;
+          const cmdline = await readFile(`/proc/${name}/cmdline`, "utf8").catch(() => "");
+          if (cmdline.startsWith(`sshd: ${SFTP_USER}@notty\0`)) return Number(name);
+        }
+        return undefined;
+      });
+      expect((await readFile(`/proc/${titled}/comm`, "utf8")).trim()).toBe("sshd");
+      const sessions = await sample();
+      expect(sessions.map((session) => session.pid)).not.toContain(titled);
+    } finally {
+      process.kill(-impostor.pid!, "SIGKILL");
+    }
+  }, 60_000);
 
   it("shows in the shipped agent's probe --json: the typing session interacts, the keep-alive one is open only", async () => {
     requireBundles();
