@@ -11,7 +11,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { AgentMessageSchema, MAX_AGENT_MESSAGE_BYTES, type Report } from "@ws/protocol";
 import { MAX_STRING, REPORT_LIMITS, validateReport } from "../packages/collector/src/agents/validate.js";
 import { BUILTIN_DEFAULT_POLICY } from "../packages/collector/src/engine/policy.js";
-import { createMetrics } from "../packages/collector/src/metrics.js";
+import { createMetrics, warmPerVmSeries } from "../packages/collector/src/metrics.js";
 import { CollectorStats } from "../packages/collector/src/stats.js";
 import { rememberWire } from "../packages/collector/src/vm/compact-report.js";
 import type { VmLoopState } from "../packages/collector/src/vm/step.js";
@@ -71,6 +71,7 @@ async function pathCost(bytesOf: (i: number) => Uint8Array, count: number, vms: 
 }
 
 let scrapeFigures: { ms: number; bytes: number; series: number; max: number } | undefined;
+let warmedScrapeMs: number | undefined;
 
 async function heapPerVm() {
   const templates = Array.from({ length: 16 }, (_, i) => wire(reportFor(TYPICAL_VM, 100 + i)));
@@ -123,6 +124,27 @@ async function heapPerVm() {
   }
   scrapes.sort((a, b) => a.ms - b.ms);
   scrapeFigures = { ...scrapes[1]!, max: scrapes[2]!.ms };
+  // The same scrape when every VM's text was built before it (between scrapes, as the collector
+  // warms it): what is left is joining cached text and the idle clocks.
+  const warmed: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    await harness.clock.advanceTo(harness.clock.nowMs + 15_000);
+    for (let i = 0; i < vmCount; i++) {
+      const bytesIn = templates[(i + round) % templates.length]!;
+      const report = fromBinary(AgentMessageSchema, bytesIn).payload.value as Report;
+      rememberWire(report, bytesIn);
+      report.sequence = ++sequence;
+      harness.report(sessions[i]!, report);
+    }
+    while (warmPerVmSeries(registry, 1000) > 0) {
+      // every changed VM, in slices
+    }
+    const began = performance.now();
+    await registry.metrics();
+    warmed.push(performance.now() - began);
+  }
+  warmed.sort((a, b) => a - b);
+  warmedScrapeMs = warmed[1]!;
   // The same state as at `reported` (newer Reports of the same size), now with every VM's lines cached.
   const scraped = liveHeap();
   const loops = sessions.map((session) => harness.fleet.loopState(session.vm) as VmLoopState);
@@ -179,11 +201,18 @@ async function main() {
   if (scrapeFigures)
     out.push(
       markdownTable(
-        ["VMs", "/metrics (default series) p50 (max of 3), in process", "size", "per-VM series per VM"],
+        [
+          "VMs",
+          "/metrics (default series) p50 (max of 3), in process",
+          "the same, every VM's text built before the scrape",
+          "size",
+          "per-VM series per VM",
+        ],
         [
           [
             vmCount,
             `${fmt(scrapeFigures.ms)} ms (max ${fmt(scrapeFigures.max)})`,
+            warmedScrapeMs === undefined ? "" : `${fmt(warmedScrapeMs)} ms`,
             bytes(scrapeFigures.bytes),
             fmt(scrapeFigures.series / vmCount),
           ],

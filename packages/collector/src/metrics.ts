@@ -372,6 +372,8 @@ interface CachedVm {
   /** Samples in `blocks` (workstation_idle_seconds aside). */
   series: number;
   seen: number;
+  /** The scrape generation after which warm() built this entry (-1: a scrape built it). */
+  warmedAfter: number;
 }
 
 /**
@@ -425,6 +427,31 @@ export class PerVmSeriesCache {
     this.lastSeries = entries.length === 0 ? 0 : samples / entries.length;
   }
 
+  /**
+   * Between scrapes: rebuilds the text of at most `limit` VMs whose state changed since their text
+   * was built, so that the next scrape finds it ready and only joins cached text. A VM is warmed at
+   * most once between two scrapes (a later change waits for the scrape, which rebuilds it as it
+   * always did), so warming never builds more often than scraping would: the scrape's work moves
+   * out of its answer time, it does not grow. Returns how many it rebuilt.
+   */
+  warm(sources: Iterable<VmSeriesSource>, nowMs: number, detailed: boolean, limit: number): number {
+    let built = 0;
+    for (const source of sources) {
+      if (built >= limit) break;
+      if (source.version < 0) continue;
+      const cached = this.cache.get(source.id);
+      if (cached && cached.version === source.version && cached.detailed === detailed) continue;
+      if (cached && cached.warmedAfter === this.generation) continue;
+      const fresh = this.build(source.view(nowMs), source.version, detailed);
+      fresh.seen = cached?.seen ?? this.generation;
+      fresh.warmedAfter = this.generation;
+      this.cache.set(source.id, fresh);
+      this.rebuilt++;
+      built++;
+    }
+    return built;
+  }
+
   private refresh(sources: Iterable<VmSeriesSource>, nowMs: number, detailed: boolean): CachedVm[] {
     const generation = ++this.generation;
     const entries: CachedVm[] = [];
@@ -461,6 +488,7 @@ export class PerVmSeriesCache {
       idleFromMs:
         view.idleSeconds !== undefined && view.lastActivityAtMs !== undefined ? view.lastActivityAtMs : undefined,
       seen: 0,
+      warmedAfter: -1,
     };
   }
 }
@@ -469,6 +497,15 @@ export class PerVmSeriesCache {
 
 const exportedNames = new WeakMap<Registry, () => string[]>();
 const metricChunks = new WeakMap<Registry, () => AsyncGenerator<string>>();
+const perVmWarmers = new WeakMap<Registry, (limit: number) => number>();
+
+/**
+ * Builds the per-VM text of up to `limit` VMs that changed since the last scrape (PerVmSeriesCache.warm),
+ * for a registry from createMetrics; the caller runs it on a timer between scrapes. Returns how many.
+ */
+export function warmPerVmSeries(registry: Registry, limit: number): number {
+  return perVmWarmers.get(registry)?.(limit) ?? 0;
+}
 
 /**
  * The /metrics answer of a registry from createMetrics, family by family (any other registry: its
@@ -624,7 +661,7 @@ export function createMetrics(
   );
   counterFrom(
     "workstation_reports_rate_limited_total",
-    "Reports dropped because one agent stream sent them faster than the per-stream limit (2 per second sustained, 10 at once).",
+    "Reports dropped because one agent stream sent them faster than the per-stream limits (2 per second sustained, 10 at once; 4 KiB of Reports per second, one largest Report at once).",
     [],
     (inc) => inc({}, stats.reportsRateLimited),
   );
@@ -729,6 +766,11 @@ export function createMetrics(
     }
   }
   metricChunks.set(registry, chunks);
+  perVmWarmers.set(registry, (limit) => {
+    const sources = fleet.seriesSources?.();
+    if (!sources || !leader()) return 0;
+    return perVm.warm(sources, nowMs(), vmSeries() === "detailed", limit);
+  });
   registry.metrics = async () => {
     let text = "";
     for await (const chunk of chunks()) text += chunk;

@@ -11,7 +11,7 @@ export class CollectorStats {
   truncations = new Map<string, number>();
   /** Hellos answered RESOURCE_EXHAUSTED with a retry hint (the admission limit was reached). */
   streamsRefusedBusy = 0;
-  /** Reports dropped because one stream sent faster than MAX_REPORTS_PER_SECOND. */
+  /** Reports dropped because one stream sent faster than MAX_REPORTS_PER_SECOND or MAX_REPORT_BYTES_PER_SECOND. */
   reportsRateLimited = 0;
   kubeRequests = new Map<string, number>();
   /** HTTP requests refused before or outside a route, by reason (a fixed list: web/server.ts HttpRefusal). */

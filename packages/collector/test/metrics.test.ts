@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { VM_SERIES_BUDGET, createMetrics, metricNames, type VmSeriesSet } from "../src/metrics.js";
+import { VM_SERIES_BUDGET, createMetrics, metricNames, warmPerVmSeries, type VmSeriesSet } from "../src/metrics.js";
 import { CollectorStats } from "../src/stats.js";
 import type { FleetCounters, FleetReader, VmSeriesSource, VmView } from "../src/model/vm-view.js";
 
@@ -361,6 +361,63 @@ describe("createMetrics", () => {
     expect(sample(third, 'workstation_state{namespace="lab",name="ada",state="Stopped"}')).toBe(1);
     // The idle clock does not run for a stopped VM.
     expect(sample(third, 'workstation_idle_seconds{namespace="lab",name="ada"}')).toBeUndefined();
+  });
+
+  it("builds a changed VM's series between scrapes, at most once per scrape, and the scrape serves that text", async () => {
+    let now = NOW;
+    let leading = true;
+    const built: string[] = [];
+    const vms = new Map([
+      ["ada", { version: 1, view: view("ada") }],
+      ["bob", { version: 1, view: view("bob") }],
+    ]);
+    const sources = (): VmSeriesSource[] =>
+      [...vms].map(([name, vm]) => ({
+        id: `lab/${name}`,
+        version: vm.version,
+        view: () => {
+          built.push(name);
+          return vm.view;
+        },
+      }));
+    const fleet: FleetReader = {
+      views: () => [...vms.values()].map((vm) => vm.view),
+      counters: () => new StubFleet().counterValues,
+      seriesSources: sources,
+    };
+    const registry = createMetrics(
+      fleet,
+      new CollectorStats(),
+      () => now,
+      () => 2,
+      { processMetrics: false, leader: () => leading },
+    );
+    // Before any scrape: both are new, the slice takes one.
+    expect(warmPerVmSeries(registry, 1)).toBe(1);
+    expect(warmPerVmSeries(registry, 5)).toBe(1);
+    expect(warmPerVmSeries(registry, 5)).toBe(0);
+    expect(built).toEqual(["ada", "bob"]);
+    await registry.metrics();
+    expect(built).toEqual(["ada", "bob"]);
+    // ada changes after the scrape: warmed once; its second change waits for the scrape.
+    vms.set("ada", { version: 2, view: view("ada", { state: "Stopped", idleSeconds: undefined }) });
+    expect(warmPerVmSeries(registry, 5)).toBe(1);
+    vms.set("ada", { version: 3, view: view("ada", { state: "Active", idleSeconds: undefined }) });
+    expect(warmPerVmSeries(registry, 5)).toBe(0);
+    expect(built).toEqual(["ada", "bob", "ada"]);
+    now += 15_000;
+    const text = await registry.metrics();
+    expect(built).toEqual(["ada", "bob", "ada", "ada"]);
+    expect(sample(text, 'workstation_state{namespace="lab",name="ada",state="Active"}')).toBe(1);
+    expect(sample(text, 'workstation_state{namespace="lab",name="ada",state="Stopped"}')).toBeUndefined();
+    // A warmed text is what the scrape serves, and a standby builds nothing.
+    vms.set("bob", { version: 2, view: view("bob", { state: "Stopped", idleSeconds: undefined }) });
+    expect(warmPerVmSeries(registry, 5)).toBe(1);
+    expect(sample(await registry.metrics(), 'workstation_state{namespace="lab",name="bob",state="Stopped"}')).toBe(1);
+    expect(built).toEqual(["ada", "bob", "ada", "ada", "bob"]);
+    leading = false;
+    vms.set("bob", { version: 3, view: view("bob") });
+    expect(warmPerVmSeries(registry, 5)).toBe(0);
   });
 
   it("reports the leader state it is given", async () => {

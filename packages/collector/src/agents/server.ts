@@ -5,6 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import {
   AgentService,
   CollectorMessageSchema,
+  MAX_AGENT_MESSAGE_BYTES,
   RETRY_AFTER_METADATA_KEY,
   serverChannelOptions,
   type AgentMessage,
@@ -65,6 +66,8 @@ export interface AgentServerOptions {
   /** Reports one stream may send per second, sustained, and at once (defaults MAX_REPORTS_PER_SECOND, REPORT_BURST). */
   reportsPerSecond?: number;
   reportBurst?: number;
+  /** Report bytes one stream may send per second, sustained (default MAX_REPORT_BYTES_PER_SECOND); a full bucket holds one message of the largest size. */
+  reportBytesPerSecond?: number;
 }
 
 /**
@@ -85,18 +88,18 @@ export class HelloAdmission {
     this.tokens = burst;
   }
 
-  /** Admits one Hello (undefined), or says after how many ms to retry. */
-  admit(): number | undefined {
+  /** Admits one Hello (undefined), or says after how many ms to retry; `cost` is what it takes of the bucket. */
+  admit(cost = 1): number | undefined {
     const now = this.nowMs();
     const elapsed = this.lastMs === undefined ? 0 : Math.max(0, now - this.lastMs) / 1000;
     this.lastMs = now;
     this.tokens = Math.min(this.burst, this.tokens + elapsed * this.ratePerSecond);
     this.backlog = Math.max(0, this.backlog - elapsed * this.ratePerSecond);
-    if (this.tokens >= 1) {
-      this.tokens -= 1;
+    if (this.tokens >= cost) {
+      this.tokens -= cost;
       return undefined;
     }
-    this.backlog += 1;
+    this.backlog += cost;
     return Math.max(1_000, Math.round((this.backlog / this.ratePerSecond) * 1000));
   }
 }
@@ -104,6 +107,16 @@ export class HelloAdmission {
 /** Reports one stream may send per second, sustained (agents send one per interval, 15 s by default), and in a burst. */
 export const MAX_REPORTS_PER_SECOND = 2;
 export const REPORT_BURST = 10;
+/**
+ * Report bytes one stream may send per second, sustained. The collector's work on a Report grows
+ * with its size (decoding, validation, evidence: ~3.7 ms for the largest accepted one against
+ * 0.3 ms for a typical 1.3 kB one), so a byte budget is a CPU budget per VM: an agent sending the
+ * largest Report every interval gets one through every minute or so, and the other VMs keep
+ * their share of the event loop. 4 KiB/s is a 60 kB Report every 15 s, sustained, or a typical
+ * Report every 0.3 s; the bucket starts full with one message of the largest size
+ * (MAX_AGENT_MESSAGE_BYTES), so a first large Report always passes.
+ */
+export const MAX_REPORT_BYTES_PER_SECOND = 4 * 1024;
 
 const retryMetadata = (ms: number): grpc.Metadata => {
   const metadata = new grpc.Metadata();
@@ -167,6 +180,11 @@ export class AgentServer {
     const reportBudget = new HelloAdmission(
       this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND,
       this.options.reportBurst ?? REPORT_BURST,
+      nowMs,
+    );
+    const reportBytes = new HelloAdmission(
+      this.options.reportBytesPerSecond ?? MAX_REPORT_BYTES_PER_SECOND,
+      MAX_AGENT_MESSAGE_BYTES,
       nowMs,
     );
     const peer = stream.peer();
@@ -261,16 +279,15 @@ export class AgentServer {
       }
       stats.reportsReceived++;
       this.countAgentUnhandledErrors(session.vm, payload.value.agentUnhandledErrors);
-      // One agent cannot buy more of the event loop than its share: Reports beyond the rate are dropped (the next one is newer anyway).
-      if (reportBudget.admit() !== undefined) {
+      // One agent cannot buy more of the event loop than its share: Reports beyond the rate, in
+      // number or in bytes, are dropped (the next one is newer anyway).
+      const bytes = wireBytesOf(message);
+      if (reportBudget.admit() !== undefined || reportBytes.admit(bytes?.byteLength ?? 0) !== undefined) {
         stats.reportsRateLimited++;
         return;
       }
       // Kept whole: the collector may hold the bytes instead of the decoded Report (vm/compact-report.ts).
-      if (truncated.length === 0) {
-        const bytes = wireBytesOf(message);
-        if (bytes) rememberWire(payload.value, bytes);
-      }
+      if (truncated.length === 0 && bytes) rememberWire(payload.value, bytes);
       sink.report(session, payload.value, nowMs(), truncated);
     });
 

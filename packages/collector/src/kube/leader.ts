@@ -46,6 +46,8 @@ export interface LeaderElectorOptions {
   onStoppedLeading?: (reason: string) => void;
   /** The observed leader changed (null: nobody). */
   onNewLeader?: (identity: string | null) => void;
+  /** Every successful take or renewal, with the time its round started (what the renew deadline counts from). */
+  onRenewed?: (atMs: number) => void;
   onError?: (message: string) => void;
 }
 
@@ -142,6 +144,7 @@ export class LeaderElector {
     const won = await this.tryAcquireOrRenew(startedMs);
     if (won) {
       this.lastRenewMs = startedMs;
+      this.safely(() => this.options.onRenewed?.(startedMs));
       if (!this.leading) {
         this.leading = true;
         this.setLeader(this.options.identity);

@@ -18,7 +18,7 @@ import { contextNamespace, createKubeClients, describeError, loadKubeConfig, typ
 import { CredentialIssuer } from "./credentials.js";
 import { checkPeerIdentity } from "./identity.js";
 import { KubeInventory } from "./inventory.js";
-import { LeaderElector } from "./leader.js";
+import { LeaderThread } from "./leader-thread.js";
 import { LeaderLabel } from "./leader-label.js";
 import { VmStopper } from "./stop.js";
 import { VmStarter, kubeStartPlatform } from "./start.js";
@@ -33,6 +33,16 @@ const STATE_WRITE_CONCURRENCY = 8;
 
 /** The retry hint agents get when this replica steps down. */
 const LEADER_CHANGE_RETRY_MS = 5_000;
+
+/** True when every annotation of `wanted` already has that value (null: absent) in `current`. */
+export function annotationsSay(
+  current: Readonly<Record<string, string>> | undefined,
+  wanted: Readonly<Record<string, string | null>>,
+): boolean {
+  if (!current) return false;
+  for (const [key, value] of Object.entries(wanted)) if ((current[key] ?? null) !== value) return false;
+  return true;
+}
 
 /** The per-VM credential issuer, when kubernetes.credentials is configured (docs/credentials.md). */
 function issuerFor(
@@ -62,9 +72,10 @@ export async function kubernetesMode(
   tokenKey?: Buffer,
   links: { startUrl?: (vm: VmKey, nowMs: number) => string | undefined } = {},
 ): Promise<CollectorMode> {
-  const kc = loadKubeConfig(
-    config.kubernetes.kubeconfig ? { kubeconfigPath: config.kubernetes.kubeconfig } : { inCluster: true },
-  );
+  const kubeSource = config.kubernetes.kubeconfig
+    ? { kubeconfigPath: config.kubernetes.kubeconfig }
+    : { inCluster: true };
+  const kc = loadKubeConfig(kubeSource);
   const clients = createKubeClients(kc, {
     onRequest: (info) => stats.countKubeRequest(info.method, info.status === null ? "timeout" : String(info.status)),
   });
@@ -92,13 +103,21 @@ export async function kubernetesMode(
     onInfo: (message) => log("info", `leader label: ${message}`),
   });
 
-  const elector = new LeaderElector(clients, {
-    namespace: leaseNamespace,
-    leaseName: config.kubernetes.leaseName,
-    identity: config.kubernetes.identity,
+  /** VMs whose state annotations this replica wrote (or found already written) since it last became the leader. */
+  const writtenThisTerm = new Set<string>();
+  // On a thread of its own, so that a reconnect burst on this event loop cannot starve the renewals (kube/leader-thread.ts).
+  const elector = new LeaderThread({
+    source: kubeSource,
+    settings: {
+      namespace: leaseNamespace,
+      leaseName: config.kubernetes.leaseName,
+      identity: config.kubernetes.identity,
+    },
     nowMs,
+    onRequest: (method, status) => stats.countKubeRequest(method, status === null ? "timeout" : String(status)),
     onStartedLeading: () => {
       log("info", "became the leader: acting on VMs", { identity: config.kubernetes.identity });
+      writtenThisTerm.clear();
       // Timers resume from the annotations the previous leader wrote.
       fleetRef?.resetRecords();
       void leaderLabel.want(true);
@@ -125,6 +144,12 @@ export async function kubernetesMode(
       // A replica that stepped down meanwhile leaves the VM to the new leader (it restores and writes on its transitions).
       if (!elector.isLeader()) return;
       const [namespace = "", name = ""] = id.split("/");
+      // A reconnect burst after a restart or a failover: the first write of this term mostly says
+      // what the annotations (restored from) already say. Only then is the inventory's copy known
+      // to be this term's latest; after this replica's own first write it may lag behind it.
+      const first = !writtenThisTerm.has(id);
+      writtenThisTerm.add(id);
+      if (first && annotationsSay(vmOf({ namespace, name })?.annotations, annotations)) return;
       writeFailed("state annotations")(await audit.patchAnnotations({ namespace, name }, annotations));
     },
   });

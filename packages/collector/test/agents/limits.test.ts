@@ -28,7 +28,13 @@ interface Running {
 let running: Running | undefined;
 
 async function startCollector(
-  options: { hellosPerSecond?: number; helloBurst?: number; reportsPerSecond?: number; reportBurst?: number } = {},
+  options: {
+    hellosPerSecond?: number;
+    helloBurst?: number;
+    reportsPerSecond?: number;
+    reportBurst?: number;
+    reportBytesPerSecond?: number;
+  } = {},
 ): Promise<Running> {
   const stats = new CollectorStats();
   const fleet = new Fleet({
@@ -175,7 +181,7 @@ describe("one agent's cost to the collector", () => {
 
   it("keeps a VM's remembered sources bounded when every Report names thousands of new ones", async () => {
     // The per-stream Report rate is lifted here: every one of the 80 must reach the VM's loop.
-    const collector = await startCollector({ reportsPerSecond: 1_000, reportBurst: 1_000 });
+    const collector = await startCollector({ reportsPerSecond: 1_000, reportBurst: 1_000, reportBytesPerSecond: 1e9 });
     const directives: Directive[] = [];
     const stream = await connect(collector, "flood", directives);
     for (let round = 0; round < 80; round++) {
@@ -218,6 +224,27 @@ describe("one agent's cost to the collector", () => {
     const before = directives.length;
     stream.sendReport(create(ReportSchema, { sequence: 51n, intervalSeconds: 15 } as never));
     await until("the Report after the pause answered", () => (directives.length > before ? true : undefined));
+  });
+
+  it("drops a stream's Reports beyond its byte budget, counted, and answers its small ones on", async () => {
+    const collector = await startCollector({ reportBytesPerSecond: 1_000 });
+    const directives: Directive[] = [];
+    const stream = await connect(collector, "heavy", directives);
+    const large = (sequence: bigint) =>
+      create(ReportSchema, {
+        sequence,
+        intervalSeconds: 15,
+        gpu: { gpus: [{ index: 0, utilizationRatio: 0 }], processes: Array.from({ length: 100_000 }, () => ({})) },
+      } as never);
+    // The bucket holds one message of the largest size: the first 200 kB Report passes, the second does not.
+    stream.sendReport(large(1n));
+    stream.sendReport(large(2n));
+    stream.sendReport(create(ReportSchema, { sequence: 3n, intervalSeconds: 15 } as never));
+    await until("the three Reports received", () => (collector.stats.reportsReceived >= 3 ? true : undefined));
+    await until("two answered", () => (directives.length >= 3 ? true : undefined));
+    expect(collector.stats.reportsRateLimited).toBe(1);
+    expect(directives).toHaveLength(3);
+    expect(collector.fleet.loopState({ namespace: "lab", name: "heavy" })!.latest!.report.sequence).toBe(3n);
   });
 
   it("tells agents past the admission rate to come back later, with a retry hint", async () => {
