@@ -1063,6 +1063,11 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     // The guest boots: its agent connects, but sshd is not up yet — not ready.
     const after = await s.agent("comeback", collector.grpcPort);
     await after.proc.waitFor(/connected to collector/, 60_000);
+    // The new boot's agent got the welcome back from the last-stop record; it waits for a login to show it.
+    await after.proc.waitFor(/welcome stop-\d+: waiting for the first login of this boot/, 60_000);
+    const welcome = JSON.parse(readFileSync(path.join(after.root, "run/ws-agent/welcome.json"), "utf8"));
+    expect(welcome).toMatchObject({ reason: lastStop.reason, keepHint: expect.stringContaining("ws-lease 8h") });
+    expect(welcome.message).toMatch(/Why: idle for/);
     const connected = await eventually(
       async () => {
         const page = await startPage(startUrl);

@@ -15,6 +15,7 @@ import { collectorBundle, freePort, getText, repoRoot, start, type Proc } from "
 export const HOST_FROM_GUEST = "10.0.2.2";
 
 export const STOP_SCRIPT = path.join(repoRoot, "test/vm/qmp-powerdown.mjs");
+export const START_SCRIPT = path.join(repoRoot, "test/vm/start-request.mjs");
 
 export interface VmTestPolicy {
   "idle-timeout": string;
@@ -30,6 +31,8 @@ export interface CollectorConfigSpec {
   reportInterval: string;
   /** argv; {namespace} and {name} are replaced by the collector. */
   stopCommand: string[];
+  /** argv of the start command (the start link's POST runs it). */
+  startCommand?: string[];
   policy: VmTestPolicy;
 }
 
@@ -38,11 +41,12 @@ export function collectorConfigYaml(spec: CollectorConfigSpec): string {
     mode: "standalone",
     grpc: { listen: `127.0.0.1:${spec.grpcPort}` },
     http: { listen: `127.0.0.1:${spec.httpPort}` },
+    notifications: { publicUrl: `http://127.0.0.1:${spec.httpPort}` },
     tokenKeyFile: spec.keyFile,
     reportInterval: spec.reportInterval,
     tick: "1s",
     recordTrace: spec.traceFile,
-    standalone: { stopCommand: spec.stopCommand },
+    standalone: { stopCommand: spec.stopCommand, ...(spec.startCommand ? { startCommand: spec.startCommand } : {}) },
     policy: { defaults: { autostop: "enabled", mode: "enforce", ...spec.policy } },
   });
 }
@@ -97,6 +101,8 @@ export class VmTestCollector {
     policy: VmTestPolicy;
     reportInterval: string;
     stopSocketFor: (nameTemplate: string) => string;
+    /** The start command's request file; absent: no start command (the page says how to start instead). */
+    startRequestFor?: (nameTemplate: string) => string;
   }): Promise<VmTestCollector> {
     if (!existsSync(collectorBundle)) throw new Error(`${collectorBundle} is missing: run 'npm run build'`);
     const keyFile = path.join(options.dir, "token.key");
@@ -116,6 +122,9 @@ export class VmTestCollector {
         traceFile,
         reportInterval: options.reportInterval,
         stopCommand: [process.execPath, STOP_SCRIPT, options.stopSocketFor("{name}")],
+        ...(options.startRequestFor
+          ? { startCommand: [process.execPath, START_SCRIPT, options.startRequestFor("{name}")] }
+          : {}),
         policy: options.policy,
       }),
     );
@@ -147,6 +156,12 @@ export class VmTestCollector {
 
   async vm(name: string): Promise<VmView | undefined> {
     return (await this.vms()).find((v) => v.namespace === this.namespace && v.name === name);
+  }
+
+  /** The start link of a VM ws stopped, as its page shows it. */
+  async startLink(name: string): Promise<string | undefined> {
+    const { body } = await getText(`http://127.0.0.1:${this.httpPort}/vm/${this.namespace}/${name}`);
+    return /<div class="box" id="start-link">[^<]*<a href="([^"]+)"/.exec(body)?.[1]?.replaceAll("&amp;", "&");
   }
 
   async metrics(): Promise<string> {

@@ -191,6 +191,7 @@ describe("collector config", () => {
       traceFile: "/t/trace.jsonl",
       reportInterval: "3s",
       stopCommand: ["/usr/bin/node", "/r/test/vm/qmp-powerdown.mjs", "/t/{name}.stop.qmp"],
+      startCommand: ["/usr/bin/node", "/r/test/vm/start-request.mjs", "/t/{name}.start-request"],
       policy: { "idle-timeout": "75s", "grace-period": "30s", "cpu-busy-threshold": "off" },
     });
     const config = resolveCollectorConfig(text, "collector.yaml", {}, {});
@@ -200,6 +201,12 @@ describe("collector config", () => {
       "/r/test/vm/qmp-powerdown.mjs",
       "/t/{name}.stop.qmp",
     ]);
+    expect(config.standalone.startCommand).toEqual([
+      "/usr/bin/node",
+      "/r/test/vm/start-request.mjs",
+      "/t/{name}.start-request",
+    ]);
+    expect(config.notifications.publicUrl).toBe("http://127.0.0.1:8080");
     expect(parse(config.policyYaml)).toMatchObject({
       defaults: { autostop: "enabled", mode: "enforce", "idle-timeout": "75s" },
     });

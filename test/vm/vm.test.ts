@@ -2,11 +2,14 @@
  * A real VM, end to end: the project's .deb installed in a Debian bookworm guest booted under
  * QEMU, configured by cloud-init from a NoCloud seed, reporting to the shipped collector
  * (standalone) on the host, and driven the way users and the platform drive it: SSH logins on a
- * real terminal, ws-lease, systemd-inhibit, an idle stop through QMP's system_powerdown, disk
- * growth (QMP block_resize while running; qemu-img resize while off), a seal and a clone.
+ * real terminal, ws-lease, systemd-inhibit, an idle stop through QMP's system_powerdown, the way
+ * back through the start link (its POST runs the collector's start command) with the welcome
+ * back at the next login, disk growth (QMP block_resize while running; qemu-img resize while
+ * off), a seal and a clone.
  *
  * The scenarios run in order on three boots: vm1 (1–4, ends with the idle stop), vm1 again
- * (5 and the seal of 6, on a disk grown while it was off), and the clone (6).
+ * (started through the start path in 5, then 5b and the seal of 6, on a disk grown while it was
+ * off), and the clone (6).
  * `npm run test:vm` runs this file (scripts/test-vm.mjs); test/vm/README.md says what it proves.
  */
 import { debFile } from "../packaging/lib/artifacts.js";
@@ -15,7 +18,8 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PtySession } from "../support/pty.js";
-import { eventually, repoRoot } from "../support/process.js";
+import { existsSync, readFileSync } from "node:fs";
+import { eventually, getText, repoRoot } from "../support/process.js";
 import { VmTestCollector, type TracedReport, type VmView } from "./collector.js";
 import { Guest, ROOT_DRIVE, createOverlay, imageVirtualSize, resizeImageOffline } from "./guest.js";
 import { requireHostTools, requireRoot } from "./host-tools.js";
@@ -65,6 +69,28 @@ function deb(): string {
 
 function stopSocket(name: string): string {
   return path.join(dir, `${name}.stop.qmp`);
+}
+
+/** The file the collector's start command (start-request.mjs) appends to; the harness boots the guest then. */
+function startRequest(name: string): string {
+  return path.join(dir, `${name}.start-request`);
+}
+
+async function postStart(startUrl: string): Promise<number> {
+  const token = new URL(startUrl).searchParams.get("t")!;
+  const res = await fetch(startUrl.slice(0, startUrl.indexOf("?")), {
+    method: "POST",
+    body: `t=${encodeURIComponent(token)}`,
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+  });
+  await res.text();
+  return res.status;
+}
+
+async function startPageStatus(startUrl: string): Promise<string> {
+  const { body } = await getText(startUrl);
+  return /id="status" data-status="([a-z]+)"/.exec(body)?.[1] ?? "";
 }
 
 async function seedFor(name: string, instanceId: string): Promise<string> {
@@ -171,6 +197,7 @@ beforeAll(async () => {
     policy: POLICY,
     reportInterval: "3s",
     stopSocketFor: stopSocket,
+    startRequestFor: startRequest,
   });
   note(`collector on 127.0.0.1:${collector.grpcPort} (guests dial ${collector.addressFromGuest})`);
 });
@@ -190,6 +217,7 @@ describe.sequential("a real VM with the packaged agent", () => {
   let aliceUid: number;
   let firstBootFilesystemBytes: number;
   let vm1Again: Guest;
+  let vm1OffSize: number;
 
   it("1. boots; ws-agent.service is active and the collector shows the VM connected within 60 s of SSH", async () => {
     vm1Disk = path.join(dir, "vm1.qcow2");
@@ -338,21 +366,84 @@ describe.sequential("a real VM with the packaged agent", () => {
     expect(await collector.metrics()).toMatch(/^workstation_stops_total\{reason="idle",mode="enforce"\} 1$/m);
   });
 
-  it("5. disk: grown at boot after an offline resize, and online after block_resize, without a reboot", async () => {
+  it("5. back through the start link: POST → start command → boot → sshd; the first login shows the welcome back, once", async () => {
     // Normally already off (scenario 4); if that failed, this scenario still runs on its own.
     await vm1.destroy();
     const offSize = await imageVirtualSize(vm1Disk);
     expect(offSize).toBe(image.diskBytes);
     await resizeImageOffline(vm1Disk, offSize + GiB);
+    vm1OffSize = offSize;
+
+    // The stopped VM's page carries its start link; GET changes nothing, the POST runs the start command.
+    const startUrl = await until(vm1, "the start link on vm1's page", 60_000, () => collector.startLink("vm1"));
+    expect(await startPageStatus(startUrl)).toBe("stopped");
+    expect(existsSync(startRequest("vm1"))).toBe(false);
+    const postedAt = Date.now();
+    expect(await postStart(startUrl)).toBe(303);
+    const requestedAt = await eventually(
+      () => (existsSync(startRequest("vm1")) ? Number(readFileSync(startRequest("vm1"), "utf8").trim()) : undefined),
+      60_000,
+      "the collector's start command",
+    );
+    // The start command asks; the harness boots the guest, as libvirt would for `virsh start`.
     vm1Again = await boot("vm1-boot2", vm1Disk, vm1Seed, MAC_ORIGINAL, "vm1");
-    await sshUp(vm1Again);
-    // Keep it running through this test and the seal, as its user would.
-    await until(
+    const qemuAt = Date.now();
+    const sshAt = await sshUp(vm1Again);
+    // Keep it running through these tests and the seal, as its user would (no terminal: no welcome yet).
+    const leaseTaken = until(
       vm1Again,
       "a lease in the second boot",
       120_000,
       async () => (await vm1Again.ssh("ws-lease 2h --reason disk-and-seal")).code === 0,
     );
+    const readyAt = await until(vm1Again, "the starting page to say ready", 3 * 60_000, async () =>
+      (await startPageStatus(startUrl)) === "ready" ? Date.now() : undefined,
+    );
+    // The guest's own view: kernel start to sshd active, from systemd's monotonic timestamps.
+    await leaseTaken;
+    const sshdActiveUs = Number(
+      (await vm1Again.sshOk("systemctl show -p ActiveEnterTimestampMonotonic --value ssh.service")).trim(),
+    );
+    const analyze = (await vm1Again.ssh("systemd-analyze 2>&1 | head -n 1")).stdout.trim();
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    note(
+      `vm1: start path: POST → start command ${s(requestedAt - postedAt)}, → QEMU started ${s(qemuAt - requestedAt)}, ` +
+        `→ sshd answering ${s(sshAt - qemuAt)} (guest: kernel → sshd active ${s(sshdActiveUs / 1000)}; ${analyze}), ` +
+        `→ starting page ready ${s(readyAt - sshAt)}; POST → sshd ${s(sshAt - postedAt)}, POST → ready ${s(readyAt - postedAt)}`,
+    );
+    expect(readFileSync(startRequest("vm1"), "utf8").trim().split("\n")).toHaveLength(1);
+    await collector.proc.waitFor(/vm1: start requested by the start link via link: start command/, 30_000);
+
+    // The first login of the new boot: why it stopped, when, how long idle, the last activity, how to keep it.
+    const login = vm1Again.terminal();
+    const welcome = await login.waitFor(/ws: welcome back[^\r\n]*[\s\S]*?Say so in one click: \S+/, {
+      timeoutMs: 3 * 60_000,
+    });
+    note(
+      `vm1: welcome back on the first login: ${welcome[0]
+        .split(/\r?\n/)
+        .map((line) => line.trim())
+        .join(" / ")}`,
+    );
+    expect(welcome[0]).toMatch(/this VM was stopped by ws on \d{4}-\d\d-\d\d \d\d:\d\d/);
+    expect(welcome[0]).toMatch(/Why: idle for [^\r\n]*\(idle-timeout 1m15s\)/);
+    expect(welcome[0]).toMatch(/the last activity ws saw: input on pts\/\d+ \(alice/);
+    expect(welcome[0]).toContain("ws-lease 8h");
+    expect(welcome[0]).toMatch(/Say so in one click: http:\/\/127\.0\.0\.1:\d+\/start\/e2e\/vm1\?t=s1\./);
+    // A second login of the same boot: not again.
+    const again = vm1Again.terminal();
+    const mark = again.output().length;
+    await again.shellTty({ timeoutMs: 120_000 });
+    again.write("echo second-login-done\r");
+    await again.waitFor(/(?<!echo )second-login-done\r\n/, { from: mark, timeoutMs: 60_000 });
+    expect(again.output()).not.toContain("welcome back");
+    expect(await vm1Again.sshOk("sudo journalctl -b --no-pager -o cat -u ws-agent.service")).toMatch(
+      /welcome stop-\d+: shown on pts\/\d+/,
+    );
+  });
+
+  it("5b. disk: grown at boot after an offline resize, and online after block_resize, without a reboot", async () => {
+    const offSize = vm1OffSize;
 
     const bootGrow = await vm1Again.sshOk("sudo journalctl -b --no-pager -o cat -u ws-agent-grow.service");
     expect(bootGrow).toMatch(/grown/);

@@ -35,7 +35,8 @@ const SERVE_HELP = `Usage: ws-collector serve [options]
 
 Runs the collector. In standalone mode (the default without a kubeconfig) the VMs are the agents
 that connect, policy comes from the config file, and a stop is a log line or the configured
-stopCommand (argv, {namespace} and {name} replaced; never run through a shell).
+stopCommand (argv, {namespace} and {name} replaced; never run through a shell);
+a start (the start link's button) is the configured startCommand, the same way.
 In kubernetes mode it watches VirtualMachines and stops them through the KubeVirt API.
 The config file's notifications: section sends webhooks (JSON, Slack, ntfy) with signed
 keep-running links (docs/notifications.md).

@@ -27,6 +27,8 @@ export interface CollectorConfig {
   standalone: {
     /** argv with {namespace} and {name} placeholders; absent → the stop is a log line only. */
     stopCommand?: string[];
+    /** argv like stopCommand, run when a person presses Start (docs/coming-back.md); absent → the starting page says how to start it instead. */
+    startCommand?: string[];
     /** Per-VM policy annotations ("ns/name" → { "idle-timeout": "1h", ... }); labels too. */
     vms: Record<string, { labels: Record<string, string>; annotations: Record<string, string> }>;
   };
@@ -173,6 +175,15 @@ export function resolveCollectorConfig(
         `${filePath}: standalone.stopCommand must be a non-empty list of argv strings, e.g. ["virsh", "shutdown", "{name}"] (it is never run through a shell)`,
       );
   }
+  let startCommand: string[] | undefined;
+  if (standaloneFile.startCommand != null) {
+    const v = standaloneFile.startCommand;
+    if (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string")) startCommand = v as string[];
+    else
+      problems.push(
+        `${filePath}: standalone.startCommand must be a non-empty list of argv strings, e.g. ["virsh", "start", "{name}"] (it is never run through a shell)`,
+      );
+  }
   const vms: CollectorConfig["standalone"]["vms"] = {};
   const vmsFile = standaloneFile.vms;
   if (vmsFile != null) {
@@ -220,7 +231,7 @@ export function resolveCollectorConfig(
       "/etc/ws-collector/token.key",
     reportIntervalSeconds: seconds(str(file, "reportInterval", "reportInterval"), `${filePath}: reportInterval`, 15),
     tickSeconds: seconds(str(file, "tick", "tick"), `${filePath}: tick`, 5),
-    standalone: { ...(stopCommand ? { stopCommand } : {}), vms },
+    standalone: { ...(stopCommand ? { stopCommand } : {}), ...(startCommand ? { startCommand } : {}), vms },
     kubernetes: {
       ...((flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig"))
         ? { kubeconfig: flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig")! }

@@ -20,7 +20,13 @@ import type {
 import { type ActionTarget, ActionRunner, type Actuator, newVmActing, type VmActing } from "./vm/actions.js";
 import { DeadlineQueue, type DeadlineTimers } from "./vm/deadlines.js";
 import { type OutreachVm, OutreachView } from "./vm/outreach-view.js";
-import { directiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./vm/directive.js";
+import {
+  type DirectiveFields,
+  directiveFields,
+  directiveWithStatus,
+  hasAgentContent,
+  helloDirective,
+} from "./vm/directive.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
 import { readingFor, type HostBatch } from "./hostside/queries.js";
@@ -49,6 +55,8 @@ export interface FleetOptions {
   vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
   /** Outreach (docs/notifications.md): history, webhooks, keep-running links, who is warned. Absent: none of them. */
   observer?: FleetObserver;
+  /** What the first Directive of a new stream adds to the policy: the welcome back after a start (start/welcome.ts). */
+  greeting?: (vm: VmKey, bootId: string) => DirectiveFields["welcome"] | undefined;
 }
 
 export type { TraceInput };
@@ -160,7 +168,10 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     entry.peer = session.peer;
     const now = this.options.nowMs();
     this.options.record?.({ atMs: now, vm: entry.id, event: "agent-connected" });
-    session.send(create(DirectiveSchema, helloDirective(entry.loop.policy)));
+    const hello = helloDirective(entry.loop.policy);
+    const welcome = this.options.greeting?.(entry.key, session.hello.bootId);
+    if (welcome) hello.welcome = welcome;
+    session.send(create(DirectiveSchema, hello));
     this.evaluate(entry, now, { kind: "connected" });
   }
 
@@ -358,6 +369,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       acting: entry.acting,
       policy: () => entry.loop.policy,
       explanation: entry.loop.lastDecision?.explanation,
+      ...(entry.session?.hello.bootId ? { bootId: entry.session.hello.bootId } : {}),
       stopFinished: (result: StopResult) => {
         if (this.vms.get(entry.id) === entry)
           this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });

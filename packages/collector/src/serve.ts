@@ -38,6 +38,7 @@ import { registerStartMetrics } from "./start/metrics.js";
 import { deriveStartLinkKey, startLinkUrl } from "./start/token.js";
 import type { VmKey } from "./model/vm-key.js";
 import { StartTracker } from "./start/tracker.js";
+import { welcomeBack } from "./start/welcome.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
@@ -88,7 +89,7 @@ export async function serve(config: CollectorConfig, io: Io): Promise<number> {
   const mode =
     config.mode === "kubernetes"
       ? await (await import("./kube/serve.js")).kubernetesMode(config, policy, log, stats, nowMs, key, { startUrl })
-      : standaloneMode(config, policy, log);
+      : standaloneMode(config, policy, log, nowMs);
   try {
     return await run(config, mode, key, stats, log, nowMs);
   } finally {
@@ -146,6 +147,7 @@ async function run(
     : undefined;
   // Issue 17: history, webhooks and keep-running links, wired through the fleet's observer hook.
   const linkKey = deriveLinkKey(key);
+  const startUrl = startLinkFor(config, key);
   let fleetRef: Fleet | undefined;
   const fleetOf = (): Fleet => fleetRef!;
   const outreach = new Outreach({
@@ -154,7 +156,7 @@ async function run(
     metadataFor: (vm) => mode.policySource.metadataFor(vm),
     prefix: mode.policySource.prefix,
     linkKey,
-    startUrl: startLinkFor(config, key),
+    startUrl,
     // The fleet exists by the time a notice goes out (outreach only observes its decisions).
     stopEndsOf: (vm): StopEnds | undefined => stopEnds(fleetOf().loopState(vm)?.latest?.report),
   });
@@ -171,6 +173,11 @@ async function run(
     ...(mode.restore ? { restore: mode.restore } : {}),
     ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
     ...(mode.vmDetails ? { vmDetails: mode.vmDetails } : {}),
+    // Issue 24: the welcome back, in the first Directive of an agent of a boot after ws's stop.
+    greeting: (vm, bootId) => {
+      const now = nowMs();
+      return welcomeBack(mode.startPlatform?.facts(vm)?.lastStop, bootId, now, startUrl(vm, now));
+    },
     authenticate: async (vm, token, peer) => {
       if (!mode.leader())
         return {
@@ -320,9 +327,10 @@ async function run(
     history: outreach.history,
     keepLinks,
     ...(startLinks ? { startLinks } : {}),
+    ...(mode.startPlatform ? { startPlatform: mode.startPlatform } : {}),
     leaderUrl: config.start.leaderUrl,
     replica: config.kubernetes.identity,
-    startUrl: startLinkFor(config, key),
+    startUrl,
     givenBack: (now) => givenBack.rows(now),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);

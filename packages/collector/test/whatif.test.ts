@@ -33,7 +33,7 @@ function options(argv: string[], readConfig: (path: string) => string = noConfig
     NOW,
     readConfig,
   );
-  if (parsed === "help") throw new Error("unexpected help");
+  if (parsed === "help" || "kind" in parsed) throw new Error("unexpected help or disputes listing");
   return parsed;
 }
 

@@ -133,6 +133,7 @@ export function kubeActuator(options: KubeActuatorOptions): Actuator {
           frees: freedRecord(facts.resources),
           ...(startUrl ? { startUrl } : {}),
           ...(owner ? { owner } : {}),
+          ...(evidence?.bootId ? { bootId: evidence.bootId } : {}),
         })
         .then(writeFailed("last-stop annotation"));
       return {

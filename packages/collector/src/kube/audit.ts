@@ -94,6 +94,8 @@ export interface LastStop {
   owner?: string;
   /** The start link: how to bring it back (issue 24). */
   startUrl?: string;
+  /** The boot that was stopped: an agent of another boot is the VM started again (the welcome back). */
+  bootId?: string;
 }
 
 /** `<prefix>last-stop` as JSON: {"when":"…Z","reason":…,"signals":…,"by":…}. */
@@ -106,6 +108,7 @@ export function lastStopAnnotations(prefix: string, stop: LastStop): Record<stri
       ...(stop.frees !== undefined ? { frees: stop.frees } : {}),
       ...(stop.owner !== undefined ? { owner: stop.owner } : {}),
       ...(stop.startUrl !== undefined ? { startUrl: stop.startUrl } : {}),
+      ...(stop.bootId !== undefined ? { bootId: stop.bootId } : {}),
       by: stop.by,
     }),
   };

@@ -127,6 +127,7 @@ export function parseLastStop(text: string | undefined): LastStopFacts | null {
       ...(Number.isFinite(activityAt) && typeof activity?.what === "string"
         ? { lastActivity: { atMs: activityAt, what: activity.what.slice(0, 256) } }
         : {}),
+      ...(typeof raw.bootId === "string" && raw.bootId.length <= 64 ? { bootId: raw.bootId } : {}),
     };
   } catch {
     return null;

@@ -6,21 +6,51 @@ import type { CollectorConfig } from "../config.js";
 import type { CollectorPolicyConfig } from "../engine/config.js";
 import type { CollectorMode } from "../mode.js";
 import { staticPolicySource } from "../policy-source.js";
+import type { Fleet } from "../fleet.js";
+import { ownerOf } from "../notify/config.js";
+import { StandaloneStarts } from "./start.js";
 import { runStopCommand } from "./stop-command.js";
 
-export function standaloneMode(config: CollectorConfig, policy: CollectorPolicyConfig, log: Logger): CollectorMode {
+export function standaloneMode(
+  config: CollectorConfig,
+  policy: CollectorPolicyConfig,
+  log: Logger,
+  nowMs: () => number = Date.now,
+): CollectorMode {
   const command = config.standalone.stopCommand;
+  const policySource = staticPolicySource(
+    { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
+    policy.profiles,
+    policy.annotationPrefix,
+    config.standalone.vms,
+  );
+  let fleet: Fleet | undefined;
+  const starts = new StandaloneStarts({
+    ...(config.standalone.startCommand ? { startCommand: config.standalone.startCommand } : {}),
+    configured: () =>
+      Object.keys(config.standalone.vms).map((id) => {
+        const [namespace = "", name = ""] = id.split("/");
+        return { namespace, name };
+      }),
+    labels: (vm) => policySource.metadataFor(vm).labels,
+    annotations: (vm) => policySource.metadataFor(vm).annotations,
+    owner: (vm) =>
+      ownerOf(config.notifications, policySource.metadataFor(vm).labels, policySource.metadataFor(vm).annotations),
+    connectedAtMs: (vm) => fleet?.view(vm, nowMs())?.connectedAtMs,
+    nowMs,
+  });
   return {
     name: "standalone",
-    policySource: staticPolicySource(
-      { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
-      policy.profiles,
-      policy.annotationPrefix,
-      config.standalone.vms,
-    ),
+    policySource,
     leader: () => true,
+    // Issue 24: the start command, the starting page's view of the VM (standalone/start.ts).
+    startPlatform: starts,
+    start: async (created) => {
+      fleet = created;
+      return async () => {};
+    },
     actuator: {
-      async stop(vm, reason) {
+      async stop(vm, reason, evidence) {
         if (!command) {
           log(
             "info",
@@ -30,6 +60,7 @@ export function standaloneMode(config: CollectorConfig, policy: CollectorPolicyC
           return { outcome: "accepted", message: "logged (no stopCommand configured)" };
         }
         const result = await runStopCommand(command, vm);
+        if (result.ok) starts.recordStop(vm, reason, evidence, nowMs());
         return { outcome: result.ok ? "accepted" : "failed", message: result.message };
       },
       event(vm, type, reason, message) {

@@ -24,6 +24,11 @@ export function cleanDisputeText(text: string | null | undefined): string {
   return (text ?? "").replace(CONTROL, " ").trim().slice(0, MAX_DISPUTE_CHARS);
 }
 
+/** The idle-timeout that would have kept a VM stopped after `idleSeconds` idle: the next whole minute, plus one. */
+export function suggestedIdleTimeout(idleSeconds: number): string {
+  return formatDuration(Math.ceil(idleSeconds / 60) * 60 + 60);
+}
+
 /**
  * The knob: with the idle time the stop recorded, an idle-timeout above it would have kept the
  * VM; `ws-collector whatif --idle-timeout …` replays the period to show what that costs fleet-wide.
@@ -31,6 +36,6 @@ export function cleanDisputeText(text: string | null | undefined): string {
 export function disputeKnob(stop: LastStopFacts): string {
   if (stop.idleSeconds === undefined)
     return "the stop recorded no idle time: check which signal missed the activity (the VM's page, ws-agent probe)";
-  const above = formatDuration(Math.ceil(stop.idleSeconds / 60) * 60 + 60);
+  const above = suggestedIdleTimeout(stop.idleSeconds);
   return `idle-timeout ${above} (it had been idle ${formatDuration(stop.idleSeconds)}) would have kept it${stop.lastActivity ? `; the last activity ws saw: ${stop.lastActivity.what}` : ""}; try: ws-collector whatif --idle-timeout ${above}`;
 }

@@ -277,11 +277,15 @@ export class StartLinks {
         `Start ${vmId(vm)}?`,
         `${header(vm)}<h1>Start ${escapeHtml(vmId(vm))}?</h1>
 <div class="box" id="status" data-status="stopped">${about}</div>
-<form method="post" action="${escapeHtml(action)}">
+${
+  facts.startHint
+    ? `<div class="box warn" id="start-hint"><p>${escapeHtml(facts.startHint)}</p></div>`
+    : `<form method="post" action="${escapeHtml(action)}">
 ${token ? `<input type="hidden" name="t" value="${escapeHtml(token)}">` : ""}
 <button type="submit" id="start">Start the workstation</button>
 </form>
-<p class="muted">Nothing starts until you press the button. Starting takes as long as the VM needs to be placed and to boot; this page then shows each step.</p>
+<p class="muted">Nothing starts until you press the button. Starting takes as long as the VM needs to be placed and to boot; this page then shows each step.</p>`
+}
 ${disputeForm(facts, token, action)}`,
       );
     }

@@ -2,6 +2,7 @@
 // subresource; standalone: a configured command), so the page and its stages know nothing of
 // KubeVirt's API.
 import type { VmKey } from "../model/vm-key.js";
+import type { StageName } from "./progress.js";
 
 /** Why and when ws (or someone) last stopped the VM: the last-stop record. */
 export interface LastStopFacts {
@@ -15,6 +16,8 @@ export interface LastStopFacts {
   idleSeconds?: number;
   /** The last activity ws saw before the stop. */
   lastActivity?: { atMs: number; what: string };
+  /** The boot id of the agent that was stopped, when one was connected. */
+  bootId?: string;
 }
 
 /** The VM's running instance as the platform has it (KubeVirt's VMI). */
@@ -42,6 +45,10 @@ export interface StartFacts {
   lastStop: LastStopFacts | null;
   labels: Record<string, string>;
   annotations: Record<string, string>;
+  /** The platform cannot start this VM: what to do instead (the page shows it in place of the button). */
+  startHint?: string;
+  /** The platform's own names for stages (standalone: the start command instead of a VMI). */
+  stageLabels?: Partial<Record<StageName, string>>;
 }
 
 export type StartResult = { ok: true; already: boolean; message: string } | { ok: false; message: string };

@@ -103,7 +103,7 @@ export function startProgress(
     }
     return {
       name,
-      label: LABELS[name],
+      label: facts.stageLabels?.[name] ?? LABELS[name],
       state,
       ...(atMs !== undefined ? { atMs } : {}),
       ...(detail !== undefined && (state !== "waiting" || name === "ready") ? { detail } : {}),

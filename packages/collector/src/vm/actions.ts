@@ -21,6 +21,8 @@ export interface Actuator {
 export interface StopEvidence {
   trigger: StopTrigger;
   explanation: Explanation | undefined;
+  /** The boot id of the agent connected when the stop was decided: a later boot is a start (the welcome back). */
+  bootId?: string;
 }
 
 /** What acting remembers of one VM between decisions. */
@@ -43,6 +45,8 @@ export interface ActionTarget {
   policy(): Policy;
   /** The explanation of the decision that asked for the stop. */
   explanation: Explanation | undefined;
+  /** The connected agent's boot id, if one is connected. */
+  bootId?: string;
   /** The stop finished (the VM still known): the result goes back into the VM's loop. */
   stopFinished(result: StopResult): void;
 }
@@ -131,7 +135,11 @@ export class ActionRunner {
         target.acting.stopInFlight = true;
         log("info", `${id}: stopping: ${action.reason}`, { vm: id, attempt: action.attempt });
         void actuator
-          .stop(target.key, action.reason, { trigger: action.trigger, explanation: target.explanation })
+          .stop(target.key, action.reason, {
+            trigger: action.trigger,
+            explanation: target.explanation,
+            ...(target.bootId ? { bootId: target.bootId } : {}),
+          })
           .then((result) => {
             target.acting.stopInFlight = false;
             this.options.stats?.countStopOutcome(target.key, result.outcome);

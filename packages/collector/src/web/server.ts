@@ -1,5 +1,7 @@
 // HTTP side: /metrics, /healthz, /readyz, the fleet page, /vm/NS/NAME,
 // /api/vms, and the keep-running links /keep/NS/NAME (the only POST).
+import { platformDisputes } from "../start/disputes.js";
+import type { StartPlatform } from "../start/platform.js";
 import http from "node:http";
 import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../history/history.js";
@@ -38,6 +40,8 @@ export interface WebOptions {
   onRefused?: (why: HttpRefusal, detail: string) => void;
   /** Start links and the starting page (docs/coming-back.md). */
   startLinks?: StartLinks;
+  /** The platform's stops and their disputes (/api/disputes). */
+  startPlatform?: StartPlatform;
   /**
    * Where a standby forwards the POSTs it must not act on (start.leaderUrl: the collector's
    * Service, which selects the leader); absent or "": the standby answers 503, try again.
@@ -353,6 +357,21 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
     switch (url.pathname) {
       case "/api/vms":
         return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
+      case "/api/disputes":
+        // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (start/disputes.ts).
+        return send(
+          200,
+          "application/json",
+          JSON.stringify(
+            {
+              disputes: options.startPlatform
+                ? platformDisputes(options.startPlatform, (owner) => visible(owner ?? undefined))
+                : [],
+            },
+            null,
+            2,
+          ),
+        );
       case "/":
         return send(
           200,

@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
 import { parse as parseYaml } from "yaml";
 import { parseCollectorPolicyConfig } from "../engine/config.js";
+import { DEFAULT_ANNOTATION_PREFIX } from "../engine/policy.js";
 import { mergePolicy, parseKnobs, POLICY_KNOB_NAMES, crossCheckPolicy } from "../engine/policy.js";
 import type { Policy } from "../engine/types.js";
 
@@ -40,6 +41,20 @@ export interface WhatifOptions {
   headers: Record<string, string>;
   /** --host-window: also replay KubeVirt's per-VM metrics (host-side evidence) with rates over this window. */
   hostWindowSeconds?: number;
+  /** --disputes FILE: the stop disputes to show beside the replay ("-": stdin). */
+  disputesFile?: string;
+  /** The policy annotation prefix the last-stop annotations of a VirtualMachineList use. */
+  annotationPrefix: string;
+}
+
+/** `--disputes FILE` without --prometheus: list the disputes and the knob of each, replay nothing. */
+export interface DisputesOnlyOptions {
+  kind: "disputes";
+  disputesFile: string;
+  annotationPrefix: string;
+  namespace?: string;
+  vm?: string;
+  json: boolean;
 }
 
 export const WHATIF_HELP = `Usage: ws-collector whatif --prometheus URL --from TIME [--to TIME] [options] [--KNOB VALUE ...]
@@ -62,6 +77,11 @@ Options:
       --header 'NAME: VALUE' HTTP header for Prometheus (repeatable), e.g. an Authorization header
       --host-window D        Also replay host-side evidence: KubeVirt's per-VM metrics in the same Prometheus,
                              rates over D (at least --step), as ws-collector with hostSide reads them
+      --disputes FILE        The stop disputes ("this stop was a mistake") to list, each with the knob that would
+                             have kept its VM and, with --prometheus, whether this replay keeps it: the JSON of
+                             the collector's /api/disputes, or kubectl get vm -A -o json ("-": stdin). Without
+                             --prometheus only the disputes are listed
+      --annotation-prefix P  The prefix of the VMs' last-stop annotation (default: the config's, workstation.aik8s.run/)
       --json                 Print JSON instead of a table
   -h, --help                 This help
 
@@ -120,6 +140,14 @@ function policySectionOf(text: string, path: string): string {
   return policy === undefined || policy === null ? "" : JSON.stringify(policy);
 }
 
+/** The config's policy.annotationPrefix, or the built-in one. */
+function prefixOf(configText: string | undefined, configPath: string | undefined): string {
+  const parsed = parseCollectorPolicyConfig(
+    configText === undefined ? "" : policySectionOf(configText, configPath ?? "config"),
+  );
+  return parsed.ok ? parsed.config.annotationPrefix : DEFAULT_ANNOTATION_PREFIX;
+}
+
 function basePolicy(
   configText: string | undefined,
   configPath: string | undefined,
@@ -144,7 +172,7 @@ export function parseWhatifArgs(
   argv: string[],
   nowMs: number,
   readConfig: (path: string) => string,
-): WhatifOptions | "help" {
+): WhatifOptions | DisputesOnlyOptions | "help" {
   const knobOptions = Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }]));
   let parsed;
   try {
@@ -165,6 +193,8 @@ export function parseWhatifArgs(
         header: { type: "string", multiple: true },
         json: { type: "boolean" },
         "host-window": { type: "string" },
+        disputes: { type: "string" },
+        "annotation-prefix": { type: "string" },
         help: { type: "boolean", short: "h" },
         ...knobOptions,
       },
@@ -179,7 +209,34 @@ export function parseWhatifArgs(
     return typeof value === "string" ? value : undefined;
   };
 
+  for (const name of ["namespace", "vm"]) {
+    const value = text(name);
+    if (value !== undefined && !DNS_LABEL.test(value))
+      throw new UsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
+  }
+  const configPath = text("config");
+  let configText: string | undefined;
+  if (configPath !== undefined) {
+    try {
+      configText = readConfig(configPath);
+    } catch (error) {
+      throw new UsageError(
+        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
+      );
+    }
+  }
+  const annotationPrefix = text("annotation-prefix") ?? prefixOf(configText, configPath);
+  const disputesFile = text("disputes");
   const prometheus = text("prometheus");
+  if (!prometheus && disputesFile !== undefined)
+    return {
+      kind: "disputes",
+      disputesFile,
+      annotationPrefix,
+      ...(text("namespace") !== undefined ? { namespace: text("namespace")! } : {}),
+      ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
+      json: values.json === true,
+    };
   if (!prometheus) throw new UsageError("whatif needs --prometheus URL (for example http://prometheus:9090)");
   let prometheusUrl: URL;
   try {
@@ -206,12 +263,6 @@ export function parseWhatifArgs(
     throw new UsageError("--step is too small for the range: more than 5 million steps");
   const falseStopWindowSeconds = duration(text("false-stop-window") ?? "15m", "--false-stop-window");
 
-  for (const name of ["namespace", "vm"]) {
-    const value = text(name);
-    if (value !== undefined && !DNS_LABEL.test(value))
-      throw new UsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
-  }
-
   const headers: Record<string, string> = {};
   for (const header of (values.header as string[] | undefined) ?? []) {
     const colon = header.indexOf(":");
@@ -219,17 +270,6 @@ export function parseWhatifArgs(
     headers[header.slice(0, colon).trim()] = header.slice(colon + 1).trim();
   }
 
-  const configPath = text("config");
-  let configText: string | undefined;
-  if (configPath !== undefined) {
-    try {
-      configText = readConfig(configPath);
-    } catch (error) {
-      throw new UsageError(
-        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
-      );
-    }
-  }
   const base = basePolicy(configText, configPath, text("profile"));
 
   const overrides: Record<string, string> = {};
@@ -270,5 +310,7 @@ export function parseWhatifArgs(
     json: values.json === true,
     headers,
     ...hostWindow(text("host-window"), stepSeconds),
+    ...(disputesFile !== undefined ? { disputesFile } : {}),
+    annotationPrefix,
   };
 }

@@ -3,7 +3,9 @@
 // The only I/O here: the HTTP range queries and the output streams.
 import { readFileSync } from "node:fs";
 import { UsageError } from "@ws/protocol";
-import { parseWhatifArgs, WHATIF_HELP, type WhatifOptions } from "./args.js";
+import { type DisputesOnlyOptions, parseWhatifArgs, WHATIF_HELP, type WhatifOptions } from "./args.js";
+import { disputesFromDocument, type DisputeRecord } from "../start/disputes.js";
+import { disputeVerdicts, formatDisputesJson, formatDisputesText } from "./disputes-report.js";
 import {
   HistoryError,
   historyFromSeries,
@@ -73,7 +75,7 @@ async function queryRange(
 
 export async function whatifCommand(argv: string[], io: WhatifIo): Promise<number> {
   const nowMs = io.nowMs ?? (() => Date.now());
-  let options: WhatifOptions | "help";
+  let options: WhatifOptions | DisputesOnlyOptions | "help";
   try {
     options = parseWhatifArgs(argv, nowMs(), io.readFile ?? ((path) => readFileSync(path, "utf8")));
   } catch (error) {
@@ -85,6 +87,25 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
   }
   if (options === "help") {
     io.stdout.write(WHATIF_HELP);
+    return 0;
+  }
+  let disputes: DisputeRecord[] | undefined;
+  if (options.disputesFile !== undefined) {
+    const file = options.disputesFile;
+    try {
+      const text = (io.readFile ?? ((path) => readFileSync(path, "utf8")))(file === "-" ? "/dev/stdin" : file);
+      disputes = disputesFromDocument(text, options.annotationPrefix).filter(
+        (d) =>
+          (!options.namespace || d.vm.startsWith(`${options.namespace}/`)) &&
+          (!options.vm || d.vm.endsWith(`/${options.vm}`)),
+      );
+    } catch (error) {
+      io.stderr.write(`ws-collector whatif: --disputes ${file}: ${errorMessage(error)}\n`);
+      return 1;
+    }
+  }
+  if ("kind" in options) {
+    io.stdout.write(options.json ? formatDisputesJson(disputes ?? []) : formatDisputesText(disputes ?? []));
     return 0;
   }
 
@@ -153,6 +174,15 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     overrides: options.overrides,
     vms: outcomes,
   };
-  io.stdout.write(options.json ? formatJson(result) : formatText(result));
+  if (!disputes) {
+    io.stdout.write(options.json ? formatJson(result) : formatText(result));
+    return 0;
+  }
+  // Each dispute beside the replay: would this policy still have stopped the VM then?
+  const verdicts = disputeVerdicts(disputes, outcomes, options.stepSeconds);
+  if (options.json) {
+    const replay = JSON.parse(formatJson(result)) as Record<string, unknown>;
+    io.stdout.write(`${JSON.stringify({ ...replay, disputes: verdicts }, null, 2)}\n`);
+  } else io.stdout.write(`${formatText(result)}\n${formatDisputesText(verdicts)}`);
   return 0;
 }

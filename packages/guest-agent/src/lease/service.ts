@@ -16,6 +16,7 @@ import {
 } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import { NoticeDelivery } from "../notice/delivery.js";
+import { WelcomeDelivery } from "../notice/welcome.js";
 import { under, type Roots } from "../roots.js";
 import { loadUsers, NOBODY_NAME, NOBODY_UID, type Users } from "../users.js";
 import { AuditLog } from "./audit.js";
@@ -64,6 +65,8 @@ export interface LeaseServiceOptions {
   log: (line: string) => void;
   /** Default: a NoticeDelivery writing to human-owned ptys, desktops and <run>/ws-agent/notice.json. */
   notifier?: NoticeDelivery;
+  /** Default: a WelcomeDelivery writing the welcome back to the first login's terminal (notice/welcome.ts). */
+  welcome?: WelcomeDelivery;
   /** Leases were taken or cancelled: a good moment to send a Report instead of waiting for the next one. */
   onLeasesChanged?: () => void;
   /** How soon to try the socket again when it could not be opened (default 30 s). */
@@ -102,6 +105,7 @@ export class LeaseService {
   private users: Users;
   private readonly audit: AuditLog;
   private readonly notifier: NoticeDelivery;
+  private readonly welcome: WelcomeDelivery;
 
   private constructor(private readonly options: LeaseServiceOptions) {
     this.users = options.users;
@@ -109,6 +113,9 @@ export class LeaseService {
     this.notifier =
       options.notifier ??
       new NoticeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log });
+    this.welcome =
+      options.welcome ??
+      new WelcomeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log });
   }
 
   static async open(options: LeaseServiceOptions): Promise<LeaseService> {
@@ -192,6 +199,7 @@ export class LeaseService {
     if (directive.status) this.vmStatus = { value: directive.status, receivedAtMonoMs: now.monoMs };
     if (directive.notice) void this.notifier.deliver(directive.notice, now.monoMs);
     if (directive.noticeCleared) void this.notifier.clear(directive.noticeCleared);
+    if (directive.welcome) void this.welcome.offer(directive.welcome);
     if (changed) void this.persist();
     if (directive.leaseDecisions.length > 0) for (const wake of [...this.confirmationWaiters]) wake();
   }
@@ -243,6 +251,7 @@ export class LeaseService {
     clearTimeout(this.retryTimer);
     await this.server?.close();
     for (const wake of [...this.confirmationWaiters]) wake();
+    this.welcome.close();
     await this.notifier.close();
     await this.saving;
     await this.audit.flush();

@@ -60,6 +60,8 @@ export interface TcpSocket {
   remotePort: number;
   /** The kernel's state number: 1 established, 10 (0A) listening. */
   state: number;
+  /** The socket's owner (the table's uid column); undefined when the line has none. */
+  uid?: number;
 }
 
 export const TCP_ESTABLISHED = 1;
@@ -87,6 +89,7 @@ export function parseProcNetTcp(text: string): TcpSocket[] {
       remoteAddress: remote.address,
       remotePort: remote.port,
       state,
+      ...(/^\d+$/.test(fields[7]!) ? { uid: Number(fields[7]) } : {}),
     });
   }
   return sockets;
@@ -193,6 +196,38 @@ export function socketInode(link: string): number | undefined {
  */
 export const KEEPALIVE_BYTES_PER_CALL = 96;
 /** The ports of the LISTEN sockets among `inodes` (sshd's own descriptors), sorted, once each. Pure. */
+/**
+ * The ports sshd is configured to listen on: every `Port` line of sshd_config and its included
+ * sshd_config.d/*.conf (texts in order), or 22 when none says. Pure.
+ */
+export function configuredSshdPorts(configTexts: readonly string[]): number[] {
+  const ports = new Set<number>();
+  for (const text of configTexts)
+    for (const match of text.matchAll(/^[ \t]*Port[ \t]+(\d{1,5})[ \t]*$/gim)) {
+      const port = Number(match[1]);
+      if (port > 0 && port < 65536) ports.add(port);
+    }
+  return ports.size > 0 ? [...ports].sort((a, b) => a - b) : [22];
+}
+
+/** Ports given on sshd's own command line (`-p 2222`, `-o Port=2222`), as its listener's title shows them. Pure. */
+export function cmdlineSshdPorts(cmdline: string): number[] {
+  const ports: number[] = [];
+  for (const match of cmdline.replaceAll("\0", " ").matchAll(/(?:^|\s)(?:-p\s*|-o\s*Port[= ])(\d{1,5})(?=\s|$)/gi)) {
+    const port = Number(match[1]);
+    if (port > 0 && port < 65536) ports.push(port);
+  }
+  return ports;
+}
+
+/** Root's LISTEN sockets on these ports: sshd's, when root's sshd runs and its descriptors cannot be read. Pure. */
+export function rootListeningPorts(sockets: readonly TcpSocket[], ports: readonly number[]): number[] {
+  const found = sockets
+    .filter((s) => s.state === TCP_LISTEN && s.uid === 0 && ports.includes(s.localPort))
+    .map((s) => s.localPort);
+  return [...new Set(found)].sort((a, b) => a - b);
+}
+
 export function listeningPorts(sockets: readonly TcpSocket[], inodes: ReadonlySet<number>): number[] {
   const ports = sockets.filter((s) => s.state === TCP_LISTEN && inodes.has(s.inode)).map((s) => s.localPort);
   return [...new Set(ports)].sort((a, b) => a - b);

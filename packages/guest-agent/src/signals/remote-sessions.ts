@@ -22,11 +22,14 @@ import { CLOCK_TICKS_PER_SECOND, parsePidStat, parseStatusUid, type ProcessStat 
 import { ownProcessScan, type ProcessScan } from "./process-scan.js";
 import { parseUptime } from "./proc-uptime.js";
 import {
+  cmdlineSshdPorts,
+  configuredSshdPorts,
   forwardConnections,
   isSshMonitorTitle,
   listeningPorts,
   parseProcIo,
   parseProcNetTcp,
+  rootListeningPorts,
   socketInode,
   sshSessionTitleUser,
   type IoCounters,
@@ -177,6 +180,7 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
       listening = sshdListeningPorts(
         ctx.roots,
         found.rootSshdInodes,
+        found.rootSshdCmdlines,
         found.sessions.length > 0 ? sockets : undefined,
         listening,
         nowMono,
@@ -366,7 +370,16 @@ async function findSessionProcesses(
   scan: ProcessScan,
   codeServers: CodeServerMemo,
   notes: string[],
-): Promise<{ sessions: SessionProcess[]; codeServerPids: number[]; rootSshdInodes: Set<number> } | undefined> {
+): Promise<
+  | {
+      sessions: SessionProcess[];
+      codeServerPids: number[];
+      rootSshdInodes: Set<number>;
+      /** The command lines of root's sshd daemons (readable without their descriptors); [] when none runs. */
+      rootSshdCmdlines: string[];
+    }
+  | undefined
+> {
   const { roots, users } = ctx;
   const table = scan.table(ctx);
   if (table.processes === undefined) {
@@ -391,9 +404,18 @@ async function findSessionProcesses(
   const forked: string[] = [];
   for (const process of sshdProcesses) (sshdPids.has(process.ppid) ? forked : daemons).push(String(process.pid));
   const rootSshdInodes = new Set<number>();
+  const rootSshdCmdlines: string[] = [];
   for (const pid of daemons.slice(0, MAX_ROOT_SSHD)) {
     const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
-    if (uid === 0) for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
+    if (uid !== 0) continue;
+    for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
+    let cmdline = "";
+    try {
+      cmdline = readCappedSync(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES);
+    } catch {
+      // gone since
+    }
+    rootSshdCmdlines.push(cmdline);
   }
   const sessions: SessionProcess[] = [];
   for (const pid of forked) {
@@ -406,7 +428,7 @@ async function findSessionProcesses(
       if (!isGone(error)) notes.push(`${under(roots.proc, pid)}: ${errorMessage(error)}`);
     }
   }
-  return { sessions, codeServerPids, rootSshdInodes };
+  return { sessions, codeServerPids, rootSshdInodes, rootSshdCmdlines };
 }
 
 /** sshd daemons whose descriptors are looked at for LISTEN sockets. */
@@ -442,18 +464,55 @@ export function listeningPortsHold(previous: ListeningPorts | undefined, key: st
 /**
  * The ports of the LISTEN sockets root's sshd holds, from /proc/net/tcp and tcp6 (those this
  * sample already read for its sessions, else read now unless the previous answer holds); [] without any.
+ * Under the packaged unit (no CAP_SYS_PTRACE) root's sshd's descriptors cannot be read (sshd is
+ * not dumpable): then, with a root sshd daemon running, root's LISTEN sockets on sshd's ports —
+ * those on its command line (-p, -o Port=), else sshd_config's (22 by default).
  */
 function sshdListeningPorts(
   roots: Roots,
   inodes: ReadonlySet<number>,
+  rootSshdCmdlines: readonly string[],
   sampleSockets: readonly TcpSocket[] | undefined,
   previous: ListeningPorts | undefined,
   nowMonoMs: number,
 ): ListeningPorts {
-  if (inodes.size === 0) return { key: "", ports: [], readAtMonoMs: nowMonoMs };
+  if (inodes.size === 0 && rootSshdCmdlines.length === 0) return { key: "", ports: [], readAtMonoMs: nowMonoMs };
+  if (inodes.size === 0) {
+    const fromCmdline = rootSshdCmdlines.flatMap(cmdlineSshdPorts);
+    const wanted = fromCmdline.length > 0 ? fromCmdline : configuredSshdPorts(sshdConfigTexts(roots));
+    const key = `configured:${wanted.join(",")}`;
+    if (sampleSockets === undefined && listeningPortsHold(previous, key, nowMonoMs)) return previous!;
+    return { key, ports: rootListeningPorts(sampleSockets ?? readSocketsSync(roots), wanted), readAtMonoMs: nowMonoMs };
+  }
   const key = socketSetKey(inodes);
   if (sampleSockets === undefined && listeningPortsHold(previous, key, nowMonoMs)) return previous!;
   return { key, ports: listeningPorts(sampleSockets ?? readSocketsSync(roots), inodes), readAtMonoMs: nowMonoMs };
+}
+
+/** sshd_config (and each drop-in) read at most this far. */
+const MAX_SSHD_CONFIG_BYTES = 64 * 1024;
+
+/** /etc/ssh/sshd_config and sshd_config.d/*.conf (root's files), capped; missing ones are none. */
+function sshdConfigTexts(roots: Roots): string[] {
+  const texts: string[] = [];
+  const read = (file: string) => {
+    try {
+      texts.push(readCappedSync(file, MAX_SSHD_CONFIG_BYTES));
+    } catch {
+      // absent or unreadable: sshd's default applies
+    }
+  };
+  read(under(roots.etc, "ssh", "sshd_config"));
+  try {
+    const dropIns = readdirSync(under(roots.etc, "ssh", "sshd_config.d"))
+      .filter((name) => name.endsWith(".conf"))
+      .sort()
+      .slice(0, 32);
+    for (const name of dropIns) read(under(roots.etc, "ssh", "sshd_config.d", name));
+  } catch {
+    // no drop-in directory
+  }
+  return texts;
 }
 
 /**

@@ -67,6 +67,7 @@ describe("remote-sessions parsers", () => {
         remoteAddress: "10.0.2.15",
         remotePort: 50000,
         state: 1,
+        uid: 1000,
       },
     ]);
     expect(socketInode("socket:[24116]")).toBe(24116);

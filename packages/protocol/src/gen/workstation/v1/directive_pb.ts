@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/directive.proto.
  */
 export const file_workstation_v1_directive: GenFile = /*@__PURE__*/
-  fileDesc("Ch53b3Jrc3RhdGlvbi92MS9kaXJlY3RpdmUucHJvdG8SDndvcmtzdGF0aW9uLnYxIvECCglEaXJlY3RpdmUSJAoXcmVwb3J0X2ludGVydmFsX3NlY29uZHMYASABKAFIAIgBARIvCgZwb2xpY3kYAiABKAsyHy53b3Jrc3RhdGlvbi52MS5FZmZlY3RpdmVQb2xpY3kSJgoGbm90aWNlGAMgASgLMhYud29ya3N0YXRpb24udjEuTm90aWNlEjUKDm5vdGljZV9jbGVhcmVkGAQgASgLMh0ud29ya3N0YXRpb24udjEuTm90aWNlQ2xlYXJlZBI2Cg9sZWFzZV9kZWNpc2lvbnMYBSADKAsyHS53b3Jrc3RhdGlvbi52MS5MZWFzZURlY2lzaW9uEigKBnN0YXR1cxgGIAEoCzIYLndvcmtzdGF0aW9uLnYxLlZtU3RhdHVzEjAKDGxlYXNlX2dyYW50cxgRIAMoCzIaLndvcmtzdGF0aW9uLnYxLkxlYXNlR3JhbnRCGgoYX3JlcG9ydF9pbnRlcnZhbF9zZWNvbmRzIr8BCgpUaHJlc2hvbGRzEh0KFWdwdV91dGlsaXphdGlvbl9yYXRpbxgBIAEoARIWCg5jcHVfYnVzeV9yYXRpbxgCIAEoARIeChZ1c2VyX3Byb2Nlc3NfY3B1X2NvcmVzGAMgASgBEiAKGG5ldHdvcmtfYnl0ZXNfcGVyX3NlY29uZBgEIAEoARIdChVkaXNrX2J5dGVzX3Blcl9zZWNvbmQYBSABKAESGQoRdHR5X291dHB1dF9jb3VudHMYBiABKAgiuQIKD0VmZmVjdGl2ZVBvbGljeRIYChBhdXRvc3RvcF9lbmFibGVkGAEgASgIEigKBG1vZGUYAiABKA4yGi53b3Jrc3RhdGlvbi52MS5Qb2xpY3lNb2RlEg8KB3Byb2ZpbGUYAyABKAkSHAoUaWRsZV90aW1lb3V0X3NlY29uZHMYBCABKAESHAoUZ3JhY2VfcGVyaW9kX3NlY29uZHMYBSABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAYgASgBEiEKGXdlYWtfYWN0aXZpdHlfbWF4X3NlY29uZHMYByABKAESIAoYYWdlbnRfbG9zdF9hZnRlcl9zZWNvbmRzGAggASgBEi4KCnRocmVzaG9sZHMYCSABKAsyGi53b3Jrc3RhdGlvbi52MS5UaHJlc2hvbGRzIpgBCgZOb3RpY2USCgoCaWQYASABKAkSFwoPc3RvcF9pbl9zZWNvbmRzGAIgASgBEg4KBnJlYXNvbhgDIAEoCRIZChFrZWVwX3J1bm5pbmdfaGludBgEIAEoCRIUCgxpZGxlX3NlY29uZHMYBSABKAESKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGUiKwoNTm90aWNlQ2xlYXJlZBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkilgEKDUxlYXNlRGVjaXNpb24SCgoCaWQYASABKAkSEAoIYWNjZXB0ZWQYAiABKAgSDwoHY2xhbXBlZBgDIAEoCBIjChtlZmZlY3RpdmVfcmVtYWluaW5nX3NlY29uZHMYBCABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAUgASgBEg8KB21lc3NhZ2UYBiABKAkiZwoKTGVhc2VHcmFudBIKCgJpZBgBIAEoCRIPCgdzZWNvbmRzGAIgASgBEgwKBHVzZXIYAyABKAkSDgoGcmVhc29uGAQgASgJEgsKA3ZpYRgFIAEoCRIRCglub3RpY2VfaWQYBiABKAki0QEKCFZtU3RhdHVzEiYKBXN0YXRlGAEgASgOMhcud29ya3N0YXRpb24udjEuVm1TdGF0ZRIUCgxpZGxlX3NlY29uZHMYAiABKAESFgoOYWN0aXZlX3NpZ25hbHMYAyADKAkSHAoPc3RvcF9pbl9zZWNvbmRzGAQgASgBSACIAQESEwoLZXhwbGFuYXRpb24YBSABKAkSKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGVCEgoQX3N0b3BfaW5fc2Vjb25kcypbCgpQb2xpY3lNb2RlEhsKF1BPTElDWV9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTUE9MSUNZX01PREVfRU5GT1JDRRABEhcKE1BPTElDWV9NT0RFX09CU0VSVkUQAiqzAQoHVm1TdGF0ZRIYChRWTV9TVEFURV9VTlNQRUNJRklFRBAAEhQKEFZNX1NUQVRFX1VOS05PV04QARITCg9WTV9TVEFURV9BQ1RJVkUQAhIdChlWTV9TVEFURV9TVE9QUElOR19QRU5ESU5HEAMSFQoRVk1fU1RBVEVfU1RPUFBJTkcQBBIUChBWTV9TVEFURV9TVE9QUEVEEAUSFwoTVk1fU1RBVEVfQUdFTlRfTE9TVBAGYgZwcm90bzM");
+  fileDesc("Ch53b3Jrc3RhdGlvbi92MS9kaXJlY3RpdmUucHJvdG8SDndvcmtzdGF0aW9uLnYxIp8DCglEaXJlY3RpdmUSJAoXcmVwb3J0X2ludGVydmFsX3NlY29uZHMYASABKAFIAIgBARIvCgZwb2xpY3kYAiABKAsyHy53b3Jrc3RhdGlvbi52MS5FZmZlY3RpdmVQb2xpY3kSJgoGbm90aWNlGAMgASgLMhYud29ya3N0YXRpb24udjEuTm90aWNlEjUKDm5vdGljZV9jbGVhcmVkGAQgASgLMh0ud29ya3N0YXRpb24udjEuTm90aWNlQ2xlYXJlZBI2Cg9sZWFzZV9kZWNpc2lvbnMYBSADKAsyHS53b3Jrc3RhdGlvbi52MS5MZWFzZURlY2lzaW9uEigKBnN0YXR1cxgGIAEoCzIYLndvcmtzdGF0aW9uLnYxLlZtU3RhdHVzEjAKDGxlYXNlX2dyYW50cxgRIAMoCzIaLndvcmtzdGF0aW9uLnYxLkxlYXNlR3JhbnQSLAoHd2VsY29tZRgSIAEoCzIbLndvcmtzdGF0aW9uLnYxLldlbGNvbWVCYWNrQhoKGF9yZXBvcnRfaW50ZXJ2YWxfc2Vjb25kcyKDAgoLV2VsY29tZUJhY2sSCgoCaWQYASABKAkSHwoXc3RvcHBlZF9hdF91bml4X3NlY29uZHMYAiABKAESDgoGcmVhc29uGAMgASgJEhkKDGlkbGVfc2Vjb25kcxgEIAEoAUgAiAEBEhUKDWxhc3RfYWN0aXZpdHkYBSABKAkSKgodbGFzdF9hY3Rpdml0eV9hdF91bml4X3NlY29uZHMYBiABKAFIAYgBARIRCglrZWVwX2hpbnQYByABKAkSEwoLZGlzcHV0ZV91cmwYCCABKAlCDwoNX2lkbGVfc2Vjb25kc0IgCh5fbGFzdF9hY3Rpdml0eV9hdF91bml4X3NlY29uZHMivwEKClRocmVzaG9sZHMSHQoVZ3B1X3V0aWxpemF0aW9uX3JhdGlvGAEgASgBEhYKDmNwdV9idXN5X3JhdGlvGAIgASgBEh4KFnVzZXJfcHJvY2Vzc19jcHVfY29yZXMYAyABKAESIAoYbmV0d29ya19ieXRlc19wZXJfc2Vjb25kGAQgASgBEh0KFWRpc2tfYnl0ZXNfcGVyX3NlY29uZBgFIAEoARIZChF0dHlfb3V0cHV0X2NvdW50cxgGIAEoCCK5AgoPRWZmZWN0aXZlUG9saWN5EhgKEGF1dG9zdG9wX2VuYWJsZWQYASABKAgSKAoEbW9kZRgCIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGUSDwoHcHJvZmlsZRgDIAEoCRIcChRpZGxlX3RpbWVvdXRfc2Vjb25kcxgEIAEoARIcChRncmFjZV9wZXJpb2Rfc2Vjb25kcxgFIAEoARIgChhtYXhfa2VlcF9ydW5uaW5nX3NlY29uZHMYBiABKAESIQoZd2Vha19hY3Rpdml0eV9tYXhfc2Vjb25kcxgHIAEoARIgChhhZ2VudF9sb3N0X2FmdGVyX3NlY29uZHMYCCABKAESLgoKdGhyZXNob2xkcxgJIAEoCzIaLndvcmtzdGF0aW9uLnYxLlRocmVzaG9sZHMimAEKBk5vdGljZRIKCgJpZBgBIAEoCRIXCg9zdG9wX2luX3NlY29uZHMYAiABKAESDgoGcmVhc29uGAMgASgJEhkKEWtlZXBfcnVubmluZ19oaW50GAQgASgJEhQKDGlkbGVfc2Vjb25kcxgFIAEoARIoCgRtb2RlGAYgASgOMhoud29ya3N0YXRpb24udjEuUG9saWN5TW9kZSIrCg1Ob3RpY2VDbGVhcmVkEgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSKWAQoNTGVhc2VEZWNpc2lvbhIKCgJpZBgBIAEoCRIQCghhY2NlcHRlZBgCIAEoCBIPCgdjbGFtcGVkGAMgASgIEiMKG2VmZmVjdGl2ZV9yZW1haW5pbmdfc2Vjb25kcxgEIAEoARIgChhtYXhfa2VlcF9ydW5uaW5nX3NlY29uZHMYBSABKAESDwoHbWVzc2FnZRgGIAEoCSJnCgpMZWFzZUdyYW50EgoKAmlkGAEgASgJEg8KB3NlY29uZHMYAiABKAESDAoEdXNlchgDIAEoCRIOCgZyZWFzb24YBCABKAkSCwoDdmlhGAUgASgJEhEKCW5vdGljZV9pZBgGIAEoCSLRAQoIVm1TdGF0dXMSJgoFc3RhdGUYASABKA4yFy53b3Jrc3RhdGlvbi52MS5WbVN0YXRlEhQKDGlkbGVfc2Vjb25kcxgCIAEoARIWCg5hY3RpdmVfc2lnbmFscxgDIAMoCRIcCg9zdG9wX2luX3NlY29uZHMYBCABKAFIAIgBARITCgtleHBsYW5hdGlvbhgFIAEoCRIoCgRtb2RlGAYgASgOMhoud29ya3N0YXRpb24udjEuUG9saWN5TW9kZUISChBfc3RvcF9pbl9zZWNvbmRzKlsKClBvbGljeU1vZGUSGwoXUE9MSUNZX01PREVfVU5TUEVDSUZJRUQQABIXChNQT0xJQ1lfTU9ERV9FTkZPUkNFEAESFwoTUE9MSUNZX01PREVfT0JTRVJWRRACKrMBCgdWbVN0YXRlEhgKFFZNX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQVk1fU1RBVEVfVU5LTk9XThABEhMKD1ZNX1NUQVRFX0FDVElWRRACEh0KGVZNX1NUQVRFX1NUT1BQSU5HX1BFTkRJTkcQAxIVChFWTV9TVEFURV9TVE9QUElORxAEEhQKEFZNX1NUQVRFX1NUT1BQRUQQBRIXChNWTV9TVEFURV9BR0VOVF9MT1NUEAZiBnByb3RvMw");
 
 /**
  * Directive is what the collector tells an agent. Every field is optional:
@@ -66,6 +66,14 @@ export type Directive = Message<"workstation.v1.Directive"> & {
    * @generated from field: repeated workstation.v1.LeaseGrant lease_grants = 17;
    */
   leaseGrants: LeaseGrant[];
+
+  /**
+   * The VM runs again after ws stopped it: tell its user why it was stopped, at
+   * the first login of the new boot (docs/coming-back.md, "Welcome back").
+   *
+   * @generated from field: workstation.v1.WelcomeBack welcome = 18;
+   */
+  welcome?: WelcomeBack | undefined;
 };
 
 /**
@@ -74,6 +82,78 @@ export type Directive = Message<"workstation.v1.Directive"> & {
  */
 export const DirectiveSchema: GenMessage<Directive> = /*@__PURE__*/
   messageDesc(file_workstation_v1_directive, 0);
+
+/**
+ * WelcomeBack is the explanation of the last stop, for the first person who
+ * logs in after the VM was started again. The agent shows each id once.
+ *
+ * @generated from message workstation.v1.WelcomeBack
+ */
+export type WelcomeBack = Message<"workstation.v1.WelcomeBack"> & {
+  /**
+   * Stable for one stop (the stop's time); a repeat of the same id is shown
+   * once only, across agent restarts and reboots.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * When ws stopped the VM, Unix seconds.
+   *
+   * @generated from field: double stopped_at_unix_seconds = 2;
+   */
+  stoppedAtUnixSeconds: number;
+
+  /**
+   * Human text: why ("idle for 2h10m (idle-timeout 2h) …").
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * How long the VM had been idle when it was stopped; unset when unknown.
+   *
+   * @generated from field: optional double idle_seconds = 4;
+   */
+  idleSeconds?: number | undefined;
+
+  /**
+   * The last activity ws saw before the stop ("input on pts/0 (alice)"), or empty.
+   *
+   * @generated from field: string last_activity = 5;
+   */
+  lastActivity: string;
+
+  /**
+   * When that activity was, Unix seconds; unset when unknown.
+   *
+   * @generated from field: optional double last_activity_at_unix_seconds = 6;
+   */
+  lastActivityAtUnixSeconds?: number | undefined;
+
+  /**
+   * How to keep it next time ("ws-lease 8h --reason \"…\"").
+   *
+   * @generated from field: string keep_hint = 7;
+   */
+  keepHint: string;
+
+  /**
+   * Where to say "this stop was a mistake" (the starting page's form), or empty.
+   *
+   * @generated from field: string dispute_url = 8;
+   */
+  disputeUrl: string;
+};
+
+/**
+ * Describes the message workstation.v1.WelcomeBack.
+ * Use `create(WelcomeBackSchema)` to create a new message.
+ */
+export const WelcomeBackSchema: GenMessage<WelcomeBack> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_directive, 1);
 
 /**
  * @generated from message workstation.v1.Thresholds
@@ -127,7 +207,7 @@ export type Thresholds = Message<"workstation.v1.Thresholds"> & {
  * Use `create(ThresholdsSchema)` to create a new message.
  */
 export const ThresholdsSchema: GenMessage<Thresholds> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 1);
+  messageDesc(file_workstation_v1_directive, 2);
 
 /**
  * @generated from message workstation.v1.EffectivePolicy
@@ -184,7 +264,7 @@ export type EffectivePolicy = Message<"workstation.v1.EffectivePolicy"> & {
  * Use `create(EffectivePolicySchema)` to create a new message.
  */
 export const EffectivePolicySchema: GenMessage<EffectivePolicy> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 2);
+  messageDesc(file_workstation_v1_directive, 3);
 
 /**
  * @generated from message workstation.v1.Notice
@@ -234,7 +314,7 @@ export type Notice = Message<"workstation.v1.Notice"> & {
  * Use `create(NoticeSchema)` to create a new message.
  */
 export const NoticeSchema: GenMessage<Notice> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 3);
+  messageDesc(file_workstation_v1_directive, 4);
 
 /**
  * @generated from message workstation.v1.NoticeCleared
@@ -258,7 +338,7 @@ export type NoticeCleared = Message<"workstation.v1.NoticeCleared"> & {
  * Use `create(NoticeClearedSchema)` to create a new message.
  */
 export const NoticeClearedSchema: GenMessage<NoticeCleared> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 4);
+  messageDesc(file_workstation_v1_directive, 5);
 
 /**
  * @generated from message workstation.v1.LeaseDecision
@@ -304,7 +384,7 @@ export type LeaseDecision = Message<"workstation.v1.LeaseDecision"> & {
  * Use `create(LeaseDecisionSchema)` to create a new message.
  */
 export const LeaseDecisionSchema: GenMessage<LeaseDecision> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 5);
+  messageDesc(file_workstation_v1_directive, 6);
 
 /**
  * LeaseGrant is a lease taken outside the VM (a signed keep-running link).
@@ -357,7 +437,7 @@ export type LeaseGrant = Message<"workstation.v1.LeaseGrant"> & {
  * Use `create(LeaseGrantSchema)` to create a new message.
  */
 export const LeaseGrantSchema: GenMessage<LeaseGrant> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 6);
+  messageDesc(file_workstation_v1_directive, 7);
 
 /**
  * @generated from message workstation.v1.VmStatus
@@ -408,7 +488,7 @@ export type VmStatus = Message<"workstation.v1.VmStatus"> & {
  * Use `create(VmStatusSchema)` to create a new message.
  */
 export const VmStatusSchema: GenMessage<VmStatus> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 7);
+  messageDesc(file_workstation_v1_directive, 8);
 
 /**
  * @generated from enum workstation.v1.PolicyMode

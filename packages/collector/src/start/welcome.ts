@@ -1,0 +1,42 @@
+// The welcome back: when a VM ws stopped runs again, the first Directive its agent gets carries
+// the last stop's explanation, for the first person who logs in (the agent shows it once per
+// stop, docs/coming-back.md): when, after how long idle, the last activity ws saw, how to keep
+// it next time, and where to say the stop was a mistake. Pure.
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { WelcomeBackSchema } from "@ws/protocol";
+import type { LastStopFacts } from "./platform.js";
+
+export type WelcomeFields = MessageInitShape<typeof WelcomeBackSchema>;
+
+/** What a welcome back advises: a lease long enough for a working day. */
+export const WELCOME_KEEP_HINT = 'ws-lease 8h --reason "what you are running"';
+
+/** A stop older than this is history: its VM has been used since, nobody wants it explained now. */
+const WELCOME_MAX_AGE_MS = 30 * 86_400_000;
+
+/**
+ * The welcome for an agent of boot `bootId` that connects at `nowMs`, or undefined when there is
+ * nothing to say: no stop recorded, the stopped boot itself reconnecting (a stop in progress, a
+ * collector restart), a stop in the future of this clock, or one too old.
+ */
+export function welcomeBack(
+  stop: LastStopFacts | null | undefined,
+  bootId: string,
+  nowMs: number,
+  disputeUrl?: string,
+): WelcomeFields | undefined {
+  if (!stop || !Number.isFinite(stop.atMs)) return undefined;
+  if (stop.atMs > nowMs || nowMs - stop.atMs > WELCOME_MAX_AGE_MS) return undefined;
+  // The stopped boot's own agent (reconnecting while the guest shuts down) gets no welcome.
+  if (stop.bootId !== undefined && stop.bootId === bootId) return undefined;
+  return {
+    id: `stop-${Math.round(stop.atMs)}`,
+    stoppedAtUnixSeconds: stop.atMs / 1000,
+    reason: stop.reason,
+    ...(stop.idleSeconds !== undefined ? { idleSeconds: stop.idleSeconds } : {}),
+    lastActivity: stop.lastActivity?.what ?? "",
+    ...(stop.lastActivity ? { lastActivityAtUnixSeconds: stop.lastActivity.atMs / 1000 } : {}),
+    keepHint: WELCOME_KEEP_HINT,
+    disputeUrl: stop.disputedAtMs === undefined && disputeUrl ? disputeUrl : "",
+  };
+}
