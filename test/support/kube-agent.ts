@@ -153,6 +153,11 @@ export function laySshdListening(root: string, port = 22): void {
   rmSync(pid, { recursive: true, force: true });
   mkdirSync(path.join(pid, "fd"), { recursive: true });
   writeFileSync(path.join(pid, "comm"), "sshd\n");
+  // The agent finds processes by their stat (one pass over /proc per sample): a daemon, parent 1.
+  writeFileSync(
+    path.join(pid, "stat"),
+    `${FROZEN_SSHD_PID} (sshd) S 1 ${FROZEN_SSHD_PID} ${FROZEN_SSHD_PID} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n`,
+  );
   writeFileSync(path.join(pid, "cmdline"), "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups\0");
   writeFileSync(path.join(pid, "status"), "Name:\tsshd\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n");
   symlinkSync(`socket:[${FROZEN_SSHD_INODE}]`, path.join(pid, "fd", "3"));
