@@ -11,11 +11,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadCommand, LoadStats } from "../../bench/loadgen.js";
 import { resourceByKind, startFakeKube, type FakeKube } from "../support/fake-kube/index.js";
 import {
+  bundleNodeScript,
   collectorBundle,
   eventually,
   freePort,
@@ -38,18 +38,7 @@ beforeAll(async () => {
   requireBundles();
   dir = mkdtempSync(path.join(os.tmpdir(), "ws14-burst-"));
   loadgenFile = path.join(dir, "loadgen.mjs");
-  await build({
-    entryPoints: [path.join(repoRoot, "bench/loadgen.ts")],
-    outfile: loadgenFile,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    banner: {
-      js: 'import { createRequire as __wsCreateRequire } from "node:module"; const require = __wsCreateRequire(import.meta.url);',
-    },
-    logLevel: "warning",
-  });
+  await bundleNodeScript(path.join(repoRoot, "bench/loadgen.ts"), loadgenFile);
 });
 
 afterAll(() => {

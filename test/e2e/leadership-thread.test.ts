@@ -8,10 +8,9 @@ import { fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeaderThread, type LeaderThreadOptions } from "../../packages/collector/src/kube/leader-thread.js";
-import { collectorBundle, eventually, repoRoot, requireBundles } from "../support/process.js";
+import { bundleNodeScript, collectorBundle, eventually, repoRoot, requireBundles } from "../support/process.js";
 
 const NS = "ws-system";
 
@@ -61,18 +60,7 @@ beforeAll(async () => {
   requireBundles();
   dir = mkdtempSync(path.join(os.tmpdir(), "ws27-leader-thread-"));
   writeFileSync(path.join(dir, "server.ts"), SERVER);
-  await build({
-    entryPoints: [path.join(dir, "server.ts")],
-    outfile: path.join(dir, "server.mjs"),
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    banner: {
-      js: 'import { createRequire as __wsCreateRequire } from "node:module"; const require = __wsCreateRequire(import.meta.url);',
-    },
-    logLevel: "warning",
-  });
+  await bundleNodeScript(path.join(dir, "server.ts"), path.join(dir, "server.mjs"));
   server = fork(path.join(dir, "server.mjs"), [], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
   const ready = new Promise<{ kubeconfigPath: string }>((resolve) => answers.push((v) => resolve(v as never)));
   server.on("message", (message) => answers.shift()?.(message));

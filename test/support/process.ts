@@ -128,3 +128,24 @@ export async function eventually<T>(
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
+
+/**
+ * Bundles a TypeScript entry point into one ESM file Node runs as a child process (the
+ * load generator, a fake API server in its own process), with `require` defined for the
+ * CommonJS dependencies esbuild inlines.
+ */
+export async function bundleNodeScript(entryPoint: string, outfile: string): Promise<void> {
+  const { build } = await import("esbuild");
+  await build({
+    entryPoints: [entryPoint],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    banner: {
+      js: 'import { createRequire as __wsCreateRequire } from "node:module"; const require = __wsCreateRequire(import.meta.url);',
+    },
+    logLevel: "warning",
+  });
+}

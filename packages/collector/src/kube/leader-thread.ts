@@ -19,7 +19,7 @@
  */
 import { Worker, parentPort } from "node:worker_threads";
 import { createKubeClients, describeError, loadKubeConfig, type KubeConfigSource } from "./client.js";
-import { LeaderElector, type LeaderElectorOptions } from "./leader.js";
+import { LeaderElector, reportElectionError, runElectionCallback, type LeaderElectorOptions } from "./leader.js";
 
 const ROLE = "ws-leader-elector";
 /** Slots of the shared state: leading (0/1) and the start of the last successful renewal (ms). */
@@ -213,19 +213,11 @@ export class LeaderThread {
   }
 
   private report(message: string): void {
-    try {
-      this.options.onError?.(message);
-    } catch {
-      // A broken logger must not break the election.
-    }
+    reportElectionError(this.options.onError, message);
   }
 
   private safely(callback: () => void): void {
-    try {
-      callback();
-    } catch (err) {
-      this.report(`election callback failed: ${describeError(err)}`);
-    }
+    runElectionCallback(this.options.onError, callback);
   }
 }
 

@@ -366,18 +366,28 @@ export class LeaderElector {
   }
 
   private report(message: string): void {
-    try {
-      this.options.onError?.(message);
-    } catch {
-      // A broken logger must not break the election.
-    }
+    reportElectionError(this.options.onError, message);
   }
 
   private safely(callback: () => void): void {
-    try {
-      callback();
-    } catch (err) {
-      this.report(`election callback failed: ${describeError(err)}`);
-    }
+    runElectionCallback(this.options.onError, callback);
+  }
+}
+
+/** Tells the election's error hook; a broken logger must not break the election. */
+export function reportElectionError(onError: ((message: string) => void) | undefined, message: string): void {
+  try {
+    onError?.(message);
+  } catch {
+    // nothing more to tell
+  }
+}
+
+/** Runs one of the election's callbacks; its failure is reported, never thrown into the election. */
+export function runElectionCallback(onError: ((message: string) => void) | undefined, callback: () => void): void {
+  try {
+    callback();
+  } catch (err) {
+    reportElectionError(onError, `election callback failed: ${describeError(err)}`);
   }
 }
