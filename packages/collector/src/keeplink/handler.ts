@@ -4,6 +4,7 @@
 // page that says why and that nothing changed.
 import type { Logger } from "@ws/protocol";
 import { formatDuration } from "@ws/protocol";
+import { linkRefusal } from "../links/refusal.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import { at, escapeHtml, page, vmPath, when } from "../web/html.js";
 import type { KeepContext, KeepGranter } from "./grant.js";
@@ -52,30 +53,8 @@ export class KeepLinks {
     const { vm } = request;
     const verdict = verifyKeepLink(this.options.linkKey, request.token, vm, now);
     if (!verdict.ok) {
-      switch (verdict.problem) {
-        case "malformed":
-        case "tampered":
-          return refusal(
-            400,
-            vm,
-            "This link is not valid",
-            "It was changed or cut short (its signature does not match). Open the link exactly as you received it.",
-          );
-        case "expired":
-          return refusal(
-            410,
-            vm,
-            "This link has expired",
-            `It was valid until ${at(verdict.claims!.expiresAtMs)}, the end of the warning period.`,
-          );
-        case "other-vm":
-          return refusal(
-            400,
-            vm,
-            "This link is for another VM",
-            `It belongs to ${escapeHtml(`${verdict.claims!.namespace}/${verdict.claims!.name}`)}, not ${escapeHtml(vmId(vm))}.`,
-          );
-      }
+      const refused = linkRefusal(verdict.problem, verdict.claims, vm, "This link", ", the end of the warning period.");
+      return refusal(refused.status, vm, refused.title, refused.detailHtml);
     }
     const claims = verdict.claims;
     const previous = this.used.usedAt(claims);

@@ -5,6 +5,7 @@
 // point. Every refusal is a page that says why and that nothing changed.
 import type { Logger, Report } from "@ws/protocol";
 import { formatDuration } from "@ws/protocol";
+import { linkRefusal } from "../links/refusal.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import { at, escapeHtml, page, vmPath, when } from "../web/html.js";
 import { entryFor, type StartConfig } from "./config.js";
@@ -94,30 +95,14 @@ export class StartLinks {
         json: { error: `start link ${verdict.problem}` },
       };
     if (!verdict.ok) {
-      switch (verdict.problem) {
-        case "malformed":
-        case "tampered":
-          return refusal(
-            400,
-            vm,
-            "This start link is not valid",
-            "It was changed or cut short (its signature does not match). Open the link exactly as you received it.",
-          );
-        case "expired":
-          return refusal(
-            410,
-            vm,
-            "This start link has expired",
-            `It was valid until ${at(verdict.claims!.expiresAtMs)}. The next stop message brings a new one; the VM's page has one too.`,
-          );
-        case "other-vm":
-          return refusal(
-            400,
-            vm,
-            "This start link is for another VM",
-            `It belongs to ${escapeHtml(`${verdict.claims!.namespace}/${verdict.claims!.name}`)}, not ${escapeHtml(vmId(vm))}.`,
-          );
-      }
+      const refused = linkRefusal(
+        verdict.problem,
+        verdict.claims,
+        vm,
+        "This start link",
+        ". The next stop message brings a new one; the VM's page has one too.",
+      );
+      return refusal(refused.status, vm, refused.title, refused.detailHtml);
     }
     const facts = this.options.platform.facts(vm);
     if (!facts) return request.json ? { status: 404, html: "", json: { error: "no such VM" } } : unknownVm(vm);
