@@ -98,6 +98,13 @@ const loadgenCpu = args["loadgen-cpu"] ?? "0";
 /** Agents per load generator process: a fleet larger than this is spread over several. */
 const clientsPerLoadgen = integers(args["clients-per-loadgen"], [5000], "clients-per-loadgen")[0]!;
 const SCRAPE_EVERY_SECONDS = 15;
+/**
+ * The open-file limit of the collector and the load generators: a socket per agent, so at 20k the
+ * shell's default (20,000 on the reference machine) is exhausted and the collector fails on EMFILE.
+ * 1,048,576 is what a container gets from a containerd whose unit sets LimitNOFILE=infinity; Node
+ * raises its soft limit to the hard one at start. docs/install.md says what a Deployment needs.
+ */
+const OPEN_FILES = 1_048_576;
 const DECISION_HISTOGRAM = "workstation_decision_duration_seconds";
 
 const loadgenBundle = path.join(repoRoot, "bench/.cache/loadgen.mjs");
@@ -112,7 +119,7 @@ class LoadProcess {
     if (!existsSync(loadgenBundle))
       throw new Error(`${loadgenBundle} is missing: run the benchmark through bench/run.mjs, which bundles it`);
     return new LoadProcess(
-      launch(process.execPath, ["--max-old-space-size=8192", loadgenBundle], { cpus: loadgenCpu, ipc: true }),
+      launch(process.execPath, ["--max-old-space-size=8192", loadgenBundle], { cpus: loadgenCpu, ipc: true, openFiles: OPEN_FILES }),
     );
   }
   request<T>(command: LoadCommand, timeoutMs = 600_000): Promise<T> {
@@ -187,6 +194,7 @@ class LoadGenerator {
       endReasons: all.flatMap((s) => s.endReasons),
       cpuSeconds: sum((s) => s.cpuSeconds),
       rssBytes: sum((s) => s.rssBytes),
+      loopDelayMaxMs: Math.max(...all.map((s) => s.loopDelayMaxMs)),
     };
   }
   async close(): Promise<void> {
@@ -330,6 +338,7 @@ async function withFleet<T>(
       reportInterval: `${interval}s`,
       tick: "5s",
       cpus: collectorCpu,
+      openFiles: OPEN_FILES,
       policyYaml: ["  defaults:", "    autostop: enabled", "    mode: observe", "    idle-timeout: 2h"].join("\n"),
       ...(kube ? { kubeconfig: kube.kubeconfigPath } : {}),
       heapSnapshots,
@@ -365,6 +374,10 @@ async function withFleet<T>(
       `${count} streams accepted`,
       async () => {
         const stats = await generator.stats();
+        if (process.env.WS_BENCH_TRACE)
+          process.stderr.write(
+            `bench collector: t=${fmt((performance.now() - began) / 1000)} s connected ${stats.connected} ended ${stats.ended} generator loop max ${fmt(stats.loopDelayMaxMs)} ms collector CPU ${fmt(cpuSeconds(collector.pid) - cpuBefore)} s\n`,
+          );
         if (stats.connected >= count) return stats;
         // Refusals with a retry hint are the admission control at work; other ends (a connection
         // reset or timed out in the burst, a step-down) are retried by the agents' backoff and

@@ -5,6 +5,7 @@
 // Directive that answers it. A stream the collector ends is opened again
 // after the agent's own backoff (1 s doubling to 60 s, jittered), as agents
 // do. Driven by bench/collector.ts.
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { tokenFor } from "../packages/collector/src/token.js";
 import { backoffDelayMs } from "@ws/protocol";
 import { RECONNECT_BACKOFF } from "../packages/guest-agent/src/agent/connection.js";
@@ -51,6 +52,8 @@ export interface LoadStats {
   endReasons: string[];
   cpuSeconds: number;
   rssBytes: number;
+  /** This generator's own longest event-loop delay since the previous stats call, in ms: past the 10 s keepalive timeout, its streams drop on their own. */
+  loopDelayMaxMs: number;
 }
 
 interface Vm {
@@ -77,6 +80,8 @@ const MAX_ROUND_TRIPS = 500_000;
 const HEALTHY_STREAM_MS = 30_000;
 
 const vms: Vm[] = [];
+const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+loopDelay.enable();
 /** The number the next VM opened gets. */
 let nextIndex = 0;
 let intervalMs = 15_000;
@@ -201,7 +206,9 @@ function stats(): LoadStats {
     endReasons: [...endReasons.entries()].map(([reason, count]) => `${count}× ${reason}`),
     cpuSeconds: (usage.user + usage.system) / 1e6,
     rssBytes: process.memoryUsage.rss(),
+    loopDelayMaxMs: loopDelay.max / 1e6,
   };
+  loopDelay.reset();
   roundTrips = [];
   return result;
 }

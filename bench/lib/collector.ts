@@ -20,6 +20,8 @@ export interface CollectorOptions {
   nodeFlags?: string[];
   /** Kubernetes mode against this kubeconfig (the fake API server's); standalone without it. */
   kubeconfig?: string;
+  /** Open-file limit for the collector (see launch's openFiles). */
+  openFiles?: number;
   /** Let heapSnapshot() ask for a V8 heap snapshot (SIGUSR2, written into the collector's directory). */
   heapSnapshots?: boolean;
 }
@@ -78,6 +80,7 @@ export async function startCollector(options: CollectorOptions): Promise<Running
     // A log line per agent and per transition: thousands of VMs need room.
     {
       ...(options.cpus !== undefined ? { cpus: options.cpus } : {}),
+      ...(options.openFiles !== undefined ? { openFiles: options.openFiles } : {}),
       env: { POD_NAME: "ws-collector-bench" },
       keepBytes: 64 * 1024 * 1024,
     },

@@ -24,15 +24,30 @@ export interface LaunchOptions {
   ipc?: boolean;
   /** How much of the output to keep (default 256 KiB). */
   keepBytes?: number;
+  /**
+   * Open-file limit (soft and hard) for the process, set with prlimit (which execs the program, so
+   * the pid stays the program's): a collector holds a socket per agent, and a limit below the
+   * fleet makes it fail on EMFILE, as a Deployment with a low nofile would. Raising the hard limit
+   * needs root (CAP_SYS_RESOURCE).
+   */
+  openFiles?: number;
 }
 
 const TASKSET = "/usr/bin/taskset";
+const PRLIMIT = "/usr/bin/prlimit";
 const DEFAULT_KEEP_BYTES = 256 * 1024;
 
 export function launch(file: string, args: string[], options: LaunchOptions = {}): Launched {
   if (options.cpus !== undefined && !existsSync(TASKSET))
     throw new Error(`${TASKSET} is missing: install the Debian package util-linux`);
-  const [command, argv] = options.cpus === undefined ? [file, args] : [TASKSET, ["-c", options.cpus, file, ...args]];
+  if (options.openFiles !== undefined && !existsSync(PRLIMIT))
+    throw new Error(`${PRLIMIT} is missing: install the Debian package util-linux`);
+  const pinned: [string, string[]] =
+    options.cpus === undefined ? [file, args] : [TASKSET, ["-c", options.cpus, file, ...args]];
+  const [command, argv]: [string, string[]] =
+    options.openFiles === undefined
+      ? pinned
+      : [PRLIMIT, [`--nofile=${options.openFiles}:${options.openFiles}`, "--", pinned[0], ...pinned[1]]];
   const child = spawn(command, argv, {
     env: { ...process.env, ...options.env },
     stdio: options.ipc ? ["ignore", "pipe", "pipe", "ipc"] : ["ignore", "pipe", "pipe"],
