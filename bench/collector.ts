@@ -19,7 +19,7 @@
 // --ceiling-vms it shortens the interval step by step to find the most
 // reports/s one core sustains.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { benchArgs, integers, seconds } from "./lib/args.js";
 import { startCollector, type RunningCollector } from "./lib/collector.js";
@@ -714,7 +714,9 @@ async function main(): Promise<void> {
           if (count === heapSnapshotVms) {
             const file = await collector.heapSnapshot();
             heap = { vms: count, ...summarizeHeapSnapshot(file) };
-            rmSync(file, { force: true });
+            // WS_BENCH_KEEP_HEAP_SNAPSHOT=PATH keeps it for a closer look (e.g. in Chrome's DevTools).
+            if (process.env.WS_BENCH_KEEP_HEAP_SNAPSHOT) renameSync(file, process.env.WS_BENCH_KEEP_HEAP_SNAPSHOT);
+            else rmSync(file, { force: true });
           }
           burstRows.push([
             count,
