@@ -36,6 +36,8 @@ export interface MetricsOptions {
   vmSeries?: () => VmSeriesSet;
   /** The memory guard's latest look (memory/guard.ts); absent: no memory metrics. */
   memory?: () => CollectorMemory | undefined;
+  /** Agent connections on the gRPC port and their cap (agents/connection-cap.ts); absent: no connection metrics. */
+  agentConnections?: () => { open: number; limit: number | undefined };
 }
 
 /** What the memory guard saw at its latest check. */
@@ -577,6 +579,35 @@ export function createMetrics(
       registers: [health],
       collect() {
         this.set(memory()?.shedding ? 1 : 0);
+      },
+    });
+  }
+  const connections = options.agentConnections;
+  if (connections) {
+    // Every replica's: the cap protects the process's descriptors whether it leads or not.
+    new Gauge({
+      name: "workstation_agent_connections",
+      help: "Agent TCP connections open on the gRPC port (authenticated or not).",
+      registers: [health],
+      collect() {
+        this.set(connections().open);
+      },
+    });
+    new Gauge({
+      name: "workstation_agent_connections_limit",
+      help: "The most agent connections the gRPC port holds at once (grpc.maxConnections, else the open-file limit less a reserve); +Inf without a cap.",
+      registers: [health],
+      collect() {
+        this.set(connections().limit ?? Number.POSITIVE_INFINITY);
+      },
+    });
+    new Counter({
+      name: "workstation_agent_connections_refused_total",
+      help: "Agent connections closed right after accept because the gRPC port held its cap (the agent backs off and retries).",
+      registers: [health],
+      collect() {
+        this.reset();
+        this.inc(stats.agentConnectionsRefused);
       },
     });
   }
