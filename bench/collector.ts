@@ -33,6 +33,7 @@ import { summarize } from "./lib/stats.js";
 import { bytes, fmt, markdownTable } from "./lib/table.js";
 import { startFakeKube, type FakeKube, type RequestRecord } from "../test/support/fake-kube/index.js";
 import type { LoadCommand, LoadStats } from "./loadgen.js";
+import { parseOpenFileLimit } from "../packages/collector/src/agents/connection-cap.js";
 
 const USAGE =
   "usage: node bench/run.mjs collector [--mode kubernetes|standalone] [--vms 1k,10k,20k] [--interval 15s] [--measure 45s] [--ceiling-vms 1k] [--ceiling-intervals 1s,0.5s,0.25s,0.1s] [--ceiling-measure 15s] [--connect-rate N/10 per s]\n" +
@@ -113,7 +114,7 @@ const OPEN_FILES: number | undefined =
     : undefined;
 /** The open-file limit the measured processes run under. */
 const openFilesLimit = (): number =>
-  OPEN_FILES ?? Number(/^Max open files\s+(\d+)/m.exec(readFileSync("/proc/self/limits", "utf8"))?.[1] ?? NaN);
+  OPEN_FILES ?? parseOpenFileLimit(readFileSync("/proc/self/limits", "utf8")) ?? Number.NaN;
 /** The burst ends when every agent is in, or when none more got in for this long. */
 const PLATEAU_MS = 45_000;
 const DECISION_HISTOGRAM = "workstation_decision_duration_seconds";
@@ -325,6 +326,9 @@ interface BurstFigures {
   upSeconds: number;
   /** Streams accepted when the burst ended: every agent's, or fewer when none more got in for PLATEAU_MS. */
   connected: number;
+  /** The collector's connection cap (workstation_agent_connections_limit; +Inf: none) and the connections it turned away at it. */
+  connectionCap: number;
+  refusedAtCap: number;
   /** Hellos answered RESOURCE_EXHAUSTED with a retry hint (they came back later). */
   refusedBusy: number;
   /** Stream attempts that ended otherwise (reset, timed out, a step-down) and were retried with backoff. */
@@ -433,6 +437,8 @@ async function withFleet<T>(
       connectSeconds: count / connectRate,
       upSeconds,
       connected: connected.connected,
+      connectionCap: sampleValue(afterBurst.body, "workstation_agent_connections_limit") ?? Number.POSITIVE_INFINITY,
+      refusedAtCap: sampleValue(afterBurst.body, "workstation_agent_connections_refused_total") ?? 0,
       refusedBusy: connected.refusedBusy,
       failedAttempts,
       cpuSeconds: burstCpu,
@@ -644,6 +650,7 @@ async function main(): Promise<void> {
     upSeconds: number;
     connectSeconds: number;
     connected: number;
+    connectionCap: number;
   }> = [];
   let heap: { vms: number; rows: HeapRow[]; totalBytes: number } | undefined;
   const burstRows: Array<Array<string | number>> = [];
@@ -710,6 +717,7 @@ async function main(): Promise<void> {
             upSeconds: burst.upSeconds,
             connectSeconds: burst.connectSeconds,
             connected: burst.connected,
+            connectionCap: burst.connectionCap,
           });
           if (count === heapSnapshotVms) {
             const file = await collector.heapSnapshot();
@@ -728,6 +736,9 @@ async function main(): Promise<void> {
             `${fmt(burst.maxLoopLagSeconds * 1000)} ms`,
             kube ? `${fmt(longestLeaseGapMs(kube))} ms` : "n/a (standalone)",
             `${burst.leadershipLostDuringBurst} / ${leadershipLost}`,
+            Number.isFinite(burst.connectionCap)
+              ? `${burst.connectionCap} / ${burst.refusedAtCap}`
+              : `none / ${burst.refusedAtCap}`,
           ]);
           scaleRows.push([
             count,
@@ -908,6 +919,7 @@ async function main(): Promise<void> {
         "longest event-loop stall (burst)",
         "longest gap between Lease requests (whole run)",
         "leadership lost: burst / whole run",
+        "agent connection cap / connections refused at it",
       ],
       burstRows,
     ),
@@ -1027,7 +1039,8 @@ async function main(): Promise<void> {
           f.leadershipLost,
           f.connected >= f.vms
             ? `${fmt(f.upSeconds)} s (connecting over ${fmt(f.connectSeconds)} s)`
-            : `no: ${f.connected} of ${f.vms}, the last after ${fmt(f.upSeconds)} s, none more in ${PLATEAU_MS / 1000} s`,
+            : `no: ${f.connected} of ${f.vms}, the last after ${fmt(f.upSeconds)} s, none more in ${PLATEAU_MS / 1000} s` +
+              (Number.isFinite(f.connectionCap) ? ` (the collector's connection cap: ${f.connectionCap})` : ""),
         ]),
       ),
       "",
