@@ -429,7 +429,7 @@ async function withFleet<T>(
       );
     const burstCpu = cpuSeconds(collector.pid) - cpuBefore;
     process.stderr.write(
-      `bench collector: ${count} streams up in ${fmt(upSeconds)} s (${connected.refusedBusy} told to retry later)\n`,
+      `bench collector: ${connected.connected} of ${count} streams up in ${fmt(upSeconds)} s (${connected.refusedBusy} told to retry later)\n`,
     );
     const afterBurst = await collector.scrape();
     const rssConnected = memory(collector.pid).rssBytes;
