@@ -382,8 +382,12 @@ interface CachedVm {
  * The per-VM text, cached per VM. A source whose version is negative (a reader without versions)
  * is rebuilt at every scrape.
  */
-/** VMs whose /metrics text a scrape rebuilds before it lets the event loop go (about 10–40 ms of work). */
-const REFRESH_SLICE = 250;
+/**
+ * How long a scrape rebuilds stale VMs' text before it lets the event loop go. Slices of 250 VMs
+ * (tens of ms) made a 10k-VM scrape wait behind Reports 40 times: its answer took 2.8 s instead of
+ * 0.7 s, and the Reports' p99 hardly moved. A tenth of a second keeps both bounded.
+ */
+const REFRESH_SLICE_MS = 100;
 
 export class PerVmSeriesCache {
   private readonly cache = new Map<string, CachedVm>();
@@ -409,7 +413,7 @@ export class PerVmSeriesCache {
   /**
    * The per-VM part family by family, each chunk one family's HELP, TYPE and samples of every VM:
    * a caller streaming the answer holds one family's text at a time, never the whole scrape. The
-   * VMs whose text is stale are rebuilt REFRESH_SLICE at a time, with the event loop let go
+   * VMs whose text is stale are rebuilt in slices of REFRESH_SLICE_MS, with the event loop let go
    * between slices: at 20k VMs the rebuild takes seconds, and Reports, keepalive pings and the
    * API server's answers must not wait behind it.
    */
@@ -472,7 +476,7 @@ export class PerVmSeriesCache {
     return built;
   }
 
-  /** Brings every VM's text up to date; pauses (yields) after each REFRESH_SLICE rebuilt, returns the entries in order. */
+  /** Brings every VM's text up to date; pauses (yields) after each REFRESH_SLICE_MS of rebuilding, returns the entries in order. */
   private *refresh(
     sources: Iterable<VmSeriesSource>,
     nowMs: number,
@@ -480,16 +484,16 @@ export class PerVmSeriesCache {
   ): Generator<void, CachedVm[], void> {
     const generation = ++this.generation;
     const entries: CachedVm[] = [];
-    let rebuiltInSlice = 0;
+    let sliceStartedMs = performance.now();
     for (const source of sources) {
       let cached = this.cache.get(source.id);
       if (!cached || cached.version !== source.version || source.version < 0 || cached.detailed !== detailed) {
         cached = this.build(source.view(nowMs), source.version, detailed);
         this.cache.set(source.id, cached);
         this.rebuilt++;
-        if (++rebuiltInSlice === REFRESH_SLICE) {
-          rebuiltInSlice = 0;
+        if (performance.now() - sliceStartedMs >= REFRESH_SLICE_MS) {
           yield;
+          sliceStartedMs = performance.now();
         }
       }
       // Two scrapes can overlap now that one pauses: the later one's mark stands.
