@@ -87,7 +87,7 @@ export function decodeMessage<Desc extends DescMessage>(schema: Desc, bytes: Uin
   if (plan) {
     try {
       const reader = new BinaryReader(bytes);
-      return readMessage(plan, reader, bytes.byteLength, 1) as unknown as MessageShape<Desc>;
+      return readMessage(plan, reader, bytes, bytes.byteLength, 1) as unknown as MessageShape<Desc>;
     } catch {
       // An unknown field, a merge, or bytes that do not decode: fromBinary says what they are.
     }
@@ -95,16 +95,28 @@ export function decodeMessage<Desc extends DescMessage>(schema: Desc, bytes: Uin
   return fromBinary(schema, bytes);
 }
 
-function readMessage(plan: MessagePlan, reader: BinaryReader, length: number, depth: number): Record<string, unknown> {
+function readMessage(
+  plan: MessagePlan,
+  reader: BinaryReader,
+  bytes: Uint8Array,
+  length: number,
+  depth: number,
+): Record<string, unknown> {
   if (depth > RECURSION_LIMIT) throw LEAVE_TO_PROTOBUF_ES;
   const message: Record<string, unknown> = { ...plan.zero };
   for (const name of plan.lists) message[name] = [];
   for (const name of plan.oneofs) message[name] = { case: undefined };
   const end = reader.pos + length;
   while (reader.pos < end) {
-    const [number, wireType] = reader.tag();
-    const field = plan.fields.get(number);
-    if (!field) throw LEAVE_TO_PROTOBUF_ES;
+    // reader.tag() without its array per field; a tag it would refuse (a varint past 32 bits, wire
+    // type 6 or 7, field 0: no field of the plan) is left to fromBinary's error.
+    const start = reader.pos;
+    const tag = reader.uint32();
+    if (reader.pos - start > 5 || (reader.pos - start === 5 && bytes[reader.pos - 1]! > 0x0f))
+      throw LEAVE_TO_PROTOBUF_ES;
+    const wireType = tag & 7;
+    const field = plan.fields.get(tag >>> 3);
+    if (!field || wireType > 5) throw LEAVE_TO_PROTOBUF_ES;
     switch (field.fieldKind) {
       case "scalar":
         setField(message, field, readScalar(reader, field.scalar, field.utf8Validation));
@@ -117,13 +129,13 @@ function readMessage(plan: MessagePlan, reader: BinaryReader, length: number, de
           ? (message[field.oneof.localName] as { case: string | undefined }).case === field.localName
           : message[field.localName] !== undefined;
         if (current) throw LEAVE_TO_PROTOBUF_ES;
-        setField(message, field, readNested(field.message, reader, depth));
+        setField(message, field, readNested(field.message, reader, bytes, depth));
         break;
       }
       case "list": {
         const list = message[field.localName] as unknown[];
         if (field.listKind === "message") {
-          list.push(readNested(field.message, reader, depth));
+          list.push(readNested(field.message, reader, bytes, depth));
           break;
         }
         const scalar = field.listKind === "enum" ? ScalarType.INT32 : field.scalar;
@@ -144,10 +156,15 @@ function readMessage(plan: MessagePlan, reader: BinaryReader, length: number, de
   return message;
 }
 
-function readNested(desc: DescMessage, reader: BinaryReader, depth: number): Record<string, unknown> {
+function readNested(
+  desc: DescMessage,
+  reader: BinaryReader,
+  bytes: Uint8Array,
+  depth: number,
+): Record<string, unknown> {
   const plan = planOf(desc);
   if (!plan) throw LEAVE_TO_PROTOBUF_ES;
-  return readMessage(plan, reader, reader.uint32(), depth + 1);
+  return readMessage(plan, reader, bytes, reader.uint32(), depth + 1);
 }
 
 function setField(message: Record<string, unknown>, field: DescField, value: unknown): void {

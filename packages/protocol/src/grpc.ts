@@ -41,8 +41,10 @@ export function wireBytesOf(message: object): Uint8Array | undefined {
 function tolerantDecoder<Desc extends DescMessage>(schema: Desc) {
   return (bytes: Buffer): MessageShape<Desc> | DecodeFailure => {
     try {
-      const message = decodeMessage(schema, bytes);
-      wire.set(message, new Uint8Array(bytes));
+      // Decoded from the copy: its strings are then read through plain Uint8Array views, not Buffers.
+      const copy = new Uint8Array(bytes);
+      const message = decodeMessage(schema, copy);
+      wire.set(message, copy);
       return message;
     } catch (error) {
       return new DecodeFailure(error instanceof Error ? error.message : String(error), bytes.length);

@@ -144,6 +144,10 @@ describe("the protocol's codec without reflection", () => {
       new Uint8Array([0x0a, 0x05, 0x01]),
       new Uint8Array([0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
       new Uint8Array([0x00]),
+      // A tag whose varint overflows 32 bits, though its low bits name a known field.
+      new Uint8Array([0x8a, 0x80, 0x80, 0x80, 0x10, 0x00]),
+      // Wire type 7 on a known field.
+      new Uint8Array([0x0f, 0x00]),
       // A string field (SessionSignal.sessions[0].tty) holding invalid UTF-8.
       toBinaryWithBadUtf8(),
     ];
