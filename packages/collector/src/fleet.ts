@@ -244,6 +244,12 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     return entry ? this.viewOf(entry, nowMs) : undefined;
   }
 
+  *agents(): Iterable<Pick<VmView, "connected" | "agentVersion">> {
+    // As vmView says them: connected while a session is open.
+    for (const entry of this.vms.values())
+      yield { connected: entry.session !== undefined, agentVersion: entry.agentVersion };
+  }
+
   *seriesSources(): Iterable<VmSeriesSource> {
     for (const entry of this.sortedEntries()) {
       yield { id: entry.id, version: entry.version, view: (nowMs: number) => this.viewOf(entry, nowMs) };
