@@ -104,7 +104,7 @@ const SCRAPE_EVERY_SECONDS = 15;
  * 1,048,576 is what a container gets from a containerd whose unit sets LimitNOFILE=infinity; Node
  * raises its soft limit to the hard one at start. docs/install.md says what a Deployment needs.
  */
-const OPEN_FILES = 20_000; // LOCAL ONLY (hard limit here), never committed
+const OPEN_FILES = 1_048_576;
 const DECISION_HISTOGRAM = "workstation_decision_duration_seconds";
 
 const loadgenBundle = path.join(repoRoot, "bench/.cache/loadgen.mjs");
