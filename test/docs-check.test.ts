@@ -84,7 +84,7 @@ describe("the docs' claims", () => {
       new CollectorStats(),
       () => 0,
       () => 0,
-      { processMetrics: false, memory: () => undefined },
+      { processMetrics: false, memory: () => undefined, agentConnections: () => ({ open: 0, limit: undefined }) },
     );
     registerNotificationMetrics(
       registry,

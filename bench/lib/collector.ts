@@ -1,7 +1,7 @@
 // The built collector (packages/collector/dist/ws-collector.cjs), started in
 // standalone mode with a fresh key, for benchmarks to report to.
 import { freePort } from "../../test/support/process.js";
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { generateKey, tokenFor } from "../../packages/collector/src/token.js";
@@ -119,21 +119,22 @@ export async function startCollector(options: CollectorOptions): Promise<Running
     async heapSnapshot() {
       const before = new Set(readdirSync(dir));
       process.kill(proc.pid, "SIGUSR2");
-      // V8 writes the file in one go while the collector stands still; done when its size holds.
-      let last = -1;
-      return pollFor(
+      // V8 writes the file on the main thread while the collector stands still: once the file is
+      // there, an answer to /healthz means the writing is over (a size that held for a second did
+      // not, on a loaded machine: the file was read half-written).
+      const file = await pollFor(
         "the heap snapshot",
-        async () => {
-          const file = readdirSync(dir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name));
-          if (!file) return undefined;
-          const size = statSync(path.join(dir, file)).size;
-          const done = size > 0 && size === last;
-          last = size;
-          return done ? path.join(dir, file) : undefined;
-        },
+        () => readdirSync(dir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name)),
+        300_000,
+        500,
+      );
+      await pollFor(
+        "the collector to answer after its heap snapshot",
+        async () => (await fetch(`${httpUrl}/healthz`).catch(() => undefined))?.ok,
         300_000,
         1_000,
       );
+      return path.join(dir, file);
     },
     async stop() {
       await proc.stop("SIGTERM", 10_000);

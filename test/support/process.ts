@@ -24,8 +24,18 @@ export interface Proc {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export function start(file: string, args: string[], env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, [file, ...args], {
+/**
+ * Runs `node FILE ARGS` (env added to this process's). `launcher` goes in front, a command that
+ * execs the rest, e.g. `["prlimit", "--nofile=128:128", "--"]`: the child is then node itself.
+ */
+export function start(
+  file: string,
+  args: string[],
+  env: Record<string, string> = {},
+  options: { launcher?: readonly string[] } = {},
+): Proc {
+  const argv = [...(options.launcher ?? []), process.execPath, file, ...args];
+  const child = spawn(argv[0]!, argv.slice(1), {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -12,8 +12,11 @@ import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
-  /** hellosPerSecond: agents admitted per second before RESOURCE_EXHAUSTED with a retry hint (docs/collector-limits.md). */
-  grpc: { listen: string; certFile?: string; keyFile?: string; hellosPerSecond?: number };
+  /**
+   * hellosPerSecond: agents admitted per second before RESOURCE_EXHAUSTED with a retry hint (docs/collector-limits.md);
+   * maxConnections: agent connections held at once (unset: the open-file limit less a reserve, agents/connection-cap.ts).
+   */
+  grpc: { listen: string; certFile?: string; keyFile?: string; hellosPerSecond?: number; maxConnections?: number };
   /**
    * listen: the pages, /api/vms and keep links (behind the site's auth proxy); metricsListen:
    * /metrics, /healthz and /readyz on their own port for Prometheus and probes (unset: on listen);
@@ -90,6 +93,8 @@ const TOP_KEYS = [
   "metrics",
   "memory",
 ];
+/** The most grpc.maxConnections may say: Linux's default nr_open (the highest nofile a process can get) is 1,048,576. */
+const MAX_CONNECTIONS_SETTING = 1_048_576;
 const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
   value === undefined ? {} : ({ [key]: value } as Record<K, V>);
 
@@ -141,6 +146,14 @@ export function resolveCollectorConfig(
       `grpc.hellosPerSecond: expected a number from 1 to 1000000, not ${JSON.stringify(value)?.slice(0, 40)}`,
     );
     return 400;
+  };
+  const connectionCap = (value: unknown): number | undefined => {
+    if (typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MAX_CONNECTIONS_SETTING)
+      return value;
+    problems.push(
+      `${filePath}: grpc.maxConnections must be a whole number of agent connections from 1 to ${MAX_CONNECTIONS_SETTING} (unset: the open-file limit less 1024), not ${JSON.stringify(value)?.slice(0, 40)}`,
+    );
+    return undefined;
   };
   const grpcFile = section("grpc");
   const httpFile = section("http");
@@ -214,6 +227,10 @@ export function resolveCollectorConfig(
       ...(grpcFile["hellosPerSecond"] !== undefined
         ? { hellosPerSecond: positiveRate(grpcFile["hellosPerSecond"]) }
         : {}),
+      ...optional(
+        "maxConnections",
+        grpcFile["maxConnections"] == null ? undefined : connectionCap(grpcFile["maxConnections"]),
+      ),
     },
     http: {
       listen: flags.httpListen ?? str(httpFile, "listen", `${filePath}: http.listen`) ?? "0.0.0.0:8080",

@@ -36,6 +36,8 @@ export interface MetricsOptions {
   vmSeries?: () => VmSeriesSet;
   /** The memory guard's latest look (memory/guard.ts); absent: no memory metrics. */
   memory?: () => CollectorMemory | undefined;
+  /** Agent connections on the gRPC port and their cap (agents/connection-cap.ts); absent: no connection metrics. */
+  agentConnections?: () => { open: number; limit: number | undefined };
 }
 
 /** What the memory guard saw at its latest check. */
@@ -380,6 +382,9 @@ interface CachedVm {
  * The per-VM text, cached per VM. A source whose version is negative (a reader without versions)
  * is rebuilt at every scrape.
  */
+/** VMs whose /metrics text a scrape rebuilds before it lets the event loop go (about 10–40 ms of work). */
+const REFRESH_SLICE = 250;
+
 export class PerVmSeriesCache {
   private readonly cache = new Map<string, CachedVm>();
   private generation = 0;
@@ -395,15 +400,30 @@ export class PerVmSeriesCache {
 
   /** The whole per-VM part as one string (tests, small fleets). */
   render(sources: Iterable<VmSeriesSource>, nowMs: number, detailed = false): string {
-    return [...this.families(sources, nowMs, detailed)].join("");
+    const refreshing = this.refresh(sources, nowMs, detailed);
+    let step = refreshing.next();
+    while (!step.done) step = refreshing.next();
+    return [...this.familiesOf(step.value, nowMs, detailed)].join("");
   }
 
   /**
    * The per-VM part family by family, each chunk one family's HELP, TYPE and samples of every VM:
-   * a caller streaming the answer holds one family's text at a time, never the whole scrape.
+   * a caller streaming the answer holds one family's text at a time, never the whole scrape. The
+   * VMs whose text is stale are rebuilt REFRESH_SLICE at a time, with the event loop let go
+   * between slices: at 20k VMs the rebuild takes seconds, and Reports, keepalive pings and the
+   * API server's answers must not wait behind it.
    */
-  *families(sources: Iterable<VmSeriesSource>, nowMs: number, detailed = false): Generator<string> {
-    const entries = this.refresh(sources, nowMs, detailed);
+  async *families(sources: Iterable<VmSeriesSource>, nowMs: number, detailed = false): AsyncGenerator<string> {
+    const refreshing = this.refresh(sources, nowMs, detailed);
+    let step = refreshing.next();
+    while (!step.done) {
+      await new Promise((resolve) => setImmediate(resolve));
+      step = refreshing.next();
+    }
+    yield* this.familiesOf(step.value, nowMs, detailed);
+  }
+
+  private *familiesOf(entries: CachedVm[], nowMs: number, detailed: boolean): Generator<string> {
     let samples = 0;
     for (const cached of entries) samples += cached.series;
     const idle: string[] = [`# HELP ${IDLE_SECONDS} ${IDLE_HELP}`, `# TYPE ${IDLE_SECONDS} gauge`];
@@ -452,21 +472,32 @@ export class PerVmSeriesCache {
     return built;
   }
 
-  private refresh(sources: Iterable<VmSeriesSource>, nowMs: number, detailed: boolean): CachedVm[] {
+  /** Brings every VM's text up to date; pauses (yields) after each REFRESH_SLICE rebuilt, returns the entries in order. */
+  private *refresh(
+    sources: Iterable<VmSeriesSource>,
+    nowMs: number,
+    detailed: boolean,
+  ): Generator<void, CachedVm[], void> {
     const generation = ++this.generation;
     const entries: CachedVm[] = [];
+    let rebuiltInSlice = 0;
     for (const source of sources) {
       let cached = this.cache.get(source.id);
       if (!cached || cached.version !== source.version || source.version < 0 || cached.detailed !== detailed) {
         cached = this.build(source.view(nowMs), source.version, detailed);
         this.cache.set(source.id, cached);
         this.rebuilt++;
+        if (++rebuiltInSlice === REFRESH_SLICE) {
+          rebuiltInSlice = 0;
+          yield;
+        }
       }
-      cached.seen = generation;
+      // Two scrapes can overlap now that one pauses: the later one's mark stands.
+      cached.seen = Math.max(cached.seen, generation);
       entries.push(cached);
     }
-    // VMs that went away take their series with them.
-    for (const [id, cached] of this.cache) if (cached.seen !== generation) this.cache.delete(id);
+    // VMs that went away take their series with them (not those a later, overlapping scrape saw).
+    for (const [id, cached] of this.cache) if (cached.seen < generation) this.cache.delete(id);
     return entries;
   }
 
@@ -577,6 +608,35 @@ export function createMetrics(
       registers: [health],
       collect() {
         this.set(memory()?.shedding ? 1 : 0);
+      },
+    });
+  }
+  const connections = options.agentConnections;
+  if (connections) {
+    // Every replica's: the cap protects the process's descriptors whether it leads or not.
+    new Gauge({
+      name: "workstation_agent_connections",
+      help: "Agent TCP connections open on the gRPC port (authenticated or not).",
+      registers: [health],
+      collect() {
+        this.set(connections().open);
+      },
+    });
+    new Gauge({
+      name: "workstation_agent_connections_limit",
+      help: "The most agent connections the gRPC port holds at once (grpc.maxConnections, else the open-file limit less a reserve); +Inf without a cap.",
+      registers: [health],
+      collect() {
+        this.set(connections().limit ?? Number.POSITIVE_INFINITY);
+      },
+    });
+    new Counter({
+      name: "workstation_agent_connections_refused_total",
+      help: "Agent connections closed right after accept because the gRPC port held its cap (the agent backs off and retries).",
+      registers: [health],
+      collect() {
+        this.reset();
+        this.inc(stats.agentConnectionsRefused);
       },
     });
   }

@@ -23,6 +23,12 @@ export interface CollectorMode {
   startPlatform?: StartPlatform;
   /** True while this replica may act and should receive agents (the leader). */
   leader: () => boolean;
+  /**
+   * The VMs whose agents may connect, as known once start() returned (Kubernetes: the tracked VMs
+   * of the synced inventory; standalone: the configured ones): serve.ts warns when the cap on
+   * agent connections is below it.
+   */
+  fleetSize: () => number;
   /** Starts watches and elections once the fleet exists; returns how to stop them. */
   start?: (fleet: Fleet) => Promise<() => Promise<void>>;
 }

@@ -7,6 +7,12 @@ import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
 import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer } from "./agents/server.js";
+import {
+  agentConnectionCap,
+  connectionCapWarnings,
+  describeConnectionCap,
+  parseOpenFileLimit,
+} from "./agents/connection-cap.js";
 import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
@@ -68,6 +74,15 @@ async function listenOn(server: import("node:http").Server, address: { host: str
     server.listen(address.port, address.host, () => resolve());
   });
   return (server.address() as AddressInfo).port;
+}
+
+/** This process's open-file soft limit (/proc/self/limits); undefined where it cannot be read. */
+function readOpenFileLimit(): number | undefined {
+  try {
+    return parseOpenFileLimit(readFileSync("/proc/self/limits", "utf8"));
+  } catch {
+    return undefined;
+  }
 }
 
 function splitHostPort(address: string): { host: string; port: number } {
@@ -213,7 +228,21 @@ async function run(
       )
     : grpc.ServerCredentials.createInsecure();
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
-  const grpcPort = await agents.listen(config.grpc.listen, credentials);
+  // One descriptor per agent: the cap keeps the rest for the API server and the Lease (agents/connection-cap.ts).
+  const connectionCap = agentConnectionCap(readOpenFileLimit(), config.grpc.maxConnections);
+  for (const warning of connectionCapWarnings(connectionCap, mode.fleetSize()))
+    log("warn", warning, {
+      vms: mode.fleetSize(),
+      cap: connectionCap.limit,
+      ...(connectionCap.openFileLimit !== undefined ? { nofile: connectionCap.openFileLimit } : {}),
+    });
+  const grpcPort = await agents.listen(
+    {
+      ...splitHostPort(config.grpc.listen),
+      ...(connectionCap.limit !== undefined ? { maxConnections: connectionCap.limit } : {}),
+    },
+    credentials,
+  );
   const guard = new MemoryGuard({
     sample: () => {
       const heap = v8.getHeapStatistics();
@@ -232,6 +261,7 @@ async function run(
   const memoryTimer = setInterval(() => guard.check(), MEMORY_CHECK_MS);
   memoryTimer.unref();
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
+    agentConnections: () => ({ open: agents.connectionCount, limit: agents.connectionLimit }),
     leader: mode.leader,
     mode: mode.name,
     vmSeries: () => (guard.shedding ? "default" : config.metrics.vmSeries),
@@ -370,6 +400,7 @@ async function run(
     mode: mode.name,
     version: COLLECTOR_VERSION,
     grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
+    agentConnections: describeConnectionCap(connectionCap),
     http: `${http.host}:${httpPort}`,
     ...(metricsAddress ? { metrics: `${metricsAddress.host}:${metricsPort}` } : {}),
     ...(wakeAddress ? { wake: `${wakeAddress.host}:${wakePort}` } : {}),

@@ -11,6 +11,8 @@ export class CollectorStats {
   truncations = new Map<string, number>();
   /** Hellos answered RESOURCE_EXHAUSTED with a retry hint (the admission limit was reached). */
   streamsRefusedBusy = 0;
+  /** Agent TCP connections closed right after accept: the gRPC port held its cap (agents/connection-cap.ts). */
+  agentConnectionsRefused = 0;
   /** Reports dropped because one stream sent faster than MAX_REPORTS_PER_SECOND or MAX_REPORT_BYTES_PER_SECOND. */
   reportsRateLimited = 0;
   kubeRequests = new Map<string, number>();

@@ -1,5 +1,6 @@
-// The collector config's scale settings: which per-VM series /metrics carries and the memory
-// guard's cgroup root and threshold, their defaults and the errors that name a bad value.
+// The collector config's scale settings: which per-VM series /metrics carries, the memory
+// guard's cgroup root and threshold, the cap on agent connections, their defaults and the errors
+// that name a bad value.
 import { describe, expect, it } from "vitest";
 import { CollectorConfigError, resolveCollectorConfig } from "../src/config.js";
 
@@ -31,5 +32,21 @@ describe("metrics and memory settings", () => {
       'collector.yaml: memory.shedAt must be a share of the memory limit from 50% to 98%, not "0.9"',
     ]);
     expect(() => resolve("memory: { shedAt: 99% }\n")).toThrow(/from 50% to 98%, not "99%"/);
+  });
+});
+
+describe("grpc.maxConnections", () => {
+  it("is unset by default (the open-file limit less its reserve decides) and taken when a whole number", () => {
+    expect(resolve("").grpc.maxConnections).toBeUndefined();
+    expect(resolve("grpc: { maxConnections: 12000 }\n").grpc.maxConnections).toBe(12_000);
+  });
+
+  it("refuses what is not a whole number of connections from 1 to 1048576, naming it", () => {
+    for (const bad of ["0", "-5", "2.5", '"many"', "2000000"])
+      expect(() => resolve(`grpc: { maxConnections: ${bad} }\n`)).toThrow(
+        new RegExp(
+          `grpc\\.maxConnections must be a whole number of agent connections from 1 to 1048576 .*, not ${bad.replace(".", "\\.")}$`,
+        ),
+      );
   });
 });

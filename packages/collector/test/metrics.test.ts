@@ -86,8 +86,12 @@ function setup(options: { leader?: () => boolean; vmSeries?: () => VmSeriesSet }
     stats,
     () => NOW,
     () => 3,
-    // serve.ts hands it the memory guard's look.
-    { memory: () => ({ workingSetBytes: 300_000_000, limitBytes: 536_870_912, shedding: false }), ...options },
+    // serve.ts hands it the memory guard's look and the gRPC port's connections against their cap.
+    {
+      memory: () => ({ workingSetBytes: 300_000_000, limitBytes: 536_870_912, shedding: false }),
+      agentConnections: () => ({ open: 3, limit: 18_976 }),
+      ...options,
+    },
   );
   // serve.ts adds the notification metrics to the same registry.
   registerNotificationMetrics(
@@ -309,14 +313,20 @@ describe("createMetrics", () => {
 
   it("exports no per-VM series and no fleet figures on a standby replica, only its own health", async () => {
     let leading = false;
-    const { fleet, registry } = setup({ leader: () => leading });
+    const { fleet, registry, stats } = setup({ leader: () => leading });
     fleet.vms = [view("ada")];
+    stats.agentConnectionsRefused = 12;
     const standby = await registry.metrics();
     expect(standby).not.toContain('name="ada"');
     expect(standby).not.toContain("workstation_reports_received_total");
     expect(sample(standby, "workstation_collector_leader")).toBe(0);
     expect(standby).toMatch(/^workstation_build_info\{version="[^"]+",mode="standalone"\} 1$/m);
     expect(standby).toContain("process_resident_memory_bytes");
+    // The open-file cap guards every replica's descriptors, leader or not.
+    expect(sample(standby, "workstation_agent_connections")).toBe(3);
+    expect(sample(standby, "workstation_agent_connections_limit")).toBe(18_976);
+    expect(sample(standby, "workstation_agent_connections_refused_total")).toBe(12);
+    expect(standby).toContain("process_max_fds");
     leading = true;
     expect(await registry.metrics()).toContain('name="ada"');
   });

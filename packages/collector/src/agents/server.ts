@@ -1,6 +1,7 @@
 // The gRPC side: one bidi stream per VM. Authenticates the Hello, validates
 // every Report, and hands them on; a bad stream is closed alone.
 import * as grpc from "@grpc/grpc-js";
+import net, { type AddressInfo } from "node:net";
 import { create } from "@bufbuild/protobuf";
 import {
   AgentService,
@@ -118,6 +119,17 @@ export const REPORT_BURST = 10;
  */
 export const MAX_REPORT_BYTES_PER_SECOND = 4 * 1024;
 
+/** Where the gRPC port listens, and how many agent connections it holds at once (agents/connection-cap.ts). */
+export interface AgentListen {
+  host: string;
+  port: number;
+  /** Connections past this many are closed right after accept (counted); undefined: no cap. */
+  maxConnections?: number;
+}
+
+/** Below this share of the cap again, the next refusal is logged again (one line per episode, not per agent). */
+const CAP_EPISODE_END = 0.9;
+
 const retryMetadata = (ms: number): grpc.Metadata => {
   const metadata = new grpc.Metadata();
   metadata.set(RETRY_AFTER_METADATA_KEY, String(Math.round(ms)));
@@ -130,6 +142,10 @@ export class AgentServer {
   /** Per VM, the agent's last reported count of errors nobody handled (only VMs that reported one). */
   private readonly agentUnhandled = new Map<string, bigint>();
   private readonly admission: HelloAdmission;
+  /** The collector's own TCP listener, which hands each connection it keeps to grpc-js (createConnectionInjector). */
+  private listener: net.Server | undefined;
+  private connections = 0;
+  private capReached = false;
 
   constructor(private readonly options: AgentServerOptions) {
     const rate = options.hellosPerSecond ?? 400;
@@ -153,13 +169,65 @@ export class AgentServer {
     return this.sessions.size;
   }
 
-  async listen(address: string, credentials: grpc.ServerCredentials): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.server.bindAsync(address, credentials, (error, port) => (error ? reject(error) : resolve(port)));
+  /** Agent TCP connections open on the gRPC port. */
+  get connectionCount(): number {
+    return this.connections;
+  }
+
+  /** The cap on agent connections the port enforces (undefined: none, or not listening). */
+  get connectionLimit(): number | undefined {
+    return this.listener?.maxConnections;
+  }
+
+  /**
+   * Listens on the collector's own net.Server and hands each connection to grpc-js through its
+   * public connection injector (TLS, when the credentials carry it, is grpc-js's as with
+   * bindAsync). The net.Server's maxConnections closes a connection over the cap right after
+   * accept, before grpc-js spends anything on it: the agent sees a reset and backs off, and the
+   * process keeps its other descriptors for the API server, the Lease and the scrapes.
+   */
+  async listen(address: AgentListen, credentials: grpc.ServerCredentials): Promise<number> {
+    const { log, stats } = this.options;
+    const injector = this.server.createConnectionInjector(credentials);
+    const listener = net.createServer((socket) => {
+      this.connections++;
+      socket.once("close", () => {
+        this.connections--;
+        const cap = listener.maxConnections;
+        if (this.capReached && this.connections < cap * CAP_EPISODE_END) {
+          this.capReached = false;
+          log("info", "agent connections below their cap again", { connections: this.connections, cap });
+        }
+      });
+      injector.injectConnection(socket);
     });
+    if (address.maxConnections !== undefined) listener.maxConnections = address.maxConnections;
+    listener.on("drop", () => {
+      stats.agentConnectionsRefused++;
+      if (this.capReached) return;
+      this.capReached = true;
+      log(
+        "warn",
+        "agent connections at their cap: refusing new ones until some close (workstation_agent_connections_refused_total; docs/install.md, Sizing)",
+        { cap: listener.maxConnections },
+      );
+    });
+    await new Promise<void>((resolve, reject) => {
+      listener.once("error", reject);
+      listener.listen(address.port, address.host, () => {
+        listener.off("error", reject);
+        resolve();
+      });
+    });
+    // Accept failures (EMFILE when the reserve was spent elsewhere) must not end the process.
+    listener.on("error", (error) => log("error", `gRPC listener: ${errorMessage(error)}`));
+    this.listener = listener;
+    return (listener.address() as AddressInfo).port;
   }
 
   async close(): Promise<void> {
+    // No new connections; grpc-js's shutdown below closes the ones it holds (its injector's too).
+    this.listener?.close();
     for (const session of this.sessions.values()) session.close(grpc.status.UNAVAILABLE, "collector shutting down");
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {

@@ -190,6 +190,7 @@ export async function kubernetesMode(
   return {
     name: "kubernetes",
     leader: () => elector.isLeader(),
+    fleetSize: () => inventory.list().filter((vm) => tracked(vm.labels)).length,
     // Issue 24: the start link's page and button (kube/start.ts).
     startPlatform: kubeStartPlatform(
       () => inventory.list(),

@@ -43,6 +43,7 @@ export function standaloneMode(
     name: "standalone",
     policySource,
     leader: () => true,
+    fleetSize: () => Object.keys(config.standalone.vms).length,
     // Issue 24: the start command, the starting page's view of the VM (standalone/start.ts).
     startPlatform: starts,
     start: async (created) => {

@@ -2,7 +2,9 @@
 // thousands of new sources is cut to the documented limits (counted, named in the explanation), a
 // message over MAX_AGENT_MESSAGE_BYTES is refused before it is decoded,
 // the VM's remembered evidence stays bounded, and a Hello burst past the admission rate is told
-// to come back later (RESOURCE_EXHAUSTED with a retry hint) instead of being served late.
+// to come back later (RESOURCE_EXHAUSTED with a retry hint) instead of being served late, and
+// connections past the gRPC port's cap are closed right after accept (counted) while the held
+// ones are served on.
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import { MAX_AGENT_MESSAGE_BYTES, ReportSchema, SourceState, type Directive, type Report } from "@ws/protocol";
@@ -34,8 +36,11 @@ async function startCollector(
     reportsPerSecond?: number;
     reportBurst?: number;
     reportBytesPerSecond?: number;
+    /** The cap on agent connections the gRPC port holds (agents/connection-cap.ts). */
+    maxConnections?: number;
   } = {},
 ): Promise<Running> {
+  const { maxConnections, ...serverOptions } = options;
   const stats = new CollectorStats();
   const fleet = new Fleet({
     log: () => {},
@@ -51,8 +56,11 @@ async function startCollector(
     stats,
   });
   fleet.start();
-  const server = new AgentServer({ sink: fleet, stats, log: () => {}, nowMs: () => Date.now(), ...options });
-  const port = await server.listen("127.0.0.1:0", grpc.ServerCredentials.createInsecure());
+  const server = new AgentServer({ sink: fleet, stats, log: () => {}, nowMs: () => Date.now(), ...serverOptions });
+  const port = await server.listen(
+    { host: "127.0.0.1", port: 0, ...(maxConnections !== undefined ? { maxConnections } : {}) },
+    grpc.ServerCredentials.createInsecure(),
+  );
   running = { fleet, server, stats, address: `127.0.0.1:${port}`, streams: [] };
   return running;
 }
@@ -274,5 +282,52 @@ describe("one agent's cost to the collector", () => {
     const hints = refused.map((o) => o.retryAfterMs!);
     expect(Math.max(...hints)).toBeGreaterThan(Math.min(...hints));
     expect(collector.stats.streamsRefusedBusy).toBe(refused.length);
+  });
+
+  it("closes connections past the port's cap right after accept, counted, and serves the held ones on", async () => {
+    const collector = await startCollector({ maxConnections: 3 });
+    const held: Directive[][] = [[], [], []];
+    const streams = [];
+    for (const [i, directives] of held.entries()) streams.push(await connect(collector, `held-${i}`, directives));
+    expect(collector.server.connectionCount).toBe(3);
+    expect(collector.server.connectionLimit).toBe(3);
+    // Two more VMs, each on its own connection: the port refuses both before any Hello is read.
+    const refused = await Promise.all(
+      [0, 1].map(
+        (i) =>
+          new Promise<string>((resolve) => {
+            const stream = openAgentStream(collector.address, { namespace: "lab", name: `over-${i}` }, "t", {
+              onDirective: () => resolve("admitted"),
+              onEnd: (reason) => resolve(reason),
+            });
+            collector.streams.push(stream);
+          }),
+      ),
+    );
+    for (const reason of refused) expect(reason).toMatch(/^UNAVAILABLE/);
+    expect(collector.stats.agentConnectionsRefused).toBeGreaterThanOrEqual(2);
+    expect(collector.stats.streamsOpened).toBe(3);
+    expect(collector.fleet.loopState({ namespace: "lab", name: "over-0" })).toBeUndefined();
+    // The held streams are answered on.
+    streams[0]!.sendReport(create(ReportSchema, { sequence: 1n, intervalSeconds: 15 } as never));
+    await until("the held VM's Directive", () => (held[0]!.length >= 2 ? true : undefined));
+    const text = await createMetrics(
+      collector.fleet,
+      collector.stats,
+      () => Date.now(),
+      () => 3,
+      {
+        processMetrics: false,
+        agentConnections: () => ({ open: collector.server.connectionCount, limit: collector.server.connectionLimit }),
+      },
+    ).metrics();
+    expect(text).toContain("workstation_agent_connections 3");
+    expect(text).toContain("workstation_agent_connections_limit 3");
+    expect(text).toMatch(/workstation_agent_connections_refused_total [1-9]/);
+    // One held connection goes: the next VM gets its place.
+    streams[2]!.close();
+    await until("the closed connection released", () => (collector.server.connectionCount === 2 ? true : undefined));
+    await connect(collector, "next");
+    expect(collector.server.connectionCount).toBe(3);
   });
 });
