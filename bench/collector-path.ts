@@ -1,14 +1,22 @@
 // The collector's per-Report path and per-VM heap, in process (no gRPC, no other process): what
 // one Report costs step by step (decode, validation, the VM's loop: evidence, decide, Directive,
-// and the /metrics cache), for the typical Report of benchmark 2 and for the largest Report the
+// the Directive's encoding, and the /metrics cache), for the typical Report of benchmark 2 and for the largest Report the
 // collector accepts; and the live heap each VM holds, part by part (its session, the latest
 // Report, the kept evidence, the last decision, the rest of its state, its cached series).
 // Benchmark 2 measures the same collector end to end; this says where its time and memory go.
 //
 //   node bench/run.mjs collector-path [--vms 2000] [--reports 3]
 import v8 from "node:v8";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { AgentMessageSchema, MAX_AGENT_MESSAGE_BYTES, type Report } from "@ws/protocol";
+import { create, toBinary } from "@bufbuild/protobuf";
+import {
+  type AgentMessage,
+  AgentMessageSchema,
+  AgentService,
+  CollectorMessageSchema,
+  MAX_AGENT_MESSAGE_BYTES,
+  type Report,
+} from "@ws/protocol";
+import { serverDefinition } from "@ws/protocol/grpc";
 import { MAX_STRING, REPORT_LIMITS, validateReport } from "../packages/collector/src/agents/validate.js";
 import { BUILTIN_DEFAULT_POLICY } from "../packages/collector/src/engine/policy.js";
 import { createMetrics, warmPerVmSeries } from "../packages/collector/src/metrics.js";
@@ -34,10 +42,13 @@ const liveHeap = () => {
 };
 const policy = { ...BUILTIN_DEFAULT_POLICY, autostopEnabled: true, mode: "observe" as const };
 const wire = (report: Report) =>
-  toBinary(AgentMessageSchema, create(AgentMessageSchema, { payload: { case: "report", value: report } }));
+  Buffer.from(toBinary(AgentMessageSchema, create(AgentMessageSchema, { payload: { case: "report", value: report } })));
+/** The agent stream's own codecs, as grpc-js calls them in the collector (agents/server.ts). */
+const agentStream = serverDefinition(AgentService).connect!;
+const decode = (bytes: Buffer) => agentStream.requestDeserialize(bytes) as AgentMessage;
 
 /** Milliseconds per Report in each step, for `count` Reports of one kind through one fleet. */
-async function pathCost(bytesOf: (i: number) => Uint8Array, count: number, vms: number) {
+async function pathCost(bytesOf: (i: number) => Buffer, count: number, vms: number) {
   const harness = startFleet(policy, Date.now());
   const registry = createMetrics(
     harness.fleet,
@@ -47,11 +58,11 @@ async function pathCost(bytesOf: (i: number) => Uint8Array, count: number, vms: 
     { processMetrics: false },
   );
   const sessions = Array.from({ length: vms }, (_, i) => harness.connect({ namespace: "bench", name: `vm-${i}` }));
-  const spent = { decode: 0, validate: 0, loop: 0, metrics: 0 };
+  const spent = { decode: 0, validate: 0, loop: 0, encode: 0, metrics: 0 };
   for (let i = 0; i < count; i++) {
     const bytesIn = bytesOf(i);
     let at = performance.now();
-    const message = fromBinary(AgentMessageSchema, bytesIn);
+    const message = decode(bytesIn);
     spent.decode += performance.now() - at;
     at = performance.now();
     const report = message.payload.value as Report;
@@ -60,8 +71,14 @@ async function pathCost(bytesOf: (i: number) => Uint8Array, count: number, vms: 
     if (cuts.length === 0) rememberWire(report, bytesIn);
     report.sequence = BigInt(i + 1);
     at = performance.now();
-    harness.report(sessions[i % vms]!, report);
+    const session = sessions[i % vms]!;
+    harness.report(session, report);
     spent.loop += performance.now() - at;
+    // The Directive answering it, as the stream writes it (agents/server.ts: send).
+    at = performance.now();
+    const directive = session.directives.pop()!;
+    agentStream.responseSerialize(create(CollectorMessageSchema, { payload: { case: "directive", value: directive } }));
+    spent.encode += performance.now() - at;
     // /metrics rebuilds a changed VM's lines once per scrape: one rebuild per Report at 15 s.
     at = performance.now();
     if ((i + 1) % vms === 0) await registry.metrics();
@@ -94,7 +111,7 @@ async function heapPerVm() {
     await harness.clock.advanceTo(harness.clock.nowMs + 15_000);
     for (let i = 0; i < vmCount; i++) {
       const bytesIn = templates[(i + round) % templates.length]!;
-      const report = fromBinary(AgentMessageSchema, bytesIn).payload.value as Report;
+      const report = decode(bytesIn).payload.value as Report;
       validateReport(report);
       rememberWire(report, bytesIn);
       report.sequence = ++sequence;
@@ -109,7 +126,7 @@ async function heapPerVm() {
     await harness.clock.advanceTo(harness.clock.nowMs + 15_000);
     for (let i = 0; i < vmCount; i++) {
       const bytesIn = templates[(i + round + rounds) % templates.length]!;
-      const report = fromBinary(AgentMessageSchema, bytesIn).payload.value as Report;
+      const report = decode(bytesIn).payload.value as Report;
       rememberWire(report, bytesIn);
       report.sequence = ++sequence;
       harness.report(sessions[i]!, report);
@@ -131,7 +148,7 @@ async function heapPerVm() {
     await harness.clock.advanceTo(harness.clock.nowMs + 15_000);
     for (let i = 0; i < vmCount; i++) {
       const bytesIn = templates[(i + round) % templates.length]!;
-      const report = fromBinary(AgentMessageSchema, bytesIn).payload.value as Report;
+      const report = decode(bytesIn).payload.value as Report;
       rememberWire(report, bytesIn);
       report.sequence = ++sequence;
       harness.report(sessions[i]!, report);
@@ -179,14 +196,24 @@ async function main() {
     `${fmt(cost.decode)} ms`,
     `${fmt(cost.validate)} ms`,
     `${fmt(cost.loop)} ms`,
+    `${fmt(cost.encode)} ms`,
     `${fmt(cost.metrics)} ms`,
-    `${fmt(cost.decode + cost.validate + cost.loop + cost.metrics)} ms`,
+    `${fmt(cost.decode + cost.validate + cost.loop + cost.encode + cost.metrics)} ms`,
   ];
   const out = [
     "## The collector's per-Report path and per-VM heap (in process)",
     "",
     markdownTable(
-      ["Report", "size", "decode", "validate", "VM loop (evidence, decide, Directive)", "/metrics lines", "all"],
+      [
+        "Report",
+        "size",
+        "decode",
+        "validate",
+        "VM loop (evidence, decide, Directive)",
+        "Directive encoded",
+        "/metrics lines",
+        "all",
+      ],
       [
         row("typical (benchmark 2)", typical[0]!.length, typicalCost),
         row("largest accepted (MAX_AGENT_MESSAGE_BYTES)", largest.length, largestCost),

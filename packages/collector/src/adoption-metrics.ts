@@ -66,7 +66,8 @@ export function registerAdoptionMetrics(
     registers: [registry],
     collect() {
       this.reset();
-      for (const { version, agents } of countAgentVersions(fleet.views(nowMs()))) this.set({ version }, agents);
+      const vms = fleet.agents ? [...fleet.agents()] : fleet.views(nowMs());
+      for (const { version, agents } of countAgentVersions(vms)) this.set({ version }, agents);
     },
   });
 }

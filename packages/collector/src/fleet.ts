@@ -244,6 +244,12 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     return entry ? this.viewOf(entry, nowMs) : undefined;
   }
 
+  *agents(): Iterable<Pick<VmView, "connected" | "agentVersion">> {
+    // As vmView says them: connected while a session is open.
+    for (const entry of this.vms.values())
+      yield { connected: entry.session !== undefined, agentVersion: entry.agentVersion };
+  }
+
   *seriesSources(): Iterable<VmSeriesSource> {
     for (const entry of this.sortedEntries()) {
       yield { id: entry.id, version: entry.version, view: (nowMs: number) => this.viewOf(entry, nowMs) };
@@ -352,11 +358,13 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     if (previousState !== next || entry.loop.record === undefined) {
       this.options.log("info", `${entry.id}: ${previousState} → ${next}: ${decision.summary}`, { vm: entry.id });
     }
-    const target = this.actionTarget(entry);
-    for (const action of decision.actions) this.runner.run(target, action);
+    // Most decisions (an active VM's Report) have no action and no notice: nothing is built for them.
+    if (decision.actions.length > 0) {
+      const target = this.actionTarget(entry);
+      for (const action of decision.actions) this.runner.run(target, action);
+    }
     const fields = directiveFields(decision.actions);
-    const vm = this.outreachVm(entry);
-    if (vm) this.outreach.addressNotice(vm, decision.actions, fields);
+    if (fields.notice) this.outreach.addressNotice(this.outreachVm(entry)!, decision.actions, fields);
     if (entry.session && (fromReport || hasAgentContent(fields))) {
       entry.session.send(create(DirectiveSchema, directiveWithStatus(fields, decision.next, entry.loop.policy, now)));
     }

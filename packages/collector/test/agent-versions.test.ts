@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { HelloSchema } from "@ws/protocol";
+import { BUILTIN_DEFAULT_POLICY } from "../src/engine/policy.js";
+import { createMetrics } from "../src/metrics.js";
 import { countAgentVersions, MAX_VERSION_LABELS } from "../src/rollout/agent-versions.js";
+import { CollectorStats } from "../src/stats.js";
+import { startFleet } from "./vm/fleet-harness.js";
 
 const agent = (agentVersion: string, connected = true) => ({ agentVersion, connected });
 
@@ -21,5 +27,36 @@ describe("countAgentVersions", () => {
     expect(counted.find((c) => c.version === "invalid")).toEqual({ version: "invalid", agents: 2 });
     expect(counted.at(-1)!.version).toBe("other");
     expect(counted.reduce((sum, c) => sum + c.agents, 0)).toBe(102);
+  });
+});
+
+describe("workstation_agent_versions from a Fleet", () => {
+  it("counts what the VMs' views say, without building them (Fleet.agents)", async () => {
+    const harness = startFleet(BUILTIN_DEFAULT_POLICY, 1_000_000);
+    const sessions = ["0.4.0", "0.4.0", "0.5.0", "0.5.0"].map((agentVersion, i) => {
+      const session = harness.connect({ namespace: "team", name: `vm-${i}` });
+      const withVersion = { ...session, hello: create(HelloSchema, { ...session.hello, agentVersion }) };
+      harness.fleet.connected(withVersion);
+      return withVersion;
+    });
+    harness.fleet.disconnected(sessions[3]!);
+    harness.fleet.track({ namespace: "team", name: "never-connected" });
+    const fromViews = harness.fleet
+      .views(harness.clock.nowMs)
+      .map(({ connected, agentVersion }) => ({ connected, agentVersion }));
+    expect([...harness.fleet.agents()]).toEqual(expect.arrayContaining(fromViews));
+    expect([...harness.fleet.agents()]).toHaveLength(fromViews.length);
+    const registry = createMetrics(
+      harness.fleet,
+      new CollectorStats(),
+      () => harness.clock.nowMs,
+      () => 5,
+      {
+        processMetrics: false,
+      },
+    );
+    const text = await registry.metrics();
+    expect(text).toContain('workstation_agent_versions{version="0.4.0"} 2');
+    expect(text).toContain('workstation_agent_versions{version="0.5.0"} 1');
   });
 });

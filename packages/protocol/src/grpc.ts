@@ -1,9 +1,10 @@
 // The one adapter between protobuf-es generated services and @grpc/grpc-js.
 // No .proto is loaded at run time: paths and codecs come from the GenService.
 import * as grpc from "@grpc/grpc-js";
-import { fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import { decodeMessage, encodeMessage } from "./codec.js";
 
 /** Returned by a server-side deserializer instead of throwing, so the handler can answer INVALID_ARGUMENT. */
 export class DecodeFailure {
@@ -19,7 +20,7 @@ export function methodPath(method: DescMethod): string {
 
 function encoder<Desc extends DescMessage>(schema: Desc) {
   return (message: MessageShape<Desc>): Buffer => {
-    const bytes = toBinary(schema, message);
+    const bytes = encodeMessage(schema, message);
     return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   };
 }
@@ -40,8 +41,10 @@ export function wireBytesOf(message: object): Uint8Array | undefined {
 function tolerantDecoder<Desc extends DescMessage>(schema: Desc) {
   return (bytes: Buffer): MessageShape<Desc> | DecodeFailure => {
     try {
-      const message = fromBinary(schema, bytes);
-      wire.set(message, new Uint8Array(bytes));
+      // Decoded from the copy: its strings are then read through plain Uint8Array views, not Buffers.
+      const copy = new Uint8Array(bytes);
+      const message = decodeMessage(schema, copy);
+      wire.set(message, copy);
       return message;
     } catch (error) {
       return new DecodeFailure(error instanceof Error ? error.message : String(error), bytes.length);
@@ -51,7 +54,7 @@ function tolerantDecoder<Desc extends DescMessage>(schema: Desc) {
 
 /** Client side: a throw becomes an error status on the call, which the client handles. */
 function strictDecoder<Desc extends DescMessage>(schema: Desc) {
-  return (bytes: Buffer): MessageShape<Desc> => fromBinary(schema, bytes);
+  return (bytes: Buffer): MessageShape<Desc> => decodeMessage(schema, bytes);
 }
 
 function definitionFor(service: DescService, side: "server" | "client"): grpc.ServiceDefinition {

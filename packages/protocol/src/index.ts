@@ -13,3 +13,4 @@ export * from "./backoff.js";
 export * from "./program.js";
 export * from "./unhandled.js";
 export * from "./shape.js";
+export { decodeMessage, encodeMessage } from "./codec.js";

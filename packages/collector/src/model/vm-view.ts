@@ -119,6 +119,8 @@ export interface VmSeriesSource {
 
 export interface FleetReader {
   views(nowMs: number): VmView[];
+  /** Every VM's connection and agent version, without building its view (workstation_agent_versions, at each scrape). */
+  agents?(): Iterable<Pick<VmView, "connected" | "agentVersion">>;
   counters(): FleetCounters;
   /** Every VM with its change version (absent: /metrics rebuilds every VM's series from views() at each scrape). */
   seriesSources?(): Iterable<VmSeriesSource>;

@@ -6,8 +6,7 @@
 //
 // Only Reports that validation kept whole are compacted: a truncated one differs from its bytes,
 // so it stays decoded (a hostile agent's; they are bounded by validation).
-import { fromBinary } from "@bufbuild/protobuf";
-import { AgentMessageSchema, type Report } from "@ws/protocol";
+import { AgentMessageSchema, decodeMessage, type Report } from "@ws/protocol";
 import type { ReceivedReport } from "../engine/types.js";
 import type { VmView } from "../model/vm-view.js";
 import { readingsFromReport, type ReportReadings } from "../model/readings.js";
@@ -50,7 +49,7 @@ export class CompactReport implements ReceivedReport {
 
   /** The Report, decoded again from its bytes (not kept: the point is not to hold it). */
   get report(): Report {
-    const message = fromBinary(AgentMessageSchema, this.bytes);
+    const message = decodeMessage(AgentMessageSchema, this.bytes);
     if (message.payload.case !== "report") throw new Error("compact report: the kept bytes are not a Report");
     return message.payload.value;
   }
