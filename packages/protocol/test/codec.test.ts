@@ -1,6 +1,7 @@
 // decodeMessage / encodeMessage against protobuf-es's fromBinary / toBinary: the same objects and
 // the same bytes for every message type of the protocol, filled field by field, and protobuf-es's
 // own answer (or error) for what the fast path leaves to it.
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { create, type DescMessage, fromBinary, type MessageShape, ScalarType, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
@@ -162,6 +163,38 @@ describe("the protocol's codec without reflection", () => {
         expect(decodeMessage(ReportSchema, bytes)).toStrictEqual(fromBinary(ReportSchema, bytes));
       else expect(() => decodeMessage(ReportSchema, bytes)).toThrow((expected as Error).message);
     }
+  });
+
+  it("answers any mutation of a valid message as fromBinary does: the same message, or its error (property)", () => {
+    const schemas = [AgentMessageSchema, CollectorMessageSchema, ReportSchema, DirectiveSchema] as const;
+    const mutation = fc.oneof(
+      fc.record({ kind: fc.constant("flip" as const), at: fc.nat(), value: fc.integer({ min: 0, max: 255 }) }),
+      fc.record({ kind: fc.constant("cut" as const), at: fc.nat() }),
+      fc.record({ kind: fc.constant("insert" as const), at: fc.nat(), bytes: fc.uint8Array({ maxLength: 12 }) }),
+    );
+    fc.assert(
+      fc.property(fc.nat(schemas.length - 1), fc.nat(3), fc.array(mutation, { maxLength: 4 }), (which, pick, steps) => {
+        const desc = schemas[which]!;
+        let bytes: Uint8Array = toBinary(desc, filled(desc, 3, pick, pick + 1));
+        for (const step of steps) {
+          const at = bytes.length === 0 ? 0 : step.at % bytes.length;
+          if (step.kind === "flip") {
+            bytes = bytes.slice();
+            if (bytes.length > 0) bytes[at] = step.value;
+          } else if (step.kind === "cut") bytes = bytes.subarray(0, at);
+          else bytes = new Uint8Array([...bytes.subarray(0, at), ...step.bytes, ...bytes.subarray(at)]);
+        }
+        let expected: { ok: unknown } | { error: string };
+        try {
+          expected = { ok: fromBinary(desc, bytes) };
+        } catch (error) {
+          expected = { error: (error as Error).message };
+        }
+        if ("ok" in expected) expect(decodeMessage(desc, bytes)).toStrictEqual(expected.ok);
+        else expect(() => decodeMessage(desc, bytes)).toThrow(expected.error);
+      }),
+      { numRuns: 3000 },
+    );
   });
 
   it("fails on a value that does not encode with toBinary's error", () => {
