@@ -6,7 +6,7 @@
 // keeps being renewed by this replica, which never steps down (before the cap, the accepted
 // sockets used up the descriptors and the Lease renewals failed with `connect EMFILE`).
 import { execFile, execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -16,17 +16,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openAgentStream, type AgentStream } from "../../bench/lib/agent-stream.js";
 import { tokenFor } from "../../packages/collector/src/token.js";
 import { resourceByKind, startFakeKube, type FakeKube } from "../support/fake-kube/index.js";
-import {
-  collectorBundle,
-  eventually,
-  freePort,
-  getText,
-  requireBundles,
-  start,
-  type Proc,
-} from "../support/process.js";
+import { kubeCollectorConfig } from "../support/kube-agent.js";
+import { collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";
 
-const run = promisify(execFile);
+const _run = promisify(execFile);
 const LEASE = resourceByKind("Lease");
 const NS = "fd-cap";
 const NOFILE = 128;
@@ -72,23 +65,14 @@ describe("a collector at its open-file limit", () => {
   it("refuses the agents past its cap, serves the others and keeps renewing its Lease", async () => {
     kube = await startFakeKube();
     for (let i = 0; i < AGENTS; i++) kube.seedWorkstation({ namespace: NS, name: `vm-${i}`, podIp: "127.0.0.1" });
-    const keyFile = path.join(dir, "token.key");
-    const { stdout: keyText } = await run(process.execPath, [collectorBundle, "keygen"]);
-    writeFileSync(keyFile, keyText, { mode: 0o600 });
-    const grpcPort = await freePort();
-    const httpPort = await freePort();
-    const config = path.join(dir, "collector.yaml");
-    writeFileSync(
-      config,
-      `mode: kubernetes
-grpc: { listen: "127.0.0.1:${grpcPort}" }
-http: { listen: "127.0.0.1:${httpPort}" }
-tokenKeyFile: ${JSON.stringify(keyFile)}
-kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }
-policy:
-  defaults: { autostop: enabled, mode: observe, idle-timeout: 2h }
-`,
-    );
+    const {
+      file: config,
+      keyText,
+      grpcPort,
+      httpPort,
+    } = await kubeCollectorConfig(dir, {
+      extra: "policy:\n  defaults: { autostop: enabled, mode: observe, idle-timeout: 2h }\n",
+    });
     collector = start(
       collectorBundle,
       ["serve", "--kubeconfig", kube.kubeconfigPath, "--config", config],

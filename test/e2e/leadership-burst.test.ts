@@ -7,18 +7,18 @@
 // benchmark's load generator (bench/loadgen.ts, bundled here), a process of its own so that the
 // harness's API server is not slowed by the client side.
 import { execFile, fork } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LoadCommand, LoadStats } from "../../bench/loadgen.js";
 import { resourceByKind, startFakeKube, type FakeKube } from "../support/fake-kube/index.js";
+import { kubeCollectorConfig } from "../support/kube-agent.js";
 import {
   bundleNodeScript,
   collectorBundle,
   eventually,
-  freePort,
   getText,
   repoRoot,
   requireBundles,
@@ -26,7 +26,7 @@ import {
   type Proc,
 } from "../support/process.js";
 
-const run = promisify(execFile);
+const _run = promisify(execFile);
 const LEASE = resourceByKind("Lease");
 const AGENTS = 2_000;
 const NS = "burst";
@@ -78,27 +78,16 @@ describe("leadership under a reconnect burst", () => {
     kube = await startFakeKube();
     for (let i = 0; i < AGENTS; i++)
       kube.seedWorkstation({ namespace: NS, name: `vm-${String(i).padStart(5, "0")}`, podIp: "127.0.0.1" });
-    const keyFile = path.join(dir, "token.key");
-    const { stdout: keyText } = await run(process.execPath, [collectorBundle, "keygen"]);
-    writeFileSync(keyFile, keyText, { mode: 0o600 });
-    const grpcPort = await freePort();
-    const httpPort = await freePort();
-    const config = path.join(dir, "collector.yaml");
-    writeFileSync(
-      config,
-      `mode: kubernetes
-grpc: { listen: "127.0.0.1:${grpcPort}", hellosPerSecond: 100 }
-http: { listen: "127.0.0.1:${httpPort}" }
-tokenKeyFile: ${JSON.stringify(keyFile)}
-reportInterval: 2s
-kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }
-policy:
-  defaults:
-    autostop: enabled
-    mode: observe
-    idle-timeout: 2h
-`,
-    );
+    const {
+      file: config,
+      keyText,
+      grpcPort,
+      httpPort,
+    } = await kubeCollectorConfig(dir, {
+      grpc: "hellosPerSecond: 100",
+      extra:
+        "reportInterval: 2s\npolicy:\n  defaults:\n    autostop: enabled\n    mode: observe\n    idle-timeout: 2h\n",
+    });
     collector = start(collectorBundle, ["serve", "--kubeconfig", kube.kubeconfigPath, "--config", config], {
       POD_NAME: "ws14-burst-collector",
     });

@@ -8,7 +8,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } fr
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { agentBundle, collectorBundle, repoRoot, start, type Proc } from "./process.js";
+import { agentBundle, collectorBundle, freePort, repoRoot, start, type Proc } from "./process.js";
 
 const run = promisify(execFile);
 
@@ -22,6 +22,35 @@ export async function collectorTokenKey(): Promise<{ file: string; remove(): voi
   const { stdout } = await run(process.execPath, [collectorBundle, "keygen"]);
   writeFileSync(file, stdout, { mode: 0o600 });
   return { file, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * A Kubernetes-mode collector's config file in `dir`: a fresh token key beside it, two free ports
+ * on loopback, the Lease, and the caller's own keys (`grpc`: more keys of the grpc map, e.g.
+ * `hellosPerSecond: 100`; `extra`: top-level YAML such as `policy:`).
+ */
+export async function kubeCollectorConfig(
+  dir: string,
+  options: { grpc?: string; extra?: string } = {},
+): Promise<{ file: string; keyFile: string; keyText: string; grpcPort: number; httpPort: number }> {
+  const keyFile = path.join(dir, "token.key");
+  const { stdout: keyText } = await run(process.execPath, [collectorBundle, "keygen"]);
+  writeFileSync(keyFile, keyText, { mode: 0o600 });
+  const grpcPort = await freePort();
+  const httpPort = await freePort();
+  const file = path.join(dir, "collector.yaml");
+  writeFileSync(
+    file,
+    [
+      "mode: kubernetes",
+      `grpc: { listen: "127.0.0.1:${grpcPort}"${options.grpc ? `, ${options.grpc}` : ""} }`,
+      `http: { listen: "127.0.0.1:${httpPort}" }`,
+      `tokenKeyFile: ${JSON.stringify(keyFile)}`,
+      "kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }",
+      options.extra ?? "",
+    ].join("\n"),
+  );
+  return { file, keyFile, keyText: keyText.trim(), grpcPort, httpPort };
 }
 
 /** `ws-collector token`: the per-VM token cloud-init would hand the agent. */
