@@ -8,10 +8,9 @@
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { type WelcomeBack, errorMessage, formatDuration } from "@ws/protocol";
-import type { Clock } from "../clock.js";
 import { writeFileAtomic } from "../lease/atomic-write.js";
-import { under, type Roots } from "../roots.js";
-import type { Users } from "../users.js";
+import { under } from "../roots.js";
+import type { NoticeDeliveryOptions } from "./delivery.js";
 import { formatLocalTime, safeText, terminalBytes, type NoticeText } from "./format.js";
 import { systemScheduler, type Scheduler, type TimerHandle } from "./schedule.js";
 import { listLoggedInTerminals, writeToTerminal, type ListTerminals } from "./terminals.js";
@@ -105,16 +104,11 @@ export function parseShown(text: string): string[] {
   }
 }
 
-export interface WelcomeDeliveryOptions {
-  roots: Roots;
-  users: Users;
-  clock: Clock;
-  log: (line: string) => void;
-  scheduler?: Scheduler;
-  listTerminals?: ListTerminals;
-  timeZone?: string;
-  pollMs?: number;
-}
+/** The notice delivery's own options (the same roots, users, clock, log, scheduler, terminals and zone), and how often to look for a login. */
+export type WelcomeDeliveryOptions = Pick<
+  NoticeDeliveryOptions,
+  "roots" | "users" | "clock" | "log" | "scheduler" | "listTerminals" | "timeZone"
+> & { pollMs?: number };
 
 export class WelcomeDelivery {
   private pending: { id: string; text: NoticeText } | undefined;
