@@ -17,6 +17,7 @@ import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
+import { resolveVmPolicy } from "./policy-source.js";
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
 import { readCgroupMemory } from "./memory/cgroup.js";
@@ -326,20 +327,21 @@ async function run(
             "StopDisputed",
             `${dispute.by} says the stop of ${new Date(stop.atMs).toISOString()} was a mistake: ${what}; the stop: ${stop.reason}; ${dispute.knob}`,
           );
-          const policy = fleet.loopState(vm)?.policy;
-          if (policy)
-            outreach.disputed(
-              {
-                kind: "dispute",
-                vm,
-                atMs: dispute.atMs,
-                mode: policy.mode,
-                reason: `${what} (the stop: ${stop.reason})`,
-                hint: dispute.knob,
-                explanation: stop.reason,
-              },
-              policy,
-            );
+          // A VM stopped before this collector started has no loop (no agent since): its policy
+          // comes from its labels and annotations, so its dispute is still sent (issue 34).
+          const policy = fleet.loopState(vm)?.policy ?? resolveVmPolicy(mode.policySource, vm, undefined).policy;
+          outreach.disputed(
+            {
+              kind: "dispute",
+              vm,
+              atMs: dispute.atMs,
+              mode: policy.mode,
+              reason: `${what} (the stop: ${stop.reason})`,
+              hint: dispute.knob,
+              explanation: stop.reason,
+            },
+            policy,
+          );
         },
       })
     : undefined;
