@@ -18,6 +18,7 @@ import { budgetedLogger } from "./log-budget.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
 import { resolveVmPolicy } from "./policy-source.js";
+import { httpExposureWarnings } from "./web/exposure.js";
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
 import { readCgroupMemory } from "./memory/cgroup.js";
@@ -417,11 +418,12 @@ async function run(
       ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
       : {}),
   });
-  if (mode.name === "kubernetes" && !config.http.identity)
-    log(
-      "warn",
-      "pages open: /, /vm/… and /api/vms show every VM and owner to whoever reaches http.listen; put them behind the site's auth proxy and set http.identity (docs/security.md)",
-    );
+  for (const warning of httpExposureWarnings({
+    mode: mode.name,
+    identity: config.http.identity !== undefined,
+    metricsListen: Boolean(config.http.metricsListen),
+  }))
+    log("warn", warning);
   if (!config.grpc.certFile)
     log(
       "warn",
