@@ -1112,6 +1112,119 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     await eventually(() => s.annotation("comeback", "state") === "Active", 30_000, "state Active again");
   });
 
+  it("issue 34: 200 parallel disputes of one stop: one record, one Event, one count, one webhook; a VM no loop knows still sends its dispute", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    const hooks = await webhookReceiver();
+    s.onClose(() => hooks.close());
+    // Stopped by an earlier collector: no agent has connected to this one, so no loop knows its policy.
+    const stoppedAt = new Date(Date.now() - 3600_000).toISOString().replace(/\.\d+Z$/, "Z");
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "earlier",
+      runStrategy: "Halted",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+      annotations: {
+        [`${PREFIX}last-stop`]: JSON.stringify({
+          when: stoppedAt,
+          reason: "idle for 2h10m",
+          signals: { idleSeconds: 7800 },
+          by: "ws-collector-before-the-restart",
+        }),
+      },
+    });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { entryUrl: "https://{name}.ws.example.com/lab" }\n`,
+    });
+    await s.leader(collector);
+    const url = signedStartUrl(httpPort, "earlier");
+    const base = url.slice(0, url.indexOf("?"));
+    const token = new URL(url).searchParams.get("t")!;
+    expect((await startPage(url)).body).toContain('id="dispute"');
+
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        postForm(base, `t=${token}&dispute=1&what=${encodeURIComponent(`report ${i}`)}`),
+      ),
+    );
+    expect(answers.map((a) => a.status).filter((status) => status !== 200)).toEqual([]);
+    expect(answers.filter((a) => a.body.includes("Recorded with the stop of"))).toHaveLength(1);
+    expect(answers.filter((a) => a.body.includes("Already reported at"))).toHaveLength(199);
+    // One write of the dispute reached the VM (the others were refused on resourceVersion, or never sent).
+    const written = s
+      .vmPatches("earlier")
+      .filter((patch) => patch.status === 200 && JSON.stringify(patch.body).includes("dispute"));
+    expect(written).toHaveLength(1);
+    const kept = JSON.parse(s.annotation("earlier", "last-stop")!);
+    expect(kept).toMatchObject({
+      when: stoppedAt,
+      reason: "idle for 2h10m",
+      dispute: { by: "the start link sent to alice" },
+    });
+    const winner = kept.dispute.what as string;
+    expect(winner).toMatch(/^report \d+$/);
+    // A later report answers "already reported" and keeps the first one's words.
+    expect((await postForm(base, `t=${token}&dispute=1&what=later`)).body).toContain("Already reported");
+    expect(JSON.parse(s.annotation("earlier", "last-stop")!).dispute.what).toBe(winner);
+
+    expect(/^workstation_stop_disputes_total 1$/m.test(await collector.metrics())).toBe(true);
+    const event = await s.waitForEvent("earlier", "StopDisputed", 30_000);
+    expect(s.events("earlier", "StopDisputed")).toHaveLength(1);
+    expect((event["series"] as { count?: number } | undefined)?.count ?? 1).toBe(1);
+    expect(event["note"]).toContain(`"${winner}"`);
+    // The webhook goes out although no loop of this collector knows the VM (it stopped before).
+    const hook = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; text: string })
+          .find((b) => b.event === "dispute"),
+      30_000,
+      "the dispute webhook",
+    );
+    expect(hook.text).toContain(`alice: says the stop of users/earlier was a mistake: "${winner}"`);
+    expect(hooks.on("/hook").filter((h) => (h.body as { event: string }).event === "dispute")).toHaveLength(1);
+
+    // A VM no loop of this collector knows (its autostop label was removed since ws stopped it):
+    // its dispute is sent too, under the policy its labels and annotations give.
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "optedout",
+      runStrategy: "Halted",
+      labels: { [OWNER_LABEL]: "alice" },
+      annotations: {
+        [`${PREFIX}last-stop`]: JSON.stringify({ when: stoppedAt, reason: "idle for 3h", signals: {}, by: "ws" }),
+      },
+    });
+    const optedOut = signedStartUrl(httpPort, "optedout");
+    const page = await eventually(
+      async () => {
+        const p = await startPage(optedOut);
+        return p.body.includes('id="dispute"') ? p : undefined;
+      },
+      30_000,
+      "the opted-out VM's starting page",
+    );
+    expect(page.status).toBe("stopped");
+    const reported = await postForm(
+      optedOut.slice(0, optedOut.indexOf("?")),
+      `t=${new URL(optedOut).searchParams.get("t")}&dispute=1&what=opted-out`,
+    );
+    expect(reported.body).toContain("Recorded with the stop of");
+    const optedOutHook = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; vm: { name: string }; text: string })
+          .find((b) => b.event === "dispute" && b.vm.name === "optedout"),
+      30_000,
+      "the opted-out VM's dispute webhook",
+    );
+    expect(optedOutHook.text).toContain('says the stop of users/optedout was a mistake: "opted-out"');
+  });
+
   it("an unschedulable VMI: the page shows the scheduler's own message and how long it waited", async (context) => {
     const { expect } = context;
     const s = await Scenario.create(context, { startStepMs: 300 });

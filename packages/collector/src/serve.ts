@@ -17,6 +17,8 @@ import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
+import { resolveVmPolicy } from "./policy-source.js";
+import { httpExposureWarnings } from "./web/exposure.js";
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
 import { readCgroupMemory } from "./memory/cgroup.js";
@@ -326,20 +328,21 @@ async function run(
             "StopDisputed",
             `${dispute.by} says the stop of ${new Date(stop.atMs).toISOString()} was a mistake: ${what}; the stop: ${stop.reason}; ${dispute.knob}`,
           );
-          const policy = fleet.loopState(vm)?.policy;
-          if (policy)
-            outreach.disputed(
-              {
-                kind: "dispute",
-                vm,
-                atMs: dispute.atMs,
-                mode: policy.mode,
-                reason: `${what} (the stop: ${stop.reason})`,
-                hint: dispute.knob,
-                explanation: stop.reason,
-              },
-              policy,
-            );
+          // A VM stopped before this collector started has no loop (no agent since): its policy
+          // comes from its labels and annotations, so its dispute is still sent (issue 34).
+          const policy = fleet.loopState(vm)?.policy ?? resolveVmPolicy(mode.policySource, vm, undefined).policy;
+          outreach.disputed(
+            {
+              kind: "dispute",
+              vm,
+              atMs: dispute.atMs,
+              mode: policy.mode,
+              reason: `${what} (the stop: ${stop.reason})`,
+              hint: dispute.knob,
+              explanation: stop.reason,
+            },
+            policy,
+          );
         },
       })
     : undefined;
@@ -415,11 +418,12 @@ async function run(
       ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
       : {}),
   });
-  if (mode.name === "kubernetes" && !config.http.identity)
-    log(
-      "warn",
-      "pages open: /, /vm/… and /api/vms show every VM and owner to whoever reaches http.listen; put them behind the site's auth proxy and set http.identity (docs/security.md)",
-    );
+  for (const warning of httpExposureWarnings({
+    mode: mode.name,
+    identity: config.http.identity !== undefined,
+    metricsListen: Boolean(config.http.metricsListen),
+  }))
+    log("warn", warning);
   if (!config.grpc.certFile)
     log(
       "warn",

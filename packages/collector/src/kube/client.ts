@@ -248,6 +248,8 @@ export interface RawRequest {
   path: string;
   /** Sent as JSON. */
   body?: unknown;
+  /** The body's content type (default application/json; a merge patch: application/merge-patch+json). */
+  contentType?: string;
   timeoutMs?: number;
 }
 
@@ -270,7 +272,7 @@ export async function rawKubeRequest(clients: KubeClients, request: RawRequest):
   for (const [k, v] of Object.entries(options.headers ?? {})) if (v !== undefined) headers[k] = String(v);
   if (options.auth) headers["Authorization"] = `Basic ${Buffer.from(options.auth).toString("base64")}`;
   const body = request.body === undefined ? undefined : JSON.stringify(request.body);
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (body !== undefined) headers["Content-Type"] = request.contentType ?? "application/json";
   const answer = await observed(
     clients.onRequest,
     request.method,

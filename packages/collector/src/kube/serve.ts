@@ -21,7 +21,7 @@ import { KubeInventory } from "./inventory.js";
 import { LeaderThread } from "./leader-thread.js";
 import { LeaderLabel } from "./leader-label.js";
 import { VmStopper } from "./stop.js";
-import { VmStarter, kubeStartPlatform } from "./start.js";
+import { VmStarter, kubeDisputeWriter, kubeStartPlatform } from "./start.js";
 import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, gpuCountOf, vmOwner } from "./vm-resources.js";
@@ -198,7 +198,7 @@ export async function kubernetesMode(
       new VmStarter(clients),
       config.kubernetes.ownerLabel,
       prefix,
-      (vm, annotations) => audit.patchAnnotations(vm, annotations),
+      kubeDisputeWriter(clients, prefix),
     ),
     policySource: {
       defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },

@@ -11,7 +11,7 @@
  * allocates, the VMI's stages and the scheduler's message, the last-stop record.
  */
 import type { VmKey } from "../model/vm-key.js";
-import type { LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
+import type { DisputeOutcome, LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
 import {
   DEFAULT_BACKOFF,
   backoffDelayMs,
@@ -159,13 +159,72 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
   };
 }
 
+/** How often a dispute re-reads the VM after a resourceVersion conflict before it gives up. */
+const DISPUTE_ATTEMPTS = 8;
+
+/**
+ * Keeps a dispute in the VM's last-stop annotation, once per stop (issue 34: 200 parallel POSTs
+ * wrote 116 patches). The VM is read from the API server, not the inventory (a watch may not have
+ * delivered the last write yet), and the merge patch carries that read's resourceVersion, so the
+ * API server refuses it (409) when anything changed the VM since: the dispute is then read again,
+ * and a record that has one by now answers "already".
+ */
+export function kubeDisputeWriter(
+  clients: KubeClients,
+  prefix: string,
+  options: { attempts?: number; timeoutMs?: number } = {},
+): (vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number) => Promise<DisputeOutcome> {
+  const key = `${prefix}last-stop`;
+  return async (vm, dispute, stopAtMs) => {
+    const path = `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(vm.namespace)}/virtualmachines/${encodeURIComponent(vm.name)}`;
+    let last = "not attempted";
+    for (let attempt = 1; attempt <= (options.attempts ?? DISPUTE_ATTEMPTS); attempt++) {
+      try {
+        const read = await rawKubeRequest(clients, { method: "GET", path, timeoutMs: options.timeoutMs ?? 10_000 });
+        if (read.status !== 200)
+          return { kept: "failed", message: `reading the VM: ${statusMessage(read.text) ?? `HTTP ${read.status}`}` };
+        const metadata = (
+          JSON.parse(read.text) as { metadata?: { resourceVersion?: string; annotations?: Record<string, string> } }
+        ).metadata;
+        const stop = parseLastStop(metadata?.annotations?.[key]);
+        if (!stop?.raw) return { kept: "failed", message: "no last-stop record to keep it with" };
+        if (stop.disputedAtMs !== undefined) return { kept: "already", atMs: stop.disputedAtMs };
+        if (stop.atMs !== stopAtMs)
+          return { kept: "failed", message: "the VM was stopped again since this page was shown" };
+        if (!metadata?.resourceVersion) return { kept: "failed", message: "the VM has no resourceVersion" };
+        const patch = await rawKubeRequest(clients, {
+          method: "PATCH",
+          path,
+          contentType: "application/merge-patch+json",
+          body: {
+            metadata: {
+              resourceVersion: metadata.resourceVersion,
+              annotations: { [key]: JSON.stringify({ ...stop.raw, dispute }) },
+            },
+          },
+          timeoutMs: options.timeoutMs ?? 10_000,
+        });
+        if (patch.status >= 200 && patch.status < 300)
+          return { kept: "kept", message: "kept in the last-stop annotation" };
+        last = statusMessage(patch.text) ?? `HTTP ${patch.status}`;
+        // 409: someone wrote the VM since the read (another dispute, a new stop): read again.
+        if (patch.status !== 409 && patch.status !== 429 && patch.status < 500)
+          return { kept: "failed", message: last };
+      } catch (error) {
+        last = describeError(error);
+      }
+    }
+    return { kept: "failed", message: `gave up: ${last}` };
+  };
+}
+
 export function kubeStartPlatform(
   all: () => InventoryVm[],
   lookup: (vm: VmKey) => InventoryVm | undefined,
   starter: VmStarter,
   ownerLabel: string,
   prefix: string,
-  patchAnnotations?: (vm: VmKey, annotations: Record<string, string>) => Promise<{ ok: boolean; message: string }>,
+  recordDispute?: (vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number) => Promise<DisputeOutcome>,
 ): StartPlatform {
   return {
     list: () => all().map((vm) => ({ namespace: vm.namespace, name: vm.name })),
@@ -174,11 +233,6 @@ export function kubeStartPlatform(
       return facts ? startFactsOf(facts, ownerLabel, prefix) : undefined;
     },
     start: (vm) => starter.startVm(vm.namespace, vm.name),
-    recordDispute: async (vm, dispute) => {
-      const facts = lookup(vm);
-      const stop = facts ? parseLastStop(facts.annotations[`${prefix}last-stop`]) : null;
-      if (!stop?.raw || !patchAnnotations) return { ok: false, message: "no last-stop record to keep it with" };
-      return patchAnnotations(vm, { [`${prefix}last-stop`]: JSON.stringify({ ...stop.raw, dispute }) });
-    },
+    ...(recordDispute ? { recordDispute } : {}),
   };
 }

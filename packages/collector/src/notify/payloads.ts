@@ -1,7 +1,7 @@
 // The bodies each webhook format receives. Pure: a transition and its links
 // in, { url, body } out. docs/notifications.md shows each one.
 import { formatDuration } from "@ws/protocol";
-import type { WebhookTarget } from "./config.js";
+import type { WebhookFormat, WebhookTarget } from "./config.js";
 import type { TransitionKind, VmTransition } from "./events.js";
 import type { StopEnds } from "./stop-ends.js";
 
@@ -111,7 +111,10 @@ export function jsonPayload(content: NotificationContent): JsonPayload {
 
 /** Slack incoming webhook: `text` as the fallback, Block Kit with link buttons. */
 export function slackPayload(content: NotificationContent): { text: string; blocks: unknown[] } {
-  const text = `*${titleOf(content)}*\n${textOf(content)}`;
+  // Both fields carry the same escaped text: Slack shows `text` in notifications and where
+  // blocks do not render, and parses mentions and links in it just as in a mrkdwn block.
+  const slackText = ESCAPE_TEXT.slack;
+  const text = `*${slackText(titleOf(content))}*\n${slackText(textOf(content))}`;
   const buttons: unknown[] = [];
   if (content.keepUrl)
     buttons.push({
@@ -139,14 +142,24 @@ export function slackPayload(content: NotificationContent): { text: string; bloc
   return {
     text,
     blocks: [
-      { type: "section", text: { type: "mrkdwn", text: escapeSlack(text) } },
+      { type: "section", text: { type: "mrkdwn", text } },
       ...(buttons.length ? [{ type: "actions", elements: buttons }] : []),
     ],
   };
 }
 
-// Slack treats <, > and & as markup: a reason must not become a link or a mention.
-const escapeSlack = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+/**
+ * One escaping rule per webhook format, applied to every field that carries text from a user or a
+ * VM (a reason, a dispute's words, a name): Slack parses <, > and & as markup in `text` and in
+ * mrkdwn blocks alike (`<!channel>` is a mention, `<http://x|click>` a link), so all three are
+ * entities there (https://api.slack.com/reference/surfaces/formatting#escaping); generic JSON is
+ * data and ntfy's title and message are plain text (no `markdown: true`), so both carry text as written.
+ */
+export const ESCAPE_TEXT: Record<WebhookFormat, (text: string) => string> = {
+  json: (text) => text,
+  slack: (text) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"),
+  ntfy: (text) => text,
+};
 
 /**
  * ntfy (https://docs.ntfy.sh/publish/#publish-as-json): the configured URL is

@@ -7,7 +7,7 @@
 import { lastStopSignals } from "../kube/actuator.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import type { StopEvidence } from "../vm/actions.js";
-import type { LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
+import type { DisputeOutcome, LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
 import { expandStopCommand, runStopCommand } from "./stop-command.js";
 
 /** Bounded: the stops and starts of this many VMs are remembered. */
@@ -129,16 +129,19 @@ export class StandaloneStarts implements StartPlatform {
       : { ok: false, message: result.message };
   }
 
-  async recordDispute(vm: VmKey, dispute: Record<string, unknown>): Promise<{ ok: boolean; message: string }> {
+  async recordDispute(vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number): Promise<DisputeOutcome> {
     const stop = this.stops.get(vmId(vm));
-    if (!stop) return { ok: false, message: "no last-stop record to keep it with" };
+    if (!stop) return { kept: "failed", message: "no last-stop record to keep it with" };
+    if (stop.disputedAtMs !== undefined) return { kept: "already", atMs: stop.disputedAtMs };
+    if (stop.atMs !== stopAtMs)
+      return { kept: "failed", message: "the VM was stopped again since this page was shown" };
     const at = typeof dispute.at === "string" ? Date.parse(dispute.at) : Number.NaN;
     this.stops.set(vmId(vm), {
       ...stop,
       raw: { ...stop.raw, dispute },
       ...(Number.isFinite(at) ? { disputedAtMs: at } : {}),
     });
-    return { ok: true, message: "kept with the stop (in memory: standalone keeps no state across restarts)" };
+    return { kept: "kept", message: "kept with the stop (in memory: standalone keeps no state across restarts)" };
   }
 
   private remember<T>(map: Map<string, T>, id: string, value: T): void {

@@ -10,8 +10,9 @@ import { createServer } from "node:http";
 import { errorMessage } from "@ws/protocol";
 import { readForm } from "../web/server.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
-import { escapeHtml, page } from "../web/html.js";
-import { mayView, viewerFromHeaders, type IdentityConfig } from "../web/identity.js";
+import { escapeHtml, PAGE_HEADERS, page } from "../web/html.js";
+import { fromTrustedProxy, mayView, viewerFromHeaders, type IdentityConfig } from "../web/identity.js";
+import { sameSitePath } from "../web/same-site.js";
 import type { StartLinks } from "./handler.js";
 import type { StartPlatform } from "./platform.js";
 
@@ -40,9 +41,18 @@ const firstHeader = (headers: http.IncomingHttpHeaders, name: string): string | 
   return (Array.isArray(value) ? value[0] : value)?.split(",")[0]?.trim();
 };
 
-/** The host the person opened: X-Forwarded-Host from the gateway, else Host; without the port, lower case. */
-export function requestedHost(headers: http.IncomingHttpHeaders): string {
-  const host = firstHeader(headers, "x-forwarded-host") ?? firstHeader(headers, "host") ?? "";
+/**
+ * The host the person opened, without the port, lower case: X-Forwarded-Host when the request
+ * comes from one of the configured trusted proxies (http.identity.trustedProxies, the same rule
+ * as the identity header), else Host. Anyone who reaches the port directly could send the header.
+ */
+export function requestedHost(
+  headers: http.IncomingHttpHeaders,
+  identity?: IdentityConfig,
+  peerAddress?: string,
+): string {
+  const forwarded = fromTrustedProxy(identity, peerAddress) ? firstHeader(headers, "x-forwarded-host") : undefined;
+  const host = forwarded ?? firstHeader(headers, "host") ?? "";
   return host.replace(/:\d+$/, "").toLowerCase();
 }
 
@@ -52,9 +62,12 @@ export function requestedUri(headers: http.IncomingHttpHeaders, own: string): st
   return safeNext(uri);
 }
 
-/** A same-site path to send the browser back to: "/…" only (never "//host" or a scheme). */
+/**
+ * A same-site path to send the browser back to: "/…" that a browser resolves on this site (the
+ * URL parser decides, web/same-site.ts), else "/".
+ */
 export function safeNext(uri: string | null | undefined): string {
-  return uri?.startsWith("/") && !uri.startsWith("//") && !uri.includes("\\") && uri.length <= 2048 ? uri : "/";
+  return (uri?.startsWith("/") ? sameSitePath(uri) : undefined) ?? "/";
 }
 
 /** The VM at host + path: the entry URL with this host and the longest path prefix of `uri`. Pure. */
@@ -84,7 +97,7 @@ export class AddressStart {
   constructor(private readonly options: AddressOptions) {}
 
   async handle(req: http.IncomingMessage, form: URLSearchParams | undefined, path: string): Promise<AddressAnswer> {
-    const host = requestedHost(req.headers);
+    const host = requestedHost(req.headers, this.options.identity, req.socket.remoteAddress);
     const vm = this.find(host, requestedUri(req.headers, path));
     if (!vm) return text(404, `no workstation is known at ${host || "this address"}\n`);
     const facts = this.options.platform.facts(vm)!;
@@ -203,8 +216,7 @@ export function createAddressServer(address: AddressStart, onError: (message: st
       res.writeHead(answer.status, {
         "content-type": answer.type,
         "cache-control": "no-store",
-        "x-content-type-options": "nosniff",
-        "referrer-policy": "no-referrer",
+        ...PAGE_HEADERS,
         ...answer.headers,
       });
       res.end(req.method === "HEAD" ? undefined : answer.body);

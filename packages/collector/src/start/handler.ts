@@ -143,20 +143,49 @@ export class StartLinks {
   }
 
   /** "This stop was a mistake": kept with the stop's record, counted, audited, sent; once per stop. */
-  async dispute(vm: VmKey, facts: StartFacts, text: string, by: string): Promise<StartResponse> {
+  dispute(vm: VmKey, facts: StartFacts, text: string, by: string): Promise<StartResponse> {
+    // One at a time per VM on this replica: the second of two parallel reports reads what the
+    // first wrote. Across replicas the platform's write is conditional (kube: resourceVersion).
+    const id = vmId(vm);
+    const previous = this.disputesInFlight.get(id) ?? Promise.resolve();
+    const next = previous.then(() => this.disputeOnce(vm, facts, text, by));
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.disputesInFlight.set(id, settled);
+    void settled.then(() => {
+      if (this.disputesInFlight.get(id) === settled) this.disputesInFlight.delete(id);
+    });
+    return next;
+  }
+
+  private readonly disputesInFlight = new Map<string, Promise<void>>();
+
+  private async disputeOnce(vm: VmKey, facts: StartFacts, text: string, by: string): Promise<StartResponse> {
     const stop = facts.lastStop;
     if (!stop) return refusal(409, vm, "No stop to dispute", "ws has no record of stopping this VM.");
-    if (stop.disputedAtMs !== undefined)
-      return { status: 200, html: disputedPage(vm, `Already reported at ${at(stop.disputedAtMs)}: thank you.`) };
-    const dispute: Dispute = { atMs: this.options.nowMs(), by, what: cleanDisputeText(text), knob: disputeKnob(stop) };
-    const kept = await this.options.platform.recordDispute?.(vm, {
-      at: new Date(dispute.atMs).toISOString(),
-      by: dispute.by,
-      what: dispute.what,
-      knob: dispute.knob,
+    const already = (atMs: number): StartResponse => ({
+      status: 200,
+      html: disputedPage(vm, `Already reported at ${at(atMs)}: thank you.`),
     });
-    if (kept && !kept.ok)
+    if (stop.disputedAtMs !== undefined) return already(stop.disputedAtMs);
+    const dispute: Dispute = { atMs: this.options.nowMs(), by, what: cleanDisputeText(text), knob: disputeKnob(stop) };
+    const kept = await this.options.platform.recordDispute?.(
+      vm,
+      { at: new Date(dispute.atMs).toISOString(), by: dispute.by, what: dispute.what, knob: dispute.knob },
+      stop.atMs,
+    );
+    if (kept?.kept === "already") return already(kept.atMs);
+    if (kept?.kept === "failed") {
       this.options.log("warn", `${vmId(vm)}: the dispute could not be kept with the stop: ${kept.message}`);
+      return refusal(
+        503,
+        vm,
+        "Your report could not be kept",
+        `It could not be written beside the stop's record (${escapeHtml(kept.message)}). Reload the page and report it again.`,
+      );
+    }
     this.options.disputed?.(vm, dispute, stop);
     return {
       status: 200,

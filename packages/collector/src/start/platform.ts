@@ -60,6 +60,19 @@ export interface StartPlatform {
   facts(vm: VmKey): StartFacts | undefined;
   /** Asks for the start (KubeVirt: PUT …/start). Never rejects. */
   start(vm: VmKey): Promise<StartResult>;
-  /** Keeps a dispute with the last stop's record (Kubernetes: in the last-stop annotation). */
-  recordDispute?(vm: VmKey, dispute: Record<string, unknown>): Promise<{ ok: boolean; message: string }>;
+  /**
+   * Keeps a dispute with the last stop's record (Kubernetes: in the last-stop annotation), at most
+   * one per stop: when the record (read fresh, not from a cache) already has one, or names another
+   * stop than `stopAtMs`, nothing is written and the answer says so.
+   */
+  recordDispute?(vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number): Promise<DisputeOutcome>;
 }
+
+/**
+ * What became of a dispute: "kept" (this call wrote it: count it, audit it, send it once),
+ * "already" (the stop had one: answer "already reported"), "failed" (nothing written).
+ */
+export type DisputeOutcome =
+  | { kept: "kept"; message: string }
+  | { kept: "already"; atMs: number }
+  | { kept: "failed"; message: string };

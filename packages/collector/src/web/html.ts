@@ -5,6 +5,19 @@ import { formatDuration } from "@ws/protocol";
 export const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
 
+/**
+ * Headers on every answer of ws's HTTP listeners (pages, start links, the wake listener): no type
+ * sniffing, no Referer (links carry tokens), and never inside another site's frame, so a page that
+ * frames the Start or Keep button cannot trick a click on it (issue 34). Only `frame-ancestors`:
+ * the pages' inline style stays allowed.
+ */
+export const PAGE_HEADERS: Readonly<Record<string, string>> = {
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "content-security-policy": "frame-ancestors 'none'",
+};
+
 /** "in 4m" / "3m ago" / "—". */
 export const when = (ms: number | undefined, nowMs: number) =>
   ms === undefined

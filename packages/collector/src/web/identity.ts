@@ -64,6 +64,15 @@ export function viewerFromHeaders(
   return { user, groups, admin: groups.some((group) => config.adminGroups.includes(group)) };
 }
 
+/**
+ * Whether a request's proxy-set headers (X-Forwarded-Host) are believed: only with http.identity
+ * configured with trustedProxies, and only from one of them. Unlike the identity header, an empty
+ * list trusts no one here: Host is what a gateway sends by default, and nothing needs more.
+ */
+export function fromTrustedProxy(config: IdentityConfig | undefined, peerAddress: string | undefined): boolean {
+  return config !== undefined && config.trustedProxies.length > 0 && isTrustedPeer(config, peerAddress);
+}
+
 /** Whether the viewer may see (and act on) a VM with this owner: its owner, or an admin. */
 export function mayView(viewer: Viewer, owner: string | undefined): boolean {
   return viewer.admin || (owner !== undefined && owner !== "" && owner === viewer.user);

@@ -7,14 +7,14 @@ import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../history/history.js";
 import type { KeepLinks } from "../keeplink/handler.js";
 import type { StartLinks } from "../start/handler.js";
-import { FORWARDED_HEADER, forwardToLeader } from "./leader-forward.js";
+import { FORWARDED_HEADER, type ForwardRoute, forwardToLeader, leaderTarget } from "./leader-forward.js";
 import type { GivenBackRow } from "../adoption/given-back.js";
 import type { FleetReader } from "../model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "./fleet-page.js";
 import { sendMetrics } from "./metrics-response.js";
 import { renderVmPage } from "./vm-page.js";
 import { mayView, viewerFromHeaders, type IdentityConfig, type Viewer } from "./identity.js";
-import { escapeHtml, page } from "./html.js";
+import { escapeHtml, PAGE_HEADERS, page } from "./html.js";
 import { errorMessage } from "@ws/protocol";
 
 export interface WebOptions {
@@ -121,6 +121,22 @@ function vmFromPath(pathname: string, prefix: string): { namespace: string; name
   }
 }
 
+/** A start or keep POST's route, parsed from the request (what a standby forwards, rebuilt). */
+export function forwardRouteOf(url: URL): ForwardRoute | undefined {
+  const action = url.pathname.startsWith("/start/") ? "start" : url.pathname.startsWith("/keep/") ? "keep" : undefined;
+  const vm = action ? vmFromPath(url.pathname, `/${action}/`) : undefined;
+  if (!action || !vm) return undefined;
+  const token = url.searchParams.get("t");
+  return { action, vm, ...(token !== null ? { token } : {}) };
+}
+
+/** Where a standby sends a request target (undefined: nowhere): the leader's origin, the path rebuilt from the route. */
+export function standbyForwardTarget(leaderUrl: string, requestTarget: string | undefined): URL | undefined {
+  const url = parseRequestTarget(requestTarget);
+  const route = url ? forwardRouteOf(url) : undefined;
+  return route ? leaderTarget(leaderUrl, route) : undefined;
+}
+
 /** Why the HTTP side refused a request before any route saw it (workstation_http_requests_refused_total). */
 export type HttpRefusal = "malformed-request" | "malformed-target" | "form-too-large" | "handler-error";
 
@@ -163,8 +179,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
     res.writeHead(status, {
       "content-type": type,
       "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-      "referrer-policy": "no-referrer",
+      ...PAGE_HEADERS,
       ...(status === 413 || status === 400 ? { connection: "close" } : {}),
     });
     res.end(req.method === "HEAD" ? undefined : body);
@@ -212,12 +227,14 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
       // A standby acts on nothing: the leader has the agents' streams and the start in flight.
       const form = await readFormOrRefuse();
       if (!form) return;
+      const route = forwardRouteOf(url);
+      if (!route) return send(404, "text/plain", "not found\n");
       if (options.leaderUrl && req.headers[FORWARDED_HEADER] === undefined) {
         try {
-          const answer = await forwardToLeader(options.leaderUrl, req, form.toString(), {
+          const answer = await forwardToLeader(options.leaderUrl, route, req, form.toString(), {
             replica: options.replica ?? "standby",
           });
-          res.writeHead(answer.status, { ...answer.headers, "x-content-type-options": "nosniff" });
+          res.writeHead(answer.status, { ...answer.headers, "cache-control": "no-store", ...PAGE_HEADERS });
           return void res.end(answer.body);
         } catch {
           // Fall through to the retry page: nothing was done here.
@@ -253,7 +270,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
       });
       if (answer.json) return send(answer.status, "application/json", `${JSON.stringify(answer.json)}\n`);
       if (answer.location) {
-        res.writeHead(answer.status, { location: answer.location, "cache-control": "no-store" });
+        res.writeHead(answer.status, { location: answer.location, "cache-control": "no-store", ...PAGE_HEADERS });
         return void res.end();
       }
       return send(answer.status, html, answer.html);

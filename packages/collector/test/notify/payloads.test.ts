@@ -59,6 +59,38 @@ describe("payloads", () => {
     });
   });
 
+  it("Slack: every field that carries a user's words is escaped, the top-level text too (issue 34)", () => {
+    const hostile = "<!channel> <http://evil.example|click> & <@U123>";
+    const dispute = {
+      transition: { ...notice, kind: "dispute" as const, reason: `"${hostile}" (the stop: idle)`, hint: hostile },
+      owner: "<!here>",
+      vmUrl: content.vmUrl,
+    };
+    for (const slack of [slackPayload(content), slackPayload(dispute)]) {
+      // Every string Slack parses as mrkdwn (not the buttons' urls, not plain_text) has no markup left.
+      const parsed: string[] = [slack.text];
+      const walk = (node: unknown): void => {
+        if (Array.isArray(node)) node.forEach(walk);
+        else if (node && typeof node === "object") {
+          const record = node as Record<string, unknown>;
+          if (record.type === "mrkdwn" && typeof record.text === "string") parsed.push(record.text);
+          Object.values(record).forEach(walk);
+        }
+      };
+      walk(slack.blocks);
+      expect(parsed.length).toBeGreaterThanOrEqual(2);
+      for (const text of parsed) expect(text).not.toMatch(/[<>]|&(?!amp;|lt;|gt;)/);
+    }
+    const text = slackPayload(dispute).text;
+    expect(text).toContain("&lt;!channel&gt; &lt;http://evil.example|click&gt; &amp; &lt;@U123&gt;");
+    expect(text).toContain("&lt;!here&gt;: says the stop");
+    // The same text in the block: one rule, one place.
+    expect(slackPayload(dispute).blocks[0]).toEqual({ type: "section", text: { type: "mrkdwn", text } });
+    // JSON and ntfy carry the words as written (data, plain text).
+    expect(jsonPayload(dispute).reason).toContain(hostile);
+    expect(ntfyRequest("https://ntfy.example.com/t", dispute).body.message).toContain(hostile);
+  });
+
   it("ntfy: JSON published at the server root with the topic from the URL", () => {
     const request = ntfyRequest("https://ntfy.example.com/ws-alice", content);
     expect(request.url).toBe("https://ntfy.example.com/");

@@ -269,7 +269,11 @@ describe("the fixed address", () => {
     expect(vmAtAddress(candidates, "hub.example.com", "/user/bobby/")).toBeUndefined();
     expect(vmAtAddress(candidates, "c.ws.example.com", "/anything")).toEqual({ namespace: "u", name: "c" });
     expect(vmAtAddress(candidates, "evil.example.com", "/")).toBeUndefined();
-    expect(requestedHost({ "x-forwarded-host": "C.WS.example.com:443, proxy", host: "x" })).toBe("c.ws.example.com");
+    // X-Forwarded-Host from a trusted proxy (issue 34: from anyone else, Host): first value, no port, lower case.
+    const identity = { userHeader: "X-Auth-Request-User", adminGroups: [], trustedProxies: ["10.0.0.5"] };
+    const forwarded = { "x-forwarded-host": "C.WS.example.com:443, proxy", host: "x" };
+    expect(requestedHost(forwarded, identity, "10.0.0.5")).toBe("c.ws.example.com");
+    expect(requestedHost(forwarded, identity, "10.0.0.6")).toBe("x");
     for (const bad of ["//evil.example.com/", "https://evil/", "\\\\evil", "", undefined])
       expect(safeNext(bad)).toBe("/");
     expect(safeNext("/tree?x=1")).toBe("/tree?x=1");

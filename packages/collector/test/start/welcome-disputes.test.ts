@@ -189,10 +189,14 @@ describe("standalone starts (standalone/start.ts)", () => {
     ]);
     expect(await p.starts.start(VM)).toMatchObject({ ok: true, already: true });
     expect(p.runs).toHaveLength(1);
-    expect(await p.starts.recordDispute(VM, { at: new Date(STOP_AT + 5000).toISOString(), by: "alice" })).toMatchObject(
-      { ok: true },
-    );
+    expect(
+      await p.starts.recordDispute(VM, { at: new Date(STOP_AT + 5000).toISOString(), by: "alice" }, STOP_AT + 1000),
+    ).toMatchObject({ kept: "kept" });
     expect(p.starts.facts(VM)!.lastStop?.disputedAtMs).toBe(STOP_AT + 5000);
+    // One dispute per stop: a second one is "already", and keeps the first.
+    expect(
+      await p.starts.recordDispute(VM, { at: new Date(STOP_AT + 9000).toISOString(), by: "alice" }, STOP_AT + 1000),
+    ).toEqual({ kept: "already", atMs: STOP_AT + 5000 });
   });
 
   it("without a start command: no button, the page says how to start it instead, and nothing runs", async () => {
@@ -220,7 +224,11 @@ describe("/api/disputes (platformDisputes)", () => {
       nowMs: () => STOP_AT,
     });
     starts.recordStop(VM, "idle for 2h10m", undefined, STOP_AT);
-    await starts.recordDispute(VM, { at: new Date(STOP_AT + 1).toISOString(), by: "alice", what: "x", knob: "k" });
+    await starts.recordDispute(
+      VM,
+      { at: new Date(STOP_AT + 1).toISOString(), by: "alice", what: "x", knob: "k" },
+      STOP_AT,
+    );
     expect(platformDisputes(starts, () => true).map((d) => d.vm)).toEqual(["users/alice-gpu"]);
     expect(platformDisputes(starts, (owner) => owner === "bob")).toEqual([]);
   });

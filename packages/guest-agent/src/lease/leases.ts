@@ -241,6 +241,13 @@ export function mayCancel(lease: LeaseRecord, callerUid: number): boolean {
   return callerUid === 0 || callerUid === lease.uid;
 }
 
+/** Why a caller may not cancel `lease`, as ws-lease prints it (root's own lease names root once). */
+export function cancelRefusal(lease: Pick<LeaseRecord, "id" | "user" | "uid">): string {
+  return lease.uid === 0
+    ? `lease ${lease.id} belongs to root: only root may cancel it`
+    : `lease ${lease.id} belongs to ${lease.user} (uid ${lease.uid}): only ${lease.user} or root may cancel it`;
+}
+
 /** Lease ids are typed by people: short lowercase hex. */
 export function isLeaseId(text: string): boolean {
   return /^[0-9a-f]{8}$/.test(text);

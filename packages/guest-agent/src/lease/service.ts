@@ -31,6 +31,7 @@ import {
   leaseAgeSeconds,
   MAX_LEASES_TOTAL,
   leaseOnWire,
+  cancelRefusal,
   mayCancel,
   newLease,
   partitionExpired,
@@ -420,10 +421,7 @@ export class LeaseService {
           `there is no lease ${JSON.stringify(cleanText(id, 40))} (it may have expired); see ws-lease list`,
         );
       if (!mayCancel(lease, caller.uid)) {
-        return errorAnswer(
-          "forbidden",
-          `lease ${lease.id} belongs to ${lease.user} (uid ${lease.uid}): only ${lease.user} or root may cancel it`,
-        );
+        return errorAnswer("forbidden", cancelRefusal(lease));
       }
       chosen = [lease];
     } else {

@@ -3,6 +3,7 @@ import { LeaseDecisionSchema } from "@ws/protocol";
 import { describe, expect, it } from "vitest";
 import {
   applyDecision,
+  cancelRefusal,
   checkTake,
   cleanText,
   isHolding,
@@ -148,6 +149,13 @@ describe("taking and cancelling", () => {
     expect(mayCancel(lease(), 1001)).toBe(true);
     expect(mayCancel(lease(), 0)).toBe(true);
     expect(mayCancel(lease(), 1002)).toBe(false);
+    // The refusal names who may, once each (issue 34: root's lease said "only root or root").
+    expect(cancelRefusal({ id: "0a1b2c3d", user: "root", uid: 0 })).toBe(
+      "lease 0a1b2c3d belongs to root: only root may cancel it",
+    );
+    expect(cancelRefusal({ id: "0a1b2c3d", user: "alice", uid: 1001 })).toBe(
+      "lease 0a1b2c3d belongs to alice (uid 1001): only alice or root may cancel it",
+    );
   });
 
   it("cleans reasons before anyone else's terminal prints them", () => {
