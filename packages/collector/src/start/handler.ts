@@ -14,7 +14,7 @@ import { cleanDisputeText, disputeKnob, type Dispute } from "./dispute.js";
 import { startProgress, type StartProgress } from "./progress.js";
 import { entryReadiness } from "./readiness.js";
 import { signStartLink, verifyStartLink } from "./token.js";
-import type { StartTracker, StartTrigger } from "./tracker.js";
+import { runViewOf, type StartTracker, type StartTrigger } from "./tracker.js";
 
 /** What the collector's own loop knows of the VM's agent. */
 export interface AgentState {
@@ -171,7 +171,9 @@ export class StartLinks {
   async start(request: AuthorizedStart): Promise<{ ok: boolean; message: string }> {
     const { vm } = request;
     const now = this.options.nowMs();
-    const outcome = await this.options.tracker.request(vm, request, now, () => this.options.platform.start(vm));
+    const facts = this.options.platform.facts(vm);
+    const view = facts ? runViewOf(facts) : { running: false };
+    const outcome = await this.options.tracker.request(vm, request, now, view, () => this.options.platform.start(vm));
     if (outcome.started) {
       const message = `start requested by ${request.by} via ${request.trigger}: ${outcome.result.message}`;
       this.options.log(outcome.result.ok ? "info" : "warn", `${vmId(vm)}: ${message}`, { vm: vmId(vm) });
@@ -242,7 +244,7 @@ export class StartLinks {
     const readiness = entryReadiness(current?.report, entry.service);
     const progress = startProgress(
       facts,
-      this.options.tracker.get(vm, now),
+      this.options.tracker.get(vm, now, runViewOf(facts)),
       {
         ...(agent?.connectedAtMs !== undefined ? { connectedAtMs: agent.connectedAtMs } : {}),
         ...(current ? { latestReportAtMs: current.receivedAtMs } : {}),
