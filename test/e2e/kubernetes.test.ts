@@ -1353,6 +1353,37 @@ describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOU
     ).toEqual(["done", "done", "done", "done", "done"]);
     await shot("5-ready");
     expect(s.kube.starts).toHaveLength(1);
+
+    // Issue 40 #3: the welcome back's "say so in one click", followed while the VM runs, shows the
+    // dispute form for the last stop, and submitting it records the dispute.
+    const welcomeFile = path.join(agent.root, "run/ws-agent/welcome.json");
+    const welcome = await eventually(
+      () => (existsSync(welcomeFile) ? JSON.parse(readFileSync(welcomeFile, "utf8")) : undefined),
+      30_000,
+      "the welcome back in the VM",
+    );
+    expect(welcome.message).toContain(welcome.disputeUrl);
+    await page.goto(welcome.disputeUrl);
+    expect(await status()).toBe("ready");
+    expect(await page.locator("#dispute").isVisible()).toBe(true);
+    expect(await page.locator("#dispute").textContent()).toContain("idle for 2h (idle-timeout 2h)");
+    await page.locator('#dispute input[name="what"]').fill("reading the training curves");
+    await page.locator("#dispute button").click();
+    await page.waitForLoadState();
+    expect(await page.locator("#disputed").textContent()).toContain(
+      "Your report that this stop was a mistake is kept.",
+    );
+    await shot("6-disputed-while-running");
+    const kept = await eventually(
+      () => JSON.parse(s.annotation("browsed", "last-stop")!).dispute,
+      30_000,
+      "the dispute kept with last-stop",
+    );
+    expect(kept).toMatchObject({ what: "reading the training curves" });
+    await s.waitForEvent("browsed", "StopDisputed", 30_000);
+    // Once per stop: the running VM's page offers the form no more.
+    await page.goto(welcome.disputeUrl);
+    expect(await page.locator("#dispute").count()).toBe(0);
   });
 });
 
