@@ -12,6 +12,7 @@ import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { linksFollowedByPunctuation } from "@ws/protocol";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type SshProxyDeps, sshProxyCommand } from "../../packages/collector/src/ssh-proxy/command.js";
@@ -185,6 +186,7 @@ describe("ssh-proxy and any answer at the start link's address (issue 34 #6, iss
           // biome-ignore lint/suspicious/noControlCharactersInRegex: what must not reach the terminal
           expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
           expect(line.length).toBeLessThan(1100);
+          expect(linksFollowedByPunctuation(line)).toEqual([]); // a link printed is copied whole (issue 40 #6)
         }
         if (!fuzzed.ws) {
           // Not ws's progress: one line saying what answered, then a direct connection (a running VM

@@ -81,7 +81,7 @@ export async function sshProxyCommand(argv: string[], io: Io, deps: SshProxyDeps
   try {
     const started = await startIfStopped(first.state, collector, terminal !== undefined, say, link);
     if (typeof started === "number") return started;
-    const up = await waitForSshd(started, collector, deps, options, say, `${link.origin}${link.pathname}?t=…`);
+    const up = await waitForSshd(started, collector, deps, options, say);
     if (up !== 0) return up;
   } finally {
     terminal?.close();
@@ -162,7 +162,8 @@ async function startIfStopped(
     say(`ws: start it with its start link: ${link.href}`);
     return 1;
   }
-  say(`ws: ${vm} is stopped; starting it (${link.origin}${link.pathname}?t=…). Ctrl-C gives up, the start goes on.`);
+  // No link on the terminal: the token is not echoed, and the person has it in the link file.
+  say(`ws: ${vm} is stopped; starting it (Ctrl-C gives up, the start goes on)`);
   const answer = await collector.ask("POST");
   if (answer.kind === "progress") return answer.state;
   say(`ws: the start was not accepted: ${directMessage(answer, link.origin)}`);
@@ -176,7 +177,6 @@ async function waitForSshd(
   deps: SshProxyDeps,
   options: ProxyOptions,
   say: (line: string) => void,
-  shown: string,
 ): Promise<number> {
   const { host, port, waitMs, pollMs } = options;
   const deadline = deps.nowMs() + waitMs;
@@ -193,7 +193,7 @@ async function waitForSshd(
     }
     if (deps.nowMs() > deadline) {
       say(
-        `ws: ${state.vm.namespace}/${state.vm.name} did not come up within ${Math.round(waitMs / 60_000)}m; its page: ${shown}`,
+        `ws: ${state.vm.namespace}/${state.vm.name} did not come up within ${Math.round(waitMs / 60_000)}m; its page is the start link in ${options.linkFile}`,
       );
       return 1;
     }
