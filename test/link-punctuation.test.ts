@@ -11,7 +11,7 @@ import { deriveLinkKey, keepLinkUrl, verifyKeepLink } from "../packages/collecto
 import { parseNotificationsConfig } from "../packages/collector/src/notify/config.js";
 import { TRANSITION_KINDS, type VmTransition } from "../packages/collector/src/notify/events.js";
 import { Outreach } from "../packages/collector/src/notify/outreach.js";
-import { jsonPayload, slackPayload, textOf } from "../packages/collector/src/notify/payloads.js";
+import { jsonPayload, ntfyRequest, slackPayload, textOf } from "../packages/collector/src/notify/payloads.js";
 import { deriveStartLinkKey, startLinkUrl, verifyStartLink } from "../packages/collector/src/start/token.js";
 import { keepHintWithLink } from "../packages/collector/src/vm/outreach-view.js";
 import { formatStatus } from "../packages/guest-agent/src/lease/format.js";
@@ -125,6 +125,7 @@ describe("links are never followed by punctuation (issue 40 #6)", () => {
             expectBareLinks(textOf(content), made);
             expectBareLinks(jsonPayload(content).text, made);
             expectBareLinks(slackPayload(content).text, made);
+            expectBareLinks(String(ntfyRequest("https://ntfy.example.com/ws-alice", content).body["message"]), made);
           }
         }
   });

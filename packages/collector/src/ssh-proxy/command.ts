@@ -4,8 +4,11 @@
 // owner, bound to that one VM. With the person's terminal (/dev/tty) it says the VM is stopped,
 // starts it, prints each stage, waits until the guest's sshd answers with its banner and then
 // carries the connection on stdin/stdout. Without a terminal (an IDE reconnecting by itself, a
-// cron job) it never wakes the VM: it says where the start link is and fails. stdout carries
-// only the SSH stream; everything for people goes to the terminal or stderr.
+// cron job) it never wakes the VM: it says where the start link is and fails. Whatever else
+// answers at the link's address (a login in front of /start/, a gateway's error page, nothing)
+// is named in one line and the connection goes straight to the VM (answer.ts): ws never locks
+// anyone out of a running VM. stdout carries only the SSH stream; everything for people goes to
+// the terminal or stderr.
 import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
 import net from "node:net";
 import { parseArgs } from "node:util";
