@@ -1466,8 +1466,56 @@ describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOU
     ).toEqual(["done", "done", "done", "done", "done"]);
     await shot("5-ready");
     expect(s.kube.starts).toHaveLength(1);
+
+    // Issue 40 #3: the welcome back's "say so in one click", followed while the VM runs, shows the
+    // dispute form for the last stop, and submitting it records the dispute.
+    const welcomeFile = path.join(agent.root, "run/ws-agent/welcome.json");
+    const welcome = await eventually(
+      () => (existsSync(welcomeFile) ? JSON.parse(readFileSync(welcomeFile, "utf8")) : undefined),
+      30_000,
+      "the welcome back in the VM",
+    );
+    expect(welcome.message).toContain(welcome.disputeUrl);
+    await page.goto(welcome.disputeUrl);
+    expect(await status()).toBe("ready");
+    expect(await page.locator("#dispute").isVisible()).toBe(true);
+    expect(await page.locator("#dispute").textContent()).toContain("idle for 2h (idle-timeout 2h)");
+    await page.locator('#dispute input[name="what"]').fill("reading the training curves");
+    await page.locator("#dispute button").click();
+    await page.waitForLoadState();
+    expect(await page.locator("#disputed").textContent()).toContain(
+      "Your report that this stop was a mistake is kept.",
+    );
+    await shot("6-disputed-while-running");
+    const kept = await eventually(
+      () => JSON.parse(s.annotation("browsed", "last-stop")!).dispute,
+      30_000,
+      "the dispute kept with last-stop",
+    );
+    expect(kept).toMatchObject({ what: "reading the training curves" });
+    await s.waitForEvent("browsed", "StopDisputed", 30_000);
+    // Once per stop: the running VM's page offers the form no more.
+    await page.goto(welcome.disputeUrl);
+    expect(await page.locator("#dispute").count()).toBe(0);
   });
 });
+
+const VMI = resourceByKind("VirtualMachineInstance");
+const vmiPhase = (s: Scenario, name: string) =>
+  (s.kube.store.get(VMI, NS, name)?.["status"] as { phase?: string } | undefined)?.phase;
+
+/** `ssh ARGS` as a person at a terminal runs it: script(1) gives ssh a pty (the helper then talks to /dev/tty). */
+function sshAtTerminal(s: Scenario, args: string[]): { output(): string; exited: Promise<number | null> } {
+  const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`;
+  const runner = path.join(s.dir, `ssh-${Date.now()}.sh`);
+  writeFileSync(runner, `exec ${SSH} ${args.map(quote).join(" ")}\n`);
+  const child = spawn("script", ["-qec", `sh ${runner}`, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] });
+  let output = "";
+  child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+  child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+  s.onClose(async () => void child.kill());
+  return { output: () => output, exited: new Promise((resolve) => child.on("exit", (code) => resolve(code))) };
+}
 
 describe("The ssh helper against the real sshd (issue 24)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
   it("no terminal: refuses and prints the link; a terminal (script): starts, shows stages, waits for sshd, connects", async (context) => {
@@ -1497,26 +1545,15 @@ describe("The ssh helper against the real sshd (issue 24)", { timeout: SCENARIO_
     expect(s.kube.requestsMatching("PUT", "/virtualmachines/sshvm/start")).toHaveLength(0);
 
     // A person at a terminal: script(1) gives ssh a pty.
-    const quote = (arg: string) => `'${arg.replaceAll("'", "'\\''")}'`;
-    const runner = path.join(s.dir, "ssh.sh");
-    writeFileSync(runner, `exec ${SSH} ${args.map(quote).join(" ")}\n`);
-    const child = spawn("script", ["-qec", `sh ${runner}`, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] });
-    let output = "";
-    child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
-    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-    const VMI = resourceByKind("VirtualMachineInstance");
-    await eventually(
-      () => (s.kube.store.get(VMI, NS, "sshvm")?.["status"] as { phase?: string } | undefined)?.phase === "Running",
-      60_000,
-      "the VMI running",
-    );
-    await eventually(() => output.includes("VMI running"), 30_000, "the helper to show the VMI running");
+    const session = sshAtTerminal(s, args);
+    await eventually(() => vmiPhase(s, "sshvm") === "Running", 60_000, "the VMI running");
+    await eventually(() => session.output().includes("VMI running"), 30_000, "the helper to show the VMI running");
     // The guest takes a while to bring sshd up: the helper (and OpenSSH behind it) wait.
     await new Promise((resolve) => setTimeout(resolve, 3000));
-    expect(output).not.toContain("hello-from-the-guest");
+    expect(session.output()).not.toContain("hello-from-the-guest");
     await sshd.resume();
-    expect(await exited).toBe(0);
+    expect(await session.exited).toBe(0);
+    const output = session.output();
     expect(output).toContain("ws: users/sshvm is stopped; starting it");
     expect(output).toMatch(/ws: ✓ Start requested \d\d:\d\d:\d\d \(by the start link \(ssh\)\)/);
     expect(output).toMatch(/ws: ✓ VMI scheduled \d\d:\d\d:\d\d \(on node node-1\)/);
@@ -1524,6 +1561,71 @@ describe("The ssh helper against the real sshd (issue 24)", { timeout: SCENARIO_
     expect(output).toContain("hello-from-the-guest");
     expect(output).not.toContain("t=s1."); // the token is not echoed to the terminal
     expect(s.kube.starts).toHaveLength(1);
+    expect(counter(await collector.metrics(), "workstation_starts_total", 'trigger="ssh"')).toBe(1);
+  });
+});
+
+describe("The way back after a second stop (issue 40)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("started through the link, ready, then stopped by its user within the half hour: the link offers Start again, and so does the ssh helper", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    const user = "wstest40b";
+    const sshd = await startSshd({ users: [user] });
+    s.onClose(() => sshd.stop());
+    await sshd.pause(); // the guest is down with its VM
+    s.kube.seedWorkstation({ namespace: NS, name: "twice", runStrategy: "Halted", podIp: "127.0.0.1" });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    await s.leader(collector);
+    const link = signedStartUrl(httpPort, "twice");
+    const token = new URL(link).searchParams.get("t")!;
+    const base = link.slice(0, link.indexOf("?"));
+
+    // The first way back: the link's Start button, the guest boots, sshd is up: ready.
+    expect((await postForm(base, `t=${token}`)).status).toBe(303);
+    await eventually(() => vmiPhase(s, "twice") === "Running", 60_000, "the VMI running");
+    const agent = await s.agent("twice", collector.grpcPort, { sshd: true });
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+    await eventually(async () => (await startPage(link)).status === "ready", 60_000, "ready");
+    expect(s.kube.starts).toHaveLength(1);
+
+    // Minutes later its user stops it (virtctl stop: the stop subresource, no ws record of it).
+    const stop = await fetch(
+      `${s.kube.url}/apis/subresources.kubevirt.io/v1/namespaces/${NS}/virtualmachines/twice/stop`,
+      {
+        method: "PUT",
+        headers: { authorization: `Bearer ${s.kube.token}`, "content-type": "application/json" },
+        body: "{}",
+      },
+    );
+    expect(stop.status).toBe(202);
+    await agent.proc.stop(); // the guest shut down with its VMI
+    await eventually(() => vmiPhase(s, "twice") === undefined, 60_000, "the VMI gone");
+
+    // The link shows a stopped VM with its Start button, not the previous start's "is starting".
+    const page = await eventually(
+      async () => {
+        const shown = await startPage(link);
+        return shown.status === "stopped" ? shown : undefined;
+      },
+      30_000,
+      "the start page to show the VM stopped",
+    );
+    expect(page.body).toContain('<button type="submit" id="start">');
+    expect(page.stages).toEqual({});
+
+    // The ssh helper, at a terminal: it sees the VM stopped and starts it, and connects once sshd answers.
+    const linkFile = path.join(s.dir, "twice.link");
+    writeFileSync(linkFile, `${link}\n`, { mode: 0o600 });
+    const proxy = `${process.execPath} ${collectorBundle} ssh-proxy --link-file ${linkFile} --poll 1s %h %p`;
+    const session = sshAtTerminal(s, sshd.sshNoTtyArgs(user, ["echo", "back-again"], [`ProxyCommand=${proxy}`]));
+    await eventually(() => vmiPhase(s, "twice") === "Running", 60_000, "the VMI running again");
+    await eventually(() => session.output().includes("VMI running"), 30_000, "the helper to show the VMI running");
+    await sshd.resume();
+    expect(await session.exited).toBe(0);
+    expect(session.output()).toContain("ws: users/twice is stopped; starting it");
+    expect(session.output()).toContain("back-again");
+    expect(s.kube.starts).toHaveLength(2);
     expect(counter(await collector.metrics(), "workstation_starts_total", 'trigger="ssh"')).toBe(1);
   });
 });

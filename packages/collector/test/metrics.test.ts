@@ -114,7 +114,7 @@ function setup(options: { leader?: () => boolean; vmSeries?: () => VmSeriesSet }
 /** One start through the tracker, ready 42 s after it was asked for: what the start metrics count. */
 async function oneStart(tracker: StartTracker): Promise<void> {
   const vm = { namespace: "lab", name: "ada" };
-  await tracker.request(vm, { by: "alice", trigger: "link" }, NOW, async () => ({
+  await tracker.request(vm, { by: "alice", trigger: "link" }, NOW, { running: false }, async () => ({
     ok: true,
     already: false,
     message: "",

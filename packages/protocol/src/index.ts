@@ -13,4 +13,5 @@ export * from "./backoff.js";
 export * from "./program.js";
 export * from "./unhandled.js";
 export * from "./shape.js";
+export * from "./links.js";
 export { decodeMessage, encodeMessage } from "./codec.js";

@@ -55,6 +55,16 @@ export function signLink<C extends LinkClaims>(kind: LinkKind<C>, key: Buffer, c
   return `${kind.version}.${payload}.${b64(mac(key, kind.version, payload))}`;
 }
 
+/**
+ * The token as signed when a person copied its link with what followed it in a sentence (a
+ * ".", ",", ")"). Safe: a token ends with its signature, base64url ([A-Za-z0-9_-], never
+ * empty), so characters outside that alphabet at its end were never part of it, and what is
+ * left must still carry a valid signature to be accepted.
+ */
+export function copiedToken(token: string): string {
+  return token.replace(/[^\w-]+$/, "");
+}
+
 /** Checks format, signature, that the link is for `vm` (the VM its path names), then expiry. */
 export function verifyLink<C extends LinkClaims>(
   kind: LinkKind<C>,
@@ -64,7 +74,7 @@ export function verifyLink<C extends LinkClaims>(
   nowMs: number,
 ): LinkVerdict<C> {
   if (token.length > MAX_TOKEN_LENGTH) return { ok: false, problem: "malformed" };
-  const parts = token.split(".");
+  const parts = copiedToken(token).split(".");
   if (parts.length !== 3 || parts[0] !== kind.version || !/^[\w-]+$/.test(parts[1]!) || !/^[\w-]+$/.test(parts[2]!))
     return { ok: false, problem: "malformed" };
   const expected = mac(key, kind.version, parts[1]!);

@@ -1,6 +1,6 @@
 // The bodies each webhook format receives. Pure: a transition and its links
 // in, { url, body } out. docs/notifications.md shows each one.
-import { formatDuration } from "@ws/protocol";
+import { formatDuration, sentence } from "@ws/protocol";
 import type { WebhookFormat, WebhookTarget } from "./config.js";
 import type { TransitionKind, VmTransition } from "./events.js";
 import type { StopEnds } from "./stop-ends.js";
@@ -71,17 +71,17 @@ export function textOf(content: NotificationContent): string {
   switch (t.kind) {
     case "notice":
     case "reminder":
-      return `${who}${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}.${content.ends ? ` The stop ends ${content.ends.text}.` : ""}${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}${content.startUrl ? ` To come back later: ${content.startUrl}` : ""}`;
+      return `${who}${sentence(`${t.vm.namespace}/${t.vm.name} will be stopped${stopIn}: ${t.reason}`)}${content.ends ? ` ${sentence(`The stop ends ${content.ends.text}`)}` : ""}${content.keepUrl ? " Keep it running with the link." : t.hint ? ` ${t.hint}` : ""}${content.startUrl ? ` To come back later: ${content.startUrl}` : ""}`;
     case "cancel":
-      return `${who}the pending stop of ${t.vm.namespace}/${t.vm.name} is cancelled: ${t.reason}.`;
+      return `${who}${sentence(`the pending stop of ${t.vm.namespace}/${t.vm.name} is cancelled: ${t.reason}`)}`;
     case "stop":
-      return `${who}${t.vm.namespace}/${t.vm.name} was stopped: ${t.reason}. Its disk is kept; ${content.startUrl ? `start it again with the start link: ${content.startUrl}` : "start it again when you need it."}`;
+      return `${who}${sentence(`${t.vm.namespace}/${t.vm.name} was stopped: ${t.reason}`)} Its disk is kept; ${content.startUrl ? `start it again with the start link: ${content.startUrl}` : "start it again when you need it."}`;
     case "refused-stop":
-      return `${who}${t.vm.namespace}/${t.vm.name} was not stopped: ${t.reason}.`;
+      return `${who}${sentence(`${t.vm.namespace}/${t.vm.name} was not stopped: ${t.reason}`)}`;
     case "would-stop":
-      return `${who}${t.vm.namespace}/${t.vm.name} would be stopped now (observe mode, nothing is stopped): ${t.reason}.`;
+      return `${who}${sentence(`${t.vm.namespace}/${t.vm.name} would be stopped now (observe mode, nothing is stopped): ${t.reason}`)}`;
     case "dispute":
-      return `${who}says the stop of ${t.vm.namespace}/${t.vm.name} was a mistake: ${t.reason}.${t.hint ? ` ${t.hint}` : ""}`;
+      return `${who}${sentence(`says the stop of ${t.vm.namespace}/${t.vm.name} was a mistake: ${t.reason}`)}${t.hint ? ` ${t.hint}` : ""}`;
   }
 }
 

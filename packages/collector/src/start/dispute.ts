@@ -4,6 +4,23 @@
 import { formatDuration } from "@ws/protocol";
 import type { LastStopFacts } from "./platform.js";
 
+/**
+ * How long a stop may be disputed: as long as the welcome back explains it (a stop older than
+ * this is history, its VM has been used since).
+ */
+export const DISPUTE_WINDOW_MS = 30 * 86_400_000;
+
+/** Whether the last stop can still be said to be a mistake at `nowMs`: recorded, not yet disputed, not too old. */
+export function disputeOpen(stop: LastStopFacts | null | undefined, nowMs: number): stop is LastStopFacts {
+  return (
+    !!stop &&
+    stop.disputedAtMs === undefined &&
+    Number.isFinite(stop.atMs) &&
+    stop.atMs <= nowMs &&
+    nowMs - stop.atMs <= DISPUTE_WINDOW_MS
+  );
+}
+
 /** What the user may add: a sentence, no markup, bounded. */
 export const MAX_DISPUTE_CHARS = 500;
 

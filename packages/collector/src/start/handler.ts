@@ -10,11 +10,11 @@ import { type VmKey, vmId } from "../model/vm-key.js";
 import { at, escapeHtml, page, vmPath, when } from "../web/html.js";
 import { entryFor, type StartConfig } from "./config.js";
 import type { LastStopFacts, StartFacts, StartPlatform } from "./platform.js";
-import { cleanDisputeText, disputeKnob, type Dispute } from "./dispute.js";
+import { cleanDisputeText, type Dispute, disputeKnob, disputeOpen } from "./dispute.js";
 import { startProgress, type StartProgress } from "./progress.js";
 import { entryReadiness } from "./readiness.js";
 import { signStartLink, verifyStartLink } from "./token.js";
-import type { StartTracker, StartTrigger } from "./tracker.js";
+import { runViewOf, type StartTracker, type StartTrigger } from "./tracker.js";
 
 /** What the collector's own loop knows of the VM's agent. */
 export interface AgentState {
@@ -200,7 +200,9 @@ export class StartLinks {
   async start(request: AuthorizedStart): Promise<{ ok: boolean; message: string }> {
     const { vm } = request;
     const now = this.options.nowMs();
-    const outcome = await this.options.tracker.request(vm, request, now, () => this.options.platform.start(vm));
+    const facts = this.options.platform.facts(vm);
+    const view = facts ? runViewOf(facts) : { running: false };
+    const outcome = await this.options.tracker.request(vm, request, now, view, () => this.options.platform.start(vm));
     if (outcome.started) {
       const message = `start requested by ${request.by} via ${request.trigger}: ${outcome.result.message}`;
       this.options.log(outcome.result.ok ? "info" : "warn", `${vmId(vm)}: ${message}`, { vm: vmId(vm) });
@@ -271,7 +273,7 @@ export class StartLinks {
     const readiness = entryReadiness(current?.report, entry.service);
     const progress = startProgress(
       facts,
-      this.options.tracker.get(vm, now),
+      this.options.tracker.get(vm, now, runViewOf(facts)),
       {
         ...(agent?.connectedAtMs !== undefined ? { connectedAtMs: agent.connectedAtMs } : {}),
         ...(current ? { latestReportAtMs: current.receivedAtMs } : {}),
@@ -300,7 +302,7 @@ ${token ? `<input type="hidden" name="t" value="${escapeHtml(token)}">` : ""}
 </form>
 <p class="muted">Nothing starts until you press the button. Starting takes as long as the VM needs to be placed and to boot; this page then shows each step.</p>`
 }
-${disputeForm(facts, token, action)}`,
+${disputeForm(facts, token, action, now)}`,
       );
     }
     const refresh =
@@ -352,6 +354,14 @@ ${disputeForm(facts, token, action)}`,
 ${stages}
 </ol></div>
 ${blocked}${failed}${connect}
+${
+  // A page that reloads itself would wipe what someone types: the form waits for the VM to be up.
+  refresh
+    ? disputeOpen(facts.lastStop, now)
+      ? `<p class="muted" id="dispute-later">Was the last stop a mistake? The form to say so is here once the VM is ready.</p>`
+      : ""
+    : disputeForm(facts, token, action, now)
+}
 <details><summary>About this workstation</summary>${about}</details>
 ${refresh ? `<p class="muted">This page refreshes itself every ${refresh} s.</p>` : ""}`,
       refresh ? { refreshSeconds: refresh } : {},
@@ -367,11 +377,17 @@ function disputedPage(vm: VmKey, detail: string): string {
   );
 }
 
-/** The dispute form: on the starting page of a VM ws stopped. */
-function disputeForm(facts: StartFacts, token: string | undefined, action: string): string {
-  if (!facts.lastStop || facts.lastStop.disputedAtMs !== undefined) return "";
+/**
+ * The dispute form, for ws's last stop of the VM while it can be disputed: on the page of the
+ * stopped VM and on the page of the VM started again (the welcome back links here, and by the
+ * time someone reads it the VM runs).
+ */
+function disputeForm(facts: StartFacts, token: string | undefined, action: string, now: number): string {
+  const stop = facts.lastStop;
+  if (!disputeOpen(stop, now)) return "";
   return `<form method="post" action="${escapeHtml(action)}" id="dispute">
 ${token ? `<input type="hidden" name="t" value="${escapeHtml(token)}">` : ""}<input type="hidden" name="dispute" value="1">
+<p class="muted">ws stopped this VM ${when(stop.atMs, now)} (${at(stop.atMs)}): ${escapeHtml(stop.reason)}</p>
 <label>This stop was a mistake, I was working: <input name="what" maxlength="500" placeholder="what you were doing (optional)"></label>
 <button type="submit">Report it</button></form>`;
 }

@@ -50,6 +50,11 @@ const LABELS: Record<StageName, string> = {
   ready: "Ready",
 };
 
+/** The VM has an instance that has not ended: placed, booting or running. */
+export function instanceLive(instance: StartFacts["instance"]): instance is NonNullable<StartFacts["instance"]> {
+  return instance !== null && instance.phase !== "Succeeded" && instance.phase !== "Failed";
+}
+
 export function startProgress(
   facts: StartFacts,
   attempt: AttemptFacts | undefined,
@@ -57,7 +62,7 @@ export function startProgress(
   nowMs: number,
 ): StartProgress {
   const instance = facts.instance;
-  const live = instance !== null && instance.phase !== "Succeeded" && instance.phase !== "Failed";
+  const live = instanceLive(instance);
   const since = attempt?.requestedAtMs ?? instance?.createdAtMs ?? undefined;
   const failed = attempt?.result && !attempt.result.ok ? attempt.result.message : undefined;
   const requestedAt = attempt?.requestedAtMs;

@@ -1,10 +1,12 @@
 // The starts this collector was asked for: one start per VM at a time (two POSTs from two tabs,
 // or a page and an ssh helper, share the first one's request), when each was asked for and by
-// whom, and when it became ready. Counts what the metrics export. Bounded: finished starts are
+// whom, and when it became ready. Counts what the metrics export. A start answers one stop: once
+// the VM stops again (ws stopped it, or anyone did: `virtctl stop`, a shutdown in the guest), the
+// start is history and the next one is a new way back (issue 40). Bounded: finished starts are
 // forgotten after a while, and at most `limit` are kept.
 import { type VmKey, vmId } from "../model/vm-key.js";
-import type { StartResult } from "./platform.js";
-import type { AttemptFacts } from "./progress.js";
+import type { StartFacts, StartResult } from "./platform.js";
+import { type AttemptFacts, instanceLive } from "./progress.js";
 
 /** Which path asked: the start link's page, the workstation's own address, the ssh helper. */
 export type StartTrigger = "link" | "address" | "ssh";
@@ -13,6 +15,36 @@ export const START_TRIGGERS: readonly StartTrigger[] = ["link", "address", "ssh"
 export interface StartAttempt extends AttemptFacts {
   trigger: StartTrigger;
   inFlight?: Promise<StartResult>;
+  /** The platform showed the VM running (or meant to run) since this start was asked for. */
+  ranSinceMs?: number;
+}
+
+/** What the platform says of the VM now: enough to tell whether a start still answers its stop. */
+export interface RunView {
+  /** When ws last stopped it (the last-stop record), if it did. */
+  lastStopAtMs?: number;
+  /** Running, or meant to run (started, starting). */
+  running: boolean;
+}
+
+/** The platform's facts as a `RunView`. */
+export function runViewOf(facts: StartFacts): RunView {
+  return {
+    running: facts.wantsToRun || instanceLive(facts.instance),
+    ...(facts.lastStop ? { lastStopAtMs: facts.lastStop.atMs } : {}),
+  };
+}
+
+/**
+ * Whether `attempt` still answers the stop the VM is in: false once the VM stopped again after
+ * it: ws recorded a stop after the request, or the VM ran since and is stopped now (a stop ws
+ * did not make leaves no record). Before the platform shows the VM running the start is still
+ * on its way: an inventory that lags the request is not a stop. Pure.
+ */
+export function answersCurrentStop(attempt: AttemptFacts & { ranSinceMs?: number }, view: RunView): boolean {
+  if (view.lastStopAtMs !== undefined && view.lastStopAtMs > attempt.requestedAtMs) return false;
+  const ran = attempt.ranSinceMs !== undefined || attempt.readyAtMs !== undefined;
+  return view.running || !ran;
 }
 
 export interface RequestOutcome {
@@ -36,12 +68,15 @@ export class StartTracker {
 
   constructor(private readonly limit = 10_000) {}
 
-  get(vm: VmKey, nowMs: number): StartAttempt | undefined {
+  /** The start that answers the VM's current stop, if one was asked for; `view` is the platform's now. */
+  get(vm: VmKey, nowMs: number, view: RunView): StartAttempt | undefined {
     const attempt = this.attempts.get(vmId(vm));
-    if (attempt && this.over(attempt, nowMs)) {
+    if (!attempt) return undefined;
+    if (this.over(attempt, nowMs) || !answersCurrentStop(attempt, view)) {
       this.attempts.delete(vmId(vm));
       return undefined;
     }
+    if (view.running && attempt.ranSinceMs === undefined && attempt.result?.ok) attempt.ranSinceMs = nowMs;
     return attempt;
   }
 
@@ -50,9 +85,10 @@ export class StartTracker {
     vm: VmKey,
     who: { by: string; trigger: StartTrigger },
     nowMs: number,
+    view: RunView,
     start: () => Promise<StartResult>,
   ): Promise<RequestOutcome> {
-    const current = this.get(vm, nowMs);
+    const current = this.get(vm, nowMs, view);
     if (current && current.readyAtMs === undefined && (current.inFlight || current.result?.ok)) {
       const result = current.inFlight ? await current.inFlight : (current.result as StartResult);
       return { attempt: current, started: false, result };
@@ -77,7 +113,7 @@ export class StartTracker {
     return attempt;
   }
 
-  /** The VM stopped again (or was deleted): its finished start is history. */
+  /** The VM was deleted: its start is history. */
   forget(vm: VmKey): void {
     this.attempts.delete(vmId(vm));
   }

@@ -4,15 +4,13 @@
 // it next time, and where to say the stop was a mistake. Pure.
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { WelcomeBackSchema } from "@ws/protocol";
+import { DISPUTE_WINDOW_MS, disputeOpen } from "./dispute.js";
 import type { LastStopFacts } from "./platform.js";
 
 export type WelcomeFields = MessageInitShape<typeof WelcomeBackSchema>;
 
 /** What a welcome back advises: a lease long enough for a working day. */
 export const WELCOME_KEEP_HINT = 'ws-lease 8h --reason "what you are running"';
-
-/** A stop older than this is history: its VM has been used since, nobody wants it explained now. */
-const WELCOME_MAX_AGE_MS = 30 * 86_400_000;
 
 /**
  * The welcome for an agent of boot `bootId` that connects at `nowMs`, or undefined when there is
@@ -26,7 +24,8 @@ export function welcomeBack(
   disputeUrl?: string,
 ): WelcomeFields | undefined {
   if (!stop || !Number.isFinite(stop.atMs)) return undefined;
-  if (stop.atMs > nowMs || nowMs - stop.atMs > WELCOME_MAX_AGE_MS) return undefined;
+  // A stop older than the dispute window is history: its VM has been used since.
+  if (stop.atMs > nowMs || nowMs - stop.atMs > DISPUTE_WINDOW_MS) return undefined;
   // The stopped boot's own agent (reconnecting while the guest shuts down) gets no welcome.
   if (stop.bootId !== undefined && stop.bootId === bootId) return undefined;
   return {
@@ -37,6 +36,7 @@ export function welcomeBack(
     lastActivity: stop.lastActivity?.what ?? "",
     ...(stop.lastActivity ? { lastActivityAtUnixSeconds: stop.lastActivity.atMs / 1000 } : {}),
     keepHint: WELCOME_KEEP_HINT,
-    disputeUrl: stop.disputedAtMs === undefined && disputeUrl ? disputeUrl : "",
+    // The link's page shows the dispute form whatever the VM's state, while the window is open.
+    disputeUrl: disputeOpen(stop, nowMs) && disputeUrl ? disputeUrl : "",
   };
 }

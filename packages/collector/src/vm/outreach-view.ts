@@ -51,7 +51,7 @@ export class OutreachView {
     const ends = stopEnds(vm.loop.latest?.report);
     if (ends) fields.notice.reason = `${fields.notice.reason}; the stop ends ${ends.text}`;
     const link = observer?.noticeLink(vm.key, notice.id, notice.deadlineMs);
-    if (link) fields.notice.keepRunningHint = `${fields.notice.keepRunningHint ?? ""} Or open ${link}`.trim();
+    if (link) fields.notice.keepRunningHint = keepHintWithLink(fields.notice.keepRunningHint, link);
   }
 
   /** What the platform knows of the VM, with the owner outreach reads where the platform names none (standalone). */
@@ -124,4 +124,9 @@ export class OutreachView {
     });
     return { ok: true, leaseId };
   }
+}
+
+/** The notice's keep-running hint with its links (the keep link, then the start link): they end the hint, bare. */
+export function keepHintWithLink(hint: string | undefined, link: string): string {
+  return `${hint ?? ""} Or open ${link}`.trim();
 }

@@ -7,7 +7,7 @@ import { entryReadiness } from "../../src/start/readiness.js";
 import { create } from "@bufbuild/protobuf";
 import { ReportSchema } from "@ws/protocol";
 import { deriveStartLinkKey, signStartLink, startLinkUrl, verifyStartLink } from "../../src/start/token.js";
-import { StartTracker } from "../../src/start/tracker.js";
+import { answersCurrentStop, type RunView, StartTracker } from "../../src/start/tracker.js";
 
 const tokenKey = Buffer.alloc(48, 7);
 const key = deriveStartLinkKey(tokenKey);
@@ -143,6 +143,9 @@ describe("the stages of a start", () => {
   });
 });
 
+/** The platform's view of a stopped VM, ws's last stop an hour before T0. */
+const STOPPED: RunView = { running: false, lastStopAtMs: T0 - 3600_000 };
+
 describe("one start per VM at a time", () => {
   it("two requests at once make one start; the second shares its answer", async () => {
     const tracker = new StartTracker();
@@ -152,14 +155,14 @@ describe("one start per VM at a time", () => {
       calls++;
       return new Promise<{ ok: true; already: false; message: string }>((resolve) => (finish = resolve));
     };
-    const first = tracker.request(vm, { by: "tab 1", trigger: "link" }, T0, start);
-    const second = tracker.request(vm, { by: "tab 2", trigger: "link" }, T0 + 10, start);
+    const first = tracker.request(vm, { by: "tab 1", trigger: "link" }, T0, STOPPED, start);
+    const second = tracker.request(vm, { by: "tab 2", trigger: "link" }, T0 + 10, STOPPED, start);
     finish({ ok: true, already: false, message: "accepted" });
     const [a, b] = await Promise.all([first, second]);
     expect(calls).toBe(1);
     expect([a.started, b.started]).toEqual([true, false]);
     // Accepted and not ready yet: a third press joins it too.
-    expect((await tracker.request(vm, { by: "tab 3", trigger: "ssh" }, T0 + 5000, start)).started).toBe(false);
+    expect((await tracker.request(vm, { by: "tab 3", trigger: "ssh" }, T0 + 5000, STOPPED, start)).started).toBe(false);
     expect(tracker.startsTotal.get("link")).toBe(1);
     expect(tracker.pending(T0 + 6000)).toEqual([vm]);
     expect(tracker.markReady(vm, T0 + 42_000)?.readyAtMs).toBe(T0 + 42_000);
@@ -168,7 +171,7 @@ describe("one start per VM at a time", () => {
     // Once ready, the next stop's start is a new one.
     expect(
       (
-        await tracker.request(vm, { by: "x", trigger: "link" }, T0 + 50_000, async () => ({
+        await tracker.request(vm, { by: "x", trigger: "link" }, T0 + 50_000, STOPPED, async () => ({
           ok: true,
           already: false,
           message: "",
@@ -177,10 +180,54 @@ describe("one start per VM at a time", () => {
     ).toBe(true);
   });
 
+  it("a start answers one stop: a second stop (by ws or anyone) within the half hour is a new way back (issue 40)", async () => {
+    const accepted = async () => ({ ok: true as const, already: false, message: "accepted" });
+    const running: RunView = { running: true, lastStopAtMs: STOPPED.lastStopAtMs! };
+    for (const second of [
+      // The user's own `virtctl stop`, a shutdown in the guest: ws keeps no record of it.
+      { who: "anyone", view: STOPPED, afterMs: 20 * 60_000 },
+      // ws stopped it again (a short teaching timeout): its record is newer than the start.
+      { who: "ws", view: { running: false, lastStopAtMs: T0 + 10 * 60_000 }, afterMs: 11 * 60_000 },
+    ]) {
+      const tracker = new StartTracker();
+      await tracker.request(vm, { by: "alice", trigger: "link" }, T0, STOPPED, accepted);
+      // The platform has not caught up with the start yet: still this start, not a stop.
+      expect(tracker.get(vm, T0 + 500, STOPPED)?.requestedAtMs).toBe(T0);
+      expect(tracker.get(vm, T0 + 30_000, running)?.requestedAtMs).toBe(T0);
+      tracker.markReady(vm, T0 + 60_000);
+      expect(tracker.get(vm, T0 + 5 * 60_000, running)?.readyAtMs).toBe(T0 + 60_000);
+      // Stopped again: the page no longer shows the previous start, so it offers Start.
+      const afterStop = T0 + second.afterMs;
+      const attempt = tracker.get(vm, afterStop, second.view);
+      expect(attempt, second.who).toBeUndefined();
+      expect(
+        startProgress(
+          { ...stopped, lastStop: { atMs: second.view.lastStopAtMs!, reason: "x" } },
+          attempt,
+          { readiness: notReady },
+          afterStop,
+        ).status,
+      ).toBe("stopped");
+      // …and a press (the page's, or the ssh helper's) starts the VM again instead of joining the old start.
+      const again = await tracker.request(vm, { by: "alice", trigger: "ssh" }, afterStop + 1000, second.view, accepted);
+      expect([again.started, again.attempt.requestedAtMs]).toEqual([true, afterStop + 1000]);
+    }
+  });
+
+  it("answersCurrentStop: only a stop after the request, or a stopped VM that ran since, ends a start", () => {
+    const asked = { requestedAtMs: T0, by: "a", trigger: "link" };
+    expect(answersCurrentStop(asked, { running: false, lastStopAtMs: T0 - 1 })).toBe(true);
+    expect(answersCurrentStop(asked, { running: false })).toBe(true);
+    expect(answersCurrentStop(asked, { running: true, lastStopAtMs: T0 + 1 })).toBe(false);
+    expect(answersCurrentStop({ ...asked, ranSinceMs: T0 + 5 }, { running: false })).toBe(false);
+    expect(answersCurrentStop({ ...asked, readyAtMs: T0 + 5 }, { running: true })).toBe(true);
+    expect(answersCurrentStop({ ...asked, readyAtMs: T0 + 5 }, { running: false })).toBe(false);
+  });
+
   it("a failed start can be asked again", async () => {
     const tracker = new StartTracker();
-    await tracker.request(vm, { by: "a", trigger: "link" }, T0, async () => ({ ok: false, message: "boom" }));
-    const again = await tracker.request(vm, { by: "a", trigger: "link" }, T0 + 1, async () => ({
+    await tracker.request(vm, { by: "a", trigger: "link" }, T0, STOPPED, async () => ({ ok: false, message: "boom" }));
+    const again = await tracker.request(vm, { by: "a", trigger: "link" }, T0 + 1, STOPPED, async () => ({
       ok: true,
       already: false,
       message: "",

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { disputeRecord, disputesFromDocument, platformDisputes } from "../../src/start/disputes.js";
-import { suggestedIdleTimeout } from "../../src/start/dispute.js";
+import { DISPUTE_WINDOW_MS, disputeOpen, suggestedIdleTimeout } from "../../src/start/dispute.js";
 import type { LastStopFacts } from "../../src/start/platform.js";
 import { welcomeBack, WELCOME_KEEP_HINT } from "../../src/start/welcome.js";
 import { StandaloneStarts, noStartCommandHint } from "../../src/standalone/start.js";
@@ -49,6 +49,21 @@ describe("the welcome back the collector sends (start/welcome.ts)", () => {
     expect(
       welcomeBack({ ...unbooted, disputedAtMs: STOP_AT + 10 }, "", STOP_AT + 1000, "https://x/start"),
     ).toMatchObject({ disputeUrl: "" });
+  });
+});
+
+describe("the dispute window (issue 40 #3)", () => {
+  it("open from the stop for as long as the welcome back explains it, once per stop, whatever the VM's state", () => {
+    expect(disputeOpen(stop, STOP_AT)).toBe(true);
+    expect(disputeOpen(stop, STOP_AT + DISPUTE_WINDOW_MS)).toBe(true);
+    expect(disputeOpen(stop, STOP_AT + DISPUTE_WINDOW_MS + 1)).toBe(false);
+    expect(disputeOpen(stop, STOP_AT - 1)).toBe(false);
+    expect(disputeOpen({ ...stop, disputedAtMs: STOP_AT + 10 }, STOP_AT + 20)).toBe(false);
+    expect(disputeOpen(null, STOP_AT)).toBe(false);
+    // The welcome back links to the form exactly while it is open.
+    const url = "https://ws.example.com/start/users/alice-gpu?t=s1.x";
+    expect(welcomeBack(stop, "boot-b", STOP_AT + DISPUTE_WINDOW_MS, url)?.disputeUrl).toBe(url);
+    expect(welcomeBack(stop, "boot-b", STOP_AT + DISPUTE_WINDOW_MS + 1, url)).toBeUndefined();
   });
 });
 

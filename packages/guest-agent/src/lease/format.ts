@@ -1,6 +1,6 @@
 // What ws-lease prints for people. Pure: the agent's answer, the moment and
 // the time zone in; text out.
-import { formatDuration } from "@ws/protocol";
+import { formatDuration, sentence } from "@ws/protocol";
 import { formatSpan, formatStopIn, safeText } from "../notice/format.js";
 import type { CapSource, WireLease, StatusView } from "./wire.js";
 
@@ -167,7 +167,7 @@ export function formatStatus(status: StatusView, moment: Moment): string {
     }
     const why = safeText(notice.reason) || `no activity for ${formatSpan(notice.idleSeconds)}`;
     out.push(
-      `  Why: ${why}.`,
+      sentence(`  Why: ${why}`),
       `  To keep it running: ws-lease 2h (or any activity: type in a terminal, run a notebook cell).`,
       "",
     );

@@ -2,6 +2,8 @@
 // When (in N minutes, at HH:MM local time), why, and the exact command that
 // keeps the VM. Pure: the moment and the time zone are arguments.
 
+import { sentence } from "@ws/protocol";
+
 export const KEEP_RUNNING_COMMAND = "ws-lease 2h";
 
 export interface NoticeText {
@@ -81,13 +83,14 @@ export function noticeText(facts: NoticeFacts, nowWallMs: number, timeZone?: str
   if (facts.observeMode) {
     return {
       title: `ws: this VM would stop ${when} (at ${at}) — observe mode, nothing will be stopped`,
-      lines: [`Why: ${why}.`, `In enforce mode it would be stopped; to keep it running: ${keep}.`],
+      lines: [sentence(`Why: ${why}`), sentence(`In enforce mode it would be stopped; to keep it running: ${keep}`)],
     };
   }
   const title = when === "now" ? `ws: this VM is stopping now (${at})` : `ws: this VM will stop ${when} (at ${at})`;
   const lines = [
-    `Why: ${why}.`,
-    `To keep it running: ${keep}.`,
+    sentence(`Why: ${why}`),
+    // The hint may end with the keep and start links: never followed by a "." (issue 40).
+    sentence(`To keep it running: ${keep}`),
     `Your files are kept: the disk persists; the VM can be started again.`,
   ];
   return { title, lines };
@@ -97,7 +100,7 @@ export function cancellationText(reason: string): NoticeText {
   const why = safeText(reason);
   return {
     title: "ws: the pending stop of this VM is cancelled",
-    lines: [why ? `Why: ${why}. Nothing to do.` : "Nothing to do."],
+    lines: [why ? `${sentence(`Why: ${why}`)} Nothing to do.` : "Nothing to do."],
   };
 }
 

@@ -7,7 +7,7 @@
 // other integrations (a desktop widget, a Jupyter extension). Never throws into the agent.
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { type WelcomeBack, errorMessage, formatDuration } from "@ws/protocol";
+import { type WelcomeBack, errorMessage, formatDuration, sentence } from "@ws/protocol";
 import { writeFileAtomic } from "../lease/atomic-write.js";
 import { under } from "../roots.js";
 import type { NoticeDeliveryOptions } from "./delivery.js";
@@ -49,24 +49,25 @@ export function formatLocalDateTime(wallMs: number, timeZone?: string): string {
 /** What the user reads at the first login after the start. Pure. */
 export function welcomeText(facts: WelcomeFacts, timeZone?: string): NoticeText {
   const why = safeText(facts.reason) || "it was idle";
-  const lines = [`Why: ${why}.`];
+  const lines = [sentence(`Why: ${why}`)];
   const idle = facts.idleSeconds !== undefined && Number.isFinite(facts.idleSeconds) ? facts.idleSeconds : undefined;
   const activity = safeText(facts.lastActivity, 200);
   if (idle !== undefined || activity)
     lines.push(
-      [
-        idle !== undefined ? `It had been idle ${formatDuration(idle)}` : "",
-        activity
-          ? `the last activity ws saw: ${activity}${
-              facts.lastActivityAtMs !== undefined && Number.isFinite(facts.lastActivityAtMs)
-                ? ` (at ${formatLocalTime(facts.lastActivityAtMs, timeZone)})`
-                : ""
-            }`
-          : "",
-      ]
-        .filter(Boolean)
-        .join("; ")
-        .concat("."),
+      sentence(
+        [
+          idle !== undefined ? `It had been idle ${formatDuration(idle)}` : "",
+          activity
+            ? `the last activity ws saw: ${activity}${
+                facts.lastActivityAtMs !== undefined && Number.isFinite(facts.lastActivityAtMs)
+                  ? ` (at ${formatLocalTime(facts.lastActivityAtMs, timeZone)})`
+                  : ""
+              }`
+            : "",
+        ]
+          .filter(Boolean)
+          .join("; "),
+      ),
     );
   const keep = safeText(facts.keepHint, 200) || "ws-lease 8h";
   lines.push(`To keep it running next time: run \`${keep}\` in a terminal here before you leave it running.`);
