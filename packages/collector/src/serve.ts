@@ -17,6 +17,7 @@ import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
+import { BUILTIN_DEFAULT_POLICY } from "./engine/policy.js";
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
 import { readCgroupMemory } from "./memory/cgroup.js";
@@ -63,7 +64,10 @@ export type Io = Pick<ProtocolIo, "stdout" | "stderr">;
 
 /** The `policy:` section, parsed by the engine; any error stops the start with every problem listed. */
 export function loadPolicyConfig(config: CollectorConfig): CollectorPolicyConfig {
-  const parsed = parseCollectorPolicyConfig(config.policyYaml);
+  const parsed = parseCollectorPolicyConfig(config.policyYaml, {
+    ...BUILTIN_DEFAULT_POLICY,
+    reportIntervalSeconds: config.reportIntervalSeconds,
+  });
   if (!parsed.ok) throw new CollectorConfigError(parsed.errors.map((error) => `policy: ${error}`));
   return parsed.config;
 }
