@@ -209,9 +209,11 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
   const signal = await signalled;
   log("info", `received ${signal}, shutting down`);
   // A second signal, or a stop that takes too long, ends the agent without waiting further.
-  const stopped = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS);
-  if (!stopped)
+  const ended = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS);
+  if (ended.by === "deadline")
     log("warn", `shutdown took longer than ${SHUTDOWN_DEADLINE_MS / 1000}s; exiting without waiting for it`);
+  else if (ended.by === "signal")
+    log("warn", `received ${ended.signal} while shutting down; exiting without waiting for the shutdown`);
   const stuck = stuckUserPathReads(1_000);
   if (stuck > 0) {
     // exit() joins libuv's pool threads, so with one stuck in the kernel a clean exit would hang forever.
@@ -224,21 +226,22 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
 /** How long `run` waits for the stream, the lease socket and pending writes to close after SIGTERM. */
 const SHUTDOWN_DEADLINE_MS = 5_000;
 
-async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: number): Promise<boolean> {
+/** How the shutdown ended: the runtime stopped (or failed to), the deadline passed, or a second signal came. */
+type StopEnd = { by: "stopped" } | { by: "deadline" } | { by: "signal"; signal: string };
+
+async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: number): Promise<StopEnd> {
   let timer: NodeJS.Timeout | undefined;
-  const giveUp = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), deadlineMs);
-    process.once("SIGTERM", () => resolve(false));
-    process.once("SIGINT", () => resolve(false));
+  const giveUp = new Promise<StopEnd>((resolve) => {
+    timer = setTimeout(() => resolve({ by: "deadline" }), deadlineMs);
+    process.once("SIGTERM", () => resolve({ by: "signal", signal: "SIGTERM" }));
+    process.once("SIGINT", () => resolve({ by: "signal", signal: "SIGINT" }));
   });
+  const stopped = runtime.stop().then(
+    (): StopEnd => ({ by: "stopped" }),
+    (): StopEnd => ({ by: "stopped" }),
+  );
   try {
-    return await Promise.race([
-      runtime.stop().then(
-        () => true,
-        () => false,
-      ),
-      giveUp,
-    ]);
+    return await Promise.race([stopped, giveUp]);
   } finally {
     clearTimeout(timer);
   }
