@@ -172,7 +172,7 @@ describe("booted with systemd", () => {
       60_000,
       "ws-agent.service to fail for want of a config",
     );
-    expect(show).toContain("ExecMainStatus=2");
+    expect(show).toContain("ExecMainStatus=3");
     expect(show).toContain("NRestarts=0");
     const journal = inside("journalctl", "-u", "ws-agent.service", "--no-pager", "-o", "cat").stdout;
     expect(journal).toMatch(/no collector address: set collector\.address in \/etc\/ws-agent\/config\.yaml/);

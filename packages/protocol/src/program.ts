@@ -3,6 +3,7 @@
 // (EXIT below: the same numbers in both programs, documented in README.md, "Exit status").
 import type { Io } from "./io.js";
 import { closestName } from "./suggest.js";
+import { UNCAUGHT_EXCEPTION_EXIT_CODE } from "./unhandled.js";
 
 /**
  * The exit statuses of ws-collector, ws-agent and ws-lease. systemd's ws-agent.service does not
@@ -17,7 +18,7 @@ export const EXIT = {
   /** The configuration (file, environment, key file) cannot be used; the message names every problem. */
   config: 3,
   /** A bug: an uncaught exception (the stack is printed). */
-  software: 70,
+  software: UNCAUGHT_EXCEPTION_EXIT_CODE,
 } as const;
 
 /** A mistake in how the program was called: the message, the command's usage line and a pointer to --help. */

@@ -1,8 +1,7 @@
 // ws-collector replay --trace FILE [--config FILE] [--json] [--tick DURATION] [--vm NS/NAME]
 
-import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError, parseCommandLine, usageLine } from "@ws/protocol";
 import {
   defaultCollectorPolicyConfig,
   parseCollectorPolicyDocument,
@@ -38,12 +37,15 @@ Options:
 Exit status: 0 done, 1 unreadable or invalid trace or config, 2 bad usage.
 `;
 
+/** What every usage error ends with: the usage line and where the options are. */
+const REPLAY_USAGE = `${usageLine(REPLAY_HELP)}\nRun 'ws-collector replay --help' for usage.`;
+
 export async function replayCommand(argv: string[], io: ReplayIo): Promise<number> {
   const args = argv[0] === "replay" ? argv.slice(1) : argv;
   let values: { trace?: string; config?: string; json?: boolean; tick?: string; vm?: string; help?: boolean };
   try {
-    ({ values } = parseArgs({
-      args,
+    ({ values } = parseCommandLine(args, {
+      help: REPLAY_HELP,
       options: {
         trace: { type: "string" },
         config: { type: "string" },
@@ -52,8 +54,6 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
         vm: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
-      strict: true,
-      allowPositionals: false,
     }));
     if (values.help) {
       io.stdout.write(REPLAY_HELP);
@@ -61,7 +61,7 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
     }
     if (!values.trace) throw new UsageError("replay needs --trace FILE");
   } catch (error) {
-    io.stderr.write(`ws-collector replay: ${errorMessage(error)}\nRun 'ws-collector replay --help' for usage.\n`);
+    io.stderr.write(`ws-collector replay: ${errorMessage(error)}\n${REPLAY_USAGE}\n`);
     return 2;
   }
 
@@ -71,7 +71,7 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
       tickSeconds = parseDuration(values.tick, { allowZero: true });
     } catch (error) {
       if (!(error instanceof DurationError)) throw error;
-      io.stderr.write(`ws-collector replay: --tick ${error.message}\nRun 'ws-collector replay --help' for usage.\n`);
+      io.stderr.write(`ws-collector replay: --tick ${error.message}\n${REPLAY_USAGE}\n`);
       return 2;
     }
   }

@@ -8,8 +8,7 @@
 // only the SSH stream; everything for people goes to the terminal or stderr.
 import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
 import net from "node:net";
-import { parseArgs } from "node:util";
-import { DurationError, errorMessage, parseDuration, UsageError, type Io } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError, type Io, parseCommandLine } from "@ws/protocol";
 import type { StartJson } from "../start/handler.js";
 import { progressLines } from "./lines.js";
 
@@ -44,23 +43,16 @@ export interface SshProxyDeps {
 }
 
 export async function sshProxyCommand(argv: string[], io: Io, deps: SshProxyDeps = realDeps(io)): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
-        "link-file": { type: "string" },
-        wait: { type: "string" },
-        poll: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (error) {
-    throw new UsageError(errorMessage(error));
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseCommandLine(argv, {
+    help: SSH_PROXY_HELP,
+    options: {
+      "link-file": { type: "string" },
+      wait: { type: "string" },
+      poll: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    allowPositionals: true,
+  });
   if (values.help) {
     io.stdout.write(SSH_PROXY_HELP);
     return 0;

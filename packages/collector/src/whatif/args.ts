@@ -1,6 +1,5 @@
 // `ws-collector whatif` options: pure parsing, every problem named.
-import { parseArgs } from "node:util";
-import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError, parseCommandLine } from "@ws/protocol";
 import { parse as parseYaml } from "yaml";
 import { parseCollectorPolicyConfig } from "../engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "../engine/policy.js";
@@ -174,34 +173,27 @@ export function parseWhatifArgs(
   readConfig: (path: string) => string,
 ): WhatifOptions | DisputesOnlyOptions | "help" {
   const knobOptions = Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }]));
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        prometheus: { type: "string" },
-        from: { type: "string" },
-        to: { type: "string" },
-        step: { type: "string" },
-        config: { type: "string", short: "c" },
-        profile: { type: "string" },
-        namespace: { type: "string" },
-        vm: { type: "string" },
-        "false-stop-window": { type: "string" },
-        header: { type: "string", multiple: true },
-        json: { type: "boolean" },
-        "host-window": { type: "string" },
-        disputes: { type: "string" },
-        "annotation-prefix": { type: "string" },
-        help: { type: "boolean", short: "h" },
-        ...knobOptions,
-      },
-    });
-  } catch (error) {
-    throw new UsageError(errorMessage(error));
-  }
+  const parsed = parseCommandLine(argv, {
+    help: WHATIF_HELP,
+    options: {
+      prometheus: { type: "string" },
+      from: { type: "string" },
+      to: { type: "string" },
+      step: { type: "string" },
+      config: { type: "string", short: "c" },
+      profile: { type: "string" },
+      namespace: { type: "string" },
+      vm: { type: "string" },
+      "false-stop-window": { type: "string" },
+      header: { type: "string", multiple: true },
+      json: { type: "boolean" },
+      "host-window": { type: "string" },
+      disputes: { type: "string" },
+      "annotation-prefix": { type: "string" },
+      help: { type: "boolean", short: "h" },
+      ...knobOptions,
+    },
+  });
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   if (values.help) return "help";
   const text = (name: string): string | undefined => {
