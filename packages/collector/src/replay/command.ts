@@ -1,7 +1,7 @@
 // ws-collector replay --trace FILE [--config FILE] [--json] [--tick DURATION] [--vm NS/NAME]
 
 import { parse as parseYaml } from "yaml";
-import { DurationError, errorMessage, parseDuration, UsageError, parseCommandLine, usageLine } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError, parseCommandLine, usageLine, EXIT } from "@ws/protocol";
 import {
   defaultCollectorPolicyConfig,
   parseCollectorPolicyDocument,
@@ -34,7 +34,7 @@ Options:
   --vm NS/NAME      Print only this VM (the others are still replayed)
   -h, --help        This help
 
-Exit status: 0 done, 1 unreadable or invalid trace or config, 2 bad usage.
+Exit status: 0 done, 1 unreadable or invalid trace, 2 bad usage, 3 unreadable or invalid config.
 `;
 
 /** What every usage error ends with: the usage line and where the options are. */
@@ -78,12 +78,13 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
 
   let policyConfig: CollectorPolicyConfig = defaultCollectorPolicyConfig();
   if (values.config) {
+    // The config is configuration (exit 3, as for serve); the trace is the data replayed (exit 1).
     const text = await readOrReport(io, values.config, "config");
-    if (text === undefined) return 1;
+    if (text === undefined) return EXIT.config;
     const loaded = policyConfigFromFile(text);
     if (!loaded.ok) {
       io.stderr.write(`ws-collector replay: ${values.config}:\n  ${loaded.errors.join("\n  ")}\n`);
-      return 1;
+      return EXIT.config;
     }
     policyConfig = loaded.config;
   }
