@@ -1,7 +1,15 @@
 // ws-collector replay --trace FILE [--config FILE] [--json] [--tick DURATION] [--vm NS/NAME]
 
 import { parse as parseYaml } from "yaml";
-import { DurationError, errorMessage, parseDuration, UsageError, parseCommandLine, usageLine, EXIT } from "@ws/protocol";
+import {
+  DurationError,
+  errorMessage,
+  parseDuration,
+  UsageError,
+  parseCommandLine,
+  usageLine,
+  EXIT,
+} from "@ws/protocol";
 import {
   defaultCollectorPolicyConfig,
   parseCollectorPolicyDocument,

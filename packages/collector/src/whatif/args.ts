@@ -1,5 +1,5 @@
 // `ws-collector whatif` options: pure parsing, every problem named.
-import { DurationError, errorMessage, parseDuration, UsageError, parseCommandLine } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError, parseCommandLine, ConfigError } from "@ws/protocol";
 import { parse as parseYaml } from "yaml";
 import { parseCollectorPolicyConfig } from "../engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "../engine/policy.js";
@@ -129,11 +129,11 @@ function policySectionOf(text: string, path: string): string {
   try {
     document = parseYaml(text);
   } catch (error) {
-    throw new UsageError(`${path}: ${errorMessage(error).split("\n")[0]}`);
+    throw new ConfigError([`${path}: ${errorMessage(error).split("\n")[0]}`]);
   }
   if (document === null || document === undefined) return "";
   if (typeof document !== "object" || Array.isArray(document))
-    throw new UsageError(`${path}: the config must be a mapping (key: value)`);
+    throw new ConfigError([`${path}: the config must be a mapping (key: value)`]);
   const policy = (document as Record<string, unknown>).policy;
   // JSON is YAML too: the section travels as JSON, as serve passes it.
   return policy === undefined || policy === null ? "" : JSON.stringify(policy);
@@ -155,7 +155,7 @@ function basePolicy(
   const parsed = parseCollectorPolicyConfig(
     configText === undefined ? "" : policySectionOf(configText, configPath ?? "config"),
   );
-  if (!parsed.ok) throw new UsageError(`${configPath}: ${parsed.errors.join("; ")}`);
+  if (!parsed.ok) throw new ConfigError(parsed.errors.map((error) => `${configPath}: ${error}`));
   if (profile === undefined) return parsed.config.defaults;
   const overrides = parsed.config.profiles[profile];
   if (!overrides) {
@@ -212,9 +212,9 @@ export function parseWhatifArgs(
     try {
       configText = readConfig(configPath);
     } catch (error) {
-      throw new UsageError(
+      throw new ConfigError([
         `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
-      );
+      ]);
     }
   }
   const annotationPrefix = text("annotation-prefix") ?? prefixOf(configText, configPath);
