@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentBundle, collectorBundle, requireBundles } from "../support/process.js";
+import { agentBundle, collectorBundle, requireBundles, start } from "../support/process.js";
 
 function run(bundle: string, args: string[]) {
   const result = spawnSync(process.execPath, [bundle, ...args], {
@@ -183,6 +183,41 @@ describe("a missing key file", () => {
     expect(serve.stderr).not.toMatch(/--help/);
     const token = run(collectorBundle, ["token", "--namespace", "a", "--name", "b", "--key-file", absent]);
     expect(token.status).toBe(3);
+  });
+});
+
+describe("serve --start-command", () => {
+  it("is the standalone start action, one argv entry per flag, as --stop-command is the stop", async () => {
+    const key = file("serve.key", `${"c".repeat(64)}\n`);
+    const collector = start(collectorBundle, [
+      "serve",
+      "--standalone",
+      "--key-file",
+      key,
+      "--grpc-listen",
+      "127.0.0.1:0",
+      "--http-listen",
+      "127.0.0.1:0",
+      "--stop-command",
+      "virsh",
+      "--stop-command",
+      "shutdown",
+      "--stop-command",
+      "{name}",
+      "--start-command",
+      "virsh",
+      "--start-command",
+      "start",
+      "--start-command",
+      "{name}",
+    ]);
+    try {
+      const [line] = await collector.waitFor(/msg="collector serving".*/);
+      expect(line).toContain('stop="virsh shutdown {name}"');
+      expect(line).toContain('start="virsh start {name}"');
+    } finally {
+      await collector.stop();
+    }
   });
 });
 

@@ -416,7 +416,10 @@ async function run(
     keepLinks: config.notifications.publicUrl ? "on" : "off (notifications.publicUrl unset)",
     hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
     ...(mode.name === "standalone"
-      ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
+      ? {
+          stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only",
+          start: config.standalone.startCommand ? config.standalone.startCommand.join(" ") : "none (the page says how)",
+        }
       : {}),
   });
   if (mode.name === "kubernetes" && !config.http.identity)
