@@ -153,7 +153,7 @@ describe("booted with systemd", () => {
     container = await Container.boot(root, `ws-deb-${process.pid}`);
   }, 240_000);
 
-  it("without a config the agent stops with exit status 2, saying what is missing, and is not restarted", async () => {
+  it("without a config the agent stops with exit status 3 (configuration), saying what is missing, and is not restarted", async () => {
     const show = await eventually(
       () => {
         const props = inside(
