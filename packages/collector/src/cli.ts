@@ -15,6 +15,7 @@ import {
   parseCommandLine,
   runProgram,
   UsageError,
+  usageLine,
   writeConfigCheck,
 } from "@ws/protocol";
 
@@ -105,11 +106,7 @@ async function serveCommand(argv: string[], io: Io): Promise<number> {
 }
 
 /** The config file (the flag, WS_COLLECTOR_CONFIG, or the default path when it exists), resolved with the flags. */
-function readCollectorConfig(
-  explicitPath: string | undefined,
-  flags: CollectorFlags,
-  env: Io["env"],
-): CollectorConfig & { filePath: string } {
+function readCollectorConfig(explicitPath: string | undefined, flags: CollectorFlags, env: Io["env"]): CollectorConfig {
   const configPath = explicitPath ?? env.WS_COLLECTOR_CONFIG ?? DEFAULT_CONFIG;
   let fileText: string | undefined;
   if (explicitPath || env.WS_COLLECTOR_CONFIG || existsSync(configPath)) {
@@ -121,7 +118,7 @@ function readCollectorConfig(
       ]);
     }
   }
-  return { ...resolveCollectorConfig(fileText, configPath, flags, env), filePath: configPath };
+  return resolveCollectorConfig(fileText, configPath, flags, env);
 }
 
 const CONFIG_HELP = `Usage: ws-collector config check [FILE] [--json]
@@ -154,26 +151,38 @@ function configCheckCommand(argv: string[], io: Io): number {
     return 0;
   }
   if (positionals.length > 1 || (positionals.length === 1 && values.config))
-    throw new UsageError("config check takes one FILE (or --config FILE)");
-  const explicit = positionals[0] ?? values.config;
-  const file = explicit ?? io.env.WS_COLLECTOR_CONFIG ?? DEFAULT_CONFIG;
-  let problems: string[];
+    throw new UsageError("config check takes one FILE (or --config FILE)", { usage: usageLine(CONFIG_HELP) });
+  const explicit = positionals[0] ?? values.config ?? io.env.WS_COLLECTOR_CONFIG;
+  if (explicit === undefined && !existsSync(DEFAULT_CONFIG))
+    throw new UsageError(`config check needs a FILE (${DEFAULT_CONFIG} does not exist)`, {
+      usage: usageLine(CONFIG_HELP),
+    });
+  const file = explicit ?? DEFAULT_CONFIG;
+  const json = values.json ?? false;
+  let config: CollectorConfig;
   try {
-    const config = readCollectorConfig(explicit, {}, io.env);
-    const policy = loadPolicyConfig(config);
-    loadKey(config.tokenKeyFile);
-    return writeConfigCheck(
-      "ws-collector",
-      { ok: true, file, found: collectorConfigFacts(config, policy) },
-      values.json ?? false,
-      io,
-    );
+    config = readCollectorConfig(file, {}, io.env);
   } catch (error) {
-    if (error instanceof CollectorConfigError) problems = error.problems;
-    else if (error instanceof KeyError) problems = [error.message];
-    else throw error;
+    if (!(error instanceof CollectorConfigError)) throw error;
+    return writeConfigCheck("ws-collector", { ok: false, file, problems: error.problems }, json, io);
   }
-  return writeConfigCheck("ws-collector", { ok: false, file, problems }, values.json ?? false, io);
+  // The policy and the key file are both checked, so one run names every problem.
+  const problems: string[] = [];
+  let policy: ReturnType<typeof loadPolicyConfig> | undefined;
+  try {
+    policy = loadPolicyConfig(config);
+  } catch (error) {
+    if (!(error instanceof CollectorConfigError)) throw error;
+    problems.push(...error.problems);
+  }
+  try {
+    loadKey(config.tokenKeyFile);
+  } catch (error) {
+    if (!(error instanceof KeyError)) throw error;
+    problems.push(error.message);
+  }
+  if (!policy || problems.length > 0) return writeConfigCheck("ws-collector", { ok: false, file, problems }, json, io);
+  return writeConfigCheck("ws-collector", { ok: true, file, found: collectorConfigFacts(config, policy) }, json, io);
 }
 
 const TOKEN_HELP = `Usage: ws-collector token --namespace NS --name VM [--key-file FILE]

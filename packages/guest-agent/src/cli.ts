@@ -19,6 +19,7 @@ import {
   SourceState,
   UsageError,
   errorMessage,
+  usageLine,
 } from "@ws/protocol";
 import { systemClock } from "./clock.js";
 import {
@@ -360,7 +361,7 @@ function configCheckCommand(argv: string[], io: Io): number {
     return 0;
   }
   if (positionals.length > 1 || (positionals.length === 1 && values.config))
-    throw new UsageError("config check takes one FILE (or --config FILE)");
+    throw new UsageError("config check takes one FILE (or --config FILE)", { usage: usageLine(AGENT_CONFIG_HELP) });
   const explicit = positionals[0] ?? values.config;
   const file = explicit ?? io.env.WS_AGENT_CONFIG ?? DEFAULT_CONFIG_PATH;
   const json = values.json ?? false;
