@@ -71,7 +71,7 @@ export async function runProgram(program: Program, argv: string[], io: Io): Prom
       case "--help":
       case "-h":
         io.stdout.write(program.help);
-        return command === undefined ? 2 : 0;
+        return command === undefined ? EXIT.usage : EXIT.ok;
     }
     return await runNamed(program.commands, command, rest, io, program.help);
   } catch (error) {
