@@ -4,7 +4,7 @@
 //   packages/guest-agent/dist/ws-lease       the same file under the lease CLI's name (symlink)
 //   packages/collector/dist/ws-collector.cjs one file, Node >= 20
 import { build } from "esbuild";
-import { chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -22,10 +22,14 @@ const common = {
   logLevel: "warning",
 };
 
+// Written beside and renamed into place: a build while the bundles run (npm start's build during
+// a test run, a second npm start) never leaves a half-written file for a process starting then.
 async function bundle({ entry, outfile, target, external = [] }) {
   mkdirSync(path.dirname(outfile), { recursive: true });
-  const result = await build({ ...common, entryPoints: [entry], outfile, target, external, metafile: true });
-  chmodSync(outfile, 0o755);
+  const partial = `${outfile}.${process.pid}.partial`;
+  const result = await build({ ...common, entryPoints: [entry], outfile: partial, target, external, metafile: true });
+  chmodSync(partial, 0o755);
+  renameSync(partial, outfile);
   const bytes = Object.values(result.metafile.outputs)[0].bytes;
   console.log(`built ${path.relative(root, outfile)} (${(bytes / 1024).toFixed(0)} KiB)`);
 }
@@ -36,8 +40,10 @@ await bundle({
   outfile: path.join(agentDist, "ws-agent.cjs"),
   target: "node18",
 });
-rmSync(path.join(agentDist, "ws-lease"), { force: true });
-symlinkSync("ws-agent.cjs", path.join(agentDist, "ws-lease"));
+const leaseLink = path.join(agentDist, `ws-lease.${process.pid}.partial`);
+rmSync(leaseLink, { force: true });
+symlinkSync("ws-agent.cjs", leaseLink);
+renameSync(leaseLink, path.join(agentDist, "ws-lease"));
 
 await bundle({
   entry: path.join(root, "packages/collector/src/main.ts"),

@@ -10,6 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ensureNpmDependencies } from "./lib/npm-deps.mjs";
+import { demoCollectorConfig } from "./lib/start-config.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const work = path.join(root, ".cache/start");
@@ -72,31 +73,7 @@ const vm = {
       .replace(/^-+|-+$/g, "") || "this-machine",
 };
 const configFile = path.join(work, "collector.yaml");
-writeFileSync(
-  configFile,
-  `# Written by npm start: a standalone collector with demo timeouts, observe mode.
-# Demo thresholds a person can watch: whole-machine CPU is off (the browser looking at the
-# status page would cross it and cancel every pending stop); users' processes count from
-# 1.5 cores, so a build or a training run still does. Observe mode warns nobody.
-mode: standalone
-grpc: { listen: "127.0.0.1:${grpcPort}" }
-http: { listen: "127.0.0.1:${httpPort}" }
-tokenKeyFile: ${JSON.stringify(keyFile)}
-reportInterval: 5s
-tick: 1s
-policy:
-  defaults:
-    autostop: enabled
-    mode: observe
-    idle-timeout: 2m
-    grace-period: 1m
-    agent-lost-after: 30s
-    cpu-busy-threshold: "off"
-    user-cpu-threshold: "1.5"
-notifications:
-  publicUrl: "http://127.0.0.1:${httpPort}"
-`,
-);
+writeFileSync(configFile, demoCollectorConfig({ grpcPort, httpPort, keyFile }));
 const token = spawnSync(
   process.execPath,
   [collectorBin, "token", "--key-file", keyFile, "--namespace", vm.namespace, "--name", vm.name],
@@ -105,10 +82,14 @@ const token = spawnSync(
 
 const children = [];
 function start(name, args, env = {}) {
+  // Each child in a process group of its own: Ctrl-C signals the terminal's foreground group,
+  // and a child in it would get that SIGINT and then stop()'s SIGTERM milliseconds later, which
+  // the agent rightly reads as "stop waiting" (a second signal). So only stop() signals them.
   const child = spawn(process.execPath, args, {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "inherit", "pipe"],
+    detached: true,
   });
   child.stderr.on("data", (chunk) => {
     for (const line of chunk.toString().split("\n")) if (line.trim()) process.stderr.write(`[${name}] ${line}\n`);
@@ -135,6 +116,11 @@ function stop(code = 0) {
 }
 process.on("SIGINT", () => stop(0));
 process.on("SIGTERM", () => stop(0));
+process.on("SIGHUP", () => stop(0));
+// Out of the terminal's group, the children would outlive an npm start that ends any other way.
+process.on("exit", () => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+});
 
 start("collector", [collectorBin, "serve", "--config", configFile]);
 await new Promise((resolve) => setTimeout(resolve, 800));
@@ -179,6 +165,6 @@ ws is running: a standalone collector and an agent reporting this machine as ${v
   ws-lease     export PATH="${binDir}:$PATH"   then: ws-lease 10m --reason demo, ws-lease status, ws-lease run 2m -- sleep 60
 Observe mode with a 2m idle timeout and 1m grace: leave the machine alone and watch the state move
 ("would stop at" on the VM's page; observe mode warns nobody, so no terminal is written to).
-Demo thresholds: users' processes above 1.5 cores count as work; whole-machine CPU does not.
+Demo thresholds: users' processes above 1.5 cores count as work; whole-machine CPU and disk do not.
 Press Ctrl-C to stop both.
 `);

@@ -187,10 +187,10 @@ describe("collector and agent, as shipped", () => {
     rmSync(alone, { recursive: true, force: true });
   });
 
-  it("answers usage errors with exit code 2 and a message", () => {
-    for (const [bin, args, message] of [
-      [agentBundle, ["run", "--bogus"], /Unknown option '--bogus'/],
-      [agentBundle, ["frobnicate"], /unknown command "frobnicate"/],
+  it("answers usage errors with exit code 2, configuration errors with 3, and a message", () => {
+    for (const [bin, args, message, code] of [
+      [agentBundle, ["run", "--bogus"], /unknown option --bogus/, 2],
+      [agentBundle, ["frobnicate"], /unknown command "frobnicate"/, 2],
       [
         agentBundle,
         [
@@ -208,12 +208,13 @@ describe("collector and agent, as shipped", () => {
           "soon",
         ],
         /report interval: "soon" is not a duration/,
+        3,
       ],
-      [collectorBundle, ["serve", "--nope"], /Unknown option '--nope'/],
-      [collectorBundle, ["token", "--name", "x"], /needs --namespace and --name/],
+      [collectorBundle, ["serve", "--nope"], /unknown option --nope/, 2],
+      [collectorBundle, ["token", "--name", "x"], /needs --namespace and --name/, 2],
     ] as const) {
       const result = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8", timeout: 30_000 });
-      expect(result.status, result.stderr).toBe(2);
+      expect(result.status, result.stderr).toBe(code);
       expect(result.stderr).toMatch(message);
     }
     for (const [bin, args] of [

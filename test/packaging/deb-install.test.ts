@@ -153,7 +153,7 @@ describe("booted with systemd", () => {
     container = await Container.boot(root, `ws-deb-${process.pid}`);
   }, 240_000);
 
-  it("without a config the agent stops with exit status 2, saying what is missing, and is not restarted", async () => {
+  it("without a config the agent stops with exit status 3 (configuration), saying what is missing, and is not restarted", async () => {
     const show = await eventually(
       () => {
         const props = inside(
@@ -172,7 +172,7 @@ describe("booted with systemd", () => {
       60_000,
       "ws-agent.service to fail for want of a config",
     );
-    expect(show).toContain("ExecMainStatus=2");
+    expect(show).toContain("ExecMainStatus=3");
     expect(show).toContain("NRestarts=0");
     const journal = inside("journalctl", "-u", "ws-agent.service", "--no-pager", "-o", "cat").stdout;
     expect(journal).toMatch(/no collector address: set collector\.address in \/etc\/ws-agent\/config\.yaml/);

@@ -193,7 +193,7 @@ describe("the .deb", () => {
         env: { PATH: "/usr/bin:/bin" },
       },
     );
-    expect(agent.status, agent.output).toBe(2);
+    expect(agent.status, agent.output).toBe(3);
     expect(agent.stderr).toMatch(/no collector address: set collector\.address in /);
     expect(agent.stderr).not.toMatch(/not valid YAML|unknown setting/);
   });

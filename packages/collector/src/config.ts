@@ -74,6 +74,7 @@ export interface CollectorFlags {
   keyFile?: string;
   recordTrace?: string;
   stopCommand?: string[];
+  startCommand?: string[];
 }
 
 const TOP_KEYS = [
@@ -188,8 +189,8 @@ export function resolveCollectorConfig(
         `${filePath}: standalone.stopCommand must be a non-empty list of argv strings, e.g. ["virsh", "shutdown", "{name}"] (it is never run through a shell)`,
       );
   }
-  let startCommand: string[] | undefined;
-  if (standaloneFile.startCommand != null) {
+  let startCommand = flags.startCommand;
+  if (!startCommand && standaloneFile.startCommand != null) {
     const v = standaloneFile.startCommand;
     if (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string")) startCommand = v as string[];
     else

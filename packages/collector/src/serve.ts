@@ -19,6 +19,7 @@ import { CollectorConfigError, type CollectorConfig } from "./config.js";
 import { parseCollectorPolicyConfig, type CollectorPolicyConfig } from "./engine/config.js";
 import { resolveVmPolicy } from "./policy-source.js";
 import { httpExposureWarnings } from "./web/exposure.js";
+import { BUILTIN_DEFAULT_POLICY } from "./engine/policy.js";
 import { Fleet } from "./fleet.js";
 import type { CollectorMode } from "./mode.js";
 import { readCgroupMemory } from "./memory/cgroup.js";
@@ -65,7 +66,10 @@ export type Io = Pick<ProtocolIo, "stdout" | "stderr">;
 
 /** The `policy:` section, parsed by the engine; any error stops the start with every problem listed. */
 export function loadPolicyConfig(config: CollectorConfig): CollectorPolicyConfig {
-  const parsed = parseCollectorPolicyConfig(config.policyYaml);
+  const parsed = parseCollectorPolicyConfig(config.policyYaml, {
+    ...BUILTIN_DEFAULT_POLICY,
+    reportIntervalSeconds: config.reportIntervalSeconds,
+  });
   if (!parsed.ok) throw new CollectorConfigError(parsed.errors.map((error) => `policy: ${error}`));
   return parsed.config;
 }
@@ -415,7 +419,10 @@ async function run(
     keepLinks: config.notifications.publicUrl ? "on" : "off (notifications.publicUrl unset)",
     hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
     ...(mode.name === "standalone"
-      ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
+      ? {
+          stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only",
+          start: config.standalone.startCommand ? config.standalone.startCommand.join(" ") : "none (the page says how)",
+        }
       : {}),
   });
   for (const warning of httpExposureWarnings({

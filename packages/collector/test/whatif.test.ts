@@ -1,5 +1,6 @@
 // whatif's pure parts: options, the replay through the engine, the report.
 // The HTTP side runs against a real Prometheus in test/prometheus/.
+import { ConfigError } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
@@ -143,15 +144,22 @@ policy:
     expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--header", "nocolon"])).toMatch(
       /'Name: value'/,
     );
-    expect(usageError(["--prometheus", "http://p", "--from", "now-1d", "--config", "missing.yaml"])).toMatch(
-      /cannot read missing.yaml: ENOENT/,
+  });
+
+  it("takes an unreadable or invalid --config as a configuration error (exit 3), not a usage error", () => {
+    const configError = (readConfig: (path: string) => string) => {
+      try {
+        parseWhatifArgs(["--prometheus", "http://p", "--from", "now-1d", "--config", "c.yaml"], NOW, readConfig);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      throw new Error("no error");
+    };
+    expect(configError(noConfig)).toMatch(/cannot read c.yaml: ENOENT/);
+    expect(configError(() => "policy:\n  defaults:\n    idle-timeout: soon\n")).toMatch(
+      /c.yaml: defaults.idle-timeout/,
     );
-    expect(
-      usageError(
-        ["--prometheus", "http://p", "--from", "now-1d", "--config", "c.yaml"],
-        () => "policy:\n  defaults:\n    idle-timeout: soon\n",
-      ),
-    ).toMatch(/c.yaml: defaults.idle-timeout/);
   });
 
   it("keeps agent-lost-after at two steps or more", () => {

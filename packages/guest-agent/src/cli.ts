@@ -1,12 +1,16 @@
 // Command-line entry: dispatches on the name it was started under (ws-lease)
-// and on the subcommand. Every command has --help; bad usage exits 2.
+// and on the subcommand. Every command has --help; the exit statuses are @ws/protocol's EXIT
+// (usage 2, config 3), the same as ws-collector's.
 import type { Io } from "@ws/protocol";
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { ParseArgsConfig } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
 import {
+  withSubcommands,
   installUnhandledErrorPolicy,
+  parseCommandLine,
+  writeConfigCheck,
   logfmtLogger,
   PROTOCOL_VERSION,
   ReportSchema,
@@ -15,6 +19,7 @@ import {
   SourceState,
   UsageError,
   errorMessage,
+  usageLine,
 } from "@ws/protocol";
 import { systemClock } from "./clock.js";
 import {
@@ -56,6 +61,7 @@ Usage: ws-agent <command> [options]
 Commands:
   run       Run the agent: sample every signal and report to the collector (what systemd runs)
   probe     Take one sample of every signal and print it; needs no collector
+  config    config check [FILE]: validate the configuration without running, and print what it sets
   lease     Keep this VM running for a while (same as the ws-lease command)
   seal      Prepare this machine (or --root DIR) to become a golden image
   grow      Grow the root partition and filesystem after the disk was enlarged
@@ -63,6 +69,8 @@ Commands:
 
 Run 'ws-agent <command> --help' for the options of a command.
 Configuration: ${DEFAULT_CONFIG_PATH} (written by cloud-init), then WS_AGENT_* environment, then flags.
+Exit status: 0 done, 1 failed, 2 usage error (unknown command or flag), 3 configuration error
+(systemd does not restart on 2 or 3), 70 a bug (uncaught exception).
 `;
 
 const CONFIG_OPTIONS = {
@@ -105,14 +113,6 @@ const CONFIG_HELP = `Configuration options (override ${DEFAULT_CONFIG_PATH} and 
       --gpu-command PATH     nvidia-smi to run (default nvidia-smi)
       --mount PATH           Mount to report disk usage for (repeatable; default /)
 `;
-
-function parse<T extends ParseArgsConfig["options"]>(argv: string[], options: T, allowPositionals = false) {
-  try {
-    return parseArgs({ args: argv, options, strict: true, allowPositionals });
-  } catch (error) {
-    throw new UsageError(errorMessage(error));
-  }
-}
 
 function overridesFrom(values: Record<string, unknown>): ConfigOverrides {
   const s = (k: string) => values[k] as string | undefined;
@@ -185,12 +185,12 @@ export function loadConfig(values: Record<string, unknown>, env: Io["env"], requ
   });
 }
 
+const RUN_HELP = `Usage: ws-agent run [options]\n\nRuns the agent: samples every signal each interval and reports to the collector over gRPC.\nReconnects by itself; stops cleanly on SIGTERM/SIGINT (a second signal: at once).\n\n${CONFIG_HELP}`;
+
 async function runCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parse(argv, CONFIG_OPTIONS);
+  const { values } = parseCommandLine(argv, { help: RUN_HELP, options: CONFIG_OPTIONS });
   if (values.help) {
-    io.stdout.write(
-      `Usage: ws-agent run [options]\n\nRuns the agent: samples every signal each interval and reports to the collector over gRPC.\nReconnects by itself; stops cleanly on SIGTERM/SIGINT.\n\n${CONFIG_HELP}`,
-    );
+    io.stdout.write(RUN_HELP);
     return 0;
   }
   const config = loadConfig(values, io.env, true);
@@ -210,9 +210,11 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
   const signal = await signalled;
   log("info", `received ${signal}, shutting down`);
   // A second signal, or a stop that takes too long, ends the agent without waiting further.
-  const stopped = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS);
-  if (!stopped)
+  const ended = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS);
+  if (ended.by === "deadline")
     log("warn", `shutdown took longer than ${SHUTDOWN_DEADLINE_MS / 1000}s; exiting without waiting for it`);
+  else if (ended.by === "signal")
+    log("warn", `received ${ended.signal} while shutting down; exiting without waiting for the shutdown`);
   const stuck = stuckUserPathReads(1_000);
   if (stuck > 0) {
     // exit() joins libuv's pool threads, so with one stuck in the kernel a clean exit would hang forever.
@@ -225,38 +227,42 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
 /** How long `run` waits for the stream, the lease socket and pending writes to close after SIGTERM. */
 const SHUTDOWN_DEADLINE_MS = 5_000;
 
-async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: number): Promise<boolean> {
+/** How the shutdown ended: the runtime stopped (or failed to), the deadline passed, or a second signal came. */
+type StopEnd = { by: "stopped" } | { by: "deadline" } | { by: "signal"; signal: string };
+
+async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: number): Promise<StopEnd> {
   let timer: NodeJS.Timeout | undefined;
-  const giveUp = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), deadlineMs);
-    process.once("SIGTERM", () => resolve(false));
-    process.once("SIGINT", () => resolve(false));
+  const giveUp = new Promise<StopEnd>((resolve) => {
+    timer = setTimeout(() => resolve({ by: "deadline" }), deadlineMs);
+    process.once("SIGTERM", () => resolve({ by: "signal", signal: "SIGTERM" }));
+    process.once("SIGINT", () => resolve({ by: "signal", signal: "SIGINT" }));
   });
+  const stopped = runtime.stop().then(
+    (): StopEnd => ({ by: "stopped" }),
+    (): StopEnd => ({ by: "stopped" }),
+  );
   try {
-    return await Promise.race([
-      runtime.stop().then(
-        () => true,
-        () => false,
-      ),
-      giveUp,
-    ]);
+    return await Promise.race([stopped, giveUp]);
   } finally {
     clearTimeout(timer);
   }
 }
 
+const PROBE_HELP = `Usage: ws-agent probe [--json] [--window DUR] [--no-collector | --collector-only] [options]\n\nTakes one sample of every signal and prints it, one line per source (or the Report as JSON).\nNeeds no collector. Rates (CPU, network, disk) are measured over --window (default 1s).\nWith a collector address configured, then checks each address in order and prints one line\nper address: ok, or the step that failed (DNS failure, connection refused or unanswered,\nTLS mismatch, refused token). Exits 1 when a source failed or no address answered.\n\n${CONFIG_HELP}`;
+
 async function probeCommand(argv: string[], io: Io): Promise<number> {
-  const { values } = parse(argv, {
-    ...CONFIG_OPTIONS,
-    json: { type: "boolean" },
-    window: { type: "string" },
-    "no-collector": { type: "boolean" },
-    "collector-only": { type: "boolean" },
+  const { values } = parseCommandLine(argv, {
+    help: PROBE_HELP,
+    options: {
+      ...CONFIG_OPTIONS,
+      json: { type: "boolean" },
+      window: { type: "string" },
+      "no-collector": { type: "boolean" },
+      "collector-only": { type: "boolean" },
+    },
   });
   if (values.help) {
-    io.stdout.write(
-      `Usage: ws-agent probe [--json] [--window DUR] [--no-collector | --collector-only] [options]\n\nTakes one sample of every signal and prints it, one line per source (or the Report as JSON).\nNeeds no collector. Rates (CPU, network, disk) are measured over --window (default 1s).\nWith a collector address configured, then checks each address in order and prints one line\nper address: ok, or the step that failed (DNS failure, connection refused or unanswered,\nTLS mismatch, refused token). Exits 1 when a source failed or no address answered.\n\n${CONFIG_HELP}`,
-    );
+    io.stdout.write(PROBE_HELP);
     return 0;
   }
   const config = loadConfig(values, io.env, false);
@@ -316,7 +322,14 @@ export async function main(argv0: string, argv: string[], io: Io): Promise<numbe
     version: AGENT_VERSION,
     help: MAIN_HELP,
     userErrors: [ConfigError],
-    commands: { run: runCommand, probe: probeCommand, lease: leaseCommand, seal: sealCommand, grow: growCommand },
+    commands: {
+      run: runCommand,
+      probe: probeCommand,
+      config: withSubcommands(AGENT_CONFIG_HELP, { check: configCheckCommand }),
+      lease: leaseCommand,
+      seal: sealCommand,
+      grow: growCommand,
+    },
   };
   if (invokedAs !== "ws-lease") return runProgram(program, argv, io);
   try {
@@ -324,4 +337,57 @@ export async function main(argv0: string, argv: string[], io: Io): Promise<numbe
   } catch (error) {
     return reportProgramError(program, error, io);
   }
+}
+
+const AGENT_CONFIG_HELP = `Usage: ws-agent config check [FILE] [--json] [options]
+
+Validates the agent's configuration without running: the file (FILE, --config, WS_AGENT_CONFIG,
+then ${DEFAULT_CONFIG_PATH}), the credential disk, WS_AGENT_* variables and the flags below, as
+'ws-agent run' would resolve them (a collector address is required). Prints what it resolves to
+(--json: as JSON; the token is never printed), or every problem.
+Exit status: 0 valid, 3 the configuration has problems, 2 usage error.
+
+${CONFIG_HELP}      --json                 Print {"ok": true, "found": {...}} or {"ok": false, "problems": [...]}
+`;
+
+function configCheckCommand(argv: string[], io: Io): number {
+  const { values, positionals } = parseCommandLine(argv, {
+    help: AGENT_CONFIG_HELP,
+    options: { ...CONFIG_OPTIONS, json: { type: "boolean" } },
+    allowPositionals: true,
+  });
+  if (values.help) {
+    io.stdout.write(AGENT_CONFIG_HELP);
+    return 0;
+  }
+  if (positionals.length > 1 || (positionals.length === 1 && values.config))
+    throw new UsageError("config check takes one FILE (or --config FILE)", { usage: usageLine(AGENT_CONFIG_HELP) });
+  const explicit = positionals[0] ?? values.config;
+  const file = explicit ?? io.env.WS_AGENT_CONFIG ?? DEFAULT_CONFIG_PATH;
+  const json = values.json ?? false;
+  try {
+    const config = loadConfig({ ...values, config: explicit }, io.env, true);
+    return writeConfigCheck("ws-agent", { ok: true, file, found: agentConfigFacts(config) }, json, io);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    return writeConfigCheck("ws-agent", { ok: false, file, problems: error.problems }, json, io);
+  }
+}
+
+/** What `config check` prints: where the agent reports, as whom, how often, what it reads (never the token). */
+function agentConfigFacts(config: AgentConfig): Array<readonly [string, string]> {
+  const tls = config.collector.insecure
+    ? "off (insecure: plaintext)"
+    : `on${config.collector.caFile ? ` (CA ${config.collector.caFile})` : " (system CAs)"}`;
+  return [
+    ["collector", config.collector.addresses.join(", ")],
+    ["tls", tls],
+    ["vm", `${config.vm.namespace}/${config.vm.name}`],
+    ["token", config.token ? "set" : "(unset)"],
+    ["reportInterval", `${config.reportIntervalSeconds}s`],
+    ["socket", config.socketPath],
+    ["disk.mounts", config.disk.mounts.join(", ")],
+    ["jupyter.urls", config.jupyter.urls.length ? String(config.jupyter.urls.length) : "(discovered)"],
+    ["disabledSignals", config.disabledSignals.length ? config.disabledSignals.join(", ") : "(none)"],
+  ];
 }

@@ -41,8 +41,13 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 const SECTION_KEYS = ["annotationPrefix", "defaults", "profiles"];
 
-/** Parses the policy section's text; every problem is reported with its path, none is skipped. */
-export function parseCollectorPolicyConfig(text: string): ConfigResult {
+/**
+ * Parses the policy section's text; every problem is reported with its path, none is skipped.
+ * `builtin` is what the section's defaults start from: the collector passes its top-level
+ * reportInterval in it, so the rules between knobs (agent-lost-after at least twice the report
+ * interval) judge the interval the config sets, not the built-in 15s.
+ */
+export function parseCollectorPolicyConfig(text: string, builtin: Policy = BUILTIN_DEFAULT_POLICY): ConfigResult {
   let document: unknown;
   try {
     document = parseYaml(text, { uniqueKeys: true });
@@ -53,12 +58,16 @@ export function parseCollectorPolicyConfig(text: string): ConfigResult {
     }
     throw error;
   }
-  return parseCollectorPolicyDocument(document);
+  return parseCollectorPolicyDocument(document, builtin);
 }
 
 /** The same, for a section already parsed from YAML or JSON. */
-export function parseCollectorPolicyDocument(document: unknown): ConfigResult {
-  if (document === null || document === undefined) return { ok: true, config: defaultCollectorPolicyConfig() };
+export function parseCollectorPolicyDocument(
+  document: unknown,
+  builtin: Policy = BUILTIN_DEFAULT_POLICY,
+): ConfigResult {
+  if (document === null || document === undefined)
+    return { ok: true, config: { ...defaultCollectorPolicyConfig(), defaults: builtin } };
   if (!isPlainObject(document))
     return { ok: false, errors: ["the policy config must be a mapping (key: value), not a list or a scalar"] };
 
@@ -82,13 +91,13 @@ export function parseCollectorPolicyDocument(document: unknown): ConfigResult {
     }
   }
 
-  let defaults = BUILTIN_DEFAULT_POLICY;
+  let defaults = builtin;
   if (document.defaults !== undefined && document.defaults !== null) {
     if (!isPlainObject(document.defaults)) {
       errors.push("defaults: must be a mapping of settings, such as idle-timeout: 2h");
     } else {
       const section = sectionKnobs("defaults", document.defaults, errors);
-      defaults = mergePolicy(BUILTIN_DEFAULT_POLICY, section);
+      defaults = mergePolicy(builtin, section);
       for (const error of crossCheckPolicy(defaults, (name) => `defaults.${name}`))
         errors.push(`${error.key}: ${error.message}`);
     }

@@ -1,8 +1,15 @@
 // ws-collector replay --trace FILE [--config FILE] [--json] [--tick DURATION] [--vm NS/NAME]
 
-import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
+import {
+  DurationError,
+  errorMessage,
+  parseDuration,
+  UsageError,
+  parseCommandLine,
+  usageLine,
+  EXIT,
+} from "@ws/protocol";
 import {
   defaultCollectorPolicyConfig,
   parseCollectorPolicyDocument,
@@ -35,15 +42,18 @@ Options:
   --vm NS/NAME      Print only this VM (the others are still replayed)
   -h, --help        This help
 
-Exit status: 0 done, 1 unreadable or invalid trace or config, 2 bad usage.
+Exit status: 0 done, 1 unreadable or invalid trace, 2 bad usage, 3 unreadable or invalid config.
 `;
+
+/** What every usage error ends with: the usage line and where the options are. */
+const REPLAY_USAGE = `${usageLine(REPLAY_HELP)}\nRun 'ws-collector replay --help' for usage.`;
 
 export async function replayCommand(argv: string[], io: ReplayIo): Promise<number> {
   const args = argv[0] === "replay" ? argv.slice(1) : argv;
   let values: { trace?: string; config?: string; json?: boolean; tick?: string; vm?: string; help?: boolean };
   try {
-    ({ values } = parseArgs({
-      args,
+    ({ values } = parseCommandLine(args, {
+      help: REPLAY_HELP,
       options: {
         trace: { type: "string" },
         config: { type: "string" },
@@ -52,8 +62,6 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
         vm: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
-      strict: true,
-      allowPositionals: false,
     }));
     if (values.help) {
       io.stdout.write(REPLAY_HELP);
@@ -61,7 +69,7 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
     }
     if (!values.trace) throw new UsageError("replay needs --trace FILE");
   } catch (error) {
-    io.stderr.write(`ws-collector replay: ${errorMessage(error)}\nRun 'ws-collector replay --help' for usage.\n`);
+    io.stderr.write(`ws-collector replay: ${errorMessage(error)}\n${REPLAY_USAGE}\n`);
     return 2;
   }
 
@@ -71,19 +79,20 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
       tickSeconds = parseDuration(values.tick, { allowZero: true });
     } catch (error) {
       if (!(error instanceof DurationError)) throw error;
-      io.stderr.write(`ws-collector replay: --tick ${error.message}\nRun 'ws-collector replay --help' for usage.\n`);
+      io.stderr.write(`ws-collector replay: --tick ${error.message}\n${REPLAY_USAGE}\n`);
       return 2;
     }
   }
 
   let policyConfig: CollectorPolicyConfig = defaultCollectorPolicyConfig();
   if (values.config) {
+    // The config is configuration (exit 3, as for serve); the trace is the data replayed (exit 1).
     const text = await readOrReport(io, values.config, "config");
-    if (text === undefined) return 1;
+    if (text === undefined) return EXIT.config;
     const loaded = policyConfigFromFile(text);
     if (!loaded.ok) {
       io.stderr.write(`ws-collector replay: ${values.config}:\n  ${loaded.errors.join("\n  ")}\n`);
-      return 1;
+      return EXIT.config;
     }
     policyConfig = loaded.config;
   }

@@ -11,8 +11,7 @@
 // the terminal or stderr.
 import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
 import net from "node:net";
-import { parseArgs } from "node:util";
-import { DurationError, errorMessage, parseDuration, UsageError, type Io } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError, type Io, parseCommandLine } from "@ws/protocol";
 import type { StartJson } from "../start/handler.js";
 import { type CollectorAnswer, classifyAnswer, MAX_ANSWER_BYTES, printable } from "./answer.js";
 import { progressLines } from "./lines.js";
@@ -94,23 +93,16 @@ export async function sshProxyCommand(argv: string[], io: Io, deps: SshProxyDeps
 
 /** The command line: the options, or "help". Throws UsageError. */
 function parseProxyArgs(argv: string[], env: Io["env"]): ProxyOptions | "help" {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
-        "link-file": { type: "string" },
-        wait: { type: "string" },
-        poll: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (error) {
-    throw new UsageError(errorMessage(error));
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseCommandLine(argv, {
+    help: SSH_PROXY_HELP,
+    options: {
+      "link-file": { type: "string" },
+      wait: { type: "string" },
+      poll: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    allowPositionals: true,
+  });
   if (values.help) return "help";
   if (positionals.length !== 2) throw new UsageError("ssh-proxy needs HOST and PORT (ProxyCommand … %h %p)");
   const [host, portText] = positionals as [string, string];

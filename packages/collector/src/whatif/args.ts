@@ -1,6 +1,5 @@
 // `ws-collector whatif` options: pure parsing, every problem named.
-import { parseArgs } from "node:util";
-import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, UsageError, parseCommandLine, ConfigError } from "@ws/protocol";
 import { parse as parseYaml } from "yaml";
 import { parseCollectorPolicyConfig } from "../engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "../engine/policy.js";
@@ -130,11 +129,11 @@ function policySectionOf(text: string, path: string): string {
   try {
     document = parseYaml(text);
   } catch (error) {
-    throw new UsageError(`${path}: ${errorMessage(error).split("\n")[0]}`);
+    throw new ConfigError([`${path}: ${errorMessage(error).split("\n")[0]}`]);
   }
   if (document === null || document === undefined) return "";
   if (typeof document !== "object" || Array.isArray(document))
-    throw new UsageError(`${path}: the config must be a mapping (key: value)`);
+    throw new ConfigError([`${path}: the config must be a mapping (key: value)`]);
   const policy = (document as Record<string, unknown>).policy;
   // JSON is YAML too: the section travels as JSON, as serve passes it.
   return policy === undefined || policy === null ? "" : JSON.stringify(policy);
@@ -156,7 +155,7 @@ function basePolicy(
   const parsed = parseCollectorPolicyConfig(
     configText === undefined ? "" : policySectionOf(configText, configPath ?? "config"),
   );
-  if (!parsed.ok) throw new UsageError(`${configPath}: ${parsed.errors.join("; ")}`);
+  if (!parsed.ok) throw new ConfigError(parsed.errors.map((error) => `${configPath}: ${error}`));
   if (profile === undefined) return parsed.config.defaults;
   const overrides = parsed.config.profiles[profile];
   if (!overrides) {
@@ -174,34 +173,27 @@ export function parseWhatifArgs(
   readConfig: (path: string) => string,
 ): WhatifOptions | DisputesOnlyOptions | "help" {
   const knobOptions = Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }]));
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        prometheus: { type: "string" },
-        from: { type: "string" },
-        to: { type: "string" },
-        step: { type: "string" },
-        config: { type: "string", short: "c" },
-        profile: { type: "string" },
-        namespace: { type: "string" },
-        vm: { type: "string" },
-        "false-stop-window": { type: "string" },
-        header: { type: "string", multiple: true },
-        json: { type: "boolean" },
-        "host-window": { type: "string" },
-        disputes: { type: "string" },
-        "annotation-prefix": { type: "string" },
-        help: { type: "boolean", short: "h" },
-        ...knobOptions,
-      },
-    });
-  } catch (error) {
-    throw new UsageError(errorMessage(error));
-  }
+  const parsed = parseCommandLine(argv, {
+    help: WHATIF_HELP,
+    options: {
+      prometheus: { type: "string" },
+      from: { type: "string" },
+      to: { type: "string" },
+      step: { type: "string" },
+      config: { type: "string", short: "c" },
+      profile: { type: "string" },
+      namespace: { type: "string" },
+      vm: { type: "string" },
+      "false-stop-window": { type: "string" },
+      header: { type: "string", multiple: true },
+      json: { type: "boolean" },
+      "host-window": { type: "string" },
+      disputes: { type: "string" },
+      "annotation-prefix": { type: "string" },
+      help: { type: "boolean", short: "h" },
+      ...knobOptions,
+    },
+  });
   const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   if (values.help) return "help";
   const text = (name: string): string | undefined => {
@@ -220,9 +212,9 @@ export function parseWhatifArgs(
     try {
       configText = readConfig(configPath);
     } catch (error) {
-      throw new UsageError(
+      throw new ConfigError([
         `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
-      );
+      ]);
     }
   }
   const annotationPrefix = text("annotation-prefix") ?? prefixOf(configText, configPath);

@@ -2,7 +2,7 @@
 // them through the engine under the given policy, print the outcome.
 // The only I/O here: the HTTP range queries and the output streams.
 import { readFileSync } from "node:fs";
-import { UsageError } from "@ws/protocol";
+import { UsageError, ConfigError, EXIT, usageLine } from "@ws/protocol";
 import { type DisputesOnlyOptions, parseWhatifArgs, WHATIF_HELP, type WhatifOptions } from "./args.js";
 import { disputesFromDocument, type DisputeRecord } from "../start/disputes.js";
 import { disputeVerdicts, formatDisputesJson, formatDisputesText } from "./disputes-report.js";
@@ -80,8 +80,15 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     options = parseWhatifArgs(argv, nowMs(), io.readFile ?? ((path) => readFileSync(path, "utf8")));
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr.write(`ws-collector whatif: ${error.message}\nRun 'ws-collector whatif --help' for usage.\n`);
-      return 2;
+      io.stderr.write(
+        `ws-collector whatif: ${error.message}\n${usageLine(WHATIF_HELP)}\nRun 'ws-collector whatif --help' for usage.\n`,
+      );
+      return EXIT.usage;
+    }
+    // The --config file is configuration: exit 3, as serve and replay.
+    if (error instanceof ConfigError) {
+      io.stderr.write(`ws-collector whatif: ${error.message}\n`);
+      return EXIT.config;
     }
     throw error;
   }

@@ -1,11 +1,10 @@
-import { parseArgs } from "node:util";
 import { spawnRunner, type CommandRunner } from "./exec.js";
 import { executeGrow, growExitCode, systemProbe, type GrowProbe, type MountResult } from "./execute.js";
 import { gatherGrowFacts } from "./facts.js";
 import { planGrow, type MountPlan } from "./plan.js";
 import { formatGrowJson, formatGrowText } from "./report.js";
 import { findTools, type ToolPaths } from "./tools.js";
-import { errorMessage } from "@ws/protocol";
+import { errorMessage, parseCommandLine } from "@ws/protocol";
 
 export const GROW_HELP = `Usage: ws-agent grow [--mount PATH ...] [--dry-run] [--json]
 
@@ -69,16 +68,14 @@ export async function runGrow(options: GrowOptions): Promise<GrowOutcome> {
 export async function growCommand(argv: string[], io: GrowIo): Promise<number> {
   let values: { mount?: string[]; "dry-run"?: boolean; json?: boolean; help?: boolean };
   try {
-    ({ values } = parseArgs({
-      args: argv,
+    ({ values } = parseCommandLine(argv, {
+      help: GROW_HELP,
       options: {
         mount: { type: "string", multiple: true },
         "dry-run": { type: "boolean" },
         json: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
-      strict: true,
-      allowPositionals: false,
     }));
   } catch (error) {
     io.stderr.write(`ws-agent grow: ${errorMessage(error)}\n\n${GROW_HELP}`);

@@ -2,8 +2,7 @@
 // Same program as ws-agent, dispatched on its name (ws-agent lease … too).
 import { spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
-import { parseArgs } from "node:util";
-import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
+import { DurationError, errorMessage, parseCommandLine, parseDuration, UsageError } from "@ws/protocol";
 import { systemClock, type Clock } from "../clock.js";
 import {
   AgentProtocolError,
@@ -256,7 +255,8 @@ export async function leaseCommand(argv: string[], io: LeaseIo, clock: Clock = s
     }
   } catch (error) {
     if (error instanceof UsageError || error instanceof DurationError) {
-      io.stderr.write(`ws-lease: ${error.message}\nRun 'ws-lease --help' for usage.\n`);
+      const usage = error instanceof UsageError && error.usage ? `${error.usage}\n` : "";
+      io.stderr.write(`ws-lease: ${error.message}\n${usage}Run 'ws-lease --help' for usage.\n`);
       return 2;
     }
     if (error instanceof AgentUnavailableError) {
@@ -291,18 +291,14 @@ export function agentUnavailableText(error: AgentUnavailableError): string {
 function parse(
   argv: string[],
   options: Record<string, { type: "boolean" | "string" }>,
+  help: string,
 ): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
-  try {
-    const { values, positionals } = parseArgs({
-      args: argv,
-      options: { ...options, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
-      allowPositionals: true,
-      strict: true,
-    });
-    return { values: values as Record<string, string | boolean | undefined>, positionals };
-  } catch (error) {
-    throw new UsageError(errorMessage(error).replace(/\. To specify a positional argument.*$/s, ""));
-  }
+  const { values, positionals } = parseCommandLine(argv, {
+    help,
+    options: { ...options, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+    allowPositionals: true,
+  });
+  return { values: values as Record<string, string | boolean | undefined>, positionals };
 }
 
 /** Prints a refusal; over-cap refusals name the cap. */
@@ -337,7 +333,7 @@ async function takeCommand(
   moment: Moment,
   explicit: boolean,
 ): Promise<number> {
-  const { values, positionals } = parse(argv, { reason: { type: "string" } });
+  const { values, positionals } = parse(argv, { reason: { type: "string" } }, TAKE_HELP);
   if (values.help) {
     io.stdout.write(explicit || positionals.length > 0 || values.reason !== undefined ? TAKE_HELP : LEASE_SHORT_HELP);
     return 0;
@@ -378,7 +374,7 @@ async function takeCommand(
 }
 
 async function statusCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment): Promise<number> {
-  const { values, positionals } = parse(argv, {});
+  const { values, positionals } = parse(argv, {}, STATUS_HELP);
   if (values.help) {
     io.stdout.write(STATUS_HELP);
     return 0;
@@ -393,7 +389,7 @@ async function statusCommand(argv: string[], io: LeaseIo, socketPath: string, mo
 }
 
 async function listCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment): Promise<number> {
-  const { values, positionals } = parse(argv, {});
+  const { values, positionals } = parse(argv, {}, LIST_HELP);
   if (values.help) {
     io.stdout.write(LIST_HELP);
     return 0;
@@ -408,7 +404,7 @@ async function listCommand(argv: string[], io: LeaseIo, socketPath: string, mome
 }
 
 async function cancelCommand(argv: string[], io: LeaseIo, socketPath: string): Promise<number> {
-  const { values, positionals } = parse(argv, { all: { type: "boolean" } });
+  const { values, positionals } = parse(argv, { all: { type: "boolean" } }, CANCEL_HELP);
   if (values.help) {
     io.stdout.write(CANCEL_HELP);
     return 0;
@@ -470,7 +466,7 @@ async function runCommand(argv: string[], io: LeaseIo, socketPath: string): Prom
   const split = argv.indexOf("--");
   const own = split >= 0 ? argv.slice(0, split) : argv;
   const command = split >= 0 ? argv.slice(split + 1) : [];
-  const { values, positionals } = parse(own, { reason: { type: "string" } });
+  const { values, positionals } = parse(own, { reason: { type: "string" } }, RUN_HELP);
   if (values.help) {
     io.stdout.write(RUN_HELP);
     return 0;

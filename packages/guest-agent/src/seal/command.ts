@@ -1,13 +1,12 @@
 import { stat } from "node:fs/promises";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { describeFailure, spawnRunner, type CommandRunner } from "../grow/exec.js";
 import { executeSeal, plannedResults } from "./execute.js";
 import { gatherSealFacts } from "./facts.js";
 import { planSeal } from "./plan.js";
 import { formatSealJson, formatSealText, type SealReport } from "./report.js";
 import { verifySeal } from "./verify.js";
-import { errorMessage } from "@ws/protocol";
+import { errorMessage, parseCommandLine } from "@ws/protocol";
 
 export const SEAL_HELP = `Usage: ws-agent seal [--root DIR] [--dry-run] [--yes] [--poweroff] [--json]
 
@@ -87,8 +86,8 @@ export async function runSeal(options: SealOptions): Promise<SealReport> {
 export async function sealCommand(argv: string[], io: SealIo): Promise<number> {
   let values: { root?: string; "dry-run"?: boolean; yes?: boolean; poweroff?: boolean; json?: boolean; help?: boolean };
   try {
-    ({ values } = parseArgs({
-      args: argv,
+    ({ values } = parseCommandLine(argv, {
+      help: SEAL_HELP,
       options: {
         root: { type: "string" },
         "dry-run": { type: "boolean" },
@@ -97,8 +96,6 @@ export async function sealCommand(argv: string[], io: SealIo): Promise<number> {
         json: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
-      strict: true,
-      allowPositionals: false,
     }));
   } catch (error) {
     io.stderr.write(`ws-agent seal: ${errorMessage(error)}\n\n${SEAL_HELP}`);

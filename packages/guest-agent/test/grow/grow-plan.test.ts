@@ -641,10 +641,10 @@ describe("ws-agent grow usage", () => {
   }
 
   it.each([
-    [["--bogus"], /Unknown option '--bogus'/],
-    [["--mount"], /argument missing|--mount/],
+    [["--bogus"], /unknown option --bogus/],
+    [["--mount"], /--mount needs a value/],
     [["--mount", "relative/path"], /--mount needs an absolute path, got "relative\/path"/],
-    [["extra"], /Unexpected argument 'extra'|positional/],
+    [["extra"], /unexpected argument "extra"/],
   ])("%j is a usage error (exit 2)", async (args, message) => {
     const out = capture();
     expect(await growCommand(args, out.io)).toBe(2);

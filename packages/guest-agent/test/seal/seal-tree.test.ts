@@ -321,13 +321,13 @@ describe("ws-agent seal --root on an Ubuntu cloud VM tree", () => {
 
 describe("ws-agent seal usage", () => {
   it.each([
-    [["--bogus"], /Unknown option '--bogus'/],
-    [["--root"], /argument missing|requires|--root/],
+    [["--bogus"], /unknown option --bogus/],
+    [["--root"], /--root needs a value/],
     [["--root", "/nonexistent-ws-seal-root", "--dry-run"], /--root \/nonexistent-ws-seal-root: ENOENT/],
     [["--root", "/etc/hostname", "--dry-run"], /not a directory/],
     [["--root", "/tmp", "--poweroff", "--yes"], /does not go with --root/],
     [["--poweroff", "--dry-run"], /does not go with --dry-run/],
-    [["extra"], /Unexpected argument 'extra'|positional/],
+    [["extra"], /unexpected argument "extra"/],
   ])("%j is a usage error (exit 2)", async (args, message) => {
     const out = capture();
     expect(await sealCommand(args, out.io)).toBe(2);
