@@ -4,7 +4,6 @@ import { describe, expect, it } from "vitest";
 import {
   applyDecision,
   checkTake,
-  cleanText,
   isHolding,
   leaseAgeSeconds,
   leaseOnWire,
@@ -150,9 +149,4 @@ describe("taking and cancelling", () => {
     expect(mayCancel(lease(), 1002)).toBe(false);
   });
 
-  it("cleans reasons before anyone else's terminal prints them", () => {
-    expect(cleanText("  training\u001b[2J\u001b]0;x\u0007 run\nnumber 2 ")).toBe("training [2J ]0;x run number 2");
-    expect(cleanText("rtl\u202eevil")).toBe("rtl evil");
-    expect(cleanText("y".repeat(300))).toHaveLength(200);
-  });
 });

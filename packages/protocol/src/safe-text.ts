@@ -1,0 +1,73 @@
+// Text someone else wrote (a VM user's process name, kernel name, lease reason, dispute; a
+// Kubernetes label; a Prometheus answer), made safe for where it is shown. Two ways, one each:
+//
+// - `terminalText`: for a person's terminal (whatif, replay, `ws-agent probe`, ws-lease, the ssh
+//   helper's lines, the notices the agent writes to ttys). Every character a terminal acts on
+//   or that changes how the rest of the line reads becomes a space: C0 and C1 controls (so no
+//   ESC, no CSI/OSC/DCS — an OSC 52 clipboard write, a window title, a clear screen — and no
+//   8-bit CSI), bidi overrides and isolates, zero-width and other format characters, line and
+//   paragraph separators, lone surrogates (invalid UTF-8 was already U+FFFD when decoded). One
+//   line, runs of white space as one space, a length cap marked with "…".
+// - `escapedText`: for log lines and JSON a person may read in a terminal. The same characters
+//   are written as visible `\uXXXX` escapes (`\x1b` → `\u001b`), so what an attacker sent stays
+//   readable and greppable but does nothing; inside a JSON string the escape is the same
+//   character, so JSON stays the same data. The shared logger applies it to every line.
+//
+// Pages escape HTML where they are built (web/); these are for text, not markup.
+
+/**
+ * What must not reach a terminal or a log line as itself: controls (Cc: C0, DEL, C1), format
+ * characters (Cf: bidi embeddings, overrides and isolates U+202A–202E and U+2066–2069, the
+ * marks U+200E/U+200F/U+061C, zero-width U+200B–U+200D, U+2060, BOM, soft hyphen, tags), line
+ * and paragraph separators (Zl, Zp: U+2028, U+2029) and lone surrogates (Cs).
+ */
+const UNSAFE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/gu;
+
+/** A terminal line's default cap. */
+export const TERMINAL_TEXT_MAX_CHARS = 300;
+
+/** Text for a person's terminal: one line, nothing a terminal acts on, at most `maxLength` characters. */
+export function terminalText(text: string | null | undefined, maxLength = TERMINAL_TEXT_MAX_CHARS): string {
+  const clean = String(text ?? "")
+    .replace(UNSAFE, " ")
+    .replace(/\s+/g, " ")
+    .trim();
+  return cap(clean, maxLength);
+}
+
+/** A log value's default cap: a line stays one readable line, a hostile 1 MB string costs 4 kB. */
+export const LOG_TEXT_MAX_CHARS = 4096;
+
+export interface EscapeOptions {
+  /** Cut the text to this many characters first (default LOG_TEXT_MAX_CHARS), saying how many were left off. */
+  maxLength?: number;
+  /** Return it as a JSON string literal (quotes, backslashes and C0 escaped by JSON.stringify first). */
+  quoted?: boolean;
+}
+
+/**
+ * Text for a log line or a JSON document: every unsafe character written as a visible escape
+ * (`\u001b`, `\u202e`, a tag character as `\udb40\udc41`). Given a JSON document (maxLength
+ * Infinity), it stays valid JSON and the same data: unsafe characters only occur inside strings.
+ */
+export function escapedText(text: string, options: EscapeOptions = {}): string {
+  const maxLength = options.maxLength ?? LOG_TEXT_MAX_CHARS;
+  const cut = text.length > maxLength ? `${text.slice(0, maxLength)}…(${text.length - maxLength} more chars)` : text;
+  // Each UTF-16 unit as \uXXXX (a tag character is a pair): what JSON and JavaScript both read back.
+  return (options.quoted ? JSON.stringify(cut) : cut).replace(UNSAFE, (char) =>
+    Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""),
+  );
+}
+
+/** A JSON document for a terminal or a file people read: `JSON.stringify`, then escapedText uncut. */
+export function escapedJson(value: unknown, indent?: number): string {
+  return escapedText(JSON.stringify(value, null, indent), { maxLength: Number.POSITIVE_INFINITY });
+}
+
+function cap(text: string, maxLength: number): string {
+  if (text.length <= maxLength) return text;
+  // Never cut a surrogate pair in two: that would make a lone surrogate of the last character.
+  let end = maxLength - 1;
+  if (end > 0 && /[\ud800-\udbff]/.test(text[end - 1]!)) end--;
+  return `${text.slice(0, end)}…`;
+}
