@@ -148,5 +148,4 @@ describe("taking and cancelling", () => {
     expect(mayCancel(lease(), 0)).toBe(true);
     expect(mayCancel(lease(), 1002)).toBe(false);
   });
-
 });
