@@ -53,15 +53,25 @@ export interface EscapeOptions {
 export function escapedText(text: string, options: EscapeOptions = {}): string {
   const maxLength = options.maxLength ?? LOG_TEXT_MAX_CHARS;
   const cut = text.length > maxLength ? `${text.slice(0, maxLength)}…(${text.length - maxLength} more chars)` : text;
-  // Each UTF-16 unit as \uXXXX (a tag character is a pair): what JSON and JavaScript both read back.
-  return (options.quoted ? JSON.stringify(cut) : cut).replace(UNSAFE, (char) =>
-    Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""),
-  );
+  return escapeUnits(options.quoted ? JSON.stringify(cut) : cut, UNSAFE);
 }
 
-/** A JSON document for a terminal or a file people read: `JSON.stringify`, then escapedText uncut. */
+/** What a JSON document may hold between its values: an indented one's line ends (inside a string they are already `\n`). */
+const UNSAFE_BUT_LINE_ENDS = /(?!\n)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/gu;
+
+/**
+ * A JSON document for a terminal or a file people print: `JSON.stringify`, then every unsafe
+ * character inside its strings as a `\uXXXX` escape, uncut. Still valid JSON, the same data.
+ */
 export function escapedJson(value: unknown, indent?: number): string {
-  return escapedText(JSON.stringify(value, null, indent), { maxLength: Number.POSITIVE_INFINITY });
+  return escapeUnits(JSON.stringify(value, null, indent), UNSAFE_BUT_LINE_ENDS);
+}
+
+/** Each UTF-16 unit of each match as \uXXXX (a tag character is a pair): what JSON and JavaScript both read back. */
+function escapeUnits(text: string, unsafe: RegExp): string {
+  return text.replace(unsafe, (char) =>
+    Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""),
+  );
 }
 
 function cap(text: string, maxLength: number): string {

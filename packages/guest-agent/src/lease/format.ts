@@ -177,7 +177,7 @@ export function formatStatus(status: StatusView, moment: Moment): string {
     const vm = status.vm;
     const fresh = vm.ageSeconds < 120 ? "" : ` (last heard ${formatSpan(vm.ageSeconds)} ago)`;
     out.push(
-      `VM:          ${STATE_WORDS[vm.state] ?? vm.state}${vm.mode === "observe" ? " — observe mode: nothing is ever stopped" : ""}${fresh}`,
+      `VM:          ${STATE_WORDS[vm.state] ?? terminalText(vm.state, 40)}${vm.mode === "observe" ? " — observe mode: nothing is ever stopped" : ""}${fresh}`,
     );
     out.push(
       vm.activeSignals.length > 0
@@ -207,10 +207,10 @@ export function formatStatus(status: StatusView, moment: Moment): string {
   const collector = status.collector;
   const since = collector.sinceSeconds !== undefined ? ` for ${formatSpan(collector.sinceSeconds)}` : "";
   if (collector.connected) {
-    out.push(`Collector:   connected${collector.address ? ` to ${collector.address}` : ""}${since}`);
+    out.push(`Collector:   connected${collector.address ? ` to ${terminalText(collector.address, 200)}` : ""}${since}`);
   } else {
     out.push(
-      `Collector:   NOT connected${collector.address ? ` (${collector.address})` : ""}${since}: leases are recorded here and confirmed when it reconnects`,
+      `Collector:   NOT connected${collector.address ? ` (${terminalText(collector.address, 200)})` : ""}${since}: leases are recorded here and confirmed when it reconnects`,
     );
   }
 
