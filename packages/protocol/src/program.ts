@@ -2,6 +2,7 @@
 // help answers, and how an error becomes an exit status (2 for the user's mistakes, with the
 // message alone; 1 for a bug, with its stack).
 import type { Io } from "./io.js";
+import { escapedText } from "./safe-text.js";
 
 /** A mistake in how the program was called: the message and a pointer to --help, exit 2. */
 export class UsageError extends Error {
@@ -55,15 +56,20 @@ export async function runProgram(program: Program, argv: string[], io: Io): Prom
   }
 }
 
+/** An error's words may quote a document or an answer someone else wrote: escaped visibly, lines kept. */
+const shown = (text: string) => escapedText(text, { keepLineEnds: true, maxLength: 20_000 });
+
 export function reportProgramError(program: Pick<Program, "name" | "userErrors">, error: unknown, io: Io): number {
   if (error instanceof UsageError) {
-    io.stderr.write(`${program.name}: ${error.message}\nRun '${program.name} --help' for usage.\n`);
+    io.stderr.write(`${program.name}: ${shown(error.message)}\nRun '${program.name} --help' for usage.\n`);
     return 2;
   }
   if (program.userErrors?.some((kind) => error instanceof kind)) {
-    io.stderr.write(`${program.name}: ${(error as Error).message}\n`);
+    io.stderr.write(`${program.name}: ${shown((error as Error).message)}\n`);
     return 2;
   }
-  io.stderr.write(`${program.name}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  io.stderr.write(
+    `${program.name}: ${shown(error instanceof Error ? (error.stack ?? error.message) : String(error))}\n`,
+  );
   return 1;
 }

@@ -43,6 +43,8 @@ export interface EscapeOptions {
   maxLength?: number;
   /** Return it as a JSON string literal (quotes, backslashes and C0 escaped by JSON.stringify first). */
   quoted?: boolean;
+  /** Leave "\n" as it is: a multi-line message (an error with its stack), an indented JSON document. */
+  keepLineEnds?: boolean;
 }
 
 /**
@@ -53,18 +55,18 @@ export interface EscapeOptions {
 export function escapedText(text: string, options: EscapeOptions = {}): string {
   const maxLength = options.maxLength ?? LOG_TEXT_MAX_CHARS;
   const cut = text.length > maxLength ? `${text.slice(0, maxLength)}…(${text.length - maxLength} more chars)` : text;
-  return escapeUnits(options.quoted ? JSON.stringify(cut) : cut, UNSAFE);
+  return escapeUnits(options.quoted ? JSON.stringify(cut) : cut, options.keepLineEnds ? UNSAFE_BUT_LINE_ENDS : UNSAFE);
 }
 
-/** What a JSON document may hold between its values: an indented one's line ends (inside a string they are already `\n`). */
 const UNSAFE_BUT_LINE_ENDS = /(?!\n)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/gu;
 
 /**
  * A JSON document for a terminal or a file people print: `JSON.stringify`, then every unsafe
- * character inside its strings as a `\uXXXX` escape, uncut. Still valid JSON, the same data.
+ * character inside its strings as a `\uXXXX` escape, uncut (an indented document's line ends
+ * are between values; inside a string they are already `\n`). Still valid JSON, the same data.
  */
 export function escapedJson(value: unknown, indent?: number): string {
-  return escapeUnits(JSON.stringify(value, null, indent), UNSAFE_BUT_LINE_ENDS);
+  return escapedText(JSON.stringify(value, null, indent), { maxLength: Number.POSITIVE_INFINITY, keepLineEnds: true });
 }
 
 /** Each UTF-16 unit of each match as \uXXXX (a tag character is a pair): what JSON and JavaScript both read back. */

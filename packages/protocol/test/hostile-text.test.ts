@@ -5,6 +5,7 @@
 // long line. Whatever the formatter, no ESC, no C1, no bidi or format character, no raw control
 // survives, and no line grows without bound. The formatters live in both programs, so this one
 // cross-package file sits with the two sanitisers (safe-text.ts) they share.
+import { PassThrough } from "node:stream";
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import type { Explanation } from "../../collector/src/engine/types.js";
@@ -22,7 +23,16 @@ import { noticeFileContent } from "../../guest-agent/src/notice/file.js";
 import { cancellationText, noticeText, terminalBytes } from "../../guest-agent/src/notice/format.js";
 import { welcomeText } from "../../guest-agent/src/notice/welcome.js";
 import { describeSources } from "../../guest-agent/src/probe-format.js";
-import { ReportSchema, SourceState, escapedJson, escapedText, logfmtLogger, terminalText } from "../src/index.js";
+import {
+  ReportSchema,
+  SourceState,
+  UsageError,
+  escapedJson,
+  escapedText,
+  logfmtLogger,
+  reportProgramError,
+  terminalText,
+} from "../src/index.js";
 
 const ESC = "\u001b";
 const BEL = "\u0007";
@@ -165,6 +175,18 @@ describe.each(Object.entries(CORPUS))("the hostile string %s", (_name, hostile) 
       "UTC",
     );
     expectSafeTty(terminalBytes(welcome));
+  });
+
+  it("a command line's error (a document or an answer quoted in it), either program", () => {
+    for (const error of [new UsageError(`bad ${hostile}`), new Error(`not JSON: got kind ${hostile}`)]) {
+      let written = "";
+      const stderr = new PassThrough().on("data", (chunk: Buffer) => {
+        written += chunk.toString("utf8");
+      });
+      reportProgramError({ name: "ws-collector" }, error, { stdout: new PassThrough(), stderr, env: {} });
+      expect(written).toMatch(/^ws-collector: /);
+      expectSafe(written, { maxLine: 21_000 });
+    }
   });
 
   it("the ssh helper's progress lines", () => {
