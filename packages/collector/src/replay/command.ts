@@ -2,7 +2,7 @@
 
 import { parseArgs } from "node:util";
 import { parse as parseYaml } from "yaml";
-import { DurationError, errorMessage, parseDuration, UsageError } from "@ws/protocol";
+import { DurationError, errorMessage, parseDuration, terminalText, UsageError } from "@ws/protocol";
 import {
   defaultCollectorPolicyConfig,
   parseCollectorPolicyDocument,
@@ -95,7 +95,8 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
     events = parseTrace(traceText);
   } catch (error) {
     if (!(error instanceof TraceError)) throw error;
-    io.stderr.write(`ws-collector replay: ${values.trace}: ${error.message}\n`);
+    // The error may quote the trace: a line of it is what a VM's user had a hand in.
+    io.stderr.write(`ws-collector replay: ${values.trace}: ${terminalText(error.message, 1000)}\n`);
     return 1;
   }
 
