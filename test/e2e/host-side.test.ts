@@ -302,6 +302,9 @@ describe.concurrent("host-side evidence (Kubernetes mode)", { timeout: SCENARIO_
     expect(view?.host?.state).toBe("failed");
     expect(view?.host?.summary).toMatch(/cannot be true for this VMI: vnc -1 \(below zero\)/);
     expect(view?.explanation).toMatch(/missing data is not idleness, not stopped/);
+    const metrics = (await getText(`http://127.0.0.1:${c.httpPort}/metrics`)).body;
+    expect(metrics).toMatch(/^workstation_host_source_up 1$/m);
+    expect(metrics).toMatch(/^workstation_host_source_impossible_vms 1$/m);
   });
 
   for (const [prometheus, why] of [
