@@ -13,7 +13,8 @@
 //   readable and greppable but does nothing; inside a JSON string the escape is the same
 //   character, so JSON stays the same data. The shared logger applies it to every line.
 //
-// Pages escape HTML where they are built (web/); these are for text, not markup.
+// Markup is the third kind of reader: `escapeHtml` for the collector's pages and the body of a
+// desktop notification (which notification servers read as markup: <a href>, <img>).
 
 /**
  * What must not reach a terminal or a log line as itself: controls (Cc: C0, DEL, C1), format
@@ -75,6 +76,10 @@ function escapeUnits(text: string, unsafe: RegExp): string {
     Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""),
   );
 }
+
+/** Text inside HTML (or a notification body's markup): `& < > " '` as entities. */
+export const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
 
 function cap(text: string, maxLength: number): string {
   if (text.length <= maxLength) return text;

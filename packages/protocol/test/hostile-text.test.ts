@@ -19,6 +19,7 @@ import { formatJson, formatText, type WhatifResult } from "../../collector/src/w
 import { BUILTIN_DEFAULT_POLICY } from "../../collector/src/engine/policy.js";
 import { formatCancelled, formatLeaseList, formatStatus, formatTaken } from "../../guest-agent/src/lease/format.js";
 import type { StatusView, WireLease } from "../../guest-agent/src/lease/wire.js";
+import { desktopCommand } from "../../guest-agent/src/notice/desktop.js";
 import { noticeFileContent } from "../../guest-agent/src/notice/file.js";
 import { cancellationText, noticeText, terminalBytes } from "../../guest-agent/src/notice/format.js";
 import { welcomeText } from "../../guest-agent/src/notice/welcome.js";
@@ -60,6 +61,7 @@ const CORPUS: Record<string, string> = {
   "tag characters": "flag\u{e0041}\u{e007f}",
   "lone surrogates": "x\ud800y\udfffz\udc00",
   "invalid UTF-8": Buffer.from([0x66, 0xff, 0xfe, 0xc0, 0x80, 0xed, 0xa0, 0x80, 0x67]).toString("utf8"),
+  "markup for a notification body": `<a href="https://evil.example/">keep it</a><img src="x">&amp;`,
   "very long line": `${"A".repeat(200_000)}${ESC}]52;c;eA==${BEL}`,
 };
 const HOSTILE = Object.values(CORPUS);
@@ -187,6 +189,24 @@ describe.each(Object.entries(CORPUS))("the hostile string %s", (_name, hostile) 
       expect(written).toMatch(/^ws-collector: /);
       expectSafe(written, { maxLine: 21_000 });
     }
+  });
+
+  it("a desktop notification: the body is markup to the notification server, so no tag survives", () => {
+    const text = noticeText(
+      { stopInSeconds: 600, reason: hostile, keepRunningHint: hostile, idleSeconds: 60, observeMode: false },
+      NOW,
+      "UTC",
+    );
+    const command = desktopCommand(
+      { runuser: "/usr/sbin/runuser", notifySend: "/usr/bin/notify-send" },
+      { uid: 1001, user: "alice", busPath: "/run/user/1001/bus" },
+      text.title,
+      text.lines.join("\n"),
+      "critical",
+    );
+    const body = command.args.at(-1)!;
+    expectSafe(body);
+    expect(body).not.toMatch(/[<>]/);
   });
 
   it("the ssh helper's progress lines", () => {
