@@ -4,9 +4,9 @@
 // reader never sees half a file.
 import { mkdir, readFile, unlink } from "node:fs/promises";
 import path from "node:path";
+import { escapedJson, terminalText } from "@ws/protocol";
 import { writeFileAtomic } from "../lease/atomic-write.js";
 import { under, type Roots } from "../roots.js";
-import { escapedJson, terminalText } from "@ws/protocol";
 import type { NoticeText } from "./format.js";
 
 export interface NoticeFileContent {
