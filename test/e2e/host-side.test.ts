@@ -286,6 +286,27 @@ describe.concurrent("host-side evidence (Kubernetes mode)", { timeout: SCENARIO_
     expect(notice.reason).toMatch(/no VNC connection; host idle for/);
   });
 
+  it("a connection gauge below zero cannot be true: the VM's host reading fails, it is never read as idle", async (context) => {
+    const { expect } = context;
+    const c = await Cluster.create(context, "up", [{ name: "broken" }]);
+    // A quiet host whose VNC gauge says -1: clamped or summed as 0 it read as idle and the VM was stopped.
+    c.kubevirt.set({ namespace: NS, name: "broken", vncConnections: -1 });
+    await eventually(
+      async () => /^failed: .*cannot be true/.test((await c.view("broken"))?.host?.summary ?? ""),
+      60_000,
+      "the impossible reading failed",
+    );
+    await c.holds("broken", HELD_MS);
+    const view = await c.view("broken");
+    expect(view?.state).toBe("Unknown");
+    expect(view?.host?.state).toBe("failed");
+    expect(view?.host?.summary).toMatch(/cannot be true for this VMI: vnc -1 \(below zero\)/);
+    expect(view?.explanation).toMatch(/missing data is not idleness, not stopped/);
+    const metrics = (await getText(`http://127.0.0.1:${c.httpPort}/metrics`)).body;
+    expect(metrics).toMatch(/^workstation_host_source_up 1$/m);
+    expect(metrics).toMatch(/^workstation_host_source_impossible_vms 1$/m);
+  });
+
   for (const [prometheus, why] of [
     ["down", /failed: Prometheus at http:\/\/127\.0\.0\.1:\d+: vcpuSeconds query: .*ECONNREFUSED/],
     [

@@ -255,6 +255,36 @@ describe("a hostile user on the VM", () => {
     expect(readFileSync(secretFile, "utf8")).toContain(SECRET);
   });
 
+  it("names a home with terminal escapes: root's probe, as text or JSON, shows none of them raw", () => {
+    // OSC 52 (a clipboard write), a clear screen, an 8-bit CSI and a right-to-left override in a
+    // name ws13a chose: a home link, as if ws13a could write the home root (like ws13a-linked).
+    const hostile = path.join(machine.root, "home", "ws13a-\u001b]52;c;cm0gLXJmIH4=\u0007\u001b[2J\u009b2J\u202eevil");
+    spawnSync("ln", ["-s", homeOf(attacker), hostile]);
+    spawnSync("chown", ["-h", `${attacker.uid}:${attacker.gid}`, hostile]);
+    const probe = (json: boolean) =>
+      spawnSync(
+        process.execPath,
+        [
+          agentBundle,
+          "probe",
+          ...(json ? ["--json"] : ["--no-collector"]),
+          "--window",
+          "100ms",
+          ...agentFlags(path.join(dir, "probe-escapes")),
+        ],
+        { encoding: "utf8", timeout: 60_000 },
+      );
+    const text = probe(false);
+    const json = probe(true);
+    rmSync(hostile);
+    expect(text.stdout, text.stderr).toMatch(/^jupyter .*\/ws13a- \]52;c;cm0gLXJmIH4= \[2J 2J evil: a symbolic link/m);
+    expect(json.stdout, json.stderr).toContain(
+      "ws13a-\\u001b]52;c;cm0gLXJmIH4=\\u0007\\u001b[2J\\u009b2J\\u202eevil: a symbolic link",
+    );
+    for (const output of [text.stdout, text.stderr, json.stdout, json.stderr])
+      for (const raw of ["\u001b", "\u0007", "\u009b", "\u202e"]) expect(output).not.toContain(raw);
+  });
+
   it("swaps directories for links in the proof directory while the agent cleans it: nothing outside is deleted", async () => {
     // A first start creates the proof directory (1733, beside the socket); then ws13a fills it.
     const first = startAgent("cleanup");

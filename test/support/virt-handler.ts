@@ -152,8 +152,9 @@ export async function startVirtHandler(nowMs: () => number = Date.now): Promise<
       const gauge = (name: string, help: string, value: (d: DrivenVmi) => number) => {
         family(name, "gauge", help);
         // virt-api creates a VMI's series on its first connection: a VMI never connected has none.
+        // A value below zero is served as set: what a broken exporter or relabelling would show.
         for (const { driven } of vmis.values())
-          if (value(driven) > 0)
+          if (value(driven) !== 0)
             lines.push(`${name}{namespace="${driven.namespace}",vmi="${driven.name}"} ${value(driven)}`);
       };
       gauge(

@@ -20,6 +20,7 @@ import {
   UsageError,
   errorMessage,
   usageLine,
+  escapedJson,
 } from "@ws/protocol";
 import { systemClock } from "./clock.js";
 import {
@@ -276,7 +277,7 @@ async function probeCommand(argv: string[], io: Io): Promise<number> {
   const sample = await takeSample(signals, config.disabledSignals, base, config.sampleTimeoutMs, systemClock);
   const report = sample.report;
   if (values.json) {
-    io.stdout.write(`${JSON.stringify(toJson(ReportSchema, report, { alwaysEmitImplicit: false }), null, 2)}\n`);
+    io.stdout.write(`${escapedJson(toJson(ReportSchema, report, { alwaysEmitImplicit: false }), 2)}\n`);
   } else {
     io.stdout.write(describeSources(report));
   }

@@ -1,5 +1,7 @@
-// One human line per signal source for `ws-agent probe`.
-import { SourceState, type Report } from "@ws/protocol";
+// One human line per signal source for `ws-agent probe`. Root runs it inside the VM: process
+// names, users, kernel names and mount points are what any user there chose, so each line's
+// detail goes through terminalText (an OSC 52 in a process name must not reach root's terminal).
+import { SourceState, terminalText, type Report } from "@ws/protocol";
 
 const STATE_WORD: Record<number, string> = {
   [SourceState.OK]: "ok",
@@ -78,7 +80,7 @@ export function summarize(report: Report, source: string): string {
 export function describeSources(report: Report): string {
   const lines = report.sources.map((s) => {
     const detail = s.state === SourceState.OK ? summarize(report, s.source) : s.message;
-    return `${s.source.padEnd(16)} ${(STATE_WORD[s.state] ?? "?").padEnd(9)} ${detail}`;
+    return `${terminalText(s.source, 40).padEnd(16)} ${(STATE_WORD[s.state] ?? "?").padEnd(9)} ${terminalText(detail, 1000)}`;
   });
   return `${lines.join("\n")}\n`;
 }

@@ -6,6 +6,7 @@ export * from "./gen/workstation/v1/directive_pb.js";
 export * from "./limits.js";
 export * from "./duration.js";
 export * from "./logfmt.js";
+export * from "./safe-text.js";
 export * from "./errors.js";
 export * from "./sources.js";
 export * from "./io.js";

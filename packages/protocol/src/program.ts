@@ -4,6 +4,7 @@
 import type { Io } from "./io.js";
 import { closestName } from "./suggest.js";
 import { UNCAUGHT_EXCEPTION_EXIT_CODE } from "./unhandled.js";
+import { escapedText } from "./safe-text.js";
 
 /**
  * The exit statuses of ws-collector, ws-agent and ws-lease. systemd's ws-agent.service does not
@@ -117,17 +118,22 @@ export function usageLine(help: string): string {
   return lines.find((line) => line.startsWith("Usage:")) ?? lines[0] ?? "";
 }
 
+/** An error's words may quote a document or an answer someone else wrote: escaped visibly, lines kept. */
+const shown = (text: string) => escapedText(text, { keepLineEnds: true, maxLength: 20_000 });
+
 export function reportProgramError(program: Pick<Program, "name" | "userErrors">, error: unknown, io: Io): number {
   if (error instanceof UsageError) {
     const command = error.command ? `${program.name} ${error.command}` : program.name;
     const usage = error.usage ? `${error.usage}\n` : "";
-    io.stderr.write(`${command}: ${error.message}\n${usage}Run '${command} --help' for usage.\n`);
+    io.stderr.write(`${command}: ${shown(error.message)}\n${usage}Run '${command} --help' for usage.\n`);
     return EXIT.usage;
   }
   if (error instanceof ConfigError || program.userErrors?.some((kind) => error instanceof kind)) {
-    io.stderr.write(`${program.name}: ${(error as Error).message}\n`);
+    io.stderr.write(`${program.name}: ${shown((error as Error).message)}\n`);
     return EXIT.config;
   }
-  io.stderr.write(`${program.name}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  io.stderr.write(
+    `${program.name}: ${shown(error instanceof Error ? (error.stack ?? error.message) : String(error))}\n`,
+  );
   return EXIT.failure;
 }

@@ -23,6 +23,14 @@ export function registerHostSourceMetrics(registry: Registry, status: HostSource
     },
   });
   new Gauge({
+    name: "workstation_host_source_impossible_vms",
+    help: "VMs whose host-side reading failed in the last successful round because Prometheus answered what cannot be true for them (below zero, NaN, Inf, stamped in the future).",
+    registers: [registry],
+    collect() {
+      if (status.lastImpossibleVms !== undefined) this.set(status.lastImpossibleVms);
+    },
+  });
+  new Gauge({
     name: "workstation_host_source_vms",
     help: "VMs with KubeVirt series in the last successful round of host-side queries.",
     registers: [registry],

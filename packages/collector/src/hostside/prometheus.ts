@@ -22,7 +22,10 @@ export interface PrometheusClientOptions {
 
 export interface VectorSample {
   metric: Record<string, string>;
+  /** As Prometheus wrote it: NaN and ±Inf are kept (queries.ts judges them impossible, never skips them). */
   value: number;
+  /** The sample's time (an instant query's is its evaluation time); NaN when it was not a number. */
+  timestampMs?: number;
 }
 
 export class PrometheusQueryError extends Error {
@@ -106,6 +109,13 @@ function get(
   });
 }
 
+/** Prometheus' sample value ("1.5", "NaN", "+Inf", "-Inf") as a number; anything else is NaN. */
+export function promNumber(text: unknown): number {
+  if (text === "+Inf") return Number.POSITIVE_INFINITY;
+  if (text === "-Inf") return Number.NEGATIVE_INFINITY;
+  return typeof text === "string" && text.trim() !== "" ? Number(text) : Number.NaN;
+}
+
 /** Parses an API answer; every way it can be wrong becomes a PrometheusQueryError with what Prometheus said. */
 export function parseVector(status: number, text: string): VectorSample[] {
   let body: unknown;
@@ -128,9 +138,13 @@ export function parseVector(status: number, text: string): VectorSample[] {
     const metric = entry?.metric;
     const value = entry?.value;
     if (typeof metric !== "object" || metric === null || !Array.isArray(value) || value.length !== 2) continue;
-    const number = Number(value[1]);
-    if (!Number.isFinite(number)) continue;
-    samples.push({ metric: metric as Record<string, string>, value: number });
+    // "NaN", "+Inf", "-Inf" or garbage stay in as a non-finite value: dropping them would make
+    // the VM's series look absent, and a reading that cannot be true must fail the VM instead.
+    samples.push({
+      metric: metric as Record<string, string>,
+      value: promNumber(value[1]),
+      timestampMs: Number(value[0]) * 1000,
+    });
   }
   return samples;
 }

@@ -8,6 +8,13 @@
 // `name` (the VMI's name, which is the VM's), plus `id`/`state` (vCPUs),
 // `interface` (network) or `drive` (storage); virt-api's connection gauges
 // carry `namespace` and `vmi`, one series per virt-api pod.
+//
+// Missing data is not idleness, and neither is wrong data: a sample that cannot be true (every
+// query here is a rate, a count or a maximum of a gauge, so never below zero; never NaN or
+// infinite; never stamped after the instant it was asked for) makes that VM's reading *failed*,
+// exactly like a Prometheus that does not answer. It is never clamped to 0, which read as idle
+// and stopped a busy VM whose agent was gone. A counter going backwards reaches us as a negative
+// rate (rate() itself takes a drop as a restart, which is Prometheus' reading, not ours).
 import type { HostReading } from "../engine/types.js";
 import type { VectorSample } from "./prometheus.js";
 
@@ -66,13 +73,47 @@ export type HostBatch =
   | { ok: true; atMs: number; windowSeconds: number; readings: Map<string, HostReading> }
   | { ok: false; atMs: number; windowSeconds: number; message: string };
 
-function byKey(samples: VectorSample[], namespaceLabel: string, nameLabel: string): Map<string, number> {
+/** How far after the evaluation time a sample may be stamped: rounding of the query's time to ms, not clock skew. */
+export const FUTURE_SAMPLE_SLACK_MS = 1000;
+
+/** Why a sample cannot be true, or undefined when it can. */
+export function impossibleSample(sample: VectorSample, atMs: number): string | undefined {
+  if (Number.isNaN(sample.value)) return "NaN";
+  if (!Number.isFinite(sample.value)) return `${sample.value > 0 ? "+" : "-"}Inf`;
+  if (sample.value < 0) return `${sample.value} (below zero)`;
+  const stamped = sample.timestampMs;
+  if (stamped !== undefined && !(stamped <= atMs + FUTURE_SAMPLE_SLACK_MS))
+    return Number.isFinite(stamped)
+      ? `stamped ${new Date(stamped).toISOString()}, after the query's ${new Date(atMs).toISOString()}`
+      : "stamped with no time";
+  return undefined;
+}
+
+/** The most impossible samples a VM's message names (a hostile answer could hold thousands). */
+const MAX_NAMED_PROBLEMS = 3;
+
+/** Per VM: the sum of its samples, and every sample that cannot be true (under `problems`, never summed). */
+function byKey(
+  samples: VectorSample[],
+  namespaceLabel: string,
+  nameLabel: string,
+  query: HostQueryName,
+  atMs: number,
+  problems: Map<string, string[]>,
+): Map<string, number> {
   const out = new Map<string, number>();
   for (const sample of samples) {
     const namespace = sample.metric[namespaceLabel];
     const name = sample.metric[nameLabel];
     if (!namespace || !name) continue;
     const key = `${namespace}/${name}`;
+    const why = impossibleSample(sample, atMs);
+    if (why !== undefined) {
+      const list = problems.get(key) ?? [];
+      if (list.length < MAX_NAMED_PROBLEMS) list.push(`${query} ${why}`);
+      problems.set(key, list);
+      continue;
+    }
     out.set(key, (out.get(key) ?? 0) + sample.value);
   }
   return out;
@@ -92,6 +133,16 @@ export function readingsFromAnswers(
   labels: HostLabels = DEFAULT_HOST_LABELS,
   witness: string = DEFAULT_CONNECTIONS_WITNESS,
 ): HostBatch {
+  const wrongWitness = answers.connectionsWitness
+    .map((sample) => impossibleSample(sample, atMs))
+    .find((why) => why !== undefined);
+  if (wrongWitness !== undefined)
+    return {
+      ok: false,
+      atMs,
+      windowSeconds,
+      message: `Prometheus answered what cannot be true for virt-api's metrics (${witness}: ${wrongWitness}): no VM is judged on this round`,
+    };
   if (answers.connectionsWitness.length === 0 || answers.connectionsWitness.every((s) => s.value <= 0))
     return {
       ok: false,
@@ -99,16 +150,29 @@ export function readingsFromAnswers(
       windowSeconds,
       message: `virt-api's metrics (${witness}) are not in Prometheus: open VNC, console and port-forward connections cannot be seen`,
     };
-  const vcpuSeconds = byKey(answers.vcpuSeconds, labels.namespace, labels.name);
-  const vcpus = byKey(answers.vcpus, labels.namespace, labels.name);
-  const network = byKey(answers.network, labels.namespace, labels.name);
-  const disk = byKey(answers.disk, labels.namespace, labels.name);
-  const vnc = byKey(answers.vnc, labels.namespace, labels.vmi);
-  const console = byKey(answers.console, labels.namespace, labels.vmi);
-  const portForward = byKey(answers.portForward, labels.namespace, labels.vmi);
+  const problems = new Map<string, string[]>();
+  const perVm = (query: HostQueryName, nameLabel: string) =>
+    byKey(answers[query], labels.namespace, nameLabel, query, atMs, problems);
+  const vcpuSeconds = perVm("vcpuSeconds", labels.name);
+  const vcpus = perVm("vcpus", labels.name);
+  const network = perVm("network", labels.name);
+  const disk = perVm("disk", labels.name);
+  const vnc = perVm("vnc", labels.vmi);
+  const console = perVm("console", labels.vmi);
+  const portForward = perVm("portForward", labels.vmi);
   const readings = new Map<string, HostReading>();
-  const keys = new Set([...vcpuSeconds.keys(), ...network.keys(), ...disk.keys()]);
+  const keys = new Set([...vcpuSeconds.keys(), ...network.keys(), ...disk.keys(), ...problems.keys()]);
   for (const key of keys) {
+    const wrong = problems.get(key);
+    if (wrong) {
+      readings.set(key, {
+        atMs,
+        windowSeconds,
+        state: "failed",
+        message: `Prometheus answered what cannot be true for this VMI: ${wrong.join("; ")} — a wrong reading is not idleness`,
+      });
+      continue;
+    }
     const missing = [
       ...(vcpuSeconds.has(key) && vcpus.has(key) ? [] : [MISSING.vcpu]),
       ...(network.has(key) ? [] : [MISSING.network]),
@@ -129,9 +193,10 @@ export function readingsFromAnswers(
       windowSeconds,
       state: "ok",
       vcpus: cpus,
-      vcpuBusyRatio: Math.min(1, Math.max(0, vcpuSeconds.get(key)! / cpus)),
-      networkBytesPerSecond: Math.max(0, network.get(key)!),
-      diskBytesPerSecond: Math.max(0, disk.get(key)!),
+      // Never below zero here (those failed above); a rate's extrapolation may overshoot 1 a little.
+      vcpuBusyRatio: Math.min(1, vcpuSeconds.get(key)! / cpus),
+      networkBytesPerSecond: network.get(key)!,
+      diskBytesPerSecond: disk.get(key)!,
       // A gauge virt-api never set for this VMI has no series: no connection was opened.
       vncConnections: vnc.get(key) ?? 0,
       consoleConnections: console.get(key) ?? 0,

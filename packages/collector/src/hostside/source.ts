@@ -42,6 +42,8 @@ export interface HostSourceStatus {
   lastError?: string;
   lastDurationSeconds?: number;
   lastVms?: number;
+  /** VMs of the last successful round whose reading failed on a sample that cannot be true. */
+  lastImpossibleVms?: number;
 }
 
 export class HostSource {
@@ -125,6 +127,15 @@ export class HostSource {
       status.lastError = undefined;
       status.lastVms = batch.readings.size;
       if (wasOk === false) this.options.log("info", "host-side evidence: Prometheus answers again");
+      const impossible = [...batch.readings].filter(([, reading]) => reading.state === "failed");
+      // Logged when the count changes, not every round; the VM's page has each one's message.
+      if (impossible.length !== (status.lastImpossibleVms ?? 0) && impossible.length > 0)
+        this.options.log(
+          "warn",
+          `host-side evidence: Prometheus answered what cannot be true for ${impossible.length} VM(s); they are not judged on it`,
+          { first: impossible[0]![0], why: impossible[0]![1].message },
+        );
+      status.lastImpossibleVms = impossible.length;
     } else {
       status.failures++;
       // Logged when it starts or changes, not every round of a long outage.

@@ -9,6 +9,7 @@ import {
   parseCommandLine,
   usageLine,
   EXIT,
+  terminalText,
 } from "@ws/protocol";
 import {
   defaultCollectorPolicyConfig,
@@ -104,7 +105,8 @@ export async function replayCommand(argv: string[], io: ReplayIo): Promise<numbe
     events = parseTrace(traceText);
   } catch (error) {
     if (!(error instanceof TraceError)) throw error;
-    io.stderr.write(`ws-collector replay: ${values.trace}: ${error.message}\n`);
+    // The error may quote the trace: a line of it is what a VM's user had a hand in.
+    io.stderr.write(`ws-collector replay: ${values.trace}: ${terminalText(error.message, 1000)}\n`);
     return 1;
   }
 

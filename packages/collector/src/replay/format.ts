@@ -1,4 +1,7 @@
-// The replay timeline as text (one block per decision) or JSON lines.
+// The replay timeline as text (one block per decision) or JSON lines. A trace holds what VM
+// users named things (processes, kernels, lease reasons): each line's text goes through
+// terminalText, each JSON line through escapedText.
+import { escapedJson, terminalText } from "@ws/protocol";
 
 import type { Action } from "../engine/types.js";
 import { uncountedConnections } from "./connected.js";
@@ -56,33 +59,40 @@ export interface TextOptions {
   wallTime?: boolean;
 }
 
+/** A line's cap: long enough for an explanation, bounded against a hostile one. */
+const LINE_MAX_CHARS = 2000;
+const clean = (text: string) => terminalText(text, LINE_MAX_CHARS);
+
 export function formatTimelineText(timeline: readonly TimelineEntry[], options: TextOptions = {}): string {
-  const vmWidth = Math.max(0, ...timeline.map((entry) => entry.vm.length));
+  const vmWidth = Math.max(0, ...timeline.map((entry) => clean(entry.vm).length));
   const lines: string[] = [];
   for (const entry of timeline) {
     const originMs = entry.atMs - entry.t * 1000;
     const at = (ms: number | undefined) => (ms === undefined ? "-" : formatOffset((ms - originMs) / 1000));
     const time = formatOffset(entry.t) + (options.wallTime ? ` ${new Date(entry.atMs).toISOString()}` : "");
     const indent = " ".repeat(time.length + 2);
-    const head = `${time}  ${entry.vm.padEnd(vmWidth)}  `;
+    const head = `${time}  ${clean(entry.vm).padEnd(vmWidth)}  `;
     if (entry.kind === "input") {
-      lines.push(`${head}· ${entry.input}`);
+      lines.push(`${head}· ${clean(entry.input)}`);
       continue;
     }
     lines.push(`${head}${entry.from === entry.to ? entry.to : `${entry.from} → ${entry.to}`}`);
-    lines.push(`${indent}${entry.reason}`);
+    lines.push(`${indent}${clean(entry.reason)}`);
     for (const veto of entry.explanation.vetoes)
-      lines.push(`${indent}held: ${veto.detail}${veto.untilMs !== undefined ? ` (until ${at(veto.untilMs)})` : ""}`);
+      lines.push(
+        `${indent}held: ${clean(veto.detail)}${veto.untilMs !== undefined ? ` (until ${at(veto.untilMs)})` : ""}`,
+      );
     if (entry.from !== entry.to && (entry.to === "StoppingPending" || entry.to === "Stopping"))
-      for (const detail of uncountedConnections(entry.explanation)) lines.push(`${indent}not counted: ${detail}`);
-    for (const action of entry.actions) lines.push(`${indent}↳ ${describeAction(action, at)}`);
+      for (const detail of uncountedConnections(entry.explanation))
+        lines.push(`${indent}not counted: ${clean(detail)}`);
+    for (const action of entry.actions) lines.push(`${indent}↳ ${clean(describeAction(action, at))}`);
   }
   const totals = summarizeTimeline(timeline);
   if (totals.size > 0) {
     lines.push("");
     for (const [vm, total] of totals) {
       lines.push(
-        `${vm}: ${total.notices} notice${total.notices === 1 ? "" : "s"}, ${total.cancelled} cancelled, ` +
+        `${clean(vm)}: ${total.notices} notice${total.notices === 1 ? "" : "s"}, ${total.cancelled} cancelled, ` +
           `${total.stops} stop${total.stops === 1 ? "" : "s"}, ${total.wouldStops} would-stop; final state ${total.finalState ?? "Unknown"}`,
       );
     }
@@ -92,5 +102,5 @@ export function formatTimelineText(timeline: readonly TimelineEntry[], options: 
 
 /** One JSON object per line: the entry with its explanation and actions. */
 export function formatTimelineJson(timeline: readonly TimelineEntry[]): string {
-  return timeline.map((entry) => JSON.stringify(entry)).join("\n") + (timeline.length > 0 ? "\n" : "");
+  return timeline.map((entry) => escapedJson(entry)).join("\n") + (timeline.length > 0 ? "\n" : "");
 }

@@ -1,7 +1,7 @@
 // "This stop was a mistake, I was working": the user's report on the last stop, kept with the
 // stop's own explanation (the last-stop record), counted, sent to the platform's webhook and
 // named with the knob that would have kept the VM, so whoever tunes the policy sees it. Pure.
-import { formatDuration } from "@ws/protocol";
+import { formatDuration, terminalText } from "@ws/protocol";
 import type { LastStopFacts } from "./platform.js";
 
 /**
@@ -33,12 +33,9 @@ export interface Dispute {
   knob: string;
 }
 
-/** Control characters (a terminal escape, a newline that would fake a log line) become spaces. */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
-const CONTROL = /[\u0000-\u001f\u007f]+/g;
-
+/** One line without anything a terminal acts on (whatif prints it to whoever tunes the policy), bounded. */
 export function cleanDisputeText(text: string | null | undefined): string {
-  return (text ?? "").replace(CONTROL, " ").trim().slice(0, MAX_DISPUTE_CHARS);
+  return terminalText(text, MAX_DISPUTE_CHARS);
 }
 
 /** The idle-timeout that would have kept a VM stopped after `idleSeconds` idle: the next whole minute, plus one. */

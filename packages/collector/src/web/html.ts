@@ -1,9 +1,9 @@
 // Small helpers every page shares: escaping, times, one stylesheet, one layout.
 // No external assets: everything a page needs is in the page.
-import { formatDuration } from "@ws/protocol";
+import { escapeHtml, formatDuration } from "@ws/protocol";
 
-export const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
+// In @ws/protocol since the agent's desktop notifications need it too (their body is markup).
+export { escapeHtml };
 
 /**
  * Headers on every answer of ws's HTTP listeners (pages, start links, the wake listener): no type

@@ -4,7 +4,7 @@
 // to trust when it is told any (anyone who reaches the port directly could set the header).
 import type http from "node:http";
 import { BlockList, isIP } from "node:net";
-import { errorMessage } from "@ws/protocol";
+import { errorMessage, terminalText } from "@ws/protocol";
 
 export interface IdentityConfig {
   /** The header carrying the signed-in user's name (oauth2-proxy: X-Auth-Request-User). */
@@ -34,9 +34,12 @@ const headerValue = (headers: http.IncomingHttpHeaders, name: string): string | 
 
 const cleanName = (text: string): string | undefined => {
   const trimmed = text.trim();
-  // Names are shown on pages and compared with labels: printable, no separators of their own.
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
-  return trimmed && trimmed.length <= MAX_NAME_CHARS && /^[^\s,;<>"'\\\u0000-\u001f\u007f]+$/.test(trimmed)
+  // Names are shown on pages and in logs and compared with labels: no separators of their own, and
+  // nothing terminalText would change (a control, C1 included, a bidi or zero-width character).
+  return trimmed &&
+    trimmed.length <= MAX_NAME_CHARS &&
+    /^[^\s,;<>"'\\]+$/.test(trimmed) &&
+    terminalText(trimmed, MAX_NAME_CHARS) === trimmed
     ? trimmed
     : undefined;
 };

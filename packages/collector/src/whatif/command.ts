@@ -18,7 +18,7 @@ import {
 import { HOST_QUERY_NAMES, hostHistoryQueries, withHostHistory } from "./host-history.js";
 import { formatJson, formatText } from "./report.js";
 import { simulateVm } from "./simulate.js";
-import { errorMessage } from "@ws/protocol";
+import { errorMessage, escapedJson, terminalText } from "@ws/protocol";
 
 export interface WhatifIo {
   stdout: NodeJS.WritableStream;
@@ -107,7 +107,8 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
           (!options.vm || d.vm.endsWith(`/${options.vm}`)),
       );
     } catch (error) {
-      io.stderr.write(`ws-collector whatif: --disputes ${file}: ${errorMessage(error)}\n`);
+      // The error may quote the document (its kind): text someone else wrote.
+      io.stderr.write(`ws-collector whatif: --disputes ${file}: ${terminalText(errorMessage(error), 1000)}\n`);
       return 1;
     }
   }
@@ -127,7 +128,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
       series.push(...(await queryRange(options, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
   } catch (error) {
     if (error instanceof HistoryError) {
-      io.stderr.write(`ws-collector whatif: ${error.message}\n`);
+      io.stderr.write(`ws-collector whatif: ${terminalText(error.message, 1000)}\n`);
       return 1;
     }
     throw error;
@@ -148,7 +149,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
           );
     } catch (error) {
       if (error instanceof HistoryError) {
-        io.stderr.write(`ws-collector whatif: host-side evidence: ${error.message}\n`);
+        io.stderr.write(`ws-collector whatif: host-side evidence: ${terminalText(error.message, 1000)}\n`);
         return 1;
       }
       throw error;
@@ -189,7 +190,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
   const verdicts = disputeVerdicts(disputes, outcomes, options.stepSeconds);
   if (options.json) {
     const replay = JSON.parse(formatJson(result)) as Record<string, unknown>;
-    io.stdout.write(`${JSON.stringify({ ...replay, disputes: verdicts }, null, 2)}\n`);
+    io.stdout.write(`${escapedJson({ ...replay, disputes: verdicts }, 2)}\n`);
   } else io.stdout.write(`${formatText(result)}\n${formatDisputesText(verdicts)}`);
   return 0;
 }

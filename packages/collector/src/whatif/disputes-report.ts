@@ -1,7 +1,10 @@
 // The stop disputes as whatif prints them: each "this stop was a mistake" with the stop it
 // disputes, the knob that would have kept the VM (as whatif's --KNOB VALUE), and, beside a
-// replay, whether the replayed policy still stops the VM at that time. Pure.
-import { formatDuration } from "@ws/protocol";
+// replay, whether the replayed policy still stops the VM at that time. Pure. Everything in a
+// dispute came from someone else (a VM user's words, process and kernel names in the last
+// activity, a document given to whatif): the text goes through terminalText, the JSON through
+// escapedText.
+import { escapedJson, formatDuration, terminalText } from "@ws/protocol";
 import type { DisputeRecord } from "../start/disputes.js";
 import type { VmOutcome } from "./simulate.js";
 
@@ -33,7 +36,10 @@ export function disputeVerdicts(
 }
 
 function knobFlag(dispute: DisputeRecord): string {
-  return dispute.knob.value !== undefined ? `--${dispute.knob.name} ${dispute.knob.value}` : dispute.knob.text;
+  return terminalText(
+    dispute.knob.value !== undefined ? `--${dispute.knob.name} ${dispute.knob.value}` : dispute.knob.text,
+    1000,
+  );
 }
 
 export function formatDisputesText(disputes: readonly DisputeVerdict[]): string {
@@ -45,11 +51,11 @@ export function formatDisputesText(disputes: readonly DisputeVerdict[]): string 
   const rows: string[][] = [["VM", "stopped", "idle", "reported by", "what they were doing", "knob", "this replay"]];
   for (const d of disputes)
     rows.push([
-      d.vm,
-      d.stoppedAt,
+      terminalText(d.vm, 200),
+      terminalText(d.stoppedAt, 40),
       d.idleSeconds !== undefined ? formatDuration(d.idleSeconds) : "?",
-      d.by,
-      d.what || "—",
+      terminalText(d.by, 200),
+      terminalText(d.what, 500) || "—",
       knobFlag(d),
       d.replay === undefined ? "" : d.replay === "still stopped" ? `still stopped ${d.replayStopAt}` : d.replay,
     ]);
@@ -64,7 +70,12 @@ export function formatDisputesText(disputes: readonly DisputeVerdict[]): string 
   lines.push("");
   for (const d of disputes)
     if (d.lastActivity)
-      lines.push(`${d.vm}: the last activity ws saw before the stop: ${d.lastActivity.what} (${d.lastActivity.at})`);
+      lines.push(
+        terminalText(
+          `${d.vm}: the last activity ws saw before the stop: ${d.lastActivity.what} (${d.lastActivity.at})`,
+          1000,
+        ),
+      );
   const flags = [...new Set(disputes.filter((d) => d.knob.value !== undefined).map(knobFlag))];
   if (flags.length > 0)
     lines.push(
@@ -74,5 +85,5 @@ export function formatDisputesText(disputes: readonly DisputeVerdict[]): string 
 }
 
 export function formatDisputesJson(disputes: readonly DisputeVerdict[]): string {
-  return `${JSON.stringify({ disputes }, null, 2)}\n`;
+  return `${escapedJson({ disputes }, 2)}\n`;
 }

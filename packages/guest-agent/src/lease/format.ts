@@ -1,7 +1,7 @@
 // What ws-lease prints for people. Pure: the agent's answer, the moment and
 // the time zone in; text out.
-import { formatDuration, sentence } from "@ws/protocol";
-import { formatSpan, formatStopIn, safeText } from "../notice/format.js";
+import { formatDuration, sentence, terminalText } from "@ws/protocol";
+import { formatSpan, formatStopIn } from "../notice/format.js";
 import type { CapSource, WireLease, StatusView } from "./wire.js";
 
 /**
@@ -57,7 +57,7 @@ export function leaseState(lease: WireLease): string {
 }
 
 function confirmationState(lease: WireLease): string {
-  if (lease.refused) return `refused by the collector${lease.message ? `: ${safeText(lease.message, 120)}` : ""}`;
+  if (lease.refused) return `refused by the collector${lease.message ? `: ${terminalText(lease.message, 120)}` : ""}`;
   if (lease.clamped) {
     const cap = lease.maxKeepRunningSeconds ?? lease.holdSeconds;
     return `clamped to ${formatLeaseDuration(cap)} (asked ${formatLeaseDuration(lease.requestedSeconds)})`;
@@ -84,11 +84,11 @@ export function formatLeaseList(leases: WireLease[], moment: Moment): string {
   for (const lease of leases) {
     rows.push([
       lease.id,
-      safeText(lease.user, 32),
+      terminalText(lease.user, 32),
       formatWhen(Date.parse(lease.expiresAt), moment),
       formatSpan(lease.remainingSeconds),
       leaseState(lease),
-      safeText(lease.reason, 80) || "-",
+      terminalText(lease.reason, 80) || "-",
     ]);
   }
   return table(rows);
@@ -97,11 +97,11 @@ export function formatLeaseList(leases: WireLease[], moment: Moment): string {
 export function formatTaken(lease: WireLease, collectorConnected: boolean, moment: Moment): string {
   const until = formatWhen(Date.parse(lease.expiresAt), moment);
   const lines = [
-    `Lease ${lease.id} taken: this VM keeps running until ${until} (${formatSpan(lease.remainingSeconds)})${lease.reason ? `, for "${safeText(lease.reason)}"` : ""}.`,
+    `Lease ${lease.id} taken: this VM keeps running until ${until} (${formatSpan(lease.remainingSeconds)})${lease.reason ? `, for "${terminalText(lease.reason)}"` : ""}.`,
   ];
   if (lease.refused) {
     lines.push(
-      `The collector refused it${lease.message ? `: ${safeText(lease.message)}` : ""}. It does not keep the VM running.`,
+      `The collector refused it${lease.message ? `: ${terminalText(lease.message)}` : ""}. It does not keep the VM running.`,
     );
   } else if (lease.clamped) {
     lines.push(
@@ -126,7 +126,7 @@ export function formatCancelled(cancelled: WireLease[]): string {
   return `${cancelled
     .map(
       (lease) =>
-        `Cancelled lease ${lease.id} of ${safeText(lease.user, 32)}${lease.reason ? ` ("${safeText(lease.reason, 80)}")` : ""}.`,
+        `Cancelled lease ${lease.id} of ${terminalText(lease.user, 32)}${lease.reason ? ` ("${terminalText(lease.reason, 80)}")` : ""}.`,
     )
     .join("\n")}\n`;
 }
@@ -165,7 +165,7 @@ export function formatStatus(status: StatusView, moment: Moment): string {
     } else {
       out.push(`STOP PENDING: this VM will stop ${formatStopIn(notice.stopInSeconds)} (at ${at}).`);
     }
-    const why = safeText(notice.reason) || `no activity for ${formatSpan(notice.idleSeconds)}`;
+    const why = terminalText(notice.reason) || `no activity for ${formatSpan(notice.idleSeconds)}`;
     out.push(
       sentence(`  Why: ${why}`),
       `  To keep it running: ws-lease 2h (or any activity: type in a terminal, run a notebook cell).`,
@@ -177,11 +177,11 @@ export function formatStatus(status: StatusView, moment: Moment): string {
     const vm = status.vm;
     const fresh = vm.ageSeconds < 120 ? "" : ` (last heard ${formatSpan(vm.ageSeconds)} ago)`;
     out.push(
-      `VM:          ${STATE_WORDS[vm.state] ?? vm.state}${vm.mode === "observe" ? " — observe mode: nothing is ever stopped" : ""}${fresh}`,
+      `VM:          ${STATE_WORDS[vm.state] ?? terminalText(vm.state, 40)}${vm.mode === "observe" ? " — observe mode: nothing is ever stopped" : ""}${fresh}`,
     );
     out.push(
       vm.activeSignals.length > 0
-        ? `Activity:    seen in use now by: ${vm.activeSignals.map((signal) => safeText(signal, 40)).join(", ")}`
+        ? `Activity:    seen in use now by: ${vm.activeSignals.map((signal) => terminalText(signal, 40)).join(", ")}`
         : `Activity:    idle for ${formatSpan(vm.idleSeconds)} (no signal shows use)`,
     );
     if (vm.stopInSeconds !== undefined && vm.stopAt !== undefined) {
@@ -191,7 +191,7 @@ export function formatStatus(status: StatusView, moment: Moment): string {
     } else {
       out.push(`Stop:        none scheduled`);
     }
-    if (vm.explanation) out.push(`             ${safeText(vm.explanation)}`);
+    if (vm.explanation) out.push(`             ${terminalText(vm.explanation)}`);
   } else {
     out.push(`VM:          the collector has not said anything about this VM yet`);
   }
@@ -199,7 +199,7 @@ export function formatStatus(status: StatusView, moment: Moment): string {
     const policy = status.policy;
     out.push(
       policy.autostopEnabled
-        ? `Policy:      stops after ${formatLeaseDuration(policy.idleTimeoutSeconds)} idle, with a ${formatLeaseDuration(policy.gracePeriodSeconds)} warning${policy.profile ? ` (profile ${safeText(policy.profile, 40)})` : ""}`
+        ? `Policy:      stops after ${formatLeaseDuration(policy.idleTimeoutSeconds)} idle, with a ${formatLeaseDuration(policy.gracePeriodSeconds)} warning${policy.profile ? ` (profile ${terminalText(policy.profile, 40)})` : ""}`
         : `Policy:      autostop is off for this VM`,
     );
   }
@@ -207,10 +207,10 @@ export function formatStatus(status: StatusView, moment: Moment): string {
   const collector = status.collector;
   const since = collector.sinceSeconds !== undefined ? ` for ${formatSpan(collector.sinceSeconds)}` : "";
   if (collector.connected) {
-    out.push(`Collector:   connected${collector.address ? ` to ${collector.address}` : ""}${since}`);
+    out.push(`Collector:   connected${collector.address ? ` to ${terminalText(collector.address, 200)}` : ""}${since}`);
   } else {
     out.push(
-      `Collector:   NOT connected${collector.address ? ` (${collector.address})` : ""}${since}: leases are recorded here and confirmed when it reconnects`,
+      `Collector:   NOT connected${collector.address ? ` (${terminalText(collector.address, 200)})` : ""}${since}: leases are recorded here and confirmed when it reconnects`,
     );
   }
 
@@ -222,7 +222,7 @@ export function formatStatus(status: StatusView, moment: Moment): string {
     for (const lease of status.leases) {
       const until = formatWhen(Date.parse(lease.expiresAt), moment);
       out.push(
-        `  ${lease.id}  ${safeText(lease.user, 32)} (uid ${lease.uid})  until ${until} (${formatSpan(lease.remainingSeconds)} left)  ${leaseState(lease)}${lease.reason ? `  "${safeText(lease.reason, 80)}"` : ""}`,
+        `  ${lease.id}  ${terminalText(lease.user, 32)} (uid ${lease.uid})  until ${until} (${formatSpan(lease.remainingSeconds)} left)  ${leaseState(lease)}${lease.reason ? `  "${terminalText(lease.reason, 80)}"` : ""}`,
       );
     }
   }

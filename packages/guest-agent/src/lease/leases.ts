@@ -10,7 +10,6 @@
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { LeaseDecision, LeaseSchema } from "@ws/protocol";
-import { safeText } from "../notice/format.js";
 import { formatLeaseDuration } from "./format.js";
 
 /** A reading of both clocks at one moment. */
@@ -226,14 +225,6 @@ export function checkTake(
     return { code: "too_many", message: `this VM already has ${MAX_LEASES_TOTAL} leases` };
   }
   return undefined;
-}
-
-/**
- * Text someone else typed, made safe to print on other people's terminals:
- * no escape sequences, no control characters, one line.
- */
-export function cleanText(text: string, maxLength = MAX_REASON_LENGTH): string {
-  return safeText(text, maxLength);
 }
 
 /** Who may cancel a lease: its owner, or root. */

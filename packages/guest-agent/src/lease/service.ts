@@ -13,6 +13,7 @@ import {
   type LeaseSignalSchema,
   type VmStatus,
   errorMessage,
+  terminalText,
 } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import { NoticeDelivery } from "../notice/delivery.js";
@@ -24,7 +25,6 @@ import { formatLeaseDuration } from "./format.js";
 import {
   applyDecision,
   checkTake,
-  cleanText,
   DEFAULT_MAX_KEEP_RUNNING_SECONDS,
   isExpired,
   isLeaseId,
@@ -32,6 +32,7 @@ import {
   MAX_LEASES_TOTAL,
   leaseOnWire,
   cancelRefusal,
+  MAX_REASON_LENGTH,
   mayCancel,
   newLease,
   partitionExpired,
@@ -218,8 +219,8 @@ export class LeaseService {
       if (!Number.isFinite(grant.seconds) || grant.seconds <= 0 || this.leases.length >= MAX_LEASES_TOTAL) continue;
       const account = grant.user ? this.users.byName(grant.user) : undefined;
       // A VM without an owner: the lease is nobody's, as docs/leases.md says (root may cancel it).
-      const user = account?.name ?? (grant.user ? cleanText(grant.user, 32) : NOBODY_NAME);
-      const reason = cleanText(grant.reason || "kept running via link");
+      const user = account?.name ?? (grant.user ? terminalText(grant.user, 32) : NOBODY_NAME);
+      const reason = terminalText(grant.reason || "kept running via link", MAX_REASON_LENGTH);
       const seconds = Math.min(grant.seconds, this.cap().seconds);
       const lease: LeaseRecord = {
         ...newLease({ id: grant.id, uid: account?.uid ?? NOBODY_UID, user, reason, requestedSeconds: seconds }, now),
@@ -356,7 +357,13 @@ export class LeaseService {
     }
     const user = await this.userName(caller.uid);
     const lease = newLease(
-      { id: this.newId(), uid: caller.uid, user, reason: cleanText(request.reason), requestedSeconds: request.seconds },
+      {
+        id: this.newId(),
+        uid: caller.uid,
+        user,
+        reason: terminalText(request.reason, MAX_REASON_LENGTH),
+        requestedSeconds: request.seconds,
+      },
       now,
     );
     // Confirmed only once durable: first the audit line, then leases.json. On any failure the
@@ -418,7 +425,7 @@ export class LeaseService {
       if (!lease)
         return errorAnswer(
           "not_found",
-          `there is no lease ${JSON.stringify(cleanText(id, 40))} (it may have expired); see ws-lease list`,
+          `there is no lease ${JSON.stringify(terminalText(id, 40))} (it may have expired); see ws-lease list`,
         );
       if (!mayCancel(lease, caller.uid)) {
         return errorAnswer("forbidden", cancelRefusal(lease));

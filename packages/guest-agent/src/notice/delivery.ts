@@ -1,13 +1,13 @@
 // Delivers the collector's stop notices to people: every logged-in terminal,
 // desktop sessions (best effort), and the notice file. Repeats as the stop
 // nears; says so when the stop is cancelled. Never throws into the agent.
-import { PolicyMode, type Notice, type NoticeCleared, errorMessage } from "@ws/protocol";
+import { PolicyMode, type Notice, type NoticeCleared, errorMessage, terminalText } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import type { Roots } from "../roots.js";
 import type { Users } from "../users.js";
 import { desktopCommand, findDesktopSessions, findExecutable, runDesktopCommand } from "./desktop.js";
 import { defaultNoticeFile, noticeFileContent, readNoticeFileId, removeNoticeFile, writeNoticeFile } from "./file.js";
-import { cancellationText, noticeText, safeText, terminalBytes, type NoticeText } from "./format.js";
+import { cancellationText, noticeText, terminalBytes, type NoticeText } from "./format.js";
 import {
   planReminders,
   REMINDER_OFFSETS_SECONDS,
@@ -99,7 +99,7 @@ export class NoticeDelivery {
       : 0;
     const previous = this.current;
     const tracked: Tracked = {
-      id: safeText(notice.id, 100) || "notice",
+      id: terminalText(notice.id, 100) || "notice",
       stopAtMonoMs: receivedAtMonoMs + stopIn * 1000,
       receivedAtMonoMs,
       reason: notice.reason,

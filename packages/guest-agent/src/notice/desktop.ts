@@ -4,6 +4,7 @@
 import { execFile } from "node:child_process";
 import { access, constants, lstat, readdir } from "node:fs/promises";
 import path from "node:path";
+import { escapeHtml } from "@ws/protocol";
 import type { Users } from "../users.js";
 
 export interface DesktopSession {
@@ -20,7 +21,11 @@ export interface DesktopCommand {
 
 const SEARCH_PATH = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"];
 
-/** The command that shows one notification in `session`. Pure. */
+/**
+ * The command that shows one notification in `session`. Pure. The body is markup to most
+ * notification servers (the freedesktop spec's body-markup: <b>, <a href>, <img>), so it is
+ * escaped: a reason cannot become a link; the summary is plain text by the spec.
+ */
 export function desktopCommand(
   tools: { runuser: string; notifySend: string },
   session: DesktopSession,
@@ -40,7 +45,7 @@ export function desktopCommand(
       "--icon=dialog-warning",
       "--",
       title,
-      body,
+      escapeHtml(body),
     ],
     env: {
       DBUS_SESSION_BUS_ADDRESS: `unix:path=${session.busPath}`,

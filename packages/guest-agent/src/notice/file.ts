@@ -4,6 +4,7 @@
 // reader never sees half a file.
 import { mkdir, readFile, unlink } from "node:fs/promises";
 import path from "node:path";
+import { escapedJson, terminalText } from "@ws/protocol";
 import { writeFileAtomic } from "../lease/atomic-write.js";
 import { under, type Roots } from "../roots.js";
 import type { NoticeText } from "./format.js";
@@ -32,8 +33,12 @@ export function noticeFileContent(
   text: NoticeText,
   nowWallMs: number,
 ): NoticeFileContent {
+  // A shell prompt or a widget prints these: the collector's words as terminalText, as the tty notice has them.
   return {
     ...fields,
+    id: terminalText(fields.id, 100),
+    reason: terminalText(fields.reason),
+    keepRunningHint: terminalText(fields.keepRunningHint, 600),
     stopAt: new Date(nowWallMs + fields.stopInSeconds * 1000).toISOString(),
     writtenAt: new Date(nowWallMs).toISOString(),
     title: text.title,
@@ -43,7 +48,7 @@ export function noticeFileContent(
 
 export async function writeNoticeFile(file: string, content: NoticeFileContent): Promise<void> {
   await mkdir(path.dirname(file), { recursive: true, mode: 0o755 });
-  await writeFileAtomic(file, `${JSON.stringify(content, null, 2)}\n`, 0o644);
+  await writeFileAtomic(file, `${escapedJson(content, 2)}\n`, 0o644);
 }
 
 export async function removeNoticeFile(file: string): Promise<boolean> {

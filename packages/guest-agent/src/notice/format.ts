@@ -1,6 +1,8 @@
 // What people read when their VM is about to stop: short, human, actionable.
 // When (in N minutes, at HH:MM local time), why, and the exact command that
-// keeps the VM. Pure: the moment and the time zone are arguments.
+// keeps the VM. Pure: the moment and the time zone are arguments. Text from the collector goes
+// through `terminalText` (@ws/protocol): these lines are written to other people's terminals.
+import { terminalText } from "@ws/protocol";
 
 import { sentence } from "@ws/protocol";
 
@@ -57,26 +59,13 @@ function plural(count: number, unit: string): string {
   return `${count} ${unit}${count === 1 ? "" : "s"}`;
 }
 
-/**
- * Text from the collector, made safe for other people's terminals: no escape
- * sequences or control characters, bounded length.
- */
-export function safeText(text: string, maxLength = 300): string {
-  const clean = text
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control and bidi characters are what a notice must not carry to a terminal
-    .replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069]+/g, " ")
-    .replace(/\s+/g, " ")
-    .trim();
-  return clean.length > maxLength ? `${clean.slice(0, maxLength - 1)}…` : clean;
-}
-
 export function noticeText(facts: NoticeFacts, nowWallMs: number, timeZone?: string): NoticeText {
   const at = formatLocalTime(nowWallMs + Math.max(0, facts.stopInSeconds) * 1000, timeZone);
   const when = formatStopIn(facts.stopInSeconds);
   const why =
-    safeText(facts.reason) ||
+    terminalText(facts.reason) ||
     (facts.idleSeconds > 0 ? `no activity for ${formatSpan(facts.idleSeconds)}` : "no activity");
-  const hint = safeText(facts.keepRunningHint, 600); // room for a keep-running link (docs/notifications.md)
+  const hint = terminalText(facts.keepRunningHint, 600); // room for a keep-running link (docs/notifications.md)
   const keep = hint.includes("ws-lease")
     ? hint
     : `run \`${KEEP_RUNNING_COMMAND}\` in a terminal here, or just use it (type in a terminal, run a notebook cell)`;
@@ -97,7 +86,7 @@ export function noticeText(facts: NoticeFacts, nowWallMs: number, timeZone?: str
 }
 
 export function cancellationText(reason: string): NoticeText {
-  const why = safeText(reason);
+  const why = terminalText(reason);
   return {
     title: "ws: the pending stop of this VM is cancelled",
     lines: [why ? `${sentence(`Why: ${why}`)} Nothing to do.` : "Nothing to do."],
@@ -107,9 +96,11 @@ export function cancellationText(reason: string): NoticeText {
 /**
  * The bytes for a terminal, the way wall frames a broadcast: a bell, CR LF
  * line ends (a terminal in raw mode, such as an editor, does not turn LF
- * into CR LF), a blank line before and after.
+ * into CR LF), a blank line before and after. The bell and the line ends are the only
+ * controls: every line goes through terminalText once more here, the one way to a tty.
  */
 export function terminalBytes(text: NoticeText): string {
-  const body = [`*** ${text.title} ***`, ...text.lines.map((line) => `    ${line}`)];
+  const line = (words: string) => terminalText(words, 2000);
+  const body = [`*** ${line(text.title)} ***`, ...text.lines.map((words) => `    ${line(words)}`)];
   return `\r\n\u0007${body.join("\r\n")}\r\n\r\n`;
 }

@@ -7,11 +7,11 @@
 // other integrations (a desktop widget, a Jupyter extension). Never throws into the agent.
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { type WelcomeBack, errorMessage, formatDuration, sentence } from "@ws/protocol";
+import { type WelcomeBack, errorMessage, formatDuration, sentence, escapedJson, terminalText } from "@ws/protocol";
 import { writeFileAtomic } from "../lease/atomic-write.js";
 import { under } from "../roots.js";
 import type { NoticeDeliveryOptions } from "./delivery.js";
-import { formatLocalTime, safeText, terminalBytes, type NoticeText } from "./format.js";
+import { formatLocalTime, terminalBytes, type NoticeText } from "./format.js";
 import { systemScheduler, type Scheduler, type TimerHandle } from "./schedule.js";
 import { listLoggedInTerminals, writeToTerminal, type ListTerminals } from "./terminals.js";
 
@@ -48,10 +48,10 @@ export function formatLocalDateTime(wallMs: number, timeZone?: string): string {
 
 /** What the user reads at the first login after the start. Pure. */
 export function welcomeText(facts: WelcomeFacts, timeZone?: string): NoticeText {
-  const why = safeText(facts.reason) || "it was idle";
+  const why = terminalText(facts.reason) || "it was idle";
   const lines = [sentence(`Why: ${why}`)];
   const idle = facts.idleSeconds !== undefined && Number.isFinite(facts.idleSeconds) ? facts.idleSeconds : undefined;
-  const activity = safeText(facts.lastActivity, 200);
+  const activity = terminalText(facts.lastActivity, 200);
   if (idle !== undefined || activity)
     lines.push(
       sentence(
@@ -69,9 +69,9 @@ export function welcomeText(facts: WelcomeFacts, timeZone?: string): NoticeText 
           .join("; "),
       ),
     );
-  const keep = safeText(facts.keepHint, 200) || "ws-lease 8h";
+  const keep = terminalText(facts.keepHint, 200) || "ws-lease 8h";
   lines.push(`To keep it running next time: run \`${keep}\` in a terminal here before you leave it running.`);
-  const dispute = safeText(facts.disputeUrl, 600);
+  const dispute = terminalText(facts.disputeUrl, 600);
   if (/^https?:\/\//.test(dispute))
     lines.push(`Was this stop a mistake (you were working)? Say so in one click: ${dispute}`);
   return {
@@ -133,7 +133,7 @@ export class WelcomeDelivery {
 
   /** A welcome arrived: shown at the first login, unless this stop's welcome was shown already. */
   async offer(welcome: WelcomeBack): Promise<void> {
-    const id = safeText(welcome.id, 100);
+    const id = terminalText(welcome.id, 100);
     if (!id || this.closed || this.pending?.id === id) return;
     if ((await this.loadShown()).includes(id)) {
       this.options.log(`welcome ${id}: already shown (once per stop)`);
@@ -145,7 +145,7 @@ export class WelcomeDelivery {
       await mkdir(path.dirname(this.welcomeFile), { recursive: true, mode: 0o755 });
       await writeFileAtomic(
         this.welcomeFile,
-        `${JSON.stringify({ id, ...facts, title: this.pending.text.title, message: this.pending.text.lines.join("\n") }, null, 2)}\n`,
+        `${escapedJson({ id, ...facts, title: this.pending.text.title, message: this.pending.text.lines.join("\n") }, 2)}\n`,
         0o644,
       );
     } catch (error) {

@@ -23,7 +23,7 @@ describe("desktop notifications", () => {
       { runuser: "/usr/sbin/runuser", notifySend: "/usr/bin/notify-send" },
       { uid: 1001, user: "alice", busPath: "/run/user/1001/bus" },
       "ws: this VM will stop in 10 minutes (at 14:32)",
-      "Why: $(rm -rf ~); `reboot`",
+      'Why: $(rm -rf ~); `reboot` <a href="https://evil.example/">keep it</a>',
       "critical",
     );
     expect(command.file).toBe("/usr/sbin/runuser");
@@ -37,7 +37,7 @@ describe("desktop notifications", () => {
       "--icon=dialog-warning",
       "--",
       "ws: this VM will stop in 10 minutes (at 14:32)",
-      "Why: $(rm -rf ~); `reboot`",
+      "Why: $(rm -rf ~); `reboot` &lt;a href=&quot;https://evil.example/&quot;&gt;keep it&lt;/a&gt;",
     ]);
     expect(command.env.DBUS_SESSION_BUS_ADDRESS).toBe("unix:path=/run/user/1001/bus");
     expect(command.env.XDG_RUNTIME_DIR).toBe("/run/user/1001");
