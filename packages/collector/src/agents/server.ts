@@ -142,6 +142,20 @@ const CAP_EPISODE_END = 0.9;
 /** Per-source refusals are logged at most once this often, with how many there were since. */
 const PER_SOURCE_LOG_EVERY_MS = 60_000;
 
+/**
+ * Closes a connection grpc-js already holds, at once: a reset, as nginx's reset_timedout_connection
+ * does. A plain destroy() of a socket whose HTTP/2 session has taken it over leaves the peer
+ * connected; the reset reaches it, and the descriptor is freed without a closing handshake.
+ */
+function closeNow(socket: net.Socket): void {
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    // A handle that is no longer TCP (a TLS wrap took it): a plain destroy closes it.
+  }
+  if (!socket.destroyed) socket.destroy();
+}
+
 const retryMetadata = (ms: number): grpc.Metadata => {
   const metadata = new grpc.Metadata();
   metadata.set(RETRY_AFTER_METADATA_KEY, String(Math.round(ms)));
@@ -235,14 +249,15 @@ export class AgentServer {
       }
       if (admission.kind === "evict") {
         stats.countConnectionEviction("cap");
-        slots.handle(admission.victim)?.destroy();
+        const victim = slots.handle(admission.victim);
+        if (victim) closeNow(victim);
         slots.remove(admission.victim);
       }
       slots.add(key, source, nowMs(), socket);
       const deadline = setTimeout(() => {
         if (!slots.isPending(key) || slots.handle(key) !== socket) return;
         stats.agentConnectionsDeadlineClosed++;
-        socket.destroy();
+        closeNow(socket);
       }, handshakeTimeoutMs);
       socket.once("close", () => {
         clearTimeout(deadline);
@@ -449,7 +464,7 @@ export class AgentServer {
     const previous = this.slots?.authenticated(peer, vmId(vm));
     if (!previous) return;
     this.options.stats.countConnectionEviction("same-vm");
-    previous.destroy();
+    closeNow(previous);
   }
 
   /**
