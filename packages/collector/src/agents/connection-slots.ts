@@ -1,5 +1,5 @@
-// Who gets the agent port's connection slots (pure: the caller passes the clock; agents/server.ts
-// closes the sockets these decisions name).
+// Who gets the agent port's connection slots (pure: agents/server.ts closes the sockets these
+// decisions name and runs the handshake deadline's timers).
 //
 // The cap (agents/connection-cap.ts) protects the process's descriptors, but on its own it is
 // first come, first served: one client that opens connections and never authenticates (idle
@@ -12,14 +12,14 @@
 // - one source address holds at most `maxPendingPerSource` pending connections: a VM's agent needs
 //   one, so the cap only bites a flood (many agents behind one NAT share an address, hence the
 //   higher default in standalone mode; their pending time is a handshake, not a lifetime);
-// - at the cap, a new connection takes the slot of the oldest pending one (pending at least
-//   EVICTABLE_AFTER_MS, so agents mid-handshake in a reconnect burst do not push each other out);
-//   only when every slot is authenticated, or young, is the new one refused;
+// - at the cap, a new connection takes the slot of the oldest pending one, so a flood from many
+//   sources cannot keep an agent out: an agent needs its slot for milliseconds (TLS and a Hello)
+//   before it authenticates, and the oldest pending one is the connection that had the longest to
+//   do so. Only when every slot is authenticated is the new one refused. (A guard sparing young
+//   pending connections would let a flood that reopens fast enough keep every slot young.)
 // - an authenticated connection belongs to its VM: when a newer connection authenticates as the
 //   same VM, the older one is closed (its stream was replaced anyway), so a VM's token buys one slot.
 
-/** A pending connection younger than this is not evicted: an agent's TLS handshake and Hello take milliseconds. */
-export const EVICTABLE_AFTER_MS = 1_000;
 /** A connection that has not authenticated a Hello this long after accept is closed (grpc.handshakeTimeout). */
 export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 15_000;
 /**
@@ -44,7 +44,6 @@ export type SlotAdmission =
 
 interface Slot<T> {
   source: string;
-  acceptedAtMs: number;
   handle: T;
   /** The VM this connection authenticated as; undefined while pending. */
   vm?: string;
@@ -82,20 +81,19 @@ export class ConnectionSlots<T> {
   }
 
   /** What to do with a new connection from `source`, before it is added. */
-  admit(source: string, nowMs: number): SlotAdmission {
+  admit(source: string): SlotAdmission {
     if ((this.pendingBySource.get(source) ?? 0) >= this.limits.maxPendingPerSource)
       return { kind: "refuse", reason: "per-source" };
     const { cap } = this.limits;
     if (cap === undefined || this.all.size < cap) return { kind: "accept" };
-    const oldest = this.pending.entries().next();
-    if (!oldest.done && nowMs - oldest.value[1].acceptedAtMs >= EVICTABLE_AFTER_MS)
-      return { kind: "evict", victim: oldest.value[0] };
+    const oldest = this.pending.keys().next();
+    if (!oldest.done) return { kind: "evict", victim: oldest.value };
     return { kind: "refuse", reason: "cap" };
   }
 
-  add(key: string, source: string, nowMs: number, handle: T): void {
+  add(key: string, source: string, handle: T): void {
     this.remove(key);
-    const slot: Slot<T> = { source, acceptedAtMs: nowMs, handle };
+    const slot: Slot<T> = { source, handle };
     this.all.set(key, slot);
     this.markPending(key, slot);
   }

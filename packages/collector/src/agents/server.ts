@@ -219,12 +219,12 @@ export class AgentServer {
    * public connection injector (TLS, when the credentials carry it, is grpc-js's as with
    * bindAsync). Each connection is admitted here, before grpc-js spends anything on it
    * (agents/connection-slots.ts): past its source's share of pending connections, or at the cap
-   * with no pending connection old enough to evict, it is closed at once (the agent sees a reset
+   * with every connection authenticated, it is closed at once (the agent sees a reset
    * and backs off), and a connection that has not authenticated a Hello by the handshake deadline
    * is closed. The process keeps its other descriptors for the API server, the Lease and the scrapes.
    */
   async listen(address: AgentListen, credentials: grpc.ServerCredentials): Promise<number> {
-    const { log, stats, nowMs } = this.options;
+    const { log, stats } = this.options;
     const injector = this.server.createConnectionInjector(credentials);
     const slots = new ConnectionSlots<net.Socket>({
       cap: address.maxConnections,
@@ -241,7 +241,7 @@ export class AgentServer {
       // grpc-js's getPeer() of every stream on this connection, so the Hello's outcome finds its slot.
       const key = `${remoteAddress}:${remotePort}`;
       const source = connectionSource(remoteAddress);
-      const admission = slots.admit(source, nowMs());
+      const admission = slots.admit(source);
       if (admission.kind === "refuse") {
         socket.destroy();
         this.refused(admission.reason, source);
@@ -253,7 +253,7 @@ export class AgentServer {
         if (victim) closeNow(victim);
         slots.remove(admission.victim);
       }
-      slots.add(key, source, nowMs(), socket);
+      slots.add(key, source, socket);
       const deadline = setTimeout(() => {
         if (!slots.isPending(key) || slots.handle(key) !== socket) return;
         stats.agentConnectionsDeadlineClosed++;

@@ -26,7 +26,6 @@ import { clientConstructor, openBidi } from "@ws/protocol/grpc";
 import { afterEach, describe, expect, it } from "vitest";
 import { openAgentStream, type AgentStream } from "../../../../bench/lib/agent-stream.js";
 import { selfSignedCertificate } from "../../../../test/support/prometheus.js";
-import { EVICTABLE_AFTER_MS } from "../../src/agents/connection-slots.js";
 import { type AgentListen, AgentServer, type AgentSink } from "../../src/agents/server.js";
 import { CollectorStats } from "../../src/stats.js";
 
@@ -37,8 +36,6 @@ interface Port {
   stats: CollectorStats;
   address: string;
   port: number;
-  /** Moves the server's clock on (eviction spares connections younger than EVICTABLE_AFTER_MS). */
-  advance(ms: number): void;
 }
 
 const cleanups: Array<() => unknown> = [];
@@ -61,11 +58,10 @@ async function startPort(
   credentials = grpc.ServerCredentials.createInsecure(),
 ): Promise<Port> {
   const stats = new CollectorStats();
-  let offset = 0;
-  const server = new AgentServer({ sink: answeringSink, stats, log: () => {}, nowMs: () => Date.now() + offset });
+  const server = new AgentServer({ sink: answeringSink, stats, log: () => {}, nowMs: () => Date.now() });
   const port = await server.listen({ host: "127.0.0.1", port: 0, ...listen }, credentials);
   cleanups.push(() => server.close());
-  return { server, stats, port, address: `127.0.0.1:${port}`, advance: (ms) => (offset += ms) };
+  return { server, stats, port, address: `127.0.0.1:${port}` };
 }
 
 /** An agent's stream, resolved once its Hello is answered; `served()` resolves when a Report is answered. */
@@ -205,7 +201,6 @@ describe("the agent port's connection slots", () => {
     const hostile: Array<{ closed: () => boolean }> = [];
     for (let i = 0; i < 4; i++) hostile.push(await idleSocket(port));
     await until("the cap held", () => port.server.connectionCount === 4);
-    port.advance(EVICTABLE_AFTER_MS);
     const first = await agent(port, "vm-0");
     await until("the oldest hostile socket evicted", () => hostile[0]!.closed());
     const second = await agent(port, "vm-1");
@@ -213,7 +208,6 @@ describe("the agent port's connection slots", () => {
     expect(hostile.map((connection) => connection.closed())).toEqual([true, true, false, false]);
     expect(port.stats.agentConnectionsEvicted.get("cap")).toBe(2);
     // Two agents and two hostile sockets: the agents' slots are not taken from them.
-    port.advance(EVICTABLE_AFTER_MS);
     await idleSocket(port);
     await until("the oldest hostile socket left evicted", () => hostile[2]!.closed());
     await first.served();
