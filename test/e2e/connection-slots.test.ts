@@ -111,7 +111,7 @@ describe("a hostile client on the agent port", () => {
       grpcPort,
       httpPort,
     } = await kubeCollectorConfig(dir, {
-      // The shortest deadline, so that this test sees it close the flood's connections (default 15s).
+      // The shortest deadline, so that this test sees it close the flood's connections (default 30s).
       grpc: "handshakeTimeout: 1s",
       extra: "policy:\n  defaults: { autostop: enabled, mode: observe, idle-timeout: 2h }\n",
     });

@@ -175,7 +175,7 @@ export function resolveCollectorConfig(
     } catch {}
     if (ms >= 1_000 && ms <= MAX_HANDSHAKE_TIMEOUT_MS) return ms;
     problems.push(
-      `${filePath}: grpc.handshakeTimeout must be a duration from 1s to 10m (a connection with no authenticated Hello that long after accept is closed; unset: 15s), not ${JSON.stringify(value)?.slice(0, 40)}`,
+      `${filePath}: grpc.handshakeTimeout must be a duration from 1s to 10m (a connection with no authenticated Hello that long after accept is closed; unset: 30s), not ${JSON.stringify(value)?.slice(0, 40)}`,
     );
     return undefined;
   };

@@ -21,7 +21,7 @@
 //   same VM, the older one is closed (its stream was replaced anyway), so a VM's token buys one slot.
 
 /** A connection that has not authenticated a Hello this long after accept is closed (grpc.handshakeTimeout). */
-export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 15_000;
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 30_000;
 /**
  * Pending connections one source address may hold (grpc.maxPendingConnectionsPerSource). In
  * Kubernetes every VM's agent comes from its own launcher pod IP (the identity check refuses any
