@@ -12,6 +12,7 @@ import path from "node:path";
 import { defineConfig } from "vitest/config";
 
 export const NEEDS_ROOT_OR_REAL_PARTS = [
+  "packages/collector/test/agents/connection-slots-grpc.test.ts", // openssl, sockets from 127.0.0.2
   "packages/collector/test/agents/limits.test.ts",
   "packages/collector/test/kube/rbac.test.ts",
   "packages/collector/test/kube/stop.test.ts",

@@ -98,7 +98,8 @@ async function startReplica(kube: FakeKube, dir: string, keyFile: string, name: 
     config,
     [
       "mode: kubernetes",
-      `grpc: { listen: "127.0.0.1:${grpcPort}" }`,
+      // Every simulated agent connects from 127.0.0.1: no per-source share to pace the failover's burst.
+      `grpc: { listen: "127.0.0.1:${grpcPort}", maxPendingConnectionsPerSource: 1048576 }`,
       `http: { listen: "127.0.0.1:${httpPort}" }`,
       `tokenKeyFile: ${JSON.stringify(keyFile)}`,
       `reportInterval: ${intervalSeconds}s`,

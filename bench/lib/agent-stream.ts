@@ -33,9 +33,11 @@ export function openAgentStream(
   vm: { namespace: string; name: string },
   token: string,
   handlers: AgentStreamHandlers,
+  /** The channel's credentials (default: insecure); e.g. TLS against a collector with grpc.certFile. */
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
 ): AgentStream {
   // A local subchannel pool: without it grpc-js would multiplex every simulated VM over one connection.
-  const client = new Client(address, grpc.credentials.createInsecure(), {
+  const client = new Client(address, credentials, {
     ...clientChannelOptions(),
     "grpc.use_local_subchannel_pool": 1,
   });

@@ -55,7 +55,9 @@ export async function startCollector(options: CollectorOptions): Promise<Running
     configFile,
     [
       `mode: ${options.kubeconfig ? "kubernetes" : "standalone"}`,
-      `grpc: { listen: "127.0.0.1:${grpcPort}" }`,
+      // Every simulated agent connects from 127.0.0.1 (a real fleet: one address per VM, or a NAT),
+      // so the per-source share of unauthenticated connections must not pace a reconnect burst here.
+      `grpc: { listen: "127.0.0.1:${grpcPort}", maxPendingConnectionsPerSource: 1048576 }`,
       `http: { listen: "127.0.0.1:${httpPort}" }`,
       `tokenKeyFile: ${JSON.stringify(keyFile)}`,
       `reportInterval: ${options.reportInterval}`,

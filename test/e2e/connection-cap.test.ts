@@ -2,7 +2,8 @@
 // (against the fake API server, the one fake allowed) runs under `prlimit --nofile=128:128`, so
 // its cap on agent connections is 64 (the limit less half of it, agents/connection-cap.ts), and
 // 100 agents, each on its own connection, connect at once. The 36 over the cap are refused right
-// after accept and counted; the 64 held are served; /healthz and /metrics answer; and the Lease
+// after accept (or, while the held ones are still unauthenticated, take the oldest one's place:
+// agents/connection-slots.ts) and counted; the 64 held are served; /healthz and /metrics answer; and the Lease
 // keeps being renewed by this replica, which never steps down (before the cap, the accepted
 // sockets used up the descriptors and the Lease renewals failed with `connect EMFILE`).
 import { execFile, execFileSync } from "node:child_process";
@@ -71,6 +72,9 @@ describe("a collector at its open-file limit", () => {
       grpcPort,
       httpPort,
     } = await kubeCollectorConfig(dir, {
+      // All 100 VMs share 127.0.0.1 here (a real cluster gives each its launcher pod's IP): let
+      // them all be unauthenticated at once, as the burst has them, so only the cap refuses.
+      grpc: `maxPendingConnectionsPerSource: ${AGENTS}`,
       extra: "policy:\n  defaults: { autostop: enabled, mode: observe, idle-timeout: 2h }\n",
     });
     collector = start(
@@ -121,6 +125,16 @@ describe("a collector at its open-file limit", () => {
     for (const agent of held) agent.stream.sendReport(create(ReportSchema, { sequence: 1n, intervalSeconds: 15 }));
     await eventually(() => held.every((agent) => agent.directives >= 2), 60_000, "every held agent's Report answered");
 
+    // With every slot authenticated there is none to evict: one more agent is refused at accept.
+    const late = await new Promise<string>((resolve) => {
+      const stream = openAgentStream(`127.0.0.1:${grpcPort}`, { namespace: NS, name: "vm-0" }, "late", {
+        onDirective: () => resolve("admitted"),
+        onEnd: (reason) => resolve(reason),
+      });
+      agents.push({ name: "late", directives: 0, stream });
+    });
+    expect(late).toMatch(/^UNAVAILABLE/);
+
     // The probes and the scrape answer, and the refusals are counted.
     expect(await getText(`http://127.0.0.1:${httpPort}/healthz`)).toEqual({ status: 200, body: "ok\n" });
     const metrics = await getText(`http://127.0.0.1:${httpPort}/metrics`);
@@ -128,7 +142,11 @@ describe("a collector at its open-file limit", () => {
     const sample = (name: string) => Number(metrics.body.match(new RegExp(`^${name} (\\S+)$`, "m"))?.[1]);
     expect(sample("workstation_agent_connections")).toBe(CAP);
     expect(sample("workstation_agent_connections_limit")).toBe(CAP);
-    expect(sample("workstation_agent_connections_refused_total")).toBeGreaterThanOrEqual(AGENTS - CAP);
+    // Each agent over the cap was refused, or took the place of one still unauthenticated (evicted).
+    const evicted = Number(
+      metrics.body.match(/^workstation_agent_connections_evicted_total\{reason="cap"\} (\S+)$/m)?.[1],
+    );
+    expect(sample("workstation_agent_connections_refused_total") + evicted).toBeGreaterThanOrEqual(AGENTS - CAP);
     expect(sample("workstation_agent_streams")).toBe(CAP);
     expect(sample("process_max_fds")).toBe(NOFILE);
     expect(sample("process_open_fds")).toBeLessThan(NOFILE);

@@ -84,7 +84,9 @@ describe("leadership under a reconnect burst", () => {
       grpcPort,
       httpPort,
     } = await kubeCollectorConfig(dir, {
-      grpc: "hellosPerSecond: 100",
+      // All 2,000 VMs share 127.0.0.1 here (in a cluster each has its launcher pod's IP): the burst
+      // is paced by the Hello admission this test is about, not by a per-source share.
+      grpc: `hellosPerSecond: 100, maxPendingConnectionsPerSource: ${AGENTS}`,
       extra:
         "reportInterval: 2s\npolicy:\n  defaults:\n    autostop: enabled\n    mode: observe\n    idle-timeout: 2h\n",
     });

@@ -14,9 +14,19 @@ export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
   /**
    * hellosPerSecond: agents admitted per second before RESOURCE_EXHAUSTED with a retry hint (docs/collector-limits.md);
-   * maxConnections: agent connections held at once (unset: the open-file limit less a reserve, agents/connection-cap.ts).
+   * maxConnections: agent connections held at once (unset: the open-file limit less a reserve, agents/connection-cap.ts);
+   * handshakeTimeoutMs: a connection with no authenticated Hello this long after accept is closed;
+   * maxPendingConnectionsPerSource: unauthenticated connections one source address may hold (agents/connection-slots.ts; unset: by mode).
    */
-  grpc: { listen: string; certFile?: string; keyFile?: string; hellosPerSecond?: number; maxConnections?: number };
+  grpc: {
+    listen: string;
+    certFile?: string;
+    keyFile?: string;
+    hellosPerSecond?: number;
+    maxConnections?: number;
+    handshakeTimeoutMs?: number;
+    maxPendingConnectionsPerSource?: number;
+  };
   /**
    * listen: the pages, /api/vms and keep links (behind the site's auth proxy); metricsListen:
    * /metrics, /healthz and /readyz on their own port for Prometheus and probes (unset: on listen);
@@ -96,6 +106,8 @@ const TOP_KEYS = [
 ];
 /** The most grpc.maxConnections may say: Linux's default nr_open (the highest nofile a process can get) is 1,048,576. */
 const MAX_CONNECTIONS_SETTING = 1_048_576;
+/** The longest grpc.handshakeTimeout: longer, a flood of connections that never authenticate holds the slots that long. */
+const MAX_HANDSHAKE_TIMEOUT_MS = 600_000;
 const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
   value === undefined ? {} : ({ [key]: value } as Record<K, V>);
 
@@ -153,6 +165,26 @@ export function resolveCollectorConfig(
       return value;
     problems.push(
       `${filePath}: grpc.maxConnections must be a whole number of agent connections from 1 to ${MAX_CONNECTIONS_SETTING} (unset: the open-file limit less 1024), not ${JSON.stringify(value)?.slice(0, 40)}`,
+    );
+    return undefined;
+  };
+  const handshakeTimeout = (value: unknown): number | undefined => {
+    const text = typeof value === "string" || typeof value === "number" ? String(value) : "";
+    let ms = Number.NaN;
+    try {
+      ms = parseDuration(text, { allowBareSeconds: true }) * 1000;
+    } catch {}
+    if (ms >= 1_000 && ms <= MAX_HANDSHAKE_TIMEOUT_MS) return ms;
+    problems.push(
+      `${filePath}: grpc.handshakeTimeout must be a duration from 1s to 10m (a connection with no authenticated Hello that long after accept is closed; unset: 30s), not ${JSON.stringify(value)?.slice(0, 40)}`,
+    );
+    return undefined;
+  };
+  const pendingPerSource = (value: unknown): number | undefined => {
+    if (typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MAX_CONNECTIONS_SETTING)
+      return value;
+    problems.push(
+      `${filePath}: grpc.maxPendingConnectionsPerSource must be a whole number of unauthenticated connections from 1 to ${MAX_CONNECTIONS_SETTING} (unset: 8 in Kubernetes, 64 standalone), not ${JSON.stringify(value)?.slice(0, 40)}`,
     );
     return undefined;
   };
@@ -231,6 +263,16 @@ export function resolveCollectorConfig(
       ...optional(
         "maxConnections",
         grpcFile["maxConnections"] == null ? undefined : connectionCap(grpcFile["maxConnections"]),
+      ),
+      ...optional(
+        "handshakeTimeoutMs",
+        grpcFile["handshakeTimeout"] == null ? undefined : handshakeTimeout(grpcFile["handshakeTimeout"]),
+      ),
+      ...optional(
+        "maxPendingConnectionsPerSource",
+        grpcFile["maxPendingConnectionsPerSource"] == null
+          ? undefined
+          : pendingPerSource(grpcFile["maxPendingConnectionsPerSource"]),
       ),
     },
     http: {

@@ -650,6 +650,35 @@ export function createMetrics(
         this.inc(stats.agentConnectionsRefused);
       },
     });
+    new Counter({
+      name: "workstation_agent_connections_per_source_refused_total",
+      help: "Agent connections closed right after accept because their source address held its share of unauthenticated connections (grpc.maxPendingConnectionsPerSource).",
+      registers: [health],
+      collect() {
+        this.reset();
+        this.inc(stats.agentConnectionsRefusedPerSource);
+      },
+    });
+    new Counter({
+      name: "workstation_agent_connections_deadline_closed_total",
+      help: "Agent connections closed because no Hello authenticated on them within grpc.handshakeTimeout of accept (TLS, the HTTP/2 preface and the Hello included).",
+      registers: [health],
+      collect() {
+        this.reset();
+        this.inc(stats.agentConnectionsDeadlineClosed);
+      },
+    });
+    new Counter({
+      name: "workstation_agent_connections_evicted_total",
+      help: "Agent connections closed to make room, by reason: cap (the oldest unauthenticated one, so a new connection gets in at the cap), same-vm (a newer connection authenticated as the same VM).",
+      labelNames: ["reason"],
+      registers: [health],
+      collect() {
+        this.reset();
+        for (const reason of ["cap", "same-vm"] as const)
+          this.inc({ reason }, stats.agentConnectionsEvicted.get(reason) ?? 0);
+      },
+    });
   }
   if (options.processMetrics ?? true) {
     collectDefaultMetrics({ register: health });

@@ -13,6 +13,7 @@ import {
   describeConnectionCap,
   parseOpenFileLimit,
 } from "./agents/connection-cap.js";
+import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_PENDING_PER_SOURCE } from "./agents/connection-slots.js";
 import { loadKey } from "./key-file.js";
 import { budgetedLogger } from "./log-budget.js";
 import { CollectorConfigError, type CollectorConfig } from "./config.js";
@@ -246,6 +247,9 @@ async function run(
     {
       ...splitHostPort(config.grpc.listen),
       ...(connectionCap.limit !== undefined ? { maxConnections: connectionCap.limit } : {}),
+      handshakeTimeoutMs: config.grpc.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
+      maxPendingConnectionsPerSource:
+        config.grpc.maxPendingConnectionsPerSource ?? DEFAULT_PENDING_PER_SOURCE[config.mode],
     },
     credentials,
   );

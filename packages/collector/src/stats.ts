@@ -13,6 +13,12 @@ export class CollectorStats {
   streamsRefusedBusy = 0;
   /** Agent TCP connections closed right after accept: the gRPC port held its cap (agents/connection-cap.ts). */
   agentConnectionsRefused = 0;
+  /** Agent connections closed at accept: their source address held its share of unauthenticated ones (grpc.maxPendingConnectionsPerSource). */
+  agentConnectionsRefusedPerSource = 0;
+  /** Agent connections closed because no Hello authenticated on them within grpc.handshakeTimeout. */
+  agentConnectionsDeadlineClosed = 0;
+  /** Agent connections closed to make room: "cap" (the oldest unauthenticated one, for a new connection), "same-vm" (a newer one authenticated as its VM). */
+  agentConnectionsEvicted = new Map<"cap" | "same-vm", number>();
   /** Reports dropped because one stream sent faster than MAX_REPORTS_PER_SECOND or MAX_REPORT_BYTES_PER_SECOND. */
   reportsRateLimited = 0;
   kubeRequests = new Map<string, number>();
@@ -27,6 +33,10 @@ export class CollectorStats {
 
   countTruncation(field: string): void {
     this.truncations.set(field, (this.truncations.get(field) ?? 0) + 1);
+  }
+
+  countConnectionEviction(reason: "cap" | "same-vm"): void {
+    this.agentConnectionsEvicted.set(reason, (this.agentConnectionsEvicted.get(reason) ?? 0) + 1);
   }
 
   countAuthFailure(reason: string): void {

@@ -50,3 +50,25 @@ describe("grpc.maxConnections", () => {
       );
   });
 });
+
+describe("grpc.handshakeTimeout and grpc.maxPendingConnectionsPerSource", () => {
+  it("are unset by default (agents/connection-slots.ts's defaults by mode) and taken when valid", () => {
+    expect(resolve("").grpc.handshakeTimeoutMs).toBeUndefined();
+    expect(resolve("").grpc.maxPendingConnectionsPerSource).toBeUndefined();
+    const set = resolve("grpc: { handshakeTimeout: 45s, maxPendingConnectionsPerSource: 500 }\n").grpc;
+    expect(set.handshakeTimeoutMs).toBe(45_000);
+    expect(set.maxPendingConnectionsPerSource).toBe(500);
+    expect(resolve("grpc: { handshakeTimeout: 2m }\n").grpc.handshakeTimeoutMs).toBe(120_000);
+  });
+
+  it("refuse a deadline outside 1s to 10m, and a share that is not a whole number of connections, naming them", () => {
+    for (const bad of ["0s", "500ms", "11m", '"soon"', "-3"])
+      expect(() => resolve(`grpc: { handshakeTimeout: ${bad} }\n`)).toThrow(
+        /grpc\.handshakeTimeout must be a duration from 1s to 10m .*unset: 30s\), not /,
+      );
+    for (const bad of ["0", "2.5", '"many"', "2000000"])
+      expect(() => resolve(`grpc: { maxPendingConnectionsPerSource: ${bad} }\n`)).toThrow(
+        /grpc\.maxPendingConnectionsPerSource must be a whole number of unauthenticated connections from 1 to 1048576 \(unset: 8 in Kubernetes, 64 standalone\), not /,
+      );
+  });
+});

@@ -316,6 +316,11 @@ describe("createMetrics", () => {
     const { fleet, registry, stats } = setup({ leader: () => leading });
     fleet.vms = [view("ada")];
     stats.agentConnectionsRefused = 12;
+    stats.agentConnectionsRefusedPerSource = 5;
+    stats.agentConnectionsDeadlineClosed = 7;
+    stats.countConnectionEviction("cap");
+    stats.countConnectionEviction("same-vm");
+    stats.countConnectionEviction("same-vm");
     const standby = await registry.metrics();
     expect(standby).not.toContain('name="ada"');
     expect(standby).not.toContain("workstation_reports_received_total");
@@ -326,6 +331,11 @@ describe("createMetrics", () => {
     expect(sample(standby, "workstation_agent_connections")).toBe(3);
     expect(sample(standby, "workstation_agent_connections_limit")).toBe(18_976);
     expect(sample(standby, "workstation_agent_connections_refused_total")).toBe(12);
+    // And so do the counts of what kept its slots fair (agents/connection-slots.ts).
+    expect(sample(standby, "workstation_agent_connections_per_source_refused_total")).toBe(5);
+    expect(sample(standby, "workstation_agent_connections_deadline_closed_total")).toBe(7);
+    expect(sample(standby, 'workstation_agent_connections_evicted_total{reason="cap"}')).toBe(1);
+    expect(sample(standby, 'workstation_agent_connections_evicted_total{reason="same-vm"}')).toBe(2);
     expect(standby).toContain("process_max_fds");
     leading = true;
     expect(await registry.metrics()).toContain('name="ada"');

@@ -20,6 +20,12 @@ import { bidiHandler, serverDefinition, type BidiServerStream, wireBytesOf } fro
 import type { CollectorStats } from "../stats.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import { rememberWire } from "../vm/compact-report.js";
+import {
+  ConnectionSlots,
+  connectionSource,
+  DEFAULT_HANDSHAKE_TIMEOUT_MS,
+  DEFAULT_PENDING_PER_SOURCE,
+} from "./connection-slots.js";
 import { describeTruncation, validateHello, validateReport, ValidationError } from "./validate.js";
 
 /** `kind` is the bounded label of workstation_auth_failures_total (default: bad-token / identity by code). */
@@ -119,16 +125,36 @@ export const REPORT_BURST = 10;
  */
 export const MAX_REPORT_BYTES_PER_SECOND = 4 * 1024;
 
-/** Where the gRPC port listens, and how many agent connections it holds at once (agents/connection-cap.ts). */
+/** Where the gRPC port listens, and how it shares its connection slots (agents/connection-cap.ts, agents/connection-slots.ts). */
 export interface AgentListen {
   host: string;
   port: number;
-  /** Connections past this many are closed right after accept (counted); undefined: no cap. */
+  /** The most connections held at once; past it the oldest pending one is evicted, else the new one is closed (counted); undefined: no cap. */
   maxConnections?: number;
+  /** A connection with no authenticated Hello this long after accept is closed (default DEFAULT_HANDSHAKE_TIMEOUT_MS). */
+  handshakeTimeoutMs?: number;
+  /** Pending (not yet authenticated) connections one source address may hold (default: the standalone one). */
+  maxPendingConnectionsPerSource?: number;
 }
 
 /** Below this share of the cap again, the next refusal is logged again (one line per episode, not per agent). */
 const CAP_EPISODE_END = 0.9;
+/** Per-source refusals are logged at most once this often, with how many there were since. */
+const PER_SOURCE_LOG_EVERY_MS = 60_000;
+
+/**
+ * Closes a connection grpc-js already holds, at once: a reset, as nginx's reset_timedout_connection
+ * does. A plain destroy() of a socket whose HTTP/2 session has taken it over leaves the peer
+ * connected; the reset reaches it, and the descriptor is freed without a closing handshake.
+ */
+function closeNow(socket: net.Socket): void {
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    // A handle that is no longer TCP (a TLS wrap took it): a plain destroy closes it.
+  }
+  if (!socket.destroyed) socket.destroy();
+}
 
 const retryMetadata = (ms: number): grpc.Metadata => {
   const metadata = new grpc.Metadata();
@@ -144,8 +170,12 @@ export class AgentServer {
   private readonly admission: HelloAdmission;
   /** The collector's own TCP listener, which hands each connection it keeps to grpc-js (createConnectionInjector). */
   private listener: net.Server | undefined;
-  private connections = 0;
+  /** Every agent connection open on the port, pending or authenticated (agents/connection-slots.ts). */
+  private slots: ConnectionSlots<net.Socket> | undefined;
   private capReached = false;
+  /** When a per-source refusal was last logged, and how many since (one line a minute at most, whatever the flood). */
+  private perSourceLoggedAtMs: number | undefined;
+  private perSourceUnlogged = 0;
 
   constructor(private readonly options: AgentServerOptions) {
     const rate = options.hellosPerSecond ?? 400;
@@ -171,46 +201,74 @@ export class AgentServer {
 
   /** Agent TCP connections open on the gRPC port. */
   get connectionCount(): number {
-    return this.connections;
+    return this.slots?.size ?? 0;
+  }
+
+  /** Of those, the ones no Hello has authenticated yet. */
+  get pendingConnectionCount(): number {
+    return this.slots?.pendingCount ?? 0;
   }
 
   /** The cap on agent connections the port enforces (undefined: none, or not listening). */
   get connectionLimit(): number | undefined {
-    return this.listener?.maxConnections;
+    return this.slots?.cap;
   }
 
   /**
    * Listens on the collector's own net.Server and hands each connection to grpc-js through its
    * public connection injector (TLS, when the credentials carry it, is grpc-js's as with
-   * bindAsync). The net.Server's maxConnections closes a connection over the cap right after
-   * accept, before grpc-js spends anything on it: the agent sees a reset and backs off, and the
-   * process keeps its other descriptors for the API server, the Lease and the scrapes.
+   * bindAsync). Each connection is admitted here, before grpc-js spends anything on it
+   * (agents/connection-slots.ts): past its source's share of pending connections, or at the cap
+   * with every connection authenticated, it is closed at once (the agent sees a reset
+   * and backs off), and a connection that has not authenticated a Hello by the handshake deadline
+   * is closed. The process keeps its other descriptors for the API server, the Lease and the scrapes.
    */
   async listen(address: AgentListen, credentials: grpc.ServerCredentials): Promise<number> {
     const { log, stats } = this.options;
     const injector = this.server.createConnectionInjector(credentials);
+    const slots = new ConnectionSlots<net.Socket>({
+      cap: address.maxConnections,
+      maxPendingPerSource: address.maxPendingConnectionsPerSource ?? DEFAULT_PENDING_PER_SOURCE.standalone,
+    });
+    const handshakeTimeoutMs = address.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
+    this.slots = slots;
     const listener = net.createServer((socket) => {
-      this.connections++;
+      const { remoteAddress, remotePort } = socket;
+      if (remoteAddress === undefined || remotePort === undefined) {
+        socket.destroy();
+        return;
+      }
+      // grpc-js's getPeer() of every stream on this connection, so the Hello's outcome finds its slot.
+      const key = `${remoteAddress}:${remotePort}`;
+      const source = connectionSource(remoteAddress);
+      const admission = slots.admit(source);
+      if (admission.kind === "refuse") {
+        socket.destroy();
+        this.refused(admission.reason, source);
+        return;
+      }
+      if (admission.kind === "evict") {
+        stats.countConnectionEviction("cap");
+        const victim = slots.handle(admission.victim);
+        if (victim) closeNow(victim);
+        slots.remove(admission.victim);
+      }
+      slots.add(key, source, socket);
+      const deadline = setTimeout(() => {
+        if (!slots.isPending(key) || slots.handle(key) !== socket) return;
+        stats.agentConnectionsDeadlineClosed++;
+        closeNow(socket);
+      }, handshakeTimeoutMs);
       socket.once("close", () => {
-        this.connections--;
-        const cap = listener.maxConnections;
-        if (this.capReached && this.connections < cap * CAP_EPISODE_END) {
+        clearTimeout(deadline);
+        if (slots.handle(key) === socket) slots.remove(key);
+        const cap = slots.cap;
+        if (this.capReached && cap !== undefined && slots.size < cap * CAP_EPISODE_END) {
           this.capReached = false;
-          log("info", "agent connections below their cap again", { connections: this.connections, cap });
+          log("info", "agent connections below their cap again", { connections: slots.size, cap });
         }
       });
       injector.injectConnection(socket);
-    });
-    if (address.maxConnections !== undefined) listener.maxConnections = address.maxConnections;
-    listener.on("drop", () => {
-      stats.agentConnectionsRefused++;
-      if (this.capReached) return;
-      this.capReached = true;
-      log(
-        "warn",
-        "agent connections at their cap: refusing new ones until some close (workstation_agent_connections_refused_total; docs/install.md, Sizing)",
-        { cap: listener.maxConnections },
-      );
     });
     await new Promise<void>((resolve, reject) => {
       listener.once("error", reject);
@@ -223,6 +281,33 @@ export class AgentServer {
     listener.on("error", (error) => log("error", `gRPC listener: ${errorMessage(error)}`));
     this.listener = listener;
     return (listener.address() as AddressInfo).port;
+  }
+
+  /** Counts and logs a connection closed at accept: the port at its cap, or its source at its share of pending connections. */
+  private refused(reason: "cap" | "per-source", source: string): void {
+    const { log, stats, nowMs } = this.options;
+    if (reason === "per-source") {
+      stats.agentConnectionsRefusedPerSource++;
+      this.perSourceUnlogged++;
+      const now = nowMs();
+      if (this.perSourceLoggedAtMs !== undefined && now - this.perSourceLoggedAtMs < PER_SOURCE_LOG_EVERY_MS) return;
+      log(
+        "warn",
+        "refused agent connections from one source holding its share of unauthenticated connections (grpc.maxPendingConnectionsPerSource; workstation_agent_connections_per_source_refused_total)",
+        { source, refused: this.perSourceUnlogged },
+      );
+      this.perSourceLoggedAtMs = now;
+      this.perSourceUnlogged = 0;
+      return;
+    }
+    stats.agentConnectionsRefused++;
+    if (this.capReached) return;
+    this.capReached = true;
+    log(
+      "warn",
+      "agent connections at their cap: refusing new ones until some close (workstation_agent_connections_refused_total; docs/install.md, Sizing)",
+      { cap: this.slots?.cap },
+    );
   }
 
   async close(): Promise<void> {
@@ -317,6 +402,7 @@ export class AgentServer {
             close: (code, details, retryAfterMs) =>
               stream.fail(code, details, retryAfterMs === undefined ? undefined : retryMetadata(retryAfterMs)),
           };
+          this.connectionAuthenticated(peer, vm);
           const previous = this.sessions.get(vmId(vm));
           if (previous) previous.close(grpc.status.ABORTED, "replaced by a newer connection from the same VM");
           session = current;
@@ -368,6 +454,17 @@ export class AgentServer {
         sink.disconnected(session, reason);
       }
     });
+  }
+
+  /**
+   * The connection under `peer` carries an authenticated agent of `vm`: its handshake deadline no
+   * longer applies, and the VM's older connection, if any, is closed (a VM's token holds one slot).
+   */
+  private connectionAuthenticated(peer: string, vm: VmKey): void {
+    const previous = this.slots?.authenticated(peer, vmId(vm));
+    if (!previous) return;
+    this.options.stats.countConnectionEviction("same-vm");
+    closeNow(previous);
   }
 
   /**
