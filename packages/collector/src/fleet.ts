@@ -8,7 +8,7 @@ import type { Policy, PolicyError, PolicyFallback, StopResult, VmRecord } from "
 import type { TraceInput } from "./replay/recorder.js";
 import type { CollectorStats } from "./stats.js";
 import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keeplink/grant.js";
-import type { FleetObserver } from "./notify/outreach.js";
+import type { FleetObserver } from "./vm/fleet-observer.js";
 import type {
   FleetCounters,
   FleetReader,

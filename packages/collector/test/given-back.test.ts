@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { capacityOf, cpuCores, GivenBackLedger, quantityBytes } from "../src/adoption/given-back.js";
 import { withGivenBack } from "../src/adoption/observer.js";
 import { createMetrics } from "../src/metrics.js";
-import type { FleetObserver } from "../src/notify/outreach.js";
+import type { FleetObserver } from "../src/vm/fleet-observer.js";
 import { CollectorStats } from "../src/stats.js";
 import type { VmView } from "../src/model/vm-view.js";
 import { renderFleetPage } from "../src/web/fleet-page.js";

@@ -1,7 +1,7 @@
 // The fleet's observer, with the given-back ledger fed on the way: a stop ws made and KubeVirt
 // accepted opens a period; a decision that finds the VM neither Stopping nor Stopped closes it.
 import type { VmKey } from "../model/vm-key.js";
-import type { FleetObserver } from "../notify/outreach.js";
+import type { FleetObserver } from "../vm/fleet-observer.js";
 import type { GivenBackLedger, VmCapacity } from "./given-back.js";
 
 const NO_CAPACITY: VmCapacity = { cpuCores: null, memoryBytes: null, gpus: 0 };

@@ -14,26 +14,7 @@ import { stopTransition, transitionsOf, warnsPeople, type VmTransition } from ".
 import { requestFor, type NotificationContent } from "./payloads.js";
 import { WebhookSender } from "./sender.js";
 import type { StopEnds } from "./stop-ends.js";
-
-/** What the per-VM loop tells the outside world about; every method returns at once. */
-export interface FleetObserver {
-  /** After every decision (previous: the record it started from). */
-  decided(vm: VmKey, decision: Decision, previous: VmRecord | undefined, policy: Policy, nowMs: number): void;
-  /** When a stop attempt finished. */
-  stopped(
-    vm: VmKey,
-    result: StopResult,
-    stop: { reason: string; trigger: StopTrigger },
-    policy: Policy,
-    nowMs: number,
-  ): void;
-  /** Whether a notice in this mode reaches the VM's users (terminals, desktop): observe mode warns nobody by default. */
-  deliversNotice(mode: Policy["mode"], policy: Policy): boolean;
-  /** A line for the in-VM notice: the keep-running link, when links are configured. */
-  noticeLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined;
-  owner(vm: VmKey): string;
-  forget(vm: VmKey): void;
-}
+import type { FleetObserver } from "../vm/fleet-observer.js";
 
 export interface OutreachOptions {
   config: NotificationsConfig;

@@ -6,7 +6,7 @@ import type { Logger } from "@ws/protocol";
 import type { Action, Explanation, Policy, StopResult, StopTrigger } from "../engine/types.js";
 import type { VmKey } from "../model/vm-key.js";
 import { countOnsets } from "../hostside/disagree.js";
-import type { FleetObserver } from "../notify/outreach.js";
+import type { FleetObserver } from "./fleet-observer.js";
 import type { CollectorStats } from "../stats.js";
 import type { FleetCounters } from "../model/vm-view.js";
 

@@ -9,7 +9,7 @@ import type { AgentSession } from "../agents/server.js";
 import type { Action } from "../engine/types.js";
 import type { GrantOutcome, KeepContext, LinkGrant } from "../keeplink/grant.js";
 import type { VmKey } from "../model/vm-key.js";
-import type { FleetObserver } from "../notify/outreach.js";
+import type { FleetObserver } from "./fleet-observer.js";
 import type { VmDetail, VmPlatformDetails, VmView } from "../model/vm-view.js";
 import type { directiveFields } from "./directive.js";
 import type { VmLoopState } from "./step.js";
