@@ -8,7 +8,7 @@
 import type http from "node:http";
 import { createServer } from "node:http";
 import { errorMessage } from "@ws/protocol";
-import { readForm } from "../web/server.js";
+import { readForm } from "../web/form.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import { escapeHtml, PAGE_HEADERS, page } from "../web/html.js";
 import { fromTrustedProxy, mayView, viewerFromHeaders, type IdentityConfig } from "../web/identity.js";
