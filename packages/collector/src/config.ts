@@ -14,9 +14,17 @@ export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
   /**
    * hellosPerSecond: agents admitted per second before RESOURCE_EXHAUSTED with a retry hint (docs/collector-limits.md);
-   * maxConnections: agent connections held at once (unset: the open-file limit less a reserve, agents/connection-cap.ts).
+   * maxConnections: agent connections held at once (unset: the open-file limit less a reserve, agents/connection-cap.ts);
+   * certCheckSeconds: how often certFile and keyFile are read again, so a renewed certificate is served without a restart (agents/tls-files.ts).
    */
-  grpc: { listen: string; certFile?: string; keyFile?: string; hellosPerSecond?: number; maxConnections?: number };
+  grpc: {
+    listen: string;
+    certFile?: string;
+    keyFile?: string;
+    certCheckSeconds: number;
+    hellosPerSecond?: number;
+    maxConnections?: number;
+  };
   /**
    * listen: the pages, /api/vms and keep links (behind the site's auth proxy); metricsListen:
    * /metrics, /healthz and /readyz on their own port for Prometheus and probes (unset: on listen);
@@ -93,6 +101,8 @@ const TOP_KEYS = [
   "metrics",
   "memory",
 ];
+/** How often grpc.certFile/keyFile are read again by default: the kubelet itself updates a mounted Secret within about a minute. */
+const CERT_CHECK_DEFAULT_SECONDS = 60;
 /** The most grpc.maxConnections may say: Linux's default nr_open (the highest nofile a process can get) is 1,048,576. */
 const MAX_CONNECTIONS_SETTING = 1_048_576;
 const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
@@ -224,6 +234,11 @@ export function resolveCollectorConfig(
       listen: flags.grpcListen ?? str(grpcFile, "listen", `${filePath}: grpc.listen`) ?? "0.0.0.0:7443",
       ...(str(grpcFile, "certFile", "grpc.certFile") ? { certFile: str(grpcFile, "certFile", "grpc.certFile")! } : {}),
       ...(str(grpcFile, "keyFile", "grpc.keyFile") ? { keyFile: str(grpcFile, "keyFile", "grpc.keyFile")! } : {}),
+      certCheckSeconds: seconds(
+        str(grpcFile, "certCheckInterval", "grpc.certCheckInterval"),
+        `${filePath}: grpc.certCheckInterval`,
+        CERT_CHECK_DEFAULT_SECONDS,
+      ),
       ...(grpcFile["hellosPerSecond"] !== undefined
         ? { hellosPerSecond: positiveRate(grpcFile["hellosPerSecond"]) }
         : {}),
@@ -285,6 +300,12 @@ export function resolveCollectorConfig(
   }
   if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))
     problems.push("grpc: certFile and keyFile go together");
+  if (config.grpc.certCheckSeconds < 1) problems.push("grpc.certCheckInterval must be at least 1s");
+  const enforcing = enforcingPolicies(file.policy);
+  if (enforcing.length > 0 && !config.notifications.publicUrl)
+    problems.push(
+      `notifications.publicUrl is required in enforce mode (${enforcing.join(", ")}): it is how users reach the collector's pages (https://ws.example.com), and without it no notice, webhook or welcome back carries a keep-running or start link, so a stopped VM has no way back but a platform engineer (docs/install.md, step "The way back")`,
+    );
   if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
   // The collector's own Service selects the leader's pod (packaging/kubernetes/service.yaml): a
   // standby forwards POSTs there unless the file says otherwise.
@@ -296,4 +317,15 @@ export function resolveCollectorConfig(
     config.start.leaderUrl = `http://ws-collector.${config.kubernetes.leaseNamespace}.svc:8080`;
   if (problems.length) throw new ConfigError(problems);
   return config;
+}
+
+/** Where the policy section sets enforce mode ("policy.defaults", "policy.profiles.NAME"): the places that stop VMs. */
+export function enforcingPolicies(policy: unknown): string[] {
+  if (!isJsonObject(policy)) return [];
+  const places: string[] = [];
+  if (isJsonObject(policy.defaults) && policy.defaults.mode === "enforce") places.push("policy.defaults");
+  if (isJsonObject(policy.profiles))
+    for (const [name, profile] of Object.entries(policy.profiles))
+      if (isJsonObject(profile) && profile.mode === "enforce") places.push(`policy.profiles.${name}`);
+  return places;
 }
