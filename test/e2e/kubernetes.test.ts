@@ -198,7 +198,7 @@ policy:
     grace-period: ${GRACE_S}s
     agent-lost-after: 30s
     notice-repeat: 30s
-${options.extraConfig ?? ""}`,
+${options.extraConfig?.includes("notifications:") ? "" : `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" } # required in enforce mode\n`}${options.extraConfig ?? ""}`,
     );
     const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], {
       POD_NAME: podName,

@@ -454,6 +454,84 @@ describe("the credentials component on top of observe", () => {
   });
 });
 
+describe.each(["observe", "enforce"])("the way-back component on top of %s", (base) => {
+  // One line in a site's kustomization turns on the wake listener and routes the links outside the login.
+  let docs: Obj[];
+  beforeAll(() => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "ws-way-back-"));
+    try {
+      writeFileSync(
+        path.join(dir, "kustomization.yaml"),
+        `resources: [${JSON.stringify(path.relative(dir, overlayDir(base)))}]\ncomponents: [${JSON.stringify(path.relative(dir, overlayDir("way-back")))}]\n`,
+      );
+      const result = run("kubectl", ["kustomize", dir, "--load-restrictor", "LoadRestrictionsNone"]);
+      expect(result.status, result.output).toBe(0);
+      docs = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  const get = (kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata.name === name)!;
+
+  it("matches the API types and adds only the two Ingresses", () => {
+    expect(docs.flatMap((object) => types.validateObject(object))).toEqual([]);
+    expect(docs.length).toBe(objects(base).length + 2);
+  });
+
+  it("starts the wake listener on the port the container, the Service and the NetworkPolicy open", () => {
+    const collector = get("Deployment", "ws-collector").spec.template.spec.containers[0] as Obj;
+    const env = Object.fromEntries(
+      (collector.env as Obj[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]),
+    );
+    const config = resolveCollectorConfig(
+      get("ConfigMap", one(base, "ConfigMap").metadata.name).data["config.yaml"],
+      "config.yaml",
+      {},
+      { POD_NAME: "ws-collector-0", POD_NAMESPACE: "ws-system", ...env },
+    );
+    expect(config.start.wakeListen).toBe("0.0.0.0:8081");
+    expect(collector.ports).toContainEqual({ name: "wake", containerPort: 8081, protocol: "TCP" });
+    expect(get("Service", "ws-collector").spec.ports).toContainEqual({
+      name: "wake",
+      port: 8081,
+      targetPort: "wake",
+      protocol: "TCP",
+    });
+    const rules = get("NetworkPolicy", "ws-collector").spec.ingress as Obj[];
+    const wakeRules = rules.filter((rule) => (rule.ports as Obj[]).some((p) => p.port === 8081));
+    expect(wakeRules.map((rule) => rule.from)).toEqual([
+      [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } } }],
+    ]);
+  });
+
+  it("puts the pages behind the login and /keep/ and /start/ outside it, on the host notifications.publicUrl names", () => {
+    const pages = get("Ingress", "ws-collector");
+    const links = get("Ingress", "ws-collector-links");
+    expect(pages.metadata.annotations["nginx.ingress.kubernetes.io/auth-url"]).toMatch(/^https:\/\//);
+    expect(links.metadata.annotations ?? {}).toEqual({});
+    expect(links.spec.rules[0].http.paths.map((p: Obj) => [p.path, p.pathType, p.backend.service])).toEqual([
+      ["/keep/", "Prefix", { name: "ws-collector", port: { name: "http" } }],
+      ["/start/", "Prefix", { name: "ws-collector", port: { name: "http" } }],
+    ]);
+    const config = resolveCollectorConfig(
+      configText(base),
+      "config.yaml",
+      {},
+      { POD_NAME: "p", POD_NAMESPACE: "ws-system" },
+    );
+    const host = new URL(config.notifications.publicUrl).host;
+    // The wake port, reached from a workstation namespace through the example ExternalName Service.
+    const wake = parse(
+      readFileSync(path.join(repoRoot, "packaging/kubernetes/examples/ws-collector-wake.yaml"), "utf8"),
+    );
+    expect(types.validateObject(wake)).toEqual([]);
+    expect(wake.spec.externalName).toBe(`${get("Service", "ws-collector").metadata.name}.ws-system.svc.cluster.local`);
+    expect(wake.spec.ports[0].port).toBe(8081);
+    expect(pages.spec.rules[0].host).toBe(host);
+    expect(links.spec.rules[0].host).toBe(host);
+  });
+});
+
 describe("the example VM with the per-VM credential disk", () => {
   const file = path.join(repoRoot, "packaging/kubernetes/examples/workstation-vm-credentials.yaml");
   const docs = () => parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS() as Obj);

@@ -7,7 +7,7 @@ import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseHostSideConfig, type HostSideConfig } from "./hostside/config.js";
 import type { VmSeriesSet } from "./metrics.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
-import { parseStartConfig, type StartConfig } from "./start/config.js";
+import { isHostPort, parseStartConfig, type StartConfig } from "./start/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
 
 export interface CollectorConfig {
@@ -295,18 +295,25 @@ export function resolveCollectorConfig(
     ["http.listen", config.http.listen],
     ...(config.http.metricsListen ? [["http.metricsListen", config.http.metricsListen] as const] : []),
   ] as const) {
-    if (!/^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address))
-      problems.push(`${label}: "${address}" must be host:port`);
+    if (!isHostPort(address)) problems.push(`${label}: "${address}" must be host:port`);
   }
   if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))
     problems.push("grpc: certFile and keyFile go together");
-  if (config.grpc.certCheckSeconds < 1) problems.push("grpc.certCheckInterval must be at least 1s");
+  // Kubernetes mode stops VMs people do not own the hypervisor of: enforcing there without the
+  // links leaves a stopped VM no way back but a ticket. Standalone (a demo, one host) warns instead.
   const enforcing = enforcingPolicies(file.policy);
-  if (enforcing.length > 0 && !config.notifications.publicUrl)
+  if (config.mode === "kubernetes" && enforcing.length > 0 && !config.notifications.publicUrl)
     problems.push(
-      `notifications.publicUrl is required in enforce mode (${enforcing.join(", ")}): it is how users reach the collector's pages (https://ws.example.com), and without it no notice, webhook or welcome back carries a keep-running or start link, so a stopped VM has no way back but a platform engineer (docs/install.md, step "The way back")`,
+      `${filePath}: notifications.publicUrl is required in enforce mode (${enforcing.join(", ")}): it is the address users reach the collector's pages at (https://ws.example.com), and without it no notice, webhook or welcome back carries a keep-running or start link, so a stopped VM has no way back but a platform engineer (docs/install.md, "The way back")`,
     );
   if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
+  // The way-back component (packaging/kubernetes-overlays/way-back) turns the wake listener on
+  // with this, so a site enables it with one line instead of editing its config copy.
+  const wakeFromEnv = env.WS_COLLECTOR_WAKE_LISTEN;
+  if (wakeFromEnv) {
+    if (isHostPort(wakeFromEnv)) config.start.wakeListen = wakeFromEnv;
+    else problems.push(`WS_COLLECTOR_WAKE_LISTEN: "${wakeFromEnv.slice(0, 100)}" must be host:port`);
+  }
   // The collector's own Service selects the leader's pod (packaging/kubernetes/service.yaml): a
   // standby forwards POSTs there unless the file says otherwise.
   if (

@@ -416,6 +416,11 @@ async function run(
       ? { stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only" }
       : {}),
   });
+  if (!config.notifications.publicUrl)
+    log(
+      "warn",
+      'no way back: notifications.publicUrl is unset, so no notice, webhook or welcome back carries a keep-running or start link; set it to the address users reach the pages at (docs/install.md, "The way back"). Enforce mode in Kubernetes refuses to start without it',
+    );
   if (mode.name === "kubernetes" && !config.http.identity)
     log(
       "warn",
