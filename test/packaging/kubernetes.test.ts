@@ -1,11 +1,11 @@
 // The Kubernetes packaging: every overlay rendered by the real `kubectl kustomize`, every object
 // checked against its API type, least-privilege RBAC compared with the engine's verb list, the
 // collector config read by the collector's own parser, and the example VM and the Dockerfile.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parse, parseAllDocuments } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
 import { resolveCollectorConfig } from "../../packages/collector/src/config.js";
 import { parseCollectorPolicyConfig } from "../../packages/collector/src/engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX, parseKnobs } from "../../packages/collector/src/engine/policy.js";
@@ -529,6 +529,66 @@ describe.each(["observe", "enforce"])("the way-back component on top of %s", (ba
     expect(wake.spec.ports[0].port).toBe(8081);
     expect(pages.spec.rules[0].host).toBe(host);
     expect(links.spec.rules[0].host).toBe(host);
+  });
+});
+
+describe("docs/install.md's way back, followed literally", () => {
+  it("renders a site whose config, Ingresses and wake listener agree on the site's host", () => {
+    // The section's three yaml blocks: the config's publicUrl, the component line, the host patches.
+    const section = readFileSync(path.join(repoRoot, "docs/install.md"), "utf8")
+      .split("### The way back")[1]!
+      .split("\n## ")[0]!;
+    const blocks = [...section.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!.replace(/^ {3}/gm, ""));
+    expect(blocks.length).toBe(3);
+    const [configBlock, componentBlock, patchBlock] = blocks.map((b) => parse(b) as Obj);
+    const root = mkdtempSync(path.join(os.tmpdir(), "ws-way-back-site-"));
+    try {
+      // mysite/ beside ws/, as the guide lays them out.
+      symlinkSync(repoRoot, path.join(root, "ws"));
+      const site = path.join(root, "mysite");
+      mkdirSync(site);
+      const config = parse(readFileSync(path.join(repoRoot, "packaging/kubernetes/config.yaml"), "utf8")) as Obj;
+      config.notifications = { ...config.notifications, ...configBlock!.notifications };
+      writeFileSync(path.join(site, "config.yaml"), stringify(config));
+      writeFileSync(
+        path.join(site, "kustomization.yaml"),
+        stringify({
+          apiVersion: "kustomize.config.k8s.io/v1beta1",
+          kind: "Kustomization",
+          resources: ["../ws/packaging/kubernetes-overlays/observe"],
+          components: componentBlock!.components,
+          configMapGenerator: [{ name: "ws-collector-config", behavior: "replace", files: ["config.yaml"] }],
+          patches: patchBlock!.patches,
+        }),
+      );
+      const result = run("kubectl", ["kustomize", site, "--load-restrictor", "LoadRestrictionsNone"]);
+      expect(result.status, result.output).toBe(0);
+      const docs = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+      const configMap = docs.find((d) => d.kind === "ConfigMap" && d.metadata.name.startsWith("ws-collector-config"))!;
+      const resolved = resolveCollectorConfig(
+        configMap.data["config.yaml"],
+        "config.yaml",
+        {},
+        {
+          POD_NAME: "p",
+          POD_NAMESPACE: "ws-system",
+          WS_COLLECTOR_WAKE_LISTEN: "0.0.0.0:8081",
+        },
+      );
+      const host = new URL(resolved.notifications.publicUrl).host;
+      expect(host).not.toBe("ws.example.com"); // the guide's own value, not the placeholder
+      const ingresses = docs.filter((d) => d.kind === "Ingress");
+      expect(ingresses.map((i) => i.spec.rules[0].host)).toEqual([host, host]);
+      const pages = ingresses.find((i) => i.metadata.name === "ws-collector")!;
+      expect(pages.metadata.annotations["nginx.ingress.kubernetes.io/auth-url"]).not.toMatch(/example\.com/);
+      expect(pages.metadata.annotations["nginx.ingress.kubernetes.io/auth-signin"]).toMatch(
+        /\?rd=\$escaped_request_uri$/,
+      );
+      const env = docs.find((d) => d.kind === "Deployment")!.spec.template.spec.containers[0].env as Obj[];
+      expect(env).toContainEqual({ name: "WS_COLLECTOR_WAKE_LISTEN", value: "0.0.0.0:8081" });
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
 
