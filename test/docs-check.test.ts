@@ -84,7 +84,12 @@ describe("the docs' claims", () => {
       new CollectorStats(),
       () => 0,
       () => 0,
-      { processMetrics: false, memory: () => undefined, agentConnections: () => ({ open: 0, limit: undefined }) },
+      {
+        processMetrics: false,
+        memory: () => undefined,
+        agentConnections: () => ({ open: 0, limit: undefined }),
+        certificates: () => [],
+      },
     );
     registerNotificationMetrics(
       registry,

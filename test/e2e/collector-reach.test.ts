@@ -152,7 +152,16 @@ describe("ws-agent probe: the collector, one line per address", () => {
   it("ok with the right CA, name and token", () => {
     const cfg = agentConfig("good", `  address: 127.0.0.1:${grpcPort}\n  caFile: ${ca()}`, goodToken);
     const { status, lines } = probe(cfg);
-    expect(lines).toEqual([`collector 127.0.0.1:${grpcPort}: ok — authenticated as e2e/vm1`]);
+    const expiry = (file: string) =>
+      new Date(
+        Date.parse(
+          execFileSync("openssl", ["x509", "-enddate", "-noout", "-in", file], { encoding: "utf8" }).split("=")[1]!,
+        ),
+      ).toISOString();
+    // The line says when the collector's certificate and the agent's CA expire (a renewal not picked up shows here first).
+    expect(lines).toEqual([
+      `collector 127.0.0.1:${grpcPort}: ok — authenticated as e2e/vm1; its certificate is valid until ${expiry(path.join(dir, "tls.crt"))}, the CA in ${ca()} until ${expiry(ca())}`,
+    ]);
     expect(status).toBe(0);
   });
 
@@ -204,7 +213,11 @@ describe("ws-agent probe: the collector, one line per address", () => {
       `  address: localhost:${grpcPort}\n  caFile: ${ca()}\n  serverName: ws-collector.ws-system.svc`,
       goodToken,
     );
-    expect(probe(named).lines).toEqual([`collector localhost:${grpcPort}: ok — authenticated as e2e/vm1`]);
+    expect(probe(named).lines).toEqual([
+      expect.stringMatching(
+        new RegExp(`^collector localhost:${grpcPort}: ok — authenticated as e2e/vm1; its certificate is valid until `),
+      ),
+    ]);
   });
 
   it("a token for another VM is a bad token", () => {

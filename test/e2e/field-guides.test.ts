@@ -142,6 +142,7 @@ tokenKeyFile: ${JSON.stringify(keyFile)}
 reportInterval: 1s
 tick: 1s
 kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector, ownerLabel: ${OWNER_LABEL} }
+notifications: { publicUrl: "http://127.0.0.1:${this.httpPort}" } # required in enforce mode
 policy:
   defaults:
     mode: enforce

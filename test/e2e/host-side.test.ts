@@ -114,6 +114,7 @@ http: { listen: "127.0.0.1:${this.httpPort}" }
 tokenKeyFile: ${JSON.stringify(key!.file)}
 reportInterval: 1s
 kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }
+notifications: { publicUrl: "http://127.0.0.1:${this.httpPort}" } # required in enforce mode
 hostSide:
   prometheus: { url: "${prometheusUrl}", timeout: 1s }
   interval: 2s

@@ -198,7 +198,7 @@ policy:
     grace-period: ${GRACE_S}s
     agent-lost-after: 30s
     notice-repeat: 30s
-${options.extraConfig ?? ""}`,
+${options.extraConfig?.includes("notifications:") ? "" : `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" } # required in enforce mode\n`}${options.extraConfig ?? ""}`,
     );
     const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], {
       POD_NAME: podName,
@@ -855,7 +855,6 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     // A rolling update: the old collector leaves; while none runs, someone types on woken.
     await before.proc.stop("SIGTERM");
     woken.typeOnTerminal();
-    const restartedAt = Date.now();
     const after = await s.collector("collector-new", { grpcPort, httpPort });
     await s.leader(after);
 
@@ -867,9 +866,10 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     const lastStop = await s.waitForStop("steady");
     expect(lastStop.by).toBe("collector-new");
     expect(lastStop.reason).toContain(steadyNotice);
-    // The announced deadline held: a restarted idle clock could not stop before restart + idle-timeout.
+    // The announced deadline held, and the idle clock was not restarted by the restart: the stop
+    // answers the old leader's notice (above), with no second IdleStopPending, which a restarted
+    // clock would have announced (an outcome; how soon after the restart depends on the machine).
     expect(Date.parse(lastStop.when)).toBeGreaterThanOrEqual(Math.floor(steadyDeadline / 1000) * 1000);
-    expect(Date.parse(lastStop.when)).toBeLessThan(restartedAt + IDLE_TIMEOUT_S * 1000);
     expect(s.stopPuts("steady")).toHaveLength(1);
     expect(s.events("steady", "IdleStopPending")).toHaveLength(1);
 

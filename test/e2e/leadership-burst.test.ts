@@ -3,7 +3,8 @@
 // second and reporting every 2 s from their first Directive on — while the harness watches the
 // Lease. The collector paces Hellos (RESOURCE_EXHAUSTED with a retry hint, which the agents
 // honour), so its event loop keeps room for the renewals: it never steps down, the Lease stays
-// its own and keeps being renewed through the burst, and every agent gets in. The agents are the
+// its own and keeps being renewed through the burst, and every agent gets in. Only those
+// outcomes are asserted, so the test holds on a loaded machine (`npm run test:loaded`). The agents are the
 // benchmark's load generator (bench/loadgen.ts, bundled here), a process of its own so that the
 // harness's API server is not slowed by the client side.
 import { execFile, fork } from "node:child_process";
@@ -119,10 +120,11 @@ describe("leadership under a reconnect burst", () => {
       300_000,
       `all ${AGENTS} agents connected`,
     );
-    // The burst was paced (100 Hellos/s here, so 2,000 at once cannot all get in at the first try):
-    // some agents were told to come back later, and came back.
-    expect(connected.refusedBusy).toBeGreaterThan(0);
-    expect(connected.endReasons.every((reason) => reason.includes("RESOURCE_EXHAUSTED"))).toBe(true);
+    // Outcomes only (issue 40 #7): how each stream ended depends on the machine's load (a busy
+    // machine may time a stream out instead of the admission refusing it); what must hold on any
+    // machine is that the leader kept its Lease and every agent got in. The pacing itself is
+    // tested on a frozen clock in packages/collector/test/agents/limits.test.ts.
+    expect(connected.connected).toBe(AGENTS);
     // Ten more seconds of every agent reporting every 2 s (1,000 Reports/s).
     await new Promise((resolve) => setTimeout(resolve, 10_000));
 
@@ -136,9 +138,11 @@ describe("leadership under a reconnect burst", () => {
       | undefined;
     expect(lease?.spec?.holderIdentity).toBe("ws14-burst-collector");
     expect((await getText(`http://127.0.0.1:${httpPort}/readyz`)).status).toBe(200);
-    const after = await load.stats();
-    // No stream was dropped by a step-down: every end carried the admission's retry hint.
-    expect(after.endReasons.every((reason) => reason.includes("RESOURCE_EXHAUSTED"))).toBe(true);
-    expect(after.connected).toBe(AGENTS);
+    // Every agent is in (one that a busy moment disconnected is back).
+    await eventually(
+      async () => ((await generator.stats()).connected === AGENTS ? true : undefined),
+      120_000,
+      `all ${AGENTS} agents still connected`,
+    );
   }, 420_000);
 });

@@ -1,11 +1,11 @@
 // The Kubernetes packaging: every overlay rendered by the real `kubectl kustomize`, every object
 // checked against its API type, least-privilege RBAC compared with the engine's verb list, the
 // collector config read by the collector's own parser, and the example VM and the Dockerfile.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { parse, parseAllDocuments } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
 import { resolveCollectorConfig } from "../../packages/collector/src/config.js";
 import { parseCollectorPolicyConfig } from "../../packages/collector/src/engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX, parseKnobs } from "../../packages/collector/src/engine/policy.js";
@@ -450,6 +450,144 @@ describe("the credentials component on top of observe", () => {
       expect(docs.length).toBe(objects("observe").length + 2);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.each(["observe", "enforce"])("the way-back component on top of %s", (base) => {
+  // One line in a site's kustomization turns on the wake listener and routes the links outside the login.
+  let docs: Obj[];
+  beforeAll(() => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "ws-way-back-"));
+    try {
+      writeFileSync(
+        path.join(dir, "kustomization.yaml"),
+        `resources: [${JSON.stringify(path.relative(dir, overlayDir(base)))}]\ncomponents: [${JSON.stringify(path.relative(dir, overlayDir("way-back")))}]\n`,
+      );
+      const result = run("kubectl", ["kustomize", dir, "--load-restrictor", "LoadRestrictionsNone"]);
+      expect(result.status, result.output).toBe(0);
+      docs = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  const get = (kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata.name === name)!;
+
+  it("matches the API types and adds only the two Ingresses", () => {
+    expect(docs.flatMap((object) => types.validateObject(object))).toEqual([]);
+    expect(docs.length).toBe(objects(base).length + 2);
+  });
+
+  it("starts the wake listener on the port the container, the Service and the NetworkPolicy open", () => {
+    const collector = get("Deployment", "ws-collector").spec.template.spec.containers[0] as Obj;
+    const env = Object.fromEntries(
+      (collector.env as Obj[]).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]),
+    );
+    const config = resolveCollectorConfig(
+      get("ConfigMap", one(base, "ConfigMap").metadata.name).data["config.yaml"],
+      "config.yaml",
+      {},
+      { POD_NAME: "ws-collector-0", POD_NAMESPACE: "ws-system", ...env },
+    );
+    expect(config.start.wakeListen).toBe("0.0.0.0:8081");
+    expect(collector.ports).toContainEqual({ name: "wake", containerPort: 8081, protocol: "TCP" });
+    expect(get("Service", "ws-collector").spec.ports).toContainEqual({
+      name: "wake",
+      port: 8081,
+      targetPort: "wake",
+      protocol: "TCP",
+    });
+    const rules = get("NetworkPolicy", "ws-collector").spec.ingress as Obj[];
+    const wakeRules = rules.filter((rule) => (rule.ports as Obj[]).some((p) => p.port === 8081));
+    expect(wakeRules.map((rule) => rule.from)).toEqual([
+      [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } } }],
+    ]);
+  });
+
+  it("puts the pages behind the login and /keep/ and /start/ outside it, on the host notifications.publicUrl names", () => {
+    const pages = get("Ingress", "ws-collector");
+    const links = get("Ingress", "ws-collector-links");
+    expect(pages.metadata.annotations["nginx.ingress.kubernetes.io/auth-url"]).toMatch(/^https:\/\//);
+    expect(links.metadata.annotations ?? {}).toEqual({});
+    expect(links.spec.rules[0].http.paths.map((p: Obj) => [p.path, p.pathType, p.backend.service])).toEqual([
+      ["/keep/", "Prefix", { name: "ws-collector", port: { name: "http" } }],
+      ["/start/", "Prefix", { name: "ws-collector", port: { name: "http" } }],
+    ]);
+    const config = resolveCollectorConfig(
+      configText(base),
+      "config.yaml",
+      {},
+      { POD_NAME: "p", POD_NAMESPACE: "ws-system" },
+    );
+    const host = new URL(config.notifications.publicUrl).host;
+    // The wake port, reached from a workstation namespace through the example ExternalName Service.
+    const wake = parse(
+      readFileSync(path.join(repoRoot, "packaging/kubernetes/examples/ws-collector-wake.yaml"), "utf8"),
+    );
+    expect(types.validateObject(wake)).toEqual([]);
+    expect(wake.spec.externalName).toBe(`${get("Service", "ws-collector").metadata.name}.ws-system.svc.cluster.local`);
+    expect(wake.spec.ports[0].port).toBe(8081);
+    expect(pages.spec.rules[0].host).toBe(host);
+    expect(links.spec.rules[0].host).toBe(host);
+  });
+});
+
+describe("docs/install.md's way back, followed literally", () => {
+  it("renders a site whose config, Ingresses and wake listener agree on the site's host", () => {
+    // The section's three yaml blocks: the config's publicUrl, the component line, the host patches.
+    const section = readFileSync(path.join(repoRoot, "docs/install.md"), "utf8")
+      .split("### The way back")[1]!
+      .split("\n## ")[0]!;
+    const blocks = [...section.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!.replace(/^ {3}/gm, ""));
+    expect(blocks.length).toBe(3);
+    const [configBlock, componentBlock, patchBlock] = blocks.map((b) => parse(b) as Obj);
+    const root = mkdtempSync(path.join(os.tmpdir(), "ws-way-back-site-"));
+    try {
+      // mysite/ beside ws/, as the guide lays them out.
+      symlinkSync(repoRoot, path.join(root, "ws"));
+      const site = path.join(root, "mysite");
+      mkdirSync(site);
+      const config = parse(readFileSync(path.join(repoRoot, "packaging/kubernetes/config.yaml"), "utf8")) as Obj;
+      config.notifications = { ...config.notifications, ...configBlock!.notifications };
+      writeFileSync(path.join(site, "config.yaml"), stringify(config));
+      writeFileSync(
+        path.join(site, "kustomization.yaml"),
+        stringify({
+          apiVersion: "kustomize.config.k8s.io/v1beta1",
+          kind: "Kustomization",
+          resources: ["../ws/packaging/kubernetes-overlays/observe"],
+          components: componentBlock!.components,
+          configMapGenerator: [{ name: "ws-collector-config", behavior: "replace", files: ["config.yaml"] }],
+          patches: patchBlock!.patches,
+        }),
+      );
+      const result = run("kubectl", ["kustomize", site, "--load-restrictor", "LoadRestrictionsNone"]);
+      expect(result.status, result.output).toBe(0);
+      const docs = parseAllDocuments(result.stdout).map((d) => d.toJS() as Obj);
+      const configMap = docs.find((d) => d.kind === "ConfigMap" && d.metadata.name.startsWith("ws-collector-config"))!;
+      const resolved = resolveCollectorConfig(
+        configMap.data["config.yaml"],
+        "config.yaml",
+        {},
+        {
+          POD_NAME: "p",
+          POD_NAMESPACE: "ws-system",
+          WS_COLLECTOR_WAKE_LISTEN: "0.0.0.0:8081",
+        },
+      );
+      const host = new URL(resolved.notifications.publicUrl).host;
+      expect(host).not.toBe("ws.example.com"); // the guide's own value, not the placeholder
+      const ingresses = docs.filter((d) => d.kind === "Ingress");
+      expect(ingresses.map((i) => i.spec.rules[0].host)).toEqual([host, host]);
+      const pages = ingresses.find((i) => i.metadata.name === "ws-collector")!;
+      expect(pages.metadata.annotations["nginx.ingress.kubernetes.io/auth-url"]).not.toMatch(/example\.com/);
+      expect(pages.metadata.annotations["nginx.ingress.kubernetes.io/auth-signin"]).toMatch(
+        /\?rd=\$escaped_request_uri$/,
+      );
+      const env = docs.find((d) => d.kind === "Deployment")!.spec.template.spec.containers[0].env as Obj[];
+      expect(env).toContainEqual({ name: "WS_COLLECTOR_WAKE_LISTEN", value: "0.0.0.0:8081" });
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });

@@ -280,8 +280,10 @@ describe.sequential("a real VM with the packaged agent", () => {
       return at !== undefined && at >= typedAt - 10_000 ? at : undefined;
     });
     expect(inputAt).toBeGreaterThan(idleSince + 10_000);
+    // The idle clock was reset by the typing: the idle time is shorter than the time since the
+    // quiet stretch began (an order, whatever the machine's load made of the seconds).
     const after = await view("vm1");
-    expect(after?.idleSeconds ?? Infinity).toBeLessThan(25);
+    expect(after?.idleSeconds ?? Infinity).toBeLessThan((Date.now() - idleSince) / 1000 - 10);
   });
 
   it("3. `ws-lease 2h --reason e2e` typed in that terminal is held for the user's uid; an idle inhibitor is seen", async () => {

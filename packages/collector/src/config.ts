@@ -7,7 +7,7 @@ import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseHostSideConfig, type HostSideConfig } from "./hostside/config.js";
 import type { VmSeriesSet } from "./metrics.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "./notify/config.js";
-import { parseStartConfig, type StartConfig } from "./start/config.js";
+import { isHostPort, parseStartConfig, type StartConfig } from "./start/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "./web/identity.js";
 
 export interface CollectorConfig {
@@ -17,11 +17,13 @@ export interface CollectorConfig {
    * maxConnections: agent connections held at once (unset: the open-file limit less a reserve, agents/connection-cap.ts);
    * handshakeTimeoutMs: a connection with no authenticated Hello this long after accept is closed;
    * maxPendingConnectionsPerSource: unauthenticated connections one source address may hold (agents/connection-slots.ts; unset: by mode).
+   * certCheckSeconds: how often certFile and keyFile are read again, so a renewed certificate is served without a restart (agents/tls-files.ts).
    */
   grpc: {
     listen: string;
     certFile?: string;
     keyFile?: string;
+    certCheckSeconds: number;
     hellosPerSecond?: number;
     maxConnections?: number;
     handshakeTimeoutMs?: number;
@@ -104,6 +106,8 @@ const TOP_KEYS = [
   "metrics",
   "memory",
 ];
+/** How often grpc.certFile/keyFile are read again by default: the kubelet itself updates a mounted Secret within about a minute. */
+const CERT_CHECK_DEFAULT_SECONDS = 60;
 /** The most grpc.maxConnections may say: Linux's default nr_open (the highest nofile a process can get) is 1,048,576. */
 const MAX_CONNECTIONS_SETTING = 1_048_576;
 /** The longest grpc.handshakeTimeout: longer, a flood of connections that never authenticate holds the slots that long. */
@@ -257,6 +261,11 @@ export function resolveCollectorConfig(
       listen: flags.grpcListen ?? str(grpcFile, "listen", `${filePath}: grpc.listen`) ?? "0.0.0.0:7443",
       ...(str(grpcFile, "certFile", "grpc.certFile") ? { certFile: str(grpcFile, "certFile", "grpc.certFile")! } : {}),
       ...(str(grpcFile, "keyFile", "grpc.keyFile") ? { keyFile: str(grpcFile, "keyFile", "grpc.keyFile")! } : {}),
+      certCheckSeconds: seconds(
+        str(grpcFile, "certCheckInterval", "grpc.certCheckInterval"),
+        `${filePath}: grpc.certCheckInterval`,
+        CERT_CHECK_DEFAULT_SECONDS,
+      ),
       ...(grpcFile["hellosPerSecond"] !== undefined
         ? { hellosPerSecond: positiveRate(grpcFile["hellosPerSecond"]) }
         : {}),
@@ -323,12 +332,25 @@ export function resolveCollectorConfig(
     ["http.listen", config.http.listen],
     ...(config.http.metricsListen ? [["http.metricsListen", config.http.metricsListen] as const] : []),
   ] as const) {
-    if (!/^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address))
-      problems.push(`${label}: "${address}" must be host:port`);
+    if (!isHostPort(address)) problems.push(`${label}: "${address}" must be host:port`);
   }
   if (Boolean(config.grpc.certFile) !== Boolean(config.grpc.keyFile))
     problems.push("grpc: certFile and keyFile go together");
+  // Kubernetes mode stops VMs people do not own the hypervisor of: enforcing there without the
+  // links leaves a stopped VM no way back but a ticket. Standalone (a demo, one host) warns instead.
+  const enforcing = enforcingPolicies(file.policy);
+  if (config.mode === "kubernetes" && enforcing.length > 0 && !config.notifications.publicUrl)
+    problems.push(
+      `${filePath}: notifications.publicUrl is required in enforce mode (${enforcing.join(", ")}): it is the address users reach the collector's pages at (https://ws.example.com), and without it no notice, webhook or welcome back carries a keep-running or start link, so a stopped VM has no way back but a platform engineer (docs/install.md, "The way back")`,
+    );
   if (config.tickSeconds < 0.1 || config.tickSeconds > 60) problems.push(`tick must be between 100ms and 60s`);
+  // The way-back component (packaging/kubernetes-overlays/way-back) turns the wake listener on
+  // with this, so a site enables it with one line instead of editing its config copy.
+  const wakeFromEnv = env.WS_COLLECTOR_WAKE_LISTEN;
+  if (wakeFromEnv) {
+    if (isHostPort(wakeFromEnv)) config.start.wakeListen = wakeFromEnv;
+    else problems.push(`WS_COLLECTOR_WAKE_LISTEN: "${wakeFromEnv.slice(0, 100)}" must be host:port`);
+  }
   // The collector's own Service selects the leader's pod (packaging/kubernetes/service.yaml): a
   // standby forwards POSTs there unless the file says otherwise.
   if (
@@ -339,4 +361,15 @@ export function resolveCollectorConfig(
     config.start.leaderUrl = `http://ws-collector.${config.kubernetes.leaseNamespace}.svc:8080`;
   if (problems.length) throw new ConfigError(problems);
   return config;
+}
+
+/** Where the policy section sets enforce mode ("policy.defaults", "policy.profiles.NAME"): the places that stop VMs. */
+export function enforcingPolicies(policy: unknown): string[] {
+  if (!isJsonObject(policy)) return [];
+  const places: string[] = [];
+  if (isJsonObject(policy.defaults) && policy.defaults.mode === "enforce") places.push("policy.defaults");
+  if (isJsonObject(policy.profiles))
+    for (const [name, profile] of Object.entries(policy.profiles))
+      if (isJsonObject(profile) && profile.mode === "enforce") places.push(`policy.profiles.${name}`);
+  return places;
 }

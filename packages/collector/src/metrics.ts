@@ -38,6 +38,8 @@ export interface MetricsOptions {
   memory?: () => CollectorMemory | undefined;
   /** Agent connections on the gRPC port and their cap (agents/connection-cap.ts); absent: no connection metrics. */
   agentConnections?: () => { open: number; limit: number | undefined };
+  /** The certificates this replica serves (`cert`: which one, "grpc"), with the expiry of the one new connections get; absent: none. */
+  certificates?: () => ReadonlyArray<{ cert: string; expiryMs: number }>;
 }
 
 /** What the memory guard saw at its latest check. */
@@ -677,6 +679,20 @@ export function createMetrics(
         this.reset();
         for (const reason of ["cap", "same-vm"] as const)
           this.inc({ reason }, stats.agentConnectionsEvicted.get(reason) ?? 0);
+      },
+    });
+  }
+  const certificates = options.certificates;
+  if (certificates) {
+    // Every replica's: a standby serves agents the moment it leads.
+    new Gauge({
+      name: "workstation_collector_cert_expiry_timestamp_seconds",
+      help: "When the TLS certificate this replica serves expires (Unix seconds), by cert (grpc: the agents' port); follows the files as they are renewed.",
+      labelNames: ["cert"],
+      registers: [health],
+      collect() {
+        this.reset();
+        for (const { cert, expiryMs } of certificates()) this.set({ cert }, Math.floor(expiryMs / 1000));
       },
     });
   }

@@ -7,6 +7,7 @@ import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
 import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
 import { AgentServer } from "./agents/server.js";
+import { ReloadingServerCredentials } from "./agents/tls-files.js";
 import {
   agentConnectionCap,
   connectionCapWarnings,
@@ -227,13 +228,12 @@ async function run(
     nowMs,
     ...(config.grpc.hellosPerSecond !== undefined ? { hellosPerSecond: config.grpc.hellosPerSecond } : {}),
   });
-  const credentials = config.grpc.certFile
-    ? grpc.ServerCredentials.createSsl(
-        null,
-        [{ cert_chain: readFileSync(config.grpc.certFile), private_key: readFileSync(config.grpc.keyFile!) }],
-        false,
-      )
-    : grpc.ServerCredentials.createInsecure();
+  // A renewed certificate is served without a restart (agents/tls-files.ts).
+  const tls = config.grpc.certFile
+    ? ReloadingServerCredentials.fromFiles({ certFile: config.grpc.certFile, keyFile: config.grpc.keyFile! }, log)
+    : undefined;
+  tls?.watch(config.grpc.certCheckSeconds * 1000);
+  const credentials = tls ?? grpc.ServerCredentials.createInsecure();
   const stopMode = mode.start ? await mode.start(fleet) : async () => {};
   // One descriptor per agent: the cap keeps the rest for the API server and the Lease (agents/connection-cap.ts).
   const connectionCap = agentConnectionCap(readOpenFileLimit(), config.grpc.maxConnections);
@@ -272,6 +272,7 @@ async function run(
   memoryTimer.unref();
   const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
     agentConnections: () => ({ open: agents.connectionCount, limit: agents.connectionLimit }),
+    ...(tls ? { certificates: () => [{ cert: "grpc", expiryMs: tls.expiryMs }] } : {}),
     leader: mode.leader,
     mode: mode.name,
     vmSeries: () => (guard.shedding ? "default" : config.metrics.vmSeries),
@@ -429,6 +430,11 @@ async function run(
         }
       : {}),
   });
+  if (!config.notifications.publicUrl)
+    log(
+      "warn",
+      'no way back: notifications.publicUrl is unset, so no notice, webhook or welcome back carries a keep-running or start link; set it to the address users reach the pages at (docs/install.md, "The way back"). Enforce mode in Kubernetes refuses to start without it',
+    );
   for (const warning of httpExposureWarnings({
     mode: mode.name,
     identity: config.http.identity !== undefined,
@@ -447,6 +453,7 @@ async function run(
   });
   log("info", "shutting down");
   clearInterval(memoryTimer);
+  tls?.stop();
   clearInterval(metricsWarmTimer);
   fleet.stopTicking();
   clearInterval(startWatch);

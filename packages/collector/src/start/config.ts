@@ -42,6 +42,9 @@ export const DEFAULT_START: StartConfig = Object.freeze({
   wakeListen: "",
 }) as StartConfig;
 
+/** host:port or [ipv6]:port, as every listen setting is written. */
+export const isHostPort = (address: string): boolean => /^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address);
+
 const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl", "wakeListen"];
 
 /** An http(s) URL template; placeholders are checked by expanding them with sample values. */
@@ -99,8 +102,7 @@ export function parseStartConfig(raw: unknown, problems: string[], label = "star
   }
   if (raw.wakeListen != null) {
     const address = String(raw.wakeListen);
-    if (!/^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address))
-      problems.push(`${label}.wakeListen: "${address.slice(0, 100)}" must be host:port`);
+    if (!isHostPort(address)) problems.push(`${label}.wakeListen: "${address.slice(0, 100)}" must be host:port`);
     else config.wakeListen = address;
   }
   if (raw.profiles != null) {

@@ -3,6 +3,7 @@
 // (the resolver, a socket, a TLS handshake with the configured CA and name, a gRPC Hello marked
 // probe), so the verdict is what the agent itself would meet. The wording is pure (describe*).
 import { lookup } from "node:dns/promises";
+import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import net from "node:net";
 import tls from "node:tls";
@@ -83,6 +84,27 @@ export function describeTlsError(
   }
 }
 
+/**
+ * When the collector's certificate and the agent's CA expire, for the ok line: a renewal the
+ * collector has not picked up, or a CA file cert-manager rotated past, shows here before it
+ * fails a handshake. The agent reads caFile at every connection, so a rotated CA needs no restart.
+ */
+export function describeValidity(peerValidTo: string, ca: Buffer | undefined, caFile: string | undefined): string {
+  const iso = (text: string) => {
+    const ms = Date.parse(text);
+    return Number.isNaN(ms) ? text : new Date(ms).toISOString();
+  };
+  let caText = "";
+  if (ca && caFile) {
+    try {
+      caText = `, the CA in ${caFile} until ${iso(new X509Certificate(ca).validTo)}`;
+    } catch {
+      caText = "";
+    }
+  }
+  return `; its certificate is valid until ${iso(peerValidTo)}${caText}`;
+}
+
 function splitAddress(address: string): { host: string; port: number } {
   const bracket = /^\[([^\]]+)\]:(\d+)$/.exec(address);
   if (bracket) return { host: bracket[1]!, port: Number(bracket[2]) };
@@ -125,8 +147,9 @@ function handshake(socket: net.Socket, name: string, ca: Buffer | undefined, tim
     }, timeoutMs);
     secure.once("secureConnect", () => {
       clearTimeout(timer);
+      const validTo = secure.getPeerCertificate().valid_to;
       secure.end();
-      resolve({ ok: true, value: "handshake ok" });
+      resolve({ ok: true, value: validTo });
     });
     secure.once("error", (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
@@ -200,6 +223,7 @@ export async function checkCollector(
   }
   const tcp = await connectTcp(ip, port, timeoutMs);
   if (!tcp.ok) return { address, step: "tcp", detail: describeSocketError(tcp.code, `${ip}:${port}`) };
+  let validity = "";
   if (config.collector.insecure) tcp.socket?.destroy();
   else {
     const name = config.collector.serverName ?? host;
@@ -211,10 +235,11 @@ export async function checkCollector(
         step: "tls",
         detail: describeTlsError(secure.code, secure.message, name, config.collector.caFile),
       };
+    validity = describeValidity(secure.value, ca, config.collector.caFile);
   }
   const answer = await helloProbe(address, config, hello, timeoutMs);
   if (answer.ok) {
-    return { address, step: "ok", detail: `${answer.value} as ${hello.vm?.namespace}/${hello.vm?.name}` };
+    return { address, step: "ok", detail: `${answer.value} as ${hello.vm?.namespace}/${hello.vm?.name}${validity}` };
   }
   if (answer.code === "UNAUTHENTICATED") {
     return {
