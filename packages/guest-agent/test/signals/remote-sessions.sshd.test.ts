@@ -143,7 +143,12 @@ describe("remote sessions with a real sshd", () => {
     await until("the upload", async () =>
       (await stat(target).catch(() => undefined))?.size === 2 * 1024 * 1024 ? true : undefined,
     );
-    const transferred = of(await sample(signal), SFTP_USER)!;
+    // The transfer's burst is judged once it is complete (a second of silence read after it): the
+    // next samples show it.
+    const transferred = await until("the transfer counted as interaction", async () => {
+      const session = of(await sample(signal), SFTP_USER)!;
+      return session.interactionAgeSeconds! < idle.interactionAgeSeconds! ? session : undefined;
+    });
     expect(transferred.interactionAgeSeconds).toBeLessThan(idle.interactionAgeSeconds!);
     sftp.stdin!.end("bye\n");
     await rm(target, { force: true });
