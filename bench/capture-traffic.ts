@@ -32,8 +32,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
-import { createHash } from "node:crypto";
 import { chromium } from "playwright-core";
+import { startSlowWeb } from "../test/support/slow-web.js";
 import { freeLoopbackPort, SSH, startSshd } from "../test/support/sshd.js";
 
 const OUT = path.resolve("packages/guest-agent/test/fixtures/remote-sessions/traffic");
@@ -144,54 +144,8 @@ async function main(): Promise<void> {
     return local;
   };
   // A server that answers in 100–300 ms (a dashboard's queries, a page rendered per request).
-  const slowRandom = mulberry32(39);
-  const slowPages = new Map<string, string>();
-  const slowServer = http.createServer((request, response) => {
-    const delay = 100 + slowRandom() * 200;
-    setTimeout(() => {
-      const url = new URL(request.url ?? "/", "http://x");
-      const body =
-        slowPages.get(url.pathname) ??
-        JSON.stringify({ panel: url.searchParams.get("panel"), points: Array(60).fill([1764800000, 0.42]) });
-      response.writeHead(200, {
-        "content-type": url.pathname.endsWith(".html") ? "text/html" : "application/json",
-        "cache-control": "no-store",
-      });
-      response.end(body);
-    }, delay);
-  });
-  slowServer.on("upgrade", (request, socket) => answerWebSocket(request.headers["sec-websocket-key"], socket));
-  const slowPort = await freeLoopbackPort();
-  await new Promise<void>((resolve) => slowServer.listen(slowPort, "127.0.0.1", resolve));
-  const dashboardRows = `<p>${"cpu 0.12 mem 0.34 ".repeat(120)}</p>`;
-  slowPages.set(
-    "/page-10.html",
-    `<!doctype html><html><head><meta http-equiv="refresh" content="10"><title>Runs</title></head><body>${dashboardRows}</body></html>`,
-  );
-  slowPages.set(
-    "/dashboard.html",
-    `<!doctype html><html><head><title>Dashboard</title></head><body>${dashboardRows}<script>
-      const refresh = () => { for (const panel of [1, 2, 3, 4]) fetch("/api/query?panel=" + panel).then((r) => r.text()); };
-      refresh(); setInterval(refresh, 10000);
-    </script></body></html>`,
-  );
-  slowPages.set(
-    "/heartbeat.html",
-    `<!doctype html><html><head><title>Notebook</title></head><body><script>
-      const socket = new WebSocket("ws://" + location.host + "/ws");
-      let n = 0;
-      // A kernel's status message is a few hundred bytes of JSON (header, parent header, content).
-      const status = () => JSON.stringify({ header: { msg_id: crypto.randomUUID(), msg_type: "status", session: "a1b2c3d4e5f6", username: "", date: new Date().toISOString(), version: "5.3" }, parent_header: {}, metadata: {}, content: { execution_state: "idle" }, channel: "iopub" });
-      socket.onopen = () => setInterval(() => socket.send("ping " + (n++) + " " + status()), 1000);
-    </script></body></html>`,
-  );
-  slowPages.set(
-    "/stops.html",
-    `<!doctype html><html><head><title>Runs</title></head><body>${dashboardRows}<script>
-      const left = Number(new URLSearchParams(location.search).get("left") ?? "18");
-      if (left > 0) setTimeout(() => { location.search = "?left=" + (left - 1); }, 10000);
-    </script></body></html>`,
-  );
+  const slow = await startSlowWeb(await freeLoopbackPort());
+  const slowPort = slow.port;
   const slowForward = async (user: string): Promise<number> => {
     const local = await freeLoopbackPort();
     children.push(
@@ -385,26 +339,26 @@ async function main(): Promise<void> {
     slowBrowserPage(
       "slow-page-10s",
       "wstest39a",
-      "/page-10.html",
+      "/page.html?every=10",
       'ssh -N -L to a server answering in 100–300 ms; headless Chromium on a page with <meta http-equiv="refresh" content="10">',
     ),
     slowBrowserPage(
       "dashboard-refresh",
       "wstest39b",
-      "/dashboard.html",
+      "/dashboard.html?every=10",
       "ssh -N -L to a server answering in 100–300 ms; headless Chromium on a Grafana-style page fetching its four panels every 10 s",
     ),
     slotJitterPoller,
     slowBrowserPage(
       "heartbeat-1s",
       "wstest39d",
-      "/heartbeat.html",
+      "/heartbeat.html?every=1",
       "ssh -N -L to the `ws` WebSocket server; headless Chromium on a page sending a ping every second, answered by a pong",
     ),
     slowBrowserPage(
       "page-stops",
       "wstest39e",
-      "/stops.html",
+      "/stops.html?every=10&left=18",
       "ssh -N -L to a server answering in 100–300 ms; Chromium reloading the page every 10 s for 3 minutes, then a page that does not refresh, its keep-alive connection left open",
     ),
   ].filter((scenario) => !only || only.has(scenario.name));
@@ -446,48 +400,10 @@ async function main(): Promise<void> {
     }),
   );
   await browser.close();
-  slowServer.close();
+  slow.close();
   for (const child of children) child.kill("SIGTERM");
   await sshd.stop();
   await rm(dir, { recursive: true, force: true });
-}
-
-/**
- * A WebSocket server's side of RFC 6455, as much as a heartbeat needs: the handshake, then every
- * text frame the browser sends (small, masked) answered with "pong …" (unmasked).
- */
-function answerWebSocket(key: string | string[] | undefined, socket: import("node:stream").Duplex): void {
-  const accept = createHash("sha1")
-    .update(`${String(key)}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
-    .digest("base64");
-  socket.write(
-    `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
-  );
-  let pending = Buffer.alloc(0);
-  socket.on("data", (chunk: Buffer) => {
-    pending = Buffer.concat([pending, chunk]);
-    while (pending.length >= 6) {
-      // Lengths up to 65535 (the 16-bit extended length); a heartbeat is far below.
-      const short = pending[1]! & 0x7f;
-      const at = short === 126 ? 4 : 2;
-      const length = short === 126 ? pending.readUInt16BE(2) : short;
-      if (short === 127 || pending.length < at + 4 + length) return;
-      const mask = pending.subarray(at, at + 4);
-      const text = Buffer.from(
-        pending.subarray(at + 4, at + 4 + length).map((byte, i) => byte ^ mask[i % 4]!),
-      ).toString();
-      const opcode = pending[0]! & 0x0f;
-      pending = pending.subarray(at + 4 + length);
-      if (opcode === 8) return void socket.end();
-      const reply = Buffer.from(`pong ${text.slice(5)}`);
-      const head =
-        reply.length < 126
-          ? Buffer.from([0x81, reply.length])
-          : Buffer.from([0x81, 126, reply.length >> 8, reply.length & 0xff]);
-      socket.write(Buffer.concat([head, reply]));
-    }
-  });
-  socket.on("error", () => {});
 }
 
 /** The forward's /proc files as the agent reads them: fd links, and the lines of /proc/net/tcp for those sockets and the listener. */
