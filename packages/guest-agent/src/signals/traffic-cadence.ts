@@ -307,7 +307,9 @@ interface Stream {
   /** The stream's bins: their traffic is the machine's. */
   fromMs: number;
   toMs: number;
+  /** Exchanges in its last minute, and the period they make. */
   exchanges: number;
+  periodMs: number;
   /** Bins inside the span that are not whole exchanges: a person's, at their end times. */
   misfitsAtMs: number[];
 }
@@ -344,9 +346,53 @@ function streamAtEnd(bins: readonly TrafficBin[], binMs: number, isTraffic: Traf
   const candidates = [...new Set(traffic.map((bin) => bin.bytes))].sort((a, b) => a - b).slice(0, 6);
   for (const exchangeBytes of candidates) {
     const stream = streamOf(span, exchangeBytes, binMs, isTraffic);
-    if (stream) return stream;
+    if (stream) return reachBack(whole, first, stream, binMs, isTraffic);
   }
   return undefined;
+}
+
+/** How many exchanges of this size `bytes` is, if a whole number: at most two in one bin, four in two that share a cut one. */
+function wholeCounter(exchangeBytes: number): (bytes: number, most?: number) => number | undefined {
+  const slack = Math.max(EXCHANGE_TOLERANCE * exchangeBytes, SIZE_SLACK_BYTES / 4);
+  return (bytes, most = 2) => {
+    const n = Math.round(bytes / exchangeBytes);
+    return n >= 1 && n <= most && Math.abs(bytes - n * exchangeBytes) <= slack * n ? n : undefined;
+  };
+}
+
+/**
+ * A stream found over its last minute reaches back over the bins before it that are its
+ * exchanges too (whole, or cut in two between neighbours), to the first that is not or the
+ * first silence longer than three bins: Reports minutes apart judge the bursts between them
+ * against the stream they belonged to, not only against its last minute.
+ */
+function reachBack(
+  whole: ReadonlyArray<TrafficBin & { startMs: number }>,
+  first: number,
+  stream: Stream,
+  binMs: number,
+  isTraffic: TrafficTest,
+): Stream {
+  const wholeCount = wholeCounter(stream.exchangeBytes);
+  let fromMs = stream.fromMs;
+  let silentMs = 0;
+  for (let i = first - 1; i >= 0; i--) {
+    const bin = whole[i]!;
+    if (!isTraffic(bin)) {
+      silentMs += bin.atMs - bin.startMs;
+      if (silentMs > 3 * binMs) break;
+      continue;
+    }
+    silentMs = 0;
+    if (wholeCount(bin.bytes) !== undefined) fromMs = bin.startMs;
+    else {
+      const earlier = whole[i - 1];
+      if (!earlier || !isTraffic(earlier) || wholeCount(bin.bytes + earlier.bytes, 4) === undefined) break;
+      fromMs = earlier.startMs;
+      i--;
+    }
+  }
+  return { ...stream, fromMs };
 }
 
 /** The span as a stream of exchanges of this size, or undefined. */
@@ -356,12 +402,7 @@ function streamOf(
   binMs: number,
   isTraffic: TrafficTest,
 ): Stream | undefined {
-  const slack = Math.max(EXCHANGE_TOLERANCE * exchangeBytes, SIZE_SLACK_BYTES / 4);
-  // At most two exchanges in one bin, four in two that share a cut one.
-  const wholeCount = (bytes: number, most = 2): number | undefined => {
-    const n = Math.round(bytes / exchangeBytes);
-    return n >= 1 && n <= most && Math.abs(bytes - n * exchangeBytes) <= slack * n ? n : undefined;
-  };
+  const wholeCount = wholeCounter(exchangeBytes);
   const counts: number[] = span.map(() => 0);
   const misfitsAtMs: number[] = [];
   let trafficBins = 0;
@@ -411,6 +452,7 @@ function streamOf(
     fromMs: spanStart,
     toMs: endMs,
     exchanges,
+    periodMs: (endMs - spanStart) / Math.max(1, exchanges),
     misfitsAtMs,
   };
 }
@@ -455,7 +497,7 @@ export function classifyTraffic(
   const stream = streamAtEnd(bins, binMs, isTraffic);
   if (stream && !cadence && lastReadingMs - stream.toMs < 2 * binMs)
     cadence = {
-      periodMs: (stream.toMs - stream.fromMs) / Math.max(1, stream.exchanges),
+      periodMs: stream.periodMs,
       bursts: stream.exchanges,
       meanBurstBytes: stream.exchangeBytes,
       firstMs: stream.fromMs,

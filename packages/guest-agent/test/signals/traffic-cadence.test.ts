@@ -81,12 +81,13 @@ function replayAgent(
   tickPhaseMs: number,
   reportPhaseMs: number,
   forwardOnly: boolean,
+  reportMs = REPORT_MS,
 ): Replayed[] {
   const end = readings[readings.length - 1]!.atMs;
   const ticks: number[] = [];
   for (let at = tickPhaseMs; at <= end; at += BIN_MS) ticks.push(at);
   const reports: number[] = [];
-  for (let at = tickPhaseMs + reportPhaseMs + REPORT_MS; at <= end; at += REPORT_MS) reports.push(at);
+  for (let at = tickPhaseMs + reportPhaseMs + reportMs; at <= end; at += reportMs) reports.push(at);
   const times = [...new Set([...ticks, ...reports])].sort((a, b) => a - b);
   const taken = times.map((at) => counterAt(readings, at));
   const out: Replayed[] = [];
@@ -182,6 +183,19 @@ describe("issue 39: machine traffic against a server answering in 100–300 ms, 
       // The cadence is over: the session's newest traffic is no longer a machine's clock.
       expect(last.verdict.cadence, phase).toBeUndefined();
       expect(last.verdict.lastTrafficMs ?? 0, phase).toBeLessThan(stoppedAtMs + 10_000);
+    }
+  });
+
+  it("Reports minutes apart: the bursts between them are judged against the whole cadence or stream", () => {
+    // report-interval may be up to 10 minutes: a stream found over its last minute reaches back.
+    for (const name of ["heartbeat-1s", "slow-page-10s", "dashboard-refresh", "poller-slot-jitter"]) {
+      const readings = readingsOf(load(name));
+      for (const reportMs of [120_000, 300_000])
+        for (const tick of [0, 100, 500]) {
+          const replayed = replayAgent(readings, tick, 250, true, reportMs);
+          const phase = `${name}, Reports every ${reportMs / 1000} s, tick +${tick} ms`;
+          expect(replayed.at(-1)!.humanClockMs, phase).toBeLessThanOrEqual(100_000);
+        }
     }
   });
 
