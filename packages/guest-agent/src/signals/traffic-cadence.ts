@@ -25,17 +25,20 @@
  *      phase + k·period, fitted by least squares, each within PERIOD_TOLERANCE of its slot,
  *      however the jitter of two neighbours adds up in their gap (blind spot B).
  *    Bursts that fit neither (a click between two reloads) are left out, not a reason to reject it.
- * 4. A stream is a clock faster than the bins (a heartbeat every second, blind spot C): for at
- *    least STREAM_MIN_MS every bin holds a whole number of one exchange (the bins' median; two
- *    neighbours may share one that a reading cut in two) and every STREAM_BLOCK_MS holds the
- *    same number of them. A bin that is not whole exchanges (keys typed beside the heartbeat)
- *    is a person's.
+ * 4. A stream is a clock faster than the bins (a heartbeat every second, blind spot C): over
+ *    the last STREAM_MIN_MS nine bins in ten hold one or two of one exchange (the smallest bin
+ *    size that does; two neighbours may share one that a reading cut in two), no more than one
+ *    and a quarter a bin's time, every STREAM_BLOCK_MS the same count, and the messages carry
+ *    payload (more than a packet a call). It reaches back over the bins before that which are
+ *    its exchanges too. A bin that is not whole exchanges (keys typed beside it) is a person's.
  * 5. Bursts of a cadence and bins of a stream are a machine's; every other burst is a person's.
+ *    In a session that only forwards (forwardOnly), less than a packet a call is sshd's
+ *    bookkeeping of a forwarded connection, not traffic (isForwardTrafficBin).
  *
- * A person typing at a steady rhythm does not make either: keys fill the bins unevenly (four,
- * six, five keys) and they pause. What this cannot tell: a machine that streams data of varying
- * size (a log followed with `tail -f`: a person), and a person who sends the same thing on a
- * clock (a machine: weak).
+ * A person typing at a steady rhythm does not make either: keys move a few bytes a call, fill
+ * the bins unevenly and pause. What this cannot tell: a machine that streams data of varying
+ * size (a log followed with `tail -f`: a person), direction (sshd relays both ways in one
+ * process), and a person who sends the same thing on a clock (a machine: weak).
  */
 import { KEEPALIVE_BYTES_PER_CALL } from "./remote-sessions-parse.js";
 
