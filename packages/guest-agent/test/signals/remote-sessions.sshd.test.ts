@@ -197,8 +197,10 @@ describe("remote sessions with a real sshd", () => {
 
   it("shows in the shipped agent's probe --json: the typing session interacts, the keep-alive one is open only", async () => {
     requireBundles();
-    // Asynchronously: this process keeps typing into its session meanwhile.
-    const { stdout } = await execFileAsync(process.execPath, [agentBundle, "probe", "--json", "--window", "2s"], {
+    // Asynchronously: this process keeps typing into its session meanwhile. The window is longer
+    // than any exchange (3 s): a burst still going is judged once it could no longer be a request
+    // awaiting its answer (traffic-cadence.ts, issue 39).
+    const { stdout } = await execFileAsync(process.execPath, [agentBundle, "probe", "--json", "--window", "5s"], {
       timeout: 60_000,
       env: { ...process.env, WS_AGENT_CONFIG: "/dev/null" },
     }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? "" }));
