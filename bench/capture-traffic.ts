@@ -14,6 +14,15 @@
  *   seconds to minutes (a seeded generator, so a rerun types the same);
  * - typing-steady: the same session kind with a person typing at a steady rhythm for 10 minutes;
  * - keepalive: `ssh -T host cat` with nothing sent and ServerAliveInterval=15.
+ * Issue 39's machine traffic, read every 100 ms (the tests resample it at every phase of the
+ * agent's one-second tick), against a server that answers in 100–300 ms:
+ * - slow-page-10s: Chromium on a page with <meta http-equiv="refresh" content="10">;
+ * - dashboard-refresh: a Grafana-style page whose script fetches its four panels every 10 s;
+ * - poller-slot-jitter: an HTTP client fetching at k·10 s ± 2.5 s (±25% per slot, gaps ±50%);
+ * - heartbeat-1s: Chromium on a page holding a WebSocket (the `ws` server) that pings every
+ *   second (webpack HMR, a Jupyter kernel, VS Code's port-forward keep-alives);
+ * - page-stops: the 10 s page for 3 minutes, then a page that does not refresh, its
+ *   keep-alive connection left open.
  * It also writes the forward's /proc files (fd links, the matching /proc/net/tcp lines) of
  * poller-10s for the forward parser's fixtures.
  */
@@ -24,6 +33,7 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { chromium } from "playwright-core";
+import { startSlowWeb } from "../test/support/slow-web.js";
 import { freeLoopbackPort, SSH, startSshd } from "../test/support/sshd.js";
 
 const OUT = path.resolve("packages/guest-agent/test/fixtures/remote-sessions/traffic");
@@ -37,6 +47,8 @@ interface Scenario {
   name: string;
   user: string;
   description: string;
+  /** How often the session's counters are read; 1000 unless said. */
+  sampleIntervalMs?: number;
   start(): Promise<() => void>;
 }
 
@@ -86,7 +98,10 @@ function readIo(pid: number): number[] {
 }
 
 async function main(): Promise<void> {
-  const users = ["wstest25a", "wstest25b", "wstest25c", "wstest25d", "wstest25e", "wstest25f", "wstest25g"];
+  const users = [
+    ...["wstest25a", "wstest25b", "wstest25c", "wstest25d", "wstest25e", "wstest25f", "wstest25g"],
+    ...["wstest39a", "wstest39b", "wstest39c", "wstest39d", "wstest39e"],
+  ];
   const sshd = await startSshd({ users });
   const dir = await mkdtemp(path.join(os.tmpdir(), "ws25-capture-"));
   const webRoot = path.join(dir, "web");
@@ -122,6 +137,24 @@ async function main(): Promise<void> {
         {
           stdio: "ignore",
         },
+      ),
+    );
+    await waitForSession(user);
+    await sleep(500);
+    return local;
+  };
+  // A server that answers in 100–300 ms (a dashboard's queries, a page rendered per request).
+  const slow = await startSlowWeb(await freeLoopbackPort());
+  const slowPort = slow.port;
+  const slowForward = async (user: string): Promise<number> => {
+    const local = await freeLoopbackPort();
+    children.push(
+      spawn(
+        SSH,
+        sshd
+          .sshNoTtyArgs(user, [], ["ExitOnForwardFailure=yes"])
+          .concat(["-N", "-L", `${local}:127.0.0.1:${slowPort}`]),
+        { stdio: "ignore" },
       ),
     );
     await waitForSession(user);
@@ -202,6 +235,47 @@ async function main(): Promise<void> {
       };
     },
   });
+  const slowBrowserPage = (name: string, user: string, page: string, description: string): Scenario => ({
+    name,
+    user,
+    description,
+    sampleIntervalMs: 100,
+    async start() {
+      const local = await slowForward(user);
+      const context = await browser.newContext();
+      const tab = await context.newPage();
+      await tab.goto(`http://127.0.0.1:${local}${page}`);
+      return () => void context.close();
+    },
+  });
+  const slotJitterPoller: Scenario = {
+    name: "poller-slot-jitter",
+    user: "wstest39c",
+    description:
+      "an HTTP client (keep-alive agent) through ssh -N -L fetching a JSON answer at k·10 s ± 2.5 s (uniform per slot: gaps 5–15 s) from a server answering in 100–300 ms",
+    sampleIntervalMs: 100,
+    async start() {
+      const local = await slowForward("wstest39c");
+      const agent = new http.Agent({ keepAlive: true });
+      const random = mulberry32(3939);
+      const t0 = performance.now();
+      let stopped = false;
+      const loop = async () => {
+        for (let slot = 0; !stopped; slot++) {
+          const at = t0 + slot * 10_000 + (random() * 2 - 1) * 2_500;
+          await sleep(Math.max(0, at - performance.now()));
+          if (stopped) return;
+          http
+            .get({ host: "127.0.0.1", port: local, path: "/api/query?panel=0", agent }, (r) => r.resume())
+            .on("error", () => {});
+        }
+      };
+      void loop();
+      return () => {
+        stopped = true;
+      };
+    },
+  };
   const words = "the model converges after warmup so lower the learning rate and rerun the sweep tonight".split(" ");
   const scenarios: Scenario[] = [
     reload(10, "wstest25a"),
@@ -262,6 +336,31 @@ async function main(): Promise<void> {
         return () => {};
       },
     },
+    slowBrowserPage(
+      "slow-page-10s",
+      "wstest39a",
+      "/page.html?every=10",
+      'ssh -N -L to a server answering in 100–300 ms; headless Chromium on a page with <meta http-equiv="refresh" content="10">',
+    ),
+    slowBrowserPage(
+      "dashboard-refresh",
+      "wstest39b",
+      "/dashboard.html?every=10",
+      "ssh -N -L to a server answering in 100–300 ms; headless Chromium on a Grafana-style page fetching its four panels every 10 s",
+    ),
+    slotJitterPoller,
+    slowBrowserPage(
+      "heartbeat-1s",
+      "wstest39d",
+      "/heartbeat.html?every=1",
+      "ssh -N -L to the `ws` WebSocket server; headless Chromium on a page sending a ping every second, answered by a pong",
+    ),
+    slowBrowserPage(
+      "page-stops",
+      "wstest39e",
+      "/stops.html?every=10&left=18",
+      "ssh -N -L to a server answering in 100–300 ms; Chromium reloading the page every 10 s for 3 minutes, then a page that does not refresh, its keep-alive connection left open",
+    ),
   ].filter((scenario) => !only || only.has(scenario.name));
 
   mkdirSync(OUT, { recursive: true });
@@ -281,7 +380,7 @@ async function main(): Promise<void> {
           snapped = true;
           snapshotForward(pid, webPort, web.pid!);
         }
-        const next = t0 + samples.length * 1000;
+        const next = t0 + samples.length * (scenario.sampleIntervalMs ?? 1000);
         await sleep(Math.max(0, next - performance.now()));
       }
       stop();
@@ -292,7 +391,7 @@ async function main(): Promise<void> {
           description: scenario.description,
           captured: new Date().toISOString().slice(0, 10),
           machine: `${os.cpus().length} CPUs shared with other work, loopback, ${readFileSync("/proc/version", "utf8").split(" ").slice(0, 3).join(" ")}`,
-          sampleIntervalMs: 1000,
+          sampleIntervalMs: scenario.sampleIntervalMs ?? 1000,
           columns: ["monotonicMs", "rchar", "wchar", "syscr", "syscw"],
           samples,
         })}\n`,
@@ -301,6 +400,7 @@ async function main(): Promise<void> {
     }),
   );
   await browser.close();
+  slow.close();
   for (const child of children) child.kill("SIGTERM");
   await sshd.stop();
   await rm(dir, { recursive: true, force: true });

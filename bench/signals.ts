@@ -6,11 +6,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { systemClock } from "../packages/guest-agent/src/clock.js";
 import { defaultRoots } from "../packages/guest-agent/src/roots.js";
 import { createDesktopSignal } from "../packages/guest-agent/src/signals/desktop.js";
-import {
-  createRemoteSessionsSignal,
-  readSessionTick,
-  type Tracked,
-} from "../packages/guest-agent/src/signals/remote-sessions.js";
+import { createRemoteSessionsSignal, readSessionTick } from "../packages/guest-agent/src/signals/remote-sessions.js";
+import type { Tracked } from "../packages/guest-agent/src/signals/remote-sessions-track.js";
 import { createSessionsSignal } from "../packages/guest-agent/src/signals/sessions.js";
 import { binsFromReadings, classifyTraffic } from "../packages/guest-agent/src/signals/traffic-cadence.js";
 import { createSystemSignal } from "../packages/guest-agent/src/signals/system.js";

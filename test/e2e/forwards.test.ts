@@ -8,6 +8,13 @@
 // - r: `ssh -N -L` to http.server, Chromium on a page that reloads itself every 4 s → a regular
 //   cadence, weak: stopped;
 // - s: `ssh -T host cat` with irregular typing (no pty) → held.
+// Issue 39's machine traffic, against a server answering in 100–300 ms (test/support/slow-web.ts),
+// each stopped after idle-timeout + grace; the person beside a heartbeat held:
+// - slow: Chromium on a page refreshing every 4 s;
+// - slots: an HTTP client polling at k·5 s ± 1.25 s (±25 % per slot);
+// - heartbeat: Chromium holding a WebSocket that sends a message every second;
+// - stops: the 4 s page for about 30 s, then a page that does not refresh, its connection lingering;
+// - beside: `ssh -T -L … host cat` carrying the same heartbeat while a person types irregularly → held.
 //
 // The machine is shared with other tests' sessions: each agent's --etc-root has a passwd with
 // only its own user (the remote-sessions signal believes only sessions of accounts it knows),
@@ -36,13 +43,27 @@ import {
   start,
   type Proc,
 } from "../support/process.js";
+import { startSlowWeb } from "../support/slow-web.js";
 import { ensureTestUser, freeLoopbackPort, SSH, startSshd, type RunningSshd } from "../support/sshd.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
 const CHROMIUM = "/usr/bin/chromium";
-const USERS = { idle: "wstest25p", busy: "wstest25q", reload: "wstest25r", typing: "wstest25s" } as const;
+const USERS = {
+  idle: "wstest25p",
+  busy: "wstest25q",
+  reload: "wstest25r",
+  typing: "wstest25s",
+  slow: "wstest39p",
+  slots: "wstest39q",
+  heartbeat: "wstest39r",
+  stops: "wstest39s",
+  beside: "wstest39t",
+} as const;
 type Vm = keyof typeof USERS;
 const VMS = Object.keys(USERS) as Vm[];
+/** The first test's VMs, and issue 39's. */
+const FIRST: Vm[] = ["idle", "busy", "reload", "typing"];
+const ISSUE_39: Vm[] = ["slow", "slots", "heartbeat", "stops", "beside"];
 
 let dir: string;
 let sshd: RunningSshd;
@@ -53,6 +74,7 @@ const procs: Proc[] = [];
 const children: ChildProcess[] = [];
 const timers: NodeJS.Timeout[] = [];
 const kernels: KernelSession[] = [];
+const closers: Array<() => void> = [];
 let stopped = false;
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -202,7 +224,7 @@ beforeAll(async () => {
       runAs: account,
     });
   }
-  for (const vm of ["reload", "typing"] as const) await makeHome(vm);
+  for (const vm of ["reload", "typing", ...ISSUE_39] as const) await makeHome(vm);
   setup = await standaloneCollector(dir, {
     policyDefaults: { autostop: "enabled", "idle-timeout": "30s", "grace-period": "10s" },
   });
@@ -215,6 +237,7 @@ afterAll(async () => {
   for (const kernel of kernels) kernel.close();
   await browser?.close();
   for (const child of children) child.kill("SIGTERM");
+  for (const close of closers) close();
   await Promise.all(procs.splice(0).map((proc) => proc.stop()));
   for (const server of Object.values(jupyter)) await server?.stop();
   await sshd?.stop();
@@ -283,11 +306,11 @@ describe("SSH forwards and machine traffic, as shipped", () => {
       }
     })();
 
-    for (const vm of VMS) startAgent(vm, await etcFor(vm));
-    const seen: Record<Vm, string[]> = { idle: [], busy: [], reload: [], typing: [] };
-    const details: Record<Vm, string[]> = { idle: [], busy: [], reload: [], typing: [] };
+    for (const vm of FIRST) startAgent(vm, await etcFor(vm));
+    const seen = Object.fromEntries(FIRST.map((vm) => [vm, [] as string[]])) as Record<Vm, string[]>;
+    const details = Object.fromEntries(FIRST.map((vm) => [vm, [] as string[]])) as Record<Vm, string[]>;
     const watch = async () => {
-      for (const vm of VMS) {
+      for (const vm of FIRST) {
         const view = await vmView(vm);
         if (view) seen[vm].push(view.state);
         if (view?.state === "StoppingPending") details[vm].push(await vmDetail(vm));
@@ -296,7 +319,7 @@ describe("SSH forwards and machine traffic, as shipped", () => {
     await eventually(
       async () => {
         await watch();
-        return VMS.every((vm) => seen[vm].includes("Active")) ? true : undefined;
+        return FIRST.every((vm) => seen[vm].includes("Active")) ? true : undefined;
       },
       90_000,
       "all four VMs Active",
@@ -326,4 +349,104 @@ describe("SSH forwards and machine traffic, as shipped", () => {
       expect((await vmView(vm))!.state).toBe("Active");
     }
   }, 420_000);
+
+  it("issue 39: a slow page, a slot-jittered poller, a heartbeat and a page that stopped are stopped; typing beside a heartbeat is held", async () => {
+    const web = await startSlowWeb(await freeLoopbackPort());
+    closers.push(web.close);
+    browser ??= await chromium.launch({ executablePath: CHROMIUM, headless: true });
+    const open = async (vm: Vm, pagePath: string, local?: number) => {
+      const port = local ?? (await forward(USERS[vm], web.port));
+      const tab = await (await browser!.newContext()).newPage();
+      await tab.goto(`http://127.0.0.1:${port}${pagePath}`);
+    };
+    await open("slow", "/page.html?every=4");
+    await open("heartbeat", "/heartbeat.html?every=1");
+    await open("stops", "/stops.html?every=4&left=8");
+    // A poller on a schedule of slots: k·5 s ± 1.25 s, one keep-alive connection.
+    const slotsLocal = await forward(USERS.slots, web.port);
+    const agent = new http.Agent({ keepAlive: true });
+    const random = mulberry32(39);
+    let polled = 0;
+    void (async () => {
+      const t0 = Date.now();
+      for (let slot = 1; !stopped; slot++) {
+        await delay(Math.max(0, t0 + slot * 5_000 + (random() * 2 - 1) * 1_250 - Date.now()));
+        http
+          .get({ host: "127.0.0.1", port: slotsLocal, path: "/api/query?panel=0", agent }, (response) => {
+            response.resume();
+            polled++;
+          })
+          .on("error", () => {});
+      }
+    })();
+    // A person typing into `cat` in a session that also carries a heartbeat page's WebSocket.
+    const besideLocal = await freeLoopbackPort();
+    const beside = spawn(
+      SSH,
+      sshd.sshNoTtyArgs(
+        USERS.beside,
+        ["cat"],
+        ["ExitOnForwardFailure=yes", `LocalForward=${besideLocal} 127.0.0.1:${web.port}`],
+      ),
+      { stdio: ["pipe", "ignore", "ignore"] },
+    );
+    children.push(beside);
+    await eventually(
+      () =>
+        new Promise<true | undefined>((resolve) => {
+          http
+            .get({ host: "127.0.0.1", port: besideLocal, path: "/" }, (response) => {
+              response.resume();
+              resolve(true);
+            })
+            .on("error", () => resolve(undefined));
+        }),
+      30_000,
+      "the typing session's forward",
+    );
+    await open("beside", "/heartbeat.html?every=1", besideLocal);
+    const random2 = mulberry32(2039);
+    void (async () => {
+      while (!stopped) {
+        for (const key of "look at the loss ".slice(0, 4 + Math.floor(random2() * 12))) {
+          beside.stdin!.write(key);
+          await delay(60 + random2() * 240);
+        }
+        await delay(2_000 + random2() * 12_000);
+      }
+    })();
+
+    for (const vm of ISSUE_39) startAgent(vm, await etcFor(vm));
+    const seen = Object.fromEntries(ISSUE_39.map((vm) => [vm, [] as string[]])) as Record<Vm, string[]>;
+    const watch = async () => {
+      for (const vm of ISSUE_39) {
+        const view = await vmView(vm);
+        if (view) seen[vm].push(view.state);
+      }
+    };
+    await eventually(
+      async () => {
+        await watch();
+        return ISSUE_39.every((vm) => seen[vm].includes("Active")) ? true : undefined;
+      },
+      90_000,
+      "issue 39's VMs Active",
+    );
+    const gone = (vm: Vm) => seen[vm].some((state) => state === "Stopping" || state === "Stopped");
+    const machines: Vm[] = ["slow", "slots", "heartbeat", "stops"];
+    await eventually(
+      async () => {
+        await watch();
+        return machines.every(gone) ? true : undefined;
+      },
+      360_000,
+      `the machine-traffic VMs to stop (seen: ${JSON.stringify(seen)})`,
+    );
+    // They really talked: the poller was answered on its slots.
+    expect(polled).toBeGreaterThanOrEqual(10);
+    // The person typing beside a heartbeat was never warned.
+    const sinceActive = seen.beside.slice(seen.beside.indexOf("Active"));
+    expect(sinceActive.filter((state) => state !== "Active")).toEqual([]);
+    expect((await vmView("beside"))!.state).toBe("Active");
+  }, 600_000);
 });

@@ -206,8 +206,11 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
   hostBatch(batch: HostBatch): void {
     const now = this.options.nowMs();
     for (const entry of this.sortedEntries()) {
-      // Stamped with the decision's time, as a replay of the recorded line will stamp it.
-      const { atMs: _at, ...reading } = readingFor(batch, entry.id);
+      // Stamped with the decision's time, as a replay of the recorded line will stamp it; with the
+      // GPUs the platform passes through to the VM, which the host's figures cannot see (engine/host.ts).
+      const { atMs: _at, ...read } = readingFor(batch, entry.id);
+      const gpus = this.outreach.platformOf(entry.key)?.gpuCount ?? 0;
+      const reading = gpus > 0 && read.state === "ok" ? { ...read, passthroughGpus: gpus } : read;
       this.options.record?.({ atMs: now, vm: entry.id, host: reading });
       this.evaluate(entry, now, { kind: "host", reading: { ...reading, atMs: now } });
       const kinds = this.viewOf(entry, now).host?.disagreements ?? [];

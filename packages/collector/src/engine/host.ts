@@ -10,6 +10,12 @@
 // connection is a person; the VM is idle only when unbroken ok readings show
 // neither for idle-timeout. A reading that failed, is absent or is stale
 // breaks that run: missing data is never idleness.
+//
+// What the host cannot see is not idleness either (docs/policy.md, "What the
+// host cannot see", issue 39): a VM with passthrough GPUs is never judged idle
+// without a reading of those GPUs, and after the agent last saw a person the
+// host must show quiet for idle-timeout past that moment, not only past the
+// agent's loss (someone typing over SSH moves less than any threshold).
 import { formatDuration } from "@ws/protocol";
 import { unattendedEndsAtMs } from "./activity.js";
 import type { HostClock, HostExplanation, HostReading, Policy, Thresholds, VmRecord } from "./types.js";
@@ -52,7 +58,22 @@ export function describeHostReading(reading: HostReading): string {
   if (reading.networkBytesPerSecond !== undefined) parts.push(`network ${formatRate(reading.networkBytesPerSecond)}`);
   if (reading.diskBytesPerSecond !== undefined) parts.push(`disk ${formatRate(reading.diskBytesPerSecond)}`);
   parts.push(connections(reading));
+  const gpus = reading.passthroughGpus ?? 0;
+  if (gpus > 0)
+    parts.push(
+      reading.gpuBusyRatio === undefined
+        ? `${gpus} passthrough GPU${gpus === 1 ? "" : "s"} (not read: the host cannot see their work)`
+        : `${gpus} passthrough GPU${gpus === 1 ? "" : "s"}, busiest ${percent(reading.gpuBusyRatio)}`,
+    );
   return parts.join(", ");
+}
+
+/** Why the host alone cannot call this VM idle, whatever its readings; undefined: it can. */
+export function hostCannotSee(reading: HostReading): string | undefined {
+  const gpus = reading.passthroughGpus ?? 0;
+  if (gpus > 0 && reading.gpuBusyRatio === undefined)
+    return `the VM holds ${gpus} passthrough GPU${gpus === 1 ? "" : "s"} and no GPU metric source reads ${gpus === 1 ? "it" : "them"}: a job feeding a GPU can leave the vCPU under cpu-busy-threshold`;
+  return undefined;
 }
 
 /** The background work an ok reading shows at the policy's thresholds, in words; empty: none. */
@@ -67,6 +88,8 @@ export function hostBackground(reading: HostReading, thresholds: Thresholds): st
     );
   if ((reading.diskBytesPerSecond ?? 0) >= thresholds.diskBytesPerSecond)
     busy.push(`disk ${formatRate(reading.diskBytesPerSecond!)} ≥ ${formatRate(thresholds.diskBytesPerSecond)}`);
+  if (reading.gpuBusyRatio !== undefined && reading.gpuBusyRatio >= thresholds.gpuUtilizationRatio)
+    busy.push(`GPU ${percent(reading.gpuBusyRatio)} ≥ ${percent(thresholds.gpuUtilizationRatio)}`);
   return busy;
 }
 
@@ -114,8 +137,15 @@ export function hostReadingFresh(reading: HostReading, nowMs: number): boolean {
 
 /**
  * The host-side idle clock's origin: the last activity the host saw (background work only up to
- * unattended-max after the last person, as for the agent), the agent's own last activity, or the
- * start of the unbroken run of readings, whichever is latest. Undefined while the run is broken.
+ * unattended-max after the last person, as for the agent), the agent's own last activity, the
+ * start of the unbroken run of readings, or idle-timeout after the last person the agent saw,
+ * whichever is latest. Undefined while the run is broken.
+ *
+ * The last term is the longer requirement after recent human evidence: a person the agent saw
+ * just before it went away may still be there, typing over SSH at a few kB/s that no host
+ * threshold tells from nothing. The host's quiet counts only from idle-timeout after them, so
+ * a VM abandoned by its person when its agent died is stopped idle-timeout later than one
+ * abandoned long before (docs/policy.md has the cost).
  */
 export function hostIdleSinceMs(record: VmRecord, clock: HostClock | undefined, policy: Policy): number | undefined {
   if (clock?.coveredSinceMs === undefined) return undefined;
@@ -127,7 +157,13 @@ export function hostIdleSinceMs(record: VmRecord, clock: HostClock | undefined, 
     record.clock.lastActivityAtMs ?? -Infinity,
     clock.lastConnectionAtMs ?? -Infinity,
     backgroundAtMs,
+    recentHumanHoldEndsAtMs(record, policy),
   );
+}
+
+/** Until when the last person the agent saw holds the host-side clock back (-Infinity: no person seen). */
+export function recentHumanHoldEndsAtMs(record: VmRecord, policy: Policy): number {
+  return record.lastHumanAtMs === undefined ? -Infinity : record.lastHumanAtMs + policy.idleTimeoutSeconds * 1000;
 }
 
 /** What the last host activity was, for the explanation. */
@@ -179,16 +215,23 @@ export function judgeWithoutAgent(input: HostRuleInput): HostVerdict {
         : `host-side evidence ${reading.state}: ${reading.message ?? "no reading"}`;
     return { kind: "blind", reason: `${noAgent} and ${why}: missing data is not idleness, not stopped` };
   }
+  const unseen = hostCannotSee(reading);
+  if (unseen) return { kind: "blind", reason: `${noAgent}; ${unseen}: the host alone does not stop it` };
   const idleSinceMs = hostIdleSinceMs(record, record.host, policy);
   if (idleSinceMs === undefined)
     return { kind: "blind", reason: `${noAgent} and no unbroken host-side readings yet: not stopped` };
   const idleMs = nowMs - idleSinceMs;
   const host = describeHostReading(reading);
-  if (idleMs < policy.idleTimeoutSeconds * 1000)
+  if (idleMs < policy.idleTimeoutSeconds * 1000) {
+    const held =
+      idleSinceMs === recentHumanHoldEndsAtMs(record, policy)
+        ? `; the agent last saw a person ${duration(nowMs - record.lastHumanAtMs!)} ago: the host's quiet counts from idle-timeout after that (a person over SSH moves less than any threshold)`
+        : "";
     return {
       kind: "active",
-      reason: `${noAgent}; host: ${host}; host idle ${duration(idleMs)} of ${formatDuration(policy.idleTimeoutSeconds)}, last host activity: ${lastHostActivity(record.host, nowMs)}`,
+      reason: `${noAgent}; host: ${host}; host idle ${duration(Math.max(0, idleMs))} of ${formatDuration(policy.idleTimeoutSeconds)}, last host activity: ${lastHostActivity(record.host, nowMs)}${held}`,
     };
+  }
   return { kind: "idle", idleSinceMs, reason: `${noAgent}; host: ${host}` };
 }
 
@@ -244,7 +287,12 @@ export function hostSchedule(
     return { stopAtMs: notice.wouldStopAtMs === undefined ? notice.deadlineMs : undefined, wakeAtMs };
   }
   const idleSinceMs = hostIdleSinceMs(record, record.host, policy);
-  if (!policy.autostopEnabled || idleSinceMs === undefined || !hostReadingFresh(reading, nowMs))
+  if (
+    !policy.autostopEnabled ||
+    idleSinceMs === undefined ||
+    !hostReadingFresh(reading, nowMs) ||
+    hostCannotSee(reading)
+  )
     return { stopAtMs: undefined, wakeAtMs };
   const noticeAtMs = Math.max(
     agentGoneSinceMs + policy.agentLostMaxSeconds * 1000,

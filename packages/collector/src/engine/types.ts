@@ -293,6 +293,13 @@ export interface HostReading {
   vncConnections?: number;
   consoleConnections?: number;
   portForwardTunnels?: number;
+  /**
+   * GPUs passed through to the VM (the `gpus` devices of its domain, from the platform): the
+   * host's vCPU and network figures say nothing of the work they do.
+   */
+  passthroughGpus?: number;
+  /** The busiest passthrough GPU's utilization (0..1), from a GPU metric source; absent: none is read. */
+  gpuBusyRatio?: number;
 }
 
 /** What the engine remembers of the host-side readings between them. */

@@ -22,6 +22,8 @@ const quiet = (atMs: number, extra: Partial<HostReading> = {}): HostReading => (
 /**
  * A VM whose agent reported once at T0 and was then gone, with the host read every minute
  * by `host(atMs)` for `ms`, deciding on every reading (as the collector's host source does).
+ * Its person typed at T0 (the agent's last sight of them): the host's quiet counts from T0 plus
+ * idle-timeout (1 h), so a notice comes at T0 + 2 h at the earliest.
  */
 function lostAgent(ms: number, host: (atMs: number) => HostReading, sim = new Sim(testPolicy())): Sim {
   sim.send(report({ sessions: { sessions: [ttySession(0)] } }));
@@ -55,11 +57,12 @@ describe("agent-lost with host-side evidence", () => {
     const sim = lostAgent(3 * HOUR, quiet);
     const notices = actionsOf(sim.decisions, "notice").filter((n) => !n.repeat);
     expect(notices).toHaveLength(1);
-    // The agent was last active at T0; idle-timeout 1h, agent-lost-max 1h (the default): the later of the two.
+    // The agent last saw its person at T0: the host's quiet counts from T0 + idle-timeout (1h), and
+    // lasts idle-timeout; agent-lost-max 1h (the default) is over long before.
     const noticeAt = sim.decisions.find((d) => actionsOf(d, "notice").length > 0)!.explanation.atMs;
-    expect(noticeAt).toBe(T0 + HOUR);
+    expect(noticeAt).toBe(T0 + 2 * HOUR);
     expect(notices[0]!.reason).toMatch(
-      /^no agent for 1h; host: vCPU 0\.3 %, network 2\.0 kB\/s, disk 0 B\/s, no VNC connection; host idle for 1h/,
+      /^no agent for 2h; host: vCPU 0\.3 %, network 2\.0 kB\/s, disk 0 B\/s, no VNC connection; host idle for 1h/,
     );
     const [stop] = actionsOf(sim.decisions, "stop");
     expect(stop).toMatchObject({ trigger: "agent-lost" });
@@ -92,7 +95,7 @@ describe("agent-lost with host-side evidence", () => {
   });
 
   it("activity during the grace period cancels the notice; the agent's return clears it", () => {
-    const sim = lostAgent(HOUR + 2 * MINUTE, quiet);
+    const sim = lostAgent(2 * HOUR + 2 * MINUTE, quiet);
     expect(sim.record!.notice).toBeDefined();
     sim.now += MINUTE;
     sim.host = quiet(sim.now, { consoleConnections: 1 });
@@ -154,7 +157,7 @@ describe("agent-lost with host-side evidence", () => {
   });
 
   it("autostop turned off during the grace period withdraws the notice", () => {
-    const sim = lostAgent(HOUR + 2 * MINUTE, quiet);
+    const sim = lostAgent(2 * HOUR + 2 * MINUTE, quiet);
     expect(sim.record!.notice).toBeDefined();
     sim.policy = testPolicy({ autostopEnabled: false });
     sim.now += MINUTE;
@@ -169,6 +172,39 @@ describe("agent-lost with host-side evidence", () => {
     const sim = lostAgent(3 * HOUR, quiet, new Sim(testPolicy({ mode: "observe" })));
     expect(actionsOf(sim.decisions, "stop")).toEqual([]);
     expect(actionsOf(sim.decisions, "would-stop")).toHaveLength(1);
+  });
+
+  it("issue 39: the agent went away while its person typed: the host's quiet counts from idle-timeout after them", () => {
+    // Someone typing over SSH moves 0.5 % of a vCPU and a few kB/s: a quiet host to every threshold.
+    const sim = lostAgent(4 * HOUR, quiet);
+    const first = sim.decisions.find((d) => actionsOf(d, "notice").length > 0)!;
+    // Person at T0, idle-timeout 1h: quiet from T0+1h, a notice an idle-timeout later, the stop after the grace.
+    expect(first.explanation.atMs).toBe(T0 + 2 * HOUR);
+    const stopAt = sim.decisions.find((d) => actionsOf(d, "stop").length > 0)!.explanation.atMs;
+    expect(stopAt).toBe(T0 + 2 * HOUR + 10 * MINUTE);
+    // Before then the host says why it waits, on the VM page.
+    const waiting = sim.decisions.find((d) => d.explanation.atMs === T0 + 90 * MINUTE)!;
+    expect(waiting.explanation.host!.role).toMatch(/the agent last saw a person 1h30m ago/);
+    expect(waiting.explanation.host!.idleSinceMs).toBe(T0 + HOUR);
+  });
+
+  it("issue 39: a VM with passthrough GPUs and no GPU reading is never stopped on host readings alone", () => {
+    const gpuJob = (atMs: number) => quiet(atMs, { vcpuBusyRatio: 0.19, passthroughGpus: 2 });
+    const sim = lostAgent(8 * HOUR, gpuJob);
+    expect(actionsOf(sim.decisions, "notice")).toEqual([]);
+    expect(actionsOf(sim.decisions, "stop")).toEqual([]);
+    const last = sim.decisions.at(-1)!;
+    expect(last.explanation.host!.summary).toContain("2 passthrough GPUs (not read: the host cannot see their work)");
+    expect(last.explanation.reason).toMatch(/no GPU metric source reads them/);
+    expect(last.explanation.stopAtMs).toBeUndefined();
+  });
+
+  it("issue 39: with a GPU reading, a busy GPU holds as background work and an idle one lets the rule stop", () => {
+    const busy = lostAgent(3 * HOUR, (atMs) => quiet(atMs, { passthroughGpus: 1, gpuBusyRatio: 0.97 }));
+    expect(actionsOf(busy.decisions, "notice")).toEqual([]);
+    expect(busy.decisions.at(-1)!.explanation.host!.role).toMatch(/last host activity: host: GPU 97 %/);
+    const idle = lostAgent(3 * HOUR, (atMs) => quiet(atMs, { passthroughGpus: 1, gpuBusyRatio: 0 }));
+    expect(actionsOf(idle.decisions, "stop")).toHaveLength(1);
   });
 
   it("describes a reading as the notice says it", () => {

@@ -27,6 +27,8 @@ export function startFleet(
   policy: Policy,
   startMs: number,
   stopResult: StopResult = { outcome: "accepted", message: "test" },
+  /** Options of the Fleet beyond the harness's own (the platform's details of each VM, say). */
+  more: Partial<ConstructorParameters<typeof Fleet>[0]> = {},
 ) {
   const clock = new VirtualClock(startMs);
   const transitions: SeenDecision[] = [];
@@ -59,6 +61,7 @@ export function startFleet(
       owner: () => "",
       forget: () => {},
     },
+    ...more,
   });
   fleet.start();
   const connect = (vm: VmKey): TestSession => {

@@ -59,4 +59,25 @@ describe("Fleet.hostBatch", () => {
       disagreements: [],
     });
   });
+
+  it("a VM the platform gives passthrough GPUs is read with them: the host alone never calls it idle (issue 39)", async () => {
+    const live = startFleet(policy, START, undefined, { vmDetails: () => ({ gpuCount: 1 }), vmRunning: () => true });
+    const vm = { namespace: "lab", name: "gpu" };
+    live.fleet.track(vm);
+    const quiet = { ...busy(START), vcpuBusyRatio: 0.19 };
+    for (let i = 0; i < 4 * 60; i++) {
+      const atMs = START + i * 60_000;
+      await live.clock.advanceTo(atMs);
+      live.fleet.hostBatch({
+        ok: true,
+        atMs,
+        windowSeconds: 120,
+        readings: new Map([["lab/gpu", { ...quiet, atMs }]]),
+      });
+    }
+    // Four quiet hours on the host (a GPU job's feeder at 19 % is under cpu-busy-threshold): no stop.
+    expect(live.stops).toEqual([]);
+    const view = live.fleet.view(vm, START + 4 * 3_600_000);
+    expect(view?.host?.summary).toContain("1 passthrough GPU (not read: the host cannot see their work)");
+  });
 });

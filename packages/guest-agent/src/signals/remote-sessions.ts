@@ -11,14 +11,13 @@
  * Everything read here is written by the kernel; the title is set by a process the user owns,
  * so it is only believed when the uid, the parent and the parent's title all agree.
  */
-import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, readSync } from "node:fs";
-import { open, readdir, readFile, readlink } from "node:fs/promises";
+import { closeSync, openSync, readdirSync, readlinkSync, readSync } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { RemoteSessionSchema, RemoteSessionSignalSchema } from "@ws/protocol";
+import type { RemoteSessionSignalSchema } from "@ws/protocol";
 import { under, type Roots } from "../roots.js";
 import type { Users } from "../users.js";
-import { CLOCK_TICKS_PER_SECOND, parsePidStat, parseStatusUid, type ProcessStat } from "./proc-pid.js";
+import { parsePidStat, parseStatusUid, type ProcessStat } from "./proc-pid.js";
 import { ownProcessScan, type ProcessScan } from "./process-scan.js";
 import { parseUptime } from "./proc-uptime.js";
 import {
@@ -35,12 +34,22 @@ import {
   type IoCounters,
   type TcpSocket,
 } from "./remote-sessions-parse.js";
-import { classifyTraffic } from "./traffic-cadence.js";
+import {
+  BIN_MS,
+  CodeServerMemo,
+  type ListeningPorts,
+  listeningPortsHold,
+  recordReading,
+  type SessionProcess,
+  socketSetKey,
+  type Tracked,
+  trackSessions,
+  WINDOW_MS,
+} from "./remote-sessions-track.js";
 import { absent, errorMessage, ok, type Signal, type SignalContext, type SignalOutcome } from "./types.js";
 import type { WatchedProcess, WatchedServices } from "./watched-services.js";
 
 export type RemoteSessionSignalValue = MessageInitShape<typeof RemoteSessionSignalSchema>;
-type RemoteSessionInit = MessageInitShape<typeof RemoteSessionSchema>;
 
 /** The kernel's comm of sshd's processes: OpenSSH before 9.8, and its per-session binary since. */
 const SSHD_COMMS = new Set(["sshd", "sshd-session"]);
@@ -51,10 +60,6 @@ const MAX_NET_TCP_BYTES = 4 * 1024 * 1024;
 const MAX_SESSIONS = 256;
 /** A process named sshd by its user may carry megabytes of arguments: a title is read this far. */
 const MAX_TITLE_BYTES = 4096;
-/** The traffic classifier's bins: one reading of each session's /proc/PID/io a second. */
-const BIN_MS = 1_000;
-/** What the classifier looks at: ten minutes of bins (a 30 s reload repeats 20 times). */
-const WINDOW_MS = 10 * 60_000;
 /** Forwards remembered per session. */
 const MAX_FORWARDS = 8;
 /** A new forwarded connection is resolved through /proc/net/tcp at most this often. */
@@ -64,55 +69,8 @@ const MAX_SERVICE_FDS = 1024;
 /** The ticker stops when nobody has collected for this long (a signal made for one probe). */
 const TICKER_IDLE_STOP_MS = 15 * 60_000;
 const CODE_SERVER_COMMS = new Set(["node", "code-server"]);
-/**
- * sshd's listening ports are kept while root's sshd processes hold exactly the same sockets, and
- * read again at least this often. Reading /proc/net/tcp makes the kernel walk its whole socket
- * hash (milliseconds of system time on a machine with gigabytes of memory, whatever the number
- * of sockets), then every line is parsed: measured, it was the largest part of an idle agent's
- * sample (docs/benchmarks.md, benchmark 1, issue 30).
- */
-const LISTENING_REFRESH_MS = 5 * 60_000;
 /** Files are read through this much at a time (one reused buffer), never a buffer of their whole cap. */
 const READ_CHUNK_BYTES = 64 * 1024;
-
-/** One session process as found in /proc. */
-export interface SessionProcess {
-  pid: number;
-  uid: number;
-  user: string;
-  startTicks: number;
-  io: IoCounters;
-  socketInodes: number[];
-  /** comm of the first child, "" when none. */
-  command: string;
-}
-
-/** One reading of a session's counters: bytes (rchar + wchar) and calls (syscr + syscw). */
-interface Reading {
-  atMs: number;
-  bytes: number;
-  calls: number;
-}
-
-/** A forward seen: where it goes and whether a watched service listens there. */
-export interface SeenForward {
-  destinationAddress: string;
-  destinationPort: number;
-  service: WatchedProcess["service"] | "";
-  listenerPid: number;
-  lastSeenMonoMs: number;
-}
-
-/** What the signal remembers of a session between samples. */
-export interface Tracked {
-  pid: number;
-  lastInteractionMonoMs: number;
-  /** Readings of the last WINDOW_MS, oldest first. */
-  readings: Reading[];
-  forwards: Map<string, SeenForward>;
-  /** Socket inodes already resolved (a forward's connection is looked up once). */
-  knownInodes: Set<number>;
-}
 
 export interface RemoteSessionsOptions {
   /** The services other signals read (Jupyter servers): a forward to one is its client. */
@@ -145,22 +103,22 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
     for (const session of tracked.values()) fresh = readSessionTick(ctx.roots, session, now) || fresh;
     if (fresh && now - lastNetReadMono >= NET_TCP_MIN_INTERVAL_MS) {
       lastNetReadMono = now;
-      const sockets = readSocketsSync(ctx.roots);
+      const sockets = readSockets(ctx.roots);
       for (const session of tracked.values())
-        resolveForwards(ctx.roots, session, socketInodesSync(ctx.roots, session.pid), sockets, services(), now);
+        resolveForwards(ctx.roots, session, socketInodes(ctx.roots, session.pid), sockets, services(), now);
     }
   };
   return {
     name: "remote_sessions",
     async collect(ctx: SignalContext): Promise<SignalOutcome<RemoteSessionSignalValue>> {
       const notes: string[] = [];
-      const found = await findSessionProcesses(ctx, processes, codeServers, notes);
+      const found = findSessionProcesses(ctx, processes, codeServers, notes);
       if (found === undefined) return { state: "failed", message: notes.join("; ") || "cannot list processes" };
       codeServerPids = found.codeServerPids;
-      const uptimeSeconds = await readFile(under(ctx.roots.proc, "uptime"), "utf8").then(parseUptime, () => undefined);
+      const uptimeSeconds = readOr(under(ctx.roots.proc, "uptime"), parseUptime);
       // The same instant as the uptime: login ages are counted back from it.
       const nowMono = ctx.clock.monotonicMs();
-      const sockets = found.sessions.length > 0 ? await readSockets(ctx.roots, notes) : [];
+      const sockets = found.sessions.length > 0 ? readSockets(ctx.roots, notes) : [];
       lastCollectMono = nowMono;
       const watched = services();
       const sessions = trackSessions(tracked, found.sessions, sockets, uptimeSeconds, nowMono, (session) =>
@@ -186,7 +144,7 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
         nowMono,
       );
       const value = { sessions, sshdListeningPorts: listening.ports };
-      if (found.sessions.length === 0 && found.rootSshdInodes.size === 0 && !(await sshdInstalled(ctx.roots)))
+      if (found.sessions.length === 0 && found.rootSshdInodes.size === 0 && !sshdInstalled(ctx.roots))
         return absent("no sshd process running");
       return notes.length > 0 ? ok(value, notes.join("; ")) : ok(value);
     },
@@ -199,24 +157,11 @@ export function createRemoteSessionsSignal(options: RemoteSessionsOptions = {}):
  * for while traffic flows, not only when the Report is sampled.
  */
 export function readSessionTick(roots: Roots, session: Tracked, nowMono: number): boolean {
-  const io = readIoSync(roots, session.pid);
+  const io = readIo(roots, session.pid);
   if (!io) return false;
   const previous = session.readings[session.readings.length - 1];
   recordReading(session, io, nowMono);
   return previous !== undefined && io.readBytes + io.writtenBytes > previous.bytes && hasNewSocket(roots, session);
-}
-
-/** Appends a reading and drops those older than the window. */
-function recordReading(session: Tracked, io: IoCounters, nowMono: number): void {
-  session.readings.push({
-    atMs: nowMono,
-    bytes: io.readBytes + io.writtenBytes,
-    calls: io.readCalls + io.writeCalls,
-  });
-  const oldest = nowMono - WINDOW_MS;
-  let drop = 0;
-  while (drop < session.readings.length - 1 && session.readings[drop]!.atMs < oldest) drop++;
-  if (drop > 0) session.readings.splice(0, drop);
 }
 
 /**
@@ -259,118 +204,18 @@ function resolveForwards(
 function listenerInodesOf(roots: Roots, watched: readonly WatchedProcess[]): Map<number, WatchedProcess> {
   const owners = new Map<number, WatchedProcess>();
   for (const process of watched) {
-    for (const inode of socketInodesSync(roots, process.pid, MAX_SERVICE_FDS)) owners.set(inode, process);
+    for (const inode of socketInodes(roots, process.pid, MAX_SERVICE_FDS)) owners.set(inode, process);
   }
   return owners;
 }
 
-/**
- * Turns this sample's session processes into report entries and updates what is remembered.
- * Pure apart from the map it is given and `resolve`, which records a new session's forwards.
- * A session seen for the first time counts as interaction at its start: someone opened it.
- * After that, its traffic is judged by what it reaches: a forward only to a watched service
- * is that service's client (its own signals decide); anything else goes through the traffic
- * classifier (traffic-cadence.ts), where a regular cadence is a machine's and stays weak.
- */
-export function trackSessions(
-  tracked: Map<string, Tracked>,
-  found: readonly SessionProcess[],
-  sockets: readonly TcpSocket[],
-  uptimeSeconds: number | undefined,
-  nowMonoMs: number,
-  resolve: (session: Tracked) => void = () => {},
-): RemoteSessionInit[] {
-  const seen = new Set<string>();
-  const sessions: RemoteSessionInit[] = [];
-  const forwardInodes = new Set(
-    forwardConnections(
-      found.flatMap((p) => p.socketInodes),
-      sockets,
-    ).map((f) => f.inode),
-  );
-  const peers = new Map(sockets.map((socket) => [socket.inode, socket.remoteAddress]));
-  for (const process of found) {
-    const key = `${process.pid}:${process.startTicks}`;
-    seen.add(key);
-    const loginAgeSeconds =
-      uptimeSeconds === undefined
-        ? undefined
-        : Math.max(0, uptimeSeconds - process.startTicks / CLOCK_TICKS_PER_SECOND);
-    let session = tracked.get(key);
-    if (!session) {
-      if (loginAgeSeconds === undefined) continue;
-      session = {
-        pid: process.pid,
-        lastInteractionMonoMs: nowMonoMs - loginAgeSeconds * 1000,
-        readings: [],
-        forwards: new Map(),
-        knownInodes: new Set(),
-      };
-      tracked.set(key, session);
-    }
-    recordReading(session, process.io, nowMonoMs);
-    resolve(session);
-    const forwards = [...session.forwards.values()];
-    const judgedByService = process.command === "" && forwards.length > 0 && forwards.every((f) => f.service !== "");
-    const verdict = classifyTraffic(binsOf(session.readings), BIN_MS, nowMonoMs);
-    if (!judgedByService && verdict.lastHumanMs !== undefined && verdict.lastHumanMs > session.lastInteractionMonoMs)
-      session.lastInteractionMonoMs = verdict.lastHumanMs;
-    const remoteHost =
-      process.socketInodes
-        .filter((inode) => !forwardInodes.has(inode))
-        .map((inode) => peers.get(inode))
-        .find((host) => host !== undefined) ?? "";
-    const cadence = verdict.cadence;
-    sessions.push({
-      user: process.user,
-      uid: process.uid,
-      pid: process.pid,
-      remoteHost,
-      command: process.command,
-      ...(loginAgeSeconds === undefined ? {} : { loginAgeSeconds }),
-      interactionAgeSeconds: Math.max(0, (nowMonoMs - session.lastInteractionMonoMs) / 1000),
-      trafficBytes: BigInt(process.io.readBytes + process.io.writtenBytes),
-      forwards: forwards.map((forward) => ({
-        destinationAddress: forward.destinationAddress,
-        destinationPort: forward.destinationPort,
-        service: forward.service,
-        listenerPid: forward.listenerPid,
-        lastSeenAgeSeconds: Math.max(0, (nowMonoMs - forward.lastSeenMonoMs) / 1000),
-      })),
-      judgedByService,
-      ...(cadence && !judgedByService
-        ? {
-            cadence: {
-              periodSeconds: cadence.periodMs / 1000,
-              bursts: cadence.bursts,
-              meanBurstBytes: Math.round(cadence.meanBurstBytes),
-              lastBurstAgeSeconds: Math.max(0, (nowMonoMs - cadence.lastMs) / 1000),
-            },
-          }
-        : {}),
-    });
-  }
-  for (const key of tracked.keys()) if (!seen.has(key)) tracked.delete(key);
-  return sessions;
-}
-
-function binsOf(readings: readonly Reading[]) {
-  const bins = [];
-  for (let i = 1; i < readings.length; i++) {
-    const bytes = readings[i]!.bytes - readings[i - 1]!.bytes;
-    const calls = readings[i]!.calls - readings[i - 1]!.calls;
-    if (bytes >= 0 && calls >= 0) bins.push({ atMs: readings[i]!.atMs, bytes, calls });
-  }
-  return bins;
-}
-
 /** Every sshd session process without a pty, owned by a person; undefined when /proc cannot be listed. */
-async function findSessionProcesses(
+function findSessionProcesses(
   ctx: SignalContext,
   scan: ProcessScan,
   codeServers: CodeServerMemo,
   notes: string[],
-): Promise<
+):
   | {
       sessions: SessionProcess[];
       codeServerPids: number[];
@@ -378,8 +223,7 @@ async function findSessionProcesses(
       /** The command lines of root's sshd daemons (readable without their descriptors); [] when none runs. */
       rootSshdCmdlines: string[];
     }
-  | undefined
-> {
+  | undefined {
   const { roots, users } = ctx;
   const table = scan.table(ctx);
   if (table.processes === undefined) {
@@ -406,12 +250,12 @@ async function findSessionProcesses(
   const rootSshdInodes = new Set<number>();
   const rootSshdCmdlines: string[] = [];
   for (const pid of daemons.slice(0, MAX_ROOT_SSHD)) {
-    const uid = await readFile(under(roots.proc, pid, "status"), "utf8").then(parseStatusUid, () => undefined);
+    const uid = readOr(under(roots.proc, pid, "status"), parseStatusUid);
     if (uid !== 0) continue;
-    for (const inode of socketInodesSync(roots, Number(pid))) rootSshdInodes.add(inode);
+    for (const inode of socketInodes(roots, Number(pid))) rootSshdInodes.add(inode);
     let cmdline = "";
     try {
-      cmdline = readCappedSync(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES);
+      cmdline = readCapped(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES);
     } catch {
       // gone since
     }
@@ -421,7 +265,7 @@ async function findSessionProcesses(
   for (const pid of forked) {
     if (sessions.length >= MAX_SESSIONS) break;
     try {
-      const session = await readSessionProcess(roots, users, pid);
+      const session = readSessionProcess(roots, users, pid);
       if (session) sessions.push(session);
     } catch (error) {
       // A session that ended while being read is simply gone.
@@ -433,33 +277,6 @@ async function findSessionProcesses(
 
 /** sshd daemons whose descriptors are looked at for LISTEN sockets. */
 const MAX_ROOT_SSHD = 16;
-
-/** The ports root's sshd listens on, and the sockets they were found among. */
-export interface ListeningPorts {
-  /** Root's sshd sockets, sorted and joined: the answer holds while these are the same. */
-  key: string;
-  ports: number[];
-  readAtMonoMs: number;
-}
-
-/** The sockets' key: their inodes in order. Pure. */
-export function socketSetKey(inodes: ReadonlySet<number>): string {
-  return [...inodes].sort((a, b) => a - b).join(",");
-}
-
-/**
- * Whether the ports found before still answer: root's sshd holds the same sockets (a socket's
- * inode is its own for its whole life, and sshd listens as it binds) and the answer is younger
- * than LISTENING_REFRESH_MS. Pure.
- */
-export function listeningPortsHold(previous: ListeningPorts | undefined, key: string, nowMonoMs: number): boolean {
-  return (
-    previous !== undefined &&
-    previous.key === key &&
-    nowMonoMs >= previous.readAtMonoMs &&
-    nowMonoMs - previous.readAtMonoMs < LISTENING_REFRESH_MS
-  );
-}
 
 /**
  * The ports of the LISTEN sockets root's sshd holds, from /proc/net/tcp and tcp6 (those this
@@ -482,11 +299,11 @@ function sshdListeningPorts(
     const wanted = fromCmdline.length > 0 ? fromCmdline : configuredSshdPorts(sshdConfigTexts(roots));
     const key = `configured:${wanted.join(",")}`;
     if (sampleSockets === undefined && listeningPortsHold(previous, key, nowMonoMs)) return previous!;
-    return { key, ports: rootListeningPorts(sampleSockets ?? readSocketsSync(roots), wanted), readAtMonoMs: nowMonoMs };
+    return { key, ports: rootListeningPorts(sampleSockets ?? readSockets(roots), wanted), readAtMonoMs: nowMonoMs };
   }
   const key = socketSetKey(inodes);
   if (sampleSockets === undefined && listeningPortsHold(previous, key, nowMonoMs)) return previous!;
-  return { key, ports: listeningPorts(sampleSockets ?? readSocketsSync(roots), inodes), readAtMonoMs: nowMonoMs };
+  return { key, ports: listeningPorts(sampleSockets ?? readSockets(roots), inodes), readAtMonoMs: nowMonoMs };
 }
 
 /** sshd_config (and each drop-in) read at most this far. */
@@ -497,7 +314,7 @@ function sshdConfigTexts(roots: Roots): string[] {
   const texts: string[] = [];
   const read = (file: string) => {
     try {
-      texts.push(readCappedSync(file, MAX_SSHD_CONFIG_BYTES));
+      texts.push(readCapped(file, MAX_SSHD_CONFIG_BYTES));
     } catch {
       // absent or unreadable: sshd's default applies
     }
@@ -515,48 +332,21 @@ function sshdConfigTexts(roots: Roots): string[] {
   return texts;
 }
 
-/**
- * Which node processes are code-server, remembered per process (pid, start time and comm: an
- * exec changes the comm, never the other two), so a process's command line is read once, not
- * every sample. Forgets the processes that are gone.
- */
-export class CodeServerMemo {
-  private known = new Map<string, boolean>();
-
-  /** The pids of `candidates` that are code-server, asking `isCodeServer` only about processes not seen before. */
-  pick(candidates: readonly ProcessStat[], isCodeServer: (pid: number) => boolean): number[] {
-    const next = new Map<string, boolean>();
-    const pids: number[] = [];
-    for (const process of candidates) {
-      const key = `${process.pid}@${process.startTicks}@${process.comm}`;
-      const is = this.known.get(key) ?? isCodeServer(process.pid);
-      next.set(key, is);
-      if (is) pids.push(process.pid);
-    }
-    this.known = next;
-    return pids;
-  }
-}
-
 /** code-server runs as node with its own entry point in the arguments (or as its own binary). */
 function isCodeServer(roots: Roots, pid: string): boolean {
   try {
-    const cmdline = readCappedSync(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES);
+    const cmdline = readCapped(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES);
     return /(^|\/|\0)code-server(\0|\/|$)/.test(cmdline);
   } catch {
     return false;
   }
 }
 
-function readIoSync(roots: Roots, pid: number): IoCounters | undefined {
-  try {
-    return parseProcIo(readFileSync(under(roots.proc, String(pid), "io"), "utf8"));
-  } catch {
-    return undefined;
-  }
+function readIo(roots: Roots, pid: number): IoCounters | undefined {
+  return readOr(under(roots.proc, String(pid), "io"), parseProcIo);
 }
 
-function socketInodesSync(roots: Roots, pid: number, max = MAX_FDS_SCANNED): number[] {
+function socketInodes(roots: Roots, pid: number, max = MAX_FDS_SCANNED): number[] {
   const dir = under(roots.proc, String(pid), "fd");
   const inodes: number[] = [];
   let fds: string[];
@@ -577,84 +367,86 @@ function socketInodesSync(roots: Roots, pid: number, max = MAX_FDS_SCANNED): num
 }
 
 function hasNewSocket(roots: Roots, session: Tracked): boolean {
-  return socketInodesSync(roots, session.pid).some((inode) => !session.knownInodes.has(inode));
+  return socketInodes(roots, session.pid).some((inode) => !session.knownInodes.has(inode));
 }
 
-function readSocketsSync(roots: Roots): TcpSocket[] {
-  const sockets: TcpSocket[] = [];
-  for (const name of ["tcp", "tcp6"]) {
-    try {
-      sockets.push(...parseProcNetTcp(readCappedSync(under(roots.proc, "net", name), MAX_NET_TCP_BYTES)));
-    } catch {}
-  }
-  return sockets;
-}
-
-async function readSessionProcess(roots: Roots, users: Users, pid: string): Promise<SessionProcess | undefined> {
-  const titleUser = sshSessionTitleUser(await readCapped(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES));
+function readSessionProcess(roots: Roots, users: Users, pid: string): SessionProcess | undefined {
+  const titleUser = sshSessionTitleUser(readCapped(under(roots.proc, pid, "cmdline"), MAX_TITLE_BYTES));
   if (titleUser === undefined) return undefined;
-  const uid = parseStatusUid(await readFile(under(roots.proc, pid, "status"), "utf8"));
+  const uid = parseStatusUid(readSmall(under(roots.proc, pid, "status")));
   const entry = users.byUid(uid);
   // The title is the user's to change: believe it only when the owner is a person of that name...
   if (!entry || entry.name !== titleUser || !users.isHuman(uid)) return undefined;
-  const stat = parsePidStat(await readFile(under(roots.proc, pid, "stat"), "utf8"));
+  const stat = parsePidStat(readSmall(under(roots.proc, pid, "stat")));
   // ...and sshd's root monitor for that user is its parent.
   const parent = String(stat.ppid);
-  const parentUid = parseStatusUid(await readFile(under(roots.proc, parent, "status"), "utf8"));
+  const parentUid = parseStatusUid(readSmall(under(roots.proc, parent, "status")));
   if (
     parentUid !== 0 ||
-    !isSshMonitorTitle(await readCapped(under(roots.proc, parent, "cmdline"), MAX_TITLE_BYTES), titleUser)
+    !isSshMonitorTitle(readCapped(under(roots.proc, parent, "cmdline"), MAX_TITLE_BYTES), titleUser)
   )
     return undefined;
-  const io = parseProcIo(await readFile(under(roots.proc, pid, "io"), "utf8"));
+  const io = parseProcIo(readSmall(under(roots.proc, pid, "io")));
   return {
     pid: stat.pid,
     uid,
     user: titleUser,
     startTicks: stat.startTicks,
     io,
-    socketInodes: await socketInodes(roots, pid),
-    command: await firstChildCommand(roots, pid),
+    socketInodes: socketInodes(roots, Number(pid)),
+    command: firstChildCommand(roots, pid),
   };
 }
 
-async function socketInodes(roots: Roots, pid: string): Promise<number[]> {
-  const dir = under(roots.proc, pid, "fd");
-  const inodes: number[] = [];
-  for (const fd of (await readdir(dir)).slice(0, MAX_FDS_SCANNED)) {
-    const inode = socketInode(await readlink(under(dir, fd)).catch(() => ""));
-    if (inode !== undefined) inodes.push(inode);
-  }
-  return inodes;
-}
-
 /** comm of the session's first child (its task's children list, CONFIG_PROC_CHILDREN); "" when unknown. */
-async function firstChildCommand(roots: Roots, pid: string): Promise<string> {
-  const children = await readFile(under(roots.proc, pid, "task", pid, "children"), "utf8").catch(() => "");
+function firstChildCommand(roots: Roots, pid: string): string {
+  const children = readOr(under(roots.proc, pid, "task", pid, "children"), (text) => text) ?? "";
   const child = children.trim().split(/\s+/)[0];
   if (!child || !/^\d+$/.test(child)) return "";
-  return (await readFile(under(roots.proc, child, "comm"), "utf8").catch(() => "")).trim().slice(0, 64);
+  return (readOr(under(roots.proc, child, "comm"), (text) => text) ?? "").trim().slice(0, 64);
 }
 
-/** Every TCP socket of /proc/net/tcp and tcp6. */
-async function readSockets(roots: Roots, notes: string[]): Promise<TcpSocket[]> {
+/** Every TCP socket of /proc/net/tcp and tcp6; a file that cannot be read is noted (when `notes` is given) and skipped. */
+function readSockets(roots: Roots, notes?: string[]): TcpSocket[] {
   const sockets: TcpSocket[] = [];
   for (const name of ["tcp", "tcp6"]) {
     const file = under(roots.proc, "net", name);
     try {
-      sockets.push(...parseProcNetTcp(await readCapped(file, MAX_NET_TCP_BYTES)));
+      sockets.push(...parseProcNetTcp(readCapped(file, MAX_NET_TCP_BYTES)));
     } catch (error) {
-      if (!isGone(error)) notes.push(`${file}: ${errorMessage(error)}`);
+      if (!isGone(error)) notes?.push(`${file}: ${errorMessage(error)}`);
     }
   }
   return sockets;
 }
 
-/** The buffer every synchronous capped read goes through (the agent's event loop runs one at a time). */
+/** A small kernel-written file (/proc/PID/status, stat, io): a page or two, read whole up to this. */
+const MAX_SMALL_FILE_BYTES = 64 * 1024;
+
+/** A small file's text; throws when it cannot be read. */
+function readSmall(file: string): string {
+  return readCapped(file, MAX_SMALL_FILE_BYTES);
+}
+
+/** A small file parsed, or undefined when it cannot be read or parsed (a process that exited). */
+function readOr<T>(file: string, parse: (text: string) => T): T | undefined {
+  try {
+    return parse(readSmall(file));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Every file here is read through this, synchronously: they are kernel-generated (/proc) or a
+ * few small config files, each read is a copy out of memory, and the one-second ticker cannot
+ * wait on a promise. One reader, so a cap or a fix holds for the ticker and the sample alike.
+ */
+/** The buffer every capped read goes through (the agent's event loop runs one at a time). */
 const READ_CHUNK = Buffer.alloc(READ_CHUNK_BYTES);
 
 /** A file's first `maxBytes` bytes as UTF-8, read a chunk at a time. */
-function readCappedSync(file: string, maxBytes: number): string {
+function readCapped(file: string, maxBytes: number): string {
   const fd = openSync(file, "r");
   try {
     const decoder = new StringDecoder("utf8");
@@ -671,33 +463,9 @@ function readCappedSync(file: string, maxBytes: number): string {
   }
 }
 
-/** The same through a promise: each call has its own chunk, as reads of different files interleave. */
-async function readCapped(file: string, maxBytes: number): Promise<string> {
-  const handle = await open(file, "r");
-  try {
-    const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, maxBytes));
-    const decoder = new StringDecoder("utf8");
-    let text = "";
-    for (let total = 0; total < maxBytes; ) {
-      const { bytesRead } = await handle.read(chunk, 0, Math.min(chunk.length, maxBytes - total), null);
-      if (bytesRead === 0) break;
-      total += bytesRead;
-      text += decoder.write(chunk.subarray(0, bytesRead));
-    }
-    return text + decoder.end();
-  } finally {
-    await handle.close();
-  }
-}
-
 /** A machine with no sshd at all has nothing to report ("absent"), not an empty list. */
-async function sshdInstalled(roots: Roots): Promise<boolean> {
-  try {
-    await readFile(under(roots.etc, "ssh", "sshd_config"));
-    return true;
-  } catch {
-    return false;
-  }
+function sshdInstalled(roots: Roots): boolean {
+  return readOr(under(roots.etc, "ssh", "sshd_config"), () => true) ?? false;
 }
 
 function isGone(error: unknown): boolean {

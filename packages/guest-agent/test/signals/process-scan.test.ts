@@ -6,7 +6,7 @@ import { manualClock, systemClock } from "../../src/clock.js";
 import { defaultRoots } from "../../src/roots.js";
 import { createProcessScan, isPidName, ownProcessScan } from "../../src/signals/process-scan.js";
 import type { ProcessStat } from "../../src/signals/proc-pid.js";
-import { CodeServerMemo, listeningPortsHold, socketSetKey } from "../../src/signals/remote-sessions.js";
+import { CodeServerMemo, listeningPortsHold, socketSetKey } from "../../src/signals/remote-sessions-track.js";
 
 describe("the process table on the real /proc", () => {
   it("lists this process with the comm /proc/PID/comm has, and the uptime", () => {

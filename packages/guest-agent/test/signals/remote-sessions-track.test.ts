@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { type SessionProcess, type Tracked, trackSessions } from "../../src/signals/remote-sessions.js";
+import { type SessionProcess, type Tracked, trackSessions } from "../../src/signals/remote-sessions-track.js";
 
 const poller = (
   JSON.parse(readFileSync(new URL("../fixtures/remote-sessions/traffic/poller-10s.json", import.meta.url), "utf8")) as {
@@ -67,5 +67,35 @@ describe("trackSessions", () => {
     const session = replay("node", "jupyter");
     expect(session.judgedByService).toBe(false);
     expect(session.cadence?.periodSeconds).toBeCloseTo(10, 0);
+  });
+});
+
+describe("trackSessions over a page that stops refreshing (issue 39, blind spot D)", () => {
+  const samples = (
+    JSON.parse(
+      readFileSync(new URL("../fixtures/remote-sessions/traffic/page-stops.json", import.meta.url), "utf8"),
+    ) as {
+      samples: number[][];
+    }
+  ).samples;
+  /** The capture's counters at each whole second (it was read every 100 ms), as the ticker reads them. */
+  const everySecond = samples.filter((sample) => sample[0]! % 1000 < 100);
+
+  it("the refreshes stay a machine's after they stop and age out of the window: the interaction age only grows", () => {
+    const tracked = new Map<string, Tracked>();
+    const ages: Array<[number, number]> = [];
+    // Then ten more minutes of the lingering connection, nothing moving: the refreshes leave the window.
+    const final = everySecond.at(-1)!;
+    const lingering = Array.from({ length: 600 }, (_, i) => [final[0]! + (i + 1) * 1000, ...final.slice(1)]);
+    for (const sample of [...everySecond, ...lingering]) {
+      const now = 1_000 + sample[0]!;
+      const [session] = trackSessions(tracked, [process(sample, "")], [], 1 + sample[0]! / 1000, now);
+      ages.push([sample[0]!, session!.interactionAgeSeconds!]);
+    }
+    // Twenty minutes: the page refreshed for three, then its connection lingered.
+    const last = ages.at(-1)!;
+    expect(last[0]).toBeGreaterThan(1_190_000);
+    // The last moment counted as a person's is in the first refreshes (before the cadence had repeated).
+    expect(last[1]).toBeGreaterThan((last[0] - 80_000) / 1000);
   });
 });

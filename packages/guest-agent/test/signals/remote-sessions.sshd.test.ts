@@ -145,7 +145,12 @@ describe("remote sessions with a real sshd", () => {
     await until("the upload", async () =>
       (await stat(target).catch(() => undefined))?.size === 2 * 1024 * 1024 ? true : undefined,
     );
-    const transferred = of(await sample(signal), SFTP_USER)!;
+    // The transfer's burst is judged once it is complete (a second of silence read after it): the
+    // next samples show it.
+    const transferred = await until("the transfer counted as interaction", async () => {
+      const session = of(await sample(signal), SFTP_USER)!;
+      return session.interactionAgeSeconds! < idle.interactionAgeSeconds! ? session : undefined;
+    });
     expect(transferred.interactionAgeSeconds).toBeLessThan(idle.interactionAgeSeconds!);
     sftp.stdin!.end("bye\n");
     await rm(target, { force: true });
@@ -194,8 +199,10 @@ describe("remote sessions with a real sshd", () => {
 
   it("shows in the shipped agent's probe --json: the typing session interacts, the keep-alive one is open only", async () => {
     requireBundles();
-    // Asynchronously: this process keeps typing into its session meanwhile.
-    const { stdout } = await execFileAsync(process.execPath, [agentBundle, "probe", "--json", "--window", "2s"], {
+    // Asynchronously: this process keeps typing into its session meanwhile. The window is longer
+    // than any exchange (3 s): a burst still going is judged once it could no longer be a request
+    // awaiting its answer (traffic-cadence.ts, issue 39).
+    const { stdout } = await execFileAsync(process.execPath, [agentBundle, "probe", "--json", "--window", "5s"], {
       timeout: 60_000,
       env: { ...process.env, WS_AGENT_CONFIG: "/dev/null" },
     }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? "" }));
