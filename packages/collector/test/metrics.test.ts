@@ -90,6 +90,8 @@ function setup(options: { leader?: () => boolean; vmSeries?: () => VmSeriesSet }
     {
       memory: () => ({ workingSetBytes: 300_000_000, limitBytes: 536_870_912, shedding: false }),
       agentConnections: () => ({ open: 3, limit: 18_976 }),
+      // serve.ts hands it the served certificate's expiry when grpc.certFile is set.
+      certificates: () => [{ cert: "grpc", expiryMs: NOW + 90 * 86_400_000 }],
       ...options,
     },
   );
