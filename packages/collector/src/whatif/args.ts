@@ -6,6 +6,7 @@ import { parseCollectorPolicyConfig } from "../engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "../engine/policy.js";
 import { mergePolicy, parseKnobs, POLICY_KNOB_NAMES, crossCheckPolicy } from "../engine/policy.js";
 import type { Policy } from "../engine/types.js";
+import { DEFAULT_FALSE_STOP_BUDGET, planSweep, type SweepPlan } from "./sweep.js";
 
 /** whatif's usage mistakes are the programs' one UsageError (exit 2 with the message). */
 export { UsageError as WhatifUsageError };
@@ -45,6 +46,12 @@ export interface WhatifOptions {
   disputesFile?: string;
   /** The policy annotation prefix the last-stop annotations of a VirtualMachineList use. */
   annotationPrefix: string;
+  /** The policy before the knobs given (the defaults or the profile): each sweep point starts from it. */
+  base: Policy;
+  /** --sweep: replay once per value (or pair of values) instead of once. */
+  sweep?: SweepPlan & { falseStopBudget: number };
+  /** --profile NAME, for the recommendation's command. */
+  profile?: string;
 }
 
 /** `--disputes FILE` without --prometheus: list the disputes and the knob of each, replay nothing. */
@@ -82,6 +89,12 @@ Options:
                              the collector's /api/disputes, or kubectl get vm -A -o json ("-": stdin). Without
                              --prometheus only the disputes are listed
       --annotation-prefix P  The prefix of the VMs' last-stop annotation (default: the config's, workstation.aik8s.run/)
+      --sweep KNOB=VALUES    Replay once per value instead of once, and recommend one: VALUES is a list
+                             (idle-timeout=30m,1h,2h) or a range FROM..TO/STEP of durations or percentages
+                             (idle-timeout=30m..4h/30m, cpu-busy-threshold=10%..50%/10%). Twice sweeps two knobs
+                             (every pair). Prints per value: stops, VM-, core-, GiB- and GPU-hours reclaimed,
+                             likely false stops, disputed stops still made (with --disputes), the longest notice
+      --false-stop-budget N  With --sweep: likely false stops allowed per 100 stops (default 1)
       --json                 Print JSON instead of a table
   -h, --help                 This help
 
@@ -195,6 +208,8 @@ export function parseWhatifArgs(
         "host-window": { type: "string" },
         disputes: { type: "string" },
         "annotation-prefix": { type: "string" },
+        sweep: { type: "string", multiple: true },
+        "false-stop-budget": { type: "string" },
         help: { type: "boolean", short: "h" },
         ...knobOptions,
       },
@@ -277,6 +292,51 @@ export function parseWhatifArgs(
     const value = text(name);
     if (value !== undefined) overrides[name] = value;
   }
+  const policy = replayPolicy(base, overrides, stepSeconds);
+  const sweepTexts = (values.sweep as string[] | undefined) ?? [];
+  const sweep = sweepTexts.length > 0 ? planSweep(sweepTexts, overrides, WHATIF_KNOBS) : undefined;
+  // Every point of the sweep must be a policy the engine takes: a bad value is a usage error now, not mid-replay.
+  for (const point of sweep?.points ?? []) replayPolicy(base, { ...overrides, ...point.overrides }, stepSeconds);
+  const budgetText = text("false-stop-budget");
+  if (budgetText !== undefined && !sweep) throw new UsageError("--false-stop-budget goes with --sweep");
+
+  return {
+    prometheusUrl,
+    fromMs,
+    toMs,
+    stepSeconds,
+    policy,
+    overrides,
+    falseStopWindowSeconds,
+    ...(text("namespace") !== undefined ? { namespace: text("namespace")! } : {}),
+    ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
+    json: values.json === true,
+    headers,
+    ...hostWindow(text("host-window"), stepSeconds),
+    ...(disputesFile !== undefined ? { disputesFile } : {}),
+    annotationPrefix,
+    base,
+    ...(sweep ? { sweep: { ...sweep, falseStopBudget: parseBudget(budgetText) } } : {}),
+    ...(text("profile") !== undefined ? { profile: text("profile")! } : {}),
+  };
+}
+
+/** --false-stop-budget: likely-false stops per 100 stops, "1", "0.5" or "1%" (default 1). */
+function parseBudget(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_FALSE_STOP_BUDGET;
+  const value = Number(text.trim().replace(/%$/, ""));
+  if (!Number.isFinite(value) || value < 0 || value > 100)
+    throw new UsageError(
+      `--false-stop-budget ${JSON.stringify(text)}: give likely-false stops per 100 stops, 0 to 100 (for example 1)`,
+    );
+  return value;
+}
+
+/**
+ * The policy one replay runs: the base (defaults or a profile) with the knobs given, always enforcing,
+ * one report per step. whatif and every point of a sweep build theirs here.
+ */
+export function replayPolicy(base: Policy, overrides: Record<string, string>, stepSeconds: number): Policy {
   const knobs = parseKnobs(Object.entries(overrides), "annotation", { keyLabel: (name) => `--${name}` });
   if (knobs.errors.length > 0) {
     throw new UsageError(
@@ -296,21 +356,5 @@ export function parseWhatifArgs(
   const crossErrors = crossCheckPolicy(policy, (name) => `--${name}`);
   if (crossErrors.length > 0)
     throw new UsageError(crossErrors.map((error) => `${error.key}: ${error.message}`).join("; "));
-
-  return {
-    prometheusUrl,
-    fromMs,
-    toMs,
-    stepSeconds,
-    policy,
-    overrides,
-    falseStopWindowSeconds,
-    ...(text("namespace") !== undefined ? { namespace: text("namespace")! } : {}),
-    ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
-    json: values.json === true,
-    headers,
-    ...hostWindow(text("host-window"), stepSeconds),
-    ...(disputesFile !== undefined ? { disputesFile } : {}),
-    annotationPrefix,
-  };
+  return policy;
 }

@@ -18,6 +18,10 @@ import {
 import { HOST_QUERY_NAMES, hostHistoryQueries, withHostHistory } from "./host-history.js";
 import { formatJson, formatText } from "./report.js";
 import { simulateVm } from "./simulate.js";
+import { capacityFromSeries, capacityQueries, recommend, runSweep, type VmCapacity } from "./sweep.js";
+import { formatSweepJson, formatSweepText } from "./sweep-report.js";
+import { replayPolicy } from "./args.js";
+import type { StepGrid, VmHistory } from "./history.js";
 import { errorMessage } from "@ws/protocol";
 
 export interface WhatifIo {
@@ -155,6 +159,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     );
     return 1;
   }
+  if (options.sweep) return sweepCommand(options, options.sweep, histories, grid, disputes, io);
   const outcomes = histories.map((history) =>
     simulateVm(history, { policy: options.policy, grid, falseStopWindowSeconds: options.falseStopWindowSeconds }),
   );
@@ -184,5 +189,58 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     const replay = JSON.parse(formatJson(result)) as Record<string, unknown>;
     io.stdout.write(`${JSON.stringify({ ...replay, disputes: verdicts }, null, 2)}\n`);
   } else io.stdout.write(`${formatText(result)}\n${formatDisputesText(verdicts)}`);
+  return 0;
+}
+
+/** --sweep: whatif's replay once per knob value, summed, and the value to use. */
+async function sweepCommand(
+  options: WhatifOptions,
+  sweep: NonNullable<WhatifOptions["sweep"]>,
+  histories: VmHistory[],
+  grid: StepGrid,
+  disputes: DisputeRecord[] | undefined,
+  io: WhatifIo,
+): Promise<number> {
+  // What each VM held (cores, memory) from KubeVirt's metrics, when the same Prometheus has them;
+  // without them core- and GiB-hours are shown as unknown, nothing fails.
+  let capacity = new Map<string, VmCapacity>();
+  try {
+    const queries = capacityQueries((options.toMs - options.fromMs) / 1000);
+    const cores = await queryRange(options, queries.cores, options.toMs, options.toMs, io.fetch ?? fetch);
+    const memory = await queryRange(options, queries.memoryBytes, options.toMs, options.toMs, io.fetch ?? fetch);
+    capacity = capacityFromSeries(cores, memory);
+  } catch (error) {
+    if (!(error instanceof HistoryError)) throw error;
+    io.stderr.write(`ws-collector whatif: core- and GiB-hours unknown: ${error.message}\n`);
+  }
+  const rows = runSweep({
+    plan: sweep,
+    histories,
+    grid,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    falseStopBudget: sweep.falseStopBudget,
+    policyFor: (overrides) => replayPolicy(options.base, { ...options.overrides, ...overrides }, options.stepSeconds),
+    capacity,
+    ...(disputes ? { disputes } : {}),
+  });
+  const result = {
+    fromMs: options.fromMs,
+    toMs: options.toMs,
+    stepSeconds: options.stepSeconds,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    falseStopBudget: sweep.falseStopBudget,
+    vms: histories.length,
+    knobs: sweep.knobs,
+    rows,
+    recommendation: recommend(rows, {
+      knobs: sweep.knobs,
+      falseStopBudget: sweep.falseStopBudget,
+      annotationPrefix: options.annotationPrefix,
+      ...(options.profile !== undefined ? { profile: options.profile } : {}),
+      ...(options.namespace !== undefined ? { namespace: options.namespace } : {}),
+      ...(options.vm !== undefined ? { vm: options.vm } : {}),
+    }),
+  };
+  io.stdout.write(options.json ? formatSweepJson(result) : formatSweepText(result));
   return 0;
 }

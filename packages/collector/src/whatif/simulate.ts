@@ -26,6 +26,8 @@ export interface SimulatedStop {
   gpus: number;
   savedSeconds: number;
   likelyFalse: boolean;
+  /** How long before the stop the person was first told (the notice that ended in it); 0 when none came first. */
+  noticeSeconds: number;
 }
 
 export interface VmOutcome {
@@ -57,6 +59,7 @@ interface Stopped {
   notCounted: string[];
   gpus: number;
   record: VmRecord;
+  noticeSeconds: number;
 }
 
 /** What the recording shows after `sinceMs` that means someone uses the VM again, or undefined. */
@@ -87,6 +90,8 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
   let stopped: Stopped | undefined;
   let gpus = 0;
   let reportedSteps = 0;
+  // When the notice now standing was first sent: cleared when the VM is active again, read at the stop.
+  let noticeSinceMs: number | undefined;
   const leaseFirstSeen = new Map<number, number>();
 
   const synthesize = (sample: StepSample, atMs: number): ReceivedReport | undefined => {
@@ -122,15 +127,21 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
       gpus: stopped.gpus,
       savedSeconds,
       likelyFalse: endedBy === "activity" && untilMs - stopped.atMs <= windowMs,
+      noticeSeconds: stopped.noticeSeconds,
     });
     stopped = undefined;
     // The VM boots afresh: a new record, as a collector sees a started VM.
     loop = newVmLoopState(policy);
+    noticeSinceMs = undefined;
   };
 
   const run = (nowMs: number, input: StepInput): Decision => {
     const decision = step(loop, nowMs, input);
     options.onDecision?.(decision);
+    for (const action of decision.actions) {
+      if (action.kind === "notice" && noticeSinceMs === undefined) noticeSinceMs = nowMs;
+      if (action.kind === "notice-cleared" || action.kind === "cancel-stop") noticeSinceMs = undefined;
+    }
     const stop = decision.actions.find((action) => action.kind === "stop" || action.kind === "would-stop");
     if (stop && (stop.kind === "stop" || stop.kind === "would-stop")) {
       stopped = {
@@ -140,6 +151,7 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
         notCounted: uncountedConnections(decision.explanation),
         gpus,
         record: decision.next,
+        noticeSeconds: noticeSinceMs === undefined ? 0 : (nowMs - noticeSinceMs) / 1000,
       };
     }
     return decision;
