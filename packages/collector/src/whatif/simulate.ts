@@ -45,6 +45,8 @@ export interface SimulationOptions {
   policy: Policy;
   grid: StepGrid;
   falseStopWindowSeconds: number;
+  /** The Reports of receivedReports(history, grid), when a sweep replays one history under several policies. */
+  reports?: ReadonlyArray<ReceivedReport | undefined>;
   /** Every decision of the replay, in order (the test that holds live, replay and whatif to one loop reads them). */
   onDecision?: (decision: Decision) => void;
 }
@@ -81,20 +83,20 @@ function activityAfter(
   return veto ? { atMs: received.receivedAtMs, what: veto.kind } : undefined;
 }
 
-export function simulateVm(history: VmHistory, options: SimulationOptions): VmOutcome {
-  const { policy, grid } = options;
-  const windowMs = options.falseStopWindowSeconds * 1000;
-  const stops: SimulatedStop[] = [];
-  // The VM's one loop, as the live collector keeps it (vm/step.ts).
-  let loop = newVmLoopState(policy);
-  let stopped: Stopped | undefined;
-  let gpus = 0;
-  let reportedSteps = 0;
-  // When the notice now standing was first sent: cleared when the VM is active again, read at the stop.
-  let noticeSinceMs: number | undefined;
+/**
+ * The Report the collector received at each step, as the agent sent it (undefined where none was):
+ * they depend on the recording only, not on the policy, so a sweep builds them once per VM.
+ */
+export function receivedReports(history: VmHistory, grid: StepGrid): Array<ReceivedReport | undefined> {
   const leaseFirstSeen = new Map<number, number>();
+  const reports: Array<ReceivedReport | undefined> = new Array(grid.count);
+  for (let index = 0; index < grid.count; index++) {
+    const sample = history.samples[index];
+    reports[index] = sample ? synthesize(sample, grid.startMs + index * grid.stepMs) : undefined;
+  }
+  return reports;
 
-  const synthesize = (sample: StepSample, atMs: number): ReceivedReport | undefined => {
+  function synthesize(sample: StepSample, atMs: number): ReceivedReport | undefined {
     if (!sample.connected || !sample.readings) return undefined;
     let lease: { takenAtMs: number; expiresAtMs: number } | undefined;
     if (sample.leaseExpiresAtMs !== undefined && sample.leaseExpiresAtMs > atMs) {
@@ -111,7 +113,21 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
         ...(lease ? { lease } : {}),
       }),
     };
-  };
+  }
+}
+
+export function simulateVm(history: VmHistory, options: SimulationOptions): VmOutcome {
+  const { policy, grid } = options;
+  const windowMs = options.falseStopWindowSeconds * 1000;
+  const stops: SimulatedStop[] = [];
+  // The VM's one loop, as the live collector keeps it (vm/step.ts).
+  let loop = newVmLoopState(policy);
+  let stopped: Stopped | undefined;
+  let gpus = 0;
+  let reportedSteps = 0;
+  const reports = options.reports ?? receivedReports(history, grid);
+  // When the notice now standing was first sent: cleared when the VM is active again, read at the stop.
+  let noticeSinceMs: number | undefined;
 
   const endStop = (untilMs: number, endedBy: StopEnd, resumedBy?: string) => {
     if (!stopped) return;
@@ -161,7 +177,7 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
     const atMs = grid.startMs + index * grid.stepMs;
     const sample = history.samples[index];
     if (sample?.gpuCount !== undefined) gpus = sample.gpuCount;
-    const received = sample ? synthesize(sample, atMs) : undefined;
+    const received = reports[index];
     if (received) reportedSteps++;
 
     if (stopped) {

@@ -5,7 +5,7 @@ import type { DisputeRecord } from "../start/disputes.js";
 import { disputeVerdicts } from "./disputes-report.js";
 import type { Policy } from "../engine/types.js";
 import type { MatrixSeries, StepGrid, VmHistory } from "./history.js";
-import { simulateVm, type VmOutcome } from "./simulate.js";
+import { receivedReports, simulateVm, type VmOutcome } from "./simulate.js";
 
 /** Likely-false stops allowed per 100 stops when --false-stop-budget is not given. */
 export const DEFAULT_FALSE_STOP_BUDGET = 1;
@@ -260,22 +260,37 @@ export interface SweepRunInput {
   disputes?: readonly DisputeRecord[];
 }
 
-/** Every point replayed through whatif's one replay (simulateVm → step → decide), then summed. */
+/**
+ * Every point replayed through whatif's one replay (simulateVm → step → decide), then summed. One VM
+ * at a time under every policy: its Reports are built once (they depend on the recording only) and
+ * only one VM's are held at a time.
+ */
 export function runSweep(input: SweepRunInput): SweepRow[] {
-  return input.plan.points.map((point) => {
-    const policy = input.policyFor(point.overrides);
-    const outcomes = input.histories.map((history) =>
-      simulateVm(history, { policy, grid: input.grid, falseStopWindowSeconds: input.falseStopWindowSeconds }),
-    );
-    return summarizePoint({
+  const policies = input.plan.points.map((point) => input.policyFor(point.overrides));
+  const outcomes: VmOutcome[][] = policies.map(() => []);
+  for (const history of input.histories) {
+    const reports = receivedReports(history, input.grid);
+    policies.forEach((policy, index) => {
+      outcomes[index]!.push(
+        simulateVm(history, {
+          policy,
+          grid: input.grid,
+          falseStopWindowSeconds: input.falseStopWindowSeconds,
+          reports,
+        }),
+      );
+    });
+  }
+  return input.plan.points.map((point, index) =>
+    summarizePoint({
       overrides: point.overrides,
-      outcomes,
+      outcomes: outcomes[index]!,
       capacity: input.capacity,
       ...(input.disputes ? { disputes: input.disputes } : {}),
       stepSeconds: input.grid.stepMs / 1000,
       falseStopBudget: input.falseStopBudget,
-    });
-  });
+    }),
+  );
 }
 
 /** The cores and GiB of memory each VM held, from a range query's last point per series (KubeVirt's metrics). */
