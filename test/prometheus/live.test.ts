@@ -201,7 +201,8 @@ describe("Prometheus scraping the shipped collector", () => {
         const all = body.data.groups.flatMap((group) => group.rules);
         return all.length > 0 && all.every((rule) => rule.health !== "unknown") && all;
       },
-      30_000,
+      // workstation.false-stops runs every minute (its edge rule needs it), first within its first minute.
+      90_000,
       "the alert rules to be evaluated",
     );
     const shipped = (
