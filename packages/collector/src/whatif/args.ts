@@ -26,7 +26,10 @@ function hostWindow(raw: string | undefined, stepSeconds: number): { hostWindowS
 }
 
 export interface WhatifOptions {
-  prometheusUrl: URL;
+  /** Where the recording is: Prometheus (with the range below) or, without it, traceFile. */
+  prometheusUrl: URL | undefined;
+  /** --trace FILE: replay a trace (docs/replay.md) instead; the range is the trace's. */
+  traceFile?: string;
   fromMs: number;
   toMs: number;
   stepSeconds: number;
@@ -65,6 +68,7 @@ export interface DisputesOnlyOptions {
 }
 
 export const WHATIF_HELP = `Usage: ws-collector whatif --prometheus URL --from TIME [--to TIME] [options] [--KNOB VALUE ...]
+       ws-collector whatif --trace FILE [options] [--KNOB VALUE ...]
 
 Replays the signals Prometheus recorded from the collector's /metrics through the
 same decision engine under another policy, and prints per VM and in total: stops,
@@ -73,6 +77,8 @@ a stop). This is how to pick thresholds from a week of observe mode.
 
 Options:
       --prometheus URL       Prometheus base URL (its HTTP API is under /api/v1/)
+      --trace FILE           Replay a trace (ws-collector serve --record-trace, docs/replay.md) instead of
+                             Prometheus: each step takes the VM's last Report in it; the range is the trace's
       --from TIME            Start: RFC 3339 (2024-05-01T00:00:00Z), Unix seconds, now or now-DURATION (now-7d)
       --to TIME              End (default now)
       --step DURATION        Replay step: one report per step (default 1m)
@@ -210,6 +216,7 @@ export function parseWhatifArgs(
         "annotation-prefix": { type: "string" },
         sweep: { type: "string", multiple: true },
         "false-stop-budget": { type: "string" },
+        trace: { type: "string" },
         help: { type: "boolean", short: "h" },
         ...knobOptions,
       },
@@ -252,29 +259,17 @@ export function parseWhatifArgs(
       ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
       json: values.json === true,
     };
-  if (!prometheus) throw new UsageError("whatif needs --prometheus URL (for example http://prometheus:9090)");
-  let prometheusUrl: URL;
-  try {
-    prometheusUrl = new URL(prometheus);
-  } catch {
-    throw new UsageError(
-      `--prometheus ${JSON.stringify(prometheus)} is not a URL (for example http://prometheus:9090)`,
-    );
-  }
-  if (prometheusUrl.protocol !== "http:" && prometheusUrl.protocol !== "https:") {
-    throw new UsageError(`--prometheus must be an http:// or https:// URL, not ${prometheusUrl.protocol}`);
-  }
-  const from = text("from");
-  if (!from) throw new UsageError("whatif needs --from (for example --from now-7d)");
-  const fromMs = parseTime(from, nowMs, "--from");
-  const toMs = parseTime(text("to") ?? "now", nowMs, "--to");
-  if (toMs <= fromMs)
-    throw new UsageError(
-      `--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`,
-    );
+  const traceFile = text("trace");
+  if (traceFile !== undefined && prometheus) throw new UsageError("--trace and --prometheus: replay one of them");
+  if (!prometheus && traceFile === undefined)
+    throw new UsageError("whatif needs --prometheus URL (for example http://prometheus:9090) or --trace FILE");
+  // A trace carries its own range (whatif reads it from the file); Prometheus needs one.
+  const { prometheusUrl, fromMs, toMs } = prometheus
+    ? prometheusRange(prometheus, text("from"), text("to"), nowMs)
+    : { prometheusUrl: undefined, fromMs: 0, toMs: 0 };
   const stepSeconds = duration(text("step") ?? "1m", "--step");
   if (stepSeconds < 1) throw new UsageError("--step must be at least 1s");
-  if ((toMs - fromMs) / 1000 / stepSeconds > 5_000_000)
+  if (prometheusUrl && (toMs - fromMs) / 1000 / stepSeconds > 5_000_000)
     throw new UsageError("--step is too small for the range: more than 5 million steps");
   const falseStopWindowSeconds = duration(text("false-stop-window") ?? "15m", "--false-stop-window");
 
@@ -314,11 +309,40 @@ export function parseWhatifArgs(
     headers,
     ...hostWindow(text("host-window"), stepSeconds),
     ...(disputesFile !== undefined ? { disputesFile } : {}),
+    ...(traceFile !== undefined ? { traceFile } : {}),
     annotationPrefix,
     base,
     ...(sweep ? { sweep: { ...sweep, falseStopBudget: parseBudget(budgetText) } } : {}),
     ...(text("profile") !== undefined ? { profile: text("profile")! } : {}),
   };
+}
+
+/** --prometheus URL --from TIME --to TIME, checked. */
+function prometheusRange(
+  prometheus: string,
+  from: string | undefined,
+  to: string | undefined,
+  nowMs: number,
+): { prometheusUrl: URL; fromMs: number; toMs: number } {
+  let prometheusUrl: URL;
+  try {
+    prometheusUrl = new URL(prometheus);
+  } catch {
+    throw new UsageError(
+      `--prometheus ${JSON.stringify(prometheus)} is not a URL (for example http://prometheus:9090)`,
+    );
+  }
+  if (prometheusUrl.protocol !== "http:" && prometheusUrl.protocol !== "https:") {
+    throw new UsageError(`--prometheus must be an http:// or https:// URL, not ${prometheusUrl.protocol}`);
+  }
+  if (!from) throw new UsageError("whatif needs --from (for example --from now-7d)");
+  const fromMs = parseTime(from, nowMs, "--from");
+  const toMs = parseTime(to ?? "now", nowMs, "--to");
+  if (toMs <= fromMs)
+    throw new UsageError(
+      `--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`,
+    );
+  return { prometheusUrl, fromMs, toMs };
 }
 
 /** --false-stop-budget: likely-false stops per 100 stops, "1", "0.5" or "1%" (default 1). */

@@ -22,6 +22,9 @@ import { capacityFromSeries, capacityQueries, recommend, runSweep, type VmCapaci
 import { formatSweepJson, formatSweepText } from "./sweep-report.js";
 import { replayPolicy } from "./args.js";
 import type { StepGrid, VmHistory } from "./history.js";
+import { historiesFromTrace } from "./trace-history.js";
+import { parseTrace, type TraceEvent } from "../replay/trace.js";
+import { traceOriginMs } from "../replay/replay.js";
 import { errorMessage } from "@ws/protocol";
 
 export interface WhatifIo {
@@ -35,7 +38,7 @@ export interface WhatifIo {
 const QUERY_TIMEOUT_MS = 120_000;
 
 async function queryRange(
-  options: WhatifOptions,
+  options: WhatifOptions & { prometheusUrl: URL },
   query: string,
   startMs: number,
   endMs: number,
@@ -113,6 +116,28 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     return 0;
   }
 
+  if (options.traceFile !== undefined) {
+    // A trace: the same histories as Prometheus gives, read from the file; its range is the trace's.
+    let events: TraceEvent[];
+    try {
+      events = parseTrace((io.readFile ?? ((path) => readFileSync(path, "utf8")))(options.traceFile));
+    } catch (error) {
+      io.stderr.write(`ws-collector whatif: --trace ${options.traceFile}: ${errorMessage(error)}\n`);
+      return 1;
+    }
+    const selected = events.filter(
+      (event) =>
+        (!options.namespace || event.vm.startsWith(`${options.namespace}/`)) &&
+        (!options.vm || event.vm.endsWith(`/${options.vm}`)),
+    );
+    const fromTrace = historiesFromTrace(selected, traceOriginMs(events), options.stepSeconds);
+    const range = {
+      fromMs: fromTrace.grid.startMs,
+      toMs: fromTrace.grid.startMs + (fromTrace.grid.count - 1) * fromTrace.grid.stepMs,
+    };
+    return replayHistories({ ...options, ...range }, fromTrace.histories, fromTrace.grid, disputes, io);
+  }
+  const prometheusOptions = { ...options, prometheusUrl: options.prometheusUrl! };
   const grid = stepGrid(options.fromMs, options.toMs, options.stepSeconds);
   const query = historyQuery({
     ...(options.namespace ? { namespace: options.namespace } : {}),
@@ -121,7 +146,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
   const series: MatrixSeries[] = [];
   try {
     for (const chunk of rangeChunks(grid))
-      series.push(...(await queryRange(options, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
+      series.push(...(await queryRange(prometheusOptions, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
   } catch (error) {
     if (error instanceof HistoryError) {
       io.stderr.write(`ws-collector whatif: ${error.message}\n`);
@@ -141,7 +166,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
       for (const name of HOST_QUERY_NAMES)
         for (const chunk of rangeChunks(grid))
           answers[name].push(
-            ...(await queryRange(options, queries[name], chunk.startMs, chunk.endMs, io.fetch ?? fetch)),
+            ...(await queryRange(prometheusOptions, queries[name], chunk.startMs, chunk.endMs, io.fetch ?? fetch)),
           );
     } catch (error) {
       if (error instanceof HistoryError) {
@@ -151,6 +176,23 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
       throw error;
     }
     histories = withHostHistory(histories, answers, grid, options.hostWindowSeconds);
+  }
+  return replayHistories(options, histories, grid, disputes, io);
+}
+
+/** The replay of the histories, from Prometheus or a trace: once, or once per sweep value. */
+async function replayHistories(
+  options: WhatifOptions,
+  histories: VmHistory[],
+  grid: StepGrid,
+  disputes: DisputeRecord[] | undefined,
+  io: WhatifIo,
+): Promise<number> {
+  if (histories.length === 0 && options.traceFile !== undefined) {
+    io.stderr.write(
+      `ws-collector whatif: the trace has no reports${options.namespace || options.vm ? " for the VMs selected" : ""}\n`,
+    );
+    return 1;
   }
   if (histories.length === 0) {
     io.stderr.write(
@@ -202,17 +244,25 @@ async function sweepCommand(
   io: WhatifIo,
 ): Promise<number> {
   // What each VM held (cores, memory) from KubeVirt's metrics, when the same Prometheus has them;
-  // without them core- and GiB-hours are shown as unknown, nothing fails.
+  // without them (or from a trace) core- and GiB-hours are shown as unknown, nothing fails.
   let capacity = new Map<string, VmCapacity>();
-  try {
-    const queries = capacityQueries((options.toMs - options.fromMs) / 1000);
-    const cores = await queryRange(options, queries.cores, options.toMs, options.toMs, io.fetch ?? fetch);
-    const memory = await queryRange(options, queries.memoryBytes, options.toMs, options.toMs, io.fetch ?? fetch);
-    capacity = capacityFromSeries(cores, memory);
-  } catch (error) {
-    if (!(error instanceof HistoryError)) throw error;
-    io.stderr.write(`ws-collector whatif: core- and GiB-hours unknown: ${error.message}\n`);
-  }
+  if (options.prometheusUrl)
+    try {
+      const queries = capacityQueries((options.toMs - options.fromMs) / 1000);
+      const prometheusOptions = { ...options, prometheusUrl: options.prometheusUrl };
+      const cores = await queryRange(prometheusOptions, queries.cores, options.toMs, options.toMs, io.fetch ?? fetch);
+      const memory = await queryRange(
+        prometheusOptions,
+        queries.memoryBytes,
+        options.toMs,
+        options.toMs,
+        io.fetch ?? fetch,
+      );
+      capacity = capacityFromSeries(cores, memory);
+    } catch (error) {
+      if (!(error instanceof HistoryError)) throw error;
+      io.stderr.write(`ws-collector whatif: core- and GiB-hours unknown: ${error.message}\n`);
+    }
   const rows = runSweep({
     plan: sweep,
     histories,
