@@ -47,6 +47,9 @@ describe("whatif --sweep options", () => {
       "20%",
       "30%",
     ]);
+    // A listed duration is printed in its one spelling; a value with control characters is refused.
+    expect(planSweep(["idle-timeout=90m,2h"], {}, WHATIF_KNOBS).knobs[0]!.values).toEqual(["1h30m", "2h"]);
+    expect(() => planSweep(["idle-timeout=1h,\u001b[31m2h"], {}, WHATIF_KNOBS)).toThrow(/plain text/);
     const two = planSweep(["idle-timeout=30m,1h", "grace-period=5m,15m"], {}, WHATIF_KNOBS);
     expect(two.points.map((point) => point.overrides)).toEqual([
       { "idle-timeout": "30m", "grace-period": "5m" },
@@ -182,6 +185,10 @@ describe("whatif --sweep on a fleet that takes a 40-minute lunch", () => {
     expect(recommendation.annotate).toBe(
       "kubectl annotate vm --all -A --overwrite workstation.aik8s.run/idle-timeout=45m",
     );
+    // One VM without its namespace: kubectl needs one, the line says where it goes.
+    expect(
+      recommend(rows, { knobs: parsed.sweep!.knobs, falseStopBudget: 1, annotationPrefix: "p/", vm: "ada" }).annotate,
+    ).toBe("kubectl annotate vm ada -n NAMESPACE --overwrite p/idle-timeout=45m");
     // A looser budget takes the smaller value.
     expect(
       recommend(

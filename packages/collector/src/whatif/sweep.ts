@@ -70,6 +70,17 @@ function expandRange(spec: string, knob: string): string[] {
   );
 }
 
+/**
+ * A listed value as the report prints it: a duration in its one spelling (90m → 1h30m), anything
+ * else as typed once it is plain printable text (the knob's parser then checks it).
+ */
+function listValue(value: string, knob: string): string {
+  if (!/^[\x21-\x7e]+$/.test(value))
+    throw new UsageError(`--sweep ${knob}: a value must be plain text without spaces or control characters`);
+  const seconds = /^[0-9]/.test(value) ? durationOrUndefined(value) : undefined;
+  return seconds !== undefined ? formatDuration(seconds) : value;
+}
+
 /** One --sweep KNOB=VALUES. */
 export function parseSweptKnob(text: string, knobNames: readonly string[]): SweptKnob {
   const equals = text.indexOf("=");
@@ -84,7 +95,8 @@ export function parseSweptKnob(text: string, knobNames: readonly string[]): Swep
     : spec
         .split(",")
         .map((value) => value.trim())
-        .filter((value) => value !== "");
+        .filter((value) => value !== "")
+        .map((value) => listValue(value, name));
   if (values.length === 0) throw new UsageError(`--sweep ${name}=: give at least one value`);
   if (new Set(values).size !== values.length) throw new UsageError(`--sweep ${name}=${spec}: a value is listed twice`);
   return { name, values };
@@ -240,8 +252,10 @@ export function recommend(rows: readonly SweepRow[], context: RecommendationCont
   const settings = Object.entries(chosen.overrides);
   const where = context.profile !== undefined ? `policy.profiles.${context.profile}` : "policy.defaults";
   const config = `${where}: { ${settings.map(([name, value]) => `${name}: ${value}`).join(", ")} }`;
+  // kubectl takes a name only within one namespace: a --vm without --namespace leaves it to fill in.
   const target = context.vm !== undefined ? context.vm : "--all";
-  const namespace = context.namespace !== undefined ? `-n ${context.namespace}` : "-A";
+  const namespace =
+    context.namespace !== undefined ? `-n ${context.namespace}` : context.vm !== undefined ? "-n NAMESPACE" : "-A";
   const annotate = `kubectl annotate vm ${target} ${namespace} --overwrite ${settings
     .map(([name, value]) => `${context.annotationPrefix}${name}=${value}`)
     .join(" ")}`;
