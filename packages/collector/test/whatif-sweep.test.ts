@@ -211,6 +211,36 @@ describe("whatif --sweep on a fleet that takes a 40-minute lunch", () => {
     }
   });
 
+  it("counts the disputed stops each value would still make", () => {
+    const parsed = options(["--sweep", "idle-timeout=30m,45m", "--grace-period", "5m"]);
+    // vm-0's user disputed the lunch stop a 30m idle-timeout makes (typed last at 59m, stopped 35 minutes later).
+    const dispute = {
+      vm: "lab/vm-0",
+      stoppedAt: new Date(START + 94 * MIN).toISOString(),
+      reason: "idle",
+      at: new Date(START + 100 * MIN).toISOString(),
+      by: "ada",
+      what: "at lunch, coming back",
+      knob: { name: "idle-timeout", value: "45m", text: "idle-timeout 45m would have kept it" },
+    };
+    const rows = runSweep({
+      plan: parsed.sweep!,
+      histories: FLEET,
+      grid: GRID,
+      falseStopWindowSeconds: 900,
+      falseStopBudget: 1,
+      policyFor: (overrides) => replayPolicy(parsed.base, { ...parsed.overrides, ...overrides }, 60),
+      capacity: new Map(),
+      disputes: [dispute],
+    });
+    expect(rows.map((row) => [row.overrides["idle-timeout"], row.disputedStillStopped])).toEqual([
+      ["30m", 1],
+      ["45m", 0],
+    ]);
+    // Without capacity, core- and GiB-hours are unknown, not zero.
+    expect(rows[0]!.coreHours).toBeUndefined();
+  });
+
   it("says so when no value keeps the budget, and picks the most reclaimed of two knobs", () => {
     const { parsed, rows } = sweep(["--sweep", "idle-timeout=30m", "--grace-period", "5m"]);
     const none = recommend(rows, { knobs: parsed.sweep!.knobs, falseStopBudget: 1, annotationPrefix: "p/" });
