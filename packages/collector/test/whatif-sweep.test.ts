@@ -336,6 +336,9 @@ describe("whatif --trace", () => {
 
   it("takes one recording, not two, and says what a bad trace holds", async () => {
     expect(usageError(["--trace", trace])).toMatch(/--trace and --prometheus: replay one of them/);
+    expect(() => parseWhatifArgs(["--trace", trace, "--from", "now-7d"], NOW, noConfig)).toThrow(
+      /--from reads Prometheus; a --trace replays its own range/,
+    );
     const bad = await whatif(["--trace", "/nonexistent/trace.jsonl"]);
     expect(bad.code).toBe(1);
     expect(bad.err).toMatch(/--trace \/nonexistent\/trace.jsonl: ENOENT/);

@@ -261,6 +261,9 @@ export function parseWhatifArgs(
     };
   const traceFile = text("trace");
   if (traceFile !== undefined && prometheus) throw new UsageError("--trace and --prometheus: replay one of them");
+  for (const name of ["from", "to", "host-window", "header"])
+    if (traceFile !== undefined && values[name] !== undefined)
+      throw new UsageError(`--${name} reads Prometheus; a --trace replays its own range and readings`);
   if (!prometheus && traceFile === undefined)
     throw new UsageError("whatif needs --prometheus URL (for example http://prometheus:9090) or --trace FILE");
   // A trace carries its own range (whatif reads it from the file); Prometheus needs one.
