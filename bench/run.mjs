@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs the benchmarks: `node bench/run.mjs [all|protocol|agent|latency|collector|failover|trust|signals|agent-variants|sample-wall|home-walks] [options for that benchmark]`.
+// Runs the benchmarks: `node bench/run.mjs [all|protocol|agent|latency|collector|failover|trust|signals|hostside|whatif|agent-variants|sample-wall|home-walks] [options for that benchmark]`.
 //
 // 1. builds the shipped bundles (scripts/build.mjs) unless --no-build: the benchmarks run them;
 // 2. bundles bench/<name>.ts with esbuild into bench/.cache/ (TypeScript sources, @ws/protocol);
@@ -21,6 +21,7 @@ const BENCHMARKS = [
   "signals",
   "outreach",
   "hostside",
+  "whatif",
 ];
 /** Run only by name, not by `all`: they need options of their own. */
 const BY_NAME_ONLY = ["agent-variants", "sample-wall", "capture-traffic", "collector-path", "home-walks"];

@@ -98,7 +98,8 @@ describe("the docs' claims", () => {
     registerHostSourceMetrics(registry, { endpoint: "http://prometheus:9090", rounds: 0, failures: 0 });
     registerStartMetrics(registry, new StartTracker());
     const exported = new Set(metricNames(registry));
-    const named = claims(/\b(workstation_[a-z_]+[a-z])\b/g).map(({ file, claim }) => ({
+    // A recording rule's name (namespace:workstation_stops:increase7d) is not a family: the rules test checks those.
+    const named = claims(/(?<![:\w])(workstation_[a-z_]+[a-z])\b(?!:)/g).map(({ file, claim }) => ({
       file,
       family: claim.replace(/_(bucket|sum|count)$/, ""),
     }));
@@ -110,7 +111,11 @@ describe("the docs' claims", () => {
 
   it("every alert they name is defined in the rules", () => {
     const rules = parse(text("packaging/prometheus/workstation-alerts.yaml")) as Obj;
-    const alerts = new Set((rules.groups as Obj[]).flatMap((g) => (g.rules as Obj[]).map((r) => r.alert as string)));
+    const alerts = new Set(
+      (rules.groups as Obj[]).flatMap((g) =>
+        (g.rules as Obj[]).filter((r) => r.alert !== undefined).map((r) => r.alert as string),
+      ),
+    );
     const named = claims(/\b(Workstation[A-Z][A-Za-z]+)\b/g);
     const unknown = named.filter(({ claim }) => !alerts.has(claim)).map(({ file, claim }) => `${file}: ${claim}`);
     expect([...new Set(unknown)]).toEqual([]);

@@ -206,7 +206,8 @@ describe("Prometheus scraping the shipped collector", () => {
         const all = body.data.groups.flatMap((group) => group.rules);
         return all.length > 0 && all.every((rule) => rule.health !== "unknown") && all;
       },
-      30_000,
+      // workstation.false-stops runs every minute (its edge rule needs it), first within its first minute.
+      90_000,
       "the alert rules to be evaluated",
     );
     const shipped = (
@@ -281,5 +282,45 @@ describe("Prometheus scraping the shipped collector", () => {
     expect(table).toMatch(/prom\/vm-idle\s+1\s+0\s+\d+\.\d\d\s+0\.00/);
     expect(table).toMatch(/prom\/vm-lease\s+0\s+0\s+0\.00\s+0\.00/);
     expect(table).toContain("idle-timeout 1m, grace-period 30s");
+
+    // The sweep replays the same recording once per value and recommends one: 1m stops the idle VM
+    // (nobody came back: no likely false stop), 2h outlasts the recording and stops nothing.
+    const sweepArgs = args.filter(
+      (_, index) => index < args.indexOf("--idle-timeout") || index > args.indexOf("--idle-timeout") + 1,
+    );
+    const { stdout: sweepJson } = await run(
+      process.execPath,
+      collector(...sweepArgs, "--sweep", "idle-timeout=1m,2h", "--json"),
+      { timeout: 60_000 },
+    );
+    const sweep = JSON.parse(sweepJson) as {
+      rows: Array<{
+        overrides: Record<string, string>;
+        stops: number;
+        likelyFalseStops: number;
+        vmHours: number;
+        longestNoticeSeconds: number;
+      }>;
+      recommendation: { overrides?: Record<string, string>; annotate?: string };
+    };
+    expect(sweep.rows.map((row) => [row.overrides["idle-timeout"], row.stops, row.likelyFalseStops])).toEqual([
+      ["1m", 1, 0],
+      ["2h", 0, 0],
+    ]);
+    expect(sweep.rows[0]!.vmHours).toBeGreaterThan(0);
+    // The notice stood for the grace period before the stop (a step either way).
+    expect(sweep.rows[0]!.longestNoticeSeconds).toBeGreaterThanOrEqual(25);
+    expect(sweep.rows[0]!.longestNoticeSeconds).toBeLessThanOrEqual(35);
+    expect(sweep.recommendation.overrides).toEqual({ "idle-timeout": "1m" });
+    expect(sweep.recommendation.annotate).toBe(
+      `kubectl annotate vm --all -n ${NAMESPACE} --overwrite workstation.aik8s.run/idle-timeout=1m`,
+    );
+    const { stdout: sweepTable } = await run(
+      process.execPath,
+      collector(...sweepArgs, "--sweep", "idle-timeout=1m,2h"),
+      { timeout: 60_000 },
+    );
+    expect(sweepTable).toMatch(/^idle-timeout=1m\s+1\s/m);
+    expect(sweepTable).toContain("Recommended: idle-timeout 1m");
   });
 });

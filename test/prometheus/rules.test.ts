@@ -12,12 +12,15 @@ const testFile = path.join(dir, "workstation-alerts.test.yaml");
 
 interface Rule {
   alert: string;
+  record?: string;
   expr: string;
   labels: Record<string, string>;
   annotations: Record<string, string>;
 }
 const groups = (parse(readFileSync(rulesFile, "utf8")) as { groups: Array<{ name: string; rules: Rule[] }> }).groups;
-const alerts = groups.flatMap((group) => group.rules);
+const rules = groups.flatMap((group) => group.rules);
+const alerts = rules.filter((rule) => rule.alert !== undefined);
+const recorded = rules.filter((rule) => rule.record !== undefined);
 /** Where docs/alerts.md is served by default; the overlays' ws-monitoring settings may move it. */
 const DEFAULT_RUNBOOK_BASE = "https://github.com/aik8s/ws/blob/main/docs/alerts.md";
 
@@ -25,7 +28,7 @@ describe("alert rules", () => {
   it("pass promtool check rules", () => {
     const result = promtool(["check", "rules", rulesFile]);
     expect(result.status, result.output).toBe(0);
-    expect(result.output).toContain(`SUCCESS: ${alerts.length} rules found`);
+    expect(result.output).toContain(`SUCCESS: ${rules.length} rules found`);
   });
 
   it("pass their promtool unit tests", () => {
@@ -37,10 +40,10 @@ describe("alert rules", () => {
   it("have a unit test for every alert, firing and not firing", () => {
     const tests = (
       parse(readFileSync(testFile, "utf8")) as {
-        tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }>;
+        tests: Array<{ alert_rule_test?: Array<{ alertname: string; exp_alerts: unknown[] }> }>;
       }
     ).tests;
-    const cases = tests.flatMap((test) => test.alert_rule_test);
+    const cases = tests.flatMap((test) => test.alert_rule_test ?? []);
     for (const { alert } of alerts) {
       const mine = cases.filter((c) => c.alertname === alert);
       expect(
@@ -67,6 +70,25 @@ describe("alert rules", () => {
         "WorkstationHostSourceDown",
       ]),
     );
+  });
+
+  it("record how often ws is wrong, each rate tested and documented in docs/metrics.md", () => {
+    const tests = (
+      parse(readFileSync(testFile, "utf8")) as { tests: Array<{ promql_expr_test?: Array<{ expr: string }> }> }
+    ).tests;
+    const tested = new Set(tests.flatMap((test) => (test.promql_expr_test ?? []).map((c) => c.expr)));
+    const metricsDoc = readFileSync(path.join(repoRoot, "docs/metrics.md"), "utf8");
+    for (const { record } of recorded)
+      expect(metricsDoc, `docs/metrics.md does not name ${record}`).toContain(`\`${record}\``);
+    for (const rate of [
+      "namespace:workstation_quick_returns_per_100_stops:7d",
+      "namespace:workstation_quick_returns_per_100_stops:30d",
+      "workstation:stop_disputes_per_100_stops:7d",
+      "workstation:stop_disputes_per_100_stops:30d",
+    ]) {
+      expect(recorded.map((rule) => rule.record)).toContain(rate);
+      expect(tested, `${rate} has no promtool test`).toContain(rate);
+    }
   });
 
   it("each carry a severity, a runbook and a runbook_url to a section of docs/alerts.md", () => {

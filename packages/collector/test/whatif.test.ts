@@ -21,6 +21,7 @@ import {
 import type { ReportReadings } from "../src/model/readings.js";
 import { formatJson, formatText } from "../src/whatif/report.js";
 import { simulateVm } from "../src/whatif/simulate.js";
+import { quiet } from "./fixtures/whatif-readings.js";
 
 const NOW = Date.parse("2024-05-08T00:00:00Z");
 const MIN = 60_000;
@@ -246,23 +247,6 @@ describe("whatif history from Prometheus", () => {
 // --- the replay ------------------------------------------------------------------------------
 
 const START = Date.parse("2024-05-01T08:00:00Z");
-
-function quiet(overrides: Partial<ReportReadings> = {}): ReportReadings {
-  return {
-    cpuBusyRatio: 0.02,
-    userProcessCpuCores: 0.01,
-    networkBytesPerSecond: 800,
-    diskBytesPerSecond: 1000,
-    gpuCount: 1,
-    gpuUtilization: { "0": 0 },
-    gpuProcesses: 0,
-    jupyterBusyKernels: 0,
-    jupyterConnectedKernels: 0,
-    idleInhibitors: 0,
-    lastActivityAtMs: {},
-    ...overrides,
-  };
-}
 
 /** A history of `minutes` one-minute steps; `at(minute)` says what was recorded then. */
 function history(minutes: number, at: (minute: number, atMs: number) => StepSample | undefined): VmHistory {

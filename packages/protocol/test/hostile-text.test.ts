@@ -272,6 +272,7 @@ function whatifResult(hostile: string): WhatifResult {
             gpus: 1,
             savedSeconds: 1200,
             likelyFalse: true,
+            noticeSeconds: 30,
           },
         ],
         vmHoursSaved: 0.3,

@@ -5,6 +5,7 @@ import { parseCollectorPolicyConfig } from "../engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "../engine/policy.js";
 import { mergePolicy, parseKnobs, POLICY_KNOB_NAMES, crossCheckPolicy } from "../engine/policy.js";
 import type { Policy } from "../engine/types.js";
+import { DEFAULT_FALSE_STOP_BUDGET, planSweep, type SweepPlan } from "./sweep.js";
 
 /** whatif's usage mistakes are the programs' one UsageError (exit 2 with the message). */
 export { UsageError as WhatifUsageError };
@@ -24,7 +25,10 @@ function hostWindow(raw: string | undefined, stepSeconds: number): { hostWindowS
 }
 
 export interface WhatifOptions {
-  prometheusUrl: URL;
+  /** Where the recording is: Prometheus (with the range below) or, without it, traceFile. */
+  prometheusUrl: URL | undefined;
+  /** --trace FILE: replay a trace (docs/replay.md) instead; the range is the trace's. */
+  traceFile?: string;
   fromMs: number;
   toMs: number;
   stepSeconds: number;
@@ -44,6 +48,12 @@ export interface WhatifOptions {
   disputesFile?: string;
   /** The policy annotation prefix the last-stop annotations of a VirtualMachineList use. */
   annotationPrefix: string;
+  /** The policy before the knobs given (the defaults or the profile): each sweep point starts from it. */
+  base: Policy;
+  /** --sweep: replay once per value (or pair of values) instead of once. */
+  sweep?: SweepPlan & { falseStopBudget: number };
+  /** --profile NAME, for the recommendation's command. */
+  profile?: string;
 }
 
 /** `--disputes FILE` without --prometheus: list the disputes and the knob of each, replay nothing. */
@@ -57,6 +67,7 @@ export interface DisputesOnlyOptions {
 }
 
 export const WHATIF_HELP = `Usage: ws-collector whatif --prometheus URL --from TIME [--to TIME] [options] [--KNOB VALUE ...]
+       ws-collector whatif --trace FILE [options] [--KNOB VALUE ...]
 
 Replays the signals Prometheus recorded from the collector's /metrics through the
 same decision engine under another policy, and prints per VM and in total: stops,
@@ -65,6 +76,8 @@ a stop). This is how to pick thresholds from a week of observe mode.
 
 Options:
       --prometheus URL       Prometheus base URL (its HTTP API is under /api/v1/)
+      --trace FILE           Replay a trace (ws-collector serve --record-trace, docs/replay.md) instead of
+                             Prometheus: each step takes the VM's last Report in it; the range is the trace's
       --from TIME            Start: RFC 3339 (2024-05-01T00:00:00Z), Unix seconds, now or now-DURATION (now-7d)
       --to TIME              End (default now)
       --step DURATION        Replay step: one report per step (default 1m)
@@ -81,6 +94,12 @@ Options:
                              the collector's /api/disputes, or kubectl get vm -A -o json ("-": stdin). Without
                              --prometheus only the disputes are listed
       --annotation-prefix P  The prefix of the VMs' last-stop annotation (default: the config's, workstation.aik8s.run/)
+      --sweep KNOB=VALUES    Replay once per value instead of once, and recommend one: VALUES is a list
+                             (idle-timeout=30m,1h,2h) or a range FROM..TO/STEP of durations or percentages
+                             (idle-timeout=30m..4h/30m, cpu-busy-threshold=10%..50%/10%). Twice sweeps two knobs
+                             (every pair). Prints per value: stops, VM-, core-, GiB- and GPU-hours reclaimed,
+                             likely false stops, disputed stops still made (with --disputes), the longest notice
+      --false-stop-budget N  With --sweep: likely false stops allowed per 100 stops (default 1)
       --json                 Print JSON instead of a table
   -h, --help                 This help
 
@@ -190,6 +209,9 @@ export function parseWhatifArgs(
       "host-window": { type: "string" },
       disputes: { type: "string" },
       "annotation-prefix": { type: "string" },
+      sweep: { type: "string", multiple: true },
+      "false-stop-budget": { type: "string" },
+      trace: { type: "string" },
       help: { type: "boolean", short: "h" },
       ...knobOptions,
     },
@@ -229,29 +251,20 @@ export function parseWhatifArgs(
       ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
       json: values.json === true,
     };
-  if (!prometheus) throw new UsageError("whatif needs --prometheus URL (for example http://prometheus:9090)");
-  let prometheusUrl: URL;
-  try {
-    prometheusUrl = new URL(prometheus);
-  } catch {
-    throw new UsageError(
-      `--prometheus ${JSON.stringify(prometheus)} is not a URL (for example http://prometheus:9090)`,
-    );
-  }
-  if (prometheusUrl.protocol !== "http:" && prometheusUrl.protocol !== "https:") {
-    throw new UsageError(`--prometheus must be an http:// or https:// URL, not ${prometheusUrl.protocol}`);
-  }
-  const from = text("from");
-  if (!from) throw new UsageError("whatif needs --from (for example --from now-7d)");
-  const fromMs = parseTime(from, nowMs, "--from");
-  const toMs = parseTime(text("to") ?? "now", nowMs, "--to");
-  if (toMs <= fromMs)
-    throw new UsageError(
-      `--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`,
-    );
+  const traceFile = text("trace");
+  if (traceFile !== undefined && prometheus) throw new UsageError("--trace and --prometheus: replay one of them");
+  for (const name of ["from", "to", "host-window", "header"])
+    if (traceFile !== undefined && values[name] !== undefined)
+      throw new UsageError(`--${name} reads Prometheus; a --trace replays its own range and readings`);
+  if (!prometheus && traceFile === undefined)
+    throw new UsageError("whatif needs --prometheus URL (for example http://prometheus:9090) or --trace FILE");
+  // A trace carries its own range (whatif reads it from the file); Prometheus needs one.
+  const { prometheusUrl, fromMs, toMs } = prometheus
+    ? prometheusRange(prometheus, text("from"), text("to"), nowMs)
+    : { prometheusUrl: undefined, fromMs: 0, toMs: 0 };
   const stepSeconds = duration(text("step") ?? "1m", "--step");
   if (stepSeconds < 1) throw new UsageError("--step must be at least 1s");
-  if ((toMs - fromMs) / 1000 / stepSeconds > 5_000_000)
+  if (prometheusUrl && (toMs - fromMs) / 1000 / stepSeconds > 5_000_000)
     throw new UsageError("--step is too small for the range: more than 5 million steps");
   const falseStopWindowSeconds = duration(text("false-stop-window") ?? "15m", "--false-stop-window");
 
@@ -269,6 +282,80 @@ export function parseWhatifArgs(
     const value = text(name);
     if (value !== undefined) overrides[name] = value;
   }
+  const policy = replayPolicy(base, overrides, stepSeconds);
+  const sweepTexts = (values.sweep as string[] | undefined) ?? [];
+  const sweep = sweepTexts.length > 0 ? planSweep(sweepTexts, overrides, WHATIF_KNOBS) : undefined;
+  // Every point of the sweep must be a policy the engine takes: a bad value is a usage error now, not mid-replay.
+  for (const point of sweep?.points ?? []) replayPolicy(base, { ...overrides, ...point.overrides }, stepSeconds);
+  const budgetText = text("false-stop-budget");
+  if (budgetText !== undefined && !sweep) throw new UsageError("--false-stop-budget goes with --sweep");
+
+  return {
+    prometheusUrl,
+    fromMs,
+    toMs,
+    stepSeconds,
+    policy,
+    overrides,
+    falseStopWindowSeconds,
+    ...(text("namespace") !== undefined ? { namespace: text("namespace")! } : {}),
+    ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
+    json: values.json === true,
+    headers,
+    ...hostWindow(text("host-window"), stepSeconds),
+    ...(disputesFile !== undefined ? { disputesFile } : {}),
+    ...(traceFile !== undefined ? { traceFile } : {}),
+    annotationPrefix,
+    base,
+    ...(sweep ? { sweep: { ...sweep, falseStopBudget: parseBudget(budgetText) } } : {}),
+    ...(text("profile") !== undefined ? { profile: text("profile")! } : {}),
+  };
+}
+
+/** --prometheus URL --from TIME --to TIME, checked. */
+function prometheusRange(
+  prometheus: string,
+  from: string | undefined,
+  to: string | undefined,
+  nowMs: number,
+): { prometheusUrl: URL; fromMs: number; toMs: number } {
+  let prometheusUrl: URL;
+  try {
+    prometheusUrl = new URL(prometheus);
+  } catch {
+    throw new UsageError(
+      `--prometheus ${JSON.stringify(prometheus)} is not a URL (for example http://prometheus:9090)`,
+    );
+  }
+  if (prometheusUrl.protocol !== "http:" && prometheusUrl.protocol !== "https:") {
+    throw new UsageError(`--prometheus must be an http:// or https:// URL, not ${prometheusUrl.protocol}`);
+  }
+  if (!from) throw new UsageError("whatif needs --from (for example --from now-7d)");
+  const fromMs = parseTime(from, nowMs, "--from");
+  const toMs = parseTime(to ?? "now", nowMs, "--to");
+  if (toMs <= fromMs)
+    throw new UsageError(
+      `--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`,
+    );
+  return { prometheusUrl, fromMs, toMs };
+}
+
+/** --false-stop-budget: likely-false stops per 100 stops, "1", "0.5" or "1%" (default 1). */
+function parseBudget(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_FALSE_STOP_BUDGET;
+  const value = Number(text.trim().replace(/%$/, ""));
+  if (!Number.isFinite(value) || value < 0 || value > 100)
+    throw new UsageError(
+      `--false-stop-budget ${JSON.stringify(text)}: give likely-false stops per 100 stops, 0 to 100 (for example 1)`,
+    );
+  return value;
+}
+
+/**
+ * The policy one replay runs: the base (defaults or a profile) with the knobs given, always enforcing,
+ * one report per step. whatif and every point of a sweep build theirs here.
+ */
+export function replayPolicy(base: Policy, overrides: Record<string, string>, stepSeconds: number): Policy {
   const knobs = parseKnobs(Object.entries(overrides), "annotation", { keyLabel: (name) => `--${name}` });
   if (knobs.errors.length > 0) {
     throw new UsageError(
@@ -288,21 +375,5 @@ export function parseWhatifArgs(
   const crossErrors = crossCheckPolicy(policy, (name) => `--${name}`);
   if (crossErrors.length > 0)
     throw new UsageError(crossErrors.map((error) => `${error.key}: ${error.message}`).join("; "));
-
-  return {
-    prometheusUrl,
-    fromMs,
-    toMs,
-    stepSeconds,
-    policy,
-    overrides,
-    falseStopWindowSeconds,
-    ...(text("namespace") !== undefined ? { namespace: text("namespace")! } : {}),
-    ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
-    json: values.json === true,
-    headers,
-    ...hostWindow(text("host-window"), stepSeconds),
-    ...(disputesFile !== undefined ? { disputesFile } : {}),
-    annotationPrefix,
-  };
+  return policy;
 }

@@ -18,6 +18,13 @@ import {
 import { HOST_QUERY_NAMES, hostHistoryQueries, withHostHistory } from "./host-history.js";
 import { formatJson, formatText } from "./report.js";
 import { simulateVm } from "./simulate.js";
+import { capacityFromSeries, capacityQueries, recommend, runSweep, type VmCapacity } from "./sweep.js";
+import { formatSweepJson, formatSweepText } from "./sweep-report.js";
+import { replayPolicy } from "./args.js";
+import type { StepGrid, VmHistory } from "./history.js";
+import { historiesFromTrace } from "./trace-history.js";
+import { parseTrace, type TraceEvent } from "../replay/trace.js";
+import { traceOriginMs } from "../replay/replay.js";
 import { errorMessage, escapedJson, terminalText } from "@ws/protocol";
 
 export interface WhatifIo {
@@ -31,7 +38,7 @@ export interface WhatifIo {
 const QUERY_TIMEOUT_MS = 120_000;
 
 async function queryRange(
-  options: WhatifOptions,
+  options: WhatifOptions & { prometheusUrl: URL },
   query: string,
   startMs: number,
   endMs: number,
@@ -117,6 +124,28 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     return 0;
   }
 
+  if (options.traceFile !== undefined) {
+    // A trace: the same histories as Prometheus gives, read from the file; its range is the trace's.
+    let events: TraceEvent[];
+    try {
+      events = parseTrace((io.readFile ?? ((path) => readFileSync(path, "utf8")))(options.traceFile));
+    } catch (error) {
+      io.stderr.write(`ws-collector whatif: --trace ${options.traceFile}: ${errorMessage(error)}\n`);
+      return 1;
+    }
+    const selected = events.filter(
+      (event) =>
+        (!options.namespace || event.vm.startsWith(`${options.namespace}/`)) &&
+        (!options.vm || event.vm.endsWith(`/${options.vm}`)),
+    );
+    const fromTrace = historiesFromTrace(selected, traceOriginMs(events), options.stepSeconds);
+    const range = {
+      fromMs: fromTrace.grid.startMs,
+      toMs: fromTrace.grid.startMs + (fromTrace.grid.count - 1) * fromTrace.grid.stepMs,
+    };
+    return replayHistories({ ...options, ...range }, fromTrace.histories, fromTrace.grid, disputes, io);
+  }
+  const prometheusOptions = { ...options, prometheusUrl: options.prometheusUrl! };
   const grid = stepGrid(options.fromMs, options.toMs, options.stepSeconds);
   const query = historyQuery({
     ...(options.namespace ? { namespace: options.namespace } : {}),
@@ -125,7 +154,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
   const series: MatrixSeries[] = [];
   try {
     for (const chunk of rangeChunks(grid))
-      series.push(...(await queryRange(options, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
+      series.push(...(await queryRange(prometheusOptions, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
   } catch (error) {
     if (error instanceof HistoryError) {
       io.stderr.write(`ws-collector whatif: ${terminalText(error.message, 1000)}\n`);
@@ -145,7 +174,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
       for (const name of HOST_QUERY_NAMES)
         for (const chunk of rangeChunks(grid))
           answers[name].push(
-            ...(await queryRange(options, queries[name], chunk.startMs, chunk.endMs, io.fetch ?? fetch)),
+            ...(await queryRange(prometheusOptions, queries[name], chunk.startMs, chunk.endMs, io.fetch ?? fetch)),
           );
     } catch (error) {
       if (error instanceof HistoryError) {
@@ -156,6 +185,23 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     }
     histories = withHostHistory(histories, answers, grid, options.hostWindowSeconds);
   }
+  return replayHistories(options, histories, grid, disputes, io);
+}
+
+/** The replay of the histories, from Prometheus or a trace: once, or once per sweep value. */
+async function replayHistories(
+  options: WhatifOptions,
+  histories: VmHistory[],
+  grid: StepGrid,
+  disputes: DisputeRecord[] | undefined,
+  io: WhatifIo,
+): Promise<number> {
+  if (histories.length === 0 && options.traceFile !== undefined) {
+    io.stderr.write(
+      `ws-collector whatif: the trace has no reports${options.namespace || options.vm ? " for the VMs selected" : ""}\n`,
+    );
+    return 1;
+  }
   if (histories.length === 0) {
     io.stderr.write(
       `ws-collector whatif: Prometheus has no workstation_* series${options.namespace || options.vm ? " for the VMs selected" : ""} between ${new Date(options.fromMs).toISOString()} and ${new Date(options.toMs).toISOString()}: ` +
@@ -163,6 +209,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     );
     return 1;
   }
+  if (options.sweep) return sweepCommand(options, options.sweep, histories, grid, disputes, io);
   const outcomes = histories.map((history) =>
     simulateVm(history, { policy: options.policy, grid, falseStopWindowSeconds: options.falseStopWindowSeconds }),
   );
@@ -192,5 +239,66 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     const replay = JSON.parse(formatJson(result)) as Record<string, unknown>;
     io.stdout.write(`${escapedJson({ ...replay, disputes: verdicts }, 2)}\n`);
   } else io.stdout.write(`${formatText(result)}\n${formatDisputesText(verdicts)}`);
+  return 0;
+}
+
+/** --sweep: whatif's replay once per knob value, summed, and the value to use. */
+async function sweepCommand(
+  options: WhatifOptions,
+  sweep: NonNullable<WhatifOptions["sweep"]>,
+  histories: VmHistory[],
+  grid: StepGrid,
+  disputes: DisputeRecord[] | undefined,
+  io: WhatifIo,
+): Promise<number> {
+  // What each VM held (cores, memory) from KubeVirt's metrics, when the same Prometheus has them;
+  // without them (or from a trace) core- and GiB-hours are shown as unknown, nothing fails.
+  let capacity = new Map<string, VmCapacity>();
+  if (options.prometheusUrl)
+    try {
+      const queries = capacityQueries((options.toMs - options.fromMs) / 1000);
+      const prometheusOptions = { ...options, prometheusUrl: options.prometheusUrl };
+      const cores = await queryRange(prometheusOptions, queries.cores, options.toMs, options.toMs, io.fetch ?? fetch);
+      const memory = await queryRange(
+        prometheusOptions,
+        queries.memoryBytes,
+        options.toMs,
+        options.toMs,
+        io.fetch ?? fetch,
+      );
+      capacity = capacityFromSeries(cores, memory);
+    } catch (error) {
+      if (!(error instanceof HistoryError)) throw error;
+      io.stderr.write(`ws-collector whatif: core- and GiB-hours unknown: ${error.message}\n`);
+    }
+  const rows = runSweep({
+    plan: sweep,
+    histories,
+    grid,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    falseStopBudget: sweep.falseStopBudget,
+    policyFor: (overrides) => replayPolicy(options.base, { ...options.overrides, ...overrides }, options.stepSeconds),
+    capacity,
+    ...(disputes ? { disputes } : {}),
+  });
+  const result = {
+    fromMs: options.fromMs,
+    toMs: options.toMs,
+    stepSeconds: options.stepSeconds,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    falseStopBudget: sweep.falseStopBudget,
+    vms: histories.length,
+    knobs: sweep.knobs,
+    rows,
+    recommendation: recommend(rows, {
+      knobs: sweep.knobs,
+      falseStopBudget: sweep.falseStopBudget,
+      annotationPrefix: options.annotationPrefix,
+      ...(options.profile !== undefined ? { profile: options.profile } : {}),
+      ...(options.namespace !== undefined ? { namespace: options.namespace } : {}),
+      ...(options.vm !== undefined ? { vm: options.vm } : {}),
+    }),
+  };
+  io.stdout.write(options.json ? formatSweepJson(result) : formatSweepText(result));
   return 0;
 }

@@ -26,6 +26,8 @@ export interface SimulatedStop {
   gpus: number;
   savedSeconds: number;
   likelyFalse: boolean;
+  /** How long before the stop the person was first told (the notice that ended in it); 0 when none came first. */
+  noticeSeconds: number;
 }
 
 export interface VmOutcome {
@@ -43,6 +45,8 @@ export interface SimulationOptions {
   policy: Policy;
   grid: StepGrid;
   falseStopWindowSeconds: number;
+  /** The Reports of receivedReports(history, grid), when a sweep replays one history under several policies. */
+  reports?: ReadonlyArray<ReceivedReport | undefined>;
   /** Every decision of the replay, in order (the test that holds live, replay and whatif to one loop reads them). */
   onDecision?: (decision: Decision) => void;
 }
@@ -57,6 +61,7 @@ interface Stopped {
   notCounted: string[];
   gpus: number;
   record: VmRecord;
+  noticeSeconds: number;
 }
 
 /** What the recording shows after `sinceMs` that means someone uses the VM again, or undefined. */
@@ -78,18 +83,20 @@ function activityAfter(
   return veto ? { atMs: received.receivedAtMs, what: veto.kind } : undefined;
 }
 
-export function simulateVm(history: VmHistory, options: SimulationOptions): VmOutcome {
-  const { policy, grid } = options;
-  const windowMs = options.falseStopWindowSeconds * 1000;
-  const stops: SimulatedStop[] = [];
-  // The VM's one loop, as the live collector keeps it (vm/step.ts).
-  let loop = newVmLoopState(policy);
-  let stopped: Stopped | undefined;
-  let gpus = 0;
-  let reportedSteps = 0;
+/**
+ * The Report the collector received at each step, as the agent sent it (undefined where none was):
+ * they depend on the recording only, not on the policy, so a sweep builds them once per VM.
+ */
+export function receivedReports(history: VmHistory, grid: StepGrid): Array<ReceivedReport | undefined> {
   const leaseFirstSeen = new Map<number, number>();
+  const reports: Array<ReceivedReport | undefined> = new Array(grid.count);
+  for (let index = 0; index < grid.count; index++) {
+    const sample = history.samples[index];
+    reports[index] = sample ? synthesize(sample, grid.startMs + index * grid.stepMs) : undefined;
+  }
+  return reports;
 
-  const synthesize = (sample: StepSample, atMs: number): ReceivedReport | undefined => {
+  function synthesize(sample: StepSample, atMs: number): ReceivedReport | undefined {
     if (!sample.connected || !sample.readings) return undefined;
     let lease: { takenAtMs: number; expiresAtMs: number } | undefined;
     if (sample.leaseExpiresAtMs !== undefined && sample.leaseExpiresAtMs > atMs) {
@@ -106,7 +113,21 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
         ...(lease ? { lease } : {}),
       }),
     };
-  };
+  }
+}
+
+export function simulateVm(history: VmHistory, options: SimulationOptions): VmOutcome {
+  const { policy, grid } = options;
+  const windowMs = options.falseStopWindowSeconds * 1000;
+  const stops: SimulatedStop[] = [];
+  // The VM's one loop, as the live collector keeps it (vm/step.ts).
+  let loop = newVmLoopState(policy);
+  let stopped: Stopped | undefined;
+  let gpus = 0;
+  let reportedSteps = 0;
+  const reports = options.reports ?? receivedReports(history, grid);
+  // When the notice now standing was first sent: cleared when the VM is active again, read at the stop.
+  let noticeSinceMs: number | undefined;
 
   const endStop = (untilMs: number, endedBy: StopEnd, resumedBy?: string) => {
     if (!stopped) return;
@@ -122,15 +143,21 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
       gpus: stopped.gpus,
       savedSeconds,
       likelyFalse: endedBy === "activity" && untilMs - stopped.atMs <= windowMs,
+      noticeSeconds: stopped.noticeSeconds,
     });
     stopped = undefined;
     // The VM boots afresh: a new record, as a collector sees a started VM.
     loop = newVmLoopState(policy);
+    noticeSinceMs = undefined;
   };
 
   const run = (nowMs: number, input: StepInput): Decision => {
     const decision = step(loop, nowMs, input);
     options.onDecision?.(decision);
+    for (const action of decision.actions) {
+      if (action.kind === "notice" && noticeSinceMs === undefined) noticeSinceMs = nowMs;
+      if (action.kind === "notice-cleared" || action.kind === "cancel-stop") noticeSinceMs = undefined;
+    }
     const stop = decision.actions.find((action) => action.kind === "stop" || action.kind === "would-stop");
     if (stop && (stop.kind === "stop" || stop.kind === "would-stop")) {
       stopped = {
@@ -140,6 +167,7 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
         notCounted: uncountedConnections(decision.explanation),
         gpus,
         record: decision.next,
+        noticeSeconds: noticeSinceMs === undefined ? 0 : (nowMs - noticeSinceMs) / 1000,
       };
     }
     return decision;
@@ -149,7 +177,7 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
     const atMs = grid.startMs + index * grid.stepMs;
     const sample = history.samples[index];
     if (sample?.gpuCount !== undefined) gpus = sample.gpuCount;
-    const received = sample ? synthesize(sample, atMs) : undefined;
+    const received = reports[index];
     if (received) reportedSteps++;
 
     if (stopped) {
