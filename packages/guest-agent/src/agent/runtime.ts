@@ -7,6 +7,7 @@ import os from "node:os";
 import { create } from "@bufbuild/protobuf";
 import {
   PROTOCOL_VERSION,
+  REPORT_ON_CHANGE_CAPABILITY,
   ReportSchema,
   SOURCE_NAMES,
   type Directive,
@@ -26,7 +27,7 @@ import { AgentConnection, type LogFn } from "./connection.js";
 import { contractFrom, digestOf, type ReportContract, type SampleDigest, sendReason } from "./report-gate.js";
 
 /** Every signal source, then what else this agent does with a Directive. */
-export const CAPABILITIES = [...SOURCE_NAMES, "notices", "report-interval", "report-on-change"];
+export const CAPABILITIES = [...SOURCE_NAMES, "notices", "report-interval", REPORT_ON_CHANGE_CAPABILITY];
 
 /** The shortest interval a collector may ask for; protects the guest from a runaway collector. */
 const MIN_INTERVAL_SECONDS = 1;
