@@ -33,6 +33,8 @@ export function openAgentStream(
   vm: { namespace: string; name: string },
   token: string,
   handlers: AgentStreamHandlers,
+  /** Capabilities beyond the signal families (an agent that reports on change adds "report-on-change"). */
+  extraCapabilities: readonly string[] = [],
 ): AgentStream {
   // A local subchannel pool: without it grpc-js would multiplex every simulated VM over one connection.
   const client = new Client(address, grpc.credentials.createInsecure(), {
@@ -62,7 +64,17 @@ export function openAgentStream(
         value: {
           vm,
           agentVersion: "bench-loadgen",
-          capabilities: ["jupyter", "sessions", "code_server", "gpu", "system", "inhibitors", "leases", "disk"],
+          capabilities: [
+            "jupyter",
+            "sessions",
+            "code_server",
+            "gpu",
+            "system",
+            "inhibitors",
+            "leases",
+            "disk",
+            ...extraCapabilities,
+          ],
           bootId: "00000000-0000-4000-8000-000000000000",
           token,
           hostname: vm.name,
