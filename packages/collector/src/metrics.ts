@@ -158,13 +158,6 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
       ),
   },
   {
-    name: "workstation_autostop_enabled",
-    help: "1 when autostop applies to the VM (absent when it is only watched); label mode is the policy mode in force (enforce or observe).",
-    type: "gauge",
-    tier: "default",
-    lines: (v, vm) => (v.autostop ? [labelled("workstation_autostop_enabled", vm, "mode", v.mode, 1)] : []),
-  },
-  {
     name: "workstation_agent_connected",
     help: "1 while the VM's agent stream is open.",
     type: "gauge",
@@ -182,12 +175,16 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
         .map(([signal]) => labelled("workstation_signal_active", vm, "signal", signal, 1)),
   },
   {
-    // The one per-VM series with an owner label; its value is always 1, one series per VM.
+    // The one per-VM series with an owner label; its value is always 1, one series per VM. It also
+    // says whether autostop applies and in which mode (what workstation_autostop_enabled said as a
+    // series of its own: one series per VM fewer, within the budget of 12).
     name: "workstation_vm_info",
-    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none).",
+    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none), label autostop the policy mode in force (enforce, observe) or off when the VM is only watched.",
     type: "gauge",
     tier: "default",
-    lines: (v, vm) => [labelled("workstation_vm_info", vm, "owner", v.owner ?? "", 1)],
+    lines: (v, vm) => [
+      `workstation_vm_info{${vm},owner="${escapeLabel(v.owner ?? "")}",autostop="${v.autostop ? escapeLabel(v.mode) : "off"}"} 1`,
+    ],
   },
   {
     name: "workstation_disk_used_ratio",

@@ -129,12 +129,19 @@ function sample(text: string, series: string): number | undefined {
 }
 
 describe("createMetrics", () => {
-  it("workstation_vm_info: one series per VM, value 1, the owner label value or empty", async () => {
+  it("workstation_vm_info: one series per VM, value 1, the owner label value or empty, and the autostop mode", async () => {
     const { fleet, registry } = setup();
     fleet.vms = [view("alice-gpu-workstation", { owner: "alice" }), view("cirros-smoke")];
     const text = await registry.metrics();
-    expect(sample(text, 'workstation_vm_info{namespace="lab",name="alice-gpu-workstation",owner="alice"}')).toBe(1);
-    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cirros-smoke",owner=""}')).toBe(1);
+    expect(
+      sample(
+        text,
+        'workstation_vm_info{namespace="lab",name="alice-gpu-workstation",owner="alice",autostop="enforce"}',
+      ),
+    ).toBe(1);
+    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cirros-smoke",owner="",autostop="enforce"}')).toBe(
+      1,
+    );
     expect(text.split("\n").filter((l) => l.startsWith("workstation_vm_info{"))).toHaveLength(2);
   });
 
@@ -159,7 +166,7 @@ describe("createMetrics", () => {
     // No series for the states the VM is not in, nor for signals that show nothing.
     expect(sample(text, `workstation_state{${vm},state="Stopped"}`)).toBeUndefined();
     expect(text.split("\n").filter((l) => l.startsWith("workstation_state{"))).toHaveLength(1);
-    expect(sample(text, `workstation_autostop_enabled{${vm},mode="enforce"}`)).toBe(1);
+    expect(sample(text, `workstation_vm_info{${vm},owner="",autostop="enforce"}`)).toBe(1);
     expect(sample(text, `workstation_stop_deadline_timestamp_seconds{${vm}}`)).toBe((NOW + 7_200_000) / 1000);
     expect(sample(text, `workstation_agent_connected{${vm}}`)).toBe(1);
     expect(sample(text, `workstation_signal_active{${vm},signal="tty"}`)).toBe(1);
@@ -192,8 +199,8 @@ describe("createMetrics", () => {
       text.split("\n").filter((l) => !l.startsWith("#") && l.includes(`namespace="lab",name="${name}"`)).length;
     expect(perVm("ada")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
     expect(perVm("bob")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
-    // Only watched (autostop off): no autostop series at all.
-    expect(text).not.toContain('workstation_autostop_enabled{namespace="lab",name="cy"');
+    // Only watched (autostop off): said on its info series.
+    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cy",owner="",autostop="off"}')).toBe(1);
     // Nothing in the default set is a constant 0.
     const zeros = text
       .split("\n")
