@@ -33,6 +33,8 @@ export function openAgentStream(
   vm: { namespace: string; name: string },
   token: string,
   handlers: AgentStreamHandlers,
+  /** Capabilities beyond the signal families (an agent that reports on change adds "report-on-change"). */
+  extraCapabilities: readonly string[] = [],
   /** The channel's credentials (default: insecure); e.g. TLS against a collector with grpc.certFile. */
   credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
 ): AgentStream {
@@ -64,7 +66,17 @@ export function openAgentStream(
         value: {
           vm,
           agentVersion: "bench-loadgen",
-          capabilities: ["jupyter", "sessions", "code_server", "gpu", "system", "inhibitors", "leases", "disk"],
+          capabilities: [
+            "jupyter",
+            "sessions",
+            "code_server",
+            "gpu",
+            "system",
+            "inhibitors",
+            "leases",
+            "disk",
+            ...extraCapabilities,
+          ],
           bootId: "00000000-0000-4000-8000-000000000000",
           token,
           hostname: vm.name,

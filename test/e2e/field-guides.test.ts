@@ -344,7 +344,9 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
       gauge(outcomes, "workstation_stop_outcomes_total", `namespace="${NS}",name="cirros-smoke",outcome="accepted"`),
     ).toBe(0);
     // Neither VM has the guides' owner label: the info series says so with an empty owner.
-    expect(gauge(outcomes, "workstation_vm_info", `namespace="${NS}",name="tinycore-desktop",owner=""`)).toBe(1);
+    expect(
+      gauge(outcomes, "workstation_vm_info", `namespace="${NS}",name="tinycore-desktop",owner="",autostop="enforce"`),
+    ).toBe(1);
   });
 
   it("Ceph RBD GPU: alice-gpu-workstation stops after its own 120 s grace; VM and PVC stay, the VMI goes, the audit names the A100 and alice", async (context) => {
@@ -367,7 +369,9 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
       "workstation_gpus 1",
     );
     const before = await c.metrics();
-    expect(gauge(before, "workstation_vm_info", `namespace="${NS}",name="${NAME}",owner="alice"`)).toBe(1);
+    expect(
+      gauge(before, "workstation_vm_info", `namespace="${NS}",name="${NAME}",owner="alice",autostop="enforce"`),
+    ).toBe(1);
     expect((await c.apiVm(NS, NAME))?.["owner"]).toBe("alice");
     // The fleet page has an Owner column.
     expect((await getText(`http://127.0.0.1:${c.httpPort}/`)).body).toContain("<td>alice</td>");

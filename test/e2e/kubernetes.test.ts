@@ -814,7 +814,7 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
       for (const { expr } of dashboardQueries(dashboard)) await prometheus.query(withGrafanaVariables(expr));
       // A one-to-one join: a second series for any VM on either side would be an error here.
       const joined = await prometheus.query(
-        'workstation_state{state="Active"} * on(namespace, name) workstation_idle_seconds',
+        'workstation_state{state="Active"} * on(namespace, name) workstation_last_activity_timestamp_seconds',
       );
       expect(joined.map((sample) => sample.metric["name"]).sort()).toEqual(vms);
     };

@@ -66,7 +66,7 @@ describe("Grafana dashboard", () => {
     const all = queries.map((q) => q.expr).join("\n");
     for (const metric of [
       "workstation_state",
-      "workstation_idle_seconds",
+      "workstation_last_activity_timestamp_seconds",
       "workstation_idle_timeout_seconds",
       "workstation_stop_deadline_timestamp_seconds",
       "workstation_signal_active",

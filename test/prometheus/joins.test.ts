@@ -14,10 +14,13 @@ const docs = readFileSync(path.join(repoRoot, "docs/metrics.md"), "utf8");
 const section = docs.split("## Joins: KubeVirt and kube-state-metrics")[1]!.split("\n## ")[0]!;
 const queries = [...section.matchAll(/: `([^`]+)`/g)].map((m) => m[1]!);
 
-/** ada idles 10 minutes on node n1 using one vCPU; bob, with 2 GPUs, idles over an hour on n2. */
+/**
+ * ada idles 10 minutes on node n1 using one vCPU; bob, with 2 GPUs, idles over an hour on n2. The
+ * queries run at 5m (time() = 300): ada's idle clock runs from -300, bob's from -3700.
+ */
 const INPUT = [
-  { series: 'workstation_idle_seconds{namespace="lab",name="ada"}', values: "600x10" },
-  { series: 'workstation_idle_seconds{namespace="lab",name="bob"}', values: "4000x10" },
+  { series: 'workstation_last_activity_timestamp_seconds{namespace="lab",name="ada"}', values: "-300+0x10" },
+  { series: 'workstation_last_activity_timestamp_seconds{namespace="lab",name="bob"}', values: "-3700+0x10" },
   { series: 'workstation_gpus{namespace="lab",name="bob"}', values: "2x10" },
   { series: 'kubevirt_vmi_cpu_usage_seconds_total{namespace="lab",name="ada",node="n1"}', values: "0+60x10" },
   { series: 'kubevirt_vmi_cpu_usage_seconds_total{namespace="lab",name="bob",node="n2"}', values: "0+0x10" },

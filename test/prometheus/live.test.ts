@@ -131,7 +131,7 @@ describe("Prometheus scraping the shipped collector", () => {
     // Only the current state has a series.
     expect(await p.until(`workstation_state{${vm},state="Stopped"}`, (s) => s.length === 0)).toBe(true);
     expect(await p.until(`workstation_agent_connected{${vm}}`, (s) => value(s) === 1)).toBe(true);
-    expect(await p.until(`workstation_autostop_enabled{${vm},mode="observe"}`, (s) => value(s) === 1)).toBe(true);
+    expect(await p.until(`workstation_vm_info{${vm},autostop="observe"}`, (s) => value(s) === 1)).toBe(true);
     expect(await p.until(`workstation_idle_timeout_seconds{${vm}}`, (s) => value(s))).toBe(3600);
     expect(await p.until("workstation_reports_received_total", (s) => (value(s) ?? 0) > 0 && value(s))).toBeGreaterThan(
       0,

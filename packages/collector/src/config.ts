@@ -37,6 +37,11 @@ export interface CollectorConfig {
   http: { listen: string; metricsListen?: string; identity?: IdentityConfig };
   tokenKeyFile: string;
   reportIntervalSeconds: number;
+  /**
+   * The longest an agent with nothing new to say stays quiet (docs/protocol.md, "Reports on
+   * change"; default 5m); 0 (`off`): every agent reports every interval, as before.
+   */
+  reportHeartbeatSeconds: number;
   /** Accepted so existing config files load; unused since VMs are evaluated on events and at their deadlines (vm/deadlines.ts). */
   tickSeconds: number;
   standalone: {
@@ -95,6 +100,7 @@ const TOP_KEYS = [
   "http",
   "tokenKeyFile",
   "reportInterval",
+  "reportHeartbeat",
   "tick",
   "standalone",
   "kubernetes",
@@ -299,6 +305,10 @@ export function resolveCollectorConfig(
       str(file, "tokenKeyFile", `${filePath}: tokenKeyFile`) ??
       "/etc/ws-collector/token.key",
     reportIntervalSeconds: seconds(str(file, "reportInterval", "reportInterval"), `${filePath}: reportInterval`, 15),
+    reportHeartbeatSeconds:
+      str(file, "reportHeartbeat", "reportHeartbeat") === "off"
+        ? 0
+        : seconds(str(file, "reportHeartbeat", "reportHeartbeat"), `${filePath}: reportHeartbeat`, 300),
     tickSeconds: seconds(str(file, "tick", "tick"), `${filePath}: tick`, 5),
     standalone: { ...(stopCommand ? { stopCommand } : {}), ...(startCommand ? { startCommand } : {}), vms },
     kubernetes: {

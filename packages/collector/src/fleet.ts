@@ -1,6 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { DirectiveSchema, type Directive, type Report } from "@ws/protocol";
+import { DirectiveSchema, type Directive, REPORT_ON_CHANGE_CAPABILITY, type Report } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger } from "./agents/server.js";
 import { type VmKey, vmId } from "./model/vm-key.js";
 import { resolveVmPolicy, type PolicySource } from "./policy-source.js";
@@ -27,6 +27,13 @@ import {
   hasAgentContent,
   helloDirective,
 } from "./vm/directive.js";
+import {
+  DEFAULT_REPORT_HEARTBEAT_MS,
+  type ReportPlan,
+  reportPlan,
+  reportWhenFields,
+  tighterThan,
+} from "./vm/report-when.js";
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./vm/step.js";
 import { vmView } from "./vm/view.js";
 import { readingFor, type HostBatch } from "./hostside/queries.js";
@@ -57,6 +64,11 @@ export interface FleetOptions {
   observer?: FleetObserver;
   /** What the first Directive of a new stream adds to the policy: the welcome back after a start (start/welcome.ts). */
   greeting?: (vm: VmKey, bootId: string) => DirectiveFields["welcome"] | undefined;
+  /**
+   * The longest an agent that announces "report-on-change" may stay quiet (vm/report-when.ts;
+   * default DEFAULT_REPORT_HEARTBEAT_MS); 0: every agent reports every sample, as before.
+   */
+  reportHeartbeatMs?: number;
 }
 
 export type { TraceInput };
@@ -78,6 +90,8 @@ interface VmEntry {
   version: number;
   /** The record must be restored (from annotations) before the next decision: new, or a new leadership. */
   needsRestore: boolean;
+  /** The ReportWhen in force on the session (vm/report-when.ts); undefined: every sample, as a stream starts. */
+  reportPlan?: ReportPlan | undefined;
 }
 
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
@@ -164,6 +178,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
   connected(session: AgentSession): void {
     const entry = this.entryFor(session.vm);
     entry.session = session;
+    entry.reportPlan = undefined;
     entry.agentVersion = session.hello.agentVersion;
     entry.peer = session.peer;
     const now = this.options.nowMs();
@@ -368,9 +383,24 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     }
     const fields = directiveFields(decision.actions);
     if (fields.notice) this.outreach.addressNotice(this.outreachVm(entry)!, decision.actions, fields);
-    if (entry.session && (fromReport || hasAgentContent(fields))) {
-      entry.session.send(create(DirectiveSchema, directiveWithStatus(fields, decision.next, entry.loop.policy, now)));
+    const session = entry.session;
+    if (!session) return;
+    const plan = this.reportsOnChange(session)
+      ? reportPlan(decision, entry.loop.policy, now, this.options.reportHeartbeatMs ?? DEFAULT_REPORT_HEARTBEAT_MS)
+      : undefined;
+    if (fromReport || hasAgentContent(fields) || (plan && tighterThan(plan, entry.reportPlan))) {
+      const directive = directiveWithStatus(fields, decision.next, entry.loop.policy, now);
+      if (plan) {
+        directive.reportWhen = reportWhenFields(plan, now);
+        entry.reportPlan = plan;
+      }
+      session.send(create(DirectiveSchema, directive));
     }
+  }
+
+  /** An agent that announced "report-on-change", while the heartbeat is on, is sent a ReportWhen after each decision. */
+  private reportsOnChange(session: AgentSession): boolean {
+    return this.options.reportHeartbeatMs !== 0 && session.hello.capabilities.includes(REPORT_ON_CHANGE_CAPABILITY);
   }
 
   private actionTarget(entry: VmEntry): ActionTarget {

@@ -1,8 +1,10 @@
 // /metrics. Two parts:
 //   - the per-VM series, written as Prometheus text straight from each VM's view and cached per
 //     VM: a VM's lines are rebuilt only when the VM changed (its version), so a scrape of 10k VMs
-//     concatenates cached text instead of rebuilding 400k series. Only workstation_idle_seconds,
-//     which moves with the clock, is computed at each scrape (one line per VM).
+//     concatenates cached text instead of rebuilding 400k series. Nothing moves with the clock
+//     alone: times are exported as Unix timestamps (the idle clock as
+//     workstation_last_activity_timestamp_seconds; `time() - x` is the age), as Prometheus'
+//     instrumentation guidelines say, so a scrape of an unchanged fleet only copies text.
 //   - the collector's own metrics (fleet counters, health, histograms) through prom-client.
 // A standby replica (not the leader) exports no per-VM series and no fleet figures: only its own
 // health (workstation_collector_leader), workstation_build_info and prom-client's default process
@@ -115,10 +117,7 @@ const reading = (
 /** States in which a stop is on its way: the VM's stop outcomes are exported from 0 on from here. */
 const STOP_UNDERWAY = new Set(["StoppingPending", "Stopping"]);
 
-const IDLE_SECONDS = "workstation_idle_seconds";
-const IDLE_HELP = "Seconds since the last strong evidence of use (the idle clock).";
-
-/** Every per-VM family but workstation_idle_seconds (computed at scrape time), in output order. */
+/** Every per-VM family, in output order. */
 export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
   {
     name: "workstation_state",
@@ -126,6 +125,20 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     type: "gauge",
     tier: "default",
     lines: (v, vm) => [labelled("workstation_state", vm, "state", v.state, 1)],
+  },
+  {
+    // The idle clock as the time it started from, not its age: the text changes only when the VM
+    // does (idle seconds: `time() - workstation_last_activity_timestamp_seconds`).
+    name: "workstation_last_activity_timestamp_seconds",
+    help: "Unix time the idle clock runs from: the last strong evidence of use (or weak evidence within weak-activity-max); absent while the idle clock does not run.",
+    type: "gauge",
+    tier: "default",
+    lines: (v, vm) =>
+      one(
+        "workstation_last_activity_timestamp_seconds",
+        vm,
+        v.idleSeconds !== undefined && v.lastActivityAtMs !== undefined ? v.lastActivityAtMs / 1000 : undefined,
+      ),
   },
   {
     name: "workstation_idle_timeout_seconds",
@@ -147,13 +160,6 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
       ),
   },
   {
-    name: "workstation_autostop_enabled",
-    help: "1 when autostop applies to the VM (absent when it is only watched); label mode is the policy mode in force (enforce or observe).",
-    type: "gauge",
-    tier: "default",
-    lines: (v, vm) => (v.autostop ? [labelled("workstation_autostop_enabled", vm, "mode", v.mode, 1)] : []),
-  },
-  {
     name: "workstation_agent_connected",
     help: "1 while the VM's agent stream is open.",
     type: "gauge",
@@ -171,12 +177,16 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
         .map(([signal]) => labelled("workstation_signal_active", vm, "signal", signal, 1)),
   },
   {
-    // The one per-VM series with an owner label; its value is always 1, one series per VM.
+    // The one per-VM series with an owner label; its value is always 1, one series per VM. It also
+    // says whether autostop applies and in which mode (what workstation_autostop_enabled said as a
+    // series of its own: one series per VM fewer, within the budget of 12).
     name: "workstation_vm_info",
-    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none).",
+    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none), label autostop the policy mode in force (enforce, observe) or off when the VM is only watched.",
     type: "gauge",
     tier: "default",
-    lines: (v, vm) => [labelled("workstation_vm_info", vm, "owner", v.owner ?? "", 1)],
+    lines: (v, vm) => [
+      `workstation_vm_info{${vm},owner="${escapeLabel(v.owner ?? "")}",autostop="${v.autostop ? escapeLabel(v.mode) : "off"}"} 1`,
+    ],
   },
   {
     name: "workstation_disk_used_ratio",
@@ -247,18 +257,6 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
         "workstation_last_report_timestamp_seconds",
         vm,
         v.lastReportAtMs === undefined ? undefined : v.lastReportAtMs / 1000,
-      ),
-  },
-  {
-    name: "workstation_last_activity_timestamp_seconds",
-    help: "Unix time of the last strong evidence of use.",
-    type: "gauge",
-    tier: "detail",
-    lines: (v, vm) =>
-      one(
-        "workstation_last_activity_timestamp_seconds",
-        vm,
-        v.lastActivityAtMs === undefined ? undefined : v.lastActivityAtMs / 1000,
       ),
   },
   {
@@ -335,7 +333,7 @@ function fullest(disks: VmView["disks"]): VmView["disks"] {
 }
 
 /** Every per-VM metric name, for the docs check. */
-export const PER_VM_METRIC_NAMES: readonly string[] = [IDLE_SECONDS, ...PER_VM_FAMILIES.map((family) => family.name)];
+export const PER_VM_METRIC_NAMES: readonly string[] = PER_VM_FAMILIES.map((family) => family.name);
 
 const NEEDS_ESCAPE = /[\\\n"]/;
 
@@ -371,9 +369,7 @@ interface CachedVm {
   blocks: string[];
   /** The labels, rendered. */
   vm: string;
-  /** When the idle clock runs: its origin (ms); idle seconds are computed per scrape from it. */
-  idleFromMs: number | undefined;
-  /** Samples in `blocks` (workstation_idle_seconds aside). */
+  /** Samples in `blocks`. */
   series: number;
   seen: number;
   /** The scrape generation after which warm() built this entry (-1: a scrape built it). */
@@ -412,7 +408,7 @@ export class PerVmSeriesCache {
     const refreshing = this.refresh(sources, nowMs, detailed);
     let step = refreshing.next();
     while (!step.done) step = refreshing.next();
-    return [...this.familiesOf(step.value, nowMs, detailed)].join("");
+    return [...this.familiesOf(step.value, detailed)].join("");
   }
 
   /**
@@ -430,23 +426,15 @@ export class PerVmSeriesCache {
       step = refreshing.next();
     }
     // Joining one family's lines of every VM is tens of ms at 10k: the loop goes between families too.
-    for (const chunk of this.familiesOf(step.value, nowMs, detailed)) {
+    for (const chunk of this.familiesOf(step.value, detailed)) {
       yield chunk;
       await letTheLoopGo();
     }
   }
 
-  private *familiesOf(entries: CachedVm[], nowMs: number, detailed: boolean): Generator<string> {
+  private *familiesOf(entries: CachedVm[], detailed: boolean): Generator<string> {
     let samples = 0;
     for (const cached of entries) samples += cached.series;
-    const idle: string[] = [`# HELP ${IDLE_SECONDS} ${IDLE_HELP}`, `# TYPE ${IDLE_SECONDS} gauge`];
-    for (const cached of entries) {
-      if (cached.idleFromMs !== undefined) {
-        idle.push(`${IDLE_SECONDS}{${cached.vm}} ${formatValue(Math.max(0, (nowMs - cached.idleFromMs) / 1000))}`);
-        samples++;
-      }
-    }
-    yield `${idle.join("\n")}\n`;
     for (let index = 0; index < PER_VM_FAMILIES.length; index++) {
       const family = PER_VM_FAMILIES[index]!;
       if (family.tier === "detail" && !detailed) continue;
@@ -529,8 +517,6 @@ export class PerVmSeriesCache {
       vm,
       blocks,
       series,
-      idleFromMs:
-        view.idleSeconds !== undefined && view.lastActivityAtMs !== undefined ? view.lastActivityAtMs : undefined,
       seen: 0,
       warmedAfter: -1,
     };

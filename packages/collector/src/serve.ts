@@ -193,6 +193,7 @@ async function run(
     actuator: mode.actuator,
     policySource: mode.policySource,
     acting: mode.leader,
+    reportHeartbeatMs: config.reportHeartbeatSeconds * 1000,
     ...(mode.restore ? { restore: mode.restore } : {}),
     ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
     ...(mode.vmDetails ? { vmDetails: mode.vmDetails } : {}),

@@ -72,3 +72,12 @@ describe("grpc.handshakeTimeout and grpc.maxPendingConnectionsPerSource", () => 
       );
   });
 });
+
+describe("reportHeartbeat", () => {
+  it("is 5 minutes by default, off turns reports on change off, and a bad duration is named", () => {
+    expect(resolve("mode: standalone\n").reportHeartbeatSeconds).toBe(300);
+    expect(resolve("mode: standalone\nreportHeartbeat: 2m\n").reportHeartbeatSeconds).toBe(120);
+    expect(resolve("mode: standalone\nreportHeartbeat: off\n").reportHeartbeatSeconds).toBe(0);
+    expect(() => resolve("mode: standalone\nreportHeartbeat: soon\n")).toThrow(/reportHeartbeat/);
+  });
+});

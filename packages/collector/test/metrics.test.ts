@@ -131,12 +131,19 @@ function sample(text: string, series: string): number | undefined {
 }
 
 describe("createMetrics", () => {
-  it("workstation_vm_info: one series per VM, value 1, the owner label value or empty", async () => {
+  it("workstation_vm_info: one series per VM, value 1, the owner label value or empty, and the autostop mode", async () => {
     const { fleet, registry } = setup();
     fleet.vms = [view("alice-gpu-workstation", { owner: "alice" }), view("cirros-smoke")];
     const text = await registry.metrics();
-    expect(sample(text, 'workstation_vm_info{namespace="lab",name="alice-gpu-workstation",owner="alice"}')).toBe(1);
-    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cirros-smoke",owner=""}')).toBe(1);
+    expect(
+      sample(
+        text,
+        'workstation_vm_info{namespace="lab",name="alice-gpu-workstation",owner="alice",autostop="enforce"}',
+      ),
+    ).toBe(1);
+    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cirros-smoke",owner="",autostop="enforce"}')).toBe(
+      1,
+    );
     expect(text.split("\n").filter((l) => l.startsWith("workstation_vm_info{"))).toHaveLength(2);
   });
 
@@ -152,14 +159,16 @@ describe("createMetrics", () => {
     ];
     const text = await registry.metrics();
     const vm = 'namespace="lab",name="ada"';
-    expect(sample(text, `workstation_idle_seconds{${vm}}`)).toBe(600);
+    // The idle clock as the time it runs from (idle 600 s at NOW): time() - x is its age.
+    expect(sample(text, `workstation_last_activity_timestamp_seconds{${vm}}`)).toBe((NOW - 600_000) / 1000);
+    expect(text).not.toContain("workstation_idle_seconds");
     expect(sample(text, `workstation_idle_timeout_seconds{${vm}}`)).toBe(7200);
     expect(sample(text, `workstation_last_report_timestamp_seconds{${vm}}`)).toBeUndefined();
     expect(sample(text, `workstation_state{${vm},state="Active"}`)).toBe(1);
     // No series for the states the VM is not in, nor for signals that show nothing.
     expect(sample(text, `workstation_state{${vm},state="Stopped"}`)).toBeUndefined();
     expect(text.split("\n").filter((l) => l.startsWith("workstation_state{"))).toHaveLength(1);
-    expect(sample(text, `workstation_autostop_enabled{${vm},mode="enforce"}`)).toBe(1);
+    expect(sample(text, `workstation_vm_info{${vm},owner="",autostop="enforce"}`)).toBe(1);
     expect(sample(text, `workstation_stop_deadline_timestamp_seconds{${vm}}`)).toBe((NOW + 7_200_000) / 1000);
     expect(sample(text, `workstation_agent_connected{${vm}}`)).toBe(1);
     expect(sample(text, `workstation_signal_active{${vm},signal="tty"}`)).toBe(1);
@@ -175,7 +184,7 @@ describe("createMetrics", () => {
     for (const detail of [
       "workstation_cpu_busy_ratio",
       "workstation_gpu_utilization_ratio",
-      "workstation_last_activity_timestamp_seconds",
+      "workstation_last_report_timestamp_seconds",
     ])
       expect(text).not.toContain(`${detail}{`);
   });
@@ -192,8 +201,8 @@ describe("createMetrics", () => {
       text.split("\n").filter((l) => !l.startsWith("#") && l.includes(`namespace="lab",name="${name}"`)).length;
     expect(perVm("ada")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
     expect(perVm("bob")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
-    // Only watched (autostop off): no autostop series at all.
-    expect(text).not.toContain('workstation_autostop_enabled{namespace="lab",name="cy"');
+    // Only watched (autostop off): said on its info series.
+    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cy",owner="",autostop="off"}')).toBe(1);
     // Nothing in the default set is a constant 0.
     const zeros = text
       .split("\n")
@@ -343,7 +352,7 @@ describe("createMetrics", () => {
     expect(await registry.metrics()).toContain('name="ada"');
   });
 
-  it("rebuilds a VM's series only when its version changes, and moves the idle clock at every scrape", async () => {
+  it("rebuilds a VM's series only when its version changes: a scrape of an unchanged VM copies its text", async () => {
     let now = NOW;
     let version = 1;
     let built = 0;
@@ -374,15 +383,19 @@ describe("createMetrics", () => {
     now += 30_000;
     const second = await registry.metrics();
     expect(built).toBe(1);
-    expect(sample(first, 'workstation_idle_seconds{namespace="lab",name="ada"}')).toBe(600);
-    expect(sample(second, 'workstation_idle_seconds{namespace="lab",name="ada"}')).toBe(630);
+    // Time passing alone changes nothing: the idle clock is a timestamp.
+    const ada = (text: string) => text.split("\n").filter((line) => line.includes('name="ada"'));
+    expect(ada(second)).toEqual(ada(first));
+    expect(sample(second, 'workstation_last_activity_timestamp_seconds{namespace="lab",name="ada"}')).toBe(
+      (NOW - 600_000) / 1000,
+    );
     current = view("ada", { state: "Stopped", idleSeconds: undefined });
     version = 2;
     const third = await registry.metrics();
     expect(built).toBe(2);
     expect(sample(third, 'workstation_state{namespace="lab",name="ada",state="Stopped"}')).toBe(1);
     // The idle clock does not run for a stopped VM.
-    expect(sample(third, 'workstation_idle_seconds{namespace="lab",name="ada"}')).toBeUndefined();
+    expect(sample(third, 'workstation_last_activity_timestamp_seconds{namespace="lab",name="ada"}')).toBeUndefined();
   });
 
   it("builds a changed VM's series between scrapes, at most once per scrape, and the scrape serves that text", async () => {

@@ -22,6 +22,12 @@ export const SERVER_MIN_PING_INTERVAL_MS = 20_000;
 export const PROTOCOL_VERSION = 1;
 
 /**
+ * The Hello capability of an agent that reads Directive.report_when (docs/protocol.md, "Reports
+ * on change"); a collector sends a ReportWhen only to an agent that announces it.
+ */
+export const REPORT_ON_CHANGE_CAPABILITY = "report-on-change";
+
+/**
  * HTTP/2 streams one agent connection may hold open at once. An agent keeps one Report stream;
  * a second covers a reconnect racing the old stream's end. Each stream costs the server state.
  */

@@ -9,6 +9,7 @@ import {
   AgentMessageSchema,
   CollectorMessageSchema,
   DirectiveSchema,
+  ReportChange,
   ReportSchema,
   SessionSignalSchema,
 } from "../src/index.js";
@@ -106,6 +107,23 @@ describe("the protocol's codec without reflection", () => {
     const bytes = toBinary(DirectiveSchema, directive);
     expect(encodeMessage(DirectiveSchema, directive)).toEqual(bytes);
     expect(decodeMessage(DirectiveSchema, bytes)).toStrictEqual(fromBinary(DirectiveSchema, bytes));
+  });
+
+  it("carries a Directive's ReportWhen (a deadline of 0 set, repeated kinds packed) as toBinary and fromBinary do", () => {
+    for (const nextReportWithinSeconds of [0, 270.5, undefined]) {
+      const directive = create(DirectiveSchema, {
+        reportWhen: {
+          ...(nextReportWithinSeconds === undefined ? {} : { nextReportWithinSeconds }),
+          reportAtOnce: [ReportChange.VETO, ReportChange.SESSION, ReportChange.DISK],
+        },
+      });
+      const bytes = toBinary(DirectiveSchema, directive);
+      expect(encodeMessage(DirectiveSchema, directive)).toEqual(bytes);
+      const decoded = decodeMessage(DirectiveSchema, bytes);
+      expect(decoded).toStrictEqual(fromBinary(DirectiveSchema, bytes));
+      expect(decoded.reportWhen?.nextReportWithinSeconds).toBe(nextReportWithinSeconds);
+      expect(decoded.reportWhen?.reportAtOnce).toEqual([ReportChange.VETO, ReportChange.SESSION, ReportChange.DISK]);
+    }
   });
 
   it("leaves an unknown field to fromBinary, which keeps it, and writes it back as toBinary does", () => {

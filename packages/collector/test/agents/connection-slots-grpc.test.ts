@@ -98,6 +98,7 @@ function agent(
           reject(new Error(`${name}: stream ended: ${reason}`));
         },
       },
+      [],
       credentials,
     );
     cleanups.push(() => stream.close());

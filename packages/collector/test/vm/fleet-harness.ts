@@ -64,10 +64,10 @@ export function startFleet(
     ...more,
   });
   fleet.start();
-  const connect = (vm: VmKey): TestSession => {
+  const connect = (vm: VmKey, capabilities: string[] = []): TestSession => {
     const session: TestSession = {
       vm,
-      hello: create(HelloSchema, { vm, token: "t", agentVersion: "test" }),
+      hello: create(HelloSchema, { vm, token: "t", agentVersion: "test", capabilities }),
       peer: "127.0.0.1:1",
       connectedAtMs: clock.nowMs,
       directives: [],

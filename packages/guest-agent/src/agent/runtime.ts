@@ -1,14 +1,17 @@
 // The long-running agent: samples every interval, keeps the newest sample,
-// sends it whenever the collector stream is up, and hands Directives to the
-// lease/notice service.
+// sends it when the collector stream is up and the collector wants it (every
+// sample, or on change and by a deadline: report-gate.ts), and hands
+// Directives to the lease/notice service.
 import { readFileSync } from "node:fs";
 import os from "node:os";
 import { create } from "@bufbuild/protobuf";
 import {
   PROTOCOL_VERSION,
+  REPORT_ON_CHANGE_CAPABILITY,
   ReportSchema,
   SOURCE_NAMES,
   type Directive,
+  type Thresholds,
   type UnhandledErrorCounts,
   errorMessage,
 } from "@ws/protocol";
@@ -21,15 +24,24 @@ import { ok, type Signal } from "../signals/types.js";
 import { createUsersCache, type UsersCache } from "../users.js";
 import { AGENT_VERSION } from "../version.js";
 import { AgentConnection, type LogFn } from "./connection.js";
+import { contractFrom, digestOf, type ReportContract, type SampleDigest, sendReason } from "./report-gate.js";
 
 /** Every signal source, then what else this agent does with a Directive. */
-export const CAPABILITIES = [...SOURCE_NAMES, "notices", "report-interval"];
+export const CAPABILITIES = [...SOURCE_NAMES, "notices", "report-interval", REPORT_ON_CHANGE_CAPABILITY];
 
 /** The shortest interval a collector may ask for; protects the guest from a runaway collector. */
 const MIN_INTERVAL_SECONDS = 1;
 
 export class AgentRuntime {
   private latest: Sample | undefined;
+  /** What of `latest` the collector may need at once (report-gate.ts). */
+  private latestDigest: SampleDigest | undefined;
+  /** The digest of the last Report sent on this stream; undefined until one was. */
+  private sentDigest: SampleDigest | undefined;
+  /** The collector's ReportWhen on this stream; undefined: every sample. */
+  private contract: ReportContract | undefined;
+  /** The collector's thresholds (from its policy), which say when a level is a veto. */
+  private thresholds: Thresholds | undefined;
   private intervalSeconds: number;
   private sampleTimer: NodeJS.Timeout | undefined;
   private sampling = false;
@@ -79,6 +91,10 @@ export class AgentRuntime {
       onDirective: (directive) => this.onDirective(directive),
       onConnectedChange: (connected) => {
         this.leases.setCollectorConnected(connected, this.connection.address);
+        // A new stream starts without a ReportWhen: every sample until the collector says otherwise,
+        // and the newest sample at once (a restarted agent or a new collector hears from it now).
+        this.contract = undefined;
+        this.sentDigest = undefined;
         if (connected) this.sendLatest();
       },
     });
@@ -107,6 +123,8 @@ export class AgentRuntime {
       this.intervalSeconds = next;
       this.scheduleSampling();
     }
+    if (directive.policy?.thresholds) this.thresholds = directive.policy.thresholds;
+    if (directive.reportWhen) this.contract = contractFrom(directive.reportWhen, this.clock.monotonicMs());
     this.leases.applyDirective(directive);
   }
 
@@ -115,7 +133,7 @@ export class AgentRuntime {
     if (this.stopped) return;
     this.sampleTimer = setTimeout(async () => {
       await this.sampleOnce();
-      this.sendLatest();
+      this.sendIfWanted();
       this.scheduleSampling();
     }, this.intervalSeconds * 1000);
     this.sampleTimer.unref?.();
@@ -126,13 +144,15 @@ export class AgentRuntime {
     this.sampling = true;
     try {
       const users = this.users.current();
-      this.latest = await takeSample(
+      const sample = await takeSample(
         this.signals,
         this.config.disabledSignals,
         { roots: this.config.roots, clock: this.clock, users },
         this.config.sampleTimeoutMs,
         this.clock,
       );
+      this.latest = sample;
+      this.latestDigest = digestOf(sample.report, sample.takenAtMonotonicMs, this.thresholds);
     } catch (error) {
       this.log("error", `sample failed: ${errorMessage(error)}`);
     } finally {
@@ -140,6 +160,20 @@ export class AgentRuntime {
     }
   }
 
+  /** The sample just taken goes out when the collector wants it (report-gate.ts); otherwise it is kept back. */
+  private sendIfWanted(): void {
+    if (!this.latestDigest) return;
+    const why = sendReason(
+      this.contract,
+      this.sentDigest,
+      this.latestDigest,
+      this.clock.monotonicMs(),
+      this.intervalSeconds * 1000,
+    );
+    if (why !== undefined) this.sendLatest();
+  }
+
+  /** Sends the newest sample now (a new stream, a lease change, or the gate said so). */
   private sendLatest(): void {
     if (!this.latest) return;
     const report = create(ReportSchema, {
@@ -148,7 +182,10 @@ export class AgentRuntime {
       sampleAgeSeconds: Math.max(0, (this.clock.monotonicMs() - this.latest.takenAtMonotonicMs) / 1000),
       agentUnhandledErrors: BigInt(this.unhandled.rejection + this.unhandled.exception),
     });
-    this.connection.send(report);
+    if (this.connection.isConnected) {
+      this.connection.send(report);
+      this.sentDigest = this.latestDigest;
+    }
   }
 }
 

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/directive.proto.
  */
 export const file_workstation_v1_directive: GenFile = /*@__PURE__*/
-  fileDesc("Ch53b3Jrc3RhdGlvbi92MS9kaXJlY3RpdmUucHJvdG8SDndvcmtzdGF0aW9uLnYxIp8DCglEaXJlY3RpdmUSJAoXcmVwb3J0X2ludGVydmFsX3NlY29uZHMYASABKAFIAIgBARIvCgZwb2xpY3kYAiABKAsyHy53b3Jrc3RhdGlvbi52MS5FZmZlY3RpdmVQb2xpY3kSJgoGbm90aWNlGAMgASgLMhYud29ya3N0YXRpb24udjEuTm90aWNlEjUKDm5vdGljZV9jbGVhcmVkGAQgASgLMh0ud29ya3N0YXRpb24udjEuTm90aWNlQ2xlYXJlZBI2Cg9sZWFzZV9kZWNpc2lvbnMYBSADKAsyHS53b3Jrc3RhdGlvbi52MS5MZWFzZURlY2lzaW9uEigKBnN0YXR1cxgGIAEoCzIYLndvcmtzdGF0aW9uLnYxLlZtU3RhdHVzEjAKDGxlYXNlX2dyYW50cxgRIAMoCzIaLndvcmtzdGF0aW9uLnYxLkxlYXNlR3JhbnQSLAoHd2VsY29tZRgSIAEoCzIbLndvcmtzdGF0aW9uLnYxLldlbGNvbWVCYWNrQhoKGF9yZXBvcnRfaW50ZXJ2YWxfc2Vjb25kcyKDAgoLV2VsY29tZUJhY2sSCgoCaWQYASABKAkSHwoXc3RvcHBlZF9hdF91bml4X3NlY29uZHMYAiABKAESDgoGcmVhc29uGAMgASgJEhkKDGlkbGVfc2Vjb25kcxgEIAEoAUgAiAEBEhUKDWxhc3RfYWN0aXZpdHkYBSABKAkSKgodbGFzdF9hY3Rpdml0eV9hdF91bml4X3NlY29uZHMYBiABKAFIAYgBARIRCglrZWVwX2hpbnQYByABKAkSEwoLZGlzcHV0ZV91cmwYCCABKAlCDwoNX2lkbGVfc2Vjb25kc0IgCh5fbGFzdF9hY3Rpdml0eV9hdF91bml4X3NlY29uZHMivwEKClRocmVzaG9sZHMSHQoVZ3B1X3V0aWxpemF0aW9uX3JhdGlvGAEgASgBEhYKDmNwdV9idXN5X3JhdGlvGAIgASgBEh4KFnVzZXJfcHJvY2Vzc19jcHVfY29yZXMYAyABKAESIAoYbmV0d29ya19ieXRlc19wZXJfc2Vjb25kGAQgASgBEh0KFWRpc2tfYnl0ZXNfcGVyX3NlY29uZBgFIAEoARIZChF0dHlfb3V0cHV0X2NvdW50cxgGIAEoCCK5AgoPRWZmZWN0aXZlUG9saWN5EhgKEGF1dG9zdG9wX2VuYWJsZWQYASABKAgSKAoEbW9kZRgCIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGUSDwoHcHJvZmlsZRgDIAEoCRIcChRpZGxlX3RpbWVvdXRfc2Vjb25kcxgEIAEoARIcChRncmFjZV9wZXJpb2Rfc2Vjb25kcxgFIAEoARIgChhtYXhfa2VlcF9ydW5uaW5nX3NlY29uZHMYBiABKAESIQoZd2Vha19hY3Rpdml0eV9tYXhfc2Vjb25kcxgHIAEoARIgChhhZ2VudF9sb3N0X2FmdGVyX3NlY29uZHMYCCABKAESLgoKdGhyZXNob2xkcxgJIAEoCzIaLndvcmtzdGF0aW9uLnYxLlRocmVzaG9sZHMimAEKBk5vdGljZRIKCgJpZBgBIAEoCRIXCg9zdG9wX2luX3NlY29uZHMYAiABKAESDgoGcmVhc29uGAMgASgJEhkKEWtlZXBfcnVubmluZ19oaW50GAQgASgJEhQKDGlkbGVfc2Vjb25kcxgFIAEoARIoCgRtb2RlGAYgASgOMhoud29ya3N0YXRpb24udjEuUG9saWN5TW9kZSIrCg1Ob3RpY2VDbGVhcmVkEgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSKWAQoNTGVhc2VEZWNpc2lvbhIKCgJpZBgBIAEoCRIQCghhY2NlcHRlZBgCIAEoCBIPCgdjbGFtcGVkGAMgASgIEiMKG2VmZmVjdGl2ZV9yZW1haW5pbmdfc2Vjb25kcxgEIAEoARIgChhtYXhfa2VlcF9ydW5uaW5nX3NlY29uZHMYBSABKAESDwoHbWVzc2FnZRgGIAEoCSJnCgpMZWFzZUdyYW50EgoKAmlkGAEgASgJEg8KB3NlY29uZHMYAiABKAESDAoEdXNlchgDIAEoCRIOCgZyZWFzb24YBCABKAkSCwoDdmlhGAUgASgJEhEKCW5vdGljZV9pZBgGIAEoCSLRAQoIVm1TdGF0dXMSJgoFc3RhdGUYASABKA4yFy53b3Jrc3RhdGlvbi52MS5WbVN0YXRlEhQKDGlkbGVfc2Vjb25kcxgCIAEoARIWCg5hY3RpdmVfc2lnbmFscxgDIAMoCRIcCg9zdG9wX2luX3NlY29uZHMYBCABKAFIAIgBARITCgtleHBsYW5hdGlvbhgFIAEoCRIoCgRtb2RlGAYgASgOMhoud29ya3N0YXRpb24udjEuUG9saWN5TW9kZUISChBfc3RvcF9pbl9zZWNvbmRzKlsKClBvbGljeU1vZGUSGwoXUE9MSUNZX01PREVfVU5TUEVDSUZJRUQQABIXChNQT0xJQ1lfTU9ERV9FTkZPUkNFEAESFwoTUE9MSUNZX01PREVfT0JTRVJWRRACKrMBCgdWbVN0YXRlEhgKFFZNX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQVk1fU1RBVEVfVU5LTk9XThABEhMKD1ZNX1NUQVRFX0FDVElWRRACEh0KGVZNX1NUQVRFX1NUT1BQSU5HX1BFTkRJTkcQAxIVChFWTV9TVEFURV9TVE9QUElORxAEEhQKEFZNX1NUQVRFX1NUT1BQRUQQBRIXChNWTV9TVEFURV9BR0VOVF9MT1NUEAZiBnByb3RvMw");
+  fileDesc("Ch53b3Jrc3RhdGlvbi92MS9kaXJlY3RpdmUucHJvdG8SDndvcmtzdGF0aW9uLnYxItADCglEaXJlY3RpdmUSJAoXcmVwb3J0X2ludGVydmFsX3NlY29uZHMYASABKAFIAIgBARIvCgZwb2xpY3kYAiABKAsyHy53b3Jrc3RhdGlvbi52MS5FZmZlY3RpdmVQb2xpY3kSJgoGbm90aWNlGAMgASgLMhYud29ya3N0YXRpb24udjEuTm90aWNlEjUKDm5vdGljZV9jbGVhcmVkGAQgASgLMh0ud29ya3N0YXRpb24udjEuTm90aWNlQ2xlYXJlZBI2Cg9sZWFzZV9kZWNpc2lvbnMYBSADKAsyHS53b3Jrc3RhdGlvbi52MS5MZWFzZURlY2lzaW9uEigKBnN0YXR1cxgGIAEoCzIYLndvcmtzdGF0aW9uLnYxLlZtU3RhdHVzEjAKDGxlYXNlX2dyYW50cxgRIAMoCzIaLndvcmtzdGF0aW9uLnYxLkxlYXNlR3JhbnQSLAoHd2VsY29tZRgSIAEoCzIbLndvcmtzdGF0aW9uLnYxLldlbGNvbWVCYWNrEi8KC3JlcG9ydF93aGVuGBMgASgLMhoud29ya3N0YXRpb24udjEuUmVwb3J0V2hlbkIaChhfcmVwb3J0X2ludGVydmFsX3NlY29uZHMiigEKClJlcG9ydFdoZW4SJwoabmV4dF9yZXBvcnRfd2l0aGluX3NlY29uZHMYASABKAFIAIgBARI0Cg5yZXBvcnRfYXRfb25jZRgCIAMoDjIcLndvcmtzdGF0aW9uLnYxLlJlcG9ydENoYW5nZUIdChtfbmV4dF9yZXBvcnRfd2l0aGluX3NlY29uZHMigwIKC1dlbGNvbWVCYWNrEgoKAmlkGAEgASgJEh8KF3N0b3BwZWRfYXRfdW5peF9zZWNvbmRzGAIgASgBEg4KBnJlYXNvbhgDIAEoCRIZCgxpZGxlX3NlY29uZHMYBCABKAFIAIgBARIVCg1sYXN0X2FjdGl2aXR5GAUgASgJEioKHWxhc3RfYWN0aXZpdHlfYXRfdW5peF9zZWNvbmRzGAYgASgBSAGIAQESEQoJa2VlcF9oaW50GAcgASgJEhMKC2Rpc3B1dGVfdXJsGAggASgJQg8KDV9pZGxlX3NlY29uZHNCIAoeX2xhc3RfYWN0aXZpdHlfYXRfdW5peF9zZWNvbmRzIr8BCgpUaHJlc2hvbGRzEh0KFWdwdV91dGlsaXphdGlvbl9yYXRpbxgBIAEoARIWCg5jcHVfYnVzeV9yYXRpbxgCIAEoARIeChZ1c2VyX3Byb2Nlc3NfY3B1X2NvcmVzGAMgASgBEiAKGG5ldHdvcmtfYnl0ZXNfcGVyX3NlY29uZBgEIAEoARIdChVkaXNrX2J5dGVzX3Blcl9zZWNvbmQYBSABKAESGQoRdHR5X291dHB1dF9jb3VudHMYBiABKAgiuQIKD0VmZmVjdGl2ZVBvbGljeRIYChBhdXRvc3RvcF9lbmFibGVkGAEgASgIEigKBG1vZGUYAiABKA4yGi53b3Jrc3RhdGlvbi52MS5Qb2xpY3lNb2RlEg8KB3Byb2ZpbGUYAyABKAkSHAoUaWRsZV90aW1lb3V0X3NlY29uZHMYBCABKAESHAoUZ3JhY2VfcGVyaW9kX3NlY29uZHMYBSABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAYgASgBEiEKGXdlYWtfYWN0aXZpdHlfbWF4X3NlY29uZHMYByABKAESIAoYYWdlbnRfbG9zdF9hZnRlcl9zZWNvbmRzGAggASgBEi4KCnRocmVzaG9sZHMYCSABKAsyGi53b3Jrc3RhdGlvbi52MS5UaHJlc2hvbGRzIpgBCgZOb3RpY2USCgoCaWQYASABKAkSFwoPc3RvcF9pbl9zZWNvbmRzGAIgASgBEg4KBnJlYXNvbhgDIAEoCRIZChFrZWVwX3J1bm5pbmdfaGludBgEIAEoCRIUCgxpZGxlX3NlY29uZHMYBSABKAESKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGUiKwoNTm90aWNlQ2xlYXJlZBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkilgEKDUxlYXNlRGVjaXNpb24SCgoCaWQYASABKAkSEAoIYWNjZXB0ZWQYAiABKAgSDwoHY2xhbXBlZBgDIAEoCBIjChtlZmZlY3RpdmVfcmVtYWluaW5nX3NlY29uZHMYBCABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAUgASgBEg8KB21lc3NhZ2UYBiABKAkiZwoKTGVhc2VHcmFudBIKCgJpZBgBIAEoCRIPCgdzZWNvbmRzGAIgASgBEgwKBHVzZXIYAyABKAkSDgoGcmVhc29uGAQgASgJEgsKA3ZpYRgFIAEoCRIRCglub3RpY2VfaWQYBiABKAki0QEKCFZtU3RhdHVzEiYKBXN0YXRlGAEgASgOMhcud29ya3N0YXRpb24udjEuVm1TdGF0ZRIUCgxpZGxlX3NlY29uZHMYAiABKAESFgoOYWN0aXZlX3NpZ25hbHMYAyADKAkSHAoPc3RvcF9pbl9zZWNvbmRzGAQgASgBSACIAQESEwoLZXhwbGFuYXRpb24YBSABKAkSKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGVCEgoQX3N0b3BfaW5fc2Vjb25kcyrHAQoMUmVwb3J0Q2hhbmdlEh0KGVJFUE9SVF9DSEFOR0VfVU5TUEVDSUZJRUQQABIaChZSRVBPUlRfQ0hBTkdFX0FDVElWSVRZEAESFgoSUkVQT1JUX0NIQU5HRV9WRVRPEAISFwoTUkVQT1JUX0NIQU5HRV9MRUFTRRADEhgKFFJFUE9SVF9DSEFOR0VfU09VUkNFEAQSGQoVUkVQT1JUX0NIQU5HRV9TRVNTSU9OEAUSFgoSUkVQT1JUX0NIQU5HRV9ESVNLEAYqWwoKUG9saWN5TW9kZRIbChdQT0xJQ1lfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1BPTElDWV9NT0RFX0VORk9SQ0UQARIXChNQT0xJQ1lfTU9ERV9PQlNFUlZFEAIqswEKB1ZtU3RhdGUSGAoUVk1fU1RBVEVfVU5TUEVDSUZJRUQQABIUChBWTV9TVEFURV9VTktOT1dOEAESEwoPVk1fU1RBVEVfQUNUSVZFEAISHQoZVk1fU1RBVEVfU1RPUFBJTkdfUEVORElORxADEhUKEVZNX1NUQVRFX1NUT1BQSU5HEAQSFAoQVk1fU1RBVEVfU1RPUFBFRBAFEhcKE1ZNX1NUQVRFX0FHRU5UX0xPU1QQBmIGcHJvdG8z");
 
 /**
  * Directive is what the collector tells an agent. Every field is optional:
@@ -74,6 +74,16 @@ export type Directive = Message<"workstation.v1.Directive"> & {
    * @generated from field: workstation.v1.WelcomeBack welcome = 18;
    */
   welcome?: WelcomeBack | undefined;
+
+  /**
+   * When the agent must send its next Report (docs/protocol.md, "Reports on
+   * change"). Each one replaces the last; a stream starts with none, and with
+   * none the agent sends a Report every interval. Only agents that announce
+   * the "report-on-change" capability are sent one.
+   *
+   * @generated from field: workstation.v1.ReportWhen report_when = 19;
+   */
+  reportWhen?: ReportWhen | undefined;
 };
 
 /**
@@ -82,6 +92,39 @@ export type Directive = Message<"workstation.v1.Directive"> & {
  */
 export const DirectiveSchema: GenMessage<Directive> = /*@__PURE__*/
   messageDesc(file_workstation_v1_directive, 0);
+
+/**
+ * ReportWhen: the agent still samples every interval, but sends a sample only
+ * when one of report_at_once's kinds of change happened since the last Report
+ * it sent, or when next_report_within_seconds has passed since this Directive
+ * arrived. The collector derives the deadline from its own next decision time,
+ * so nothing it decides waits on a Report that was not sent.
+ *
+ * @generated from message workstation.v1.ReportWhen
+ */
+export type ReportWhen = Message<"workstation.v1.ReportWhen"> & {
+  /**
+   * Send the next Report at the latest this many seconds after this Directive
+   * arrived. Unset or 0: send every sample (what an agent does without ReportWhen).
+   *
+   * @generated from field: optional double next_report_within_seconds = 1;
+   */
+  nextReportWithinSeconds?: number | undefined;
+
+  /**
+   * Kinds of change reported at the next sample, without waiting for the deadline.
+   *
+   * @generated from field: repeated workstation.v1.ReportChange report_at_once = 2;
+   */
+  reportAtOnce: ReportChange[];
+};
+
+/**
+ * Describes the message workstation.v1.ReportWhen.
+ * Use `create(ReportWhenSchema)` to create a new message.
+ */
+export const ReportWhenSchema: GenMessage<ReportWhen> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_directive, 1);
 
 /**
  * WelcomeBack is the explanation of the last stop, for the first person who
@@ -153,7 +196,7 @@ export type WelcomeBack = Message<"workstation.v1.WelcomeBack"> & {
  * Use `create(WelcomeBackSchema)` to create a new message.
  */
 export const WelcomeBackSchema: GenMessage<WelcomeBack> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 1);
+  messageDesc(file_workstation_v1_directive, 2);
 
 /**
  * @generated from message workstation.v1.Thresholds
@@ -207,7 +250,7 @@ export type Thresholds = Message<"workstation.v1.Thresholds"> & {
  * Use `create(ThresholdsSchema)` to create a new message.
  */
 export const ThresholdsSchema: GenMessage<Thresholds> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 2);
+  messageDesc(file_workstation_v1_directive, 3);
 
 /**
  * @generated from message workstation.v1.EffectivePolicy
@@ -264,7 +307,7 @@ export type EffectivePolicy = Message<"workstation.v1.EffectivePolicy"> & {
  * Use `create(EffectivePolicySchema)` to create a new message.
  */
 export const EffectivePolicySchema: GenMessage<EffectivePolicy> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 3);
+  messageDesc(file_workstation_v1_directive, 4);
 
 /**
  * @generated from message workstation.v1.Notice
@@ -314,7 +357,7 @@ export type Notice = Message<"workstation.v1.Notice"> & {
  * Use `create(NoticeSchema)` to create a new message.
  */
 export const NoticeSchema: GenMessage<Notice> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 4);
+  messageDesc(file_workstation_v1_directive, 5);
 
 /**
  * @generated from message workstation.v1.NoticeCleared
@@ -338,7 +381,7 @@ export type NoticeCleared = Message<"workstation.v1.NoticeCleared"> & {
  * Use `create(NoticeClearedSchema)` to create a new message.
  */
 export const NoticeClearedSchema: GenMessage<NoticeCleared> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 5);
+  messageDesc(file_workstation_v1_directive, 6);
 
 /**
  * @generated from message workstation.v1.LeaseDecision
@@ -384,7 +427,7 @@ export type LeaseDecision = Message<"workstation.v1.LeaseDecision"> & {
  * Use `create(LeaseDecisionSchema)` to create a new message.
  */
 export const LeaseDecisionSchema: GenMessage<LeaseDecision> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 6);
+  messageDesc(file_workstation_v1_directive, 7);
 
 /**
  * LeaseGrant is a lease taken outside the VM (a signed keep-running link).
@@ -437,7 +480,7 @@ export type LeaseGrant = Message<"workstation.v1.LeaseGrant"> & {
  * Use `create(LeaseGrantSchema)` to create a new message.
  */
 export const LeaseGrantSchema: GenMessage<LeaseGrant> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 7);
+  messageDesc(file_workstation_v1_directive, 8);
 
 /**
  * @generated from message workstation.v1.VmStatus
@@ -488,7 +531,68 @@ export type VmStatus = Message<"workstation.v1.VmStatus"> & {
  * Use `create(VmStatusSchema)` to create a new message.
  */
 export const VmStatusSchema: GenMessage<VmStatus> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 8);
+  messageDesc(file_workstation_v1_directive, 9);
+
+/**
+ * A kind of change between two samples that the collector may need at once.
+ *
+ * @generated from enum workstation.v1.ReportChange
+ */
+export enum ReportChange {
+  /**
+   * @generated from enum value: REPORT_CHANGE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * New evidence of use: any activity age that is newer than the last Report's.
+   *
+   * @generated from enum value: REPORT_CHANGE_ACTIVITY = 1;
+   */
+  ACTIVITY = 1,
+
+  /**
+   * A level crossing its threshold (GPU, CPU, network, disk, a busy kernel, a
+   * connected browser) or an idle inhibitor appearing or going: a veto starting or ending.
+   *
+   * @generated from enum value: REPORT_CHANGE_VETO = 2;
+   */
+  VETO = 2,
+
+  /**
+   * A lease taken, confirmed, released or expired.
+   *
+   * @generated from enum value: REPORT_CHANGE_LEASE = 3;
+   */
+  LEASE = 3,
+
+  /**
+   * A signal source failing, recovering, appearing or going.
+   *
+   * @generated from enum value: REPORT_CHANGE_SOURCE = 4;
+   */
+  SOURCE = 4,
+
+  /**
+   * A login or a session (terminal, remote, Jupyter server, code-server, desktop lock) starting or ending.
+   *
+   * @generated from enum value: REPORT_CHANGE_SESSION = 5;
+   */
+  SESSION = 5,
+
+  /**
+   * A mount's use crossing the disk alert threshold.
+   *
+   * @generated from enum value: REPORT_CHANGE_DISK = 6;
+   */
+  DISK = 6,
+}
+
+/**
+ * Describes the enum workstation.v1.ReportChange.
+ */
+export const ReportChangeSchema: GenEnum<ReportChange> = /*@__PURE__*/
+  enumDesc(file_workstation_v1_directive, 0);
 
 /**
  * @generated from enum workstation.v1.PolicyMode
@@ -518,7 +622,7 @@ export enum PolicyMode {
  * Describes the enum workstation.v1.PolicyMode.
  */
 export const PolicyModeSchema: GenEnum<PolicyMode> = /*@__PURE__*/
-  enumDesc(file_workstation_v1_directive, 0);
+  enumDesc(file_workstation_v1_directive, 1);
 
 /**
  * @generated from enum workstation.v1.VmState
@@ -564,5 +668,5 @@ export enum VmState {
  * Describes the enum workstation.v1.VmState.
  */
 export const VmStateSchema: GenEnum<VmState> = /*@__PURE__*/
-  enumDesc(file_workstation_v1_directive, 1);
+  enumDesc(file_workstation_v1_directive, 2);
 
