@@ -6,7 +6,8 @@
 import type { Logger } from "@ws/protocol";
 import { isEventReason } from "../engine/events.js";
 import { persistedAnnotations } from "../engine/persist.js";
-import type { Actuator, StopEvidence } from "../vm/actions.js";
+import type { Actuator } from "../vm/actions.js";
+import { lastStopSignals } from "../vm/last-stop.js";
 import type { VmKey } from "../model/vm-key.js";
 import { auditEvent, type AuditEventType, type KubeAudit } from "./audit.js";
 import type { KubeClients } from "./client.js";
@@ -29,40 +30,6 @@ export function graceNote(facts: Pick<InventoryVm, "terminationGracePeriodSecond
   return facts.terminationGracePeriodSeconds === null
     ? "the guest got the VMI's own shutdown grace period (KubeVirt's default: the VM sets none)"
     : `the guest got its own terminationGracePeriodSeconds (${facts.terminationGracePeriodSeconds}s) to shut down`;
-}
-
-/** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
-const LAST_STOP_READINGS = 20;
-
-/** The "signals" of the last-stop annotation: what the engine saw when it decided the stop (pure). */
-export function lastStopSignals(evidence: StopEvidence | undefined): Record<string, unknown> {
-  if (!evidence) return {};
-  const iso = (ms: number | undefined) =>
-    ms === undefined || !Number.isFinite(ms) ? undefined : new Date(ms).toISOString();
-  const explanation = evidence.explanation;
-  if (!explanation) return { trigger: evidence.trigger };
-  return {
-    trigger: evidence.trigger,
-    idleSeconds: explanation.idleSeconds === undefined ? undefined : Math.round(explanation.idleSeconds),
-    idleTimeoutSeconds: explanation.idleTimeoutSeconds,
-    lastActivity:
-      explanation.lastActivityAtMs === undefined
-        ? undefined
-        : { at: iso(explanation.lastActivityAtMs), what: explanation.lastActivity },
-    readings: [...explanation.readings]
-      .sort((a, b) => b.atMs - a.atMs)
-      .slice(0, LAST_STOP_READINGS)
-      .map((reading) => ({
-        signal: reading.signal,
-        strength: reading.strength,
-        at: iso(reading.atMs),
-        detail: reading.detail,
-      })),
-    vetoes: explanation.vetoes.map((veto) => veto.kind),
-    blind: explanation.blind.map((source) => source.source),
-    // What KubeVirt saw from the host (hostSide configured): the evidence of a VM stopped without its agent.
-    ...(explanation.host ? { host: { state: explanation.host.state, reading: explanation.host.summary } } : {}),
-  };
 }
 
 export interface KubeActuatorOptions {

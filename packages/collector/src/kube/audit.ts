@@ -13,6 +13,7 @@ import { DEFAULT_BACKOFF, realSleep, retrying, type BackoffPolicy, type RetryLoo
 import { describeError, httpStatusOf, retryAfterMsOf, type KubeClients } from "./client.js";
 import { EVENT_REASONS, type EventReason } from "../engine/events.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "./safety.js";
+import { formatLastStop, lastStopKey, type LastStop } from "../vm/last-stop.js";
 
 /** The VM an Event is about. */
 export interface AuditTarget {
@@ -70,41 +71,9 @@ export function truncateUtf8(text: string, maxBytes: number = EVENT_NOTE_LIMIT_B
   return out + ellipsis;
 }
 
-function isoSeconds(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
-export interface LastStop {
-  whenMs: number;
-  reason: string;
-  /** The signals that decided, as the engine explains them (any JSON). */
-  signals: unknown;
-  /** Which collector instance stopped it. */
-  by: string;
-  /** What the stop gave back (CPU, memory, GPUs by device name), issue 20. */
-  frees?: Record<string, unknown>;
-  /** The VM's owner label value, issue 20. */
-  owner?: string;
-  /** The start link: how to bring it back (issue 24). */
-  startUrl?: string;
-  /** The boot that was stopped: an agent of another boot is the VM started again (the welcome back). */
-  bootId?: string;
-}
-
-/** `<prefix>last-stop` as JSON: {"when":"…Z","reason":…,"signals":…,"by":…}. */
+/** `<prefix>last-stop` as JSON (vm/last-stop.ts: the record's one shape). */
 export function lastStopAnnotations(prefix: string, stop: LastStop): Record<string, string> {
-  return {
-    [`${prefix}last-stop`]: JSON.stringify({
-      when: isoSeconds(stop.whenMs),
-      reason: stop.reason,
-      signals: stop.signals,
-      ...(stop.frees !== undefined ? { frees: stop.frees } : {}),
-      ...(stop.owner !== undefined ? { owner: stop.owner } : {}),
-      ...(stop.startUrl !== undefined ? { startUrl: stop.startUrl } : {}),
-      ...(stop.bootId !== undefined ? { bootId: stop.bootId } : {}),
-      by: stop.by,
-    }),
-  };
+  return { [lastStopKey(prefix)]: formatLastStop(stop) };
 }
 
 export interface KubeAuditOptions {

@@ -11,7 +11,8 @@
  * allocates, the VMI's stages and the scheduler's message, the last-stop record.
  */
 import type { VmKey } from "../model/vm-key.js";
-import type { DisputeOutcome, LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
+import type { DisputeOutcome, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
+import { lastStopIn, lastStopKey, withDispute } from "../vm/last-stop.js";
 import {
   DEFAULT_BACKOFF,
   parseRetryAfterMs,
@@ -110,37 +111,6 @@ export class VmStarter {
   }
 }
 
-/** The last-stop annotation (kube/audit.ts) as the starting page reads it; null when absent or unreadable. */
-export function parseLastStop(text: string | undefined): LastStopFacts | null {
-  if (!text || text.length > 64 * 1024) return null;
-  try {
-    const raw = JSON.parse(text) as Record<string, unknown>;
-    const atMs = typeof raw.when === "string" ? Date.parse(raw.when) : Number.NaN;
-    if (!Number.isFinite(atMs) || typeof raw.reason !== "string") return null;
-    const signals = (typeof raw.signals === "object" && raw.signals !== null ? raw.signals : {}) as Record<
-      string,
-      unknown
-    >;
-    const activity = (signals.lastActivity ?? null) as { at?: unknown; what?: unknown } | null;
-    const activityAt = typeof activity?.at === "string" ? Date.parse(activity.at) : Number.NaN;
-    const dispute = raw.dispute as { at?: unknown } | undefined;
-    const disputedAtMs = typeof dispute?.at === "string" ? Date.parse(dispute.at) : Number.NaN;
-    return {
-      raw,
-      ...(Number.isFinite(disputedAtMs) ? { disputedAtMs } : {}),
-      atMs,
-      reason: raw.reason.slice(0, 1024),
-      ...(typeof signals.idleSeconds === "number" ? { idleSeconds: signals.idleSeconds } : {}),
-      ...(Number.isFinite(activityAt) && typeof activity?.what === "string"
-        ? { lastActivity: { atMs: activityAt, what: activity.what.slice(0, 256) } }
-        : {}),
-      ...(typeof raw.bootId === "string" && raw.bootId.length <= 64 ? { bootId: raw.bootId } : {}),
-    };
-  } catch {
-    return null;
-  }
-}
-
 /** What the starting page shows of a VM, from the inventory (pure). */
 export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string): StartFacts {
   const vmi = vm.vmi;
@@ -160,7 +130,7 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
           unschedulable: vmi.unschedulable,
         }
       : null,
-    lastStop: parseLastStop(vm.annotations[`${prefix}last-stop`]),
+    lastStop: lastStopIn(vm.annotations, prefix),
     labels: vm.labels,
     annotations: vm.annotations,
   };
@@ -183,7 +153,7 @@ export function kubeDisputeWriter(
   prefix: string,
   options: { attempts?: number; timeoutMs?: number } = {},
 ): (vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number) => Promise<DisputeOutcome> {
-  const key = `${prefix}last-stop`;
+  const key = lastStopKey(prefix);
   return async (vm, dispute, stopAtMs) => {
     const path = `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(vm.namespace)}/virtualmachines/${encodeURIComponent(vm.name)}`;
     const outcome = await retrying<DisputeOutcome>(
@@ -206,7 +176,7 @@ export function kubeDisputeWriter(
           const metadata = (
             JSON.parse(read.text) as { metadata?: { resourceVersion?: string; annotations?: Record<string, string> } }
           ).metadata;
-          const stop = parseLastStop(metadata?.annotations?.[key]);
+          const stop = lastStopIn(metadata?.annotations, prefix);
           if (!stop?.raw) return { done: { kept: "failed", message: "no last-stop record to keep it with" } };
           if (stop.disputedAtMs !== undefined) return { done: { kept: "already", atMs: stop.disputedAtMs } };
           if (stop.atMs !== stopAtMs)
@@ -219,7 +189,7 @@ export function kubeDisputeWriter(
             body: {
               metadata: {
                 resourceVersion: metadata.resourceVersion,
-                annotations: { [key]: JSON.stringify({ ...stop.raw, dispute }) },
+                annotations: { [key]: JSON.stringify(withDispute(stop.raw, dispute)) },
               },
             },
             timeoutMs: options.timeoutMs ?? 10_000,
