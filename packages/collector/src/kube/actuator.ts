@@ -4,12 +4,12 @@
 // and the last-stop annotation, with what the stop freed and who owns the VM). Events carry what
 // a stop frees; state annotations go through the bounded write queue.
 import type { Logger } from "@ws/protocol";
-import { isEventReason } from "../engine/events.js";
+import type { EventReason } from "../engine/events.js";
 import { persistedAnnotations } from "../engine/persist.js";
 import type { Actuator } from "../vm/actions.js";
 import { lastStopSignals } from "../vm/last-stop.js";
 import type { VmKey } from "../model/vm-key.js";
-import { auditEvent, type AuditEventType, type KubeAudit } from "./audit.js";
+import { auditEvent, type KubeAudit } from "./audit.js";
 import type { KubeClients } from "./client.js";
 import type { InventoryVm } from "./inventory.js";
 import { checkStopSafety } from "./pvcs.js";
@@ -19,7 +19,7 @@ import { describeFreed, freedRecord } from "./vm-resources.js";
 import type { WriteQueue } from "./write-queue.js";
 
 /** Event reasons whose note says what a stop frees (or would free). */
-const FREES_FOR_REASON: Record<string, string> = {
+const FREES_FOR_REASON: Partial<Record<EventReason, string>> = {
   IdleStopPending: "stopping frees",
   IdleWouldStop: "a stop would free",
   Started: "the start allocates",
@@ -113,18 +113,11 @@ export function kubeActuator(options: KubeActuatorOptions): Actuator {
     event(vm, type, reason, message) {
       const facts = vmOf(vm);
       if (!facts) return;
-      if (!isEventReason(reason)) {
-        log("warn", `not recording an Event with reason ${reason}: it is not in engine/events.ts's list`);
-        return;
-      }
       const lead = FREES_FOR_REASON[reason];
       const frees = lead ? describeFreed(facts.resources, lead) : null;
       const note = withOwner(facts, frees ? `${message}; ${frees}` : message);
       void audit
-        .recordEvent(
-          { namespace: vm.namespace, name: vm.name, uid: facts.uid },
-          auditEvent(reason, note, type as AuditEventType),
-        )
+        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent(reason, note, type))
         .then(writeFailed(`${reason} event`));
     },
     persist(vm, values) {
