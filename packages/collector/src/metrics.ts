@@ -16,7 +16,6 @@ import { COLLECTOR_VERSION } from "./version.js";
 import type { FleetReader, VmSeriesSource, VmView } from "./model/vm-view.js";
 import { ACTIVITY_SIGNALS } from "./engine/signals.js";
 
-export const STATES = ["Unknown", "Active", "StoppingPending", "Stopping", "Stopped", "AgentLost"];
 /** The StopResult outcomes (engine/types.ts StopOutcome). */
 export const STOP_OUTCOMES = ["accepted", "refused", "failed"] as const satisfies readonly StopOutcome[];
 
