@@ -142,8 +142,8 @@ const DISPUTE_ATTEMPTS = 8;
 const rereadAtOnce: Sleep = async () => {};
 
 /**
- * Keeps a dispute in the VM's last-stop annotation, once per stop (issue 34: 200 parallel POSTs
- * wrote 116 patches). The VM is read from the API server, not the inventory (a watch may not have
+ * Keeps a dispute in the VM's last-stop annotation, once per stop (a plain read-then-patch let
+ * 200 parallel POSTs write 116 patches). The VM is read from the API server, not the inventory (a watch may not have
  * delivered the last write yet), and the merge patch carries that read's resourceVersion, so the
  * API server refuses it (409) when anything changed the VM since: the dispute is then read again,
  * and a record that has one by now answers "already".
