@@ -4,7 +4,7 @@
 // reader never sees half a file.
 import { mkdir, readFile, unlink } from "node:fs/promises";
 import path from "node:path";
-import { writeFileAtomic } from "../lease/atomic-write.js";
+import { writeFileAtomic } from "../fs/atomic-write.js";
 import { under, type Roots } from "../roots.js";
 import type { NoticeText } from "./format.js";
 
