@@ -299,10 +299,13 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     const id = vmId(vm);
     let entry = this.vms.get(id);
     if (!entry) {
+      const key = { namespace: vm.namespace, name: vm.name };
+      // A new VM has no last valid policy: its loop starts with what its policy resolves to now.
+      const resolved = resolveVmPolicy(this.options.policySource, key, undefined);
       entry = {
-        key: { namespace: vm.namespace, name: vm.name },
+        key,
         id,
-        loop: newVmLoopState(undefined as unknown as Policy),
+        loop: newVmLoopState(resolved.policy),
         policyErrors: [],
         fallback: "none",
         acting: newVmActing(),
@@ -312,7 +315,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         version: 0,
         needsRestore: true,
       };
-      this.applyPolicy(entry);
+      this.applyPolicy(entry, resolved);
       entry.loop.policyStatus = this.policyInput(entry).status;
       this.vms.set(id, entry);
       this.sorted = undefined;
@@ -329,11 +332,12 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
   }
 
   /** Resolves the VM's policy from its metadata; true when it (or its errors) changed. */
-  private applyPolicy(entry: VmEntry): boolean {
-    const resolved = resolveVmPolicy(this.options.policySource, entry.key, entry.lastValidPolicy);
+  private applyPolicy(
+    entry: VmEntry,
+    resolved = resolveVmPolicy(this.options.policySource, entry.key, entry.lastValidPolicy),
+  ): boolean {
     const errorsChanged = JSON.stringify(resolved.errors) !== JSON.stringify(entry.policyErrors);
-    const policyChanged =
-      entry.loop.policy === undefined || JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
+    const policyChanged = JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
     // The same policy keeps its object: the evidence kept for the latest Report stays valid.
     if (policyChanged) entry.loop.policy = resolved.policy;
     entry.lastValidPolicy = resolved.lastValid ?? entry.lastValidPolicy;

@@ -18,7 +18,6 @@ import { COLLECTOR_VERSION } from "./version.js";
 import type { FleetReader, VmSeriesSource, VmView } from "./model/vm-view.js";
 import { ACTIVITY_SIGNALS } from "./engine/signals.js";
 
-export const STATES = ["Unknown", "Active", "StoppingPending", "Stopping", "Stopped", "AgentLost"];
 /** The StopResult outcomes (engine/types.ts StopOutcome). */
 export const STOP_OUTCOMES = ["accepted", "refused", "failed"] as const satisfies readonly StopOutcome[];
 
@@ -73,7 +72,7 @@ const SCRAPE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 //     they stay within VM_SERIES_BUDGET for a typical VM.
 //   - "detail": per mount, per GPU, per reading of the latest Report; exported only with
 //     `metrics.vmSeries: detailed` (what `ws-collector whatif` replays), and dropped first when
-//     the collector nears its memory limit (memory.ts).
+//     the collector nears its memory limit (memory/guard.ts).
 // Adding a per-VM family is one entry here: pick its set; the docs check and the budget test
 // (test/metrics.test.ts) hold it to the rules.
 

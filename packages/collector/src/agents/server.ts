@@ -78,11 +78,12 @@ export interface AgentServerOptions {
 }
 
 /**
- * Admission of Hellos (and, per stream, of Reports): a token bucket on the injected clock. A refused agent is told to come back
+ * A token bucket on the injected clock: the admission of Hellos, and per stream the Report rate
+ * and the Report byte budget (MAX_REPORT_BYTES_PER_SECOND). A refused agent is told to come back
  * when the agents refused before it will have been admitted (the backlog over the rate), at least
  * a second; the agent spreads that ±50 %.
  */
-export class HelloAdmission {
+export class TokenBucket {
   private tokens: number;
   private backlog = 0;
   private lastMs: number | undefined;
@@ -95,7 +96,7 @@ export class HelloAdmission {
     this.tokens = burst;
   }
 
-  /** Admits one Hello (undefined), or says after how many ms to retry; `cost` is what it takes of the bucket. */
+  /** Admits one (undefined), or says after how many ms to retry; `cost` is what it takes of the bucket. */
   admit(cost = 1): number | undefined {
     const now = this.nowMs();
     const elapsed = this.lastMs === undefined ? 0 : Math.max(0, now - this.lastMs) / 1000;
@@ -167,7 +168,7 @@ export class AgentServer {
   private readonly sessions = new Map<string, AgentSession>();
   /** Per VM, the agent's last reported count of errors nobody handled (only VMs that reported one). */
   private readonly agentUnhandled = new Map<string, bigint>();
-  private readonly admission: HelloAdmission;
+  private readonly admission: TokenBucket;
   /** The collector's own TCP listener, which hands each connection it keeps to grpc-js (createConnectionInjector). */
   private listener: net.Server | undefined;
   /** Every agent connection open on the port, pending or authenticated (agents/connection-slots.ts). */
@@ -179,7 +180,7 @@ export class AgentServer {
 
   constructor(private readonly options: AgentServerOptions) {
     const rate = options.hellosPerSecond ?? 400;
-    this.admission = new HelloAdmission(rate, options.helloBurst ?? rate, options.nowMs);
+    this.admission = new TokenBucket(rate, options.helloBurst ?? rate, options.nowMs);
     this.server.addService(serverDefinition(AgentService), {
       connect: bidiHandler<AgentMessage, CollectorMessage>(
         (stream) => this.handle(stream),
@@ -330,12 +331,12 @@ export class AgentServer {
     const { sink, stats, log, nowMs } = this.options;
     let session: AgentSession | undefined;
     let authenticating = false;
-    const reportBudget = new HelloAdmission(
+    const reportBudget = new TokenBucket(
       this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND,
       this.options.reportBurst ?? REPORT_BURST,
       nowMs,
     );
-    const reportBytes = new HelloAdmission(
+    const reportBytes = new TokenBucket(
       this.options.reportBytesPerSecond ?? MAX_REPORT_BYTES_PER_SECOND,
       MAX_AGENT_MESSAGE_BYTES,
       nowMs,

@@ -5,7 +5,7 @@
 // weak-activity-max. Terminal output (when it counts at all) never cancels a
 // pending stop, and output right after a notice is the notice itself.
 // Background work counts only up to unattended-max after the last human
-// evidence (strength.ts says which readings are which).
+// evidence (SIGNALS in signals.ts says which readings are which).
 
 import { formatDuration } from "@ws/protocol";
 import { isBackgroundSignal, isHumanSignal, isOutputSignal } from "./signals.js";

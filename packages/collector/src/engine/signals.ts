@@ -56,6 +56,12 @@ export interface SignalDescriptor {
   threshold?: LevelThreshold;
   /** While it lasts it also forbids a stop (a veto of its own name), up to unattended-max when background. */
   veto?: true;
+  /**
+   * What the host sees of the use this signal reads (hostside/disagree.ts): "vcpu", a busy vCPU;
+   * "connection", a VNC/console/port-forward connection. A host reading of that kind while none
+   * of its signals is active is an agent/host disagreement.
+   */
+  hostSees?: "vcpu" | "connection";
 }
 
 /** Families of the vetoes that are not readings (a blind source has none: it is not activity). */
@@ -66,6 +72,7 @@ export const OTHER_VETOES = ["lease", "inhibitor", "blind-source"] as const;
 
 export const SIGNALS = Object.freeze({
   "tty-input": {
+    hostSees: "connection",
     family: "tty",
     strength: "strong",
     kind: "human",
@@ -74,6 +81,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "a keystroke on a terminal (ssh, console, tmux, IDE or Jupyter terminal pty)",
   },
   "tty-output": {
+    hostSees: "connection",
     family: "tty",
     strength: "strong",
     kind: "output",
@@ -82,6 +90,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "output written to a terminal (only with tty-output-counts)",
   },
   "desktop-input": {
+    hostSees: "connection",
     family: "desktop",
     strength: "strong",
     kind: "human",
@@ -90,6 +99,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "keyboard, mouse or tablet input in the guest (VNC, SPICE), not while the screen is locked",
   },
   "remote-session": {
+    hostSees: "connection",
     family: "remote-session",
     strength: "strong",
     kind: "human",
@@ -99,6 +109,7 @@ export const SIGNALS = Object.freeze({
       "a person's traffic in an SSH session without a terminal (VS Code Remote-SSH, Gateway, sftp): irregular bursts, not a regular cadence and not a forward to Jupyter or code-server; or its opening",
   },
   "remote-connected": {
+    hostSees: "connection",
     family: "remote-session",
     strength: "weak",
     kind: "connected",
@@ -116,6 +127,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "a kernel's last message while it is not busy (execution requests and their replies)",
   },
   "jupyter-terminal": {
+    hostSees: "connection",
     family: "jupyter",
     strength: "strong",
     kind: "output",
@@ -135,6 +147,7 @@ export const SIGNALS = Object.freeze({
   // code-server writes its heartbeat while a browser tab is open, used or not: the agent cannot
   // tell interaction from a connected tab with it, so it is not human evidence.
   "code-server": {
+    hostSees: "connection",
     family: "code-server",
     strength: "weak",
     kind: "connected",
@@ -143,6 +156,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "code-server's heartbeat: a browser tab is open",
   },
   "jupyter-busy": {
+    hostSees: "vcpu",
     family: "jupyter",
     strength: "strong",
     kind: "background",
@@ -152,6 +166,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "a kernel executing (busy)",
   },
   "jupyter-connected": {
+    hostSees: "connection",
     family: "jupyter",
     strength: "weak",
     kind: "connected",
@@ -160,6 +175,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "a browser connected to a kernel",
   },
   gpu: {
+    hostSees: "vcpu",
     family: "gpu",
     strength: "strong",
     kind: "background",
@@ -170,6 +186,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "GPU utilization at or above gpu-utilization-threshold, or an unreadable GPU held by a process",
   },
   cpu: {
+    hostSees: "vcpu",
     family: "background",
     strength: "strong",
     kind: "background",
@@ -180,6 +197,7 @@ export const SIGNALS = Object.freeze({
     movedBy: "whole-machine CPU above cpu-busy-threshold",
   },
   "user-cpu": {
+    hostSees: "vcpu",
     family: "background",
     strength: "strong",
     kind: "background",

@@ -2,25 +2,21 @@
 // vCPU or an open VNC/console/port-forward connection. Counted (metrics), so an
 // image whose agent misses a kind of use is found. Pure.
 import { hostConnection, hostReadingFresh } from "../engine/host.js";
+import { SIGNALS, SIGNAL_NAMES, type SignalDescriptor } from "../engine/signals.js";
 import type { EngineState, HostReading, Thresholds } from "../engine/types.js";
 import type { FleetCounters } from "../model/vm-view.js";
 
 export const DISAGREEMENT_KINDS = ["vcpu", "connection"] as const;
 export type DisagreementKind = (typeof DISAGREEMENT_KINDS)[number];
 
+/** The agent signals that account for what the host sees: SIGNALS' hostSees. */
+function signalsTheHostSees(what: "vcpu" | "connection"): ReadonlySet<string> {
+  return new Set(SIGNAL_NAMES.filter((name) => (SIGNALS[name] as SignalDescriptor).hostSees === what));
+}
 /** Agent signals that account for a busy vCPU. */
-const COMPUTE_SIGNALS = new Set(["cpu", "user-cpu", "gpu", "jupyter-busy"]);
+const COMPUTE_SIGNALS = signalsTheHostSees("vcpu");
 /** Agent signals that account for someone on the console, the screen or a tunnel. */
-const PRESENCE_SIGNALS = new Set([
-  "tty-input",
-  "tty-output",
-  "desktop-input",
-  "remote-session",
-  "remote-connected",
-  "jupyter-connected",
-  "jupyter-terminal",
-  "code-server",
-]);
+const PRESENCE_SIGNALS = signalsTheHostSees("connection");
 
 export function disagreements(
   facts: { state: EngineState; connected: boolean; activeSignals: readonly string[] },

@@ -4,11 +4,12 @@
 // and the last-stop annotation, with what the stop freed and who owns the VM). Events carry what
 // a stop frees; state annotations go through the bounded write queue.
 import type { Logger } from "@ws/protocol";
-import { isEventReason } from "../engine/events.js";
+import type { EventReason } from "../engine/events.js";
 import { persistedAnnotations } from "../engine/persist.js";
-import type { Actuator, StopEvidence } from "../vm/actions.js";
+import type { Actuator } from "../vm/actions.js";
+import { lastStopSignals } from "../vm/last-stop.js";
 import type { VmKey } from "../model/vm-key.js";
-import { auditEvent, type AuditEventType, type KubeAudit } from "./audit.js";
+import { auditEvent, type KubeAudit } from "./audit.js";
 import type { KubeClients } from "./client.js";
 import type { InventoryVm } from "./inventory.js";
 import { checkStopSafety } from "./pvcs.js";
@@ -18,7 +19,7 @@ import { describeFreed, freedRecord } from "./vm-resources.js";
 import type { WriteQueue } from "./write-queue.js";
 
 /** Event reasons whose note says what a stop frees (or would free). */
-const FREES_FOR_REASON: Record<string, string> = {
+const FREES_FOR_REASON: Partial<Record<EventReason, string>> = {
   IdleStopPending: "stopping frees",
   IdleWouldStop: "a stop would free",
   Started: "the start allocates",
@@ -29,40 +30,6 @@ export function graceNote(facts: Pick<InventoryVm, "terminationGracePeriodSecond
   return facts.terminationGracePeriodSeconds === null
     ? "the guest got the VMI's own shutdown grace period (KubeVirt's default: the VM sets none)"
     : `the guest got its own terminationGracePeriodSeconds (${facts.terminationGracePeriodSeconds}s) to shut down`;
-}
-
-/** Readings kept in last-stop: the latest ones; a VM with hundreds of kernels must not bloat its object. */
-const LAST_STOP_READINGS = 20;
-
-/** The "signals" of the last-stop annotation: what the engine saw when it decided the stop (pure). */
-export function lastStopSignals(evidence: StopEvidence | undefined): Record<string, unknown> {
-  if (!evidence) return {};
-  const iso = (ms: number | undefined) =>
-    ms === undefined || !Number.isFinite(ms) ? undefined : new Date(ms).toISOString();
-  const explanation = evidence.explanation;
-  if (!explanation) return { trigger: evidence.trigger };
-  return {
-    trigger: evidence.trigger,
-    idleSeconds: explanation.idleSeconds === undefined ? undefined : Math.round(explanation.idleSeconds),
-    idleTimeoutSeconds: explanation.idleTimeoutSeconds,
-    lastActivity:
-      explanation.lastActivityAtMs === undefined
-        ? undefined
-        : { at: iso(explanation.lastActivityAtMs), what: explanation.lastActivity },
-    readings: [...explanation.readings]
-      .sort((a, b) => b.atMs - a.atMs)
-      .slice(0, LAST_STOP_READINGS)
-      .map((reading) => ({
-        signal: reading.signal,
-        strength: reading.strength,
-        at: iso(reading.atMs),
-        detail: reading.detail,
-      })),
-    vetoes: explanation.vetoes.map((veto) => veto.kind),
-    blind: explanation.blind.map((source) => source.source),
-    // What KubeVirt saw from the host (hostSide configured): the evidence of a VM stopped without its agent.
-    ...(explanation.host ? { host: { state: explanation.host.state, reading: explanation.host.summary } } : {}),
-  };
 }
 
 export interface KubeActuatorOptions {
@@ -146,18 +113,11 @@ export function kubeActuator(options: KubeActuatorOptions): Actuator {
     event(vm, type, reason, message) {
       const facts = vmOf(vm);
       if (!facts) return;
-      if (!isEventReason(reason)) {
-        log("warn", `not recording an Event with reason ${reason}: it is not in engine/events.ts's list`);
-        return;
-      }
       const lead = FREES_FOR_REASON[reason];
       const frees = lead ? describeFreed(facts.resources, lead) : null;
       const note = withOwner(facts, frees ? `${message}; ${frees}` : message);
       void audit
-        .recordEvent(
-          { namespace: vm.namespace, name: vm.name, uid: facts.uid },
-          auditEvent(reason, note, type as AuditEventType),
-        )
+        .recordEvent({ namespace: vm.namespace, name: vm.name, uid: facts.uid }, auditEvent(reason, note, type))
         .then(writeFailed(`${reason} event`));
     },
     persist(vm, values) {

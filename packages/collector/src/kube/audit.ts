@@ -9,17 +9,11 @@
  */
 import { randomBytes } from "node:crypto";
 import { PatchStrategy, V1MicroTime, setHeaderOptions } from "@kubernetes/client-node";
-import {
-  DEFAULT_BACKOFF,
-  backoffDelayMs,
-  isRetryableStatus,
-  realSleep,
-  type BackoffPolicy,
-  type Sleep,
-} from "../retry.js";
+import { DEFAULT_BACKOFF, realSleep, retrying, type BackoffPolicy, type RetryLoop, type Sleep } from "../retry.js";
 import { describeError, httpStatusOf, retryAfterMsOf, type KubeClients } from "./client.js";
 import { EVENT_REASONS, type EventReason } from "../engine/events.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "./safety.js";
+import { formatLastStop, lastStopKey, type LastStop } from "../vm/last-stop.js";
 
 /** The VM an Event is about. */
 export interface AuditTarget {
@@ -77,41 +71,9 @@ export function truncateUtf8(text: string, maxBytes: number = EVENT_NOTE_LIMIT_B
   return out + ellipsis;
 }
 
-function isoSeconds(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
-export interface LastStop {
-  whenMs: number;
-  reason: string;
-  /** The signals that decided, as the engine explains them (any JSON). */
-  signals: unknown;
-  /** Which collector instance stopped it. */
-  by: string;
-  /** What the stop gave back (CPU, memory, GPUs by device name), issue 20. */
-  frees?: Record<string, unknown>;
-  /** The VM's owner label value, issue 20. */
-  owner?: string;
-  /** The start link: how to bring it back (issue 24). */
-  startUrl?: string;
-  /** The boot that was stopped: an agent of another boot is the VM started again (the welcome back). */
-  bootId?: string;
-}
-
-/** `<prefix>last-stop` as JSON: {"when":"…Z","reason":…,"signals":…,"by":…}. */
+/** `<prefix>last-stop` as JSON (vm/last-stop.ts: the record's one shape). */
 export function lastStopAnnotations(prefix: string, stop: LastStop): Record<string, string> {
-  return {
-    [`${prefix}last-stop`]: JSON.stringify({
-      when: isoSeconds(stop.whenMs),
-      reason: stop.reason,
-      signals: stop.signals,
-      ...(stop.frees !== undefined ? { frees: stop.frees } : {}),
-      ...(stop.owner !== undefined ? { owner: stop.owner } : {}),
-      ...(stop.startUrl !== undefined ? { startUrl: stop.startUrl } : {}),
-      ...(stop.bootId !== undefined ? { bootId: stop.bootId } : {}),
-      by: stop.by,
-    }),
-  };
+  return { [lastStopKey(prefix)]: formatLastStop(stop) };
 }
 
 export interface KubeAuditOptions {
@@ -141,10 +103,11 @@ export class KubeAudit {
   readonly prefix: string;
   private readonly controller: string;
   private readonly seriesWindowMs: number;
-  private readonly maxAttempts: number;
-  private readonly backoff: BackoffPolicy;
-  private readonly random: () => number;
-  private readonly sleep: Sleep;
+  /**
+   * A 409 is final: a create's name is taken (the name carries time and randomness, so it is
+   * not this write's to take), and a merge patch carries no resourceVersion to conflict on.
+   */
+  private readonly loop: RetryLoop;
   private readonly series = new Map<string, SeriesEntry>();
 
   constructor(
@@ -154,10 +117,13 @@ export class KubeAudit {
     this.prefix = options.annotationPrefix ?? DEFAULT_ANNOTATION_PREFIX;
     this.controller = options.reportingController ?? "ws-collector";
     this.seriesWindowMs = options.seriesWindowMs ?? 6 * 60_000;
-    this.maxAttempts = options.maxAttempts ?? 3;
-    this.backoff = options.backoff ?? DEFAULT_BACKOFF;
-    this.random = options.random ?? Math.random;
-    this.sleep = options.sleep ?? realSleep;
+    this.loop = {
+      maxAttempts: options.maxAttempts ?? 3,
+      backoff: options.backoff ?? DEFAULT_BACKOFF,
+      random: options.random ?? Math.random,
+      sleep: options.sleep ?? realSleep,
+      conflict: "final",
+    };
   }
 
   /** Creates an Event on the VM, or bumps the series of an identical recent one. Never rejects. */
@@ -261,26 +227,23 @@ export class KubeAudit {
   }
 
   private async withRetries(write: () => Promise<unknown>): Promise<AuditWriteResult> {
-    let status: number | null = null;
-    let message = "";
-    let retryAfterMs = 0;
-    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, retryAfterMs));
+    const outcome = await retrying(this.loop, async () => {
       try {
         await write();
-        return { ok: true, status: 200, attempts: attempt, message: "written" };
+        return { done: true };
       } catch (err) {
-        status = httpStatusOf(err);
-        message = describeError(err);
-        retryAfterMs = retryAfterMsOf(err);
-        if (!isRetryableStatus(status) || status === 409) return { ok: false, status, attempts: attempt, message };
+        return {
+          failed: { status: httpStatusOf(err), message: describeError(err), retryAfterMs: retryAfterMsOf(err) },
+        };
       }
-    }
+    });
+    if ("done" in outcome) return { ok: true, status: 200, attempts: outcome.attempts, message: "written" };
+    const { status, message } = outcome.failed;
     return {
       ok: false,
       status,
-      attempts: this.maxAttempts,
-      message: `gave up after ${this.maxAttempts} attempts: ${message}`,
+      attempts: outcome.attempts,
+      message: outcome.retryable ? `gave up after ${outcome.attempts} attempts: ${message}` : message,
     };
   }
 }

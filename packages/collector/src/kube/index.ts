@@ -38,8 +38,8 @@ export type {
   AuditTarget,
   AuditWriteResult,
   KubeAuditOptions,
-  LastStop,
 } from "./audit.js";
+export type { LastStop } from "../vm/last-stop.js";
 export { LeaderElector } from "./leader.js";
 export { LEADER_LABEL, LEADER_LABEL_VALUE, LeaderLabel, leaderLabelPatch } from "./leader-label.js";
 export type { LeaderLabelOptions } from "./leader-label.js";

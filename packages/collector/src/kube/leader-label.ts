@@ -19,14 +19,7 @@
  * on pods; a collector run outside a pod, where no Service routes to it anyway).
  */
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
-import {
-  DEFAULT_BACKOFF,
-  backoffDelayMs,
-  isRetryableStatus,
-  realSleep,
-  type BackoffPolicy,
-  type Sleep,
-} from "../retry.js";
+import { DEFAULT_BACKOFF, realSleep, retrying, type BackoffPolicy, type Sleep } from "../retry.js";
 import { describeError, httpStatusOf, type KubeClients } from "./client.js";
 
 /** The label the leader sets on its pod; the agents' Service (packaging/kubernetes/service.yaml) selects it. */
@@ -104,34 +97,53 @@ export class LeaderLabel {
   }
 
   private async apply(maxAttempts = this.options.maxAttempts ?? Infinity): Promise<void> {
-    if (this.gaveUp) return;
-    for (let attempt = 1; this.written !== this.wanted; attempt++) {
-      const target = this.wanted;
-      try {
-        await this.clients.core.patchNamespacedPod(
-          { namespace: this.options.namespace, name: this.options.podName, body: leaderLabelPatch(this.label, target) },
-          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-        );
-        this.written = target;
-        if (target) await this.clearStale();
-      } catch (err) {
-        const status = httpStatusOf(err);
-        const where = `pod ${this.options.namespace}/${this.options.podName}`;
-        if (status === 404 || status === 403) {
-          this.gaveUp = true;
-          this.report(
-            status === 404
-              ? `cannot label ${where}: it does not exist (running outside a pod?); agents must reach this replica another way`
-              : `cannot label ${where}: ${describeError(err)}; grant patch on pods in this namespace (packaging/kubernetes/rbac.yaml), or the agents' Service has no endpoint`,
-          );
-          return;
-        }
-        this.report(
-          `${target ? "setting" : "removing"} the leader label on ${where} (attempt ${attempt}): ${describeError(err)}`,
-        );
-        if (!isRetryableStatus(status) || attempt >= maxAttempts || (this.closed && maxAttempts === Infinity)) return;
-        await this.sleep(backoffDelayMs(attempt, this.backoff, this.random));
-      }
+    const where = `pod ${this.options.namespace}/${this.options.podName}`;
+    // Each wanted state gets its own retries; one that changes while a write is in flight is applied next.
+    while (!this.gaveUp && this.written !== this.wanted) {
+      const outcome = await retrying<"written" | "refused">(
+        {
+          maxAttempts,
+          backoff: this.backoff,
+          random: this.random,
+          sleep: this.sleep,
+          conflict: "retry",
+          // An unbounded upkeep ends at shutdown: close() queues its own few tries.
+          keepTrying: () => !(this.closed && maxAttempts === Infinity),
+        },
+        async (attempt) => {
+          const target = this.wanted;
+          try {
+            await this.clients.core.patchNamespacedPod(
+              {
+                namespace: this.options.namespace,
+                name: this.options.podName,
+                body: leaderLabelPatch(this.label, target),
+              },
+              setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+            );
+          } catch (err) {
+            const status = httpStatusOf(err);
+            if (status === 404 || status === 403) {
+              this.gaveUp = true;
+              this.report(
+                status === 404
+                  ? `cannot label ${where}: it does not exist (running outside a pod?); agents must reach this replica another way`
+                  : `cannot label ${where}: ${describeError(err)}; grant patch on pods in this namespace (packaging/kubernetes/rbac.yaml), or the agents' Service has no endpoint`,
+              );
+              return { done: "refused" };
+            }
+            this.report(
+              `${target ? "setting" : "removing"} the leader label on ${where} (attempt ${attempt}): ${describeError(err)}`,
+            );
+            // No Retry-After: the label's upkeep keeps its own pace.
+            return { failed: { status, message: describeError(err) } };
+          }
+          this.written = target;
+          if (target) await this.clearStale();
+          return { done: "written" };
+        },
+      );
+      if ("failed" in outcome) return;
     }
   }
 

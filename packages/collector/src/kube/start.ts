@@ -11,12 +11,14 @@
  * allocates, the VMI's stages and the scheduler's message, the last-stop record.
  */
 import type { VmKey } from "../model/vm-key.js";
-import type { DisputeOutcome, LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
+import type { DisputeOutcome, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
+import { lastStopIn, lastStopKey, withDispute } from "../vm/last-stop.js";
 import {
   DEFAULT_BACKOFF,
-  backoffDelayMs,
   parseRetryAfterMs,
   realSleep,
+  retrying,
+  type Attempt,
   type BackoffPolicy,
   type Sleep,
 } from "../retry.js";
@@ -60,77 +62,52 @@ export class VmStarter {
   }
 
   private async run(namespace: string, name: string): Promise<StartResult> {
-    const maxAttempts = this.options.maxAttempts ?? 4;
-    let last = "not attempted";
-    let retryAfterMs = 0;
-    for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-      if (attempt > 1)
-        await (this.options.sleep ?? realSleep)(
-          backoffDelayMs(
-            attempt - 1,
-            this.options.backoff ?? DEFAULT_BACKOFF,
-            this.options.random ?? Math.random,
-            retryAfterMs,
-          ),
-        );
-      let status: number;
-      let message: string;
-      try {
-        const answer = await rawKubeRequest(this.clients, {
-          method: "PUT",
-          path: startPath(namespace, name),
-          body: {},
-          timeoutMs: this.options.requestTimeoutMs ?? 10_000,
-        });
-        status = answer.status;
-        message = statusMessage(answer.text) ?? `HTTP ${status}`;
-        retryAfterMs = parseRetryAfterMs(answer.headers["retry-after"]);
-      } catch (err) {
-        last = describeError(err);
-        retryAfterMs = 0;
-        continue;
-      }
-      if (status >= 200 && status < 300) return { ok: true, already: false, message: "start accepted by KubeVirt" };
-      if (status === 409 && alreadyRunningConflict(message))
-        return { ok: true, already: true, message: `already running or starting (${message})` };
-      if (status === 404) return { ok: false, message: `VirtualMachine ${namespace}/${name} not found` };
-      if (status === 403)
-        return { ok: false, message: `the collector may not start VMs (RBAC virtualmachines/start): ${message}` };
-      if (status !== 429 && status < 500) return { ok: false, message };
-      last = message;
-    }
-    return { ok: false, message: `gave up after ${maxAttempts} attempts: ${last}` };
-  }
-}
-
-/** The last-stop annotation (kube/audit.ts) as the starting page reads it; null when absent or unreadable. */
-export function parseLastStop(text: string | undefined): LastStopFacts | null {
-  if (!text || text.length > 64 * 1024) return null;
-  try {
-    const raw = JSON.parse(text) as Record<string, unknown>;
-    const atMs = typeof raw.when === "string" ? Date.parse(raw.when) : Number.NaN;
-    if (!Number.isFinite(atMs) || typeof raw.reason !== "string") return null;
-    const signals = (typeof raw.signals === "object" && raw.signals !== null ? raw.signals : {}) as Record<
-      string,
-      unknown
-    >;
-    const activity = (signals.lastActivity ?? null) as { at?: unknown; what?: unknown } | null;
-    const activityAt = typeof activity?.at === "string" ? Date.parse(activity.at) : Number.NaN;
-    const dispute = raw.dispute as { at?: unknown } | undefined;
-    const disputedAtMs = typeof dispute?.at === "string" ? Date.parse(dispute.at) : Number.NaN;
+    const outcome = await retrying(
+      {
+        maxAttempts: this.options.maxAttempts ?? 4,
+        backoff: this.options.backoff ?? DEFAULT_BACKOFF,
+        random: this.options.random ?? Math.random,
+        sleep: this.options.sleep ?? realSleep,
+        // A 409 that is not "already running" is KubeVirt refusing this start: asking again changes nothing.
+        conflict: "final",
+      },
+      () => this.attempt(namespace, name),
+    );
+    if ("done" in outcome) return outcome.done;
+    const { message } = outcome.failed;
     return {
-      raw,
-      ...(Number.isFinite(disputedAtMs) ? { disputedAtMs } : {}),
-      atMs,
-      reason: raw.reason.slice(0, 1024),
-      ...(typeof signals.idleSeconds === "number" ? { idleSeconds: signals.idleSeconds } : {}),
-      ...(Number.isFinite(activityAt) && typeof activity?.what === "string"
-        ? { lastActivity: { atMs: activityAt, what: activity.what.slice(0, 256) } }
-        : {}),
-      ...(typeof raw.bootId === "string" && raw.bootId.length <= 64 ? { bootId: raw.bootId } : {}),
+      ok: false,
+      message: outcome.retryable ? `gave up after ${outcome.attempts} attempts: ${message}` : message,
     };
-  } catch {
-    return null;
+  }
+
+  private async attempt(namespace: string, name: string): Promise<Attempt<StartResult>> {
+    let status: number;
+    let message: string;
+    let retryAfterMs: number;
+    try {
+      const answer = await rawKubeRequest(this.clients, {
+        method: "PUT",
+        path: startPath(namespace, name),
+        body: {},
+        timeoutMs: this.options.requestTimeoutMs ?? 10_000,
+      });
+      status = answer.status;
+      message = statusMessage(answer.text) ?? `HTTP ${status}`;
+      retryAfterMs = parseRetryAfterMs(answer.headers["retry-after"]);
+    } catch (err) {
+      return { failed: { status: null, message: describeError(err) } };
+    }
+    if (status >= 200 && status < 300)
+      return { done: { ok: true, already: false, message: "start accepted by KubeVirt" } };
+    if (status === 409 && alreadyRunningConflict(message))
+      return { done: { ok: true, already: true, message: `already running or starting (${message})` } };
+    if (status === 404) return { done: { ok: false, message: `VirtualMachine ${namespace}/${name} not found` } };
+    if (status === 403)
+      return {
+        done: { ok: false, message: `the collector may not start VMs (RBAC virtualmachines/start): ${message}` },
+      };
+    return { failed: { status, message, retryAfterMs } };
   }
 }
 
@@ -153,7 +130,7 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
           unschedulable: vmi.unschedulable,
         }
       : null,
-    lastStop: parseLastStop(vm.annotations[`${prefix}last-stop`]),
+    lastStop: lastStopIn(vm.annotations, prefix),
     labels: vm.labels,
     annotations: vm.annotations,
   };
@@ -162,9 +139,11 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
 /** How often a dispute re-reads the VM after a resourceVersion conflict before it gives up. */
 const DISPUTE_ATTEMPTS = 8;
 
+const rereadAtOnce: Sleep = async () => {};
+
 /**
- * Keeps a dispute in the VM's last-stop annotation, once per stop (issue 34: 200 parallel POSTs
- * wrote 116 patches). The VM is read from the API server, not the inventory (a watch may not have
+ * Keeps a dispute in the VM's last-stop annotation, once per stop (a plain read-then-patch let
+ * 200 parallel POSTs write 116 patches). The VM is read from the API server, not the inventory (a watch may not have
  * delivered the last write yet), and the merge patch carries that read's resourceVersion, so the
  * API server refuses it (409) when anything changed the VM since: the dispute is then read again,
  * and a record that has one by now answers "already".
@@ -174,47 +153,58 @@ export function kubeDisputeWriter(
   prefix: string,
   options: { attempts?: number; timeoutMs?: number } = {},
 ): (vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number) => Promise<DisputeOutcome> {
-  const key = `${prefix}last-stop`;
+  const key = lastStopKey(prefix);
   return async (vm, dispute, stopAtMs) => {
     const path = `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(vm.namespace)}/virtualmachines/${encodeURIComponent(vm.name)}`;
-    let last = "not attempted";
-    for (let attempt = 1; attempt <= (options.attempts ?? DISPUTE_ATTEMPTS); attempt++) {
-      try {
-        const read = await rawKubeRequest(clients, { method: "GET", path, timeoutMs: options.timeoutMs ?? 10_000 });
-        if (read.status !== 200)
-          return { kept: "failed", message: `reading the VM: ${statusMessage(read.text) ?? `HTTP ${read.status}`}` };
-        const metadata = (
-          JSON.parse(read.text) as { metadata?: { resourceVersion?: string; annotations?: Record<string, string> } }
-        ).metadata;
-        const stop = parseLastStop(metadata?.annotations?.[key]);
-        if (!stop?.raw) return { kept: "failed", message: "no last-stop record to keep it with" };
-        if (stop.disputedAtMs !== undefined) return { kept: "already", atMs: stop.disputedAtMs };
-        if (stop.atMs !== stopAtMs)
-          return { kept: "failed", message: "the VM was stopped again since this page was shown" };
-        if (!metadata?.resourceVersion) return { kept: "failed", message: "the VM has no resourceVersion" };
-        const patch = await rawKubeRequest(clients, {
-          method: "PATCH",
-          path,
-          contentType: "application/merge-patch+json",
-          body: {
-            metadata: {
-              resourceVersion: metadata.resourceVersion,
-              annotations: { [key]: JSON.stringify({ ...stop.raw, dispute }) },
-            },
-          },
-          timeoutMs: options.timeoutMs ?? 10_000,
-        });
-        if (patch.status >= 200 && patch.status < 300)
-          return { kept: "kept", message: "kept in the last-stop annotation" };
-        last = statusMessage(patch.text) ?? `HTTP ${patch.status}`;
+    const outcome = await retrying<DisputeOutcome>(
+      {
+        maxAttempts: options.attempts ?? DISPUTE_ATTEMPTS,
+        backoff: DEFAULT_BACKOFF,
+        random: Math.random,
+        // No wait: a 409 is answered by reading the VM again, not by time.
+        sleep: rereadAtOnce,
         // 409: someone wrote the VM since the read (another dispute, a new stop): read again.
-        if (patch.status !== 409 && patch.status !== 429 && patch.status < 500)
-          return { kept: "failed", message: last };
-      } catch (error) {
-        last = describeError(error);
-      }
-    }
-    return { kept: "failed", message: `gave up: ${last}` };
+        conflict: "retry",
+      },
+      async () => {
+        try {
+          const read = await rawKubeRequest(clients, { method: "GET", path, timeoutMs: options.timeoutMs ?? 10_000 });
+          if (read.status !== 200)
+            return {
+              done: { kept: "failed", message: `reading the VM: ${statusMessage(read.text) ?? `HTTP ${read.status}`}` },
+            };
+          const metadata = (
+            JSON.parse(read.text) as { metadata?: { resourceVersion?: string; annotations?: Record<string, string> } }
+          ).metadata;
+          const stop = lastStopIn(metadata?.annotations, prefix);
+          if (!stop?.raw) return { done: { kept: "failed", message: "no last-stop record to keep it with" } };
+          if (stop.disputedAtMs !== undefined) return { done: { kept: "already", atMs: stop.disputedAtMs } };
+          if (stop.atMs !== stopAtMs)
+            return { done: { kept: "failed", message: "the VM was stopped again since this page was shown" } };
+          if (!metadata?.resourceVersion) return { done: { kept: "failed", message: "the VM has no resourceVersion" } };
+          const patch = await rawKubeRequest(clients, {
+            method: "PATCH",
+            path,
+            contentType: "application/merge-patch+json",
+            body: {
+              metadata: {
+                resourceVersion: metadata.resourceVersion,
+                annotations: { [key]: JSON.stringify(withDispute(stop.raw, dispute)) },
+              },
+            },
+            timeoutMs: options.timeoutMs ?? 10_000,
+          });
+          if (patch.status >= 200 && patch.status < 300)
+            return { done: { kept: "kept", message: "kept in the last-stop annotation" } };
+          return { failed: { status: patch.status, message: statusMessage(patch.text) ?? `HTTP ${patch.status}` } };
+        } catch (error) {
+          return { failed: { status: null, message: describeError(error) } };
+        }
+      },
+    );
+    if ("done" in outcome) return outcome.done;
+    const { message } = outcome.failed;
+    return { kept: "failed", message: outcome.retryable ? `gave up: ${message}` : message };
   };
 }
 

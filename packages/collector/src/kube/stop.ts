@@ -16,11 +16,12 @@
 import {
   DEFAULT_BACKOFF,
   Semaphore,
-  backoffDelayMs,
-  isRetryableStatus,
   parseRetryAfterMs,
   realSleep,
+  retrying,
+  type Attempt,
   type BackoffPolicy,
+  type RetryLoop,
   type Sleep,
 } from "../retry.js";
 import { describeError, httpStatusOf, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
@@ -68,20 +69,17 @@ export interface VmStopperOptions {
   sleep?: Sleep;
 }
 
-type AttemptOutcome =
-  | { kind: "done"; result: Omit<StopVmResult, "attempts"> }
-  | { kind: "retry"; status: number | null; message: string; retryAfterMs: number };
+/** A stop attempt: finished (stopped, found stopped, not found) or a failure for the retry loop. */
+type AttemptOutcome = Attempt<Omit<StopVmResult, "attempts">>;
 
 export function stopPath(namespace: string, name: string): string {
   return `/apis/subresources.kubevirt.io/v1/namespaces/${encodeURIComponent(namespace)}/virtualmachines/${encodeURIComponent(name)}/stop`;
 }
 
 export class VmStopper {
-  private readonly maxAttempts: number;
   private readonly requestTimeoutMs: number;
-  private readonly backoff: BackoffPolicy;
-  private readonly random: () => number;
-  private readonly sleep: Sleep;
+  /** 409s are checked against the VM first; one that finds it still running is worth another stop. */
+  private readonly loop: RetryLoop;
   private readonly semaphore: Semaphore;
   private readonly inFlight = new Map<string, Promise<StopVmResult>>();
 
@@ -89,14 +87,18 @@ export class VmStopper {
     private readonly clients: KubeClients,
     options: VmStopperOptions = {},
   ) {
-    this.maxAttempts = options.maxAttempts ?? 6;
+    const maxAttempts = options.maxAttempts ?? 6;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
-    this.backoff = options.backoff ?? DEFAULT_BACKOFF;
-    this.random = options.random ?? Math.random;
-    this.sleep = options.sleep ?? realSleep;
+    this.loop = {
+      maxAttempts,
+      backoff: options.backoff ?? DEFAULT_BACKOFF,
+      random: options.random ?? Math.random,
+      sleep: options.sleep ?? realSleep,
+      conflict: "retry",
+    };
     this.semaphore = new Semaphore(options.maxConcurrent ?? 4);
-    if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1)
-      throw new Error(`maxAttempts must be a positive integer, got ${this.maxAttempts}`);
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1)
+      throw new Error(`maxAttempts must be a positive integer, got ${maxAttempts}`);
   }
 
   /** Never rejects. A second call for a VM whose stop is still running shares the first one's result. */
@@ -125,41 +127,42 @@ export class VmStopper {
       }
     }
     const grace = stopGracePeriod(options);
-    let last: Extract<AttemptOutcome, { kind: "retry" }> = {
-      kind: "retry",
-      status: null,
-      message: "not attempted",
-      retryAfterMs: 0,
-    };
-    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await this.sleep(backoffDelayMs(attempt - 1, this.backoff, this.random, last.retryAfterMs));
-      // After an attempt with no answer the stop may have landed; with Manual/RerunOnFailure
-      // virt-api would accept a second one, so look before sending it again.
-      const unanswered = attempt > 1 && last.status === null;
-      const outcome = await this.semaphore.run(async () => {
-        if (unanswered && (await this.stopInEffect(namespace, name)).kind === "stopped") {
+    const outcome = await retrying(this.loop, (_attempt, last) =>
+      this.semaphore.run(async (): Promise<AttemptOutcome> => {
+        // After an attempt with no answer the stop may have landed; with Manual/RerunOnFailure
+        // virt-api would accept a second one, so look before sending it again.
+        if (last?.status === null && (await this.stopInEffect(namespace, name)).kind === "stopped") {
           return {
-            kind: "done",
-            result: {
+            done: {
               ok: true,
               alreadyStopped: true,
               lastStatus: null,
               message: "already stopped (an earlier request went unanswered)",
             },
-          } as const;
+          };
         }
         return this.attempt(namespace, name, grace);
-      });
-      if (outcome.kind === "done")
-        return { ...outcome.result, attempts: outcome.result.lastStatus === null ? attempt - 1 : attempt };
-      last = outcome;
+      }),
+    );
+    if ("done" in outcome) {
+      // A stop found in effect before any PUT of this attempt: that attempt sent nothing.
+      const attempts = outcome.done.lastStatus === null ? outcome.attempts - 1 : outcome.attempts;
+      return { ...outcome.done, attempts };
     }
+    if (!outcome.retryable)
+      return {
+        ok: false,
+        alreadyStopped: false,
+        attempts: outcome.attempts,
+        lastStatus: outcome.failed.status,
+        message: outcome.failed.message,
+      };
     return {
       ok: false,
       alreadyStopped: false,
-      attempts: this.maxAttempts,
-      lastStatus: last.status,
-      message: `gave up after ${this.maxAttempts} attempts: ${last.message}`,
+      attempts: outcome.attempts,
+      lastStatus: outcome.failed.status,
+      message: `gave up after ${outcome.attempts} attempts: ${outcome.failed.message}`,
     };
   }
 
@@ -178,18 +181,14 @@ export class VmStopper {
       answerMessage = statusMessage(answer.text) ?? `HTTP ${status}`;
       retryAfterMs = parseRetryAfterMs(answer.headers["retry-after"]);
     } catch (err) {
-      return { kind: "retry", status: null, message: describeError(err), retryAfterMs: 0 };
+      return { failed: { status: null, message: describeError(err) } };
     }
     if (status >= 200 && status < 300) {
-      return {
-        kind: "done",
-        result: { ok: true, alreadyStopped: false, lastStatus: status, message: "stop accepted" },
-      };
+      return { done: { ok: true, alreadyStopped: false, lastStatus: status, message: "stop accepted" } };
     }
     if (status === 404) {
       return {
-        kind: "done",
-        result: {
+        done: {
           ok: false,
           alreadyStopped: false,
           lastStatus: status,
@@ -201,14 +200,12 @@ export class VmStopper {
       const check = await this.stopInEffect(namespace, name);
       if (check.kind === "stopped") {
         return {
-          kind: "done",
-          result: { ok: true, alreadyStopped: true, lastStatus: status, message: `already stopped (${answerMessage})` },
+          done: { ok: true, alreadyStopped: true, lastStatus: status, message: `already stopped (${answerMessage})` },
         };
       }
       if (check.kind === "gone") {
         return {
-          kind: "done",
-          result: {
+          done: {
             ok: false,
             alreadyStopped: false,
             lastStatus: 404,
@@ -216,15 +213,16 @@ export class VmStopper {
           },
         };
       }
+      // Still running (or unknown): the conflict rule is "retry", so the stop is sent again.
       return {
-        kind: "retry",
-        status,
-        message: `${answerMessage}${check.kind === "unknown" ? ` (state check failed: ${check.message})` : ""}`,
-        retryAfterMs,
+        failed: {
+          status,
+          message: `${answerMessage}${check.kind === "unknown" ? ` (state check failed: ${check.message})` : ""}`,
+          retryAfterMs,
+        },
       };
     }
-    if (isRetryableStatus(status)) return { kind: "retry", status, message: answerMessage, retryAfterMs };
-    return { kind: "done", result: { ok: false, alreadyStopped: false, lastStatus: status, message: answerMessage } };
+    return { failed: { status, message: answerMessage, retryAfterMs } };
   }
 
   private async stopInEffect(

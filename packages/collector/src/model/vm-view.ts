@@ -22,7 +22,8 @@ export interface LeaseRow {
 
 /**
  * What the platform says about a VM beyond its policy (Kubernetes mode: read from the
- * VirtualMachine by kube/vm-resources.ts; standalone: nothing). Issue 20.
+ * VirtualMachine by kube/vm-resources.ts; standalone: nothing): who owns it and what a stop
+ * would give back, so a notice and the pages can say both.
  */
 export interface VmPlatformDetails {
   /** The owner label's value (`platform.example.com/user` by default). */
@@ -38,7 +39,7 @@ export interface VmPlatformDetails {
 export interface VmView {
   namespace: string;
   name: string;
-  /** The VM's owner as the platform labels it (issue 20); absent when unknown. */
+  /** The VM's owner as the platform labels it (the configured owner label); absent when unknown. */
   owner?: string;
   state: string;
   mode: string;

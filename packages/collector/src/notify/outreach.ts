@@ -27,7 +27,7 @@ export interface OutreachOptions {
   linkKey: Buffer;
   /** The VM's start link valid from now (start/token.ts), or undefined without a public URL. */
   startUrl?: (vm: VmKey, nowMs: number) => string | undefined;
-  /** What a stop of the VM would end now (start/ends.ts, from its latest Report). */
+  /** What a stop of the VM would end now (notify/stop-ends.ts, from its latest Report). */
   stopEndsOf?: (vm: VmKey) => StopEnds | undefined;
   history?: History;
   sender?: WebhookSender;

@@ -5,14 +5,7 @@
 // throws, so no receiver can delay a notice or a stop. Logs name the target,
 // never its URL.
 import type { Logger } from "@ws/protocol";
-import {
-  backoffDelayMs,
-  isRetryableStatus,
-  parseRetryAfterMs,
-  realSleep,
-  type BackoffPolicy,
-  type Sleep,
-} from "../retry.js";
+import { parseRetryAfterMs, realSleep, retrying, type Attempt, type BackoffPolicy, type Sleep } from "../retry.js";
 import type { WebhookFormat } from "./config.js";
 
 export interface WebhookRequest {
@@ -145,42 +138,38 @@ export class WebhookSender {
 
   private async deliver(request: WebhookRequest): Promise<void> {
     const { log, retries } = this.options;
-    const sleep = this.options.sleep ?? realSleep;
-    for (let attempt = 1; ; attempt++) {
-      const result = await this.attempt(request);
-      if (result.ok) {
-        this.count("sent", request.format);
-        if (attempt > 1)
-          log("info", `webhook ${request.name}: ${request.about} delivered on attempt ${attempt}`, {
-            webhook: request.name,
-          });
-        return;
-      }
-      const retryable = isRetryableStatus(result.status);
-      if (!retryable || attempt > retries || this.closed) {
-        this.count("failed", request.format);
-        log(
-          "warn",
-          `webhook ${request.name}: ${request.about} not delivered after ${attempt} attempt(s): ${result.message}`,
-          { webhook: request.name },
-        );
-        return;
-      }
-      this.retriesTotal++;
-      await sleep(
-        backoffDelayMs(
-          attempt,
-          this.options.backoff ?? WEBHOOK_BACKOFF,
-          this.options.random ?? Math.random,
-          result.retryAfterMs,
-        ),
-      );
+    const outcome = await retrying(
+      {
+        maxAttempts: retries + 1,
+        backoff: this.options.backoff ?? WEBHOOK_BACKOFF,
+        random: this.options.random ?? Math.random,
+        sleep: this.options.sleep ?? realSleep,
+        // A receiver's 409 is as passing as its 503: the same message is welcome a moment later.
+        conflict: "retry",
+        keepTrying: () => !this.closed,
+        onFailure: (_failure, _attempt, willRetry) => {
+          if (willRetry) this.retriesTotal++;
+        },
+      },
+      () => this.attempt(request),
+    );
+    if ("done" in outcome) {
+      this.count("sent", request.format);
+      if (outcome.attempts > 1)
+        log("info", `webhook ${request.name}: ${request.about} delivered on attempt ${outcome.attempts}`, {
+          webhook: request.name,
+        });
+      return;
     }
+    this.count("failed", request.format);
+    log(
+      "warn",
+      `webhook ${request.name}: ${request.about} not delivered after ${outcome.attempts} attempt(s): ${outcome.failed.message}`,
+      { webhook: request.name },
+    );
   }
 
-  private async attempt(
-    request: WebhookRequest,
-  ): Promise<{ ok: true } | { ok: false; status: number | null; message: string; retryAfterMs: number }> {
+  private async attempt(request: WebhookRequest): Promise<Attempt<"sent">> {
     const doFetch = this.options.fetch ?? fetch;
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), this.options.timeoutMs);
@@ -196,26 +185,27 @@ export class WebhookSender {
       });
       // The body is not needed; drain it so the connection is freed (a receiver may send a lot).
       await response.body?.cancel().catch(() => {});
-      if (response.ok) return { ok: true };
+      if (response.ok) return { done: "sent" };
       if (response.status >= 300 && response.status < 400)
         return {
-          ok: false,
-          status: response.status,
-          message: `the receiver redirects (HTTP ${response.status}); webhooks do not follow redirects: configure the address it redirects to`,
-          retryAfterMs: 0,
+          failed: {
+            status: response.status,
+            message: `the receiver redirects (HTTP ${response.status}); webhooks do not follow redirects: configure the address it redirects to`,
+          },
         };
       return {
-        ok: false,
-        status: response.status,
-        message: `HTTP ${response.status}`,
-        retryAfterMs: parseRetryAfterMs(response.headers.get("retry-after")),
+        failed: {
+          status: response.status,
+          message: `HTTP ${response.status}`,
+          retryAfterMs: parseRetryAfterMs(response.headers.get("retry-after")),
+        },
       };
     } catch (error) {
       // fetch errors can quote the URL: say what happened, not where.
       const message = abort.signal.aborted
         ? `no answer within ${this.options.timeoutMs / 1000}s`
         : `connection failed (${(error as { cause?: { code?: string } }).cause?.code ?? (error as Error).name})`;
-      return { ok: false, status: null, message, retryAfterMs: 0 };
+      return { failed: { status: null, message } };
     } finally {
       clearTimeout(timer);
     }

@@ -44,7 +44,7 @@ export function standaloneMode(
     policySource,
     leader: () => true,
     fleetSize: () => Object.keys(config.standalone.vms).length,
-    // Issue 24: the start command, the starting page's view of the VM (standalone/start.ts).
+    // The start command, and the starting page's view of the VM (standalone/start.ts).
     startPlatform: starts,
     start: async (created) => {
       fleet = created;

@@ -4,10 +4,10 @@
 // that command the starting page says so and how to start the VM instead, and never shows a
 // button that cannot work. The stages a Kubernetes VM goes through (scheduled, running) are the
 // command's own: it ran, it returned; then the agent of the new boot, then ready.
-import { lastStopSignals } from "../kube/actuator.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import type { StopEvidence } from "../vm/actions.js";
-import type { DisputeOutcome, LastStopFacts, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
+import { lastStopFactsOf, lastStopSignals, withDispute, type LastStopFacts } from "../vm/last-stop.js";
+import type { DisputeOutcome, StartFacts, StartPlatform, StartResult } from "../start/platform.js";
 import { expandStopCommand, runStopCommand } from "./stop-command.js";
 
 /** Bounded: the stops and starts of this many VMs are remembered. */
@@ -46,22 +46,15 @@ export class StandaloneStarts implements StartPlatform {
 
   /** ws stopped the VM: the record the starting page and the welcome back read. */
   recordStop(vm: VmKey, reason: string, evidence: StopEvidence | undefined, atMs: number): void {
-    const signals = lastStopSignals(evidence) as {
-      idleSeconds?: number;
-      lastActivity?: { at?: string; what?: string };
-    };
-    const activityAt = signals.lastActivity?.at ? Date.parse(signals.lastActivity.at) : Number.NaN;
-    const raw = { when: new Date(atMs).toISOString(), reason, signals };
-    this.remember(this.stops, vmId(vm), {
-      raw,
-      atMs,
+    // `when` to the millisecond: the record stays in memory, and the page's stop time is its key.
+    const raw = {
+      when: new Date(atMs).toISOString(),
       reason,
-      ...(signals.idleSeconds !== undefined ? { idleSeconds: signals.idleSeconds } : {}),
-      ...(Number.isFinite(activityAt) && signals.lastActivity?.what
-        ? { lastActivity: { atMs: activityAt, what: signals.lastActivity.what } }
-        : {}),
+      signals: lastStopSignals(evidence),
       ...(evidence?.bootId ? { bootId: evidence.bootId } : {}),
-    });
+    };
+    const facts = lastStopFactsOf(raw);
+    if (facts) this.remember(this.stops, vmId(vm), facts);
     this.starts.delete(vmId(vm));
   }
 
@@ -135,12 +128,8 @@ export class StandaloneStarts implements StartPlatform {
     if (stop.disputedAtMs !== undefined) return { kept: "already", atMs: stop.disputedAtMs };
     if (stop.atMs !== stopAtMs)
       return { kept: "failed", message: "the VM was stopped again since this page was shown" };
-    const at = typeof dispute.at === "string" ? Date.parse(dispute.at) : Number.NaN;
-    this.stops.set(vmId(vm), {
-      ...stop,
-      raw: { ...stop.raw, dispute },
-      ...(Number.isFinite(at) ? { disputedAtMs: at } : {}),
-    });
+    const disputed = lastStopFactsOf(withDispute(stop.raw ?? {}, dispute));
+    if (disputed) this.stops.set(vmId(vm), disputed);
     return { kept: "kept", message: "kept with the stop (in memory: standalone keeps no state across restarts)" };
   }
 

@@ -4,9 +4,9 @@
 // VirtualMachines' last-stop annotations (`kubectl get vm -A -o json`). Pure.
 import type { VmKey } from "../model/vm-key.js";
 import { vmId } from "../model/vm-key.js";
-import { parseLastStop } from "../kube/start.js";
 import { suggestedIdleTimeout } from "./dispute.js";
-import type { LastStopFacts, StartPlatform } from "./platform.js";
+import { lastStopKey, parseLastStop, type LastStopFacts } from "../vm/last-stop.js";
+import type { StartPlatform } from "./platform.js";
 
 export interface DisputeRecord {
   vm: string;
@@ -75,7 +75,7 @@ export function disputesFromDocument(text: string, prefix: string): DisputeRecor
     for (const item of object.items as Array<{ metadata?: Record<string, unknown> }>) {
       const metadata = item?.metadata ?? {};
       const annotations = (metadata.annotations ?? {}) as Record<string, unknown>;
-      const raw = annotations[`${prefix}last-stop`];
+      const raw = annotations[lastStopKey(prefix)];
       if (typeof metadata.namespace !== "string" || typeof metadata.name !== "string" || typeof raw !== "string")
         continue;
       const record = disputeRecord({ namespace: metadata.namespace, name: metadata.name }, parseLastStop(raw));

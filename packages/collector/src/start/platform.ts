@@ -3,22 +3,10 @@
 // KubeVirt's API.
 import type { VmKey } from "../model/vm-key.js";
 import type { StageName } from "./progress.js";
+import type { LastStopFacts } from "../vm/last-stop.js";
 
-/** Why and when ws (or someone) last stopped the VM: the last-stop record. */
-export interface LastStopFacts {
-  /** The record as stored, to keep a dispute beside it. */
-  raw?: Record<string, unknown>;
-  /** Already disputed: when. */
-  disputedAtMs?: number;
-  atMs: number;
-  reason: string;
-  /** Idle for this long when it was stopped, when the record says. */
-  idleSeconds?: number;
-  /** The last activity ws saw before the stop. */
-  lastActivity?: { atMs: number; what: string };
-  /** The boot id of the agent that was stopped, when one was connected. */
-  bootId?: string;
-}
+// The last-stop record's shape and parser live below both modes (vm/last-stop.ts); the port speaks of it.
+export type { LastStopFacts } from "../vm/last-stop.js";
 
 /** The VM's running instance as the platform has it (KubeVirt's VMI). */
 export interface InstanceFacts {

@@ -3,7 +3,8 @@
 // actions. One stop at a time per VM: a stop asked for again while one is in flight is left to
 // the one in flight. Fleet routes the decision here; this module never decides.
 import type { Logger } from "@ws/protocol";
-import type { Action, Explanation, Policy, StopResult, StopTrigger } from "../engine/types.js";
+import type { EventReason } from "../engine/events.js";
+import type { Action, EventType, Explanation, Policy, StopResult, StopTrigger } from "../engine/types.js";
 import type { VmKey } from "../model/vm-key.js";
 import { countOnsets } from "../hostside/disagree.js";
 import type { FleetObserver } from "./fleet-observer.js";
@@ -13,7 +14,8 @@ import type { FleetCounters } from "../model/vm-view.js";
 export interface Actuator {
   /** Carries out a stop; resolves with what happened (never rejects). */
   stop(vm: VmKey, reason: string, evidence?: StopEvidence): Promise<StopResult>;
-  event(vm: VmKey, type: "Normal" | "Warning", reason: string, message: string): void;
+  /** Records an Event on the VM; its reason is one of engine/events.ts's list, so no edge invents one. */
+  event(vm: VmKey, type: EventType, reason: EventReason, message: string): void;
   persist(vm: VmKey, values: Extract<Action, { kind: "persist" }>["values"]): void;
 }
 

@@ -47,7 +47,7 @@ export class OutreachView {
     }
     const frees = this.options.vmDetails?.(vm.key)?.frees;
     if (frees) fields.notice.reason = `${fields.notice.reason}; ${frees}`;
-    // What the stop will end, from the VM's latest Report (start/ends.ts): sessions, kernels, processes by name.
+    // What the stop will end, from the VM's latest Report (notify/stop-ends.ts): sessions, kernels, processes by name.
     const ends = stopEnds(vm.loop.latest?.report);
     if (ends) fields.notice.reason = `${fields.notice.reason}; the stop ends ${ends.text}`;
     const link = observer?.noticeLink(vm.key, notice.id, notice.deadlineMs);

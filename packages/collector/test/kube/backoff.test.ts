@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { Semaphore, backoffDelayMs, isRetryableStatus, parseRetryAfterMs } from "../../src/retry.js";
+import {
+  Semaphore,
+  backoffDelayMs,
+  isRetryableStatus,
+  parseRetryAfterMs,
+  retrying,
+  type Attempt,
+  type RetryLoop,
+} from "../../src/retry.js";
 import { isStopInEffect, launcherPodFacts, vmFacts } from "../../src/kube/vm-model.js";
 
 const policy = { initialMs: 1_000, maxMs: 10_000, factor: 2 };
@@ -36,6 +44,77 @@ describe("isRetryableStatus", () => {
   it("retries conflicts, throttling, server errors and silence only", () => {
     expect([409, 429, 500, 502, 503, 504, null].every(isRetryableStatus)).toBe(true);
     expect([400, 401, 403, 404, 410, 422].some(isRetryableStatus)).toBe(false);
+  });
+});
+
+describe("retrying", () => {
+  const loop = (slept: number[], extra: Partial<RetryLoop> = {}): RetryLoop => ({
+    maxAttempts: 4,
+    backoff: policy,
+    random: () => 1,
+    sleep: async (ms) => {
+      slept.push(ms);
+    },
+    conflict: "retry",
+    ...extra,
+  });
+  const answers =
+    (...statuses: Array<number | null | "ok">) =>
+    async (n: number): Promise<Attempt<string>> => {
+      const status = statuses[n - 1];
+      return status === "ok"
+        ? { done: `ok on ${n}` }
+        : { failed: { status: status ?? null, message: `got ${status}` } };
+    };
+
+  it("waits backoffDelayMs(n) after the n-th failure, at least the Retry-After, and stops on success", async () => {
+    const slept: number[] = [];
+    let calls = 0;
+    const outcome = await retrying(loop(slept), async (n) => {
+      calls++;
+      return n < 3 ? { failed: { status: 503, message: "busy", retryAfterMs: n === 2 ? 5_000 : 0 } } : { done: n };
+    });
+    expect(outcome).toEqual({ done: 3, attempts: 3 });
+    expect(calls).toBe(3);
+    expect(slept).toEqual([1_000, 5_000]);
+  });
+
+  it("gives up after maxAttempts with the last failure, still retryable", async () => {
+    const slept: number[] = [];
+    const outcome = await retrying(loop(slept, { maxAttempts: 2 }), answers(500, null, "ok"));
+    expect(outcome).toEqual({ failed: { status: null, message: "got null" }, attempts: 2, retryable: true });
+    expect(slept).toEqual([1_000]);
+  });
+
+  it("takes a 409 by the writer's conflict rule", async () => {
+    expect(await retrying(loop([]), answers(409, "ok"))).toEqual({ done: "ok on 2", attempts: 2 });
+    expect(await retrying(loop([], { conflict: "final" }), answers(409, "ok"))).toEqual({
+      failed: { status: 409, message: "got 409" },
+      attempts: 1,
+      retryable: false,
+    });
+  });
+
+  it("ends when keepTrying says no, and tells onFailure whether another try follows", async () => {
+    const seen: Array<[number, boolean]> = [];
+    let open = true;
+    const outcome = await retrying(
+      loop([], {
+        maxAttempts: Infinity,
+        keepTrying: () => open,
+        onFailure: (_failure, n, willRetry) => {
+          seen.push([n, willRetry]);
+          if (n === 2) open = false;
+        },
+      }),
+      answers(503, 503, 503, "ok"),
+    );
+    expect(outcome).toMatchObject({ attempts: 3, retryable: true });
+    expect(seen).toEqual([
+      [1, true],
+      [2, true],
+      [3, false],
+    ]);
   });
 });
 

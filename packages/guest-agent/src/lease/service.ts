@@ -1,7 +1,7 @@
 // The agent's lease and notice service: owns the leases (in memory, in
 // leases.json, in the audit log), serves the ws-lease socket, puts leases in
-// every Report, and applies what the collector's Directives say about them,
-// about the policy, and about pending stops.
+// every Report, and applies what the collector's Directives say about them
+// (decided in lease/directive.ts), about the policy, and about pending stops.
 import { randomBytes } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -19,17 +19,15 @@ import type { Clock } from "../clock.js";
 import { NoticeDelivery } from "../notice/delivery.js";
 import { WelcomeDelivery } from "../notice/welcome.js";
 import { under, type Roots } from "../roots.js";
-import { loadUsers, NOBODY_NAME, NOBODY_UID, type Users } from "../users.js";
+import { loadUsers, type Users } from "../users.js";
 import { AuditLog } from "./audit.js";
+import { directiveOnLeases } from "./directive.js";
 import { formatLeaseDuration } from "./format.js";
 import {
-  applyDecision,
   checkTake,
   DEFAULT_MAX_KEEP_RUNNING_SECONDS,
   isExpired,
-  isLeaseId,
   leaseAgeSeconds,
-  MAX_LEASES_TOTAL,
   leaseOnWire,
   cancelRefusal,
   MAX_REASON_LENGTH,
@@ -39,7 +37,6 @@ import {
   remainingSeconds,
   restoredLease,
   storedLease,
-  type AuditEvent,
   type Instant,
   type LeaseRecord,
 } from "./leases.js";
@@ -182,64 +179,31 @@ export class LeaseService {
         changed = true;
       }
     }
-    const events: AuditEvent[] = [];
-    for (const decision of directive.leaseDecisions) {
-      const index = this.leases.findIndex((lease) => lease.id === decision.id);
-      const lease = this.leases[index];
-      if (!lease) continue; // cancelled or expired since the Report
-      const result = applyDecision(lease, decision, now);
-      this.leases[index] = result.lease;
-      events.push(...result.events);
-      changed ||= !sameDecisionState(lease, result.lease);
-    }
-    this.audit.record(events, now.wallMs);
-    for (const event of events)
+    const result = directiveOnLeases(this.leases, directive, now, this.cap().seconds, this.users);
+    this.leases = result.leases;
+    changed ||= result.changed;
+    this.audit.record(result.decided, now.wallMs);
+    for (const event of result.decided)
       this.options.log(
         `lease ${event.lease.id} of ${event.lease.user}: ${event.action}${event.detail ? ` (${event.detail})` : ""}`,
       );
-    if (directive.leaseGrants.length > 0) changed = this.acceptGrants(directive.leaseGrants, now) || changed;
+    if (result.granted.length > 0) {
+      this.audit.record(
+        result.granted.map((lease) => ({ action: "granted", lease, detail: "via keep-running link" })),
+        now.wallMs,
+      );
+      for (const lease of result.granted)
+        this.options.log(
+          `lease ${lease.id} granted via link to ${lease.user} for ${formatLeaseDuration(lease.requestedSeconds)}: ${lease.reason}`,
+        );
+      this.options.onLeasesChanged?.();
+    }
     if (directive.status) this.vmStatus = { value: directive.status, receivedAtMonoMs: now.monoMs };
     if (directive.notice) void this.notifier.deliver(directive.notice, now.monoMs);
     if (directive.noticeCleared) void this.notifier.clear(directive.noticeCleared);
     if (directive.welcome) void this.welcome.offer(directive.welcome);
     if (changed) void this.persist();
     if (directive.leaseDecisions.length > 0) for (const wake of [...this.confirmationWaiters]) wake();
-  }
-
-  /**
-   * Leases the collector grants on a person's behalf (a keep-running link).
-   * The owner is the local account of the name the link was sent to, if there
-   * is one (so that person may cancel it), else nobody's: root may cancel it.
-   * A grant id already held is ignored, so a repeated Directive grants once.
-   */
-  private acceptGrants(grants: Directive["leaseGrants"], now: Instant): boolean {
-    const granted: LeaseRecord[] = [];
-    for (const grant of grants) {
-      if (!isLeaseId(grant.id) || this.leases.some((lease) => lease.id === grant.id)) continue;
-      if (!Number.isFinite(grant.seconds) || grant.seconds <= 0 || this.leases.length >= MAX_LEASES_TOTAL) continue;
-      const account = grant.user ? this.users.byName(grant.user) : undefined;
-      // A VM without an owner: the lease is nobody's, as docs/leases.md says (root may cancel it).
-      const user = account?.name ?? (grant.user ? terminalText(grant.user, 32) : NOBODY_NAME);
-      const reason = terminalText(grant.reason || "kept running via link", MAX_REASON_LENGTH);
-      const seconds = Math.min(grant.seconds, this.cap().seconds);
-      const lease: LeaseRecord = {
-        ...newLease({ id: grant.id, uid: account?.uid ?? NOBODY_UID, user, reason, requestedSeconds: seconds }, now),
-        via: "link",
-      };
-      this.leases.push(lease);
-      granted.push(lease);
-    }
-    if (granted.length === 0) return false;
-    this.audit.record(
-      granted.map((lease) => ({ action: "granted", lease, detail: "via keep-running link" })),
-      now.wallMs,
-    );
-    for (const lease of granted)
-      this.options.log(
-        `lease ${lease.id} granted via link to ${lease.user} for ${formatLeaseDuration(lease.requestedSeconds)}: ${lease.reason}`,
-      );
-    this.options.onLeasesChanged?.();
-    return true;
   }
 
   setCollectorConnected(connected: boolean, address: string): void {
@@ -543,18 +507,6 @@ export class LeaseService {
     if (notice) view.notice = { ...notice, stopAt: new Date(now.wallMs + notice.stopInSeconds * 1000).toISOString() };
     return view;
   }
-}
-
-function sameDecisionState(a: LeaseRecord, b: LeaseRecord): boolean {
-  return (
-    a.confirmed === b.confirmed &&
-    a.clamped === b.clamped &&
-    a.refused === b.refused &&
-    a.maxKeepRunningSeconds === b.maxKeepRunningSeconds &&
-    a.collectorMessage === b.collectorMessage &&
-    // The hold is recomputed from ages every Directive; a second's jitter is not worth a disk write.
-    Math.abs(a.holdSeconds - b.holdSeconds) < 1
-  );
 }
 
 export function leaseView(lease: LeaseRecord, now: Instant): WireLease {

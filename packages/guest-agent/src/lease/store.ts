@@ -3,7 +3,7 @@
 // not parse is moved aside (kept as evidence) and the agent goes on with none.
 import { readFile, rename } from "node:fs/promises";
 import path from "node:path";
-import { writeFileAtomic } from "./atomic-write.js";
+import { writeFileAtomic } from "../fs/atomic-write.js";
 import type { StoredLease } from "./leases.js";
 import { errorMessage, isJsonObject } from "@ws/protocol";
 

@@ -5,7 +5,7 @@
 import { mkdir, readFile, unlink } from "node:fs/promises";
 import path from "node:path";
 import { escapedJson, terminalText } from "@ws/protocol";
-import { writeFileAtomic } from "../lease/atomic-write.js";
+import { writeFileAtomic } from "../fs/atomic-write.js";
 import { under, type Roots } from "../roots.js";
 import type { NoticeText } from "./format.js";
 

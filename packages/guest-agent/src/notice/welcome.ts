@@ -8,7 +8,7 @@
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { type WelcomeBack, errorMessage, formatDuration, sentence, escapedJson, terminalText } from "@ws/protocol";
-import { writeFileAtomic } from "../lease/atomic-write.js";
+import { writeFileAtomic } from "../fs/atomic-write.js";
 import { under } from "../roots.js";
 import type { NoticeDeliveryOptions } from "./delivery.js";
 import { formatLocalTime, terminalBytes, type NoticeText } from "./format.js";
