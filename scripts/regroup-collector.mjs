@@ -84,6 +84,8 @@ export const TEST_RULES = {
   "fixtures/": "fixtures/",
   "agent-versions.test.ts": "metrics/agent-versions.test.ts",
   "config-scale.test.ts": "platform/config-scale.test.ts",
+  "config-interval.test.ts": "platform/config-interval.test.ts",
+  "config-way-back.test.ts": "platform/config-way-back.test.ts",
   "events.test.ts": "engine/events.test.ts",
   "given-back.test.ts": "outreach/adoption/given-back.test.ts",
   "metrics.test.ts": "metrics/metrics.test.ts",
@@ -91,6 +93,7 @@ export const TEST_RULES = {
   "validate.test.ts": "agents/validate.test.ts",
   "whatif-readings.test.ts": "offline/whatif/whatif-readings.test.ts",
   "whatif.test.ts": "offline/whatif/whatif.test.ts",
+  "whatif-sweep.test.ts": "offline/whatif/whatif-sweep.test.ts",
   "keeplink/token.test.ts": "links/keep-token.test.ts",
   "vm/compact-report.test.ts": "model/compact-report.test.ts",
   // Every other test folder goes where its source folder went.
