@@ -14,10 +14,10 @@ import { defineConfig } from "vitest/config";
 export const NEEDS_ROOT_OR_REAL_PARTS = [
   "packages/collector/test/agents/connection-slots-grpc.test.ts", // openssl, sockets from 127.0.0.2
   "packages/collector/test/agents/limits.test.ts",
-  "packages/collector/test/kube/rbac.test.ts",
-  "packages/collector/test/kube/stop.test.ts",
-  "packages/collector/test/metrics.test.ts",
-  "packages/collector/test/whatif.test.ts",
+  "packages/collector/test/platform/kube/rbac.test.ts",
+  "packages/collector/test/platform/kube/stop.test.ts",
+  "packages/collector/test/metrics/metrics.test.ts",
+  "packages/collector/test/offline/whatif/whatif.test.ts",
   "packages/guest-agent/test/fs/user-file.test.ts",
   "packages/guest-agent/test/fs/user-path-cache.test.ts", // chowns homes to a test user: root
   "packages/guest-agent/test/signals/home-scan.test.ts", // homes owned by real accounts: root

@@ -19,11 +19,11 @@ import {
 import { serverDefinition } from "@ws/protocol/grpc";
 import { MAX_STRING, REPORT_LIMITS, validateReport } from "../packages/collector/src/agents/validate.js";
 import { BUILTIN_DEFAULT_POLICY } from "../packages/collector/src/engine/policy.js";
-import { createMetrics, warmPerVmSeries } from "../packages/collector/src/metrics.js";
-import { CollectorStats } from "../packages/collector/src/stats.js";
-import { rememberWire } from "../packages/collector/src/vm/compact-report.js";
-import type { VmLoopState } from "../packages/collector/src/vm/step.js";
-import { startFleet } from "../packages/collector/test/vm/fleet-harness.js";
+import { createMetrics, warmPerVmSeries } from "../packages/collector/src/metrics/metrics.js";
+import { CollectorStats } from "../packages/collector/src/lib/stats.js";
+import { rememberWire } from "../packages/collector/src/model/compact-report.js";
+import type { VmLoopState } from "../packages/collector/src/loop/step.js";
+import { startFleet } from "../packages/collector/test/loop/fleet-harness.js";
 import { benchArgs, integers } from "./lib/args.js";
 import { hostileReport, reportFor, TYPICAL_VM } from "./lib/reports.js";
 import { bytes, fmt, markdownTable } from "./lib/table.js";

@@ -4,10 +4,10 @@
 // for fleets of 1000 and 10000 VMs (their agents gone, the host quiet: the rule's full path).
 // Prints a markdown table.
 import { BUILTIN_DEFAULT_POLICY } from "../packages/collector/src/engine/policy.js";
-import { Fleet } from "../packages/collector/src/fleet.js";
-import { parseVector, type VectorSample } from "../packages/collector/src/hostside/prometheus.js";
-import { type HostAnswers, readingsFromAnswers } from "../packages/collector/src/hostside/queries.js";
-import { staticPolicySource } from "../packages/collector/src/policy-source.js";
+import { Fleet } from "../packages/collector/src/loop/fleet.js";
+import { parseVector, type VectorSample } from "../packages/collector/src/loop/hostside/prometheus.js";
+import { type HostAnswers, readingsFromAnswers } from "../packages/collector/src/loop/hostside/queries.js";
+import { staticPolicySource } from "../packages/collector/src/model/policy-source.js";
 
 const NOW = Date.parse("2026-12-01T10:00:00Z");
 

@@ -6,7 +6,7 @@
 // after the agent's own backoff (1 s doubling to 60 s, jittered), as agents
 // do. Driven by bench/collector.ts.
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import { tokenFor } from "../packages/collector/src/token.js";
+import { tokenFor } from "../packages/collector/src/links/agent-token.js";
 import { backoffDelayMs } from "@ws/protocol";
 import { RECONNECT_BACKOFF } from "../packages/guest-agent/src/agent/connection.js";
 import type { Report } from "@ws/protocol";

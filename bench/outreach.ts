@@ -4,10 +4,10 @@
 // history, and signing + verifying a keep-running link. Prints a markdown table.
 import { BUILTIN_DEFAULT_POLICY } from "../packages/collector/src/engine/policy.js";
 import type { Decision, Explanation } from "../packages/collector/src/engine/types.js";
-import { History } from "../packages/collector/src/history/history.js";
-import { deriveLinkKey, signKeepLink, verifyKeepLink } from "../packages/collector/src/keeplink/token.js";
-import { parseNotificationsConfig } from "../packages/collector/src/notify/config.js";
-import { Outreach } from "../packages/collector/src/notify/outreach.js";
+import { History } from "../packages/collector/src/outreach/history.js";
+import { deriveLinkKey, signKeepLink, verifyKeepLink } from "../packages/collector/src/links/keep-token.js";
+import { parseNotificationsConfig } from "../packages/collector/src/outreach/notify/config.js";
+import { Outreach } from "../packages/collector/src/outreach/notify/outreach.js";
 import type { VmView } from "../packages/collector/src/model/vm-view.js";
 import { parseFleetQuery, renderFleetPage } from "../packages/collector/src/web/fleet-page.js";
 import { renderVmPage } from "../packages/collector/src/web/vm-page.js";

@@ -3,9 +3,9 @@
 // the machine may be shared). The fleet: people who type from 9 to 17 with a lunch break, idle nights,
 // one GPU each. `node bench/run.mjs whatif [--vms N] [--values N]` (default 1000 VMs, 4 values).
 // Prints a markdown table.
-import { parseWhatifArgs, replayPolicy } from "../packages/collector/src/whatif/args.js";
-import { stepGrid, type StepSample, type VmHistory } from "../packages/collector/src/whatif/history.js";
-import { runSweep } from "../packages/collector/src/whatif/sweep.js";
+import { parseWhatifArgs, replayPolicy } from "../packages/collector/src/offline/whatif/args.js";
+import { stepGrid, type StepSample, type VmHistory } from "../packages/collector/src/offline/whatif/history.js";
+import { runSweep } from "../packages/collector/src/offline/whatif/sweep.js";
 
 const START = Date.parse("2026-11-23T00:00:00Z");
 const MIN = 60_000;

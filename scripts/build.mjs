@@ -46,7 +46,7 @@ symlinkSync("ws-agent.cjs", leaseLink);
 renameSync(leaseLink, path.join(agentDist, "ws-lease"));
 
 await bundle({
-  entry: path.join(root, "packages/collector/src/main.ts"),
+  entry: path.join(root, "packages/collector/src/cli/main.ts"),
   outfile: path.join(root, "packages/collector/dist/ws-collector.cjs"),
   target: "node20",
 });

@@ -6,13 +6,13 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
-import { createMetrics, metricNames } from "../packages/collector/src/metrics.js";
-import { registerNotificationMetrics } from "../packages/collector/src/notify/metrics.js";
-import { registerHostSourceMetrics } from "../packages/collector/src/hostside/metrics.js";
-import { registerStartMetrics } from "../packages/collector/src/start/metrics.js";
-import { StartTracker } from "../packages/collector/src/start/tracker.js";
-import { WebhookSender } from "../packages/collector/src/notify/sender.js";
-import { CollectorStats } from "../packages/collector/src/stats.js";
+import { createMetrics, metricNames } from "../packages/collector/src/metrics/metrics.js";
+import { registerNotificationMetrics } from "../packages/collector/src/outreach/notify/metrics.js";
+import { registerHostSourceMetrics } from "../packages/collector/src/loop/hostside/metrics.js";
+import { registerStartMetrics } from "../packages/collector/src/comeback/start/metrics.js";
+import { StartTracker } from "../packages/collector/src/comeback/start/tracker.js";
+import { WebhookSender } from "../packages/collector/src/outreach/notify/sender.js";
+import { CollectorStats } from "../packages/collector/src/lib/stats.js";
 import { repoRoot } from "./support/process.js";
 
 type Obj = Record<string, any>; // manifests as parsed

@@ -7,13 +7,13 @@
 // scans those under fuzzing). And a link copied with its punctuation still works.
 import { linksFollowedByPunctuation } from "@ws/protocol";
 import { describe, expect, it } from "vitest";
-import { deriveLinkKey, keepLinkUrl, verifyKeepLink } from "../packages/collector/src/keeplink/token.js";
-import { parseNotificationsConfig } from "../packages/collector/src/notify/config.js";
-import { TRANSITION_KINDS, type VmTransition } from "../packages/collector/src/notify/events.js";
-import { Outreach } from "../packages/collector/src/notify/outreach.js";
-import { jsonPayload, ntfyRequest, slackPayload, textOf } from "../packages/collector/src/notify/payloads.js";
-import { deriveStartLinkKey, startLinkUrl, verifyStartLink } from "../packages/collector/src/start/token.js";
-import { keepHintWithLink } from "../packages/collector/src/vm/outreach-view.js";
+import { deriveLinkKey, keepLinkUrl, verifyKeepLink } from "../packages/collector/src/links/keep-token.js";
+import { parseNotificationsConfig } from "../packages/collector/src/outreach/notify/config.js";
+import { TRANSITION_KINDS, type VmTransition } from "../packages/collector/src/outreach/notify/events.js";
+import { Outreach } from "../packages/collector/src/outreach/notify/outreach.js";
+import { jsonPayload, ntfyRequest, slackPayload, textOf } from "../packages/collector/src/outreach/notify/payloads.js";
+import { deriveStartLinkKey, startLinkUrl, verifyStartLink } from "../packages/collector/src/links/start-token.js";
+import { keepHintWithLink } from "../packages/collector/src/loop/outreach-view.js";
 import { formatStatus } from "../packages/guest-agent/src/lease/format.js";
 import { cancellationText, noticeText, terminalBytes } from "../packages/guest-agent/src/notice/format.js";
 import { welcomeText } from "../packages/guest-agent/src/notice/welcome.js";

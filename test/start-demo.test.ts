@@ -3,9 +3,9 @@
 // burst (a browser opening the status page) into no work at all, while users' processes above
 // the demo's 1.5 cores still keep the machine.
 import { describe, expect, it } from "vitest";
-import { resolveCollectorConfig } from "../packages/collector/src/config.js";
+import { resolveCollectorConfig } from "../packages/collector/src/platform/config.js";
 import { extractEvidence } from "../packages/collector/src/engine/evidence.js";
-import { loadPolicyConfig } from "../packages/collector/src/serve.js";
+import { loadPolicyConfig } from "../packages/collector/src/serve/serve.js";
 import { report, T0 } from "../packages/collector/test/engine/sim.js";
 import { demoCollectorConfig } from "../scripts/lib/start-config.mjs";
 

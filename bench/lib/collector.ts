@@ -4,7 +4,7 @@ import { freePort } from "../../test/support/process.js";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { generateKey, tokenFor } from "../../packages/collector/src/token.js";
+import { generateKey, tokenFor } from "../../packages/collector/src/links/agent-token.js";
 import { launch, pollFor, type Launched } from "./launch.js";
 import { collectorBundle } from "./paths.js";
 

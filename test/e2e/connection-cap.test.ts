@@ -15,7 +15,7 @@ import { create } from "@bufbuild/protobuf";
 import { ReportSchema } from "@ws/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openAgentStream, type AgentStream } from "../../bench/lib/agent-stream.js";
-import { tokenFor } from "../../packages/collector/src/token.js";
+import { tokenFor } from "../../packages/collector/src/links/agent-token.js";
 import { resourceByKind, startFakeKube, type FakeKube } from "../support/fake-kube/index.js";
 import { kubeCollectorConfig } from "../support/kube-agent.js";
 import { collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";

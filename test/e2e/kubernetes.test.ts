@@ -27,7 +27,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { LEADER_LABEL } from "../../packages/collector/src/kube/leader-label.js";
+import { LEADER_LABEL } from "../../packages/collector/src/platform/kube/leader-label.js";
 import {
   resourceByKind,
   startFakeKube,
@@ -41,9 +41,9 @@ import { startPrometheus } from "../support/prometheus.js";
 import { dashboardQueries, withGrafanaVariables } from "../prometheus/promql.js";
 import { startFakeService, type FakeService } from "../support/fake-kube/service.js";
 import { webhookReceiver } from "../support/webhook-receiver.js";
-import { loadKey } from "../../packages/collector/src/key-file.js";
-import { deriveLinkKey, signKeepLink } from "../../packages/collector/src/keeplink/token.js";
-import { deriveStartLinkKey, signStartLink } from "../../packages/collector/src/start/token.js";
+import { loadKey } from "../../packages/collector/src/links/key-file.js";
+import { deriveLinkKey, signKeepLink } from "../../packages/collector/src/links/keep-token.js";
+import { deriveStartLinkKey, signStartLink } from "../../packages/collector/src/links/start-token.js";
 import {
   collectorToken,
   collectorTokenKey,

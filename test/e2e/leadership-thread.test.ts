@@ -1,4 +1,4 @@
-// The leader election's own thread (packages/collector/src/kube/leader-thread.ts), started from the
+// The leader election's own thread (packages/collector/src/platform/kube/leader-thread.ts), started from the
 // built bundle as the collector starts it, against the fake API server (the one fake allowed):
 // it takes and renews the Lease while the main thread's event loop is held busy, the main thread
 // stops acting as soon as another replica holds the Lease, and a stop hands the Lease back. The
@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LeaderThread, type LeaderThreadOptions } from "../../packages/collector/src/kube/leader-thread.js";
+import { LeaderThread, type LeaderThreadOptions } from "../../packages/collector/src/platform/kube/leader-thread.js";
 import { bundleNodeScript, collectorBundle, eventually, repoRoot, requireBundles } from "../support/process.js";
 
 const NS = "ws-system";

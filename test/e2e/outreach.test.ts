@@ -9,8 +9,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSy
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deriveLinkKey, signKeepLink } from "../../packages/collector/src/keeplink/token.js";
-import { keyFromFile } from "../../packages/collector/src/token.js";
+import { deriveLinkKey, signKeepLink } from "../../packages/collector/src/links/keep-token.js";
+import { keyFromFile } from "../../packages/collector/src/links/agent-token.js";
 import {
   agentBundle,
   collectorBundle,

@@ -15,7 +15,7 @@ import path from "node:path";
 import { linksFollowedByPunctuation } from "@ws/protocol";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type SshProxyDeps, sshProxyCommand } from "../../packages/collector/src/ssh-proxy/command.js";
+import { type SshProxyDeps, sshProxyCommand } from "../../packages/collector/src/comeback/ssh-proxy/command.js";
 import { collectorBundle, requireBundles } from "../support/process.js";
 
 interface Answer {

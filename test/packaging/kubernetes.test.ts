@@ -6,12 +6,12 @@ import os from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments, stringify } from "yaml";
-import { resolveCollectorConfig } from "../../packages/collector/src/config.js";
+import { resolveCollectorConfig } from "../../packages/collector/src/platform/config.js";
 import { parseCollectorPolicyConfig } from "../../packages/collector/src/engine/config.js";
 import { DEFAULT_ANNOTATION_PREFIX, parseKnobs } from "../../packages/collector/src/engine/policy.js";
-import { credentialSecretName } from "../../packages/collector/src/kube/credentials.js";
+import { credentialSecretName } from "../../packages/collector/src/platform/kube/credentials.js";
 import { DEFAULT_CREDENTIAL_DIR } from "../../packages/guest-agent/src/config.js";
-import { LEADER_LABEL, LEADER_LABEL_VALUE } from "../../packages/collector/src/kube/leader-label.js";
+import { LEADER_LABEL, LEADER_LABEL_VALUE } from "../../packages/collector/src/platform/kube/leader-label.js";
 import { repoRoot } from "../support/process.js";
 import { ApiTypes, loadClientNodeModels, loadCrdSchema } from "./lib/api-types.js";
 import { rootVersion } from "./lib/artifacts.js";
@@ -226,7 +226,7 @@ describe.each(OVERLAYS)("overlay %s", (overlay) => {
       { name: "http", port: 8080, targetPort: "http", protocol: "TCP" },
     ]);
     const podLabels = deployment(overlay).spec.template.metadata.labels;
-    // The leader label is set at run time by the leader (kube/leader-label.ts), never in the template.
+    // The leader label is set at run time by the leader (platform/kube/leader-label.ts), never in the template.
     expect(podLabels[LEADER_LABEL]).toBeUndefined();
     const leaderLabels = overlay === "standalone" ? {} : { [LEADER_LABEL]: LEADER_LABEL_VALUE };
     expect(service.spec.selector).toEqual({ ...deployment(overlay).spec.selector.matchLabels, ...leaderLabels });

@@ -4,8 +4,8 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { createMetrics, metricNames } from "../../packages/collector/src/metrics.js";
-import { CollectorStats } from "../../packages/collector/src/stats.js";
+import { createMetrics, metricNames } from "../../packages/collector/src/metrics/metrics.js";
+import { CollectorStats } from "../../packages/collector/src/lib/stats.js";
 import { repoRoot } from "../support/process.js";
 import { dashboardQueries, metricNamesIn } from "./promql.js";
 

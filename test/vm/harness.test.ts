@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { resolveCollectorConfig } from "../../packages/collector/src/config.js";
+import { resolveCollectorConfig } from "../../packages/collector/src/platform/config.js";
 import { resolveAgentConfig } from "../../packages/guest-agent/src/config.js";
 import { collectorConfigYaml, parseTrace } from "./collector.js";
 import { qemuArgs } from "./guest.js";

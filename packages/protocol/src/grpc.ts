@@ -31,7 +31,7 @@ const wire = new WeakMap<object, Uint8Array>();
  * The bytes a server-side message was decoded from (a copy: grpc-js's buffer may be a slice of a
  * larger one). Kept as long as the message is: a receiver that needs the message again later can
  * hold these ~1 kB instead of the decoded object, several times larger (the collector's latest
- * Report of each VM, vm/compact-report.ts).
+ * Report of each VM, model/compact-report.ts).
  */
 export function wireBytesOf(message: object): Uint8Array | undefined {
   return wire.get(message);

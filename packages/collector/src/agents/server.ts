@@ -17,9 +17,9 @@ import {
   errorMessage,
 } from "@ws/protocol";
 import { bidiHandler, serverDefinition, type BidiServerStream, wireBytesOf } from "@ws/protocol/grpc";
-import type { CollectorStats } from "../stats.js";
+import type { CollectorStats } from "../lib/stats.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
-import { rememberWire } from "../vm/compact-report.js";
+import { rememberWire } from "../model/compact-report.js";
 import {
   ConnectionSlots,
   connectionSource,
@@ -441,7 +441,7 @@ export class AgentServer {
         stats.reportsRateLimited++;
         return;
       }
-      // Kept whole: the collector may hold the bytes instead of the decoded Report (vm/compact-report.ts).
+      // Kept whole: the collector may hold the bytes instead of the decoded Report (model/compact-report.ts).
       if (truncated.length === 0 && bytes) rememberWire(payload.value, bytes);
       sink.report(session, payload.value, nowMs(), truncated);
     });

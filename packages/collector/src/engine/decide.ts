@@ -137,7 +137,7 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
     received,
     isNewReport:
       received !== undefined && (prev.lastReportAtMs === undefined || received.receivedAtMs > prev.lastReportAtMs),
-    // The caller (vm/step.ts) may pass the evidence it extracted once when the Report arrived.
+    // The caller (loop/step.ts) may pass the evidence it extracted once when the Report arrived.
     evidence: observation.evidence ?? (received ? extractEvidence(received, policy, prev.memory) : undefined),
     rec: { ...prev, agentConnected: observation.agentConnected },
     actions: [],

@@ -2,7 +2,7 @@
  * The one list of Event reasons the collector can emit, with their type, their `action` and
  * what each means. The engine's event actions and the Kubernetes edge take reasons from here
  * (typed), the Events are written with the action named here, and docs/kubernetes.md's table of
- * Events is tested against this list (packages/collector/test/events.test.ts): every reason here is in
+ * Events is tested against this list (packages/collector/test/engine/events.test.ts): every reason here is in
  * the docs, and no other.
  *
  * Events expire (the apiserver keeps them about an hour by default): they are for `kubectl

@@ -230,7 +230,7 @@ export const NON_POLICY_ANNOTATION_NAMES: readonly string[] = [
   "stop-deadline",
   "last-stop",
   "allow-ephemeral-stop",
-  // The VM's own webhook (notify/config.ts): read by the notifier, and never echoed (a URL may be a secret).
+  // The VM's own webhook (outreach/notify/config.ts): read by the notifier, and never echoed (a URL may be a secret).
   "notify-url",
   "notify-format",
 ];

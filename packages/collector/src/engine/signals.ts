@@ -57,7 +57,7 @@ export interface SignalDescriptor {
   /** While it lasts it also forbids a stop (a veto of its own name), up to unattended-max when background. */
   veto?: true;
   /**
-   * What the host sees of the use this signal reads (hostside/disagree.ts): "vcpu", a busy vCPU;
+   * What the host sees of the use this signal reads (loop/hostside/disagree.ts): "vcpu", a busy vCPU;
    * "connection", a VNC/console/port-forward connection. A host reading of that kind while none
    * of its signals is active is an agent/host disagreement.
    */

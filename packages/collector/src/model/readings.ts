@@ -2,7 +2,7 @@
 //   readingsFromReport: Report → values /metrics exports (so Prometheus keeps them)
 //   reportFromReadings: values read back from Prometheus → a Report the engine accepts
 // A round trip keeps every reading, veto and threshold comparison the engine
-// makes (packages/collector/test/whatif-readings.test.ts checks it), which is what lets `whatif`
+// makes (packages/collector/test/offline/whatif/whatif-readings.test.ts checks it), which is what lets `whatif`
 // replay history under other thresholds.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { type RemoteSessionSchema, ReportSchema, SourceState, type Report } from "@ws/protocol";

@@ -4,7 +4,7 @@ import type { ReportReadings } from "./readings.js";
 
 export type { ReportReadings };
 
-/** What a running instance of a VM holds (from its spec): what its stop gives back (adoption/given-back.ts). */
+/** What a running instance of a VM holds (from its spec): what its stop gives back (outreach/adoption/given-back.ts). */
 export interface VmCapacity {
   cpuCores: number | null;
   memoryBytes: number | null;
@@ -22,7 +22,7 @@ export interface LeaseRow {
 
 /**
  * What the platform says about a VM beyond its policy (Kubernetes mode: read from the
- * VirtualMachine by kube/vm-resources.ts; standalone: nothing): who owns it and what a stop
+ * VirtualMachine by platform/kube/vm-resources.ts; standalone: nothing): who owns it and what a stop
  * would give back, so a notice and the pages can say both.
  */
 export interface VmPlatformDetails {
@@ -85,7 +85,7 @@ export interface HostView {
   atMs: number;
   /** "vCPU 0.3 %, network 2 kB/s, disk 0 B/s, no VNC connection", or why there is no reading. */
   summary: string;
-  /** Where the agent says idle and the host does not (hostside/disagree.ts). */
+  /** Where the agent says idle and the host does not (loop/hostside/disagree.ts). */
   disagreements: string[];
 }
 
@@ -106,7 +106,7 @@ export interface FleetCounters {
   stopsCancelled: number;
   leasesGranted: number;
   policyErrors: number;
-  /** Onsets of agent/host disagreement, by kind (hostside/disagree.ts); absent without host-side evidence. */
+  /** Onsets of agent/host disagreement, by kind (loop/hostside/disagree.ts); absent without host-side evidence. */
   hostDisagreements?: Map<string, number>;
 }
 

@@ -2,7 +2,7 @@
 // the idle timeout as a dashed line, activity as green ticks along the bottom,
 // pending stops shaded. Pure: points in, markup out.
 import { formatDuration } from "@ws/protocol";
-import type { ChartPoint } from "../history/history.js";
+import type { ChartPoint } from "../outreach/history.js";
 
 const WIDTH = 720;
 const HEIGHT = 180;

@@ -1,8 +1,8 @@
 // The fleet page: one row per VM, sortable and filterable by state, namespace
 // and owner through the query string (links and a GET form: no JavaScript).
 // Pure: views and the query in, HTML out.
-import type { GivenBackRow } from "../adoption/given-back.js";
-import { countAgentVersions } from "../rollout/agent-versions.js";
+import type { GivenBackRow } from "../outreach/adoption/given-back.js";
+import { countAgentVersions } from "../metrics/agent-versions.js";
 import { formatDuration } from "@ws/protocol";
 import type { VmView } from "../model/vm-view.js";
 import { escapeHtml, page, when } from "./html.js";

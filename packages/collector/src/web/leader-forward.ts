@@ -1,5 +1,5 @@
 // A standby replica does not act: a POST (start, keep running) that reaches it is forwarded to
-// the leader through the collector's Service (which selects the leader's pod: kube/leader-label.ts),
+// the leader through the collector's Service (which selects the leader's pod: platform/kube/leader-label.ts),
 // and the leader's answer is passed back. A request that was forwarded once is never forwarded
 // again (a Service that has not caught up with a new leader): it gets a 503 page that asks the
 // browser to try again in a moment, and nothing changes.

@@ -3,7 +3,7 @@
 // collector's memory by one family, never by the whole 10k-VM answer.
 import type http from "node:http";
 import type { Registry } from "prom-client";
-import { metricsChunks } from "../metrics.js";
+import { metricsChunks } from "../metrics/metrics.js";
 
 export async function sendMetrics(req: http.IncomingMessage, res: http.ServerResponse, registry: Registry) {
   res.writeHead(200, {

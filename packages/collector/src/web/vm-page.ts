@@ -3,7 +3,7 @@
 // ("would stop" in observe mode), leases, the last transitions and a chart.
 // Pure: the VM's detail and history in, HTML out.
 import { formatDuration } from "@ws/protocol";
-import type { ChartPoint, HistoryTransition } from "../history/history.js";
+import type { ChartPoint, HistoryTransition } from "../outreach/history.js";
 import type { VmDetail } from "../model/vm-view.js";
 import { renderChart } from "./chart.js";
 import { measuredRows } from "./signal-rows.js";

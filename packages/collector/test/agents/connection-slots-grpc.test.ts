@@ -27,7 +27,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { openAgentStream, type AgentStream } from "../../../../bench/lib/agent-stream.js";
 import { selfSignedCertificate } from "../../../../test/support/prometheus.js";
 import { type AgentListen, AgentServer, type AgentSink } from "../../src/agents/server.js";
-import { CollectorStats } from "../../src/stats.js";
+import { CollectorStats } from "../../src/lib/stats.js";
 
 const HOSTILE = "127.0.0.2";
 

@@ -13,11 +13,11 @@ import { openAgentStream, type AgentStream } from "../../../../bench/lib/agent-s
 import { AgentServer } from "../../src/agents/server.js";
 import { MAX_STRING, REPORT_LIMITS, validateReport } from "../../src/agents/validate.js";
 import { BUILTIN_DEFAULT_POLICY } from "../../src/engine/policy.js";
-import { Fleet } from "../../src/fleet.js";
-import { createMetrics } from "../../src/metrics.js";
-import { staticPolicySource } from "../../src/policy-source.js";
-import { CollectorStats } from "../../src/stats.js";
-import { MAX_REMEMBERED_SOURCES } from "../../src/vm/step.js";
+import { Fleet } from "../../src/loop/fleet.js";
+import { createMetrics } from "../../src/metrics/metrics.js";
+import { staticPolicySource } from "../../src/model/policy-source.js";
+import { CollectorStats } from "../../src/lib/stats.js";
+import { MAX_REMEMBERED_SOURCES } from "../../src/loop/step.js";
 
 interface Running {
   fleet: Fleet;

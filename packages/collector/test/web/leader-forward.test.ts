@@ -10,7 +10,7 @@ import { Registry } from "prom-client";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FleetCounters, FleetReader } from "../../src/model/vm-view.js";
 import { filterLeaderAnswer, leaderTarget } from "../../src/web/leader-forward.js";
-import { createWebServer, standbyForwardTarget } from "../../src/web/server.js";
+import { createWebServer, standbyForwardTarget } from "../../src/serve/router.js";
 
 const LEADER = "http://ws-collector.ws-system.svc:8080";
 

@@ -2,7 +2,7 @@
 // one of this server's targets (issue 23: "GET http://[::1 HTTP/1.1" ended the process).
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseRequestTarget } from "../../src/web/server.js";
+import { parseRequestTarget } from "../../src/serve/router.js";
 
 describe("parseRequestTarget", () => {
   it("parses origin-form targets, query included", () => {

@@ -1,0 +1,25 @@
+// The port through which the per-VM loop tells the outside world about its decisions. It lives
+// beside the loop that calls it (fleet.ts, loop/actions.ts, loop/outreach-view.ts); outreach/notify/outreach.ts
+// implements it and outreach/adoption/observer.ts wraps it, so the loop never imports the layers above it.
+import type { Decision, Policy, StopResult, StopTrigger, VmRecord } from "../engine/types.js";
+import type { VmKey } from "../model/vm-key.js";
+
+/** What the per-VM loop tells the outside world about; every method returns at once. */
+export interface FleetObserver {
+  /** After every decision (previous: the record it started from). */
+  decided(vm: VmKey, decision: Decision, previous: VmRecord | undefined, policy: Policy, nowMs: number): void;
+  /** When a stop attempt finished. */
+  stopped(
+    vm: VmKey,
+    result: StopResult,
+    stop: { reason: string; trigger: StopTrigger },
+    policy: Policy,
+    nowMs: number,
+  ): void;
+  /** Whether a notice in this mode reaches the VM's users (terminals, desktop): observe mode warns nobody by default. */
+  deliversNotice(mode: Policy["mode"], policy: Policy): boolean;
+  /** A line for the in-VM notice: the keep-running link, when links are configured. */
+  noticeLink(vm: VmKey, noticeId: string, deadlineMs: number): string | undefined;
+  owner(vm: VmKey): string;
+  forget(vm: VmKey): void;
+}

@@ -1,0 +1,304 @@
+// `ws-collector whatif`: read the recorded readings from Prometheus, replay
+// them through the engine under the given policy, print the outcome.
+// The only I/O here: the HTTP range queries and the output streams.
+import { readFileSync } from "node:fs";
+import { UsageError, ConfigError, EXIT, usageLine } from "@ws/protocol";
+import { type DisputesOnlyOptions, parseWhatifArgs, WHATIF_HELP, type WhatifOptions } from "./args.js";
+import { disputesFromDocument, type DisputeRecord } from "../../comeback/start/disputes.js";
+import { disputeVerdicts, formatDisputesJson, formatDisputesText } from "./disputes-report.js";
+import {
+  HistoryError,
+  historyFromSeries,
+  historyQuery,
+  parseMatrix,
+  rangeChunks,
+  stepGrid,
+  type MatrixSeries,
+} from "./history.js";
+import { HOST_QUERY_NAMES, hostHistoryQueries, withHostHistory } from "./host-history.js";
+import { formatJson, formatText } from "./report.js";
+import { simulateVm } from "./simulate.js";
+import { capacityFromSeries, capacityQueries, recommend, runSweep, type VmCapacity } from "./sweep.js";
+import { formatSweepJson, formatSweepText } from "./sweep-report.js";
+import { replayPolicy } from "./args.js";
+import type { StepGrid, VmHistory } from "./history.js";
+import { historiesFromTrace } from "./trace-history.js";
+import { parseTrace, type TraceEvent } from "../../loop/trace.js";
+import { traceOriginMs } from "../replay/replay.js";
+import { errorMessage, escapedJson, terminalText } from "@ws/protocol";
+
+export interface WhatifIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  fetch?: typeof fetch;
+  nowMs?: () => number;
+  readFile?: (path: string) => string;
+}
+
+const QUERY_TIMEOUT_MS = 120_000;
+
+async function queryRange(
+  options: WhatifOptions & { prometheusUrl: URL },
+  query: string,
+  startMs: number,
+  endMs: number,
+  fetchFn: typeof fetch,
+): Promise<MatrixSeries[]> {
+  const url = new URL(
+    "api/v1/query_range",
+    options.prometheusUrl.href.endsWith("/") ? options.prometheusUrl : new URL(`${options.prometheusUrl.href}/`),
+  );
+  const body = new URLSearchParams({
+    query,
+    start: String(startMs / 1000),
+    end: String(endMs / 1000),
+    step: `${options.stepSeconds}s`,
+  });
+  let response: Response;
+  try {
+    response = await fetchFn(url, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json", ...options.headers },
+      body,
+      signal: AbortSignal.timeout(QUERY_TIMEOUT_MS),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    throw new HistoryError(
+      `cannot reach Prometheus at ${options.prometheusUrl.href}: ${cause?.code ?? cause?.message ?? errorMessage(error)}`,
+    );
+  }
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new HistoryError(
+      `Prometheus at ${url.href} answered HTTP ${response.status} with something that is not JSON: ${text.slice(0, 200)}`,
+    );
+  }
+  return parseMatrix(json);
+}
+
+export async function whatifCommand(argv: string[], io: WhatifIo): Promise<number> {
+  const nowMs = io.nowMs ?? (() => Date.now());
+  let options: WhatifOptions | DisputesOnlyOptions | "help";
+  try {
+    options = parseWhatifArgs(argv, nowMs(), io.readFile ?? ((path) => readFileSync(path, "utf8")));
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(
+        `ws-collector whatif: ${error.message}\n${usageLine(WHATIF_HELP)}\nRun 'ws-collector whatif --help' for usage.\n`,
+      );
+      return EXIT.usage;
+    }
+    // The --config file is configuration: exit 3, as serve and replay.
+    if (error instanceof ConfigError) {
+      io.stderr.write(`ws-collector whatif: ${error.message}\n`);
+      return EXIT.config;
+    }
+    throw error;
+  }
+  if (options === "help") {
+    io.stdout.write(WHATIF_HELP);
+    return 0;
+  }
+  let disputes: DisputeRecord[] | undefined;
+  if (options.disputesFile !== undefined) {
+    const file = options.disputesFile;
+    try {
+      const text = (io.readFile ?? ((path) => readFileSync(path, "utf8")))(file === "-" ? "/dev/stdin" : file);
+      disputes = disputesFromDocument(text, options.annotationPrefix).filter(
+        (d) =>
+          (!options.namespace || d.vm.startsWith(`${options.namespace}/`)) &&
+          (!options.vm || d.vm.endsWith(`/${options.vm}`)),
+      );
+    } catch (error) {
+      // The error may quote the document (its kind): text someone else wrote.
+      io.stderr.write(`ws-collector whatif: --disputes ${file}: ${terminalText(errorMessage(error), 1000)}\n`);
+      return 1;
+    }
+  }
+  if ("kind" in options) {
+    io.stdout.write(options.json ? formatDisputesJson(disputes ?? []) : formatDisputesText(disputes ?? []));
+    return 0;
+  }
+
+  if (options.traceFile !== undefined) {
+    // A trace: the same histories as Prometheus gives, read from the file; its range is the trace's.
+    let events: TraceEvent[];
+    try {
+      events = parseTrace((io.readFile ?? ((path) => readFileSync(path, "utf8")))(options.traceFile));
+    } catch (error) {
+      io.stderr.write(`ws-collector whatif: --trace ${options.traceFile}: ${errorMessage(error)}\n`);
+      return 1;
+    }
+    const selected = events.filter(
+      (event) =>
+        (!options.namespace || event.vm.startsWith(`${options.namespace}/`)) &&
+        (!options.vm || event.vm.endsWith(`/${options.vm}`)),
+    );
+    const fromTrace = historiesFromTrace(selected, traceOriginMs(events), options.stepSeconds);
+    const range = {
+      fromMs: fromTrace.grid.startMs,
+      toMs: fromTrace.grid.startMs + (fromTrace.grid.count - 1) * fromTrace.grid.stepMs,
+    };
+    return replayHistories({ ...options, ...range }, fromTrace.histories, fromTrace.grid, disputes, io);
+  }
+  const prometheusOptions = { ...options, prometheusUrl: options.prometheusUrl! };
+  const grid = stepGrid(options.fromMs, options.toMs, options.stepSeconds);
+  const query = historyQuery({
+    ...(options.namespace ? { namespace: options.namespace } : {}),
+    ...(options.vm ? { vm: options.vm } : {}),
+  });
+  const series: MatrixSeries[] = [];
+  try {
+    for (const chunk of rangeChunks(grid))
+      series.push(...(await queryRange(prometheusOptions, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
+  } catch (error) {
+    if (error instanceof HistoryError) {
+      io.stderr.write(`ws-collector whatif: ${terminalText(error.message, 1000)}\n`);
+      return 1;
+    }
+    throw error;
+  }
+  let histories = historyFromSeries(series, grid);
+  if (options.hostWindowSeconds !== undefined && histories.length > 0) {
+    // Host-side evidence, read back with the live source's own queries at every step.
+    const queries = hostHistoryQueries(options.hostWindowSeconds);
+    const answers = Object.fromEntries(HOST_QUERY_NAMES.map((name) => [name, [] as MatrixSeries[]])) as Record<
+      keyof typeof queries,
+      MatrixSeries[]
+    >;
+    try {
+      for (const name of HOST_QUERY_NAMES)
+        for (const chunk of rangeChunks(grid))
+          answers[name].push(
+            ...(await queryRange(prometheusOptions, queries[name], chunk.startMs, chunk.endMs, io.fetch ?? fetch)),
+          );
+    } catch (error) {
+      if (error instanceof HistoryError) {
+        io.stderr.write(`ws-collector whatif: host-side evidence: ${terminalText(error.message, 1000)}\n`);
+        return 1;
+      }
+      throw error;
+    }
+    histories = withHostHistory(histories, answers, grid, options.hostWindowSeconds);
+  }
+  return replayHistories(options, histories, grid, disputes, io);
+}
+
+/** The replay of the histories, from Prometheus or a trace: once, or once per sweep value. */
+async function replayHistories(
+  options: WhatifOptions,
+  histories: VmHistory[],
+  grid: StepGrid,
+  disputes: DisputeRecord[] | undefined,
+  io: WhatifIo,
+): Promise<number> {
+  if (histories.length === 0 && options.traceFile !== undefined) {
+    io.stderr.write(
+      `ws-collector whatif: the trace has no reports${options.namespace || options.vm ? " for the VMs selected" : ""}\n`,
+    );
+    return 1;
+  }
+  if (histories.length === 0) {
+    io.stderr.write(
+      `ws-collector whatif: Prometheus has no workstation_* series${options.namespace || options.vm ? " for the VMs selected" : ""} between ${new Date(options.fromMs).toISOString()} and ${new Date(options.toMs).toISOString()}: ` +
+        "is it scraping the collector (packaging/prometheus/), and is the range right?\n",
+    );
+    return 1;
+  }
+  if (options.sweep) return sweepCommand(options, options.sweep, histories, grid, disputes, io);
+  const outcomes = histories.map((history) =>
+    simulateVm(history, { policy: options.policy, grid, falseStopWindowSeconds: options.falseStopWindowSeconds }),
+  );
+  if (outcomes.every((outcome) => outcome.reportedSteps === 0)) {
+    io.stderr.write(
+      "ws-collector whatif: the range has VMs but none of the raw readings whatif replays (workstation_jupyter_busy_kernels and the others in docs/metrics.md): " +
+        "they are exported while an agent is connected, by collectors of this version on.\n",
+    );
+    return 1;
+  }
+  const result = {
+    fromMs: options.fromMs,
+    toMs: options.toMs,
+    stepSeconds: options.stepSeconds,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    policy: options.policy,
+    overrides: options.overrides,
+    vms: outcomes,
+  };
+  if (!disputes) {
+    io.stdout.write(options.json ? formatJson(result) : formatText(result));
+    return 0;
+  }
+  // Each dispute beside the replay: would this policy still have stopped the VM then?
+  const verdicts = disputeVerdicts(disputes, outcomes, options.stepSeconds);
+  if (options.json) {
+    const replay = JSON.parse(formatJson(result)) as Record<string, unknown>;
+    io.stdout.write(`${escapedJson({ ...replay, disputes: verdicts }, 2)}\n`);
+  } else io.stdout.write(`${formatText(result)}\n${formatDisputesText(verdicts)}`);
+  return 0;
+}
+
+/** --sweep: whatif's replay once per knob value, summed, and the value to use. */
+async function sweepCommand(
+  options: WhatifOptions,
+  sweep: NonNullable<WhatifOptions["sweep"]>,
+  histories: VmHistory[],
+  grid: StepGrid,
+  disputes: DisputeRecord[] | undefined,
+  io: WhatifIo,
+): Promise<number> {
+  // What each VM held (cores, memory) from KubeVirt's metrics, when the same Prometheus has them;
+  // without them (or from a trace) core- and GiB-hours are shown as unknown, nothing fails.
+  let capacity = new Map<string, VmCapacity>();
+  if (options.prometheusUrl)
+    try {
+      const queries = capacityQueries((options.toMs - options.fromMs) / 1000);
+      const prometheusOptions = { ...options, prometheusUrl: options.prometheusUrl };
+      const cores = await queryRange(prometheusOptions, queries.cores, options.toMs, options.toMs, io.fetch ?? fetch);
+      const memory = await queryRange(
+        prometheusOptions,
+        queries.memoryBytes,
+        options.toMs,
+        options.toMs,
+        io.fetch ?? fetch,
+      );
+      capacity = capacityFromSeries(cores, memory);
+    } catch (error) {
+      if (!(error instanceof HistoryError)) throw error;
+      io.stderr.write(`ws-collector whatif: core- and GiB-hours unknown: ${error.message}\n`);
+    }
+  const rows = runSweep({
+    plan: sweep,
+    histories,
+    grid,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    falseStopBudget: sweep.falseStopBudget,
+    policyFor: (overrides) => replayPolicy(options.base, { ...options.overrides, ...overrides }, options.stepSeconds),
+    capacity,
+    ...(disputes ? { disputes } : {}),
+  });
+  const result = {
+    fromMs: options.fromMs,
+    toMs: options.toMs,
+    stepSeconds: options.stepSeconds,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    falseStopBudget: sweep.falseStopBudget,
+    vms: histories.length,
+    knobs: sweep.knobs,
+    rows,
+    recommendation: recommend(rows, {
+      knobs: sweep.knobs,
+      falseStopBudget: sweep.falseStopBudget,
+      annotationPrefix: options.annotationPrefix,
+      ...(options.profile !== undefined ? { profile: options.profile } : {}),
+      ...(options.namespace !== undefined ? { namespace: options.namespace } : {}),
+      ...(options.vm !== undefined ? { vm: options.vm } : {}),
+    }),
+  };
+  io.stdout.write(options.json ? formatSweepJson(result) : formatSweepText(result));
+  return 0;
+}

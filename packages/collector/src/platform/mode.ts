@@ -1,0 +1,34 @@
+// What differs between standalone and Kubernetes mode: serve/serve.ts runs either, platform/kube/serve.ts builds
+// the Kubernetes one. Its own file, so that neither imports the other.
+import type { AuthResult } from "../agents/server.js";
+import type { VmKey } from "../model/vm-key.js";
+import type { VmRecord } from "../engine/types.js";
+import type { Fleet } from "../loop/fleet.js";
+import type { Actuator } from "../loop/actions.js";
+import type { PolicySource } from "../model/policy-source.js";
+import type { StartPlatform } from "../comeback/start/platform.js";
+import type { VmPlatformDetails } from "../model/vm-view.js";
+
+export interface CollectorMode {
+  name: "standalone" | "kubernetes";
+  actuator: Actuator;
+  /** Extra identity checks after the token (Kubernetes: the source IP is the VM's launcher pod). */
+  authenticate?: (vm: VmKey, peer: string) => Promise<AuthResult> | AuthResult;
+  policySource: PolicySource;
+  restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
+  vmRunning?: (vm: VmKey) => boolean | undefined;
+  /** Owner, what a stop frees, declared GPUs (Kubernetes: from the VirtualMachine). */
+  vmDetails?: (vm: VmKey) => VmPlatformDetails | undefined;
+  /** Starting a stopped VM and what its starting page shows (Kubernetes: the `start` subresource). */
+  startPlatform?: StartPlatform;
+  /** True while this replica may act and should receive agents (the leader). */
+  leader: () => boolean;
+  /**
+   * The VMs whose agents may connect, as known once start() returned (Kubernetes: the tracked VMs
+   * of the synced inventory; standalone: the configured ones): serve/serve.ts warns when the cap on
+   * agent connections is below it.
+   */
+  fleetSize: () => number;
+  /** Starts watches and elections once the fleet exists; returns how to stop them. */
+  start?: (fleet: Fleet) => Promise<() => Promise<void>>;
+}

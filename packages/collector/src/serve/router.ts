@@ -1,0 +1,395 @@
+// HTTP side: /metrics, /healthz, /readyz, the fleet page, /vm/NS/NAME,
+// /api/vms, and the keep-running links /keep/NS/NAME (the only POST).
+import { platformDisputes } from "../comeback/start/disputes.js";
+import type { StartPlatform } from "../comeback/start/platform.js";
+import http from "node:http";
+import type { Registry } from "prom-client";
+import type { ChartPoint, History } from "../outreach/history.js";
+import type { KeepLinks } from "../comeback/keeplink/handler.js";
+import type { StartLinks } from "../comeback/start/handler.js";
+import { MAX_FORM_BYTES, readForm } from "../web/form.js";
+import { FORWARDED_HEADER, type ForwardRoute, forwardToLeader, leaderTarget } from "../web/leader-forward.js";
+import type { GivenBackRow } from "../outreach/adoption/given-back.js";
+import type { FleetReader } from "../model/vm-view.js";
+import { parseFleetQuery, renderFleetPage } from "../web/fleet-page.js";
+import { sendMetrics } from "../web/metrics-response.js";
+import { renderVmPage } from "../web/vm-page.js";
+import { mayView, viewerFromHeaders, type IdentityConfig, type Viewer } from "../web/identity.js";
+import { escapeHtml, PAGE_HEADERS, page } from "../web/html.js";
+import { errorMessage } from "@ws/protocol";
+
+export interface WebOptions {
+  fleet: FleetReader;
+  registry: Registry;
+  nowMs: () => number;
+  ready: () => boolean;
+  info: () => { version: string; mode: string; leader: boolean };
+  /** Transitions and chart points for the VM pages. */
+  history?: History;
+  /** How far back the VM page's chart goes (default 4h). */
+  chartSpanMs?: number;
+  keepLinks?: KeepLinks;
+  /**
+   * Which routes this listener answers: "all" (one port, the standalone default), "pages" (the
+   * pages, /api/vms, keep links, /healthz and /readyz: behind the site's auth proxy) or "probes"
+   * (/metrics, /healthz, /readyz: for Prometheus and the kubelet, never exposed to users).
+   */
+  routes?: "all" | "pages" | "probes";
+  /** The auth proxy's identity header: who sees which VM on the pages (unset: everyone sees all). */
+  identity?: IdentityConfig;
+  /** A request refused before or outside its route (counted and logged by the caller; never echoes the request). */
+  onRefused?: (why: HttpRefusal, detail: string) => void;
+  /** Start links and the starting page (docs/coming-back.md). */
+  startLinks?: StartLinks;
+  /** The platform's stops and their disputes (/api/disputes). */
+  startPlatform?: StartPlatform;
+  /**
+   * Where a standby forwards the POSTs it must not act on (start.leaderUrl: the collector's
+   * Service, which selects the leader); absent or "": the standby answers 503, try again.
+   */
+  leaderUrl?: string;
+  /** This replica's name, sent along with a forwarded POST. */
+  replica?: string;
+  /** A start link for a VM, valid from now (absent: no links, notifications.publicUrl unset). */
+  startUrl?: (vm: { namespace: string; name: string }, nowMs: number) => string | undefined;
+  /** What ws's own stops gave back, per namespace and owner (the fleet page's "Given back"). */
+  givenBack?: (nowMs: number) => GivenBackRow[];
+}
+
+/**
+ * The request target as a URL under this server, or undefined when it is not an origin-form
+ * target ("/path?query"). Absolute-form and authority-form targets ("http://[::1", "a:99999")
+ * are not for this server; they get a 400 instead of reaching new URL() with a host to parse.
+ */
+export function parseRequestTarget(target: string | undefined): URL | undefined {
+  if (!target?.startsWith("/")) return undefined;
+  try {
+    // The base's host is fixed and the target is appended as a path, so "//[" is a path, not a host.
+    return new URL(`http://collector${target}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/** /PREFIX/NAMESPACE/NAME → the VM, or undefined. */
+function vmFromPath(pathname: string, prefix: string): { namespace: string; name: string } | undefined {
+  const parts = pathname.slice(prefix.length).split("/");
+  if (parts.length !== 2 || !parts[0] || !parts[1]) return undefined;
+  try {
+    return { namespace: decodeURIComponent(parts[0]), name: decodeURIComponent(parts[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** A start or keep POST's route, parsed from the request (what a standby forwards, rebuilt). */
+export function forwardRouteOf(url: URL): ForwardRoute | undefined {
+  const action = url.pathname.startsWith("/start/") ? "start" : url.pathname.startsWith("/keep/") ? "keep" : undefined;
+  const vm = action ? vmFromPath(url.pathname, `/${action}/`) : undefined;
+  if (!action || !vm) return undefined;
+  const token = url.searchParams.get("t");
+  return { action, vm, ...(token !== null ? { token } : {}) };
+}
+
+/** Where a standby sends a request target (undefined: nowhere): the leader's origin, the path rebuilt from the route. */
+export function standbyForwardTarget(leaderUrl: string, requestTarget: string | undefined): URL | undefined {
+  const url = parseRequestTarget(requestTarget);
+  const route = url ? forwardRouteOf(url) : undefined;
+  return route ? leaderTarget(leaderUrl, route) : undefined;
+}
+
+/** Why the HTTP side refused a request before any route saw it (workstation_http_requests_refused_total). */
+export type HttpRefusal = "malformed-request" | "malformed-target" | "form-too-large" | "handler-error";
+
+export function createWebServer(options: WebOptions): http.Server {
+  const server = http.createServer(
+    { headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS },
+    (req, res) => {
+      // Nothing a request carries may end the process: every failure of a route is answered here.
+      handle(options, req, res).catch((error: unknown) => {
+        options.onRefused?.("handler-error", errorMessage(error));
+        if (!res.headersSent) {
+          res.writeHead(500, { "content-type": "text/plain", "cache-control": "no-store", connection: "close" });
+          res.end("internal error (logged)\n");
+        } else res.destroy();
+      });
+    },
+  );
+  // Requests Node's parser rejects (a bad request line or header, headers too large, a timeout)
+  // never reach the handler: answer them here with the status Node would, count them, close.
+  server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
+    if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy();
+    options.onRefused?.("malformed-request", error.code ?? "parse error");
+    const status =
+      error.code === "HPE_HEADER_OVERFLOW"
+        ? "431 Request Header Fields Too Large"
+        : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? "408 Request Timeout"
+          : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nmalformed request\n`);
+  });
+  return server;
+}
+
+/** A request's headers must arrive within this; the whole request (a small form) within REQUEST_TIMEOUT_MS. */
+const HEADERS_TIMEOUT_MS = 15_000;
+const REQUEST_TIMEOUT_MS = 30_000;
+
+async function handle(options: WebOptions, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const send = (status: number, type: string, body: string) => {
+    res.writeHead(status, {
+      "content-type": type,
+      "cache-control": "no-store",
+      ...PAGE_HEADERS,
+      ...(status === 413 || status === 400 ? { connection: "close" } : {}),
+    });
+    res.end(req.method === "HEAD" ? undefined : body);
+  };
+  const url = parseRequestTarget(req.url);
+  if (!url) {
+    options.onRefused?.("malformed-target", "not an origin-form target");
+    return send(400, "text/plain", "malformed request target: expected a path such as /vm/NAMESPACE/NAME\n");
+  }
+  const html = "text/html; charset=utf-8";
+  const routes = options.routes ?? "all";
+  try {
+    if (url.pathname === "/healthz" || url.pathname === "/readyz" || url.pathname === "/metrics") {
+      if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+      if (url.pathname === "/healthz") return send(200, "text/plain", "ok\n");
+      if (url.pathname === "/readyz") {
+        if (!options.ready()) return send(503, "text/plain", "not ready\n");
+        return send(200, "text/plain", options.info().leader ? "ready (leader)\n" : "ready (standby)\n");
+      }
+      if (routes === "pages")
+        return send(404, "text/plain", "not found: /metrics is served on the metrics port (http.metricsListen)\n");
+      return await sendMetrics(req, res, options.registry);
+    }
+    if (routes === "probes")
+      return send(
+        404,
+        "text/plain",
+        "not found: this is the metrics port (/metrics, /healthz, /readyz); the pages are on http.listen\n",
+      );
+    const isAction = url.pathname.startsWith("/keep/") || url.pathname.startsWith("/start/");
+    const readFormOrRefuse = async (): Promise<URLSearchParams | undefined> => {
+      const read = await readForm(req);
+      if (read.ok) return read.form;
+      if (read.status === 413) options.onRefused?.("form-too-large", `more than ${MAX_FORM_BYTES} bytes`);
+      send(
+        read.status,
+        "text/plain",
+        read.status === 413
+          ? `form too large (at most ${MAX_FORM_BYTES} bytes)\n`
+          : "the request body could not be read\n",
+      );
+      return undefined;
+    };
+    if (isAction && req.method === "POST" && !options.info().leader) {
+      // A standby acts on nothing: the leader has the agents' streams and the start in flight.
+      const form = await readFormOrRefuse();
+      if (!form) return;
+      const route = forwardRouteOf(url);
+      if (!route) return send(404, "text/plain", "not found\n");
+      if (options.leaderUrl && req.headers[FORWARDED_HEADER] === undefined) {
+        try {
+          const answer = await forwardToLeader(options.leaderUrl, route, req, form.toString(), {
+            replica: options.replica ?? "standby",
+          });
+          res.writeHead(answer.status, { ...answer.headers, "cache-control": "no-store", ...PAGE_HEADERS });
+          return void res.end(answer.body);
+        } catch {
+          // Fall through to the retry page: nothing was done here.
+        }
+      }
+      res.setHeader("retry-after", "2");
+      return send(
+        503,
+        html,
+        page(
+          "Try again in a moment",
+          `<h1>Try again in a moment</h1><div class="box warn" id="standby"><p>This collector replica is a standby and could not reach the leader just now (a leader change takes a few seconds).</p><p><strong>Nothing was changed.</strong> Go back and press the button again.</p></div>`,
+        ),
+      );
+    }
+    if (url.pathname.startsWith("/start/")) {
+      const vm = vmFromPath(url.pathname, "/start/");
+      if (!options.startLinks) return send(404, "text/plain", "start links are not configured on this collector\n");
+      if (!vm) return send(404, "text/plain", "not found\n");
+      const form = req.method === "POST" ? await readFormOrRefuse() : undefined;
+      if (req.method === "POST" && !form) return;
+      const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
+      const json = /application\/json/.test(req.headers.accept ?? "");
+      const via = form?.get("via");
+      const dispute = form?.get("dispute") ? { what: form.get("what") ?? "" } : undefined;
+      const answer = await options.startLinks.handle({
+        method: req.method ?? "GET",
+        vm,
+        token,
+        ...(json ? { json } : {}),
+        ...(via ? { via } : {}),
+        ...(dispute ? { dispute } : {}),
+      });
+      if (answer.json) return send(answer.status, "application/json", `${JSON.stringify(answer.json)}\n`);
+      if (answer.location) {
+        res.writeHead(answer.status, { location: answer.location, "cache-control": "no-store", ...PAGE_HEADERS });
+        return void res.end();
+      }
+      return send(answer.status, html, answer.html);
+    }
+    if (url.pathname.startsWith("/keep/")) {
+      const vm = vmFromPath(url.pathname, "/keep/");
+      if (!options.keepLinks)
+        return send(404, "text/plain", "keep-running links are not configured on this collector\n");
+      if (!vm) return send(404, "text/plain", "not found\n");
+      const read = req.method === "POST" ? await readForm(req) : undefined;
+      if (read && !read.ok) {
+        if (read.status === 413) options.onRefused?.("form-too-large", `more than ${MAX_FORM_BYTES} bytes`);
+        return send(
+          read.status,
+          "text/plain",
+          read.status === 413
+            ? `form too large (at most ${MAX_FORM_BYTES} bytes)\n`
+            : "the request body could not be read\n",
+        );
+      }
+      const form = read?.form;
+      const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
+      const keepSeconds = form?.get("keep");
+      const answer = options.keepLinks.handle({
+        method: req.method ?? "GET",
+        vm,
+        token,
+        ...(keepSeconds != null ? { keepSeconds } : {}),
+      });
+      return send(answer.status, html, answer.html);
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+    // Behind the site's login: who is asking decides which VMs they see (keep links above carry their own proof).
+    let viewer: Viewer | undefined;
+    if (options.identity) {
+      viewer = viewerFromHeaders(req.headers, options.identity, req.socket.remoteAddress);
+      if (!viewer) return send(401, html, signInPage(options.identity));
+    }
+    const visible = (owner: string | undefined) => !viewer || mayView(viewer, owner);
+    if (url.pathname.startsWith("/api/vms/")) {
+      // One VM as JSON: what its page shows (explanation, policy, sources, transitions, chart points).
+      const vm = vmFromPath(url.pathname, "/api/vms/");
+      const now = options.nowMs();
+      const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+      if (!vm || !detail) return send(404, "application/json", `${JSON.stringify({ error: "no such VM" })}\n`);
+      if (!visible(detail.view.owner))
+        return send(403, "application/json", `${JSON.stringify({ error: `this VM is not ${viewer!.user}'s` })}\n`);
+      const spanMs = options.chartSpanMs ?? 4 * 3600_000;
+      return send(
+        200,
+        "application/json",
+        JSON.stringify(
+          {
+            ...detail,
+            transitions: options.history?.transitions(vm) ?? [],
+            points: options.history?.points(vm, now - spanMs) ?? [],
+          },
+          null,
+          2,
+        ),
+      );
+    }
+    if (url.pathname.startsWith("/vm/")) {
+      const vm = vmFromPath(url.pathname, "/vm/");
+      const now = options.nowMs();
+      const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+      if (!vm || !detail)
+        return send(
+          404,
+          html,
+          `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`,
+        );
+      if (!visible(detail.view.owner)) return send(403, html, notYoursPage(viewer!));
+      // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
+      const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
+      const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
+      const spanMs = Math.min(maxSpanMs, Math.max(10 * 60_000, now - oldest));
+      return send(
+        200,
+        html,
+        renderVmPage({
+          detail,
+          transitions: options.history?.transitions(vm) ?? [],
+          // The recorded points, and where the VM is now (points are recorded on change and every spacing).
+          points: [
+            ...(options.history?.points(vm, now - spanMs) ?? []),
+            {
+              atMs: now,
+              idleSeconds: detail.view.idleSeconds ?? Number.NaN,
+              activeSignals: detail.view.activeSignals.length,
+              state: detail.view.state as ChartPoint["state"],
+            },
+          ],
+          chartSpanMs: spanMs,
+          nowMs: now,
+          ...(options.startUrl?.(vm, now) ? { startUrl: options.startUrl(vm, now)! } : {}),
+        }),
+      );
+    }
+    const views = () => options.fleet.views(options.nowMs()).filter((view) => visible(view.owner));
+    switch (url.pathname) {
+      case "/api/vms":
+        return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
+      case "/api/disputes":
+        // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (comeback/start/disputes.ts).
+        return send(
+          200,
+          "application/json",
+          JSON.stringify(
+            {
+              disputes: options.startPlatform
+                ? platformDisputes(options.startPlatform, (owner) => visible(owner ?? undefined))
+                : [],
+            },
+            null,
+            2,
+          ),
+        );
+      case "/":
+        return send(
+          200,
+          html,
+          renderFleetPage(
+            views(),
+            options.nowMs(),
+            options.info(),
+            parseFleetQuery(url.searchParams),
+            viewer,
+            // A signed-in user sees what their own VMs gave back; an admin, everyone's.
+            options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
+          ),
+        );
+      default:
+        return send(404, "text/plain", "not found\n");
+    }
+  } catch (error) {
+    options.onRefused?.("handler-error", errorMessage(error));
+    send(500, "text/plain", "internal error (logged)\n");
+  }
+}
+
+const escapeText = (text: string) => text.replace(/[^\w.-]/g, "?").slice(0, 253);
+
+function signInPage(identity: IdentityConfig): string {
+  return page(
+    "Sign in",
+    `<h1>Sign in first</h1>
+<div class="box bad" id="refusal" data-status="401"><p>These pages show workstations to their owners, behind the site's login.
+This request came without a signed-in user (no <code>${escapeHtml(identity.userHeader)}</code> header from the site's auth proxy).</p>
+<p>Open the collector through the site's address (the one your platform gave you), not its port directly.</p></div>`,
+  );
+}
+
+function notYoursPage(viewer: Viewer): string {
+  return page(
+    "Not your workstation",
+    `<h1>Not your workstation</h1>
+<div class="box bad" id="refusal" data-status="403"><p>You are signed in as <strong>${escapeHtml(viewer.user)}</strong>; this workstation belongs to someone else.
+Only its owner and the site's admins see it. <a href="../../">Your workstations</a></p></div>`,
+  );
+}
