@@ -4,7 +4,7 @@
 // not), or nothing at all. Every answer becomes one of a few kinds, each with a sentence for the
 // person and a defined next step, so no answer can crash the helper or pass for "ws does not
 // answer". Pure: the answer's status, headers and (the first bytes of its) body in.
-import { isJsonObject } from "@ws/protocol";
+import { isJsonObject, terminalText } from "@ws/protocol";
 import type { StartJson } from "../start/handler.js";
 import type { StartStatus } from "../start/progress.js";
 
@@ -42,7 +42,7 @@ const LOGIN_HINT = "/start/ must be reachable without the site login (it carries
 export function classifyAnswer(raw: RawAnswer, where: string): CollectorAnswer {
   const type = raw.contentType.toLowerCase();
   const text = new TextDecoder().decode(raw.body);
-  const what = `HTTP ${raw.status}${type ? ` (${printable(type.split(";")[0] ?? "", 60)})` : ""}`;
+  const what = `HTTP ${raw.status}${type ? ` (${terminalText(type.split(";")[0] ?? "", 60)})` : ""}`;
   if (raw.status >= 300 && raw.status < 400)
     return {
       kind: "login",
@@ -53,14 +53,14 @@ export function classifyAnswer(raw: RawAnswer, where: string): CollectorAnswer {
   const json = /[/+]json\b/.test(type) ? parseJson(text) : undefined;
   if (raw.status >= 200 && raw.status < 300 && isStartJson(json)) return { kind: "progress", state: json };
   if (REFUSAL_STATUSES.has(raw.status) && isJsonObject(json) && typeof json["error"] === "string")
-    return { kind: "refused", message: printable(json["error"], 200) };
+    return { kind: "refused", message: terminalText(json["error"], 200) };
   if (type.includes("html") || /^\s*</.test(text))
     return {
       kind: "login",
       message: `the start URL ${where} answered with an HTML page (${what}), not ws's answer: a login page? ${LOGIN_HINT}`,
     };
   const said =
-    type.startsWith("text/plain") && text.trim() ? `: "${printable(text.trim().split("\n")[0] ?? "", 120)}"` : "";
+    type.startsWith("text/plain") && text.trim() ? `: "${terminalText(text.trim().split("\n")[0] ?? "", 120)}"` : "";
   return {
     kind: "foreign",
     message: `the start URL ${where} answered ${what}${said}, which is not ws's answer (a gateway or proxy in front of the collector?)`,
@@ -100,15 +100,8 @@ function parseJson(text: string): unknown {
 function redirectTarget(location: string): string {
   try {
     const url = new URL(location, "http://relative.invalid");
-    return printable(url.host === "relative.invalid" ? url.pathname : `${url.origin}${url.pathname}`, 200);
+    return terminalText(url.host === "relative.invalid" ? url.pathname : `${url.origin}${url.pathname}`, 200);
   } catch {
     return "an address that is not a URL";
   }
-}
-
-/** Text from the answer, safe on a terminal: no control characters (escapes, newlines), bounded. */
-export function printable(text: string, max: number): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
-  const clean = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\ufffd]+/g, " ");
-  return clean.length > max ? `${clean.slice(0, max)}…` : clean;
 }

@@ -11,9 +11,17 @@
 // the terminal or stderr.
 import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
 import net from "node:net";
-import { DurationError, errorMessage, parseDuration, UsageError, type Io, parseCommandLine } from "@ws/protocol";
+import {
+  DurationError,
+  errorMessage,
+  parseDuration,
+  UsageError,
+  type Io,
+  parseCommandLine,
+  terminalText,
+} from "@ws/protocol";
 import type { StartJson } from "../start/handler.js";
-import { type CollectorAnswer, classifyAnswer, MAX_ANSWER_BYTES, printable } from "./answer.js";
+import { type CollectorAnswer, classifyAnswer, MAX_ANSWER_BYTES } from "./answer.js";
 import { progressLines } from "./lines.js";
 
 export const SSH_PROXY_HELP = `Usage: ws-collector ssh-proxy --link-file FILE HOST PORT
@@ -79,7 +87,7 @@ export async function sshProxyCommand(argv: string[], io: Io, deps: SshProxyDeps
   const terminal = deps.openTerminal();
   // Everything printed is one line without control characters, whatever the answer held.
   const say = (line: string) =>
-    terminal ? terminal.write(`${printable(line, 1000)}\r\n`) : io.stderr.write(`${printable(line, 1000)}\n`);
+    terminal ? terminal.write(`${terminalText(line, 1000)}\r\n`) : io.stderr.write(`${terminalText(line, 1000)}\n`);
   try {
     const started = await startIfStopped(first.state, collector, terminal !== undefined, say, link);
     if (typeof started === "number") return started;
@@ -232,7 +240,10 @@ class StartLinkClient {
         where,
       );
     } catch (error) {
-      return { kind: "silent", message: printable(errorMessage(error), 300) };
+      // The one answer fetch hides behind a network error is a 407: judged as the answer it is.
+      if (answeredUnreadably(error))
+        return classifyAnswer({ status: 407, contentType: "", location: null, body: new Uint8Array() }, where);
+      return { kind: "silent", message: terminalText(errorMessage(error), 300) };
     }
   }
 }
@@ -295,4 +306,16 @@ function realDeps(io: Io): SshProxyDeps {
         socket.on("close", () => resolve(0));
       }),
   };
+}
+
+/**
+ * Whether fetch failed on an answer rather than on the way to one: the Fetch standard turns a 407
+ * from a server that is not the proxy into a network error, whose cause carries no system error
+ * code; failing to connect, a reset or a bad answer's parse error each carry one (ECONNREFUSED,
+ * UND_ERR_SOCKET, HPE_…), and a timeout is not a TypeError.
+ */
+function answeredUnreadably(error: unknown): boolean {
+  if (!(error instanceof TypeError)) return false;
+  const cause: unknown = error.cause;
+  return cause instanceof Error && (cause as { code?: unknown }).code === undefined;
 }
