@@ -9,6 +9,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",
+    // One fixed seed for every property test; WS_FUZZ_SEED=random explores (test/support/fuzz-seed.ts).
+    setupFiles: ["test/support/fuzz-seed.ts"],
     maxWorkers: 2,
   },
 });

@@ -55,6 +55,8 @@ export default defineConfig({
     include: ["packages/*/test/**/*.test.ts"],
     exclude: ["**/node_modules/**", ...NEEDS_ROOT_OR_REAL_PARTS],
     pool: "threads",
+    // One fixed seed for every property test; WS_FUZZ_SEED=random explores (test/support/fuzz-seed.ts).
+    setupFiles: ["test/support/fuzz-seed.ts"],
     // Vitest's 5 s default is a time assertion in disguise: the property tests (3,000 codec
     // mutations, the classifier at every phase) take a second here and five on a busy laptop.
     testTimeout: 60_000,

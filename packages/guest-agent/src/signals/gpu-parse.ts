@@ -63,7 +63,7 @@ export function parseGpuCsv(text: string): GpuInit[] {
       string,
       string,
     ];
-    if (!/^\d+$/.test(indexField)) throw new Error(`${where}: index is not a number: ${JSON.stringify(indexField)}`);
+    if (!isCount(indexField)) throw new Error(`${where}: index is not a number: ${JSON.stringify(indexField)}`);
     const gpu: GpuInit = {
       index: Number(indexField),
       uuid,
@@ -97,6 +97,11 @@ export interface ComputeApp {
  * print them as they are). Rows nvidia-smi could not read (a bracketed
  * pid such as "[Insufficient Permissions]" inside containers) are skipped.
  */
+/** A decimal whole number that a JavaScript number holds exactly (a damaged line can carry 2^64). */
+function isCount(field: string): boolean {
+  return /^\d+$/.test(field) && Number.isSafeInteger(Number(field));
+}
+
 export function parseComputeAppsCsv(text: string): ComputeApp[] {
   const apps: ComputeApp[] = [];
   for (const [lineIndex, line] of csvLines(text).entries()) {
@@ -106,7 +111,7 @@ export function parseComputeAppsCsv(text: string): ComputeApp[] {
       throw new Error(`process line ${lineIndex + 1} has ${fields.length} fields, expected 4: ${JSON.stringify(line)}`);
     const [pidField, gpuUuid] = fields as [string, string];
     if (isUnavailable(pidField)) continue;
-    if (!/^\d+$/.test(pidField))
+    if (!isCount(pidField))
       throw new Error(`process line ${lineIndex + 1}: pid is not a number: ${JSON.stringify(pidField)}`);
     const app: ComputeApp = { pid: Number(pidField), gpuUuid, processName: fields.slice(2, -1).join(", ") };
     const used = optionalMebibytes(fields[fields.length - 1]!, `process line ${lineIndex + 1}: used_memory`);

@@ -89,7 +89,7 @@ export function parseProcNetTcp(text: string): TcpSocket[] {
       remoteAddress: remote.address,
       remotePort: remote.port,
       state,
-      ...(/^\d+$/.test(fields[7]!) ? { uid: Number(fields[7]) } : {}),
+      ...(/^\d+$/.test(fields[7]!) && Number.isSafeInteger(Number(fields[7])) ? { uid: Number(fields[7]) } : {}),
     });
   }
   return sockets;

@@ -157,6 +157,11 @@ describe("parseComputeAppsCsv", () => {
   it("rejects malformed rows", () => {
     expect(() => parseComputeAppsCsv(`42, ${UUID}`)).toThrow(/process line 1 has 2 fields/);
     expect(() => parseComputeAppsCsv(`abc, ${UUID}, x, 1`)).toThrow(/pid is not a number/);
+    // Found by the fuzz (CI, wave 4): 2^64 matches \d+ but no JavaScript number holds it.
+    expect(() => parseComputeAppsCsv("18446744073709551616,,,")).toThrow(/pid is not a number/);
+    expect(() => parseGpuCsv(`18446744073709551616, ${UUID}, A, 1, 1, 1, 1, Disabled`)).toThrow(
+      /index is not a number/,
+    );
   });
 });
 
