@@ -47,6 +47,8 @@ afterAll(() => key?.remove());
 interface VmView {
   name: string;
   state: string;
+  connected: boolean;
+  agentGone?: { how: string; atMs?: number; reason?: string };
   explanation: string;
   host?: { state: string; summary: string; disagreements: string[] };
 }
@@ -144,8 +146,15 @@ policy:
     );
   }
 
-  /** An agent that reports for a while, then is killed (SIGKILL: no goodbye), as `systemctl stop` or a crash would. */
-  async agentThatDies(name: string, whileUp?: () => Promise<void>): Promise<void> {
+  /**
+   * An agent that reports for a while, then ends: SIGKILL (no goodbye, as a crash or the OOM killer
+   * would) or SIGTERM (its goodbye, as `systemctl stop` or a package removal would).
+   */
+  async agentThatDies(
+    name: string,
+    whileUp?: () => Promise<void>,
+    signal: "SIGKILL" | "SIGTERM" = "SIGKILL",
+  ): Promise<void> {
     const agent = startFrozenAgent({
       root: path.join(this.dir, `vm-${name}`),
       namespace: NS,
@@ -157,7 +166,7 @@ policy:
     await agent.proc.waitFor(/connected to collector/, 60_000);
     await eventually(async () => (await this.view(name))?.state === "Active", 30_000, `${name} Active`);
     await whileUp?.();
-    agent.proc.child.kill("SIGKILL");
+    agent.proc.child.kill(signal);
     await eventually(async () => (await this.view(name))?.state === "AgentLost", 30_000, `${name} AgentLost`);
   }
 
@@ -267,6 +276,39 @@ describe.concurrent("host-side evidence (Kubernetes mode)", { timeout: SCENARIO_
       trigger: "agent-lost",
       host: { state: "ok", reading: expect.stringMatching(/^vCPU 0\.\d %, network /) },
     });
+  });
+
+  it("an agent stopped on purpose (SIGTERM) says goodbye and one killed (SIGKILL) does not: the collector shows which, and judges the unmanaged VM on the host from the goodbye", async (context) => {
+    const { expect } = context;
+    const c = await Cluster.create(context, "up", [{ name: "parted" }, { name: "crashed" }]);
+    for (const name of ["parted", "crashed"]) c.kubevirt.set({ namespace: NS, name, vcpuBusyRatio: 0.003 });
+    await Promise.all([
+      c.agentThatDies("parted", undefined, "SIGTERM"),
+      c.agentThatDies("crashed", undefined, "SIGKILL"),
+    ]);
+    const parted = await c.view("parted");
+    expect(parted?.connected).toBe(false);
+    expect(parted?.agentGone).toMatchObject({ how: "stopped-on-purpose", reason: "SIGTERM: stopped on purpose" });
+    expect((await c.view("crashed"))?.agentGone).toEqual({ how: "vanished" });
+    expect(await c.page("parted")).toMatch(
+      /id="agent-gone" data-how="stopped-on-purpose">— stopped on purpose .*\(SIGTERM: stopped on purpose\): the VM is unmanaged/,
+    );
+    expect(await c.page("crashed")).toMatch(/id="agent-gone" data-how="vanished">— vanished without a goodbye/);
+    // Both go quiet on the host; each is announced under its own rule, and says which.
+    const partedNotice = await eventually(
+      () => c.ownerHooks("parted").find((hook) => hook.event === "notice"),
+      WAIT_MS,
+      "the notice of the VM whose agent was stopped on purpose",
+    );
+    expect(partedNotice.reason).toMatch(
+      /^no agent for \S+: stopped on purpose \S+ ago \(SIGTERM: stopped on purpose\), the VM is unmanaged; host: vCPU 0\.\d %/,
+    );
+    const crashedNotice = await eventually(
+      () => c.ownerHooks("crashed").find((hook) => hook.event === "notice"),
+      WAIT_MS,
+      "the notice of the VM whose agent vanished",
+    );
+    expect(crashedNotice.reason).toMatch(/^no agent for \S+; host: vCPU 0\.\d %/);
   });
 
   it("an open VNC connection holds a VM whose agent never connected; closing it lets the host decide", async (context) => {

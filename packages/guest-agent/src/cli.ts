@@ -211,7 +211,8 @@ async function runCommand(argv: string[], io: Io): Promise<number> {
   const signal = await signalled;
   log("info", `received ${signal}, shutting down`);
   // A second signal, or a stop that takes too long, ends the agent without waiting further.
-  const ended = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS);
+  // Stopped on purpose (systemctl stop, package removal, shutdown): the collector is told so.
+  const ended = await boundedStop(runtime, SHUTDOWN_DEADLINE_MS, `${signal}: stopped on purpose`);
   if (ended.by === "deadline")
     log("warn", `shutdown took longer than ${SHUTDOWN_DEADLINE_MS / 1000}s; exiting without waiting for it`);
   else if (ended.by === "signal")
@@ -231,14 +232,18 @@ const SHUTDOWN_DEADLINE_MS = 5_000;
 /** How the shutdown ended: the runtime stopped (or failed to), the deadline passed, or a second signal came. */
 type StopEnd = { by: "stopped" } | { by: "deadline" } | { by: "signal"; signal: string };
 
-async function boundedStop(runtime: { stop(): Promise<void> }, deadlineMs: number): Promise<StopEnd> {
+async function boundedStop(
+  runtime: { stop(goodbye?: string): Promise<void> },
+  deadlineMs: number,
+  goodbye: string,
+): Promise<StopEnd> {
   let timer: NodeJS.Timeout | undefined;
   const giveUp = new Promise<StopEnd>((resolve) => {
     timer = setTimeout(() => resolve({ by: "deadline" }), deadlineMs);
     process.once("SIGTERM", () => resolve({ by: "signal", signal: "SIGTERM" }));
     process.once("SIGINT", () => resolve({ by: "signal", signal: "SIGINT" }));
   });
-  const stopped = runtime.stop().then(
+  const stopped = runtime.stop(goodbye).then(
     (): StopEnd => ({ by: "stopped" }),
     (): StopEnd => ({ by: "stopped" }),
   );

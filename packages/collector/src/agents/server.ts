@@ -15,6 +15,7 @@ import {
   type Hello,
   type Report,
   errorMessage,
+  terminalText,
 } from "@ws/protocol";
 import { bidiHandler, serverDefinition, type BidiServerStream, wireBytesOf } from "@ws/protocol/grpc";
 import type { CollectorStats } from "../lib/stats.js";
@@ -30,6 +31,10 @@ import { describeTruncation, validateHello, validateReport, ValidationError } fr
 
 /** `kind` is the bounded label of workstation_auth_failures_total (default: bad-token / identity by code). */
 export type AuthResult = { ok: true } | { ok: false; code: grpc.status; reason: string; kind?: string };
+
+/** A Goodbye's reason as shown on the VM page: an agent's words, bounded and stripped of control characters. */
+const GOODBYE_MAX_CHARS = 120;
+const safeGoodbye = (reason: string): string => terminalText(reason, GOODBYE_MAX_CHARS) || "stopped on purpose";
 
 /** The most one Report may add to workstation_agent_unhandled_errors_total (an agent may not flood it). */
 const MAX_UNHANDLED_STEP = 1000n;
@@ -49,7 +54,8 @@ export interface AgentSink {
   connected(session: AgentSession): void;
   /** `truncated`: what validation cut from the Report to the per-agent limits, in words. */
   report(session: AgentSession, report: Report, receivedAtMs: number, truncated?: readonly string[]): void;
-  disconnected(session: AgentSession, reason: string): void;
+  /** `goodbye`: the agent said it stops on purpose (its reason); undefined: the stream just ended. */
+  disconnected(session: AgentSession, reason: string, goodbye?: string): void;
 }
 
 export type { Logger } from "@ws/protocol";
@@ -331,6 +337,8 @@ export class AgentServer {
     const { sink, stats, log, nowMs } = this.options;
     let session: AgentSession | undefined;
     let authenticating = false;
+    /** The agent's Goodbye reason, once it said one. */
+    let goodbye: string | undefined;
     const reportBudget = new TokenBucket(
       this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND,
       this.options.reportBurst ?? REPORT_BURST,
@@ -414,8 +422,13 @@ export class AgentServer {
         });
         return;
       }
+      if (payload.case === "goodbye") {
+        // The agent is stopped on purpose; its stream ends next (an agent that vanishes never says this).
+        goodbye = safeGoodbye(payload.value.reason);
+        return;
+      }
       if (payload.case !== "report") {
-        stream.fail(grpc.status.FAILED_PRECONDITION, "only Reports may follow Hello");
+        stream.fail(grpc.status.FAILED_PRECONDITION, "only Reports and a Goodbye may follow Hello");
         return;
       }
       let truncated: readonly string[] = [];
@@ -451,8 +464,11 @@ export class AgentServer {
       if (!session) return;
       if (this.sessions.get(vmId(session.vm)) === session) {
         this.sessions.delete(vmId(session.vm));
-        log("info", "agent disconnected", { vm: vmId(session.vm), reason });
-        sink.disconnected(session, reason);
+        log("info", goodbye === undefined ? "agent disconnected" : "agent stopped on purpose", {
+          vm: vmId(session.vm),
+          reason: goodbye ?? reason,
+        });
+        sink.disconnected(session, reason, goodbye);
       }
     });
   }

@@ -144,6 +144,7 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
     seen: undefined,
   };
   notePolicyErrors(draft);
+  noteGoodbye(draft);
   if (draft.isNewReport && draft.evidence && received) {
     draft.rec.lastReportAtMs = received.receivedAtMs;
     draft.rec.memory = draft.evidence.memory;
@@ -231,6 +232,23 @@ function restartClocks(d: Draft, detail: string): void {
   const { rec, nowMs } = d;
   rec.clock = { ...rec.clock, ...clockStartedAt(nowMs, detail) };
   rec.attended = rec.clock;
+}
+
+/** An agent stopped on purpose is said once (an Event); it holds until the agent connects again. */
+function noteGoodbye(d: Draft): void {
+  const { rec, observation, nowMs } = d;
+  if (observation.agentConnected || observation.agentGoodbye === undefined) {
+    if (rec.goodbye) rec.goodbye = undefined;
+    return;
+  }
+  if (rec.goodbye) return;
+  rec.goodbye = { atMs: nowMs, reason: observation.agentGoodbye };
+  event(
+    d,
+    "Warning",
+    "AgentStoppedOnPurpose",
+    `the agent was stopped on purpose (${observation.agentGoodbye}): ws no longer sees inside the VM${observation.host ? "; it is judged on host-side readings alone, quiet counted from now" : ""}`,
+  );
 }
 
 /** Policy errors are reported when they change, not on every decision (no policyStatus: no errors). */

@@ -84,6 +84,13 @@ export const EVENT_REASONS = {
     action: "Observe",
     meaning: "no Report for agent-lost-after; the VM is not stopped for it (by default)",
   },
+  AgentStoppedOnPurpose: {
+    sentBy: "engine",
+    types: ["Warning"],
+    action: "Observe",
+    meaning:
+      "the agent said goodbye (systemctl stop, package removal): the VM is unmanaged; with host-side evidence it is judged on the host alone",
+  },
   AgentBack: {
     sentBy: "engine",
     types: ["Normal"],

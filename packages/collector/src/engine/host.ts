@@ -16,6 +16,13 @@
 // without a reading of those GPUs, and after the agent last saw a person the
 // host must show quiet for idle-timeout past that moment, not only past the
 // agent's loss (someone typing over SSH moves less than any threshold).
+//
+// How the agent went matters (docs/policy.md, "An agent that said goodbye"). One that vanished
+// (crash, SIGKILL, the network: no Goodbye) may come back and may have left a person typing:
+// the rule waits agent-lost-max and counts the host's quiet from idle-timeout after the last
+// person it saw. One that said goodbye was stopped on purpose by root (systemctl stop, package
+// removal): the VM is knowingly unmanaged, there is nothing to wait for, and that act is the last
+// person seen: the host's quiet counts from the goodbye, with no agent-lost-max wait.
 import { formatDuration } from "@ws/protocol";
 import { unattendedEndsAtMs } from "./activity.js";
 import type { HostClock, HostExplanation, HostReading, Policy, Thresholds, VmRecord } from "./types.js";
@@ -161,9 +168,18 @@ export function hostIdleSinceMs(record: VmRecord, clock: HostClock | undefined, 
   );
 }
 
-/** Until when the last person the agent saw holds the host-side clock back (-Infinity: no person seen). */
+/**
+ * Until when the last person the agent saw holds the host-side clock back (-Infinity: no person
+ * seen). After a goodbye, the goodbye: root stopped the agent then, and knowingly left the VM unmanaged.
+ */
 export function recentHumanHoldEndsAtMs(record: VmRecord, policy: Policy): number {
+  if (record.goodbye) return record.goodbye.atMs;
   return record.lastHumanAtMs === undefined ? -Infinity : record.lastHumanAtMs + policy.idleTimeoutSeconds * 1000;
+}
+
+/** From when the host rule may judge a VM with no agent: at once after a goodbye, else after agent-lost-max. */
+export function hostRuleFromMs(record: VmRecord, policy: Policy, agentGoneSinceMs: number): number {
+  return record.goodbye ? agentGoneSinceMs : agentGoneSinceMs + policy.agentLostMaxSeconds * 1000;
 }
 
 /** What the last host activity was, for the explanation. */
@@ -202,8 +218,11 @@ export interface HostRuleInput {
 export function judgeWithoutAgent(input: HostRuleInput): HostVerdict {
   const { nowMs, policy, record, reading, agentGoneSinceMs } = input;
   const goneMs = nowMs - agentGoneSinceMs;
-  const noAgent = `no agent for ${duration(goneMs)}`;
-  if (goneMs < policy.agentLostMaxSeconds * 1000)
+  const goodbye = record.goodbye;
+  const noAgent = goodbye
+    ? `no agent for ${duration(goneMs)}: stopped on purpose ${duration(nowMs - goodbye.atMs)} ago (${goodbye.reason}), the VM is unmanaged`
+    : `no agent for ${duration(goneMs)}`;
+  if (nowMs < hostRuleFromMs(record, policy, agentGoneSinceMs))
     return {
       kind: "hold",
       reason: `${noAgent} (agent-lost-max ${formatDuration(policy.agentLostMaxSeconds)}): not stopped yet; host: ${describeHostReading(reading)}`,
@@ -224,9 +243,11 @@ export function judgeWithoutAgent(input: HostRuleInput): HostVerdict {
   const host = describeHostReading(reading);
   if (idleMs < policy.idleTimeoutSeconds * 1000) {
     const held =
-      idleSinceMs === recentHumanHoldEndsAtMs(record, policy)
-        ? `; the agent last saw a person ${duration(nowMs - record.lastHumanAtMs!)} ago: the host's quiet counts from idle-timeout after that (a person over SSH moves less than any threshold)`
-        : "";
+      goodbye && idleSinceMs === goodbye.atMs
+        ? "; the host's quiet counts from the goodbye"
+        : idleSinceMs === recentHumanHoldEndsAtMs(record, policy)
+          ? `; the agent last saw a person ${duration(nowMs - record.lastHumanAtMs!)} ago: the host's quiet counts from idle-timeout after that (a person over SSH moves less than any threshold)`
+          : "";
     return {
       kind: "active",
       reason: `${noAgent}; host: ${host}; host idle ${duration(Math.max(0, idleMs))} of ${formatDuration(policy.idleTimeoutSeconds)}, last host activity: ${lastHostActivity(record.host, nowMs)}${held}`,
@@ -250,7 +271,7 @@ export function hostWakeTimes(
   reading: HostReading | undefined,
 ): number[] {
   if (agentGoneSinceMs === undefined || !reading) return [];
-  const times = [agentGoneSinceMs + policy.agentLostMaxSeconds * 1000];
+  const times = [hostRuleFromMs(record, policy, agentGoneSinceMs)];
   const idleSinceMs = hostIdleSinceMs(record, record.host, policy);
   if (idleSinceMs !== undefined) times.push(idleSinceMs + policy.idleTimeoutSeconds * 1000);
   return times;
@@ -295,7 +316,7 @@ export function hostSchedule(
   )
     return { stopAtMs: undefined, wakeAtMs };
   const noticeAtMs = Math.max(
-    agentGoneSinceMs + policy.agentLostMaxSeconds * 1000,
+    hostRuleFromMs(record, policy, agentGoneSinceMs),
     idleSinceMs + policy.idleTimeoutSeconds * 1000,
     nowMs,
   );

@@ -217,6 +217,11 @@ export interface VmRecord {
   awaitingFreshReport?: boolean;
   /** What the host-side readings showed so far (engine/host.ts); absent: none seen. */
   host?: HostClock;
+  /**
+   * The agent said goodbye (stopped on purpose: systemctl stop, package removal) when its stream
+   * last closed; absent while it is connected, or when it vanished without one (crash, SIGKILL, network).
+   */
+  goodbye?: AgentGoodbye;
   memory: EvidenceMemory;
   /** Lease decisions last sent to the agent, as a comparable key. */
   leaseDecisionsKey: string;
@@ -228,6 +233,12 @@ export interface VmRecord {
   summary: string;
   /** When the VM would be stopped if nothing changes, as of the last decision. */
   scheduledStopAtMs?: number;
+}
+
+/** An agent's goodbye: when its stream closed after it, and the reason it gave. */
+export interface AgentGoodbye {
+  atMs: number;
+  reason: string;
 }
 
 // --- observation -----------------------------------------------------------------
@@ -252,6 +263,8 @@ export interface Observation {
   latestReport?: ReceivedReport;
   /** The agent's stream is open now. */
   agentConnected: boolean;
+  /** Not connected, and the agent said goodbye when its stream closed (its reason); absent: it vanished, or is connected. */
+  agentGoodbye?: string;
   /** The VM is running (true), stopped (false) or the caller cannot tell (undefined: standalone). */
   vmRunning?: boolean;
   /** The outcome of the stop the engine asked for, passed once after it is known. */

@@ -205,13 +205,15 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     this.evaluate(entry, receivedAtMs, { kind: "report", received: { report, receivedAtMs } }, true);
   }
 
-  disconnected(session: AgentSession): void {
+  /** `goodbye`: the agent said it stops on purpose (agents/server.ts); undefined: it vanished. */
+  disconnected(session: AgentSession, _reason?: string, goodbye?: string): void {
     const entry = this.vms.get(vmId(session.vm));
     if (!entry || entry.session !== session) return;
     entry.session = undefined;
     const now = this.options.nowMs();
-    this.options.record?.({ atMs: now, vm: entry.id, event: "agent-disconnected" });
-    this.evaluate(entry, now, { kind: "disconnected" });
+    const said = goodbye === undefined ? {} : { goodbye };
+    this.options.record?.({ atMs: now, vm: entry.id, event: "agent-disconnected", ...said });
+    this.evaluate(entry, now, { kind: "disconnected", ...said });
   }
 
   /**

@@ -12,7 +12,7 @@ import { formatTraceLine, parseTraceLine, type TraceHostReading, type TracePaylo
 
 export type TraceInput =
   | { atMs: number; vm: string; report: Report }
-  | { atMs: number; vm: string; event: "agent-connected" | "agent-disconnected" }
+  | { atMs: number; vm: string; event: "agent-connected" | "agent-disconnected"; goodbye?: string }
   | { atMs: number; vm: string; policy: Record<string, string> }
   | { atMs: number; vm: string; host: TraceHostReading };
 
@@ -119,7 +119,7 @@ export class TraceRecorder {
       "report" in input
         ? { report: input.report }
         : "event" in input
-          ? { event: input.event }
+          ? { event: input.event, ...(input.goodbye === undefined ? {} : { goodbye: input.goodbye }) }
           : "host" in input
             ? { host: input.host }
             : { policy: input.policy };

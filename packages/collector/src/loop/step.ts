@@ -35,6 +35,8 @@ export interface VmLoopState {
   policyStatus: PolicyStatus | undefined;
   latest: ReceivedReport | undefined;
   connected: boolean;
+  /** The reason the agent gave in its Goodbye when its stream last closed; undefined: connected, or it vanished. */
+  goodbye?: string | undefined;
   /** The platform's view (Kubernetes: is a VMI running); undefined where nothing can tell (standalone). */
   running: boolean | undefined;
   /** The latest host-side reading (hostside/); undefined while host-side evidence is not configured. */
@@ -54,7 +56,8 @@ interface KeptEvidence {
 export type StepInput =
   | { kind: "report"; received: ReceivedReport }
   | { kind: "connected" }
-  | { kind: "disconnected" }
+  /** `goodbye`: the agent said it stops on purpose, and why; absent: the stream just ended. */
+  | { kind: "disconnected"; goodbye?: string }
   | { kind: "policy"; policy: Policy; status: PolicyStatus | undefined }
   | { kind: "platform"; running: boolean | undefined }
   | { kind: "stop-result"; result: StopResult }
@@ -101,9 +104,11 @@ export function applyInput(vm: VmLoopState, input: StepInput, extract = true): S
       return undefined;
     case "connected":
       vm.connected = true;
+      vm.goodbye = undefined;
       return undefined;
     case "disconnected":
       vm.connected = false;
+      vm.goodbye = input.goodbye;
       return undefined;
     case "policy":
       vm.policy = input.policy;
@@ -135,6 +140,7 @@ export function step(vm: VmLoopState, nowMs: number, input: StepInput): Decision
     ...(stopResult ? { stopResult } : {}),
     ...(vm.policyStatus ? { policyStatus: vm.policyStatus } : {}),
     ...(vm.host ? { host: vm.host } : {}),
+    ...(vm.goodbye !== undefined && !vm.connected ? { agentGoodbye: vm.goodbye } : {}),
   };
   const decision = decide(nowMs, vm.policy, observation, vm.record);
   decision.next = boundedRecord(decision.next, vm.latest);

@@ -2,6 +2,7 @@
 //
 //   {"t": 0,  "vm": "ns/name", "report": { …a Report in the protobuf JSON mapping… }}
 //   {"t": 15, "vm": "ns/name", "event": "agent-connected" | "agent-disconnected"}
+//   {"t": 15, "vm": "ns/name", "event": "agent-disconnected", "goodbye": "SIGTERM: stopped on purpose"}
 //   {"t": 0,  "vm": "ns/name", "policy": { "idle-timeout": "5m", … }}
 //   {"t": 60, "vm": "ns/name", "host": { "state": "ok", "windowSeconds": 120, "vcpuBusyRatio": 0.003, … }}
 //
@@ -18,7 +19,14 @@ export type TraceHostReading = Omit<HostReading, "atMs">;
 
 export type TraceEvent =
   | { line: number; t: number; at?: string; vm: string; kind: "report"; report: Report }
-  | { line: number; t: number; at?: string; vm: string; kind: "agent-connected" | "agent-disconnected" }
+  | {
+      line: number;
+      t: number;
+      at?: string;
+      vm: string;
+      kind: "agent-connected" | "agent-disconnected";
+      goodbye?: string;
+    }
   | { line: number; t: number; at?: string; vm: string; kind: "policy"; annotations: Record<string, string> }
   | { line: number; t: number; at?: string; vm: string; kind: "host"; host: TraceHostReading };
 
@@ -32,7 +40,7 @@ export class TraceError extends Error {
 }
 
 const VM_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
-const KNOWN_KEYS = new Set(["t", "at", "vm", "report", "event", "policy", "host"]);
+const KNOWN_KEYS = new Set(["t", "at", "vm", "report", "event", "goodbye", "policy", "host"]);
 const HOST_NUMBERS = [
   "windowSeconds",
   "vcpuBusyRatio",
@@ -89,7 +97,7 @@ export function parseTraceLine(text: string, line: number): TraceEvent | string 
   const object = value as Record<string, unknown>;
   const unknown = Object.keys(object).filter((key) => !KNOWN_KEYS.has(key));
   if (unknown.length > 0)
-    return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((key) => JSON.stringify(key)).join(", ")} (known: t, vm, report, event, policy, host, at)`;
+    return `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((key) => JSON.stringify(key)).join(", ")} (known: t, vm, report, event, goodbye, policy, host, at)`;
   const { t, vm, at } = object;
   if (typeof t !== "number" || !Number.isFinite(t) || t < 0)
     return `"t" must be a number of seconds from the start (≥ 0), got ${JSON.stringify(t)}`;
@@ -116,7 +124,10 @@ export function parseTraceLine(text: string, line: number): TraceEvent | string 
     const event = object.event;
     if (event !== "agent-connected" && event !== "agent-disconnected")
       return `"event" must be "agent-connected" or "agent-disconnected", got ${JSON.stringify(event)}`;
-    return { ...base, kind: event };
+    const goodbye = object.goodbye;
+    if (goodbye !== undefined && (event !== "agent-disconnected" || typeof goodbye !== "string"))
+      return `"goodbye" is a string on an "agent-disconnected" line only, got ${describeType(goodbye)}`;
+    return { ...base, kind: event, ...(goodbye === undefined ? {} : { goodbye }) };
   }
   const policy = object.policy;
   if (typeof policy !== "object" || policy === null || Array.isArray(policy))
@@ -159,7 +170,7 @@ export function parseTrace(text: string): TraceEvent[] {
 
 export type TracePayload =
   | { report: Report }
-  | { event: "agent-connected" | "agent-disconnected" }
+  | { event: "agent-connected" | "agent-disconnected"; goodbye?: string }
   | { policy: Record<string, string> }
   | { host: TraceHostReading };
 
@@ -169,7 +180,12 @@ export function formatTraceLine(t: number, vm: string, payload: TracePayload, at
   if (atMs !== undefined) head.at = new Date(atMs).toISOString();
   head.vm = vm;
   if ("report" in payload) return JSON.stringify({ ...head, report: toJson(ReportSchema, payload.report) });
-  if ("event" in payload) return JSON.stringify({ ...head, event: payload.event });
+  if ("event" in payload)
+    return JSON.stringify({
+      ...head,
+      event: payload.event,
+      ...(payload.goodbye === undefined ? {} : { goodbye: payload.goodbye }),
+    });
   if ("host" in payload) return JSON.stringify({ ...head, host: payload.host });
   return JSON.stringify({ ...head, policy: payload.policy });
 }

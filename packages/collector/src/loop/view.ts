@@ -53,6 +53,13 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
     autostop: loop.policy.autostopEnabled,
     connected,
     ...(facts.connectedAtMs !== undefined ? { connectedAtMs: facts.connectedAtMs } : {}),
+    ...(connected || record?.lastReportAtMs === undefined
+      ? {}
+      : {
+          agentGone: record.goodbye
+            ? { how: "stopped-on-purpose" as const, atMs: record.goodbye.atMs, reason: record.goodbye.reason }
+            : { how: "vanished" as const },
+        }),
     agentVersion: facts.agentVersion,
     peer: facts.peer,
     ...(record?.lastReportAtMs !== undefined ? { lastReportAtMs: record.lastReportAtMs } : {}),

@@ -47,6 +47,12 @@ export interface VmView {
   connected: boolean;
   /** When the agent's stream opened, while it is connected. */
   connectedAtMs?: number;
+  /**
+   * How the agent went, while it is not connected and had reported: "stopped-on-purpose" (it said
+   * goodbye: systemctl stop, package removal; when and why) or "vanished" (no goodbye: a crash,
+   * SIGKILL, the network). The host-side rule treats them differently (docs/policy.md).
+   */
+  agentGone?: { how: "stopped-on-purpose"; atMs: number; reason: string } | { how: "vanished" };
   agentVersion: string;
   peer: string;
   lastReportAtMs?: number;

@@ -19,6 +19,15 @@ export interface VmPageInput {
   startUrl?: string;
 }
 
+/** How the agent went, after "not connected": said goodbye (on purpose) or vanished (docs/policy.md). */
+function agentGoneText(view: VmPageInput["detail"]["view"], now: number): string {
+  const gone = view.agentGone;
+  if (!gone) return "";
+  if (gone.how === "vanished")
+    return ` <span id="agent-gone" data-how="vanished">— vanished without a goodbye (a crash, a kill or the network)</span>`;
+  return ` <span id="agent-gone" data-how="stopped-on-purpose">— stopped on purpose ${when(gone.atMs, now)} (${escapeHtml(gone.reason)}): the VM is unmanaged</span>`;
+}
+
 function stopBox(input: VmPageInput): string {
   const { view, policy, notice, explanation } = input.detail;
   const now = input.nowMs;
@@ -125,7 +134,7 @@ export function renderVmPage(input: VmPageInput): string {
 <dl>
 <dt>Owner</dt><dd id="owner">${escapeHtml(view.owner || "—")}</dd>
 <dt>State</dt><dd id="state">${escapeHtml(view.state)}${view.mode === "observe" ? " <b>(observe mode)</b>" : ""}</dd>
-<dt>Agent</dt><dd>${view.connected ? `connected${view.agentVersion ? ` (ws-agent ${escapeHtml(view.agentVersion)})` : ""}` : "not connected"}; last report ${when(view.lastReportAtMs, now)}</dd>
+<dt>Agent</dt><dd>${view.connected ? `connected${view.agentVersion ? ` (ws-agent ${escapeHtml(view.agentVersion)})` : ""}` : `not connected${agentGoneText(view, now)}`}; last report ${when(view.lastReportAtMs, now)}</dd>
 ${hostRow(input)}
 <dt>Idle clock</dt><dd id="idle">${idle}${explanation?.lastActivity ? `; last activity: ${escapeHtml(explanation.lastActivity)}` : ""}</dd>
 <dt>Policy</dt><dd>${policy.autostopEnabled ? "autostop enabled" : "autostop off"}, ${escapeHtml(policy.mode)} mode${policy.profile ? `, profile ${escapeHtml(policy.profile)}` : ""}; idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}, grace-period ${formatDuration(policy.gracePeriodSeconds)}, max-keep-running ${formatDuration(policy.maxKeepRunningSeconds)}</dd>

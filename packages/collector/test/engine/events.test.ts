@@ -46,6 +46,13 @@ function reasonsTheEngineSends(): Set<string> {
   note(lost.send(typing()));
   note(lost.advance(HOUR, { tickMs: MINUTE }));
   note(lost.send(typing()));
+  // The agent is stopped on purpose: it says goodbye.
+  const parted = new Sim(testPolicy());
+  note(parted.send(typing()));
+  parted.connected = false;
+  parted.goodbye = "SIGTERM: stopped on purpose";
+  parted.now += SECOND;
+  note(parted.step());
   // A policy annotation that does not parse, then is fixed.
   const policy = new Sim(testPolicy());
   note(policy.send(typing()));

@@ -188,6 +188,62 @@ describe("agent-lost with host-side evidence", () => {
     expect(waiting.explanation.host!.idleSinceMs).toBe(T0 + HOUR);
   });
 
+  it("issue 39: an agent stopped on purpose says goodbye: the VM is unmanaged, no agent-lost-max wait, the host's quiet counts from the goodbye", () => {
+    // The same VM as above, its person typing at T0, but root stopped the agent then (systemctl stop).
+    const sim = new Sim(testPolicy());
+    sim.send(report({ sessions: { sessions: [ttySession(0)] } }));
+    sim.connected = false;
+    sim.goodbye = "SIGTERM: stopped on purpose";
+    const parted = sim.step();
+    expect(actionsOf(parted, "event")).toEqual([
+      expect.objectContaining({ type: "Warning", reason: "AgentStoppedOnPurpose" }),
+    ]);
+    expect(parted.next.goodbye).toEqual({ atMs: T0, reason: "SIGTERM: stopped on purpose" });
+    runHost(sim, 3 * HOUR, quiet);
+    // Said once, not on every decision.
+    expect(
+      sim.decisions.flatMap((d) => actionsOf(d, "event")).filter((e) => e.reason === "AgentStoppedOnPurpose"),
+    ).toHaveLength(1);
+    const noticed = sim.decisions.find((d) => actionsOf(d, "notice").length > 0)!;
+    // Quiet from the goodbye (T0) for idle-timeout (1h): an hour before the vanished agent's T0 + 2h.
+    expect(noticed.explanation.atMs).toBe(T0 + HOUR);
+    expect(actionsOf(noticed, "notice")[0]!.reason).toMatch(
+      /^no agent for 1h: stopped on purpose 1h ago \(SIGTERM: stopped on purpose\), the VM is unmanaged; host: vCPU 0\.3 %/,
+    );
+    const stopAt = sim.decisions.find((d) => actionsOf(d, "stop").length > 0)!.explanation.atMs;
+    expect(stopAt).toBe(T0 + HOUR + 10 * MINUTE);
+  });
+
+  it("issue 39: a goodbye does not outlast the agent: it connects again, then vanishes: judged as vanished", () => {
+    const sim = new Sim(testPolicy());
+    sim.send(report({ sessions: { sessions: [ttySession(0)] } }));
+    sim.connected = false;
+    sim.goodbye = "SIGTERM: stopped on purpose";
+    sim.step();
+    sim.now += MINUTE;
+    sim.connected = true;
+    sim.goodbye = undefined;
+    expect(sim.send(report({ sessions: { sessions: [ttySession(0)] } })).next.goodbye).toBeUndefined();
+    sim.connected = false;
+    runHost(sim, 4 * HOUR, quiet);
+    // Person at T0+1m: quiet from T0+1h1m, the notice an idle-timeout later, as for any vanished agent.
+    const noticed = sim.decisions.find((d) => actionsOf(d, "notice").length > 0)!;
+    expect(noticed.explanation.atMs).toBe(T0 + 2 * HOUR + MINUTE);
+    expect(actionsOf(noticed, "notice")[0]!.reason).toMatch(/^no agent for 2h; host: /);
+  });
+
+  it("issue 39: after a goodbye, host activity still holds the unmanaged VM", () => {
+    const sim = new Sim(testPolicy());
+    sim.send(report());
+    sim.connected = false;
+    sim.goodbye = "SIGTERM: stopped on purpose";
+    runHost(sim, 3 * HOUR, (atMs) => quiet(atMs, { vncConnections: 1 }));
+    expect(actionsOf(sim.decisions, "notice")).toEqual([]);
+    expect(sim.decisions.at(-1)!.explanation.host!.role).toMatch(
+      /stopped on purpose .* the VM is unmanaged; host: .*1 VNC connection open/,
+    );
+  });
+
   it("issue 39: a VM with passthrough GPUs and no GPU reading is never stopped on host readings alone", () => {
     const gpuJob = (atMs: number) => quiet(atMs, { vcpuBusyRatio: 0.19, passthroughGpus: 2 });
     const sim = lostAgent(8 * HOUR, gpuJob);

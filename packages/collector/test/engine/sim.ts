@@ -90,6 +90,8 @@ export class Sim {
   latest: Observation["latestReport"];
   connected = true;
   vmRunning: boolean | undefined;
+  /** The agent's goodbye while it is not connected (undefined: it vanished, or is connected). */
+  goodbye: string | undefined;
   /** The host-side reading passed with every decision (undefined: host-side evidence not configured). */
   host: HostReading | undefined;
   decisions: Decision[] = [];
@@ -117,6 +119,7 @@ export class Sim {
       ...(this.pendingStopResult ? { stopResult: this.pendingStopResult } : {}),
       ...(this.policyStatus ? { policyStatus: this.policyStatus } : {}),
       ...(this.host ? { host: this.host } : {}),
+      ...(this.goodbye !== undefined && !this.connected ? { agentGoodbye: this.goodbye } : {}),
     };
     this.pendingStopResult = undefined;
     const decision = decide(this.now, this.policy, observation, this.record);

@@ -132,11 +132,19 @@ export class AgentConnection {
     return (this.call as unknown as grpc.ClientDuplexStream<typeof message, CollectorMessage>).write(message);
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Ends the stream. `goodbye` (the agent is stopped on purpose): said to the collector first, so
+   * it can tell a stop by root from an agent that vanished (docs/policy.md, "What the host cannot see").
+   */
+  async stop(goodbye?: string): Promise<void> {
     this.stopped = true;
     clearTimeout(this.retryTimer);
     this.wakeRetry?.();
     if (this.call) {
+      if (goodbye !== undefined && this.connected) {
+        const message = create(AgentMessageSchema, { payload: { case: "goodbye", value: { reason: goodbye } } });
+        (this.call as unknown as grpc.ClientDuplexStream<typeof message, CollectorMessage>).write(message);
+      }
       this.call.end();
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

@@ -108,10 +108,11 @@ export class AgentRuntime {
     });
   }
 
-  async stop(): Promise<void> {
+  /** `goodbye`: why the agent stops on purpose, told to the collector before the stream closes. */
+  async stop(goodbye?: string): Promise<void> {
     this.stopped = true;
     clearTimeout(this.sampleTimer);
-    await this.connection?.stop();
+    await this.connection?.stop(goodbye);
     await this.leases?.close();
   }
 

@@ -148,8 +148,22 @@ export function replayTrace(
         return;
       case "agent-connected":
       case "agent-disconnected":
-        note(event.vm, nowMs, event.kind === "agent-connected" ? "agent connected" : "agent disconnected");
-        step(state, nowMs, { kind: event.kind === "agent-connected" ? "connected" : "disconnected" });
+        note(
+          event.vm,
+          nowMs,
+          event.kind === "agent-connected"
+            ? "agent connected"
+            : event.goodbye === undefined
+              ? "agent disconnected"
+              : `agent stopped on purpose (${event.goodbye})`,
+        );
+        step(
+          state,
+          nowMs,
+          event.kind === "agent-connected"
+            ? { kind: "connected" }
+            : { kind: "disconnected", ...(event.goodbye === undefined ? {} : { goodbye: event.goodbye }) },
+        );
         return;
       case "report": {
         const received = { report: event.report, receivedAtMs: nowMs };

@@ -71,6 +71,10 @@ describe("parseTrace", () => {
       /^line 1: "policy": the value of "idle-timeout" must be a string, as annotations are \(write "300"\)/,
     ],
     ['{"t": 0, "vm": "a/b", "at": "yesterday", "event": "agent-connected"}', /"at" must be an RFC 3339 time/],
+    [
+      '{"t": 0, "vm": "a/b", "event": "agent-connected", "goodbye": "SIGTERM"}',
+      /^line 1: "goodbye" is a string on an "agent-disconnected" line only/,
+    ],
   ])("%s → a clear error with the line number", (line, message) => {
     expect(problemsOf(line)[0]).toMatch(message);
   });
@@ -93,6 +97,15 @@ describe("parseTrace", () => {
 });
 
 describe("formatTraceLine", () => {
+  it("an agent's goodbye survives the round trip; a plain disconnection has none", () => {
+    const said = formatTraceLine(3, "a/b", { event: "agent-disconnected", goodbye: "SIGTERM: stopped on purpose" });
+    const plain = formatTraceLine(4, "a/b", { event: "agent-disconnected" });
+    expect(parseTrace(`${said}\n${plain}`)).toEqual([
+      expect.objectContaining({ kind: "agent-disconnected", goodbye: "SIGTERM: stopped on purpose" }),
+      expect.not.objectContaining({ goodbye: expect.anything() }),
+    ]);
+  });
+
   it("writes lines parseTrace reads back to the same Report", () => {
     const report = create(ReportSchema, {
       sequence: 42n,

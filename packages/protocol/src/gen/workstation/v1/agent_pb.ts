@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/agent.proto.
  */
 export const file_workstation_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("Chp3b3Jrc3RhdGlvbi92MS9hZ2VudC5wcm90bxIOd29ya3N0YXRpb24udjEiawoMQWdlbnRNZXNzYWdlEiYKBWhlbGxvGAEgASgLMhUud29ya3N0YXRpb24udjEuSGVsbG9IABIoCgZyZXBvcnQYAiABKAsyFi53b3Jrc3RhdGlvbi52MS5SZXBvcnRIAEIJCgdwYXlsb2FkIk0KEENvbGxlY3Rvck1lc3NhZ2USLgoJZGlyZWN0aXZlGAEgASgLMhkud29ya3N0YXRpb24udjEuRGlyZWN0aXZlSABCCQoHcGF5bG9hZCIoCgVWbVJlZhIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSKyAQoFSGVsbG8SIQoCdm0YASABKAsyFS53b3Jrc3RhdGlvbi52MS5WbVJlZhIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIPCgdib290X2lkGAQgASgJEg0KBXRva2VuGAUgASgJEhAKCGhvc3RuYW1lGAYgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YByABKA0SDQoFcHJvYmUYUCABKAgyXQoMQWdlbnRTZXJ2aWNlEk0KB0Nvbm5lY3QSHC53b3Jrc3RhdGlvbi52MS5BZ2VudE1lc3NhZ2UaIC53b3Jrc3RhdGlvbi52MS5Db2xsZWN0b3JNZXNzYWdlKAEwAWIGcHJvdG8z", [file_workstation_v1_directive, file_workstation_v1_report]);
+  fileDesc("Chp3b3Jrc3RhdGlvbi92MS9hZ2VudC5wcm90bxIOd29ya3N0YXRpb24udjEilwEKDEFnZW50TWVzc2FnZRImCgVoZWxsbxgBIAEoCzIVLndvcmtzdGF0aW9uLnYxLkhlbGxvSAASKAoGcmVwb3J0GAIgASgLMhYud29ya3N0YXRpb24udjEuUmVwb3J0SAASKgoHZ29vZGJ5ZRgDIAEoCzIXLndvcmtzdGF0aW9uLnYxLkdvb2RieWVIAEIJCgdwYXlsb2FkIhkKB0dvb2RieWUSDgoGcmVhc29uGAEgASgJIk0KEENvbGxlY3Rvck1lc3NhZ2USLgoJZGlyZWN0aXZlGAEgASgLMhkud29ya3N0YXRpb24udjEuRGlyZWN0aXZlSABCCQoHcGF5bG9hZCIoCgVWbVJlZhIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSKyAQoFSGVsbG8SIQoCdm0YASABKAsyFS53b3Jrc3RhdGlvbi52MS5WbVJlZhIVCg1hZ2VudF92ZXJzaW9uGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIPCgdib290X2lkGAQgASgJEg0KBXRva2VuGAUgASgJEhAKCGhvc3RuYW1lGAYgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YByABKA0SDQoFcHJvYmUYUCABKAgyXQoMQWdlbnRTZXJ2aWNlEk0KB0Nvbm5lY3QSHC53b3Jrc3RhdGlvbi52MS5BZ2VudE1lc3NhZ2UaIC53b3Jrc3RhdGlvbi52MS5Db2xsZWN0b3JNZXNzYWdlKAEwAWIGcHJvdG8z", [file_workstation_v1_directive, file_workstation_v1_report]);
 
 /**
  * @generated from message workstation.v1.AgentMessage
@@ -35,6 +35,17 @@ export type AgentMessage = Message<"workstation.v1.AgentMessage"> & {
      */
     value: Report;
     case: "report";
+  } | {
+    /**
+     * Sent once, last, when the agent is stopped on purpose (SIGTERM/SIGINT: `systemctl stop`,
+     * package removal, an orderly shutdown), before it closes the stream. A stream that ends
+     * without it is an agent that vanished (crash, SIGKILL, the network). Older collectors end
+     * the stream on it, as the agent is about to; older agents never send it.
+     *
+     * @generated from field: workstation.v1.Goodbye goodbye = 3;
+     */
+    value: Goodbye;
+    case: "goodbye";
   } | { case: undefined; value?: undefined };
 };
 
@@ -44,6 +55,27 @@ export type AgentMessage = Message<"workstation.v1.AgentMessage"> & {
  */
 export const AgentMessageSchema: GenMessage<AgentMessage> = /*@__PURE__*/
   messageDesc(file_workstation_v1_agent, 0);
+
+/**
+ * Goodbye: the agent stops on purpose and will not report until it is started again.
+ *
+ * @generated from message workstation.v1.Goodbye
+ */
+export type Goodbye = Message<"workstation.v1.Goodbye"> & {
+  /**
+   * What stopped it, in words ("SIGTERM": systemctl stop, package removal, guest shutdown).
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message workstation.v1.Goodbye.
+ * Use `create(GoodbyeSchema)` to create a new message.
+ */
+export const GoodbyeSchema: GenMessage<Goodbye> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_agent, 1);
 
 /**
  * @generated from message workstation.v1.CollectorMessage
@@ -66,7 +98,7 @@ export type CollectorMessage = Message<"workstation.v1.CollectorMessage"> & {
  * Use `create(CollectorMessageSchema)` to create a new message.
  */
 export const CollectorMessageSchema: GenMessage<CollectorMessage> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_agent, 1);
+  messageDesc(file_workstation_v1_agent, 2);
 
 /**
  * VmRef names the KubeVirt VirtualMachine the agent runs in.
@@ -90,7 +122,7 @@ export type VmRef = Message<"workstation.v1.VmRef"> & {
  * Use `create(VmRefSchema)` to create a new message.
  */
 export const VmRefSchema: GenMessage<VmRef> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_agent, 2);
+  messageDesc(file_workstation_v1_agent, 3);
 
 /**
  * Hello is the first message on every stream.
@@ -158,7 +190,7 @@ export type Hello = Message<"workstation.v1.Hello"> & {
  * Use `create(HelloSchema)` to create a new message.
  */
 export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_agent, 3);
+  messageDesc(file_workstation_v1_agent, 4);
 
 /**
  * AgentService is the one stream between a guest agent and the collector.
