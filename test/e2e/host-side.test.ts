@@ -311,6 +311,57 @@ describe.concurrent("host-side evidence (Kubernetes mode)", { timeout: SCENARIO_
     expect(crashedNotice.reason).toMatch(/^no agent for \S+; host: vCPU 0\.\d %/);
   });
 
+  it("someone typing over SSH after their agent vanished: KubeVirt's packet counters show it, the VM is held and the page says why; typing stops: the notice follows", async (context) => {
+    const { expect } = context;
+    const c = await Cluster.create(context, "up", [{ name: "typist" }]);
+    await c.agentThatDies("typist");
+    // Keystrokes and their echoes: small packets both ways (~110 B), a few a second, never the same
+    // twice running; the byte rate stays a quiet VM's (under network-threshold).
+    const bursts = [3, 0.6, 5, 1.2, 0.4, 4, 2.2, 0.8];
+    let typing = true;
+    const typist = (async () => {
+      for (let i = 0; typing; i++) {
+        const keys = bursts[i % bursts.length]!;
+        c.kubevirt.set({
+          namespace: NS,
+          name: "typist",
+          receivePacketsPerSecond: keys * 1.6,
+          transmitPacketsPerSecond: keys * 1.3,
+          receiveBytesPerSecond: keys * 1.6 * 90,
+          transmitBytesPerSecond: keys * 1.3 * 130,
+        });
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+      }
+    })();
+    try {
+      await c.holds("typist", HELD_MS);
+      const held = await c.view("typist");
+      expect(held?.state).toBe("AgentLost");
+      expect(held?.host?.summary).toMatch(/packets \S+\/s in, \S+\/s out/);
+      expect(held?.explanation).toMatch(/last host activity: host: interactive traffic: /);
+      expect(await c.page("typist")).toMatch(/interactive traffic: \S+ packets\/s in/);
+    } finally {
+      typing = false;
+      await typist;
+    }
+    c.kubevirt.set({
+      namespace: NS,
+      name: "typist",
+      receivePacketsPerSecond: 0.03,
+      transmitPacketsPerSecond: 0.02,
+      receiveBytesPerSecond: 1000,
+      transmitBytesPerSecond: 1000,
+    });
+    const notice = await eventually(
+      () => c.ownerHooks("typist").find((hook) => hook.event === "notice"),
+      WAIT_MS,
+      "the owner's notice once the typing stopped",
+    );
+    expect(notice.reason).toMatch(
+      /^no agent for \S+; host: vCPU 0\.\d %, network \S+ kB\/s, packets 0\.0\/s in, 0\.0\/s out/,
+    );
+  });
+
   it("an open VNC connection holds a VM whose agent never connected; closing it lets the host decide", async (context) => {
     const { expect } = context;
     const c = await Cluster.create(context, "up", [{ name: "desktop" }]);

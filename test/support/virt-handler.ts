@@ -15,6 +15,9 @@ export interface DrivenVmi {
   vcpuBusyRatio: number;
   receiveBytesPerSecond: number;
   transmitBytesPerSecond: number;
+  /** kubevirt_vmi_network_{receive,transmit}_packets_total grow by these per second. */
+  receivePacketsPerSecond: number;
+  transmitPacketsPerSecond: number;
   readBytesPerSecond: number;
   writeBytesPerSecond: number;
   vncConnections: number;
@@ -38,6 +41,8 @@ interface Counters {
   vcpuSeconds: number;
   rx: number;
   tx: number;
+  rxPackets: number;
+  txPackets: number;
   read: number;
   write: number;
 }
@@ -47,6 +52,9 @@ const QUIET: Omit<DrivenVmi, "namespace" | "name"> = {
   vcpuBusyRatio: 0.003,
   receiveBytesPerSecond: 1000,
   transmitBytesPerSecond: 1000,
+  // An idle guest's chatter (ARP, NTP): a packet every half minute or so each way.
+  receivePacketsPerSecond: 0.03,
+  transmitPacketsPerSecond: 0.02,
   readBytesPerSecond: 0,
   writeBytesPerSecond: 0,
   vncConnections: 0,
@@ -65,6 +73,8 @@ export async function startVirtHandler(nowMs: () => number = Date.now): Promise<
       entry.counters.vcpuSeconds += d.vcpus * d.vcpuBusyRatio * seconds;
       entry.counters.rx += d.receiveBytesPerSecond * seconds;
       entry.counters.tx += d.transmitBytesPerSecond * seconds;
+      entry.counters.rxPackets += d.receivePacketsPerSecond * seconds;
+      entry.counters.txPackets += d.transmitPacketsPerSecond * seconds;
       entry.counters.read += d.readBytesPerSecond * seconds;
       entry.counters.write += d.writeBytesPerSecond * seconds;
       entry.atMs = now;
@@ -80,7 +90,15 @@ export async function startVirtHandler(nowMs: () => number = Date.now): Promise<
       const driven = { ...QUIET, ...existing?.driven, ...vmi } as DrivenVmi;
       vmis.set(key, {
         driven,
-        counters: existing?.counters ?? { vcpuSeconds: 1000, rx: 5e6, tx: 5e6, read: 1e8, write: 1e8 },
+        counters: existing?.counters ?? {
+          vcpuSeconds: 1000,
+          rx: 5e6,
+          tx: 5e6,
+          rxPackets: 4e4,
+          txPackets: 3e4,
+          read: 1e8,
+          write: 1e8,
+        },
         atMs: existing?.atMs ?? nowMs(),
       });
     },
@@ -129,6 +147,18 @@ export async function startVirtHandler(nowMs: () => number = Date.now): Promise<
       "Total network traffic transmitted in bytes.",
       'interface="default"',
       (c) => c.tx,
+    );
+    perVmi(
+      "kubevirt_vmi_network_receive_packets_total",
+      "Total network traffic received packets.",
+      'interface="default"',
+      (c) => c.rxPackets,
+    );
+    perVmi(
+      "kubevirt_vmi_network_transmit_packets_total",
+      "Total network traffic transmitted packets.",
+      'interface="default"',
+      (c) => c.txPackets,
     );
     perVmi(
       "kubevirt_vmi_storage_read_traffic_bytes_total",

@@ -25,6 +25,7 @@
 // person seen: the host's quiet counts from the goodbye, with no agent-lost-max wait.
 import { formatDuration } from "@ws/protocol";
 import { unattendedEndsAtMs } from "./activity.js";
+import { interactiveTraffic, keepPacketWindows, packetWindow } from "./host-traffic.js";
 import type { HostClock, HostExplanation, HostReading, Policy, Thresholds, VmRecord } from "./types.js";
 
 const duration = (ms: number): string => formatDuration(Math.max(0, ms) / 1000);
@@ -40,6 +41,8 @@ export function formatRate(bytesPerSecond: number): string {
   }
   return `${value >= 10 || unit === 0 ? Math.round(value) : value.toFixed(1)} ${units[unit]}`;
 }
+
+const packetRate = (n: number): string => (n >= 10 ? String(Math.round(n)) : n.toFixed(1));
 
 function percent(ratio: number): string {
   const value = ratio * 100;
@@ -63,6 +66,10 @@ export function describeHostReading(reading: HostReading): string {
   const parts: string[] = [];
   if (reading.vcpuBusyRatio !== undefined) parts.push(`vCPU ${percent(reading.vcpuBusyRatio)}`);
   if (reading.networkBytesPerSecond !== undefined) parts.push(`network ${formatRate(reading.networkBytesPerSecond)}`);
+  if (reading.receivePacketsPerSecond !== undefined && reading.transmitPacketsPerSecond !== undefined)
+    parts.push(
+      `packets ${packetRate(reading.receivePacketsPerSecond)}/s in, ${packetRate(reading.transmitPacketsPerSecond)}/s out`,
+    );
   if (reading.diskBytesPerSecond !== undefined) parts.push(`disk ${formatRate(reading.diskBytesPerSecond)}`);
   parts.push(connections(reading));
   const gpus = reading.passthroughGpus ?? 0;
@@ -129,10 +136,14 @@ export function advanceHostClock(
     next.lastBackgroundAtMs = reading.atMs;
     next.lastBackgroundDetail = `host: ${background.join(", ")}`;
   }
-  const connection = hostConnection(reading);
-  if (connection) {
+  // A person's remote shell on the wire counts as a person, as an open connection does.
+  const packets = packetWindow(reading);
+  const windows = packets ? keepPacketWindows(previous?.packetWindows, packets) : undefined;
+  if (windows) next.packetWindows = windows;
+  const person = hostConnection(reading) ?? (windows ? interactiveTraffic(windows) : undefined);
+  if (person) {
     next.lastConnectionAtMs = reading.atMs;
-    next.lastConnectionDetail = `host: ${connection}`;
+    next.lastConnectionDetail = `host: ${person}`;
   }
   return next;
 }

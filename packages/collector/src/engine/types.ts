@@ -5,6 +5,7 @@
 
 import type { Report } from "@ws/protocol";
 import type { EventReason } from "./events.js";
+import type { PacketWindow } from "./host-traffic.js";
 import type { OTHER_VETOES, SignalName, SignalVeto } from "./signals.js";
 
 // --- policy -------------------------------------------------------------------
@@ -302,6 +303,9 @@ export interface HostReading {
   vcpuBusyRatio?: number;
   vcpus?: number;
   networkBytesPerSecond?: number;
+  /** Packets per second over the window (KubeVirt's packet counters); absent: not exported (engine/host-traffic.ts). */
+  receivePacketsPerSecond?: number;
+  transmitPacketsPerSecond?: number;
   diskBytesPerSecond?: number;
   vncConnections?: number;
   consoleConnections?: number;
@@ -326,9 +330,14 @@ export interface HostClock {
   /** The last reading showing background work (vCPU, network, disk at or above the policy's thresholds). */
   lastBackgroundAtMs?: number;
   lastBackgroundDetail?: string;
-  /** The last reading showing an open VNC, console or port-forward connection. */
+  /**
+   * The last reading showing a person: an open VNC, console or port-forward connection, or
+   * interactive traffic (engine/host-traffic.ts).
+   */
   lastConnectionAtMs?: number;
   lastConnectionDetail?: string;
+  /** The packet counts of the last ok readings that had them, newest last (engine/host-traffic.ts). */
+  packetWindows?: PacketWindow[];
 }
 
 /** The host-side source as one decision saw it. */

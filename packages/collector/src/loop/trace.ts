@@ -46,6 +46,8 @@ const HOST_NUMBERS = [
   "vcpuBusyRatio",
   "vcpus",
   "networkBytesPerSecond",
+  "receivePacketsPerSecond",
+  "transmitPacketsPerSecond",
   "diskBytesPerSecond",
   "vncConnections",
   "consoleConnections",

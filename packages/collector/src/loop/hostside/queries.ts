@@ -36,6 +36,8 @@ export type HostQueryName =
   | "vcpuSeconds"
   | "vcpus"
   | "network"
+  | "receivePackets"
+  | "transmitPackets"
   | "disk"
   | "vnc"
   | "console"
@@ -58,6 +60,9 @@ export function hostQueries(
     // One series per vCPU and state: count the ids.
     vcpus: `count by (${vm}) (count by (${vm}, id) (kubevirt_vmi_vcpu_seconds_total))`,
     network: `${rate("kubevirt_vmi_network_receive_bytes_total")} + ${rate("kubevirt_vmi_network_transmit_bytes_total")}`,
+    // Packets, each way: a person's remote shell is small packets both ways (engine/host-traffic.ts).
+    receivePackets: rate("kubevirt_vmi_network_receive_packets_total"),
+    transmitPackets: rate("kubevirt_vmi_network_transmit_packets_total"),
     disk: `${rate("kubevirt_vmi_storage_read_traffic_bytes_total")} + ${rate("kubevirt_vmi_storage_write_traffic_bytes_total")}`,
     vnc: connections("kubevirt_vnc_active_connections"),
     console: connections("kubevirt_console_active_connections"),
@@ -66,7 +71,11 @@ export function hostQueries(
   };
 }
 
-export type HostAnswers = Record<HostQueryName, VectorSample[]>;
+/** Queries whose answer may be missing altogether (a caller that does not run them): the VMs' readings go without. */
+type OptionalHostQuery = "receivePackets" | "transmitPackets";
+
+export type HostAnswers = Record<Exclude<HostQueryName, OptionalHostQuery>, VectorSample[]> &
+  Partial<Record<OptionalHostQuery, VectorSample[]>>;
 
 /** What one round of queries gives: a reading per VM that has series ("ns/name"), or why there is none at all. */
 export type HostBatch =
@@ -152,10 +161,12 @@ export function readingsFromAnswers(
     };
   const problems = new Map<string, string[]>();
   const perVm = (query: HostQueryName, nameLabel: string) =>
-    byKey(answers[query], labels.namespace, nameLabel, query, atMs, problems);
+    byKey(answers[query] ?? [], labels.namespace, nameLabel, query, atMs, problems);
   const vcpuSeconds = perVm("vcpuSeconds", labels.name);
   const vcpus = perVm("vcpus", labels.name);
   const network = perVm("network", labels.name);
+  const receivePackets = perVm("receivePackets", labels.name);
+  const transmitPackets = perVm("transmitPackets", labels.name);
   const disk = perVm("disk", labels.name);
   const vnc = perVm("vnc", labels.vmi);
   const console = perVm("console", labels.vmi);
@@ -196,6 +207,10 @@ export function readingsFromAnswers(
       // Never below zero here (those failed above); a rate's extrapolation may overshoot 1 a little.
       vcpuBusyRatio: Math.min(1, vcpuSeconds.get(key)! / cpus),
       networkBytesPerSecond: network.get(key)!,
+      // Optional: without both packet series the VM is judged without interactive-traffic evidence.
+      ...(receivePackets.has(key) && transmitPackets.has(key)
+        ? { receivePacketsPerSecond: receivePackets.get(key)!, transmitPacketsPerSecond: transmitPackets.get(key)! }
+        : {}),
       diskBytesPerSecond: disk.get(key)!,
       // A gauge virt-api never set for this VMI has no series: no connection was opened.
       vncConnections: vnc.get(key) ?? 0,

@@ -22,23 +22,24 @@ export function hostHistoryQueries(windowSeconds: number): Record<HostQueryName,
 /** Attaches each step's host-side reading to the histories (VMs the collector does not track are left out). */
 export function withHostHistory(
   histories: readonly VmHistory[],
-  answers: Record<HostQueryName, MatrixSeries[]>,
+  answers: Partial<Record<HostQueryName, MatrixSeries[]>>,
   grid: StepGrid,
   windowSeconds: number,
 ): VmHistory[] {
   const at = (index: number): HostAnswers => {
     const t = (grid.startMs + index * grid.stepMs) / 1000;
-    const out = {} as HostAnswers;
+    const out = {} as Record<HostQueryName, HostAnswers[HostQueryName]>;
     for (const name of HOST_QUERY_NAMES) {
-      out[name] = [];
+      const samples: NonNullable<HostAnswers[HostQueryName]> = [];
       for (const series of answers[name] ?? []) {
         const point = series.values.find(([seconds]) => Math.abs(seconds - t) < 0.001);
         // No point at this step: no series (absent). A point that is NaN, ±Inf or below zero is
         // kept: readingsFromAnswers makes it a failed reading, as the live source does.
-        if (point) out[name].push({ metric: series.metric, value: promNumber(point[1]) });
+        if (point) samples.push({ metric: series.metric, value: promNumber(point[1]) });
       }
+      out[name] = samples;
     }
-    return out;
+    return out as HostAnswers;
   };
   const steps = Array.from({ length: grid.count }, (_, index) =>
     readingsFromAnswers(at(index), grid.startMs + index * grid.stepMs, windowSeconds),

@@ -64,6 +64,34 @@ describe("readingsFromAnswers", () => {
     });
   });
 
+  it("reads KubeVirt's packet counters each way when both are there; without them the reading is ok, with no packets", () => {
+    expect(hostQueries(120).receivePackets).toBe(
+      "sum by (namespace, name) (rate(kubevirt_vmi_network_receive_packets_total[120s]))",
+    );
+    expect(hostQueries(120).transmitPackets).toBe(
+      "sum by (namespace, name) (rate(kubevirt_vmi_network_transmit_packets_total[120s]))",
+    );
+    const both = answers({
+      receivePackets: [{ metric: vm("ada"), value: 2.4 }],
+      transmitPackets: [{ metric: vm("ada"), value: 1.9 }],
+    });
+    expect(readingFor(readingsFromAnswers(both, AT, 120), "users/ada")).toMatchObject({
+      state: "ok",
+      receivePacketsPerSecond: 2.4,
+      transmitPacketsPerSecond: 1.9,
+    });
+    const oneWay = answers({ receivePackets: [{ metric: vm("ada"), value: 2.4 }] });
+    const reading = readingFor(readingsFromAnswers(oneWay, AT, 120), "users/ada");
+    expect(reading.state).toBe("ok");
+    expect(reading.receivePacketsPerSecond).toBeUndefined();
+    // A negative packet rate cannot be true: the reading fails, as for any other query.
+    const wrong = answers({
+      receivePackets: [{ metric: vm("ada"), value: -1 }],
+      transmitPackets: [{ metric: vm("ada"), value: 1 }],
+    });
+    expect(readingFor(readingsFromAnswers(wrong, AT, 120), "users/ada")).toMatchObject({ state: "failed" });
+  });
+
   it("a VM missing a metric is absent, naming it; a VM with none is absent", () => {
     const batch = readingsFromAnswers(answers({ disk: [] }), AT, 120);
     expect(readingFor(batch, "users/ada")).toMatchObject({
@@ -127,7 +155,7 @@ describe("impossible readings (a wrong reading is not idleness)", () => {
       const [query, samples] = Object.entries(wrong)[0] as [keyof HostAnswers, VectorSample[]];
       const isAda = (sample: VectorSample) => (sample.metric.name ?? sample.metric.vmi) === "ada";
       const batch = readingsFromAnswers(
-        { ...busy, [query]: [...busy[query].filter((sample) => !isAda(sample)), ...samples] },
+        { ...busy, [query]: [...(busy[query] ?? []).filter((sample) => !isAda(sample)), ...samples] },
         AT,
         120,
       );
