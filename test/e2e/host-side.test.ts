@@ -257,7 +257,7 @@ describe.concurrent("host-side evidence (Kubernetes mode)", { timeout: SCENARIO_
       "the owner's notice",
     );
     expect(notice.reason).toMatch(
-      /^no agent for \S+; host: vCPU 0\.\d %, network \S+ kB\/s, disk 0 B\/s, no VNC connection; host idle for \S+ \(idle-timeout 12s\)$/,
+      /^no agent for \S+; host: vCPU 0\.\d %, network \S+ kB\/s, packets 0\.0\/s in, 0\.0\/s out, disk 0 B\/s, no VNC connection; host idle for \S+ \(idle-timeout 12s\)$/,
     );
     expect(Date.now() - quietAt).toBeGreaterThanOrEqual(IDLE_TIMEOUT_S * 1000 - 3000);
     const deadline = Date.parse(notice.deadline ?? "");
