@@ -292,3 +292,50 @@ export function idleSecondsAt(
   const ms = idleMsOf(record.clock, nowMs);
   return ms === undefined ? undefined : ms / 1000;
 }
+
+/** A record's three clocks: the idle clock, the attended one, and the last human evidence. */
+export type RecordClocks = Pick<VmRecord, "clock" | "attended" | "lastHumanAtMs">;
+
+/** Every clock starts no earlier than `baselineMs` (a VM that just became Active gets a full idle-timeout). */
+export function clocksNoEarlierThan(rec: VmRecord, baselineMs: number): RecordClocks {
+  const clock = clockNoEarlierThan(rec.clock, baselineMs, "the collector started watching");
+  return {
+    clock,
+    lastHumanAtMs: Math.max(rec.lastHumanAtMs ?? baselineMs, baselineMs),
+    attended: clockNoEarlierThan(rec.attended ?? rec.clock, baselineMs, clock.lastActivityDetail ?? ""),
+  };
+}
+
+/** Every clock restarts at `nowMs` (a refused stop: the refusal repeats at most once per idle-timeout). */
+export function clocksRestartedAt(
+  rec: VmRecord,
+  nowMs: number,
+  detail: string,
+): Pick<RecordClocks, "clock" | "attended"> {
+  const clock = { ...rec.clock, ...clockStartedAt(nowMs, detail) };
+  return { clock, attended: clock };
+}
+
+/** The VM runs again after a stop: nothing seen before counts, the clocks start afresh. */
+export function clocksForgotten(rec: VmRecord, detail: string): RecordClocks {
+  return {
+    clock: {
+      ...rec.clock,
+      lastActivityAtMs: undefined,
+      lastStrongAtMs: undefined,
+      lastActivityWeak: false,
+      lastActivityDetail: detail,
+    },
+    lastHumanAtMs: undefined,
+    attended: undefined,
+  };
+}
+
+/** Every clock moved later by `gapMs`: the span a lost agent was away is missing data, never idleness. */
+export function clocksShiftedBy(rec: VmRecord, gapMs: number): RecordClocks {
+  return {
+    clock: clockShiftedBy(rec.clock, gapMs),
+    lastHumanAtMs: rec.lastHumanAtMs === undefined ? undefined : rec.lastHumanAtMs + gapMs,
+    attended: rec.attended ? clockShiftedBy(rec.attended, gapMs) : undefined,
+  };
+}

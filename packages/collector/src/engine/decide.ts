@@ -18,9 +18,10 @@ import { formatDuration } from "@ws/protocol";
 import {
   advanceClocks,
   backgroundHold,
-  clockNoEarlierThan,
-  clockShiftedBy,
-  clockStartedAt,
+  clocksForgotten,
+  clocksNoEarlierThan,
+  clocksRestartedAt,
+  clocksShiftedBy,
   countedReading,
   type CountedReading,
   idleMsOf,
@@ -218,20 +219,10 @@ function unattendedNote(d: Draft): string {
 function enterActive(d: Draft, baselineMs: number): void {
   const { rec } = d;
   transition(d, "Active");
-  const attended = rec.attended ?? rec.clock;
-  rec.clock = clockNoEarlierThan(rec.clock, baselineMs, "the collector started watching");
-  rec.lastHumanAtMs = Math.max(rec.lastHumanAtMs ?? baselineMs, baselineMs);
-  rec.attended = clockNoEarlierThan(attended, baselineMs, rec.clock.lastActivityDetail ?? "");
+  Object.assign(rec, clocksNoEarlierThan(rec, baselineMs));
   rec.notice = undefined;
   rec.stop = undefined;
   rec.agentLostWouldStopRecorded = false;
-}
-
-/** Every clock restarts now (a refused stop): the refusal repeats at most once per idle-timeout. */
-function restartClocks(d: Draft, detail: string): void {
-  const { rec, nowMs } = d;
-  rec.clock = { ...rec.clock, ...clockStartedAt(nowMs, detail) };
-  rec.attended = rec.clock;
 }
 
 /** An agent stopped on purpose is said once (an Event); it holds until the agent connects again. */
@@ -371,22 +362,77 @@ const vetoEnds = (d: Draft): Array<number | undefined> => (d.seen?.vetoes ?? [])
 
 // --- notices and stops ----------------------------------------------------------------------
 
-function startNotice(d: Draft): Outcome {
+/** "stop", or in observe mode what a notice promises instead. */
+const stopWord = (policy: Policy): string => (policy.mode === "observe" ? "observe mode: would stop" : "stop");
+
+/**
+ * The one way a pending stop starts, for the agent's idle clock and the host's alike: the notice
+ * (its grace from now) is recorded and sent. `idleSinceMs`: what the idle time counted from.
+ */
+function sendNotice(d: Draft, idleSinceMs: number, idle: number, reason: string): PendingNotice {
   const { rec, policy, nowMs } = d;
-  const idle = idleMs(d) ?? 0;
   const notice: PendingNotice = {
     id: noticeId(nowMs, policy.mode),
     sentAtMs: nowMs,
     lastSentAtMs: nowMs,
     deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
-    idleSinceMs: rec.clock.lastActivityAtMs ?? nowMs,
+    idleSinceMs,
     mode: policy.mode,
-    reason: `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}); last activity: ${lastSeen(d)}${unattendedNote(d)}${blindNote(d)}`,
+    reason,
   };
   rec.notice = notice;
+  pushNotice(d, notice, false, idle);
+  return notice;
+}
+
+/** The notice again, every notice-repeat (or when `also`, the agent reconnecting): it is the same notice. */
+function repeatNoticeWhenDue(d: Draft, notice: PendingNotice, also: boolean, idle?: number): void {
+  const { rec, policy, nowMs } = d;
+  if (!also && nowMs - notice.lastSentAtMs < policy.noticeRepeatSeconds * 1000) return;
+  rec.notice = { ...notice, lastSentAtMs: nowMs };
+  pushNotice(d, rec.notice, true, idle);
+}
+
+/** A notice sent in observe mode promised nothing would happen: under enforce it is withdrawn, a new one follows. */
+function withdrawObserveNotice(d: Draft): boolean {
+  if (d.rec.notice?.mode !== "observe" || d.policy.mode !== "enforce") return false;
+  clearNotice(d, "the policy changed from observe to enforce; a new notice follows");
+  return true;
+}
+
+/**
+ * The grace of `notice` is over: the stop (enforce), or the observe mode's would-stop once.
+ * `timing` is the state's own timing; `still` says what is still true while observe mode waits.
+ */
+function graceOverStop(
+  d: Draft,
+  notice: PendingNotice,
+  trigger: StopTrigger,
+  why: string,
+  timing: (reason: string, waiting?: boolean) => Outcome,
+  still: string,
+): Outcome {
+  const { rec, policy, nowMs } = d;
+  if (policy.mode === "enforce") return requestStop(d, trigger, why);
+  if (notice.wouldStopAtMs === undefined) {
+    rec.notice = { ...notice, wouldStopAtMs: nowMs };
+    recordWouldStop(d, trigger, why);
+    return timing(`would stop now (observe mode): ${why}`);
+  }
+  return timing(`observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; ${still}`, true);
+}
+
+function startNotice(d: Draft): Outcome {
+  const { rec, policy, nowMs } = d;
+  const idle = idleMs(d) ?? 0;
   transition(d, "StoppingPending");
-  pushNotice(d, notice, false);
-  const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
+  const notice = sendNotice(
+    d,
+    rec.clock.lastActivityAtMs ?? nowMs,
+    idle,
+    `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}); last activity: ${lastSeen(d)}${unattendedNote(d)}${blindNote(d)}`,
+  );
+  const what = stopWord(policy);
   event(
     d,
     "Normal",
@@ -418,14 +464,16 @@ function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean, idle = idl
 
 /**
  * The one way a pending stop (a notice, or a stop already asked for) is called off: the agent is
- * told (notice cleared, or the executor's stop cancelled), the VM is Active again (or AgentLost
- * again, `backToAgentLost`: no agent to come back to) and an Event says why.
- * `freshClockFromMs`: the idle clock starts afresh from there.
+ * told (notice cleared, or the executor's stop cancelled), the VM is Active again and an Event
+ * says why. `noAgent` (the host-side path): there is no agent to come back to, so a stop goes
+ * back to AgentLost, which judges again, and a notice leaves the VM where it is (AgentLost, or
+ * Unknown), its state's timing to be given by the caller. `freshClockFromMs`: the idle clock
+ * starts afresh from there.
  */
 function cancelPendingStop(
   d: Draft,
   why: string,
-  how: { reason?: string; freshClockFromMs?: number; backToAgentLost?: boolean } = {},
+  how: { reason?: string; freshClockFromMs?: number; noAgent?: boolean } = {},
 ): Outcome {
   const { rec } = d;
   const { reason, freshClockFromMs } = how;
@@ -437,9 +485,10 @@ function cancelPendingStop(
     clearNotice(d, why);
   }
   const said = reason ?? `${wasStop ? "stop" : "pending stop"} cancelled: ${why}`;
-  if (how.backToAgentLost) {
-    transition(d, "AgentLost");
+  if (how.noAgent) {
     event(d, "Normal", "IdleStopCancelled", said);
+    if (!wasStop) return { reason: said };
+    transition(d, "AgentLost");
     return { reason: said, handOver: true };
   }
   if (freshClockFromMs === undefined) transition(d, "Active");
@@ -576,30 +625,23 @@ function decidePending(d: Draft): Outcome {
     );
   const held = heldBy(d);
   if (held !== undefined) return cancelPendingStop(d, held, { reason: `pending stop cancelled, held: ${held}` });
-  if (notice.mode === "observe" && policy.mode === "enforce") {
-    // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
-    clearNotice(d, "the policy changed from observe to enforce; a new notice follows");
-    return startNotice(d);
-  }
+  // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
+  if (withdrawObserveNotice(d)) return startNotice(d);
   const wait = (reason: string): Outcome => ({ ...pendingTiming(d, reason), waiting: true });
   if (rec.awaitingFreshReport)
     return wait("restored after a collector restart: waiting for a fresh report before the pending stop can go ahead");
   if (graceOver(notice, nowMs)) {
     const why = `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}) and the grace period of the notice ${notice.id} is over with no activity, lease or other veto; last activity: ${lastSeen(d)}${unattendedNote(d)}${blindNote(d)}`;
-    if (policy.mode === "enforce") return requestStop(d, "idle", why);
-    if (notice.wouldStopAtMs === undefined) {
-      rec.notice = { ...notice, wouldStopAtMs: nowMs };
-      recordWouldStop(d, "idle", why);
-      return pendingTiming(d, `would stop now (observe mode): ${why}`);
-    }
-    return wait(`observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; still idle`);
+    return graceOverStop(
+      d,
+      notice,
+      "idle",
+      why,
+      (reason, waiting) => ({ ...pendingTiming(d, reason), waiting }),
+      "still idle",
+    );
   }
-  const repeatDue = nowMs - notice.lastSentAtMs >= policy.noticeRepeatSeconds * 1000;
-  const reconnected = observation.agentConnected && !prev.agentConnected;
-  if (repeatDue || reconnected) {
-    rec.notice = { ...notice, lastSentAtMs: nowMs };
-    pushNotice(d, rec.notice, true);
-  }
+  repeatNoticeWhenDue(d, notice, observation.agentConnected && !prev.agentConnected);
   return wait(
     `${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(notice.deadlineMs - nowMs)} unless there is activity or a lease (notice ${notice.id})`,
   );
@@ -629,7 +671,7 @@ function decideStopping(d: Draft): Outcome {
     if (result.outcome === "refused") {
       event(d, "Warning", "IdleStopRefused", `stop refused: ${result.message}`);
       rec.stop = undefined;
-      restartClocks(d, "a refused stop");
+      Object.assign(rec, clocksRestartedAt(rec, nowMs, "a refused stop"));
       transition(d, "Active");
       return {
         reason: `the stop was refused: ${result.message}; the idle clock restarts so the refusal repeats at most once per idle-timeout`,
@@ -653,7 +695,7 @@ function decideStopping(d: Draft): Outcome {
     // No agent to come back to Active for: the VM stays AgentLost, judged on the host again.
     return cancelPendingStop(d, hostActivity, {
       reason: `stop cancelled: activity after the stop was decided: ${hostActivity}`,
-      backToAgentLost: true,
+      noAgent: true,
     });
   if (stop.trigger === "agent-lost" && isNewReport) {
     const why = "the agent reports again";
@@ -701,15 +743,7 @@ function decideStopped(d: Draft): Outcome {
   const uptime = received?.report.system?.uptimeSeconds;
   const runningAgain = observation.vmRunning === true || (isNewReport && bootedAfter(evidence, uptime, prev.sinceMs));
   if (!runningAgain) return { reason: "the VM is stopped" };
-  rec.clock = {
-    ...rec.clock,
-    lastActivityAtMs: undefined,
-    lastStrongAtMs: undefined,
-    lastActivityWeak: false,
-    lastActivityDetail: "the VM was started again",
-  };
-  rec.lastHumanAtMs = undefined;
-  rec.attended = undefined;
+  Object.assign(rec, clocksForgotten(rec, "the VM was started again"));
   if (isNewReport && received) enterActive(d, received.receivedAtMs);
   else transition(d, "Unknown");
   return { reason: "the VM runs again: the idle clock starts afresh", handOver: true };
@@ -735,9 +769,7 @@ function decideAgentLost(d: Draft): Outcome {
   if (prev.state === "AgentLost" && isNewReport && received && prev.lastReportAtMs !== undefined) {
     // The lost time is missing data, not idleness: no clock ran meanwhile.
     const gapMs = received.receivedAtMs - prev.lastReportAtMs;
-    rec.clock = clockShiftedBy(rec.clock, gapMs);
-    if (rec.lastHumanAtMs !== undefined) rec.lastHumanAtMs += gapMs;
-    if (rec.attended) rec.attended = clockShiftedBy(rec.attended, gapMs);
+    Object.assign(rec, clocksShiftedBy(rec, gapMs));
     clearNotice(d, "the agent reports again");
     enterActive(d, received.receivedAtMs - gapMs);
     const reason = `reports resumed after ${duration(gapMs)}; the idle clock did not run while the agent was lost`;
@@ -806,10 +838,11 @@ function decideOnHost(d: Draft): Outcome | undefined {
   const goneSinceMs = agentGoneSinceMs(d);
   if (!reading || goneSinceMs === undefined) return undefined;
   if (!policy.autostopEnabled) {
-    if (rec.notice) {
-      clearNotice(d, "autostop was disabled");
-      event(d, "Normal", "IdleStopCancelled", "autostop was disabled: the pending stop is cancelled");
-    }
+    if (rec.notice)
+      cancelPendingStop(d, "autostop was disabled", {
+        reason: "autostop was disabled: the pending stop is cancelled",
+        noAgent: true,
+      });
     return undefined;
   }
   const verdict = judgeWithoutAgent({ nowMs, policy, record: rec, reading, agentGoneSinceMs: goneSinceMs });
@@ -820,11 +853,7 @@ function decideOnHost(d: Draft): Outcome | undefined {
   };
   if (verdict.kind !== "idle") {
     const cancelled = rec.notice !== undefined;
-    const reason = cancelled ? `pending stop cancelled: ${verdict.reason}` : verdict.reason;
-    if (cancelled) {
-      clearNotice(d, verdict.reason);
-      event(d, "Normal", "IdleStopCancelled", reason);
-    }
+    const reason = cancelled ? cancelPendingStop(d, verdict.reason, { noAgent: true }).reason : verdict.reason;
     if (verdict.kind !== "active" && policy.stopWhenAgentLostAfterSeconds !== null) {
       d.host = undefined;
       return undefined;
@@ -833,43 +862,19 @@ function decideOnHost(d: Draft): Outcome | undefined {
   }
   const hostIdle = nowMs - verdict.idleSinceMs;
   const idle = `host idle for ${duration(hostIdle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)})`;
-  if (rec.notice?.mode === "observe" && policy.mode === "enforce")
-    clearNotice(d, "the policy changed from observe to enforce; a new notice follows");
+  withdrawObserveNotice(d);
   const notice = rec.notice;
   if (!notice) {
-    const sent: PendingNotice = {
-      id: noticeId(nowMs, policy.mode),
-      sentAtMs: nowMs,
-      lastSentAtMs: nowMs,
-      deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
-      idleSinceMs: verdict.idleSinceMs,
-      mode: policy.mode,
-      reason: `${verdict.reason}; ${idle}`,
-    };
-    rec.notice = sent;
-    pushNotice(d, sent, false, hostIdle);
-    const what = policy.mode === "observe" ? "observe mode: would stop" : "stop";
-    const reason = `${sent.reason}: notice sent (webhooks: the VM's terminals cannot be reached), ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless the agent reports or the host shows activity`;
+    const sent = sendNotice(d, verdict.idleSinceMs, hostIdle, `${verdict.reason}; ${idle}`);
+    const reason = `${sent.reason}: notice sent (webhooks: the VM's terminals cannot be reached), ${stopWord(policy)} in ${formatDuration(policy.gracePeriodSeconds)} unless the agent reports or the host shows activity`;
     event(d, "Warning", "IdleStopPending", reason);
     return timing(reason);
   }
   if (graceOver(notice, nowMs)) {
     const why = `${verdict.reason}; ${idle} and the grace period of the notice ${notice.id} is over`;
-    if (policy.mode === "enforce") return requestStop(d, "agent-lost", why);
-    if (notice.wouldStopAtMs === undefined) {
-      rec.notice = { ...notice, wouldStopAtMs: nowMs };
-      recordWouldStop(d, "agent-lost", why);
-      return timing(`would stop now (observe mode): ${why}`);
-    }
-    return timing(
-      `observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; host still idle`,
-      true,
-    );
+    return graceOverStop(d, notice, "agent-lost", why, timing, "host still idle");
   }
-  if (nowMs - notice.lastSentAtMs >= policy.noticeRepeatSeconds * 1000) {
-    rec.notice = { ...notice, lastSentAtMs: nowMs };
-    pushNotice(d, rec.notice, true, hostIdle);
-  }
+  repeatNoticeWhenDue(d, notice, false, hostIdle);
   return timing(
     `${verdict.reason}; ${idle}: ${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(notice.deadlineMs - nowMs)} unless the agent reports or the host shows activity (notice ${notice.id})`,
     true,
