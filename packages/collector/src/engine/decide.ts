@@ -15,41 +15,53 @@
 // waits says why it waits only when the VM did not just arrive in it.
 
 import { formatDuration } from "@ws/protocol";
-import {
-  advanceClocks,
-  backgroundHold,
-  clocksForgotten,
-  clocksNoEarlierThan,
-  clocksRestartedAt,
-  clocksShiftedBy,
-  countedReading,
-  type CountedReading,
-  idleMsOf,
-  idleSecondsAt,
-} from "./activity.js";
-import { activeSignalNames, EMPTY_MEMORY, extractEvidence, vetoesAt } from "./evidence.js";
+import { clocksForgotten, clocksRestartedAt, clocksShiftedBy, idleSecondsAt } from "./activity.js";
+import { activeSignalNames, EMPTY_MEMORY, extractEvidence } from "./evidence.js";
 import { advanceHostClock, explainHost, hostActivityAfter, hostSchedule, judgeWithoutAgent } from "./host.js";
-import { leaseDecision, leaseDecisionsKey } from "./leases.js";
-import type { EventReason } from "./events.js";
-import { describeErrors, describeFallback } from "./policy.js";
-import { isBackgroundVeto } from "./signals.js";
-import type {
-  Action,
-  Decision,
-  EngineState,
-  Evidence,
-  Explanation,
-  Observation,
-  PendingNotice,
-  Policy,
-  StopTrigger,
-  Veto,
-  VmRecord,
-} from "./types.js";
+import type { Decision, EngineState, Evidence, Explanation, Observation, Policy, VmRecord } from "./types.js";
+import {
+  duration,
+  stopRetryDelayMs,
+  transition,
+  event,
+  clearNotice,
+  idleMs,
+  nextOf,
+  lastSeen,
+  blindNote,
+  unattendedNote,
+  enterActive,
+  noteGoodbye,
+  notePolicyErrors,
+  observe,
+  notRunning,
+  agentLostFor,
+  lostStopAtMs,
+  idleTimeoutReached,
+  heldBy,
+  graceOver,
+  activitySince,
+  type Draft,
+  type Outcome,
+  vetoEnds,
+} from "./draft.js";
+import {
+  stopWord,
+  sendNotice,
+  repeatNoticeWhenDue,
+  withdrawObserveNotice,
+  graceOverStop,
+  startNotice,
+  cancelPendingStop,
+  requestStop,
+  recordWouldStop,
+  leaveForStopped,
+  activeTiming,
+  stoppingTiming,
+  pendingTiming,
+} from "./pending-stop.js";
 
-/** Seconds before asking the executor again after it reported a failed stop (it retries on its own first). */
-const STOP_RETRY_BASE_SECONDS = 60;
-const STOP_RETRY_MAX_SECONDS = 10 * 60;
+export { noticeId } from "./draft.js";
 
 export function initialRecord(nowMs: number): VmRecord {
   return {
@@ -66,21 +78,6 @@ export function initialRecord(nowMs: number): VmRecord {
   };
 }
 
-const duration = (ms: number): string => formatDuration(Math.max(0, ms) / 1000);
-
-/** "n-…" for an enforce notice, "o-…" for an observe one: the id alone tells a restarted collector which it was. */
-export function noticeId(sentAtMs: number, mode: Policy["mode"]): string {
-  return `${mode === "observe" ? "o" : "n"}-${Math.round(sentAtMs / 1000).toString(36)}`;
-}
-
-function describeVetoes(vetoes: readonly Veto[]): string {
-  return vetoes.map((veto) => veto.detail).join("; ");
-}
-
-function stopRetryDelayMs(attempts: number): number {
-  return Math.min(STOP_RETRY_MAX_SECONDS, STOP_RETRY_BASE_SECONDS * 2 ** Math.max(0, attempts - 1)) * 1000;
-}
-
 /**
  * A Report after a stop means the VM runs again only if the machine booted
  * after the stop (uptime is an age, so this needs no guest clock): the agent
@@ -89,42 +86,6 @@ function stopRetryDelayMs(attempts: number): number {
 function bootedAfter(evidence: Evidence | undefined, uptimeSeconds: number | undefined, stoppedAtMs: number): boolean {
   if (!evidence || uptimeSeconds === undefined || !Number.isFinite(uptimeSeconds) || uptimeSeconds <= 0) return false;
   return evidence.sampledAtMs - uptimeSeconds * 1000 > stoppedAtMs;
-}
-
-/** What the readings of this decision showed: read once, by the first state that looks (`observe`). */
-interface Seen {
-  counted: CountedReading[];
-  /** Vetoes in force, background work bounded by unattended-max. */
-  vetoes: Veto[];
-  /** unattended-max is over: the background work that no longer holds the VM. */
-  unattended: Veto[] | undefined;
-}
-
-/** The decision being drafted: decide()'s inputs, the record it builds and the actions so far. */
-interface Draft {
-  readonly nowMs: number;
-  readonly policy: Policy;
-  readonly observation: Observation;
-  readonly prev: VmRecord;
-  readonly received: Observation["latestReport"];
-  readonly isNewReport: boolean;
-  readonly evidence: Evidence | undefined;
-  readonly rec: VmRecord;
-  readonly actions: Action[];
-  seen: Seen | undefined;
-  /** Set when the host-side rule judged this decision (engine/host.ts): since when the VM has had no agent, and what it said. */
-  host?: { goneSinceMs: number; role: string };
-}
-
-/** What a state function decided. */
-interface Outcome {
-  reason: string;
-  /** The state only waits: when the VM just arrived in it, the reason it arrived is the better one. */
-  waiting?: boolean;
-  /** The state the VM was handed over to decides too, in this same decision. */
-  handOver?: boolean;
-  wakeAtMs?: number;
-  stopAtMs?: number;
 }
 
 export function decide(nowMs: number, policy: Policy, observation: Observation, previous?: VmRecord): Decision {
@@ -162,389 +123,6 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
   return finish(draft, { ...outcome, reason });
 }
 
-// --- the parts every state shares -----------------------------------------------------
-
-function transition(d: Draft, to: EngineState): void {
-  if (d.rec.state !== to) {
-    d.rec.state = to;
-    d.rec.sinceMs = d.nowMs;
-  }
-}
-
-function event(d: Draft, type: "Normal" | "Warning", reason: EventReason, message: string): void {
-  d.actions.push({ kind: "event", type, reason, message });
-}
-
-function clearNotice(d: Draft, why: string): void {
-  if (!d.rec.notice) return;
-  d.actions.push({ kind: "notice-cleared", id: d.rec.notice.id, reason: why });
-  d.rec.notice = undefined;
-}
-
-function idleMs(d: Draft): number | undefined {
-  return idleMsOf(d.rec.clock, d.nowMs);
-}
-
-/** The next of several instants that is still to come. */
-function nextOf(nowMs: number, candidates: ReadonlyArray<number | undefined>): number | undefined {
-  const future = candidates.filter((at): at is number => at !== undefined && at > nowMs);
-  return future.length > 0 ? Math.min(...future) : undefined;
-}
-
-/** The idle clock's last mover, in words; weak evidence says that nobody used it. */
-function lastSeen(d: Draft): string {
-  const { nowMs, policy } = d;
-  const { clock } = d.rec;
-  if (!clock.lastActivityDetail) return "none seen";
-  const ago = `${clock.lastActivityDetail}, ${duration(idleMs(d) ?? 0)} ago`;
-  if (!clock.lastActivityWeak || clock.lastStrongAtMs === undefined) return ago;
-  return `${ago}: connected, but nobody has used it for ${duration(nowMs - clock.lastStrongAtMs)}; weak evidence counts for at most ${formatDuration(policy.weakActivityMaxSeconds)}`;
-}
-
-function blindNote(d: Draft): string {
-  const blind = d.evidence?.blind ?? [];
-  return blind.length > 0 ? `; cannot read: ${blind.map((entry) => entry.source).join(", ")}` : "";
-}
-
-/** Why background work no longer holds the VM, for notices and stops. */
-function unattendedNote(d: Draft): string {
-  const unattended = d.seen?.unattended;
-  const hold = backgroundHold(d.rec.lastHumanAtMs, d.policy, d.nowMs);
-  if (!unattended || hold.holds) return "";
-  const work = unattended.length > 0 ? ` (${describeVetoes(unattended)})` : "";
-  return `; ${hold.why}: background work${work} no longer holds the VM; ws-lease keeps it running`;
-}
-
-/** Sets the clocks to start from `baselineMs` (or later), as a VM that just became Active. */
-function enterActive(d: Draft, baselineMs: number): void {
-  const { rec } = d;
-  transition(d, "Active");
-  Object.assign(rec, clocksNoEarlierThan(rec, baselineMs));
-  rec.notice = undefined;
-  rec.stop = undefined;
-  rec.agentLostWouldStopRecorded = false;
-}
-
-/** An agent stopped on purpose is said once (an Event); it holds until the agent connects again. */
-function noteGoodbye(d: Draft): void {
-  const { rec, observation, nowMs } = d;
-  if (observation.agentConnected || observation.agentGoodbye === undefined) {
-    if (rec.goodbye) rec.goodbye = undefined;
-    return;
-  }
-  if (rec.goodbye) return;
-  rec.goodbye = { atMs: nowMs, reason: observation.agentGoodbye };
-  event(
-    d,
-    "Warning",
-    "AgentStoppedOnPurpose",
-    `the agent was stopped on purpose (${observation.agentGoodbye}): ws no longer sees inside the VM${observation.host ? "; it is judged on host-side readings alone, quiet counted from now" : ""}`,
-  );
-}
-
-/** Policy errors are reported when they change, not on every decision (no policyStatus: no errors). */
-function notePolicyErrors(d: Draft): void {
-  const { errors, fallback } = d.observation.policyStatus ?? { errors: [], fallback: "none" as const };
-  const key = errors.length > 0 ? `${fallback}|${describeErrors(errors)}` : "";
-  if (key === d.prev.policyErrorsKey) return;
-  if (errors.length > 0) {
-    d.actions.push({ kind: "policy-error", errors: [...errors], fallback });
-    event(d, "Warning", "PolicyInvalid", `${describeErrors(errors)}. The VM keeps ${describeFallback(fallback)}.`);
-  } else {
-    event(d, "Normal", "PolicyValid", "the policy annotations are valid again and in force");
-  }
-  d.rec.policyErrorsKey = key;
-}
-
-/**
- * Reads this decision's evidence once (later calls return the first answer): the clocks move
- * (in Active, StoppingPending and Stopping only), the vetoes in force are bounded by
- * unattended-max, and new or changed leases are answered.
- */
-function observe(d: Draft): Seen {
-  if (d.seen) return d.seen;
-  const { rec, evidence, received, policy, nowMs } = d;
-  let counted: CountedReading[] = [];
-  if (evidence && received && (rec.state === "Active" || rec.state === "StoppingPending" || rec.state === "Stopping")) {
-    const update = advanceClocks(
-      { ...rec, lastHumanAtMs: rec.lastHumanAtMs ?? rec.firstSeenMs },
-      evidence.readings,
-      policy,
-      rec.state,
-      nowMs,
-    );
-    rec.clock = update.clock;
-    rec.attended = update.attended;
-    rec.lastHumanAtMs = update.lastHumanAtMs;
-    counted = update.readings;
-  } else if (evidence) {
-    counted = evidence.readings.map((reading) => countedReading(reading, false));
-  }
-  d.seen = { counted, ...vetoesInForce(d) };
-  sendLeaseDecisions(d);
-  return d.seen;
-}
-
-/** Vetoes that hold now; background work only until unattended-max after the last human evidence. */
-function vetoesInForce(d: Draft): Pick<Seen, "vetoes" | "unattended"> {
-  const { rec, evidence, policy, nowMs } = d;
-  if (rec.state === "Stopped" || !evidence) return { vetoes: [], unattended: undefined };
-  const hold = backgroundHold(rec.lastHumanAtMs, policy, nowMs);
-  const until = hold.untilMs;
-  const over = !hold.holds;
-  const bounded = evidence.vetoes.map((veto) =>
-    until !== undefined && isBackgroundVeto(veto.kind)
-      ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) }
-      : veto,
-  );
-  const ended = bounded.filter(
-    (veto) => isBackgroundVeto(veto.kind) && veto.untilMs !== undefined && veto.untilMs <= nowMs && over,
-  );
-  return { vetoes: vetoesAt({ ...evidence, vetoes: bounded }, nowMs), unattended: over ? ended : undefined };
-}
-
-/** Lease decisions: whenever a lease is new, unanswered, or its answer changed. */
-function sendLeaseDecisions(d: Draft): void {
-  const { evidence, received, isNewReport, prev, rec, policy, nowMs } = d;
-  if (!evidence || !received || !isNewReport) return;
-  const key = leaseDecisionsKey(evidence.leases);
-  const unconfirmed = (received.report.leases?.leases ?? []).some((lease) => !lease.confirmed);
-  if (key === prev.leaseDecisionsKey && !unconfirmed) return;
-  if (evidence.leases.length > 0 || prev.leaseDecisionsKey !== "") {
-    d.actions.push({
-      kind: "lease-decisions",
-      decisions: evidence.leases.map((view) => leaseDecision(view, policy, nowMs)),
-    });
-  }
-  rec.leaseDecisionsKey = key;
-}
-
-// --- the guards, named --------------------------------------------------------------------
-
-/** The platform says the VM is not running: whatever the engine thought, it is stopped. */
-const notRunning = (d: Draft): boolean => d.observation.vmRunning === false;
-
-/** When a VM that reports (Active, StoppingPending) counts as lost: agent-lost-after of silence. */
-function agentLostAtMs(rec: VmRecord, policy: Policy): number | undefined {
-  return rec.lastReportAtMs === undefined ? undefined : rec.lastReportAtMs + policy.agentLostAfterSeconds * 1000;
-}
-
-/** How long the agent has been silent, once that is agent-lost-after or more. */
-function agentLostFor(d: Draft): number | undefined {
-  const at = agentLostAtMs(d.rec, d.policy);
-  return at !== undefined && d.nowMs >= at ? d.nowMs - (d.rec.lastReportAtMs ?? d.nowMs) : undefined;
-}
-
-/** When a VM the collector cannot see, silent since `silentSinceMs`, may be stopped (stop-when-agent-lost-after). */
-function lostStopAtMs(silentSinceMs: number | undefined, policy: Policy): number | undefined {
-  const limit = policy.stopWhenAgentLostAfterSeconds;
-  return limit === null || silentSinceMs === undefined ? undefined : silentSinceMs + limit * 1000;
-}
-
-const idleTimeoutReached = (d: Draft): boolean => (idleMs(d) ?? 0) >= d.policy.idleTimeoutSeconds * 1000;
-
-/** What holds the VM now, in words; undefined when nothing does. */
-function heldBy(d: Draft): string | undefined {
-  const { vetoes } = observe(d);
-  return vetoes.length > 0 ? describeVetoes(vetoes) : undefined;
-}
-
-const graceOver = (notice: PendingNotice, nowMs: number): boolean => nowMs >= notice.deadlineMs;
-
-/** Activity since the notice (or the stop) was decided at `idleSinceMs`. */
-function activitySince(rec: VmRecord, idleSinceMs: number | undefined): boolean {
-  const atMs = rec.clock.lastActivityAtMs;
-  return atMs !== undefined && (idleSinceMs === undefined || atMs > idleSinceMs);
-}
-
-/** Veto ends are moments a decision can change. */
-const vetoEnds = (d: Draft): Array<number | undefined> => (d.seen?.vetoes ?? []).map((veto) => veto.untilMs);
-
-// --- notices and stops ----------------------------------------------------------------------
-
-/** "stop", or in observe mode what a notice promises instead. */
-const stopWord = (policy: Policy): string => (policy.mode === "observe" ? "observe mode: would stop" : "stop");
-
-/**
- * The one way a pending stop starts, for the agent's idle clock and the host's alike: the notice
- * (its grace from now) is recorded and sent. `idleSinceMs`: what the idle time counted from.
- */
-function sendNotice(d: Draft, idleSinceMs: number, idle: number, reason: string): PendingNotice {
-  const { rec, policy, nowMs } = d;
-  const notice: PendingNotice = {
-    id: noticeId(nowMs, policy.mode),
-    sentAtMs: nowMs,
-    lastSentAtMs: nowMs,
-    deadlineMs: nowMs + policy.gracePeriodSeconds * 1000,
-    idleSinceMs,
-    mode: policy.mode,
-    reason,
-  };
-  rec.notice = notice;
-  pushNotice(d, notice, false, idle);
-  return notice;
-}
-
-/** The notice again, every notice-repeat (or when `also`, the agent reconnecting): it is the same notice. */
-function repeatNoticeWhenDue(d: Draft, notice: PendingNotice, also: boolean, idle?: number): void {
-  const { rec, policy, nowMs } = d;
-  if (!also && nowMs - notice.lastSentAtMs < policy.noticeRepeatSeconds * 1000) return;
-  rec.notice = { ...notice, lastSentAtMs: nowMs };
-  pushNotice(d, rec.notice, true, idle);
-}
-
-/** A notice sent in observe mode promised nothing would happen: under enforce it is withdrawn, a new one follows. */
-function withdrawObserveNotice(d: Draft): boolean {
-  if (d.rec.notice?.mode !== "observe" || d.policy.mode !== "enforce") return false;
-  clearNotice(d, "the policy changed from observe to enforce; a new notice follows");
-  return true;
-}
-
-/**
- * The grace of `notice` is over: the stop (enforce), or the observe mode's would-stop once.
- * `timing` is the state's own timing; `still` says what is still true while observe mode waits.
- */
-function graceOverStop(
-  d: Draft,
-  notice: PendingNotice,
-  trigger: StopTrigger,
-  why: string,
-  timing: (reason: string, waiting?: boolean) => Outcome,
-  still: string,
-): Outcome {
-  const { rec, policy, nowMs } = d;
-  if (policy.mode === "enforce") return requestStop(d, trigger, why);
-  if (notice.wouldStopAtMs === undefined) {
-    rec.notice = { ...notice, wouldStopAtMs: nowMs };
-    recordWouldStop(d, trigger, why);
-    return timing(`would stop now (observe mode): ${why}`);
-  }
-  return timing(`observe mode: would have stopped ${duration(nowMs - notice.wouldStopAtMs)} ago; ${still}`, true);
-}
-
-function startNotice(d: Draft): Outcome {
-  const { rec, policy, nowMs } = d;
-  const idle = idleMs(d) ?? 0;
-  transition(d, "StoppingPending");
-  const notice = sendNotice(
-    d,
-    rec.clock.lastActivityAtMs ?? nowMs,
-    idle,
-    `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}); last activity: ${lastSeen(d)}${unattendedNote(d)}${blindNote(d)}`,
-  );
-  const what = stopWord(policy);
-  event(
-    d,
-    "Normal",
-    "IdleStopPending",
-    `${notice.reason}; ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`,
-  );
-  return pendingTiming(
-    d,
-    `idle ${duration(idle)} ≥ idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} and no veto: notice sent, ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`,
-  );
-}
-
-function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean, idle = idleMs(d) ?? 0): void {
-  const { rec, policy, nowMs } = d;
-  // The agent writes every notice to the terminals: remember when, so that output is not taken for activity.
-  rec.lastNoticeSentAtMs = nowMs;
-  d.actions.push({
-    kind: "notice",
-    id: notice.id,
-    deadlineMs: notice.deadlineMs,
-    stopInSeconds: Math.max(0, (notice.deadlineMs - nowMs) / 1000),
-    idleSeconds: idle / 1000,
-    reason: notice.reason,
-    hint: `any activity cancels it; to keep the VM running without activity: ws-lease 2h (at most ${formatDuration(policy.maxKeepRunningSeconds)})`,
-    mode: notice.mode,
-    repeat,
-  });
-}
-
-/**
- * The one way a pending stop (a notice, or a stop already asked for) is called off: the agent is
- * told (notice cleared, or the executor's stop cancelled), the VM is Active again and an Event
- * says why. `noAgent` (the host-side path): there is no agent to come back to, so a stop goes
- * back to AgentLost, which judges again, and a notice leaves the VM where it is (AgentLost, or
- * Unknown), its state's timing to be given by the caller. `freshClockFromMs`: the idle clock
- * starts afresh from there.
- */
-function cancelPendingStop(
-  d: Draft,
-  why: string,
-  how: { reason?: string; freshClockFromMs?: number; noAgent?: boolean } = {},
-): Outcome {
-  const { rec } = d;
-  const { reason, freshClockFromMs } = how;
-  const wasStop = rec.state === "Stopping";
-  if (wasStop) {
-    d.actions.push({ kind: "cancel-stop", reason: why });
-    rec.stop = undefined;
-  } else {
-    clearNotice(d, why);
-  }
-  const said = reason ?? `${wasStop ? "stop" : "pending stop"} cancelled: ${why}`;
-  if (how.noAgent) {
-    event(d, "Normal", "IdleStopCancelled", said);
-    if (!wasStop) return { reason: said };
-    transition(d, "AgentLost");
-    return { reason: said, handOver: true };
-  }
-  if (freshClockFromMs === undefined) transition(d, "Active");
-  else {
-    enterActive(d, freshClockFromMs);
-    // The fresh clock moved the last human evidence: unattended-max counts from there now.
-    d.seen = { ...observe(d), ...vetoesInForce(d) };
-  }
-  event(d, "Normal", "IdleStopCancelled", said);
-  return activeTiming(d, said);
-}
-
-function requestStop(d: Draft, trigger: StopTrigger, why: string): Outcome {
-  const { rec, nowMs } = d;
-  rec.stop = {
-    decidedAtMs: nowMs,
-    trigger,
-    reason: why,
-    attempts: 1,
-    lastAttemptAtMs: nowMs,
-    idleSinceMs: rec.clock.lastActivityAtMs,
-  };
-  // The notice ends in the stop it announced: no "cleared" to the agent, which would read as a reprieve.
-  rec.notice = undefined;
-  transition(d, "Stopping");
-  const idle = idleMs(d);
-  d.actions.push({
-    kind: "stop",
-    trigger,
-    reason: why,
-    idleSeconds: idle === undefined ? undefined : idle / 1000,
-    attempt: 1,
-  });
-  event(d, trigger === "agent-lost" ? "Warning" : "Normal", "IdleStop", why);
-  return stoppingTiming(d, `stop now: ${why}`);
-}
-
-function recordWouldStop(d: Draft, trigger: StopTrigger, why: string): void {
-  const idle = idleMs(d);
-  d.actions.push({
-    kind: "would-stop",
-    trigger,
-    reason: why,
-    idleSeconds: idle === undefined ? undefined : idle / 1000,
-  });
-  event(d, "Normal", "IdleWouldStop", `observe mode, nothing stopped: ${why}`);
-}
-
-/** The platform stopped the VM (or carried out the engine's stop): nothing is cancelled, nobody is left to tell. */
-function leaveForStopped(d: Draft, reason: string): Outcome {
-  d.rec.notice = undefined;
-  d.rec.stop = undefined;
-  transition(d, "Stopped");
-  return { reason };
-}
-
 /** A VM that reports no more becomes AgentLost (never idle); AgentLost then decides too. */
 function loseAgent(d: Draft, silentMs: number): Outcome {
   const { policy } = d;
@@ -579,24 +157,6 @@ function decideActive(d: Draft): Outcome {
   const held = heldBy(d);
   if (held !== undefined) return wait(`idle ${duration(idle)} ≥ idle-timeout, but held: ${held}`);
   return startNotice(d);
-}
-
-function activeTiming(d: Draft, reason: string): Outcome {
-  const { rec, policy, nowMs } = d;
-  const origin = rec.clock.lastActivityAtMs;
-  const idleAtMs = origin === undefined ? undefined : origin + policy.idleTimeoutSeconds * 1000;
-  let stopAtMs: number | undefined;
-  const vetoes = d.seen?.vetoes ?? [];
-  if (policy.autostopEnabled && idleAtMs !== undefined && !vetoes.some((veto) => veto.untilMs === undefined)) {
-    const heldUntil = Math.max(-Infinity, ...vetoes.map((veto) => veto.untilMs ?? -Infinity));
-    stopAtMs = Math.max(idleAtMs, heldUntil, nowMs) + policy.gracePeriodSeconds * 1000;
-  }
-  const wakeAtMs = nextOf(nowMs, [
-    ...vetoEnds(d),
-    agentLostAtMs(rec, policy),
-    policy.autostopEnabled ? idleAtMs : undefined,
-  ]);
-  return { reason, wakeAtMs, stopAtMs };
 }
 
 function decidePending(d: Draft): Outcome {
@@ -645,21 +205,6 @@ function decidePending(d: Draft): Outcome {
   return wait(
     `${policy.mode === "observe" ? "would stop" : "stop"} in ${duration(notice.deadlineMs - nowMs)} unless there is activity or a lease (notice ${notice.id})`,
   );
-}
-
-function pendingTiming(d: Draft, reason: string): Outcome {
-  const { rec, policy, nowMs } = d;
-  const notice = rec.notice;
-  return {
-    reason,
-    stopAtMs: policy.autostopEnabled && notice && notice.wouldStopAtMs === undefined ? notice.deadlineMs : undefined,
-    wakeAtMs: nextOf(nowMs, [
-      ...vetoEnds(d),
-      agentLostAtMs(rec, policy),
-      notice?.deadlineMs,
-      notice === undefined ? undefined : notice.lastSentAtMs + policy.noticeRepeatSeconds * 1000,
-    ]),
-  };
 }
 
 function decideStopping(d: Draft): Outcome {
@@ -722,19 +267,6 @@ function decideStopping(d: Draft): Outcome {
     );
   }
   return { ...stoppingTiming(d, `waiting for the stop to be carried out (${stop.reason})`), waiting: true };
-}
-
-function stoppingTiming(d: Draft, reason: string): Outcome {
-  const { rec, policy, nowMs } = d;
-  const failure = rec.stop?.lastFailure;
-  return {
-    reason,
-    stopAtMs: policy.autostopEnabled ? nowMs : undefined,
-    wakeAtMs: nextOf(nowMs, [
-      ...vetoEnds(d),
-      failure && rec.stop ? failure.atMs + stopRetryDelayMs(rec.stop.attempts) : undefined,
-    ]),
-  };
 }
 
 function decideStopped(d: Draft): Outcome {
