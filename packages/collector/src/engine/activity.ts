@@ -178,8 +178,6 @@ export interface ClocksUpdate {
   /** Every reading of the report, with whether it moved the idle clock. */
   readings: CountedReading[];
   lastHumanAtMs: number | undefined;
-  /** unattended-max is over: background work no longer holds the VM. */
-  unattended: boolean;
 }
 
 /** Whether background work still holds a VM, and if not, since when and why. */
@@ -238,7 +236,7 @@ export function advanceClocks(
   const hold = backgroundHold(lastHumanAtMs, policy, nowMs);
   if (hold.holds) {
     const update = advanceIdleClock(record.clock, record.lastNoticeSentAtMs, readings, policy, state, nowMs);
-    return { ...update, attended: attended.clock, lastHumanAtMs, unattended: false };
+    return { ...update, attended: attended.clock, lastHumanAtMs };
   }
   const note = `${hold.why}: background work no longer holds the VM`;
   const background = readings
@@ -249,7 +247,6 @@ export function advanceClocks(
     attended: attended.clock,
     readings: [...attended.readings, ...background],
     lastHumanAtMs,
-    unattended: true,
   };
 }
 

@@ -42,8 +42,18 @@ export interface Seen {
   counted: CountedReading[];
   /** Vetoes in force, background work bounded by unattended-max. */
   vetoes: Veto[];
-  /** unattended-max is over: the background work that no longer holds the VM. */
-  unattended: Veto[] | undefined;
+  /**
+   * unattended-max is over (backgroundHold's answer, the one shape of "unattended"): why, and the
+   * background work that no longer holds the VM. Undefined: background work still holds it, or
+   * there is no evidence to judge.
+   */
+  unattended: Unattended | undefined;
+}
+
+/** backgroundHold said no: why, and the background vetoes it ended. */
+export interface Unattended {
+  why: string;
+  ended: Veto[];
 }
 
 /** The decision being drafted: decide()'s inputs, the record it builds and the actions so far. */
@@ -120,10 +130,9 @@ export function blindNote(d: Draft): string {
 /** Why background work no longer holds the VM, for notices and stops. */
 export function unattendedNote(d: Draft): string {
   const unattended = d.seen?.unattended;
-  const hold = backgroundHold(d.rec.lastHumanAtMs, d.policy, d.nowMs);
-  if (!unattended || hold.holds) return "";
-  const work = unattended.length > 0 ? ` (${describeVetoes(unattended)})` : "";
-  return `; ${hold.why}: background work${work} no longer holds the VM; ws-lease keeps it running`;
+  if (!unattended) return "";
+  const work = unattended.ended.length > 0 ? ` (${describeVetoes(unattended.ended)})` : "";
+  return `; ${unattended.why}: background work${work} no longer holds the VM; ws-lease keeps it running`;
 }
 
 /** Sets the clocks to start from `baselineMs` (or later), as a VM that just became Active. */
@@ -202,16 +211,17 @@ export function vetoesInForce(d: Draft): Pick<Seen, "vetoes" | "unattended"> {
   if (rec.state === "Stopped" || !evidence) return { vetoes: [], unattended: undefined };
   const hold = backgroundHold(rec.lastHumanAtMs, policy, nowMs);
   const until = hold.untilMs;
-  const over = !hold.holds;
   const bounded = evidence.vetoes.map((veto) =>
     until !== undefined && isBackgroundVeto(veto.kind)
       ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) }
       : veto,
   );
+  const vetoes = vetoesAt({ ...evidence, vetoes: bounded }, nowMs);
+  if (hold.holds) return { vetoes, unattended: undefined };
   const ended = bounded.filter(
-    (veto) => isBackgroundVeto(veto.kind) && veto.untilMs !== undefined && veto.untilMs <= nowMs && over,
+    (veto) => isBackgroundVeto(veto.kind) && veto.untilMs !== undefined && veto.untilMs <= nowMs,
   );
-  return { vetoes: vetoesAt({ ...evidence, vetoes: bounded }, nowMs), unattended: over ? ended : undefined };
+  return { vetoes, unattended: { why: hold.why, ended } };
 }
 
 /** Lease decisions: whenever a lease is new, unanswered, or its answer changed. */
