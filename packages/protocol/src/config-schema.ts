@@ -19,6 +19,8 @@ interface Described {
   default?: string | number | boolean | readonly string[];
   /** Written in the file as an example (for the schema's examples). */
   examples?: readonly (string | number)[];
+  /** What a value the setting refuses is told (", not VALUE" follows), after the file's path. */
+  refusal?: string;
 }
 
 export type Setting = Described &
@@ -26,8 +28,8 @@ export type Setting = Described &
     | { type: "string"; pattern?: string }
     | { type: "duration" }
     | { type: "boolean" }
-    | { type: "integer"; minimum: number; maximum: number; refusal?: string }
-    | { type: "number"; minimum: number; maximum: number; refusal?: string }
+    | { type: "integer"; minimum: number; maximum: number }
+    | { type: "number"; minimum: number; maximum: number }
     | { type: "enum"; values: readonly string[] }
     | {
         type: "strings";
@@ -91,6 +93,11 @@ function jsonSchemaOfSetting(setting: Setting): Record<string, unknown> {
     case "any":
       return { ...common, ...(setting.see ? { description: `${setting.description} (${setting.see})` } : {}) };
   }
+}
+
+/** The JSON Schema file's text: what scripts/config-schemas.mjs writes and the tests compare. */
+export function jsonSchemaText(schema: SectionSetting, meta: { id: string; title: string }): string {
+  return `${JSON.stringify(jsonSchemaOf(schema, meta), null, 2)}\n`;
 }
 
 /** The JSON Schema of a config file, for editors (yaml-language-server) and CI. */
@@ -206,7 +213,7 @@ export class SettingsReader {
     const shown = JSON.stringify(value)?.slice(0, 40);
     this.problems.push(
       setting.refusal
-        ? `${setting.refusal}, not ${shown}`
+        ? `${this.where}: ${setting.refusal}, not ${shown}`
         : `${this.where}: ${path} must be a ${setting.type === "integer" ? "whole number" : "number"} from ${setting.minimum} to ${setting.maximum}, not ${shown}`,
     );
     return undefined;
