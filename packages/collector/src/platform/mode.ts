@@ -25,7 +25,7 @@ export interface CollectorMode {
   /** True while this replica may act and should receive agents (the leader). */
   leader: () => boolean;
   /**
-   * The VMs whose agents may connect, as known once start() returned (Kubernetes: the tracked VMs
+   * The VMs whose agents may connect, as known once the mode's runnables started (Kubernetes: the tracked VMs
    * of the synced inventory; standalone: the configured ones): serve/serve.ts warns when the cap on
    * agent connections is below it.
    */
