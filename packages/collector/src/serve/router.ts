@@ -253,15 +253,29 @@ async function standbyAction(exchange: Exchange): Promise<void> {
   );
 }
 
+/** A link's VM, its form (a POST's) and its token (the form's, else the query's); undefined once a 404 or a refusal is answered. */
+async function linkRequest(
+  exchange: Exchange,
+  prefix: "/start/" | "/keep/",
+): Promise<{ vm: { namespace: string; name: string }; form: URLSearchParams | undefined; token: string } | undefined> {
+  const { req, url, send } = exchange;
+  const vm = vmFromPath(url.pathname, prefix);
+  if (!vm) {
+    send(404, "text/plain", "not found\n");
+    return undefined;
+  }
+  const form = req.method === "POST" ? await readFormOrRefuse(exchange) : undefined;
+  if (req.method === "POST" && !form) return undefined;
+  return { vm, form, token: form?.get("t") ?? url.searchParams.get("t") ?? "" };
+}
+
 /** /start/NS/NAME: the start link's page and its POSTs (docs/coming-back.md). */
 async function startRoute(exchange: Exchange): Promise<void> {
-  const { options, req, res, url, send } = exchange;
-  const vm = vmFromPath(url.pathname, "/start/");
+  const { options, req, res, send } = exchange;
   if (!options.startLinks) return send(404, "text/plain", "start links are not configured on this collector\n");
-  if (!vm) return send(404, "text/plain", "not found\n");
-  const form = req.method === "POST" ? await readFormOrRefuse(exchange) : undefined;
-  if (req.method === "POST" && !form) return;
-  const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
+  const link = await linkRequest(exchange, "/start/");
+  if (!link) return;
+  const { vm, form, token } = link;
   const json = /application\/json/.test(req.headers.accept ?? "");
   const via = form?.get("via");
   const dispute = form?.get("dispute") ? { what: form.get("what") ?? "" } : undefined;
@@ -283,13 +297,11 @@ async function startRoute(exchange: Exchange): Promise<void> {
 
 /** /keep/NS/NAME: the keep-running link's page and its POST. */
 async function keepRoute(exchange: Exchange): Promise<void> {
-  const { options, req, url, send } = exchange;
-  const vm = vmFromPath(url.pathname, "/keep/");
+  const { options, req, send } = exchange;
   if (!options.keepLinks) return send(404, "text/plain", "keep-running links are not configured on this collector\n");
-  if (!vm) return send(404, "text/plain", "not found\n");
-  const form = req.method === "POST" ? await readFormOrRefuse(exchange) : undefined;
-  if (req.method === "POST" && !form) return;
-  const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
+  const link = await linkRequest(exchange, "/keep/");
+  if (!link) return;
+  const { vm, form, token } = link;
   const keepSeconds = form?.get("keep");
   const answer = options.keepLinks.handle({
     method: req.method ?? "GET",
