@@ -207,22 +207,12 @@ function buildCollector(
   wiring: Wiring,
   ready: () => boolean,
 ): { runnables: Runnable[]; serving: () => Parameters<typeof logServing>[1] } {
-  const { config, mode, stats, log, nowMs } = wiring;
+  const { config, mode, log, nowMs } = wiring;
   const recorder = config.recordTrace
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
   const { fleet, outreach, givenBack } = buildFleet(wiring, recorder);
-  const agents = new AgentServer({
-    sink: fleet,
-    stats,
-    log,
-    nowMs,
-    ...(config.grpc.hellosPerSecond !== undefined ? { hellosPerSecond: config.grpc.hellosPerSecond } : {}),
-  });
-  // A renewed certificate is served without a restart (agents/tls-files.ts).
-  const tls = config.grpc.certFile
-    ? ReloadingServerCredentials.fromFiles({ certFile: config.grpc.certFile, keyFile: config.grpc.keyFile! }, log)
-    : undefined;
+  const { agents, tls } = agentServerFor(wiring, fleet);
   const guard = memoryGuard(config, log, outreach);
   const registry = collectorMetrics(wiring, fleet, agents, tls, guard, givenBack);
   registerNotificationMetrics(registry, outreach.sender);
@@ -287,6 +277,25 @@ function buildCollector(
       hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
     }),
   };
+}
+
+/** The agents' gRPC server, and its certificate when TLS is on (a renewed one is served without a restart, agents/tls-files.ts). */
+function agentServerFor(
+  wiring: Wiring,
+  fleet: Fleet,
+): { agents: AgentServer; tls: ReloadingServerCredentials | undefined } {
+  const { config, stats, log, nowMs } = wiring;
+  const agents = new AgentServer({
+    sink: fleet,
+    stats,
+    log,
+    nowMs,
+    ...(config.grpc.hellosPerSecond !== undefined ? { hellosPerSecond: config.grpc.hellosPerSecond } : {}),
+  });
+  const tls = config.grpc.certFile
+    ? ReloadingServerCredentials.fromFiles({ certFile: config.grpc.certFile, keyFile: config.grpc.keyFile! }, log)
+    : undefined;
+  return { agents, tls };
 }
 
 /** The fleet, with outreach (notices, webhooks, history) and what ws gave back observing its decisions. */
