@@ -14,6 +14,7 @@ export * from "./backoff.js";
 export * from "./program.js";
 export * from "./cli-args.js";
 export * from "./config-check.js";
+export * from "./config-schema.js";
 export * from "./suggest.js";
 export * from "./unhandled.js";
 export * from "./shape.js";

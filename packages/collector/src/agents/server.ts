@@ -169,6 +169,20 @@ const retryMetadata = (ms: number): grpc.Metadata => {
   return metadata;
 };
 
+/** One agent stream's conversation: its session once the Hello is authenticated, and its budgets. */
+interface AgentConversation {
+  stream: BidiServerStream<AgentMessage, CollectorMessage>;
+  peer: string;
+  session: AgentSession | undefined;
+  /** The Hello is being authenticated: messages before the answer are ignored. */
+  authenticating: boolean;
+  reportBudget: TokenBucket;
+  reportBytes: TokenBucket;
+  helloTimer: ReturnType<typeof setTimeout>;
+  /** The agent's Goodbye reason, once it said one. */
+  goodbye?: string;
+}
+
 export class AgentServer {
   private readonly server = new grpc.Server(serverChannelOptions());
   private readonly sessions = new Map<string, AgentSession>();
@@ -334,143 +348,169 @@ export class AgentServer {
   }
 
   private handle(stream: BidiServerStream<AgentMessage, CollectorMessage>): void {
-    const { sink, stats, log, nowMs } = this.options;
-    let session: AgentSession | undefined;
-    let authenticating = false;
-    /** The agent's Goodbye reason, once it said one. */
-    let goodbye: string | undefined;
-    const reportBudget = new TokenBucket(
-      this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND,
-      this.options.reportBurst ?? REPORT_BURST,
-      nowMs,
-    );
-    const reportBytes = new TokenBucket(
-      this.options.reportBytesPerSecond ?? MAX_REPORT_BYTES_PER_SECOND,
-      MAX_AGENT_MESSAGE_BYTES,
-      nowMs,
-    );
-    const peer = stream.peer();
-    const helloTimer = setTimeout(() => {
-      if (!session) stream.fail(grpc.status.DEADLINE_EXCEEDED, "no Hello within the time allowed");
-    }, this.options.helloTimeoutMs ?? 10_000);
+    const { nowMs } = this.options;
+    const conversation: AgentConversation = {
+      stream,
+      peer: stream.peer(),
+      session: undefined,
+      authenticating: false,
+      reportBudget: new TokenBucket(
+        this.options.reportsPerSecond ?? MAX_REPORTS_PER_SECOND,
+        this.options.reportBurst ?? REPORT_BURST,
+        nowMs,
+      ),
+      reportBytes: new TokenBucket(
+        this.options.reportBytesPerSecond ?? MAX_REPORT_BYTES_PER_SECOND,
+        MAX_AGENT_MESSAGE_BYTES,
+        nowMs,
+      ),
+      helloTimer: setTimeout(() => {
+        if (!conversation.session) stream.fail(grpc.status.DEADLINE_EXCEEDED, "no Hello within the time allowed");
+      }, this.options.helloTimeoutMs ?? 10_000),
+    };
 
     stream.onMessage((message) => {
-      const payload = message.payload;
+      const session = conversation.session;
       if (!session) {
-        if (authenticating) return;
-        if (payload.case !== "hello") {
-          stream.fail(grpc.status.FAILED_PRECONDITION, "the first message must be Hello");
-          return;
-        }
-        let vm: VmKey;
-        try {
-          vm = validateHello(payload.value);
-        } catch (error) {
-          stats.countAuthFailure("invalid-hello");
-          log("warn", `refused agent: ${errorMessage(error)}`, { peer });
-          stream.fail(grpc.status.INVALID_ARGUMENT, errorMessage(error));
-          return;
-        }
-        const retryAfter = this.admission.admit();
-        if (retryAfter !== undefined) {
-          stats.streamsRefusedBusy++;
-          stream.fail(
-            grpc.status.RESOURCE_EXHAUSTED,
-            `collector busy admitting agents; retry in ${(retryAfter / 1000).toFixed(1)} s`,
-            retryMetadata(retryAfter),
-          );
-          return;
-        }
-        authenticating = true;
-        void Promise.resolve(sink.authenticate(vm, payload.value.token, peer)).then((result) => {
-          authenticating = false;
-          if (!result.ok) {
-            stats.countAuthFailure(
-              result.kind ?? (result.code === grpc.status.UNAUTHENTICATED ? "bad-token" : "identity"),
-            );
-            log("warn", `refused agent for ${vmId(vm)}: ${result.reason}`, { peer, vm: vmId(vm) });
-            stream.fail(result.code, result.reason);
-            return;
-          }
-          clearTimeout(helloTimer);
-          const hello = payload.value;
-          if (hello.probe) {
-            // `ws-agent probe`: the answer is the OK status; the VM's own stream stays as it is.
-            log("info", "agent probe authenticated", { vm: vmId(vm), peer });
-            stream.end();
-            return;
-          }
-          const current: AgentSession = {
-            vm,
-            hello,
-            peer,
-            connectedAtMs: nowMs(),
-            send: (directive) => {
-              stream.write(create(CollectorMessageSchema, { payload: { case: "directive", value: directive } }));
-            },
-            close: (code, details, retryAfterMs) =>
-              stream.fail(code, details, retryAfterMs === undefined ? undefined : retryMetadata(retryAfterMs)),
-          };
-          this.connectionAuthenticated(peer, vm);
-          const previous = this.sessions.get(vmId(vm));
-          if (previous) previous.close(grpc.status.ABORTED, "replaced by a newer connection from the same VM");
-          session = current;
-          this.sessions.set(vmId(vm), current);
-          stats.streamsOpened++;
-          log("info", "agent connected", { vm: vmId(vm), peer, version: hello.agentVersion, boot: hello.bootId });
-          sink.connected(current);
-        });
+        if (conversation.authenticating) return;
+        this.hello(conversation, message);
         return;
       }
-      if (payload.case === "goodbye") {
-        // The agent is stopped on purpose; its stream ends next (an agent that vanishes never says this).
-        goodbye = safeGoodbye(payload.value.reason);
-        return;
-      }
-      if (payload.case !== "report") {
-        stream.fail(grpc.status.FAILED_PRECONDITION, "only Reports and a Goodbye may follow Hello");
-        return;
-      }
-      let truncated: readonly string[] = [];
-      try {
-        const cuts = validateReport(payload.value);
-        if (cuts.length > 0) {
-          for (const cut of cuts) stats.countTruncation(cut.field);
-          truncated = cuts.map(describeTruncation);
-        }
-      } catch (error) {
-        stats.reportValidationFailures++;
-        const details = error instanceof ValidationError ? error.message : String(error);
-        log("warn", `invalid report; stream closed: ${details}`, { vm: vmId(session.vm), peer });
-        stream.fail(grpc.status.INVALID_ARGUMENT, details);
-        return;
-      }
-      stats.reportsReceived++;
-      this.countAgentUnhandledErrors(session.vm, payload.value.agentUnhandledErrors);
-      // One agent cannot buy more of the event loop than its share: Reports beyond the rate, in
-      // number or in bytes, are dropped (the next one is newer anyway).
-      const bytes = wireBytesOf(message);
-      if (reportBudget.admit() !== undefined || reportBytes.admit(bytes?.byteLength ?? 0) !== undefined) {
-        stats.reportsRateLimited++;
-        return;
-      }
-      // Kept whole: the collector may hold the bytes instead of the decoded Report (model/compact-report.ts).
-      if (truncated.length === 0 && bytes) rememberWire(payload.value, bytes);
-      sink.report(session, payload.value, nowMs(), truncated);
+      this.report(conversation, session, message);
     });
 
     stream.onEnd((reason) => {
-      clearTimeout(helloTimer);
+      clearTimeout(conversation.helloTimer);
+      const session = conversation.session;
       if (!session) return;
       if (this.sessions.get(vmId(session.vm)) === session) {
         this.sessions.delete(vmId(session.vm));
-        log("info", goodbye === undefined ? "agent disconnected" : "agent stopped on purpose", {
+        const { goodbye } = conversation;
+        this.options.log("info", goodbye === undefined ? "agent disconnected" : "agent stopped on purpose", {
           vm: vmId(session.vm),
           reason: goodbye ?? reason,
         });
-        sink.disconnected(session, reason, goodbye);
+        this.options.sink.disconnected(session, reason, goodbye);
       }
     });
+  }
+
+  /** The stream's first message: a Hello, validated, admitted at the pace allowed, then authenticated. */
+  private hello(conversation: AgentConversation, message: AgentMessage): void {
+    const { sink, stats, log } = this.options;
+    const { stream, peer } = conversation;
+    const payload = message.payload;
+    if (payload.case !== "hello") {
+      stream.fail(grpc.status.FAILED_PRECONDITION, "the first message must be Hello");
+      return;
+    }
+    let vm: VmKey;
+    try {
+      vm = validateHello(payload.value);
+    } catch (error) {
+      stats.countAuthFailure("invalid-hello");
+      log("warn", `refused agent: ${errorMessage(error)}`, { peer });
+      stream.fail(grpc.status.INVALID_ARGUMENT, errorMessage(error));
+      return;
+    }
+    const retryAfter = this.admission.admit();
+    if (retryAfter !== undefined) {
+      stats.streamsRefusedBusy++;
+      stream.fail(
+        grpc.status.RESOURCE_EXHAUSTED,
+        `collector busy admitting agents; retry in ${(retryAfter / 1000).toFixed(1)} s`,
+        retryMetadata(retryAfter),
+      );
+      return;
+    }
+    conversation.authenticating = true;
+    void Promise.resolve(sink.authenticate(vm, payload.value.token, peer)).then((result) => {
+      conversation.authenticating = false;
+      if (!result.ok) {
+        stats.countAuthFailure(result.kind ?? (result.code === grpc.status.UNAUTHENTICATED ? "bad-token" : "identity"));
+        log("warn", `refused agent for ${vmId(vm)}: ${result.reason}`, { peer, vm: vmId(vm) });
+        stream.fail(result.code, result.reason);
+        return;
+      }
+      clearTimeout(conversation.helloTimer);
+      this.helloAccepted(conversation, vm, payload.value);
+    });
+  }
+
+  /** An authenticated Hello: a probe is answered and ended; an agent's session replaces the VM's older one. */
+  private helloAccepted(conversation: AgentConversation, vm: VmKey, hello: Hello): void {
+    const { sink, stats, log, nowMs } = this.options;
+    const { stream, peer } = conversation;
+    if (hello.probe) {
+      // `ws-agent probe`: the answer is the OK status; the VM's own stream stays as it is.
+      log("info", "agent probe authenticated", { vm: vmId(vm), peer });
+      stream.end();
+      return;
+    }
+    const current: AgentSession = {
+      vm,
+      hello,
+      peer,
+      connectedAtMs: nowMs(),
+      send: (directive) => {
+        stream.write(create(CollectorMessageSchema, { payload: { case: "directive", value: directive } }));
+      },
+      close: (code, details, retryAfterMs) =>
+        stream.fail(code, details, retryAfterMs === undefined ? undefined : retryMetadata(retryAfterMs)),
+    };
+    this.connectionAuthenticated(peer, vm);
+    const previous = this.sessions.get(vmId(vm));
+    if (previous) previous.close(grpc.status.ABORTED, "replaced by a newer connection from the same VM");
+    conversation.session = current;
+    this.sessions.set(vmId(vm), current);
+    stats.streamsOpened++;
+    log("info", "agent connected", { vm: vmId(vm), peer, version: hello.agentVersion, boot: hello.bootId });
+    sink.connected(current);
+  }
+
+  /** A message after the Hello: a Report, validated (cut to the caps), paced, then handed to the sink. */
+  private report(conversation: AgentConversation, session: AgentSession, message: AgentMessage): void {
+    const { sink, stats, log, nowMs } = this.options;
+    const { stream, peer } = conversation;
+    const payload = message.payload;
+    if (payload.case === "goodbye") {
+      // The agent is stopped on purpose; its stream ends next (an agent that vanishes never says this).
+      conversation.goodbye = safeGoodbye(payload.value.reason);
+      return;
+    }
+    if (payload.case !== "report") {
+      stream.fail(grpc.status.FAILED_PRECONDITION, "only Reports and a Goodbye may follow Hello");
+      return;
+    }
+    let truncated: readonly string[] = [];
+    try {
+      const cuts = validateReport(payload.value);
+      if (cuts.length > 0) {
+        for (const cut of cuts) stats.countTruncation(cut.field);
+        truncated = cuts.map(describeTruncation);
+      }
+    } catch (error) {
+      stats.reportValidationFailures++;
+      const details = error instanceof ValidationError ? error.message : String(error);
+      log("warn", `invalid report; stream closed: ${details}`, { vm: vmId(session.vm), peer });
+      stream.fail(grpc.status.INVALID_ARGUMENT, details);
+      return;
+    }
+    stats.reportsReceived++;
+    this.countAgentUnhandledErrors(session.vm, payload.value.agentUnhandledErrors);
+    // One agent cannot buy more of the event loop than its share: Reports beyond the rate, in
+    // number or in bytes, are dropped (the next one is newer anyway).
+    const bytes = wireBytesOf(message);
+    if (
+      conversation.reportBudget.admit() !== undefined ||
+      conversation.reportBytes.admit(bytes?.byteLength ?? 0) !== undefined
+    ) {
+      stats.reportsRateLimited++;
+      return;
+    }
+    // Kept whole: the collector may hold the bytes instead of the decoded Report (model/compact-report.ts).
+    if (truncated.length === 0 && bytes) rememberWire(payload.value, bytes);
+    sink.report(session, payload.value, nowMs(), truncated);
   }
 
   /**

@@ -582,7 +582,79 @@ export function createMetrics(
     labelNames: ["version", "mode"],
     registers: [health],
   }).set({ version: COLLECTOR_VERSION, mode: options.mode ?? "standalone" }, 1);
-  const memory = options.memory;
+  registerMemoryMetrics(health, options.memory);
+  if (options.agentConnections) registerConnectionMetrics(health, stats, options.agentConnections);
+  registerCertificateAndProcessMetrics(health, options);
+  const counterFrom = counterMaker(registry);
+  registerFleetCounters(counterFrom, fleet);
+  registerReportAndRequestCounters(counterFrom, stats);
+  new Gauge({
+    name: "workstation_agent_streams",
+    help: "Open agent streams.",
+    registers: [registry],
+    collect() {
+      this.set(streams());
+    },
+  });
+  new Histogram({
+    name: "workstation_decision_duration_seconds",
+    help: "Time the decision engine took per decision.",
+    buckets: DECISION_BUCKETS,
+    registers: [registry],
+    collect() {
+      const pending = stats.pendingDecisionSeconds.splice(0);
+      for (const seconds of pending) this.observe(seconds);
+    },
+  });
+  const scrapeDuration = new Histogram({
+    name: "workstation_scrape_duration_seconds",
+    help: "Time to build the /metrics answer (a scrape's own time shows from the next scrape on).",
+    buckets: SCRAPE_BUCKETS,
+    registers: [registry],
+  });
+
+  registerAdoptionMetrics(registry, fleet, nowMs, options.givenBack);
+
+  // The registry handed out: the leader's own metrics, answering metrics() with everything.
+  const renderFleet = registry.metrics.bind(registry);
+  const renderHealth = health.metrics.bind(health);
+  const vmSeries = options.vmSeries ?? (() => "default" as const);
+  exportedNames.set(registry, () =>
+    [...health.getMetricsAsArray(), ...registry.getMetricsAsArray()]
+      .map((metric) => metric.name)
+      .concat(PER_VM_METRIC_NAMES),
+  );
+  async function* chunks(): AsyncGenerator<string> {
+    const began = performance.now();
+    try {
+      yield await renderHealth();
+      if (!leader()) return;
+      const now = nowMs();
+      const sources =
+        fleet.seriesSources?.() ??
+        fleet.views(now).map((view) => ({ id: `${view.namespace}/${view.name}`, version: -1, view: () => view }));
+      yield `${await renderFleet()}\n`;
+      yield* perVm.families(sources, now, vmSeries() === "detailed");
+    } finally {
+      scrapeDuration.observe((performance.now() - began) / 1000);
+    }
+  }
+  metricChunks.set(registry, chunks);
+  perVmWarmers.set(registry, (limit) => {
+    const sources = fleet.seriesSources?.();
+    if (!sources || !leader()) return 0;
+    return perVm.warm(sources, nowMs(), vmSeries() === "detailed", limit);
+  });
+  registry.metrics = async () => {
+    let text = "";
+    for await (const chunk of chunks()) text += chunk;
+    return text;
+  };
+  return registry;
+}
+
+/** The collector's memory as its cgroup counts it, its limit, and whether it sheds (every replica's). */
+function registerMemoryMetrics(health: Registry, memory: MetricsOptions["memory"]): void {
   if (memory) {
     new Gauge({
       name: "workstation_collector_memory_bytes",
@@ -609,7 +681,14 @@ export function createMetrics(
       },
     });
   }
-  const connections = options.agentConnections;
+}
+
+/** The agents' port: connections open, the cap, and the connections refused, closed or evicted (every replica's). */
+function registerConnectionMetrics(
+  health: Registry,
+  stats: CollectorStats,
+  connections: NonNullable<MetricsOptions["agentConnections"]>,
+): void {
   if (connections) {
     // Every replica's: the cap protects the process's descriptors whether it leads or not.
     new Gauge({
@@ -667,6 +746,10 @@ export function createMetrics(
       },
     });
   }
+}
+
+/** The TLS certificates' expiry and Node's process metrics (every replica's). */
+function registerCertificateAndProcessMetrics(health: Registry, options: MetricsOptions): void {
   const certificates = options.certificates;
   if (certificates) {
     // Every replica's: a standby serves agents the moment it leads.
@@ -686,8 +769,18 @@ export function createMetrics(
     // Gauges named *_total, which promtool rejects; nodejs_active_{handles,requests,resources} (by type) carry the same counts.
     for (const name of LINT_FAILING_DEFAULTS) health.removeSingleMetric(name);
   }
+}
 
-  const counterFrom = <L extends string>(
+type CounterFrom = <L extends string>(
+  name: string,
+  help: string,
+  labelNames: readonly L[],
+  fill: (inc: (labels: Partial<Record<L, string>>, value: number) => void) => void,
+) => Counter<L>;
+
+/** A counter of `registry` set at each scrape from a running total kept elsewhere. */
+function counterMaker(registry: Registry): CounterFrom {
+  return <L extends string>(
     name: string,
     help: string,
     labelNames: readonly L[],
@@ -703,7 +796,10 @@ export function createMetrics(
         fill((labels, value) => this.inc(labels as never, value));
       },
     });
+}
 
+/** The fleet's decisions: stops, notices, cancellations, leases, policy errors, host disagreements. */
+function registerFleetCounters(counterFrom: CounterFrom, fleet: FleetReader): void {
   counterFrom(
     "workstation_stops_total",
     "VM stops decided, by trigger (idle, agent-lost) and mode (observe: would have stopped).",
@@ -739,7 +835,10 @@ export function createMetrics(
       for (const [kind, value] of fleet.counters().hostDisagreements ?? []) inc({ kind }, value);
     },
   );
+}
 
+/** The agents' Reports and streams, the Kubernetes and HTTP requests, unhandled errors. */
+function registerReportAndRequestCounters(counterFrom: CounterFrom, stats: CollectorStats): void {
   counterFrom("workstation_reports_received_total", "Reports received from agents.", [], (inc) =>
     inc({}, stats.reportsReceived),
   );
@@ -815,67 +914,4 @@ export function createMetrics(
     [],
     (inc) => inc({}, stats.streamsOpened),
   );
-  new Gauge({
-    name: "workstation_agent_streams",
-    help: "Open agent streams.",
-    registers: [registry],
-    collect() {
-      this.set(streams());
-    },
-  });
-  new Histogram({
-    name: "workstation_decision_duration_seconds",
-    help: "Time the decision engine took per decision.",
-    buckets: DECISION_BUCKETS,
-    registers: [registry],
-    collect() {
-      const pending = stats.pendingDecisionSeconds.splice(0);
-      for (const seconds of pending) this.observe(seconds);
-    },
-  });
-  const scrapeDuration = new Histogram({
-    name: "workstation_scrape_duration_seconds",
-    help: "Time to build the /metrics answer (a scrape's own time shows from the next scrape on).",
-    buckets: SCRAPE_BUCKETS,
-    registers: [registry],
-  });
-
-  registerAdoptionMetrics(registry, fleet, nowMs, options.givenBack);
-
-  // The registry handed out: the leader's own metrics, answering metrics() with everything.
-  const renderFleet = registry.metrics.bind(registry);
-  const renderHealth = health.metrics.bind(health);
-  const vmSeries = options.vmSeries ?? (() => "default" as const);
-  exportedNames.set(registry, () =>
-    [...health.getMetricsAsArray(), ...registry.getMetricsAsArray()]
-      .map((metric) => metric.name)
-      .concat(PER_VM_METRIC_NAMES),
-  );
-  async function* chunks(): AsyncGenerator<string> {
-    const began = performance.now();
-    try {
-      yield await renderHealth();
-      if (!leader()) return;
-      const now = nowMs();
-      const sources =
-        fleet.seriesSources?.() ??
-        fleet.views(now).map((view) => ({ id: `${view.namespace}/${view.name}`, version: -1, view: () => view }));
-      yield `${await renderFleet()}\n`;
-      yield* perVm.families(sources, now, vmSeries() === "detailed");
-    } finally {
-      scrapeDuration.observe((performance.now() - began) / 1000);
-    }
-  }
-  metricChunks.set(registry, chunks);
-  perVmWarmers.set(registry, (limit) => {
-    const sources = fleet.seriesSources?.();
-    if (!sources || !leader()) return 0;
-    return perVm.warm(sources, nowMs(), vmSeries() === "detailed", limit);
-  });
-  registry.metrics = async () => {
-    let text = "";
-    for await (const chunk of chunks()) text += chunk;
-    return text;
-  };
-  return registry;
 }

@@ -2,7 +2,18 @@
 // policy section is handed to the engine's own parser.
 import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentials.js";
 import { parse as parseYaml } from "yaml";
-import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
+import {
+  ConfigError,
+  durationSetting,
+  errorMessage,
+  isJsonObject,
+  type JsonObject,
+  parseDuration,
+  type SectionSetting,
+  type Setting,
+  SettingsReader,
+  settingAt,
+} from "@ws/protocol";
 import { DEFAULT_OWNER_LABEL } from "./kube/vm-resources.js";
 import { parseHostSideConfig, type HostSideConfig } from "../loop/hostside/config.js";
 import type { VmSeriesSet } from "../metrics/metrics.js";
@@ -94,24 +105,6 @@ export interface CollectorFlags {
   startCommand?: string[];
 }
 
-const TOP_KEYS = [
-  "mode",
-  "grpc",
-  "http",
-  "tokenKeyFile",
-  "reportInterval",
-  "reportHeartbeat",
-  "tick",
-  "standalone",
-  "kubernetes",
-  "policy",
-  "recordTrace",
-  "notifications",
-  "start",
-  "hostSide",
-  "metrics",
-  "memory",
-];
 /** How often grpc.certFile/keyFile are read again by default: the kubelet itself updates a mounted Secret within about a minute. */
 const CERT_CHECK_DEFAULT_SECONDS = 60;
 /** The most grpc.maxConnections may say: Linux's default nr_open (the highest nofile a process can get) is 1,048,576. */
@@ -121,133 +114,233 @@ const MAX_HANDSHAKE_TIMEOUT_MS = 600_000;
 const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
   value === undefined ? {} : ({ [key]: value } as Record<K, V>);
 
-export function resolveCollectorConfig(
-  fileText: string | undefined,
-  filePath: string,
-  flags: CollectorFlags,
-  env: Record<string, string | undefined>,
-): CollectorConfig {
-  const problems: string[] = [];
-  let file: JsonObject = {};
-  if (fileText !== undefined && fileText.trim() !== "") {
-    try {
-      const parsed: unknown = parseYaml(fileText);
-      if (isJsonObject(parsed)) file = parsed;
-      else if (parsed != null) problems.push(`${filePath}: expected a mapping at the top level`);
-    } catch (error) {
-      throw new ConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
-    }
-  }
-  for (const key of Object.keys(file))
-    if (!TOP_KEYS.includes(key)) problems.push(`${filePath}: unknown setting "${key}" (known: ${TOP_KEYS.join(", ")})`);
-  const section = (key: string): JsonObject => {
-    const v = file[key];
-    if (v == null) return {};
-    if (isJsonObject(v)) return v;
-    problems.push(`${filePath}: "${key}" must be a mapping`);
-    return {};
-  };
-  const str = (obj: JsonObject, key: string, label: string): string | undefined => {
-    const v = obj[key];
-    if (v == null) return undefined;
-    if (typeof v === "string" || typeof v === "number") return String(v);
-    problems.push(`${label}: expected a string`);
-    return undefined;
-  };
-  const seconds = (text: string | undefined, label: string, fallback: number): number => {
-    if (text === undefined) return fallback;
-    try {
-      return parseDuration(text, { allowBareSeconds: true });
-    } catch (error) {
-      problems.push(`${label}: ${error instanceof DurationError ? error.message : String(error)}`);
-      return fallback;
-    }
-  };
-  const positiveRate = (value: unknown): number => {
-    if (typeof value === "number" && Number.isFinite(value) && value >= 1 && value <= 1_000_000) return value;
-    problems.push(
-      `grpc.hellosPerSecond: expected a number from 1 to 1000000, not ${JSON.stringify(value)?.slice(0, 40)}`,
-    );
-    return 400;
-  };
-  const connectionCap = (value: unknown): number | undefined => {
-    if (typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MAX_CONNECTIONS_SETTING)
-      return value;
-    problems.push(
-      `${filePath}: grpc.maxConnections must be a whole number of agent connections from 1 to ${MAX_CONNECTIONS_SETTING} (unset: the open-file limit less 1024), not ${JSON.stringify(value)?.slice(0, 40)}`,
-    );
-    return undefined;
-  };
-  const handshakeTimeout = (value: unknown): number | undefined => {
-    const text = typeof value === "string" || typeof value === "number" ? String(value) : "";
-    let ms = Number.NaN;
-    try {
-      ms = parseDuration(text, { allowBareSeconds: true }) * 1000;
-    } catch {}
-    if (ms >= 1_000 && ms <= MAX_HANDSHAKE_TIMEOUT_MS) return ms;
-    problems.push(
-      `${filePath}: grpc.handshakeTimeout must be a duration from 1s to 10m (a connection with no authenticated Hello that long after accept is closed; unset: 30s), not ${JSON.stringify(value)?.slice(0, 40)}`,
-    );
-    return undefined;
-  };
-  const pendingPerSource = (value: unknown): number | undefined => {
-    if (typeof value === "number" && Number.isInteger(value) && value >= 1 && value <= MAX_CONNECTIONS_SETTING)
-      return value;
-    problems.push(
-      `${filePath}: grpc.maxPendingConnectionsPerSource must be a whole number of unauthenticated connections from 1 to ${MAX_CONNECTIONS_SETTING} (unset: 8 in Kubernetes, 64 standalone), not ${JSON.stringify(value)?.slice(0, 40)}`,
-    );
-    return undefined;
-  };
-  const grpcFile = section("grpc");
-  const httpFile = section("http");
-  const standaloneFile = section("standalone");
-  const kubeFile = section("kubernetes");
-  const metricsFile = section("metrics");
-  const memoryFile = section("memory");
-  const vmSeries = str(metricsFile, "vmSeries", "metrics.vmSeries") ?? "default";
-  if (vmSeries !== "default" && vmSeries !== "detailed")
-    problems.push(`${filePath}: metrics.vmSeries must be default or detailed, not "${vmSeries.slice(0, 40)}"`);
-  const shedText = str(memoryFile, "shedAt", "memory.shedAt") ?? "85%";
-  const shedRatio = /^\d{1,2}(\.\d+)?%$/.test(shedText) ? Number(shedText.slice(0, -1)) / 100 : Number.NaN;
-  if (!(shedRatio >= 0.5 && shedRatio <= 0.98))
-    problems.push(
-      `${filePath}: memory.shedAt must be a share of the memory limit from 50% to 98%, not "${shedText.slice(0, 40)}"`,
-    );
+const text = (description: string, extra: Partial<Omit<Setting, "type">> = {}): Setting =>
+  ({ type: "string", description, ...extra }) as Setting;
+const hostPort = (description: string, fallback?: string): Setting =>
+  text(description, { ...(fallback ? { default: fallback } : {}), examples: ["0.0.0.0:8080"] });
+const section = (description: string, settings: Record<string, Setting>): Setting => ({
+  type: "section",
+  description,
+  settings,
+});
+const parsedElsewhere = (description: string, see: string): Setting => ({ type: "any", description, see });
 
-  const modeText = flags.standalone
-    ? "standalone"
-    : flags.kubeconfig
-      ? "kubernetes"
-      : (str(file, "mode", `${filePath}: mode`) ?? "standalone");
-  if (modeText !== "standalone" && modeText !== "kubernetes")
-    problems.push(`${filePath}: mode must be standalone or kubernetes, not "${modeText}"`);
+/**
+ * The collector's config file, declared: its keys (an unknown top-level key is reported), their
+ * types, defaults and limits. SettingsReader's checks and packaging/schema/ws-collector.schema.json
+ * come from it; the sections other modules parse (policy, notifications, start, hostSide,
+ * http.identity, kubernetes.credentials) are named here and checked by their own parsers.
+ */
+export const COLLECTOR_CONFIG_SCHEMA: SectionSetting = {
+  type: "section",
+  closed: true,
+  description: "ws-collector's configuration (ws-collector serve --config FILE); flags override it",
+  settings: {
+    mode: {
+      type: "enum",
+      values: ["standalone", "kubernetes"],
+      default: "standalone",
+      description: "Where the VMs are",
+    },
+    grpc: section("The agents' port", {
+      listen: hostPort("host:port the agents connect to", "0.0.0.0:7443"),
+      certFile: text("The TLS certificate (PEM); re-read when renewed"),
+      keyFile: text("The TLS key (PEM), with certFile"),
+      certCheckInterval: {
+        type: "duration",
+        default: "1m",
+        description: "How often certFile and keyFile are read again",
+      },
+      hellosPerSecond: {
+        type: "number",
+        minimum: 1,
+        maximum: 1_000_000,
+        default: 400,
+        description: "Agents admitted per second before they are told to come back later (docs/collector-limits.md)",
+        refusal: "grpc.hellosPerSecond: expected a number from 1 to 1000000",
+      },
+      maxConnections: {
+        type: "integer",
+        minimum: 1,
+        maximum: MAX_CONNECTIONS_SETTING,
+        description: "Agent connections held at once (unset: the open-file limit less 1024)",
+        refusal: `grpc.maxConnections must be a whole number of agent connections from 1 to ${MAX_CONNECTIONS_SETTING} (unset: the open-file limit less 1024)`,
+      },
+      handshakeTimeout: {
+        type: "duration",
+        default: "30s",
+        description: "A connection with no authenticated Hello this long after accept is closed (1s to 10m)",
+        refusal:
+          "grpc.handshakeTimeout must be a duration from 1s to 10m (a connection with no authenticated Hello that long after accept is closed; unset: 30s)",
+      },
+      maxPendingConnectionsPerSource: {
+        type: "integer",
+        minimum: 1,
+        maximum: MAX_CONNECTIONS_SETTING,
+        description: "Unauthenticated connections one source address may hold (unset: 8 in Kubernetes, 64 standalone)",
+        refusal: `grpc.maxPendingConnectionsPerSource must be a whole number of unauthenticated connections from 1 to ${MAX_CONNECTIONS_SETTING} (unset: 8 in Kubernetes, 64 standalone)`,
+      },
+    }),
+    http: section("The pages and probes", {
+      listen: hostPort("host:port of the pages, /api/vms and the keep and start links", "0.0.0.0:8080"),
+      metricsListen: hostPort("host:port of /metrics, /healthz and /readyz on their own (unset: on listen)"),
+      identity: parsedElsewhere("The auth proxy's identity header: who sees which VM", "docs/install.md"),
+    }),
+    tokenKeyFile: text("The key that signs the agents' tokens and the links", {
+      default: "/etc/ws-collector/token.key",
+    }),
+    reportInterval: { type: "duration", default: "15s", description: "How often agents report" },
+    reportHeartbeat: {
+      type: "duration",
+      default: "off",
+      description: "The longest an agent with nothing new stays quiet (off: every interval; docs/protocol.md)",
+    },
+    tick: { type: "duration", default: "5s", description: "Accepted so older files load; unused" },
+    standalone: section("Standalone mode: the VMs and how to stop and start them", {
+      stopCommand: {
+        type: "strings",
+        minItems: 1,
+        description: "argv run to stop a VM, with {namespace} and {name} (never through a shell; unset: a log line)",
+        examples: ["virsh", "shutdown", "{name}"],
+      },
+      startCommand: {
+        type: "strings",
+        minItems: 1,
+        description: "argv run when a person presses Start (unset: the starting page says how)",
+      },
+      vms: {
+        type: "map",
+        description: 'The VMs, "namespace/name" → { labels, annotations } (the policy annotations)',
+        values: section("One VM", {
+          labels: { type: "map", description: "Its labels", values: text("A label") },
+          annotations: { type: "map", description: "Its policy annotations", values: text("An annotation") },
+        }),
+      },
+    }),
+    kubernetes: section("Kubernetes mode", {
+      kubeconfig: text("A kubeconfig (unset: in-cluster)"),
+      leaseNamespace: text("The leader Lease's namespace (unset: the pod's)", { default: "ws-system" }),
+      leaseName: text("The leader Lease's name", { default: "ws-collector" }),
+      ownerLabel: text("The VM label naming its owner", { default: DEFAULT_OWNER_LABEL }),
+      watchNamespace: text("Watch this namespace only (a namespaced Role suffices)"),
+      credentials: parsedElsewhere("Per-VM credential Secrets", "docs/credentials.md"),
+    }),
+    policy: parsedElsewhere("Policy defaults and profiles", "docs/policy.md"),
+    recordTrace: text("Record every input to this file, for ws-collector replay (docs/replay.md)"),
+    notifications: parsedElsewhere("Webhooks, keep-running links, the owner label", "docs/notifications.md"),
+    start: parsedElsewhere("Start links, the starting page, entry points", "docs/coming-back.md"),
+    hostSide: parsedElsewhere("KubeVirt's per-VM metrics through Prometheus", "docs/kubernetes.md"),
+    metrics: section("/metrics", {
+      vmSeries: {
+        type: "enum",
+        values: ["default", "detailed"],
+        default: "default",
+        description: "Which per-VM series /metrics carries (docs/metrics.md)",
+      },
+    }),
+    memory: section("The memory guard (docs/install.md, Sizing)", {
+      cgroupRoot: text("Where the cgroup is read", { default: "/sys/fs/cgroup" }),
+      shedAt: {
+        type: "string",
+        pattern: "^\\d{1,2}(\\.\\d+)?%$",
+        default: "85%",
+        description: "The share of the memory limit (50% to 98%) from which detail series and chart points are shed",
+      },
+    }),
+  },
+};
 
-  let stopCommand = flags.stopCommand;
-  if (!stopCommand && standaloneFile.stopCommand != null) {
-    const v = standaloneFile.stopCommand;
-    if (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string")) stopCommand = v as string[];
-    else
-      problems.push(
-        `${filePath}: standalone.stopCommand must be a non-empty list of argv strings, e.g. ["virsh", "shutdown", "{name}"] (it is never run through a shell)`,
-      );
+/** The config file's text as a mapping ({} when there is none); YAML that does not parse stops at once. */
+function parseCollectorFile(fileText: string | undefined, filePath: string, problems: string[]): JsonObject {
+  if (fileText === undefined || fileText.trim() === "") return {};
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(fileText);
+  } catch (error) {
+    throw new ConfigError([`${filePath}: not valid YAML: ${errorMessage(error).split("\n")[0]}`]);
   }
-  let startCommand = flags.startCommand;
-  if (!startCommand && standaloneFile.startCommand != null) {
-    const v = standaloneFile.startCommand;
-    if (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string")) startCommand = v as string[];
-    else
-      problems.push(
-        `${filePath}: standalone.startCommand must be a non-empty list of argv strings, e.g. ["virsh", "start", "{name}"] (it is never run through a shell)`,
-      );
-  }
+  if (isJsonObject(parsed)) return parsed;
+  if (parsed != null) problems.push(`${filePath}: expected a mapping at the top level`);
+  return {};
+}
+
+/** A duration setting's seconds, named by its path in the file. */
+function seconds(file: SettingsReader, path: string, fallback: number): number {
+  return durationSetting(file.text(path), `${file.where}: ${path}`, fallback, file.problems);
+}
+
+/** grpc.handshakeTimeout in ms, 1s to 10m; outside that, its declared refusal. */
+function handshakeTimeoutMs(file: SettingsReader): number | undefined {
+  const value = file.raw("grpc.handshakeTimeout");
+  if (value === undefined) return undefined;
+  const text = typeof value === "string" || typeof value === "number" ? String(value) : "";
+  let ms = Number.NaN;
+  try {
+    ms = parseDuration(text, { allowBareSeconds: true }) * 1000;
+  } catch {}
+  if (ms >= 1_000 && ms <= MAX_HANDSHAKE_TIMEOUT_MS) return ms;
+  const refusal = settingAt(COLLECTOR_CONFIG_SCHEMA, "grpc.handshakeTimeout")?.refusal;
+  file.problems.push(`${file.where}: ${refusal}, not ${JSON.stringify(value)?.slice(0, 40)}`);
+  return undefined;
+}
+
+function resolveGrpc(file: SettingsReader, flags: CollectorFlags): CollectorConfig["grpc"] {
+  file.section("grpc");
+  const certFile = file.text("grpc.certFile");
+  const keyFile = file.text("grpc.keyFile");
+  return {
+    listen: flags.grpcListen ?? file.text("grpc.listen") ?? "0.0.0.0:7443",
+    ...(certFile ? { certFile } : {}),
+    ...(keyFile ? { keyFile } : {}),
+    certCheckSeconds: seconds(file, "grpc.certCheckInterval", CERT_CHECK_DEFAULT_SECONDS),
+    ...optional(
+      "hellosPerSecond",
+      file.raw("grpc.hellosPerSecond") === undefined ? undefined : (file.count("grpc.hellosPerSecond") ?? 400),
+    ),
+    ...optional("maxConnections", file.count("grpc.maxConnections")),
+    ...optional("handshakeTimeoutMs", handshakeTimeoutMs(file)),
+    ...optional("maxPendingConnectionsPerSource", file.count("grpc.maxPendingConnectionsPerSource")),
+  };
+}
+
+function resolveHttp(file: SettingsReader, flags: CollectorFlags): CollectorConfig["http"] {
+  const httpFile = file.section("http");
+  const metricsListen = flags.metricsListen ?? file.text("http.metricsListen");
+  return {
+    listen: flags.httpListen ?? file.text("http.listen") ?? "0.0.0.0:8080",
+    ...(metricsListen ? { metricsListen } : {}),
+    ...(httpFile.identity != null
+      ? { identity: parseIdentityConfig(httpFile.identity, file.problems, `${file.where}: http.identity`)! }
+      : {}),
+  };
+}
+
+/** An argv setting: a non-empty list of strings, never run through a shell. */
+function argvSetting(file: SettingsReader, path: string, example: string): string[] | undefined {
+  const value = file.raw(path);
+  if (value === undefined) return undefined;
+  if (Array.isArray(value) && value.length > 0 && value.every((x) => typeof x === "string")) return value as string[];
+  file.problems.push(
+    `${file.where}: ${path} must be a non-empty list of argv strings, e.g. ${example} (it is never run through a shell)`,
+  );
+  return undefined;
+}
+
+function resolveStandalone(file: SettingsReader, flags: CollectorFlags): CollectorConfig["standalone"] {
+  const standaloneFile = file.section("standalone");
+  const stopCommand =
+    flags.stopCommand ?? argvSetting(file, "standalone.stopCommand", '["virsh", "shutdown", "{name}"]');
+  const startCommand =
+    flags.startCommand ?? argvSetting(file, "standalone.startCommand", '["virsh", "start", "{name}"]');
   const vms: CollectorConfig["standalone"]["vms"] = {};
   const vmsFile = standaloneFile.vms;
   if (vmsFile != null) {
-    if (!isJsonObject(vmsFile)) problems.push(`${filePath}: standalone.vms must map "namespace/name" to annotations`);
+    if (!isJsonObject(vmsFile))
+      file.problems.push(`${file.where}: standalone.vms must map "namespace/name" to annotations`);
     else {
       for (const [id, value] of Object.entries(vmsFile)) {
         if (!/^[a-z0-9-.]+\/[a-z0-9-.]+$/.test(id))
-          problems.push(`${filePath}: standalone.vms: "${id}" is not namespace/name`);
+          file.problems.push(`${file.where}: standalone.vms: "${id}" is not namespace/name`);
         const entry = isJsonObject(value) ? value : {};
         const labels = isJsonObject(entry.labels) ? (entry.labels as Record<string, string>) : {};
         const annotations = isJsonObject(entry.annotations) ? (entry.annotations as Record<string, string>) : {};
@@ -258,87 +351,100 @@ export function resolveCollectorConfig(
       }
     }
   }
-  const policy = file.policy;
-  const policyYaml = policy == null ? "" : JSON.stringify(policy);
+  return { ...(stopCommand ? { stopCommand } : {}), ...(startCommand ? { startCommand } : {}), vms };
+}
 
+function resolveKubernetes(
+  file: SettingsReader,
+  flags: CollectorFlags,
+  env: Record<string, string | undefined>,
+): CollectorConfig["kubernetes"] {
+  const kubeFile = file.section("kubernetes");
+  const kubeconfig = flags.kubeconfig ?? file.text("kubernetes.kubeconfig");
+  const watchNamespace = file.text("kubernetes.watchNamespace");
+  return {
+    ...(kubeconfig ? { kubeconfig } : {}),
+    leaseNamespace: file.text("kubernetes.leaseNamespace") ?? env.POD_NAMESPACE ?? "ws-system",
+    leaseName: file.text("kubernetes.leaseName") ?? "ws-collector",
+    ownerLabel: file.text("kubernetes.ownerLabel") ?? DEFAULT_OWNER_LABEL,
+    identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
+    ...(watchNamespace ? { watchNamespace } : {}),
+    ...optional(
+      "credentials",
+      parseCredentialsConfig(kubeFile["credentials"], file.problems, "kubernetes.credentials"),
+    ),
+  };
+}
+
+/** metrics.vmSeries and the memory guard's cgroup root and shedding threshold. */
+function resolveMetricsAndMemory(file: SettingsReader): Pick<CollectorConfig, "metrics" | "memory"> {
+  file.section("metrics");
+  file.section("memory");
+  const vmSeries = file.choice<VmSeriesSet>("metrics.vmSeries", "default");
+  const shedText = file.text("memory.shedAt") ?? "85%";
+  const shedRatio = /^\d{1,2}(\.\d+)?%$/.test(shedText) ? Number(shedText.slice(0, -1)) / 100 : Number.NaN;
+  const shedOk = shedRatio >= 0.5 && shedRatio <= 0.98;
+  if (!shedOk)
+    file.problems.push(
+      `${file.where}: memory.shedAt must be a share of the memory limit from 50% to 98%, not "${shedText.slice(0, 40)}"`,
+    );
+  return {
+    metrics: { vmSeries },
+    memory: { cgroupRoot: file.text("memory.cgroupRoot") ?? "/sys/fs/cgroup", shedRatio: shedOk ? shedRatio : 0.85 },
+  };
+}
+
+export function resolveCollectorConfig(
+  fileText: string | undefined,
+  filePath: string,
+  flags: CollectorFlags,
+  env: Record<string, string | undefined>,
+): CollectorConfig {
+  const problems: string[] = [];
+  const fileSettings = parseCollectorFile(fileText, filePath, problems);
+  const file = new SettingsReader(COLLECTOR_CONFIG_SCHEMA, fileSettings, filePath, problems);
+  const metricsAndMemory = resolveMetricsAndMemory(file);
+  const mode: CollectorConfig["mode"] = flags.standalone
+    ? "standalone"
+    : flags.kubeconfig
+      ? "kubernetes"
+      : file.choice("mode", "standalone");
+  const policy = fileSettings.policy;
+  const heartbeat = file.text("reportHeartbeat");
+  const recordTrace = flags.recordTrace ?? file.text("recordTrace");
   const config: CollectorConfig = {
-    mode: modeText === "kubernetes" ? "kubernetes" : "standalone",
-    grpc: {
-      listen: flags.grpcListen ?? str(grpcFile, "listen", `${filePath}: grpc.listen`) ?? "0.0.0.0:7443",
-      ...(str(grpcFile, "certFile", "grpc.certFile") ? { certFile: str(grpcFile, "certFile", "grpc.certFile")! } : {}),
-      ...(str(grpcFile, "keyFile", "grpc.keyFile") ? { keyFile: str(grpcFile, "keyFile", "grpc.keyFile")! } : {}),
-      certCheckSeconds: seconds(
-        str(grpcFile, "certCheckInterval", "grpc.certCheckInterval"),
-        `${filePath}: grpc.certCheckInterval`,
-        CERT_CHECK_DEFAULT_SECONDS,
-      ),
-      ...(grpcFile["hellosPerSecond"] !== undefined
-        ? { hellosPerSecond: positiveRate(grpcFile["hellosPerSecond"]) }
-        : {}),
-      ...optional(
-        "maxConnections",
-        grpcFile["maxConnections"] == null ? undefined : connectionCap(grpcFile["maxConnections"]),
-      ),
-      ...optional(
-        "handshakeTimeoutMs",
-        grpcFile["handshakeTimeout"] == null ? undefined : handshakeTimeout(grpcFile["handshakeTimeout"]),
-      ),
-      ...optional(
-        "maxPendingConnectionsPerSource",
-        grpcFile["maxPendingConnectionsPerSource"] == null
-          ? undefined
-          : pendingPerSource(grpcFile["maxPendingConnectionsPerSource"]),
-      ),
-    },
-    http: {
-      listen: flags.httpListen ?? str(httpFile, "listen", `${filePath}: http.listen`) ?? "0.0.0.0:8080",
-      ...((flags.metricsListen ?? str(httpFile, "metricsListen", `${filePath}: http.metricsListen`))
-        ? { metricsListen: flags.metricsListen ?? str(httpFile, "metricsListen", `${filePath}: http.metricsListen`)! }
-        : {}),
-      ...(httpFile.identity != null
-        ? { identity: parseIdentityConfig(httpFile.identity, problems, `${filePath}: http.identity`)! }
-        : {}),
-    },
+    mode,
+    grpc: resolveGrpc(file, flags),
+    http: resolveHttp(file, flags),
     tokenKeyFile:
-      flags.keyFile ??
-      env.WS_COLLECTOR_KEY_FILE ??
-      str(file, "tokenKeyFile", `${filePath}: tokenKeyFile`) ??
-      "/etc/ws-collector/token.key",
-    reportIntervalSeconds: seconds(str(file, "reportInterval", "reportInterval"), `${filePath}: reportInterval`, 15),
+      flags.keyFile ?? env.WS_COLLECTOR_KEY_FILE ?? file.text("tokenKeyFile") ?? "/etc/ws-collector/token.key",
+    reportIntervalSeconds: seconds(file, "reportInterval", 15),
     // Reports on change are opt-in until the heartbeat carries the VM page's per-minute summary:
     // without it a quiet VM's chart and idle time would lag by up to a heartbeat (docs/protocol.md).
-    reportHeartbeatSeconds:
-      str(file, "reportHeartbeat", "reportHeartbeat") === "off"
-        ? 0
-        : seconds(str(file, "reportHeartbeat", "reportHeartbeat"), `${filePath}: reportHeartbeat`, 0),
-    tickSeconds: seconds(str(file, "tick", "tick"), `${filePath}: tick`, 5),
-    standalone: { ...(stopCommand ? { stopCommand } : {}), ...(startCommand ? { startCommand } : {}), vms },
-    kubernetes: {
-      ...((flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig"))
-        ? { kubeconfig: flags.kubeconfig ?? str(kubeFile, "kubeconfig", "kubernetes.kubeconfig")! }
-        : {}),
-      leaseNamespace: str(kubeFile, "leaseNamespace", "kubernetes.leaseNamespace") ?? env.POD_NAMESPACE ?? "ws-system",
-      leaseName: str(kubeFile, "leaseName", "kubernetes.leaseName") ?? "ws-collector",
-      ownerLabel: str(kubeFile, "ownerLabel", "kubernetes.ownerLabel") ?? DEFAULT_OWNER_LABEL,
-      identity: env.POD_NAME ?? env.HOSTNAME ?? "ws-collector",
-      ...(str(kubeFile, "watchNamespace", "kubernetes.watchNamespace")
-        ? { watchNamespace: str(kubeFile, "watchNamespace", "kubernetes.watchNamespace")! }
-        : {}),
-      ...optional("credentials", parseCredentialsConfig(kubeFile["credentials"], problems, "kubernetes.credentials")),
-    },
-    policyYaml,
-    notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
-    start: parseStartConfig(file.start, problems, `${filePath}: start`),
-    ...optional("hostSide", parseHostSideConfig(file.hostSide, problems, `${filePath}: hostSide`)),
-    metrics: { vmSeries: vmSeries === "detailed" ? "detailed" : "default" },
-    memory: {
-      cgroupRoot: str(memoryFile, "cgroupRoot", "memory.cgroupRoot") ?? "/sys/fs/cgroup",
-      shedRatio: shedRatio >= 0.5 && shedRatio <= 0.98 ? shedRatio : 0.85,
-    },
-    ...((flags.recordTrace ?? str(file, "recordTrace", "recordTrace"))
-      ? { recordTrace: flags.recordTrace ?? str(file, "recordTrace", "recordTrace")! }
-      : {}),
+    reportHeartbeatSeconds: heartbeat === "off" ? 0 : seconds(file, "reportHeartbeat", 0),
+    tickSeconds: seconds(file, "tick", 5),
+    standalone: resolveStandalone(file, flags),
+    kubernetes: resolveKubernetes(file, flags, env),
+    policyYaml: policy == null ? "" : JSON.stringify(policy),
+    notifications: parseNotificationsConfig(fileSettings.notifications, problems, `${filePath}: notifications`),
+    start: parseStartConfig(fileSettings.start, problems, `${filePath}: start`),
+    ...optional("hostSide", parseHostSideConfig(fileSettings.hostSide, problems, `${filePath}: hostSide`)),
+    ...metricsAndMemory,
+    ...(recordTrace ? { recordTrace } : {}),
   };
+  crossCheck(config, fileSettings, filePath, env, problems);
+  if (problems.length) throw new ConfigError(problems);
+  return config;
+}
+
+/** The rules that join settings, and what the environment adds (the wake listener, the leader's URL). */
+function crossCheck(
+  config: CollectorConfig,
+  file: JsonObject,
+  filePath: string,
+  env: Record<string, string | undefined>,
+  problems: string[],
+): void {
   for (const [label, address] of [
     ["grpc.listen", config.grpc.listen],
     ["http.listen", config.http.listen],
@@ -371,8 +477,6 @@ export function resolveCollectorConfig(
     (isJsonObject(file.start) ? file.start.leaderUrl : undefined) === undefined
   )
     config.start.leaderUrl = `http://ws-collector.${config.kubernetes.leaseNamespace}.svc:8080`;
-  if (problems.length) throw new ConfigError(problems);
-  return config;
 }
 
 /** Where the policy section sets enforce mode ("policy.defaults", "policy.profiles.NAME"): the places that stop VMs. */

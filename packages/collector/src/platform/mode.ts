@@ -4,6 +4,7 @@ import type { AuthResult } from "../agents/server.js";
 import type { VmKey } from "../model/vm-key.js";
 import type { VmRecord } from "../engine/types.js";
 import type { Fleet } from "../loop/fleet.js";
+import type { Runnable } from "../lib/runnable.js";
 import type { Actuator } from "../loop/actions.js";
 import type { PolicySource } from "../model/policy-source.js";
 import type { StartPlatform } from "../comeback/start/platform.js";
@@ -24,11 +25,15 @@ export interface CollectorMode {
   /** True while this replica may act and should receive agents (the leader). */
   leader: () => boolean;
   /**
-   * The VMs whose agents may connect, as known once start() returned (Kubernetes: the tracked VMs
+   * The VMs whose agents may connect, as known once the mode's runnables started (Kubernetes: the tracked VMs
    * of the synced inventory; standalone: the configured ones): serve/serve.ts warns when the cap on
    * agent connections is below it.
    */
   fleetSize: () => number;
-  /** Starts watches and elections once the fleet exists; returns how to stop them. */
-  start?: (fleet: Fleet) => Promise<() => Promise<void>>;
+  /**
+   * The mode's runnables once the fleet exists (Kubernetes: the list-watch, the leader label, the
+   * elector), registered with serve/manager.ts before the listeners: started in this order, stopped
+   * in reverse.
+   */
+  runnables?: (fleet: Fleet) => Runnable[];
 }

@@ -135,6 +135,17 @@ export function createWebServer(options: WebOptions): http.Server {
 const HEADERS_TIMEOUT_MS = 15_000;
 const REQUEST_TIMEOUT_MS = 30_000;
 
+/** One request as the routes see it: the server's options, the request, its URL and how to answer. */
+interface Exchange {
+  options: WebOptions;
+  req: http.IncomingMessage;
+  res: http.ServerResponse;
+  url: URL;
+  send: (status: number, type: string, body: string) => void;
+}
+
+const HTML = "text/html; charset=utf-8";
+
 async function handle(options: WebOptions, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const send = (status: number, type: string, body: string) => {
     res.writeHead(status, {
@@ -150,20 +161,11 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
     options.onRefused?.("malformed-target", "not an origin-form target");
     return send(400, "text/plain", "malformed request target: expected a path such as /vm/NAMESPACE/NAME\n");
   }
-  const html = "text/html; charset=utf-8";
+  const exchange: Exchange = { options, req, res, url, send };
   const routes = options.routes ?? "all";
   try {
-    if (url.pathname === "/healthz" || url.pathname === "/readyz" || url.pathname === "/metrics") {
-      if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
-      if (url.pathname === "/healthz") return send(200, "text/plain", "ok\n");
-      if (url.pathname === "/readyz") {
-        if (!options.ready()) return send(503, "text/plain", "not ready\n");
-        return send(200, "text/plain", options.info().leader ? "ready (leader)\n" : "ready (standby)\n");
-      }
-      if (routes === "pages")
-        return send(404, "text/plain", "not found: /metrics is served on the metrics port (http.metricsListen)\n");
-      return await sendMetrics(req, res, options.registry);
-    }
+    if (url.pathname === "/healthz" || url.pathname === "/readyz" || url.pathname === "/metrics")
+      return await probeRoute(exchange);
     if (routes === "probes")
       return send(
         404,
@@ -171,205 +173,246 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
         "not found: this is the metrics port (/metrics, /healthz, /readyz); the pages are on http.listen\n",
       );
     const isAction = url.pathname.startsWith("/keep/") || url.pathname.startsWith("/start/");
-    const readFormOrRefuse = async (): Promise<URLSearchParams | undefined> => {
-      const read = await readForm(req);
-      if (read.ok) return read.form;
-      if (read.status === 413) options.onRefused?.("form-too-large", `more than ${MAX_FORM_BYTES} bytes`);
-      send(
-        read.status,
-        "text/plain",
-        read.status === 413
-          ? `form too large (at most ${MAX_FORM_BYTES} bytes)\n`
-          : "the request body could not be read\n",
-      );
-      return undefined;
-    };
-    if (isAction && req.method === "POST" && !options.info().leader) {
-      // A standby acts on nothing: the leader has the agents' streams and the start in flight.
-      const form = await readFormOrRefuse();
-      if (!form) return;
-      const route = forwardRouteOf(url);
-      if (!route) return send(404, "text/plain", "not found\n");
-      if (options.leaderUrl && req.headers[FORWARDED_HEADER] === undefined) {
-        try {
-          const answer = await forwardToLeader(options.leaderUrl, route, req, form.toString(), {
-            replica: options.replica ?? "standby",
-          });
-          res.writeHead(answer.status, { ...answer.headers, "cache-control": "no-store", ...PAGE_HEADERS });
-          return void res.end(answer.body);
-        } catch {
-          // Fall through to the retry page: nothing was done here.
-        }
-      }
-      res.setHeader("retry-after", "2");
-      return send(
-        503,
-        html,
-        page(
-          "Try again in a moment",
-          `<h1>Try again in a moment</h1><div class="box warn" id="standby"><p>This collector replica is a standby and could not reach the leader just now (a leader change takes a few seconds).</p><p><strong>Nothing was changed.</strong> Go back and press the button again.</p></div>`,
-        ),
-      );
-    }
-    if (url.pathname.startsWith("/start/")) {
-      const vm = vmFromPath(url.pathname, "/start/");
-      if (!options.startLinks) return send(404, "text/plain", "start links are not configured on this collector\n");
-      if (!vm) return send(404, "text/plain", "not found\n");
-      const form = req.method === "POST" ? await readFormOrRefuse() : undefined;
-      if (req.method === "POST" && !form) return;
-      const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
-      const json = /application\/json/.test(req.headers.accept ?? "");
-      const via = form?.get("via");
-      const dispute = form?.get("dispute") ? { what: form.get("what") ?? "" } : undefined;
-      const answer = await options.startLinks.handle({
-        method: req.method ?? "GET",
-        vm,
-        token,
-        ...(json ? { json } : {}),
-        ...(via ? { via } : {}),
-        ...(dispute ? { dispute } : {}),
-      });
-      if (answer.json) return send(answer.status, "application/json", `${JSON.stringify(answer.json)}\n`);
-      if (answer.location) {
-        res.writeHead(answer.status, { location: answer.location, "cache-control": "no-store", ...PAGE_HEADERS });
-        return void res.end();
-      }
-      return send(answer.status, html, answer.html);
-    }
-    if (url.pathname.startsWith("/keep/")) {
-      const vm = vmFromPath(url.pathname, "/keep/");
-      if (!options.keepLinks)
-        return send(404, "text/plain", "keep-running links are not configured on this collector\n");
-      if (!vm) return send(404, "text/plain", "not found\n");
-      const read = req.method === "POST" ? await readForm(req) : undefined;
-      if (read && !read.ok) {
-        if (read.status === 413) options.onRefused?.("form-too-large", `more than ${MAX_FORM_BYTES} bytes`);
-        return send(
-          read.status,
-          "text/plain",
-          read.status === 413
-            ? `form too large (at most ${MAX_FORM_BYTES} bytes)\n`
-            : "the request body could not be read\n",
-        );
-      }
-      const form = read?.form;
-      const token = form?.get("t") ?? url.searchParams.get("t") ?? "";
-      const keepSeconds = form?.get("keep");
-      const answer = options.keepLinks.handle({
-        method: req.method ?? "GET",
-        vm,
-        token,
-        ...(keepSeconds != null ? { keepSeconds } : {}),
-      });
-      return send(answer.status, html, answer.html);
-    }
+    if (isAction && req.method === "POST" && !options.info().leader) return await standbyAction(exchange);
+    if (url.pathname.startsWith("/start/")) return await startRoute(exchange);
+    if (url.pathname.startsWith("/keep/")) return await keepRoute(exchange);
     if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
     // Behind the site's login: who is asking decides which VMs they see (keep links above carry their own proof).
     let viewer: Viewer | undefined;
     if (options.identity) {
       viewer = viewerFromHeaders(req.headers, options.identity, req.socket.remoteAddress);
-      if (!viewer) return send(401, html, signInPage(options.identity));
+      if (!viewer) return send(401, HTML, signInPage(options.identity));
     }
-    const visible = (owner: string | undefined) => !viewer || mayView(viewer, owner);
-    if (url.pathname.startsWith("/api/vms/")) {
-      // One VM as JSON: what its page shows (explanation, policy, sources, transitions, chart points).
-      const vm = vmFromPath(url.pathname, "/api/vms/");
-      const now = options.nowMs();
-      const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
-      if (!vm || !detail) return send(404, "application/json", `${JSON.stringify({ error: "no such VM" })}\n`);
-      if (!visible(detail.view.owner))
-        return send(403, "application/json", `${JSON.stringify({ error: `this VM is not ${viewer!.user}'s` })}\n`);
-      const spanMs = options.chartSpanMs ?? 4 * 3600_000;
+    if (url.pathname.startsWith("/api/vms/")) return vmJsonRoute(exchange, viewer);
+    if (url.pathname.startsWith("/vm/")) return vmPageRoute(exchange, viewer);
+    return fleetRoute(exchange, viewer);
+  } catch (error) {
+    options.onRefused?.("handler-error", errorMessage(error));
+    send(500, "text/plain", "internal error (logged)\n");
+  }
+}
+
+/** Whether `viewer` (undefined: no identity configured, everyone) may see a VM of `owner`. */
+function visibleTo(viewer: Viewer | undefined): (owner: string | undefined) => boolean {
+  return (owner) => !viewer || mayView(viewer, owner);
+}
+
+/** /healthz, /readyz and /metrics (the last not on the pages' listener). */
+async function probeRoute({ options, req, res, url, send }: Exchange): Promise<void> {
+  if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
+  if (url.pathname === "/healthz") return send(200, "text/plain", "ok\n");
+  if (url.pathname === "/readyz") {
+    if (!options.ready()) return send(503, "text/plain", "not ready\n");
+    return send(200, "text/plain", options.info().leader ? "ready (leader)\n" : "ready (standby)\n");
+  }
+  if ((options.routes ?? "all") === "pages")
+    return send(404, "text/plain", "not found: /metrics is served on the metrics port (http.metricsListen)\n");
+  return await sendMetrics(req, res, options.registry);
+}
+
+/** The request's form, or undefined once a refusal (too large, unreadable) has been answered. */
+async function readFormOrRefuse({ options, req, send }: Exchange): Promise<URLSearchParams | undefined> {
+  const read = await readForm(req);
+  if (read.ok) return read.form;
+  if (read.status === 413) options.onRefused?.("form-too-large", `more than ${MAX_FORM_BYTES} bytes`);
+  send(
+    read.status,
+    "text/plain",
+    read.status === 413 ? `form too large (at most ${MAX_FORM_BYTES} bytes)\n` : "the request body could not be read\n",
+  );
+  return undefined;
+}
+
+/** A start or keep POST on a standby: forwarded to the leader, or a "try again" page. */
+async function standbyAction(exchange: Exchange): Promise<void> {
+  const { options, req, res, url, send } = exchange;
+  // A standby acts on nothing: the leader has the agents' streams and the start in flight.
+  const form = await readFormOrRefuse(exchange);
+  if (!form) return;
+  const route = forwardRouteOf(url);
+  if (!route) return send(404, "text/plain", "not found\n");
+  if (options.leaderUrl && req.headers[FORWARDED_HEADER] === undefined) {
+    try {
+      const answer = await forwardToLeader(options.leaderUrl, route, req, form.toString(), {
+        replica: options.replica ?? "standby",
+      });
+      res.writeHead(answer.status, { ...answer.headers, "cache-control": "no-store", ...PAGE_HEADERS });
+      return void res.end(answer.body);
+    } catch {
+      // Fall through to the retry page: nothing was done here.
+    }
+  }
+  res.setHeader("retry-after", "2");
+  return send(
+    503,
+    HTML,
+    page(
+      "Try again in a moment",
+      `<h1>Try again in a moment</h1><div class="box warn" id="standby"><p>This collector replica is a standby and could not reach the leader just now (a leader change takes a few seconds).</p><p><strong>Nothing was changed.</strong> Go back and press the button again.</p></div>`,
+    ),
+  );
+}
+
+/** A link's VM, its form (a POST's) and its token (the form's, else the query's); undefined once a 404 or a refusal is answered. */
+async function linkRequest(
+  exchange: Exchange,
+  prefix: "/start/" | "/keep/",
+): Promise<{ vm: { namespace: string; name: string }; form: URLSearchParams | undefined; token: string } | undefined> {
+  const { req, url, send } = exchange;
+  const vm = vmFromPath(url.pathname, prefix);
+  if (!vm) {
+    send(404, "text/plain", "not found\n");
+    return undefined;
+  }
+  const form = req.method === "POST" ? await readFormOrRefuse(exchange) : undefined;
+  if (req.method === "POST" && !form) return undefined;
+  return { vm, form, token: form?.get("t") ?? url.searchParams.get("t") ?? "" };
+}
+
+/** /start/NS/NAME: the start link's page and its POSTs (docs/coming-back.md). */
+async function startRoute(exchange: Exchange): Promise<void> {
+  const { options, req, res, send } = exchange;
+  if (!options.startLinks) return send(404, "text/plain", "start links are not configured on this collector\n");
+  const link = await linkRequest(exchange, "/start/");
+  if (!link) return;
+  const { vm, form, token } = link;
+  const json = /application\/json/.test(req.headers.accept ?? "");
+  const via = form?.get("via");
+  const dispute = form?.get("dispute") ? { what: form.get("what") ?? "" } : undefined;
+  const answer = await options.startLinks.handle({
+    method: req.method ?? "GET",
+    vm,
+    token,
+    ...(json ? { json } : {}),
+    ...(via ? { via } : {}),
+    ...(dispute ? { dispute } : {}),
+  });
+  if (answer.json) return send(answer.status, "application/json", `${JSON.stringify(answer.json)}\n`);
+  if (answer.location) {
+    res.writeHead(answer.status, { location: answer.location, "cache-control": "no-store", ...PAGE_HEADERS });
+    return void res.end();
+  }
+  return send(answer.status, HTML, answer.html);
+}
+
+/** /keep/NS/NAME: the keep-running link's page and its POST. */
+async function keepRoute(exchange: Exchange): Promise<void> {
+  const { options, req, send } = exchange;
+  if (!options.keepLinks) return send(404, "text/plain", "keep-running links are not configured on this collector\n");
+  const link = await linkRequest(exchange, "/keep/");
+  if (!link) return;
+  const { vm, form, token } = link;
+  const keepSeconds = form?.get("keep");
+  const answer = options.keepLinks.handle({
+    method: req.method ?? "GET",
+    vm,
+    token,
+    ...(keepSeconds != null ? { keepSeconds } : {}),
+  });
+  return send(answer.status, HTML, answer.html);
+}
+
+/** /api/vms/NS/NAME: one VM as JSON, what its page shows (explanation, policy, sources, transitions, chart points). */
+function vmJsonRoute({ options, url, send }: Exchange, viewer: Viewer | undefined) {
+  const vm = vmFromPath(url.pathname, "/api/vms/");
+  const now = options.nowMs();
+  const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+  if (!vm || !detail) return send(404, "application/json", `${JSON.stringify({ error: "no such VM" })}\n`);
+  if (!visibleTo(viewer)(detail.view.owner))
+    return send(403, "application/json", `${JSON.stringify({ error: `this VM is not ${viewer!.user}'s` })}\n`);
+  const spanMs = options.chartSpanMs ?? 4 * 3600_000;
+  return send(
+    200,
+    "application/json",
+    JSON.stringify(
+      {
+        ...detail,
+        transitions: options.history?.transitions(vm) ?? [],
+        points: options.history?.points(vm, now - spanMs) ?? [],
+      },
+      null,
+      2,
+    ),
+  );
+}
+
+/** /vm/NS/NAME: one VM's page. */
+function vmPageRoute({ options, url, send }: Exchange, viewer: Viewer | undefined) {
+  const vm = vmFromPath(url.pathname, "/vm/");
+  const now = options.nowMs();
+  const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
+  if (!vm || !detail)
+    return send(
+      404,
+      HTML,
+      `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`,
+    );
+  if (!visibleTo(viewer)(detail.view.owner)) return send(403, HTML, notYoursPage(viewer!));
+  // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
+  const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
+  const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
+  const spanMs = Math.min(maxSpanMs, Math.max(10 * 60_000, now - oldest));
+  return send(
+    200,
+    HTML,
+    renderVmPage({
+      detail,
+      transitions: options.history?.transitions(vm) ?? [],
+      // The recorded points, and where the VM is now (points are recorded on change and every spacing).
+      points: [
+        ...(options.history?.points(vm, now - spanMs) ?? []),
+        {
+          atMs: now,
+          idleSeconds: detail.view.idleSeconds ?? Number.NaN,
+          activeSignals: detail.view.activeSignals.length,
+          state: detail.view.state as ChartPoint["state"],
+        },
+      ],
+      chartSpanMs: spanMs,
+      nowMs: now,
+      ...(options.startUrl?.(vm, now) ? { startUrl: options.startUrl(vm, now)! } : {}),
+    }),
+  );
+}
+
+/** The fleet: /api/vms, /api/disputes and the fleet page (/). */
+function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined) {
+  const visible = visibleTo(viewer);
+  const views = () => options.fleet.views(options.nowMs()).filter((view) => visible(view.owner));
+  switch (url.pathname) {
+    case "/api/vms":
+      return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
+    case "/api/disputes":
+      // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (comeback/start/disputes.ts).
       return send(
         200,
         "application/json",
         JSON.stringify(
           {
-            ...detail,
-            transitions: options.history?.transitions(vm) ?? [],
-            points: options.history?.points(vm, now - spanMs) ?? [],
+            disputes: options.startPlatform
+              ? platformDisputes(options.startPlatform, (owner) => visible(owner ?? undefined))
+              : [],
           },
           null,
           2,
         ),
       );
-    }
-    if (url.pathname.startsWith("/vm/")) {
-      const vm = vmFromPath(url.pathname, "/vm/");
-      const now = options.nowMs();
-      const detail = vm ? options.fleet.detail?.(vm.namespace, vm.name, now) : undefined;
-      if (!vm || !detail)
-        return send(
-          404,
-          html,
-          `<!doctype html><title>not found</title><p>No VM ${vm ? `${escapeText(vm.namespace)}/${escapeText(vm.name)}` : ""} is known to this collector. <a href="../../">All workstations</a></p>`,
-        );
-      if (!visible(detail.view.owner)) return send(403, html, notYoursPage(viewer!));
-      // The chart spans what history there is, from 10 minutes up to chartSpanMs (4h).
-      const maxSpanMs = options.chartSpanMs ?? 4 * 3600_000;
-      const oldest = options.history?.points(vm, now - maxSpanMs)[0]?.atMs ?? now;
-      const spanMs = Math.min(maxSpanMs, Math.max(10 * 60_000, now - oldest));
+    case "/":
       return send(
         200,
-        html,
-        renderVmPage({
-          detail,
-          transitions: options.history?.transitions(vm) ?? [],
-          // The recorded points, and where the VM is now (points are recorded on change and every spacing).
-          points: [
-            ...(options.history?.points(vm, now - spanMs) ?? []),
-            {
-              atMs: now,
-              idleSeconds: detail.view.idleSeconds ?? Number.NaN,
-              activeSignals: detail.view.activeSignals.length,
-              state: detail.view.state as ChartPoint["state"],
-            },
-          ],
-          chartSpanMs: spanMs,
-          nowMs: now,
-          ...(options.startUrl?.(vm, now) ? { startUrl: options.startUrl(vm, now)! } : {}),
-        }),
+        HTML,
+        renderFleetPage(
+          views(),
+          options.nowMs(),
+          options.info(),
+          parseFleetQuery(url.searchParams),
+          viewer,
+          // A signed-in user sees what their own VMs gave back; an admin, everyone's.
+          options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
+        ),
       );
-    }
-    const views = () => options.fleet.views(options.nowMs()).filter((view) => visible(view.owner));
-    switch (url.pathname) {
-      case "/api/vms":
-        return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
-      case "/api/disputes":
-        // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (comeback/start/disputes.ts).
-        return send(
-          200,
-          "application/json",
-          JSON.stringify(
-            {
-              disputes: options.startPlatform
-                ? platformDisputes(options.startPlatform, (owner) => visible(owner ?? undefined))
-                : [],
-            },
-            null,
-            2,
-          ),
-        );
-      case "/":
-        return send(
-          200,
-          html,
-          renderFleetPage(
-            views(),
-            options.nowMs(),
-            options.info(),
-            parseFleetQuery(url.searchParams),
-            viewer,
-            // A signed-in user sees what their own VMs gave back; an admin, everyone's.
-            options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
-          ),
-        );
-      default:
-        return send(404, "text/plain", "not found\n");
-    }
-  } catch (error) {
-    options.onRefused?.("handler-error", errorMessage(error));
-    send(500, "text/plain", "internal error (logged)\n");
+    default:
+      return send(404, "text/plain", "not found\n");
   }
 }
 

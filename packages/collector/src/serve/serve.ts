@@ -1,12 +1,13 @@
-// `ws-collector serve`: wires the agent server, the fleet, metrics and the web
-// server around a mode (platform/standalone/mode.ts, Kubernetes in platform/kube/serve.ts).
+// `ws-collector serve`, the composition root: builds the fleet, the agent server, metrics and
+// the HTTP servers around a mode (platform/standalone/mode.ts, Kubernetes in
+// platform/kube/serve.ts), and registers every part that starts and stops with one Manager
+// (serve/manager.ts), which starts them in order and stops them in reverse.
 import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
 import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
-import { AgentServer } from "../agents/server.js";
 import { ReloadingServerCredentials } from "../agents/tls-files.js";
 import {
   agentConnectionCap,
@@ -35,6 +36,10 @@ import { GivenBackLedger } from "../outreach/adoption/given-back.js";
 import { withGivenBack } from "../outreach/adoption/observer.js";
 import { COLLECTOR_VERSION } from "../lib/version.js";
 import { createWebServer, type WebOptions } from "./router.js";
+import { Manager } from "./manager.js";
+import { intervalRunnable, runnableOf, type Runnable } from "../lib/runnable.js";
+import type { Registry } from "prom-client";
+import { AgentServer, type AuthResult } from "../agents/server.js";
 import { KeepLinks } from "../comeback/keeplink/handler.js";
 import { deriveLinkKey } from "../links/keep-token.js";
 import { registerHostSourceMetrics } from "../loop/hostside/metrics.js";
@@ -129,8 +134,8 @@ function startLinkFor(config: CollectorConfig, key: Buffer): (vm: VmKey, nowMs: 
   return (vm, nowMs) => (base ? startLinkUrl(base, startKey, vm, nowMs, config.start.linkTtlSeconds) : undefined);
 }
 
-/** Host-side evidence (hostside/): KubeVirt's per-VM metrics, queried on their own cadence. */
-function startHostSource(
+/** Host-side evidence (hostside/): KubeVirt's per-VM metrics, queried on their own cadence once started. */
+function hostSourceFor(
   config: CollectorConfig,
   fleet: Fleet,
   mode: CollectorMode,
@@ -144,7 +149,7 @@ function startHostSource(
   } catch (error) {
     throw new CollectorConfigError([`hostSide.prometheus: ${errorMessage(error)}`]);
   }
-  const source = new HostSource({
+  return new HostSource({
     client,
     sink: fleet,
     log,
@@ -155,10 +160,25 @@ function startHostSource(
     connectionsWitness: host.connectionsWitness,
     acting: mode.leader,
   });
-  source.start();
-  return source;
 }
 
+/** What run() builds before anything starts, passed between the functions that build and register it. */
+interface Wiring {
+  config: CollectorConfig;
+  mode: CollectorMode;
+  key: Buffer;
+  stats: CollectorStats;
+  log: Logger;
+  nowMs: () => number;
+  startUrl: (vm: VmKey, nowMs: number) => string | undefined;
+}
+
+/**
+ * Builds the collector around `mode` and registers its runnables with one Manager, in the order
+ * they may start; it stops them in reverse. A server that must close after the parts that feed
+ * it (the agent server after the mode's elector, the HTTP servers after the agents) is
+ * registered as its own runnable before them, and its port opens in a later one.
+ */
 async function run(
   config: CollectorConfig,
   mode: CollectorMode,
@@ -167,23 +187,133 @@ async function run(
   log: Logger,
   nowMs: () => number,
 ): Promise<number> {
+  const wiring: Wiring = { config, mode, key, stats, log, nowMs, startUrl: startLinkFor(config, key) };
+  const manager = new Manager(log);
+  const collector = buildCollector(wiring, () => manager.ready());
+  for (const runnable of collector.runnables) manager.add(runnable);
+  await manager.start();
+  logServing(wiring, collector.serving());
+  await new Promise<void>((resolve) => {
+    process.once("SIGTERM", () => resolve());
+    process.once("SIGINT", () => resolve());
+  });
+  log("info", "shutting down");
+  await manager.stop();
+  return 0;
+}
+
+/** Everything the collector runs, built and not started: its runnables in start order, and where it serves once started. */
+function buildCollector(
+  wiring: Wiring,
+  ready: () => boolean,
+): { runnables: Runnable[]; serving: () => Parameters<typeof logServing>[1] } {
+  const { config, mode, log, nowMs } = wiring;
   const recorder = config.recordTrace
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
-  // Issue 17: history, webhooks and keep-running links, wired through the fleet's observer hook.
-  const linkKey = deriveLinkKey(key);
-  const startUrl = startLinkFor(config, key);
+  const { fleet, outreach, givenBack } = buildFleet(wiring, recorder);
+  const { agents, tls } = agentServerFor(wiring, fleet);
+  const guard = memoryGuard(config, log, outreach);
+  const registry = collectorMetrics(wiring, fleet, agents, tls, guard, givenBack);
+  registerNotificationMetrics(registry, outreach.sender);
+  const hostSource = config.hostSide ? hostSourceFor(config, fleet, mode, log, nowMs) : undefined;
+  if (hostSource) registerHostSourceMetrics(registry, hostSource.status);
+  const startLinks = startLinksFor(wiring, fleet, outreach, registry);
+  const http = httpServers(wiring, ready, {
+    fleet,
+    registry,
+    history: outreach.history,
+    keepLinks: keepLinksFor(wiring, fleet),
+    startLinks,
+    givenBack,
+  });
+  const agentPort = agentListener(wiring, agents, tls ?? grpc.ServerCredentials.createInsecure());
+  const runnables: Runnable[] = [
+    {
+      name: "trace recorder and webhook sender",
+      start: () => async () => {
+        await recorder?.close();
+        outreach.sender.close();
+      },
+    },
+    { name: "HTTP servers", start: () => () => http.close() },
+    { name: "agent server", start: () => () => agents.close() },
+    ...(mode.runnables?.(fleet) ?? []),
+    ...(hostSource
+      ? [
+          runnableOf(
+            "host-side poller",
+            () => hostSource.start(),
+            () => hostSource.stop(),
+          ),
+        ]
+      : []),
+    intervalRunnable("start-link watch", 1000, () => startLinks?.watch()),
+    runnableOf(
+      "fleet deadlines",
+      () => fleet.start(),
+      () => fleet.stopTicking(),
+    ),
+    metricsWarming(registry),
+    ...(tls
+      ? [
+          runnableOf(
+            "certificate reload",
+            () => tls.watch(config.grpc.certCheckSeconds * 1000),
+            () => tls.stop(),
+          ),
+        ]
+      : []),
+    memoryGuardRunnable(guard),
+    agentPort.runnable,
+    { name: "HTTP ports", start: () => http.listen() },
+  ];
+  return {
+    runnables,
+    serving: () => ({
+      grpcPort: agentPort.port(),
+      connectionCap: agentPort.cap,
+      http: http.addresses(),
+      hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
+    }),
+  };
+}
+
+/** The agents' gRPC server, and its certificate when TLS is on (a renewed one is served without a restart, agents/tls-files.ts). */
+function agentServerFor(
+  wiring: Wiring,
+  fleet: Fleet,
+): { agents: AgentServer; tls: ReloadingServerCredentials | undefined } {
+  const { config, stats, log, nowMs } = wiring;
+  const agents = new AgentServer({
+    sink: fleet,
+    stats,
+    log,
+    nowMs,
+    ...(config.grpc.hellosPerSecond !== undefined ? { hellosPerSecond: config.grpc.hellosPerSecond } : {}),
+  });
+  const tls = config.grpc.certFile
+    ? ReloadingServerCredentials.fromFiles({ certFile: config.grpc.certFile, keyFile: config.grpc.keyFile! }, log)
+    : undefined;
+  return { agents, tls };
+}
+
+/** The fleet, with outreach (notices, webhooks, history) and what ws gave back observing its decisions. */
+function buildFleet(
+  wiring: Wiring,
+  recorder: TraceRecorder | undefined,
+): { fleet: Fleet; outreach: Outreach; givenBack: GivenBackLedger } {
+  const { config, mode, key, stats, log, nowMs, startUrl } = wiring;
   let fleetRef: Fleet | undefined;
-  const fleetOf = (): Fleet => fleetRef!;
   const outreach = new Outreach({
     config: config.notifications,
     log,
     metadataFor: (vm) => mode.policySource.metadataFor(vm),
     prefix: mode.policySource.prefix,
-    linkKey,
+    linkKey: deriveLinkKey(key),
     startUrl,
     // The fleet exists by the time a notice goes out (outreach only observes its decisions).
-    stopEndsOf: (vm): StopEnds | undefined => stopEnds(fleetOf().loopState(vm)?.latest?.report),
+    stopEndsOf: (vm): StopEnds | undefined => stopEnds(fleetRef!.loopState(vm)?.latest?.report),
   });
   // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
   const givenBack = new GivenBackLedger(nowMs());
@@ -199,64 +329,41 @@ async function run(
     ...(mode.restore ? { restore: mode.restore } : {}),
     ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
     ...(mode.vmDetails ? { vmDetails: mode.vmDetails } : {}),
-    // Issue 24: the welcome back, in the first Directive of an agent of a boot after ws's stop.
+    // The welcome back, in the first Directive of an agent of a boot after ws's stop (docs/coming-back.md).
     greeting: (vm, bootId) => {
       const now = nowMs();
       return welcomeBack(mode.startPlatform?.facts(vm)?.lastStop, bootId, now, startUrl(vm, now));
     },
-    authenticate: async (vm, token, peer) => {
-      if (!mode.leader())
-        return {
-          ok: false,
-          code: grpc.status.UNAVAILABLE,
-          kind: "not-leader",
-          reason: "this collector replica is not the leader; reconnect",
-        };
-      if (!verifyToken(key, vm.namespace, vm.name, token)) {
-        return {
-          ok: false,
-          code: grpc.status.UNAUTHENTICATED,
-          reason: `token does not match VM ${vm.namespace}/${vm.name} (ws-collector token prints the right one)`,
-        };
-      }
-      return mode.authenticate ? mode.authenticate(vm, peer) : { ok: true };
-    },
+    authenticate: (vm, token, peer) => authenticateAgent(wiring, vm, token, peer),
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
   });
   fleetRef = fleet;
-  const agents = new AgentServer({
-    sink: fleet,
-    stats,
-    log,
-    nowMs,
-    ...(config.grpc.hellosPerSecond !== undefined ? { hellosPerSecond: config.grpc.hellosPerSecond } : {}),
-  });
-  // A renewed certificate is served without a restart (agents/tls-files.ts).
-  const tls = config.grpc.certFile
-    ? ReloadingServerCredentials.fromFiles({ certFile: config.grpc.certFile, keyFile: config.grpc.keyFile! }, log)
-    : undefined;
-  tls?.watch(config.grpc.certCheckSeconds * 1000);
-  const credentials = tls ?? grpc.ServerCredentials.createInsecure();
-  const stopMode = mode.start ? await mode.start(fleet) : async () => {};
-  // One descriptor per agent: the cap keeps the rest for the API server and the Lease (agents/connection-cap.ts).
-  const connectionCap = agentConnectionCap(readOpenFileLimit(), config.grpc.maxConnections);
-  for (const warning of connectionCapWarnings(connectionCap, mode.fleetSize()))
-    log("warn", warning, {
-      vms: mode.fleetSize(),
-      cap: connectionCap.limit,
-      ...(connectionCap.openFileLimit !== undefined ? { nofile: connectionCap.openFileLimit } : {}),
-    });
-  const grpcPort = await agents.listen(
-    {
-      ...splitHostPort(config.grpc.listen),
-      ...(connectionCap.limit !== undefined ? { maxConnections: connectionCap.limit } : {}),
-      handshakeTimeoutMs: config.grpc.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
-      maxPendingConnectionsPerSource:
-        config.grpc.maxPendingConnectionsPerSource ?? DEFAULT_PENDING_PER_SOURCE[config.mode],
-    },
-    credentials,
-  );
-  const guard = new MemoryGuard({
+  return { fleet, outreach, givenBack };
+}
+
+/** An agent's Hello: only the leader takes agents; the token must be the VM's; then the mode's own checks. */
+async function authenticateAgent(wiring: Wiring, vm: VmKey, token: string, peer: string): Promise<AuthResult> {
+  const { mode, key } = wiring;
+  if (!mode.leader())
+    return {
+      ok: false,
+      code: grpc.status.UNAVAILABLE,
+      kind: "not-leader",
+      reason: "this collector replica is not the leader; reconnect",
+    };
+  if (!verifyToken(key, vm.namespace, vm.name, token)) {
+    return {
+      ok: false,
+      code: grpc.status.UNAUTHENTICATED,
+      reason: `token does not match VM ${vm.namespace}/${vm.name} (ws-collector token prints the right one)`,
+    };
+  }
+  return mode.authenticate ? mode.authenticate(vm, peer) : { ok: true };
+}
+
+/** The memory guard: it sheds the per-VM detail series and the chart points near the cgroup's limit. */
+function memoryGuard(config: CollectorConfig, log: Logger, outreach: Outreach): MemoryGuard {
+  return new MemoryGuard({
     sample: () => {
       const heap = v8.getHeapStatistics();
       return {
@@ -267,54 +374,113 @@ async function run(
     },
     shedRatio: config.memory.shedRatio,
     log: (level, message, fields) => log(level, message, fields),
-    // The detail series go by themselves (vmSeries below reads guard.shedding); the chart points are dropped.
+    // The detail series go by themselves (vmSeries reads guard.shedding); the chart points are dropped.
     sheddable: [outreach.history],
   });
-  guard.check();
-  const memoryTimer = setInterval(() => guard.check(), MEMORY_CHECK_MS);
-  memoryTimer.unref();
-  const registry = createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
-    agentConnections: () => ({ open: agents.connectionCount, limit: agents.connectionLimit }),
-    ...(tls ? { certificates: () => [{ cert: "grpc", expiryMs: tls.expiryMs }] } : {}),
-    leader: mode.leader,
-    mode: mode.name,
-    vmSeries: () => (guard.shedding ? "default" : config.metrics.vmSeries),
-    memory: () => {
-      const sample = guard.sample;
-      return {
-        workingSetBytes: sample?.cgroup?.workingSetBytes ?? process.memoryUsage.rss(),
-        ...(sample?.cgroup?.limitBytes !== undefined ? { limitBytes: sample.cgroup.limitBytes } : {}),
-        shedding: guard.shedding,
-      };
+}
+
+/** The guard's first look at start, then one every MEMORY_CHECK_MS. */
+function memoryGuardRunnable(guard: MemoryGuard): Runnable {
+  return {
+    name: "memory guard",
+    start() {
+      guard.check();
+      const timer = setInterval(() => guard.check(), MEMORY_CHECK_MS);
+      timer.unref();
+      return () => clearInterval(timer);
     },
-    givenBack: (now) => givenBack.rows(now),
-  });
-  registerNotificationMetrics(registry, outreach.sender);
-  // Idle-time work: a timer that fires late says the event loop is busy (a reconnect burst), and the scrape builds what is left as it always did.
-  let warmDueAt = performance.now() + METRICS_WARM_EVERY_MS;
-  const metricsWarmTimer = setInterval(() => {
-    const late = performance.now() - warmDueAt;
-    warmDueAt = performance.now() + METRICS_WARM_EVERY_MS;
-    if (late <= METRICS_WARM_MAX_LAG_MS) warmPerVmSeries(registry, METRICS_WARM_SLICE);
-  }, METRICS_WARM_EVERY_MS);
-  metricsWarmTimer.unref();
-  const hostSource = config.hostSide ? startHostSource(config, fleet, mode, log, nowMs) : undefined;
-  if (hostSource) registerHostSourceMetrics(registry, hostSource.status);
-  const keepLinks = new KeepLinks({
+  };
+}
+
+/** What /metrics says of the collector's memory: the cgroup's working set (else RSS), its limit, shedding. */
+function memoryReading(guard: MemoryGuard): { workingSetBytes: number; limitBytes?: number; shedding: boolean } {
+  const sample = guard.sample;
+  return {
+    workingSetBytes: sample?.cgroup?.workingSetBytes ?? process.memoryUsage.rss(),
+    ...(sample?.cgroup?.limitBytes !== undefined ? { limitBytes: sample.cgroup.limitBytes } : {}),
+    shedding: guard.shedding,
+  };
+}
+
+/**
+ * Idle-time work: the per-VM /metrics text of changed VMs built between scrapes. A timer that
+ * fires late says the event loop is busy (a reconnect burst), and the scrape builds what is left
+ * as it always did.
+ */
+function metricsWarming(registry: Registry): Runnable {
+  return {
+    name: "metrics warming",
+    start() {
+      let warmDueAt = performance.now() + METRICS_WARM_EVERY_MS;
+      const timer = setInterval(() => {
+        const late = performance.now() - warmDueAt;
+        warmDueAt = performance.now() + METRICS_WARM_EVERY_MS;
+        if (late <= METRICS_WARM_MAX_LAG_MS) warmPerVmSeries(registry, METRICS_WARM_SLICE);
+      }, METRICS_WARM_EVERY_MS);
+      timer.unref();
+      return () => clearInterval(timer);
+    },
+  };
+}
+
+/** The agents' port: the connection cap (warned about when below the fleet), then listen. */
+function agentListener(
+  wiring: Wiring,
+  agents: AgentServer,
+  credentials: grpc.ServerCredentials,
+): { runnable: Runnable; port: () => number; cap: ReturnType<typeof agentConnectionCap> } {
+  const { config, mode, log } = wiring;
+  // One descriptor per agent: the cap keeps the rest for the API server and the Lease (agents/connection-cap.ts).
+  const cap = agentConnectionCap(readOpenFileLimit(), config.grpc.maxConnections);
+  let port = 0;
+  const runnable: Runnable = {
+    name: "agent port",
+    async start() {
+      // The fleet's size is known once the mode's runnables (the inventory) have started.
+      for (const warning of connectionCapWarnings(cap, mode.fleetSize()))
+        log("warn", warning, {
+          vms: mode.fleetSize(),
+          cap: cap.limit,
+          ...(cap.openFileLimit !== undefined ? { nofile: cap.openFileLimit } : {}),
+        });
+      port = await agents.listen(
+        {
+          ...splitHostPort(config.grpc.listen),
+          ...(cap.limit !== undefined ? { maxConnections: cap.limit } : {}),
+          handshakeTimeoutMs: config.grpc.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
+          maxPendingConnectionsPerSource:
+            config.grpc.maxPendingConnectionsPerSource ?? DEFAULT_PENDING_PER_SOURCE[config.mode],
+        },
+        credentials,
+      );
+      return undefined; // closed by the "agent server" runnable, after the mode's
+    },
+  };
+  return { runnable, port: () => port, cap };
+}
+
+/** Keep-running links (docs/coming-back.md): a granted keep is an Event on the VM. */
+function keepLinksFor(wiring: Wiring, fleet: Fleet): KeepLinks {
+  const { config, mode, key, log, nowMs } = wiring;
+  return new KeepLinks({
     granter: fleet,
-    linkKey,
+    linkKey: deriveLinkKey(key),
     choicesHours: config.notifications.keepChoicesHours,
     nowMs,
     log,
     audit: (vm, message) => mode.actuator.event(vm, "Normal", "KeepRunningLink", message),
   });
-  // Issue 24: start links and the starting page (docs/coming-back.md).
-  const startTracker = new StartTracker();
+}
+
+/** Start links and the starting page (docs/coming-back.md), where the mode can start a VM; their metrics either way. */
+function startLinksFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, registry: Registry): StartLinks | undefined {
+  const { config, mode, key, log, nowMs } = wiring;
+  const tracker = new StartTracker();
   let disputes = 0;
   const startLinks = mode.startPlatform
     ? new StartLinks({
         platform: mode.startPlatform,
-        tracker: startTracker,
+        tracker,
         linkKey: deriveStartLinkKey(key),
         config: config.start,
         prefix: mode.policySource.prefix,
@@ -333,99 +499,164 @@ async function run(
         audit: (vm, message) => mode.actuator.event(vm, "Normal", "Started", message),
         disputed: (vm, dispute, stop) => {
           disputes++;
-          const what = dispute.what ? `"${dispute.what}"` : "no details given";
-          mode.actuator.event(
-            vm,
-            "Warning",
-            "StopDisputed",
-            `${dispute.by} says the stop of ${new Date(stop.atMs).toISOString()} was a mistake: ${what}; the stop: ${stop.reason}; ${dispute.knob}`,
-          );
-          // A VM stopped before this collector started has no loop (no agent since): its policy
-          // comes from its labels and annotations, so its dispute is still sent (issue 34).
-          const policy = fleet.loopState(vm)?.policy ?? resolveVmPolicy(mode.policySource, vm, undefined).policy;
-          outreach.disputed(
-            {
-              kind: "dispute",
-              vm,
-              atMs: dispute.atMs,
-              mode: policy.mode,
-              reason: `${what} (the stop: ${stop.reason})`,
-              hint: dispute.knob,
-              explanation: stop.reason,
-            },
-            policy,
-          );
+          stopDisputed(wiring, fleet, outreach, vm, dispute, stop);
         },
       })
     : undefined;
-  registerStartMetrics(registry, startTracker, () => disputes);
-  const startWatch = setInterval(() => startLinks?.watch(), 1000);
-  startWatch.unref();
+  registerStartMetrics(registry, tracker, () => disputes);
+  return startLinks;
+}
+
+type DisputedHook = NonNullable<ConstructorParameters<typeof StartLinks>[0]["disputed"]>;
+
+/** "This stop was a mistake": a Warning Event on the VM and the dispute sent to the webhooks. */
+function stopDisputed(
+  wiring: Wiring,
+  fleet: Fleet,
+  outreach: Outreach,
+  ...[vm, dispute, stop]: Parameters<DisputedHook>
+): void {
+  const { mode } = wiring;
+  const what = dispute.what ? `"${dispute.what}"` : "no details given";
+  mode.actuator.event(
+    vm,
+    "Warning",
+    "StopDisputed",
+    `${dispute.by} says the stop of ${new Date(stop.atMs).toISOString()} was a mistake: ${what}; the stop: ${stop.reason}; ${dispute.knob}`,
+  );
+  // A VM stopped before this collector started has no loop (no agent since): its policy comes
+  // from its labels and annotations, so its dispute is still sent.
+  const policy = fleet.loopState(vm)?.policy ?? resolveVmPolicy(mode.policySource, vm, undefined).policy;
+  outreach.disputed(
+    {
+      kind: "dispute",
+      vm,
+      atMs: dispute.atMs,
+      mode: policy.mode,
+      reason: `${what} (the stop: ${stop.reason})`,
+      hint: dispute.knob,
+      explanation: stop.reason,
+    },
+    policy,
+  );
+}
+
+/** An HTTP server and the address it listens on (its port once listening). */
+interface HttpListener {
+  server: import("node:http").Server;
+  address: { host: string; port: number };
+  port?: number;
+}
+
+/**
+ * The pages' server, the probes' own (with http.metricsListen: Prometheus and the kubelet get
+ * their own port and the pages' port serves no /metrics, since it sits behind the site's auth
+ * proxy and the series name every VM and owner), and the workstations' fixed addresses (the
+ * gateway's error page for a stopped VM, docs/coming-back.md).
+ */
+function httpServers(
+  wiring: Wiring,
+  ready: () => boolean,
+  parts: {
+    fleet: Fleet;
+    registry: Registry;
+    history: Outreach["history"];
+    keepLinks: KeepLinks;
+    startLinks: StartLinks | undefined;
+    givenBack: GivenBackLedger;
+  },
+): { listen: () => Promise<undefined>; close: () => Promise<void>; addresses: () => ServingAddresses } {
+  const { config, mode, stats, log, nowMs, startUrl } = wiring;
+  const { startLinks } = parts;
   const webOptions = {
-    fleet,
-    registry,
+    fleet: parts.fleet,
+    registry: parts.registry,
     nowMs,
-    // Every replica that got this far is Ready (the inventory synced, both ports open); the
-    // leader's pod label, not readiness, routes the agents (platform/kube/leader-label.ts).
-    ready: () => true,
+    // Ready once every runnable before the listeners runs (the inventory synced, the agents'
+    // port open), and not while shutting down; the leader's pod label, not readiness, routes
+    // the agents (platform/kube/leader-label.ts).
+    ready,
     info: () => ({ version: COLLECTOR_VERSION, mode: mode.name, leader: mode.leader() }),
-    history: outreach.history,
-    keepLinks,
+    history: parts.history,
+    keepLinks: parts.keepLinks,
     ...(startLinks ? { startLinks } : {}),
     ...(mode.startPlatform ? { startPlatform: mode.startPlatform } : {}),
     leaderUrl: config.start.leaderUrl,
     replica: config.kubernetes.identity,
     startUrl,
-    givenBack: (now) => givenBack.rows(now),
+    givenBack: (now) => parts.givenBack.rows(now),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });
     },
   } satisfies WebOptions;
-  // With metricsListen, Prometheus and the probes get their own port and the pages' port serves
-  // no /metrics (it sits behind the site's auth proxy; the series name every VM and owner).
-  const web = createWebServer({
-    ...webOptions,
-    routes: config.http.metricsListen ? "pages" : "all",
-    ...(config.http.identity ? { identity: config.http.identity } : {}),
-  });
-  const probes = config.http.metricsListen ? createWebServer({ ...webOptions, routes: "probes" }) : undefined;
-  const http = splitHostPort(config.http.listen);
-  const httpPort = await listenOn(web, http);
-  const metricsAddress = config.http.metricsListen ? splitHostPort(config.http.metricsListen) : undefined;
-  const metricsPort = probes && metricsAddress ? await listenOn(probes, metricsAddress) : undefined;
-  // The workstations' fixed addresses: the gateway's error page for a stopped VM (docs/coming-back.md).
-  const wake =
-    config.start.wakeListen && startLinks && mode.startPlatform
-      ? createAddressServer(
-          new AddressStart({
-            platform: mode.startPlatform,
-            links: startLinks,
-            ...(config.http.identity ? { identity: config.http.identity } : {}),
-            nowMs,
-            leader: mode.leader,
-          }),
-          (message) => log("error", `fixed address: ${message}`),
-        )
-      : undefined;
-  const wakeAddress = wake ? splitHostPort(config.start.wakeListen) : undefined;
-  const wakePort = wake && wakeAddress ? await listenOn(wake, wakeAddress) : undefined;
-  fleet.start();
+  const pages: HttpListener = {
+    server: createWebServer({
+      ...webOptions,
+      routes: config.http.metricsListen ? "pages" : "all",
+      ...(config.http.identity ? { identity: config.http.identity } : {}),
+    }),
+    address: splitHostPort(config.http.listen),
+  };
+  const probes: HttpListener | undefined = config.http.metricsListen
+    ? {
+        server: createWebServer({ ...webOptions, routes: "probes" }),
+        address: splitHostPort(config.http.metricsListen),
+      }
+    : undefined;
+  const wake = wakeListener(wiring, startLinks);
+  const listeners = [pages, ...(probes ? [probes] : []), ...(wake ? [wake] : [])];
+  const at = (listener: HttpListener | undefined) =>
+    listener ? `${listener.address.host}:${listener.port}` : undefined;
+  return {
+    async listen() {
+      for (const listener of listeners) listener.port = await listenOn(listener.server, listener.address);
+      return undefined; // closed by the "HTTP servers" runnable, after the agents'
+    },
+    async close() {
+      for (const { server } of listeners)
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections?.();
+        });
+    },
+    addresses: () => ({ http: at(pages)!, metrics: at(probes), wake: at(wake) }),
+  };
+}
+
+/** Where the HTTP side listens, for the "collector serving" line. */
+interface ServingAddresses {
+  http: string;
+  metrics: string | undefined;
+  wake: string | undefined;
+}
+
+/** The "collector serving" line, and the warnings about what this configuration leaves open. */
+function logServing(
+  wiring: Wiring,
+  serving: {
+    grpcPort: number;
+    connectionCap: ReturnType<typeof agentConnectionCap>;
+    http: ServingAddresses;
+    hostSide: string;
+  },
+): void {
+  const { config, mode, log } = wiring;
   log("info", "collector serving", {
     mode: mode.name,
     version: COLLECTOR_VERSION,
-    grpc: `${splitHostPort(config.grpc.listen).host}:${grpcPort}`,
-    agentConnections: describeConnectionCap(connectionCap),
-    http: `${http.host}:${httpPort}`,
-    ...(metricsAddress ? { metrics: `${metricsAddress.host}:${metricsPort}` } : {}),
-    ...(wakeAddress ? { wake: `${wakeAddress.host}:${wakePort}` } : {}),
+    grpc: `${splitHostPort(config.grpc.listen).host}:${serving.grpcPort}`,
+    agentConnections: describeConnectionCap(serving.connectionCap),
+    http: serving.http.http,
+    ...(serving.http.metrics ? { metrics: serving.http.metrics } : {}),
+    ...(serving.http.wake ? { wake: serving.http.wake } : {}),
     pages: config.http.identity ? `behind login (${config.http.identity.userHeader})` : "open",
     tls: Boolean(config.grpc.certFile),
     webhooks:
       config.notifications.webhooks.length +
       Object.values(config.notifications.profiles).reduce((n, list) => n + list.length, 0),
     keepLinks: config.notifications.publicUrl ? "on" : "off (notifications.publicUrl unset)",
-    hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
+    hostSide: serving.hostSide,
     ...(mode.name === "standalone"
       ? {
           stop: config.standalone.stopCommand ? config.standalone.stopCommand.join(" ") : "log only",
@@ -449,26 +680,44 @@ async function run(
       "warn",
       "gRPC without TLS: tokens travel in clear; set grpc.certFile/keyFile or use a mesh outside a test setup",
     );
+}
 
-  await new Promise<void>((resolve) => {
-    process.once("SIGTERM", () => resolve());
-    process.once("SIGINT", () => resolve());
+/** The collector's own registry: the fleet's series, the agents' connections, certificates, memory, what ws gave back. */
+function collectorMetrics(
+  wiring: Wiring,
+  fleet: Fleet,
+  agents: AgentServer,
+  tls: ReloadingServerCredentials | undefined,
+  guard: MemoryGuard,
+  givenBack: GivenBackLedger,
+): Registry {
+  const { config, mode, stats, nowMs } = wiring;
+  return createMetrics(fleet, stats, nowMs, () => agents.streamCount, {
+    agentConnections: () => ({ open: agents.connectionCount, limit: agents.connectionLimit }),
+    ...(tls ? { certificates: () => [{ cert: "grpc", expiryMs: tls.expiryMs }] } : {}),
+    leader: mode.leader,
+    mode: mode.name,
+    vmSeries: () => (guard.shedding ? "default" : config.metrics.vmSeries),
+    memory: () => memoryReading(guard),
+    givenBack: (now) => givenBack.rows(now),
   });
-  log("info", "shutting down");
-  clearInterval(memoryTimer);
-  tls?.stop();
-  clearInterval(metricsWarmTimer);
-  fleet.stopTicking();
-  clearInterval(startWatch);
-  hostSource?.stop();
-  await stopMode();
-  await agents.close();
-  for (const server of [web, ...(probes ? [probes] : []), ...(wake ? [wake] : [])])
-    await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections?.();
-    });
-  await recorder?.close();
-  outreach.sender.close();
-  return 0;
+}
+
+/** The workstations' fixed addresses (start.wakeListen): the gateway's error page for a stopped VM (docs/coming-back.md). */
+function wakeListener(wiring: Wiring, startLinks: StartLinks | undefined): HttpListener | undefined {
+  const { config, mode, log, nowMs } = wiring;
+  if (!config.start.wakeListen || !startLinks || !mode.startPlatform) return undefined;
+  return {
+    server: createAddressServer(
+      new AddressStart({
+        platform: mode.startPlatform,
+        links: startLinks,
+        ...(config.http.identity ? { identity: config.http.identity } : {}),
+        nowMs,
+        leader: mode.leader,
+      }),
+      (message) => log("error", `fixed address: ${message}`),
+    ),
+    address: splitHostPort(config.start.wakeListen),
+  };
 }

@@ -75,57 +75,64 @@ export function describeAction(action: SealAction): string {
  */
 export function planSeal(facts: SealFacts): SealOperation[] {
   const ci = facts.cloudInit;
-  const operations: SealOperation[] = [];
   // Without cloud-init writing a new network config on first boot, the image's must stay.
   const keepNetworkConfig = !ci.installed || ci.disabled || ci.settings.networkConfigDisabled;
-
-  if (!ci.installed) {
-    operations.push(
-      operation("cloud-init-clean", "cloud-init clean", { skipped: "cloud-init is not installed in this image" }),
-    );
-  } else if (!facts.live) {
-    operations.push(
-      operation("cloud-init-clean", "cloud-init clean", {
-        skipped:
-          "an offline tree (--root): cloud-init clean acts on the running system only, so its work is done by hand in the next operations",
-        notes:
-          ci.cleanHooks.length > 0
-            ? [
-                `the image has clean hooks cloud-init clean would run, not run from outside: ${ci.cleanHooks.map((h) => h.path).join(", ")}`,
-              ]
-            : [],
-      }),
-    );
-  } else if (ci.cleanHelp === null) {
-    operations.push(
-      operation("cloud-init-clean", "cloud-init clean", {
-        problems: [ci.cleanHelpError ?? "cloud-init clean --help gave nothing"],
-      }),
-    );
-  } else {
-    const flags = parseCleanHelp(ci.cleanHelp);
-    const args = cleanArguments(flags, keepNetworkConfig);
-    const missing = [!flags.logs && "--logs", !flags.machineId && "--machine-id", !flags.configs && "--configs"].filter(
-      Boolean,
-    );
-    operations.push(
-      operation("cloud-init-clean", "cloud-init clean", {
-        actions: [{ kind: "run", argv: ["/usr/bin/cloud-init", ...args] }],
-        notes:
-          missing.length > 0 ? [`this cloud-init has no ${missing.join(", ")}: the same is done by hand below`] : [],
-      }),
-    );
-  }
-
-  operations.push(
+  const generatedNetwork = keepNetworkConfig ? [] : ci.generatedNetwork;
+  return [
+    cloudInitCleanOperation(facts, keepNetworkConfig),
     operation("cloud-init-state", "cloud-init instance state (/var/lib/cloud, seed kept)", {
       actions: removeAll(ci.state),
       notes: ci.installed ? [] : ["cloud-init is not installed; any state it left is removed anyway"],
     }),
-  );
-  operations.push(operation("cloud-init-logs", "cloud-init logs", { actions: removeAll(ci.logs) }));
+    operation("cloud-init-logs", "cloud-init logs", { actions: removeAll(ci.logs) }),
+    generatedConfigOperation(ci, keepNetworkConfig, generatedNetwork),
+    machineIdOperation(facts),
+    netplanOperation(facts, new Set(generatedNetwork.map((e) => e.path))),
+    operation("ssh-host-keys", "SSH host keys", { actions: removeAll(facts.sshHostKeys) }),
+    hostKeyRegenerationOperation(facts),
+    ...stateAndLogOperations(facts),
+  ];
+}
 
-  const generatedNetwork = keepNetworkConfig ? [] : ci.generatedNetwork;
+/** `cloud-init clean`, or why it is not run (not installed, an offline tree, no --help). */
+function cloudInitCleanOperation(facts: SealFacts, keepNetworkConfig: boolean): SealOperation {
+  const ci = facts.cloudInit;
+  if (!ci.installed)
+    return operation("cloud-init-clean", "cloud-init clean", { skipped: "cloud-init is not installed in this image" });
+  if (!facts.live) {
+    return operation("cloud-init-clean", "cloud-init clean", {
+      skipped:
+        "an offline tree (--root): cloud-init clean acts on the running system only, so its work is done by hand in the next operations",
+      notes:
+        ci.cleanHooks.length > 0
+          ? [
+              `the image has clean hooks cloud-init clean would run, not run from outside: ${ci.cleanHooks.map((h) => h.path).join(", ")}`,
+            ]
+          : [],
+    });
+  }
+  if (ci.cleanHelp === null) {
+    return operation("cloud-init-clean", "cloud-init clean", {
+      problems: [ci.cleanHelpError ?? "cloud-init clean --help gave nothing"],
+    });
+  }
+  const flags = parseCleanHelp(ci.cleanHelp);
+  const args = cleanArguments(flags, keepNetworkConfig);
+  const missing = [!flags.logs && "--logs", !flags.machineId && "--machine-id", !flags.configs && "--configs"].filter(
+    Boolean,
+  );
+  return operation("cloud-init-clean", "cloud-init clean", {
+    actions: [{ kind: "run", argv: ["/usr/bin/cloud-init", ...args] }],
+    notes: missing.length > 0 ? [`this cloud-init has no ${missing.join(", ")}: the same is done by hand below`] : [],
+  });
+}
+
+/** The network and sshd config cloud-init generated: removed, or the network's kept and why. */
+function generatedConfigOperation(
+  ci: SealFacts["cloudInit"],
+  keepNetworkConfig: boolean,
+  generatedNetwork: SealFacts["cloudInit"]["generatedNetwork"],
+): SealOperation {
   const generatedNotes: string[] = [];
   if (keepNetworkConfig && ci.generatedNetwork.length > 0) {
     const why = !ci.installed
@@ -137,16 +144,16 @@ export function planSeal(facts: SealFacts): SealOperation[] {
       `kept ${ci.generatedNetwork.map((e) => e.path).join(", ")}: ${why}, so nothing would write a new one; its MAC match is rewritten instead`,
     );
   }
-  operations.push(
-    operation("cloud-init-generated-config", "network and sshd config cloud-init generated", {
-      actions: removeAll([...generatedNetwork, ...(ci.installed ? ci.generatedSsh : [])]),
-      notes: generatedNotes,
-    }),
-  );
+  return operation("cloud-init-generated-config", "network and sshd config cloud-init generated", {
+    actions: removeAll([...generatedNetwork, ...(ci.installed ? ci.generatedSsh : [])]),
+    notes: generatedNotes,
+  });
+}
 
-  const machineId = facts.machineId;
+/** /etc/machine-id made "uninitialized", D-Bus's copy removed (a symlink to it kept). */
+function machineIdOperation(facts: SealFacts): SealOperation {
   const machineIdActions: SealAction[] = [];
-  if (machineId.content !== "uninitialized\n") {
+  if (facts.machineId.content !== "uninitialized\n") {
     machineIdActions.push({
       kind: "write",
       path: "/etc/machine-id",
@@ -160,9 +167,11 @@ export function planSeal(facts: SealFacts): SealOperation[] {
   if (dbus.entry?.kind === "symlink")
     machineIdNotes.push(`kept /var/lib/dbus/machine-id: a symlink to ${dbus.linkTarget ?? "?"}`);
   else if (dbus.entry) machineIdActions.push({ kind: "remove", path: "/var/lib/dbus/machine-id" });
-  operations.push(operation("machine-id", "machine-id", { actions: machineIdActions, notes: machineIdNotes }));
+  return operation("machine-id", "machine-id", { actions: machineIdActions, notes: machineIdNotes });
+}
 
-  const removedNetwork = new Set(generatedNetwork.map((e) => e.path));
+/** Netplan files not removed above, their interfaces' MAC matches rewritten. */
+function netplanOperation(facts: SealFacts, removedNetwork: Set<string>): SealOperation {
   const netplan = operation("netplan-mac-match", "netplan interfaces matched by MAC address");
   for (const file of facts.netplan) {
     if (removedNetwork.has(file.path)) continue;
@@ -187,10 +196,12 @@ export function planSeal(facts: SealFacts): SealOperation[] {
       netplan.problems.push(`${file.path} is not YAML netplan can read, left as it is: ${errorMessage(error)}`);
     }
   }
-  operations.push(netplan);
+  return netplan;
+}
 
-  operations.push(operation("ssh-host-keys", "SSH host keys", { actions: removeAll(facts.sshHostKeys) }));
-
+/** A unit that makes host keys on a boot that finds none, unless another unit already does. */
+function hostKeyRegenerationOperation(facts: SealFacts): SealOperation {
+  const ci = facts.cloudInit;
   const regeneration = facts.keyRegeneration;
   const regenerationNotes: string[] = [];
   const otherUnits = regeneration.units.filter((unit) => unit.enabled);
@@ -213,14 +224,15 @@ export function planSeal(facts: SealFacts): SealOperation[] {
     if (!regeneration.ourUnitLinked)
       regenerationActions.push({ kind: "symlink", path: REGENERATE_UNIT_LINK, target: REGENERATE_UNIT_PATH });
   }
-  operations.push(
-    operation("ssh-host-key-regeneration", "SSH host keys made anew on first boot", {
-      actions: regenerationActions,
-      notes: regenerationNotes,
-    }),
-  );
+  return operation("ssh-host-key-regeneration", "SSH host keys made anew on first boot", {
+    actions: regenerationActions,
+    notes: regenerationNotes,
+  });
+}
 
-  operations.push(
+/** The agent's state, logs, journal, histories, temporary files, seeds and DHCP leases. */
+function stateAndLogOperations(facts: SealFacts): SealOperation[] {
+  return [
     operation("agent-state", `ws-agent state (${AGENT_STATE_DIR}: leases, audit, identity)`, {
       actions: removeAll(facts.agentState),
       notes: facts.agentConfig
@@ -229,25 +241,16 @@ export function planSeal(facts: SealFacts): SealOperation[] {
           ]
         : [],
     }),
-  );
-  operations.push(
     operation("logfiles", "log files in /var/log (truncated; rotated ones removed)", {
       actions: [
         ...facts.logs.truncate.map((e): SealAction => ({ kind: "truncate", path: e.path })),
         ...removeAll(facts.logs.remove),
       ],
     }),
-  );
-  operations.push(
     operation("journal", "systemd journal files (/var/log/journal)", { actions: removeAll(facts.journal) }),
-  );
-  operations.push(
     operation("shell-history", "shell and tool histories of root and /home/*", { actions: removeAll(facts.histories) }),
-  );
-  operations.push(operation("tmp-files", "/tmp and /var/tmp", { actions: removeAll(facts.tmp) }));
-  operations.push(
+    operation("tmp-files", "/tmp and /var/tmp", { actions: removeAll(facts.tmp) }),
     operation("random-seed", "random seed and systemd credential secret", { actions: removeAll(facts.randomSeeds) }),
-  );
-  operations.push(operation("dhcp-client-state", "DHCP client leases", { actions: removeAll(facts.dhcpLeases) }));
-  return operations;
+    operation("dhcp-client-state", "DHCP client leases", { actions: removeAll(facts.dhcpLeases) }),
+  ];
 }

@@ -68,34 +68,114 @@ export function replayTrace(
       : trace.length > 0 && typeof trace[0] === "string"
         ? parseTrace((trace as readonly string[]).join("\n"))
         : (trace as readonly TraceEvent[]);
-  const defaults = options.defaults ?? BUILTIN_DEFAULT_POLICY;
-  const profiles = options.profiles ?? {};
-  const prefix = options.prefix ?? DEFAULT_ANNOTATION_PREFIX;
   const tickMs = Math.max(0, (options.tickSeconds ?? 15) * 1000);
   const originMs = traceOriginMs(events);
-  const timeline: TimelineEntry[] = [];
-  const vms = new Map<string, VmReplay>();
-  const wakeAt = new Map<string, number | undefined>();
+  const replay = new Replay(options, originMs);
+  let nowMs = originMs;
+  for (let index = 0; index < events.length; ) {
+    const eventMs = originMs + events[index]!.t * 1000;
+    // Timers between now and the event.
+    for (;;) {
+      const nextTick = tickMs > 0 ? originMs + (Math.floor((nowMs - originMs) / tickMs) + 1) * tickMs : Infinity;
+      const next = Math.min(nextTick, replay.nextWakeAfter(nowMs));
+      if (next >= eventMs) break;
+      nowMs = next;
+      replay.wakeAll(nowMs);
+    }
+    nowMs = eventMs;
+    // Every event at this instant, in file order.
+    while (index < events.length && originMs + events[index]!.t * 1000 === eventMs)
+      replay.apply(events[index++]!, nowMs);
+  }
+  return replay.timeline;
+}
 
-  const vmFor = (vm: string): VmReplay => {
-    let state = vms.get(vm);
+/** One replay's VMs, their wake-up times and the timeline it writes. */
+class Replay {
+  readonly timeline: TimelineEntry[] = [];
+  private readonly vms = new Map<string, VmReplay>();
+  private readonly wakeAt = new Map<string, number | undefined>();
+  private readonly defaults: Policy;
+  private readonly profiles: Record<string, PolicyOverrides>;
+  private readonly prefix: string;
+
+  constructor(
+    options: ReplayOptions,
+    private readonly originMs: number,
+  ) {
+    this.defaults = options.defaults ?? BUILTIN_DEFAULT_POLICY;
+    this.profiles = options.profiles ?? {};
+    this.prefix = options.prefix ?? DEFAULT_ANNOTATION_PREFIX;
+  }
+
+  /** The earliest time after `nowMs` at which a decision said something could change. */
+  nextWakeAfter(nowMs: number): number {
+    return Math.min(
+      ...[...this.wakeAt.values()].filter((at): at is number => at !== undefined && at > nowMs),
+      Infinity,
+    );
+  }
+
+  /** A timer decision for every VM the engine has a record of. */
+  wakeAll(nowMs: number): void {
+    for (const state of this.vms.values()) if (state.loop.record) this.step(state, nowMs, { kind: "wake" });
+  }
+
+  apply(event: TraceEvent, nowMs: number): void {
+    const state = this.vmFor(event.vm);
+    switch (event.kind) {
+      case "policy":
+        this.applyPolicy(state, event, nowMs);
+        return;
+      case "host":
+        this.step(state, nowMs, { kind: "host", reading: { ...event.host, atMs: nowMs } });
+        return;
+      case "agent-connected":
+      case "agent-disconnected":
+        this.note(
+          event.vm,
+          nowMs,
+          event.kind === "agent-connected"
+            ? "agent connected"
+            : event.goodbye === undefined
+              ? "agent disconnected"
+              : `agent stopped on purpose (${event.goodbye})`,
+        );
+        this.step(
+          state,
+          nowMs,
+          event.kind === "agent-connected"
+            ? { kind: "connected" }
+            : { kind: "disconnected", ...(event.goodbye === undefined ? {} : { goodbye: event.goodbye }) },
+        );
+        return;
+      case "report":
+        this.applyReport(state, event, nowMs);
+        return;
+    }
+  }
+
+  private vmFor(vm: string): VmReplay {
+    let state = this.vms.get(vm);
     if (!state) {
-      state = { vm, loop: newVmLoopState(defaults), lastValid: undefined, stoppedAtMs: undefined };
-      vms.set(vm, state);
+      state = { vm, loop: newVmLoopState(this.defaults), lastValid: undefined, stoppedAtMs: undefined };
+      this.vms.set(vm, state);
     }
     return state;
-  };
-  const note = (vm: string, atMs: number, input: string) =>
-    timeline.push({ kind: "input", t: (atMs - originMs) / 1000, atMs, vm, input });
+  }
 
-  const step = (state: VmReplay, nowMs: number, input: StepInput) => {
+  private note(vm: string, atMs: number, input: string): void {
+    this.timeline.push({ kind: "input", t: (atMs - this.originMs) / 1000, atMs, vm, input });
+  }
+
+  private step(state: VmReplay, nowMs: number, input: StepInput): void {
     const decision = stepVm(state.loop, nowMs, input);
-    wakeAt.set(state.vm, decision.wakeAtMs);
+    this.wakeAt.set(state.vm, decision.wakeAtMs);
     const { from, to } = decision.explanation;
     if (from !== to || decision.actions.length > 0) {
-      timeline.push({
+      this.timeline.push({
         kind: "decision",
-        t: (nowMs - originMs) / 1000,
+        t: (nowMs - this.originMs) / 1000,
         atMs: nowMs,
         vm: state.vm,
         from,
@@ -110,108 +190,57 @@ export function replayTrace(
       // The replay carries out every stop at once.
       state.loop.running = false;
       state.stoppedAtMs = nowMs;
-      step(state, nowMs, { kind: "stop-result", result: { outcome: "accepted", message: "replay" } });
+      this.step(state, nowMs, { kind: "stop-result", result: { outcome: "accepted", message: "replay" } });
     }
-  };
-
-  const apply = (event: TraceEvent, nowMs: number) => {
-    const state = vmFor(event.vm);
-    switch (event.kind) {
-      case "policy": {
-        const annotations = Object.fromEntries(
-          Object.entries(event.annotations).map(([key, value]) => [key.includes("/") ? key : `${prefix}${key}`, value]),
-        );
-        const resolved = resolvePolicy(
-          state.lastValid,
-          policyFromAnnotations({}, annotations, defaults, profiles, prefix),
-        );
-        state.lastValid = resolved.lastValid;
-        note(
-          event.vm,
-          nowMs,
-          `policy ${
-            Object.entries(event.annotations)
-              .map(([key, value]) => `${key}=${value}`)
-              .join(" ") || "(no annotations)"
-          }`,
-        );
-        // Recorded with its errors even when there are none, as before: the engine reports a recovery.
-        step(state, nowMs, {
-          kind: "policy",
-          policy: resolved.policy,
-          status: { errors: resolved.errors, fallback: resolved.fallback },
-        });
-        return;
-      }
-      case "host":
-        step(state, nowMs, { kind: "host", reading: { ...event.host, atMs: nowMs } });
-        return;
-      case "agent-connected":
-      case "agent-disconnected":
-        note(
-          event.vm,
-          nowMs,
-          event.kind === "agent-connected"
-            ? "agent connected"
-            : event.goodbye === undefined
-              ? "agent disconnected"
-              : `agent stopped on purpose (${event.goodbye})`,
-        );
-        step(
-          state,
-          nowMs,
-          event.kind === "agent-connected"
-            ? { kind: "connected" }
-            : { kind: "disconnected", ...(event.goodbye === undefined ? {} : { goodbye: event.goodbye }) },
-        );
-        return;
-      case "report": {
-        const received = { report: event.report, receivedAtMs: nowMs };
-        if (state.loop.running === false && state.stoppedAtMs !== undefined) {
-          state.loop.connected = true;
-          const evidence = extractEvidence(received, state.loop.policy);
-          const comeback = evidence.readings.filter((reading) =>
-            showsPersonAfter(reading, state.stoppedAtMs ?? Infinity),
-          );
-          if (comeback.length === 0) return; // the real VM kept running; the replayed one is stopped
-          note(
-            event.vm,
-            nowMs,
-            `activity after the replayed stop (${comeback[0]!.detail}): the user would have started the VM again`,
-          );
-          state.loop.running = true;
-          state.stoppedAtMs = undefined;
-          step(state, nowMs, { kind: "report", received });
-          state.loop.running = undefined;
-          return;
-        }
-        step(state, nowMs, { kind: "report", received });
-        return;
-      }
-    }
-  };
-
-  let nowMs = originMs;
-  for (let index = 0; index < events.length; ) {
-    const event = events[index]!;
-    const eventMs = originMs + event.t * 1000;
-    // Timers between now and the event.
-    for (;;) {
-      const nextTick = tickMs > 0 ? originMs + (Math.floor((nowMs - originMs) / tickMs) + 1) * tickMs : Infinity;
-      const nextWake = Math.min(
-        ...[...wakeAt.values()].filter((at): at is number => at !== undefined && at > nowMs),
-        Infinity,
-      );
-      const next = Math.min(nextTick, nextWake);
-      if (next >= eventMs) break;
-      nowMs = next;
-      for (const state of vms.values()) if (state.loop.record) step(state, nowMs, { kind: "wake" });
-    }
-    nowMs = eventMs;
-    // Every event at this instant, in file order.
-    while (index < events.length && originMs + events[index]!.t * 1000 === eventMs) apply(events[index++]!, nowMs);
   }
-  return timeline;
+
+  private applyPolicy(state: VmReplay, event: Extract<TraceEvent, { kind: "policy" }>, nowMs: number): void {
+    const prefix = this.prefix;
+    const annotations = Object.fromEntries(
+      Object.entries(event.annotations).map(([key, value]) => [key.includes("/") ? key : `${prefix}${key}`, value]),
+    );
+    const resolved = resolvePolicy(
+      state.lastValid,
+      policyFromAnnotations({}, annotations, this.defaults, this.profiles, prefix),
+    );
+    state.lastValid = resolved.lastValid;
+    this.note(
+      event.vm,
+      nowMs,
+      `policy ${
+        Object.entries(event.annotations)
+          .map(([key, value]) => `${key}=${value}`)
+          .join(" ") || "(no annotations)"
+      }`,
+    );
+    // Recorded with its errors even when there are none, as before: the engine reports a recovery.
+    this.step(state, nowMs, {
+      kind: "policy",
+      policy: resolved.policy,
+      status: { errors: resolved.errors, fallback: resolved.fallback },
+    });
+  }
+
+  private applyReport(state: VmReplay, event: Extract<TraceEvent, { kind: "report" }>, nowMs: number): void {
+    const received = { report: event.report, receivedAtMs: nowMs };
+    if (state.loop.running === false && state.stoppedAtMs !== undefined) {
+      state.loop.connected = true;
+      const evidence = extractEvidence(received, state.loop.policy);
+      const comeback = evidence.readings.filter((reading) => showsPersonAfter(reading, state.stoppedAtMs ?? Infinity));
+      if (comeback.length === 0) return; // the real VM kept running; the replayed one is stopped
+      this.note(
+        event.vm,
+        nowMs,
+        `activity after the replayed stop (${comeback[0]!.detail}): the user would have started the VM again`,
+      );
+      state.loop.running = true;
+      state.stoppedAtMs = undefined;
+      this.step(state, nowMs, { kind: "report", received });
+      state.loop.running = undefined;
+      return;
+    }
+    this.step(state, nowMs, { kind: "report", received });
+  }
 }
 
 /** Per-VM counts for the end of a replay. */

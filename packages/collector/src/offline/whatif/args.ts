@@ -186,59 +186,104 @@ function basePolicy(
   return mergePolicy(parsed.config.defaults, overrides);
 }
 
+/** whatif's command-line options: its own, then one per policy knob. */
+const WHATIF_OPTIONS = {
+  prometheus: { type: "string" },
+  from: { type: "string" },
+  to: { type: "string" },
+  step: { type: "string" },
+  config: { type: "string", short: "c" },
+  profile: { type: "string" },
+  namespace: { type: "string" },
+  vm: { type: "string" },
+  "false-stop-window": { type: "string" },
+  header: { type: "string", multiple: true },
+  json: { type: "boolean" },
+  "host-window": { type: "string" },
+  disputes: { type: "string" },
+  "annotation-prefix": { type: "string" },
+  sweep: { type: "string", multiple: true },
+  "false-stop-budget": { type: "string" },
+  trace: { type: "string" },
+  help: { type: "boolean", short: "h" },
+  ...Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }])),
+} as const;
+
+type ParsedValues = Record<string, string | boolean | string[] | undefined>;
+
+/** One option's text, when it was given as a string. */
+function textOf(values: ParsedValues, name: string): string | undefined {
+  const value = values[name];
+  return typeof value === "string" ? value : undefined;
+}
+
+/** --config FILE's text (undefined without --config); a file that cannot be read is a ConfigError. */
+function readConfigText(configPath: string | undefined, readConfig: (path: string) => string): string | undefined {
+  if (configPath === undefined) return undefined;
+  try {
+    return readConfig(configPath);
+  } catch (error) {
+    throw new ConfigError([
+      `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
+    ]);
+  }
+}
+
+/** --header 'Name: value', repeated, as a header object. */
+function parseHeaders(headerTexts: readonly string[]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const header of headerTexts) {
+    const colon = header.indexOf(":");
+    if (colon <= 0) throw new UsageError(`--header ${JSON.stringify(header)}: write it as 'Name: value'`);
+    headers[header.slice(0, colon).trim()] = header.slice(colon + 1).trim();
+  }
+  return headers;
+}
+
+/** --namespace and --vm, each checked as a Kubernetes name, as the options they become. */
+function selection(values: ParsedValues): { namespace?: string; vm?: string } {
+  for (const name of ["namespace", "vm"]) {
+    const value = textOf(values, name);
+    if (value !== undefined && !DNS_LABEL.test(value))
+      throw new UsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
+  }
+  const namespace = textOf(values, "namespace");
+  const vm = textOf(values, "vm");
+  return { ...(namespace !== undefined ? { namespace } : {}), ...(vm !== undefined ? { vm } : {}) };
+}
+
+/** The replayed policy, the knobs as typed, and the sweep with every point checked now, not mid-replay. */
+function policyAndSweep(
+  values: ParsedValues,
+  base: Policy,
+  stepSeconds: number,
+): Pick<WhatifOptions, "policy" | "overrides" | "sweep"> {
+  const overrides: Record<string, string> = {};
+  for (const name of WHATIF_KNOBS) {
+    const value = textOf(values, name);
+    if (value !== undefined) overrides[name] = value;
+  }
+  const policy = replayPolicy(base, overrides, stepSeconds);
+  const sweepTexts = (values.sweep as string[] | undefined) ?? [];
+  const sweep = sweepTexts.length > 0 ? planSweep(sweepTexts, overrides, WHATIF_KNOBS) : undefined;
+  // Every point of the sweep must be a policy the engine takes: a bad value is a usage error now, not mid-replay.
+  for (const point of sweep?.points ?? []) replayPolicy(base, { ...overrides, ...point.overrides }, stepSeconds);
+  const budgetText = textOf(values, "false-stop-budget");
+  if (budgetText !== undefined && !sweep) throw new UsageError("--false-stop-budget goes with --sweep");
+  return { policy, overrides, ...(sweep ? { sweep: { ...sweep, falseStopBudget: parseBudget(budgetText) } } : {}) };
+}
+
 export function parseWhatifArgs(
   argv: string[],
   nowMs: number,
   readConfig: (path: string) => string,
 ): WhatifOptions | DisputesOnlyOptions | "help" {
-  const knobOptions = Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }]));
-  const parsed = parseCommandLine(argv, {
-    help: WHATIF_HELP,
-    options: {
-      prometheus: { type: "string" },
-      from: { type: "string" },
-      to: { type: "string" },
-      step: { type: "string" },
-      config: { type: "string", short: "c" },
-      profile: { type: "string" },
-      namespace: { type: "string" },
-      vm: { type: "string" },
-      "false-stop-window": { type: "string" },
-      header: { type: "string", multiple: true },
-      json: { type: "boolean" },
-      "host-window": { type: "string" },
-      disputes: { type: "string" },
-      "annotation-prefix": { type: "string" },
-      sweep: { type: "string", multiple: true },
-      "false-stop-budget": { type: "string" },
-      trace: { type: "string" },
-      help: { type: "boolean", short: "h" },
-      ...knobOptions,
-    },
-  });
-  const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
+  const values = parseCommandLine(argv, { help: WHATIF_HELP, options: WHATIF_OPTIONS }).values as ParsedValues;
   if (values.help) return "help";
-  const text = (name: string): string | undefined => {
-    const value = values[name];
-    return typeof value === "string" ? value : undefined;
-  };
-
-  for (const name of ["namespace", "vm"]) {
-    const value = text(name);
-    if (value !== undefined && !DNS_LABEL.test(value))
-      throw new UsageError(`--${name} ${JSON.stringify(value)} is not a Kubernetes name`);
-  }
+  const text = (name: string): string | undefined => textOf(values, name);
+  const selected = selection(values);
   const configPath = text("config");
-  let configText: string | undefined;
-  if (configPath !== undefined) {
-    try {
-      configText = readConfig(configPath);
-    } catch (error) {
-      throw new ConfigError([
-        `cannot read ${configPath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}`,
-      ]);
-    }
-  }
+  const configText = readConfigText(configPath, readConfig);
   const annotationPrefix = text("annotation-prefix") ?? prefixOf(configText, configPath);
   const disputesFile = text("disputes");
   const prometheus = text("prometheus");
@@ -247,8 +292,7 @@ export function parseWhatifArgs(
       kind: "disputes",
       disputesFile,
       annotationPrefix,
-      ...(text("namespace") !== undefined ? { namespace: text("namespace")! } : {}),
-      ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
+      ...selected,
       json: values.json === true,
     };
   const traceFile = text("trace");
@@ -268,28 +312,9 @@ export function parseWhatifArgs(
     throw new UsageError("--step is too small for the range: more than 5 million steps");
   const falseStopWindowSeconds = duration(text("false-stop-window") ?? "15m", "--false-stop-window");
 
-  const headers: Record<string, string> = {};
-  for (const header of (values.header as string[] | undefined) ?? []) {
-    const colon = header.indexOf(":");
-    if (colon <= 0) throw new UsageError(`--header ${JSON.stringify(header)}: write it as 'Name: value'`);
-    headers[header.slice(0, colon).trim()] = header.slice(colon + 1).trim();
-  }
-
+  const headers = parseHeaders((values.header as string[] | undefined) ?? []);
   const base = basePolicy(configText, configPath, text("profile"));
-
-  const overrides: Record<string, string> = {};
-  for (const name of WHATIF_KNOBS) {
-    const value = text(name);
-    if (value !== undefined) overrides[name] = value;
-  }
-  const policy = replayPolicy(base, overrides, stepSeconds);
-  const sweepTexts = (values.sweep as string[] | undefined) ?? [];
-  const sweep = sweepTexts.length > 0 ? planSweep(sweepTexts, overrides, WHATIF_KNOBS) : undefined;
-  // Every point of the sweep must be a policy the engine takes: a bad value is a usage error now, not mid-replay.
-  for (const point of sweep?.points ?? []) replayPolicy(base, { ...overrides, ...point.overrides }, stepSeconds);
-  const budgetText = text("false-stop-budget");
-  if (budgetText !== undefined && !sweep) throw new UsageError("--false-stop-budget goes with --sweep");
-
+  const { policy, overrides, sweep } = policyAndSweep(values, base, stepSeconds);
   return {
     prometheusUrl,
     fromMs,
@@ -298,8 +323,7 @@ export function parseWhatifArgs(
     policy,
     overrides,
     falseStopWindowSeconds,
-    ...(text("namespace") !== undefined ? { namespace: text("namespace")! } : {}),
-    ...(text("vm") !== undefined ? { vm: text("vm")! } : {}),
+    ...selected,
     json: values.json === true,
     headers,
     ...hostWindow(text("host-window"), stepSeconds),
@@ -307,7 +331,7 @@ export function parseWhatifArgs(
     ...(traceFile !== undefined ? { traceFile } : {}),
     annotationPrefix,
     base,
-    ...(sweep ? { sweep: { ...sweep, falseStopBudget: parseBudget(budgetText) } } : {}),
+    ...(sweep ? { sweep } : {}),
     ...(text("profile") !== undefined ? { profile: text("profile")! } : {}),
   };
 }

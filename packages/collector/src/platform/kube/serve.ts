@@ -9,6 +9,8 @@ import type { CollectorPolicyConfig } from "../../engine/config.js";
 import { restoreRecord } from "../../engine/persist.js";
 import type { Fleet } from "../../loop/fleet.js";
 import type { CollectorMode } from "../mode.js";
+import type { AuthResult } from "../../agents/server.js";
+import type { Runnable } from "../../lib/runnable.js";
 import type { CollectorStats } from "../../lib/stats.js";
 import { readFileSync } from "node:fs";
 import { capacityOf } from "../../outreach/adoption/given-back.js";
@@ -46,7 +48,7 @@ export function annotationsSay(
 
 /** The per-VM credential issuer, when kubernetes.credentials is configured (docs/credentials.md). */
 function issuerFor(
-  config: CollectorConfig,
+  config: KubernetesModeConfig,
   clients: KubeClients,
   tokenKey: Buffer | undefined,
   log: Logger,
@@ -63,8 +65,37 @@ function issuerFor(
   });
 }
 
+/** What Kubernetes mode reads of the collector's config: its own section and the report interval. */
+export type KubernetesModeConfig = Pick<CollectorConfig, "kubernetes" | "reportIntervalSeconds">;
+
+/** What the elector's callbacks reach: the fleet once it exists, and this term's writes. */
+interface LeaderTerm {
+  /** Set once the fleet exists (the mode's runnables are asked for with it). */
+  fleet: Fleet | undefined;
+  /** VMs whose state annotations this replica wrote (or found already written) since it last became the leader. */
+  written: Set<string>;
+}
+
+/** The parts of Kubernetes mode, built once; the mode's functions and runnables close over them. */
+interface KubeParts {
+  config: KubernetesModeConfig;
+  log: Logger;
+  prefix: string;
+  clients: KubeClients;
+  inventory: KubeInventory;
+  credentials: CredentialIssuer | undefined;
+  audit: KubeAudit;
+  leaseNamespace: string;
+  leaderLabel: LeaderLabel;
+  elector: LeaderThread;
+  term: LeaderTerm;
+  vmOf: (vm: VmKey) => InventoryVm | undefined;
+  tracked: (labels: Record<string, string>) => boolean;
+  writeFailed: (what: string) => (result: { ok: boolean; message: string }) => void;
+}
+
 export async function kubernetesMode(
-  config: CollectorConfig,
+  config: KubernetesModeConfig,
   policy: CollectorPolicyConfig,
   log: Logger,
   stats: CollectorStats,
@@ -72,126 +103,27 @@ export async function kubernetesMode(
   tokenKey?: Buffer,
   links: { startUrl?: (vm: VmKey, nowMs: number) => string | undefined } = {},
 ): Promise<CollectorMode> {
-  const kubeSource = config.kubernetes.kubeconfig
-    ? { kubeconfigPath: config.kubernetes.kubeconfig }
-    : { inCluster: true };
-  const kc = loadKubeConfig(kubeSource);
-  const clients = createKubeClients(kc, {
-    onRequest: (info) => stats.countKubeRequest(info.method, info.status === null ? "timeout" : String(info.status)),
-  });
-  const prefix = policy.annotationPrefix;
-  const inventory = new KubeInventory(clients, {
-    onError: (message) => log("warn", `kubernetes watch: ${message}`),
-    ...(config.kubernetes.watchNamespace ? { namespace: config.kubernetes.watchNamespace } : {}),
-  });
-  const credentials = issuerFor(config, clients, tokenKey, log);
-  const stopper = new VmStopper(clients);
-  const audit = new KubeAudit(clients, {
-    reportingInstance: config.kubernetes.identity,
-    nowMs,
-    annotationPrefix: prefix,
-  });
-  const leaseNamespace = config.kubernetes.kubeconfig
-    ? config.kubernetes.leaseNamespace
-    : (contextNamespace(kc) ?? config.kubernetes.leaseNamespace);
-  let fleetRef: Fleet | undefined;
-  // The agents' Service selects this label: the leader carries it, nobody else (platform/kube/leader-label.ts).
-  const leaderLabel = new LeaderLabel(clients, {
-    namespace: leaseNamespace,
-    podName: config.kubernetes.identity,
-    onError: (message) => log("warn", `leader label: ${message}`),
-    onInfo: (message) => log("info", `leader label: ${message}`),
-  });
-
-  /** VMs whose state annotations this replica wrote (or found already written) since it last became the leader. */
-  const writtenThisTerm = new Set<string>();
-  // On a thread of its own, so that a reconnect burst on this event loop cannot starve the renewals (platform/kube/leader-thread.ts).
-  const elector = new LeaderThread({
-    source: kubeSource,
-    settings: {
-      namespace: leaseNamespace,
-      leaseName: config.kubernetes.leaseName,
-      identity: config.kubernetes.identity,
-    },
-    nowMs,
-    onRequest: (method, status) => stats.countKubeRequest(method, status === null ? "timeout" : String(status)),
-    onStartedLeading: () => {
-      log("info", "became the leader: acting on VMs", { identity: config.kubernetes.identity });
-      writtenThisTerm.clear();
-      // Timers resume from the annotations the previous leader wrote.
-      fleetRef?.resetRecords();
-      void leaderLabel.want(true);
-    },
-    onStoppedLeading: (reason) => {
-      log("warn", `lost the leadership (${reason}): no longer acting; agents will reconnect to the leader`);
-      void leaderLabel.want(false);
-      // The agents come back spread over 2.5–7.5 s (the hint ±50 %), by when the new leader is elected, not as one burst.
-      fleetRef?.closeAllSessions(
-        grpc.status.UNAVAILABLE,
-        "this collector replica is no longer the leader; reconnect",
-        LEADER_CHANGE_RETRY_MS,
-      );
-    },
-    onError: (message) => log("warn", `leader election: ${message}`),
-  });
-
-  const vmOf = (vm: VmKey) => inventory.get(vm.namespace, vm.name);
-  // State annotations: bounded PATCHes in flight, a VM's waiting write merged with its newer one.
-  const stateWrites = new WriteQueue<Record<string, string | null>>({
-    concurrency: STATE_WRITE_CONCURRENCY,
-    merge: (older, newer) => ({ ...older, ...newer }),
-    write: async (id, annotations) => {
-      // A replica that stepped down meanwhile leaves the VM to the new leader (it restores and writes on its transitions).
-      if (!elector.isLeader()) return;
-      const [namespace = "", name = ""] = id.split("/");
-      // A reconnect burst after a restart or a failover: the first write of this term mostly says
-      // what the annotations (restored from) already say. Only then is the inventory's copy known
-      // to be this term's latest; after this replica's own first write it may lag behind it.
-      const first = !writtenThisTerm.has(id);
-      writtenThisTerm.add(id);
-      if (first && annotationsSay(vmOf({ namespace, name })?.annotations, annotations)) return;
-      writeFailed("state annotations")(await audit.patchAnnotations({ namespace, name }, annotations));
-    },
-  });
-  const writeFailed = (what: string) => (result: { ok: boolean; message: string }) => {
-    if (!result.ok) log("warn", `${what} failed: ${result.message}`);
-  };
-  const tracked = (labels: Record<string, string>) => labels[`${prefix}autostop`] !== undefined;
-  // Issue 20: the owner label (platform.example.com/user in the field guides) and what a stop frees.
+  const parts = kubeParts(config, policy.annotationPrefix, log, stats, nowMs, tokenKey);
+  const { clients, inventory, prefix, vmOf, tracked } = parts;
+  // The owner label (platform.example.com/user in the field guides) and what a stop frees.
   const ownerOf = (facts: InventoryVm) => vmOwner(facts.labels, config.kubernetes.ownerLabel);
-  const withOwner = (facts: InventoryVm, note: string) => {
-    const owner = ownerOf(facts);
-    return owner ? `${note} (owner ${owner})` : note;
-  };
-  const detailsOf = (facts: InventoryVm): VmPlatformDetails => {
-    const owner = ownerOf(facts);
-    const frees = describeFreed(facts.resources);
-    return {
-      ...(owner ? { owner } : {}),
-      ...(frees ? { frees } : {}),
-      gpuCount: gpuCountOf(facts.resources),
-      capacity: capacityOf(facts.resources),
-    };
-  };
-
   const actuator = kubeActuator({
     clients,
     vmOf,
-    audit,
-    stopper,
-    stateWrites,
+    audit: parts.audit,
+    stopper: new VmStopper(clients),
+    stateWrites: stateWriteQueue(parts),
     prefix,
     nowMs,
     log,
     ownerOf,
     ...(links.startUrl ? { startUrl: links.startUrl } : {}),
   });
-
   return {
     name: "kubernetes",
-    leader: () => elector.isLeader(),
+    leader: () => parts.elector.isLeader(),
     fleetSize: () => inventory.list().filter((vm) => tracked(vm.labels)).length,
-    // Issue 24: the start link's page and button (platform/kube/start.ts).
+    // The start link's page and button (platform/kube/start.ts).
     startPlatform: kubeStartPlatform(
       () => inventory.list(),
       vmOf,
@@ -218,59 +150,215 @@ export async function kubernetesMode(
     },
     vmDetails: (vm) => {
       const facts = vmOf(vm);
-      return facts ? detailsOf(facts) : undefined;
+      return facts ? detailsOf(facts, ownerOf) : undefined;
     },
     vmRunning: (vm) => {
       const facts = vmOf(vm);
       return facts ? !isStopInEffect(facts, facts.vmi) && facts.vmi !== null : undefined;
     },
-    authenticate: async (vm, peer) => {
-      const facts = vmOf(vm);
-      if (!facts) {
-        return {
-          ok: false,
-          code: grpc.status.PERMISSION_DENIED,
-          kind: "unknown-vm",
-          reason: `no VirtualMachine ${vm.namespace}/${vm.name} is known`,
-        };
-      }
-      const verdict = checkPeerIdentity(peer, vm, facts.launcherPodIps);
-      if (verdict.ok) return { ok: true };
-      void audit
-        .recordEvent(
-          { namespace: vm.namespace, name: vm.name, uid: facts.uid },
-          auditEvent("IdentityRejected", withOwner(facts, verdict.reason)),
-        )
-        .then(writeFailed("identity event"));
-      return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: verdict.reason };
-    },
+    authenticate: (vm, peer) => authenticateAgent(parts, ownerOf, vm, peer),
     actuator,
-    start: async (fleet) => {
-      fleetRef = fleet;
-      inventory.onChange((change) => {
-        const vm = { namespace: change.namespace, name: change.name };
-        if (change.kind !== "removed" && tracked(change.vm.labels)) credentials?.observe(change.vm);
-        if (change.kind === "removed") fleet.remove(vm);
-        else if (tracked(change.vm.labels) || (change.previous && tracked(change.previous.labels))) fleet.track(vm);
-      });
-      try {
-        await inventory.start();
-      } catch (error) {
-        throw new Error(`cannot watch VirtualMachines: ${describeError(error)}`);
-      }
-      for (const vm of inventory.list()) if (tracked(vm.labels)) fleet.track(vm);
-      for (const vm of inventory.list()) if (tracked(vm.labels)) credentials?.observe(vm);
-      void leaderLabel.start();
-      elector.start();
-      log("info", "kubernetes inventory synced", {
-        vms: inventory.list().length,
-        lease: `${leaseNamespace}/${config.kubernetes.leaseName}`,
-      });
-      return async () => {
-        await elector.stop({ release: true });
-        await leaderLabel.close();
-        await inventory.stop();
-      };
+    runnables: (fleet) => kubeRunnables(parts, fleet),
+  };
+}
+
+/** The API clients, the inventory, the audit, the leader label and the elector, not yet started. */
+function kubeParts(
+  config: KubernetesModeConfig,
+  prefix: string,
+  log: Logger,
+  stats: CollectorStats,
+  nowMs: () => number,
+  tokenKey: Buffer | undefined,
+): KubeParts {
+  const kubeSource = config.kubernetes.kubeconfig
+    ? { kubeconfigPath: config.kubernetes.kubeconfig }
+    : { inCluster: true };
+  const kc = loadKubeConfig(kubeSource);
+  const clients = createKubeClients(kc, {
+    onRequest: (info) => stats.countKubeRequest(info.method, info.status === null ? "timeout" : String(info.status)),
+  });
+  const inventory = new KubeInventory(clients, {
+    onError: (message) => log("warn", `kubernetes watch: ${message}`),
+    ...(config.kubernetes.watchNamespace ? { namespace: config.kubernetes.watchNamespace } : {}),
+  });
+  const leaseNamespace = config.kubernetes.kubeconfig
+    ? config.kubernetes.leaseNamespace
+    : (contextNamespace(kc) ?? config.kubernetes.leaseNamespace);
+  // The agents' Service selects this label: the leader carries it, nobody else (platform/kube/leader-label.ts).
+  const leaderLabel = new LeaderLabel(clients, {
+    namespace: leaseNamespace,
+    podName: config.kubernetes.identity,
+    onError: (message) => log("warn", `leader label: ${message}`),
+    onInfo: (message) => log("info", `leader label: ${message}`),
+  });
+  const term: LeaderTerm = { fleet: undefined, written: new Set() };
+  return {
+    config,
+    log,
+    prefix,
+    clients,
+    inventory,
+    credentials: issuerFor(config, clients, tokenKey, log),
+    audit: new KubeAudit(clients, { reportingInstance: config.kubernetes.identity, nowMs, annotationPrefix: prefix }),
+    leaseNamespace,
+    leaderLabel,
+    elector: leaderElector(config, log, leaderLabel, leaseNamespace, term, kubeSource, stats, nowMs),
+    term,
+    vmOf: (vm) => inventory.get(vm.namespace, vm.name),
+    tracked: (labels) => labels[`${prefix}autostop`] !== undefined,
+    writeFailed: (what) => (result) => {
+      if (!result.ok) log("warn", `${what} failed: ${result.message}`);
     },
   };
+}
+
+/** The Lease elector, on a thread of its own so that a reconnect burst on this event loop cannot starve the renewals (platform/kube/leader-thread.ts). */
+function leaderElector(
+  config: KubernetesModeConfig,
+  log: Logger,
+  leaderLabel: LeaderLabel,
+  leaseNamespace: string,
+  term: LeaderTerm,
+  source: Parameters<typeof loadKubeConfig>[0],
+  stats: CollectorStats,
+  nowMs: () => number,
+): LeaderThread {
+  return new LeaderThread({
+    source,
+    settings: {
+      namespace: leaseNamespace,
+      leaseName: config.kubernetes.leaseName,
+      identity: config.kubernetes.identity,
+    },
+    nowMs,
+    onRequest: (method, status) => stats.countKubeRequest(method, status === null ? "timeout" : String(status)),
+    onStartedLeading: () => {
+      log("info", "became the leader: acting on VMs", { identity: config.kubernetes.identity });
+      term.written.clear();
+      // Timers resume from the annotations the previous leader wrote.
+      term.fleet?.resetRecords();
+      void leaderLabel.want(true);
+    },
+    onStoppedLeading: (reason) => {
+      log("warn", `lost the leadership (${reason}): no longer acting; agents will reconnect to the leader`);
+      void leaderLabel.want(false);
+      // The agents come back spread over 2.5–7.5 s (the hint ±50 %), by when the new leader is elected, not as one burst.
+      term.fleet?.closeAllSessions(
+        grpc.status.UNAVAILABLE,
+        "this collector replica is no longer the leader; reconnect",
+        LEADER_CHANGE_RETRY_MS,
+      );
+    },
+    onError: (message) => log("warn", `leader election: ${message}`),
+  });
+}
+
+/** State annotations: bounded PATCHes in flight, a VM's waiting write merged with its newer one. */
+function stateWriteQueue(parts: KubeParts): WriteQueue<Record<string, string | null>> {
+  return new WriteQueue<Record<string, string | null>>({
+    concurrency: STATE_WRITE_CONCURRENCY,
+    merge: (older, newer) => ({ ...older, ...newer }),
+    write: async (id, annotations) => {
+      // A replica that stepped down meanwhile leaves the VM to the new leader (it restores and writes on its transitions).
+      if (!parts.elector.isLeader()) return;
+      const [namespace = "", name = ""] = id.split("/");
+      // A reconnect burst after a restart or a failover: the first write of this term mostly says
+      // what the annotations (restored from) already say. Only then is the inventory's copy known
+      // to be this term's latest; after this replica's own first write it may lag behind it.
+      const written = parts.term.written;
+      const first = !written.has(id);
+      written.add(id);
+      if (first && annotationsSay(parts.vmOf({ namespace, name })?.annotations, annotations)) return;
+      parts.writeFailed("state annotations")(await parts.audit.patchAnnotations({ namespace, name }, annotations));
+    },
+  });
+}
+
+/** Owner, what a stop frees, declared GPUs and capacity of a VM, from its VirtualMachine. */
+function detailsOf(facts: InventoryVm, ownerOf: (facts: InventoryVm) => string | null): VmPlatformDetails {
+  const owner = ownerOf(facts);
+  const frees = describeFreed(facts.resources);
+  return {
+    ...(owner ? { owner } : {}),
+    ...(frees ? { frees } : {}),
+    gpuCount: gpuCountOf(facts.resources),
+    capacity: capacityOf(facts.resources),
+  };
+}
+
+/** After the token: the VM must be known and the peer its launcher pod (a refusal is an Event on the VM). */
+async function authenticateAgent(
+  parts: KubeParts,
+  ownerOf: (facts: InventoryVm) => string | null,
+  vm: VmKey,
+  peer: string,
+): Promise<AuthResult> {
+  const facts = parts.vmOf(vm);
+  if (!facts) {
+    return {
+      ok: false,
+      code: grpc.status.PERMISSION_DENIED,
+      kind: "unknown-vm",
+      reason: `no VirtualMachine ${vm.namespace}/${vm.name} is known`,
+    };
+  }
+  const verdict = checkPeerIdentity(peer, vm, facts.launcherPodIps);
+  if (verdict.ok) return { ok: true };
+  const owner = ownerOf(facts);
+  void parts.audit
+    .recordEvent(
+      { namespace: vm.namespace, name: vm.name, uid: facts.uid },
+      auditEvent("IdentityRejected", owner ? `${verdict.reason} (owner ${owner})` : verdict.reason),
+    )
+    .then(parts.writeFailed("identity event"));
+  return { ok: false, code: grpc.status.PERMISSION_DENIED, reason: verdict.reason };
+}
+
+/**
+ * Kubernetes mode's runnables, for serve/manager.ts: the list-watch (synced before anything
+ * listens), the leader label and the elector; stopped in reverse (the Lease released first).
+ */
+function kubeRunnables(parts: KubeParts, fleet: Fleet): Runnable[] {
+  const { inventory, credentials, tracked, leaderLabel, elector, log, config } = parts;
+  parts.term.fleet = fleet;
+  return [
+    {
+      name: "kubernetes list-watch",
+      async start() {
+        inventory.onChange((change) => {
+          const vm = { namespace: change.namespace, name: change.name };
+          if (change.kind !== "removed" && tracked(change.vm.labels)) credentials?.observe(change.vm);
+          if (change.kind === "removed") fleet.remove(vm);
+          else if (tracked(change.vm.labels) || (change.previous && tracked(change.previous.labels))) fleet.track(vm);
+        });
+        try {
+          await inventory.start();
+        } catch (error) {
+          throw new Error(`cannot watch VirtualMachines: ${describeError(error)}`);
+        }
+        for (const vm of inventory.list()) if (tracked(vm.labels)) fleet.track(vm);
+        for (const vm of inventory.list()) if (tracked(vm.labels)) credentials?.observe(vm);
+        return () => inventory.stop();
+      },
+    },
+    {
+      name: "leader label",
+      start() {
+        void leaderLabel.start();
+        return () => leaderLabel.close();
+      },
+    },
+    {
+      name: "leader election",
+      start() {
+        elector.start();
+        log("info", "kubernetes inventory synced", {
+          vms: inventory.list().length,
+          lease: `${parts.leaseNamespace}/${config.kubernetes.leaseName}`,
+        });
+        return () => elector.stop({ release: true });
+      },
+    },
+  ];
 }

@@ -11,8 +11,11 @@ import { ownerOf } from "../../outreach/notify/config.js";
 import { StandaloneStarts } from "./start.js";
 import { runStopCommand } from "./stop-command.js";
 
+/** What standalone mode reads of the collector's config: its own section, the report interval, the owner label. */
+export type StandaloneModeConfig = Pick<CollectorConfig, "standalone" | "reportIntervalSeconds" | "notifications">;
+
 export function standaloneMode(
-  config: CollectorConfig,
+  config: StandaloneModeConfig,
   policy: CollectorPolicyConfig,
   log: Logger,
   nowMs: () => number = Date.now,
@@ -46,9 +49,9 @@ export function standaloneMode(
     fleetSize: () => Object.keys(config.standalone.vms).length,
     // The start command, and the starting page's view of the VM (platform/standalone/start.ts).
     startPlatform: starts,
-    start: async (created) => {
+    runnables: (created) => {
       fleet = created;
-      return async () => {};
+      return [];
     },
     actuator: {
       async stop(vm, reason, evidence) {
