@@ -9,6 +9,7 @@ import type { VmSeriesSet } from "../metrics/metrics.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "../outreach/notify/config.js";
 import { isHostPort, parseStartConfig, type StartConfig } from "../comeback/start/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "../web/identity.js";
+import { parsePricesConfig, type Prices } from "../outreach/money/prices.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
@@ -77,6 +78,8 @@ export interface CollectorConfig {
   metrics: { vmSeries: VmSeriesSet };
   /** The memory guard (docs/install.md, "Sizing"): where the cgroup is read, when the collector sheds. */
   memory: { cgroupRoot: string; shedRatio: number };
+  /** What the site pays per core-, GiB- and GPU-hour and GiB-month of disk (docs/cost.md); absent: resource-hours only. */
+  prices?: Prices;
 }
 
 /** The collector's configuration errors are the programs' one ConfigError. */
@@ -111,6 +114,7 @@ const TOP_KEYS = [
   "hostSide",
   "metrics",
   "memory",
+  "prices",
 ];
 /** How often grpc.certFile/keyFile are read again by default: the kubelet itself updates a mounted Secret within about a minute. */
 const CERT_CHECK_DEFAULT_SECONDS = 60;
@@ -330,6 +334,7 @@ export function resolveCollectorConfig(
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
     start: parseStartConfig(file.start, problems, `${filePath}: start`),
     ...optional("hostSide", parseHostSideConfig(file.hostSide, problems, `${filePath}: hostSide`)),
+    ...optional("prices", parsePricesConfig(file.prices, problems, `${filePath}: prices`)),
     metrics: { vmSeries: vmSeries === "detailed" ? "detailed" : "default" },
     memory: {
       cgroupRoot: str(memoryFile, "cgroupRoot", "memory.cgroupRoot") ?? "/sys/fs/cgroup",
