@@ -32,6 +32,8 @@ import { standaloneMode } from "../platform/standalone/mode.js";
 import { CollectorStats } from "../lib/stats.js";
 import { verifyToken } from "../links/agent-token.js";
 import { GivenBackLedger } from "../outreach/adoption/given-back.js";
+import { FleetSpend, SPEND_TICK_MS, spendFactsOf } from "../outreach/money/fleet-spend.js";
+import { registerSpendMetrics } from "../metrics/spend-metrics.js";
 import { withGivenBack } from "../outreach/adoption/observer.js";
 import { COLLECTOR_VERSION } from "../lib/version.js";
 import { createWebServer, type WebOptions } from "./router.js";
@@ -224,6 +226,20 @@ async function run(
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
   });
   fleetRef = fleet;
+  // What the fleet holds and costs (docs/cost.md): sampled on the leader, which holds the agents.
+  const spend = new FleetSpend(
+    {
+      views: (now) => fleet.views(now),
+      facts: (vm) => spendFactsOf(fleet.loopState(vm), mode.vmDetails?.(vm)),
+      stoppedByWs: (vm) => givenBack.isOpen(vm),
+      ...(config.prices ? { prices: config.prices } : {}),
+    },
+    nowMs(),
+  );
+  const spendTimer = setInterval(() => {
+    if (mode.leader()) spend.tick(nowMs());
+  }, SPEND_TICK_MS);
+  spendTimer.unref();
   const agents = new AgentServer({
     sink: fleet,
     stats,
@@ -290,6 +306,7 @@ async function run(
     givenBack: (now) => givenBack.rows(now),
   });
   registerNotificationMetrics(registry, outreach.sender);
+  registerSpendMetrics(registry, () => spend.rows(), spend.priced);
   // Idle-time work: a timer that fires late says the event loop is busy (a reconnect burst), and the scrape builds what is left as it always did.
   let warmDueAt = performance.now() + METRICS_WARM_EVERY_MS;
   const metricsWarmTimer = setInterval(() => {
@@ -377,6 +394,7 @@ async function run(
     replica: config.kubernetes.identity,
     startUrl,
     givenBack: (now) => givenBack.rows(now),
+    spend,
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });
@@ -460,6 +478,7 @@ async function run(
   clearInterval(metricsWarmTimer);
   fleet.stopTicking();
   clearInterval(startWatch);
+  clearInterval(spendTimer);
   hostSource?.stop();
   await stopMode();
   await agents.close();

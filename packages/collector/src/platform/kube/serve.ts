@@ -171,6 +171,7 @@ export async function kubernetesMode(
       ...(frees ? { frees } : {}),
       gpuCount: gpuCountOf(facts.resources),
       capacity: capacityOf(facts.resources),
+      gpuDevices: facts.resources.gpus.map((g) => ({ deviceName: g.deviceName, count: g.count })),
     };
   };
 
