@@ -51,7 +51,11 @@ const zeros = (): Record<SpendKind, ResourceSeconds> => ({
 /** What one hour of `holding` costs under `prices` (0 without prices). */
 export function hourlyCost(holding: Pick<VmHolding, "capacity" | "gpuDevices">, prices: Prices | undefined): number {
   if (!prices) return 0;
-  const gpus = holding.gpuDevices.reduce((sum, g) => sum + g.count * gpuHourPrice(prices, g.deviceName), 0);
+  // GPUs the spec counts but names no device of (standalone, a spec read before names were kept): the default price.
+  const named = holding.gpuDevices.reduce((sum, g) => sum + g.count, 0);
+  const gpus =
+    holding.gpuDevices.reduce((sum, g) => sum + g.count * gpuHourPrice(prices, g.deviceName), 0) +
+    Math.max(0, holding.capacity.gpus - named) * (prices.gpuHour.default ?? 0);
   return (
     (holding.capacity.cpuCores ?? 0) * prices.cpuCoreHour +
     ((holding.capacity.memoryBytes ?? 0) / 2 ** 30) * prices.memoryGiBHour +

@@ -96,6 +96,8 @@ describe("the spend ledger", () => {
       hourlyCost(holding("a", {}, { gpuDevices: [{ deviceName: "nvidia.com/T4", count: 2 }] }), prices),
     ).toBeCloseTo(3.04, 10);
     expect(hourlyCost(holding("a", {}), undefined)).toBe(0);
+    // GPUs the spec counts without naming a device are priced at the default.
+    expect(hourlyCost(holding("a", {}, { gpuDevices: [] }), prices)).toBeCloseTo(2.04, 10);
   });
 
   it("counts each stretch under the kinds of the sample that began it, per owner and profile", () => {
