@@ -229,6 +229,7 @@ async function run(
   // What the fleet holds and costs (docs/cost.md): sampled on the leader, which holds the agents.
   const spend = new FleetSpend(
     {
+      acting: mode.leader,
       views: (now) => fleet.views(now),
       facts: (vm) => spendFactsOf(fleet.loopState(vm), mode.vmDetails?.(vm)),
       stoppedByWs: (vm) => givenBack.isOpen(vm),

@@ -26,6 +26,8 @@ export interface VmSpendFacts {
 }
 
 export interface FleetSpendPorts {
+  /** This replica counts (the leader): a read of the figures takes a sample first, so a page is never a tick behind. */
+  acting?: () => boolean;
   views: (nowMs: number) => VmView[];
   facts: (vm: VmKey) => VmSpendFacts | undefined;
   stoppedByWs: (vm: VmKey) => boolean;
@@ -59,6 +61,7 @@ export class FleetSpend {
   private readonly ledger: SpendLedger;
   private readonly usage = new Map<string, UsageWindow>();
   private readonly last = new Map<string, { view: VmView; facts: VmSpendFacts | undefined }>();
+  private lastTickMs = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly ports: FleetSpendPorts,
@@ -68,6 +71,7 @@ export class FleetSpend {
   }
 
   tick(nowMs: number): void {
+    this.lastTickMs = nowMs;
     const views = this.ports.views(nowMs);
     const seen = new Set<string>();
     const holdings = views.map((view) => {
@@ -115,7 +119,13 @@ export class FleetSpend {
     return this.ports.prices?.currency;
   }
 
+  /** Takes a sample now when this replica counts and the last one is over a second old (a page or /api/spend read). */
+  private refresh(nowMs: number): void {
+    if (this.ports.acting?.() && nowMs - this.lastTickMs >= 1000) this.tick(nowMs);
+  }
+
   report(nowMs: number): SpendReport {
+    this.refresh(nowMs);
     return {
       ...(this.currency !== undefined ? { currency: this.currency } : {}),
       sinceMs: this.sinceMs,
@@ -126,6 +136,7 @@ export class FleetSpend {
 
   /** One VM: its spend since this process started, its size beside its use, and the hint. */
   vm(vm: VmKey, nowMs: number): { spend: Record<SpendKind, ResourceSeconds>; usage: VmUsageRow } | undefined {
+    this.refresh(nowMs);
     const spend = this.ledger.vm(vm.namespace, vm.name);
     const usage = this.usageRow(`${vm.namespace}/${vm.name}`, nowMs);
     return spend && usage ? { spend, usage } : undefined;
@@ -177,8 +188,27 @@ export function spendFactsOf(
     running: loop.running,
     profile: loop.policy.profile ?? "",
     wouldHaveStopped: notice?.mode === "observe" && notice.wouldStopAtMs !== undefined,
-    ...(details?.capacity ? { capacity: details.capacity } : {}),
+    ...(details?.capacity
+      ? { capacity: details.capacity }
+      : loop.latest
+        ? { capacity: guestCapacity(loop.latest.report) }
+        : {}),
     ...(details?.gpuDevices ? { gpuDevices: details.gpuDevices } : {}),
     ...(loop.connected && loop.latest ? { usage: usageOfReport(loop.latest.report) } : {}),
+  };
+}
+
+/**
+ * What the guest sees, for a VM with no spec to read (standalone): its CPUs, memory and GPUs from
+ * the agent's latest Report. Kubernetes VMs take their size from the VM spec instead (what a stop frees).
+ */
+export function guestCapacity(report: {
+  system?: { cpuCount: number; memoryTotalBytes: bigint } | undefined;
+  gpu?: { gpus: ReadonlyArray<unknown> } | undefined;
+}): VmCapacity {
+  return {
+    cpuCores: report.system?.cpuCount ? report.system.cpuCount : null,
+    memoryBytes: report.system?.memoryTotalBytes ? Number(report.system.memoryTotalBytes) : null,
+    gpus: report.gpu?.gpus.length ?? 0,
   };
 }

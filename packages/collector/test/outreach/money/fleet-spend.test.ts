@@ -3,7 +3,13 @@
 // the pages' section. A clock is passed in.
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { FleetSpend, spendFactsOf, usageOfReport, type VmSpendFacts } from "../../../src/outreach/money/fleet-spend.js";
+import {
+  FleetSpend,
+  guestCapacity,
+  spendFactsOf,
+  usageOfReport,
+  type VmSpendFacts,
+} from "../../../src/outreach/money/fleet-spend.js";
 import { registerSpendMetrics } from "../../../src/metrics/spend-metrics.js";
 import type { VmView } from "../../../src/model/vm-view.js";
 import { spendSection, vmSpendBox } from "../../../src/web/spend-section.js";
@@ -79,6 +85,48 @@ describe("the fleet's spend", () => {
     expect(facts!.usage!.memory).toBe(0.25);
     expect(facts!.usage!.gpu).toBeCloseTo(0.3, 10);
     expect(usageOfReport({})).toEqual({});
+  });
+
+  it("sizes a VM with no spec to read (standalone) from what its guest reports", () => {
+    expect(
+      guestCapacity({ system: { cpuCount: 4, memoryTotalBytes: 8n * BigInt(GiB) }, gpu: { gpus: [{}, {}] } }),
+    ).toEqual({
+      cpuCores: 4,
+      memoryBytes: 8 * GiB,
+      gpus: 2,
+    });
+    expect(guestCapacity({})).toEqual({ cpuCores: null, memoryBytes: null, gpus: 0 });
+    const facts = spendFactsOf(
+      {
+        running: undefined,
+        connected: true,
+        policy: { profile: "" } as never,
+        record: undefined,
+        latest: { receivedAtMs: 0, report: { system: { cpuCount: 2, memoryTotalBytes: 0n } } as never },
+      },
+      undefined,
+    );
+    expect(facts!.capacity).toEqual({ cpuCores: 2, memoryBytes: null, gpus: 0 });
+  });
+
+  it("takes a sample when a page reads the figures on the acting replica, not on a standby", () => {
+    const states = {
+      ws1: { state: "Active", facts: { running: true, profile: "", wouldHaveStopped: false, capacity: gpuBox } },
+    };
+    let leader = true;
+    const spend = new FleetSpend(
+      {
+        acting: () => leader,
+        views: () => [view("ws1", "Active")],
+        facts: () => states.ws1.facts,
+        stoppedByWs: () => false,
+      },
+      0,
+    );
+    spend.report(0);
+    expect(spend.report(20_000).rows[0]!.spend.held.vm).toBe(20);
+    leader = false;
+    expect(spend.report(40_000).rows[0]!.spend.held.vm).toBe(20);
   });
 
   it("counts an hour of a running Active VM as held and in use, and exports it per owner and profile", async () => {
