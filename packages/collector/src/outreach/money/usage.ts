@@ -9,7 +9,7 @@ export type UsageResource = (typeof USAGE_RESOURCES)[number];
 const BUCKETS = 20;
 const DAY_MS = 86_400_000;
 export const USAGE_DAYS = 7;
-/** The right-sizing rule: p95 under this share of what the VM holds, over at least MIN_HINT_DAYS of readings. */
+/** The right-sizing rule: p95 under this share of what the VM holds, over readings that cover at least MIN_HINT_DAYS. */
 export const RIGHT_SIZE_UNDER = 0.25;
 export const MIN_HINT_DAYS = 1;
 
@@ -34,13 +34,18 @@ export class UsageWindow {
   /** [day slot][resource][bucket] flattened; `days[slot]` says which day the slot holds. */
   private readonly counts = new Uint32Array(USAGE_DAYS * USAGE_RESOURCES.length * BUCKETS);
   private readonly days = new Float64Array(USAGE_DAYS).fill(-1);
+  /** Each slot's first reading: how long the readings cover (a hint needs a day of them, not a day's date). */
+  private readonly firstAtMs = new Float64Array(USAGE_DAYS);
+  private lastAtMs = 0;
 
   add(sample: UsageSample, atMs: number): void {
+    this.lastAtMs = Math.max(this.lastAtMs, atMs);
     const day = Math.floor(atMs / DAY_MS);
     const slot = day % USAGE_DAYS;
     if (this.days[slot] !== day) {
       this.counts.fill(0, slot * USAGE_RESOURCES.length * BUCKETS, (slot + 1) * USAGE_RESOURCES.length * BUCKETS);
       this.days[slot] = day;
+      this.firstAtMs[slot] = atMs;
     }
     USAGE_RESOURCES.forEach((resource, r) => {
       const value = sample[resource];
@@ -49,13 +54,17 @@ export class UsageWindow {
     });
   }
 
-  /** The p95 of each resource over the days of the last week that hold readings, and how many days. */
+  /**
+   * The p95 of each resource over the days of the last week that hold readings, and how many days
+   * the readings cover (first to last reading within the week; to a tenth of a day).
+   */
   p95(nowMs: number): { p95: Partial<Record<UsageResource, number>>; days: number } {
     const today = Math.floor(nowMs / DAY_MS);
     const p95: Partial<Record<UsageResource, number>> = {};
-    let days = 0;
     const live = [...this.days.keys()].filter((s) => this.days[s]! > today - USAGE_DAYS && this.days[s]! <= today);
-    days = live.length;
+    const coveredMs =
+      live.length === 0 ? 0 : Math.min(nowMs, this.lastAtMs) - Math.min(...live.map((s) => this.firstAtMs[s]!));
+    const days = Math.floor(Math.max(0, Math.min(coveredMs, USAGE_DAYS * DAY_MS)) / (DAY_MS / 10)) / 10;
     USAGE_RESOURCES.forEach((resource, r) => {
       const merged = new Uint32Array(BUCKETS);
       for (const slot of live)

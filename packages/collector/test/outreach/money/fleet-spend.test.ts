@@ -184,19 +184,20 @@ describe("the fleet's spend", () => {
     const day = 86_400_000;
     const priced = fleet(states, prices);
     const plain = fleet(states);
-    for (let t = 0; t <= H; t += 30_000) {
+    // A day of readings: the right-sizing rule needs that much.
+    for (let t = 0; t <= day; t += 30_000) {
       priced.tick(t);
       plain.tick(t);
     }
     const all = () => true;
     const html = spendSection(priced.report(day), all);
-    expect(html).toContain('<td data-kind="held">3.12 EUR</td>');
+    expect(html).toContain('<td data-kind="held">74.88 EUR</td>');
     expect(html).toContain("uses under 25% of its CPU (p95 10% of 8 cores: about 2 would do)");
     expect(spendSection(plain.report(day), all)).toContain(
-      '<td data-kind="held">8.0 core-h · 32.0 GiB-h · 1.0 GPU-h</td>',
+      '<td data-kind="held">192.0 core-h · 768.0 GiB-h · 24.0 GPU-h</td>',
     );
     expect(spendSection(priced.report(day), () => false)).toBe("");
     const box = vmSpendBox(priced.vm({ namespace: "lab", name: "ws1" }, day)!, "EUR");
-    expect(box).toContain('<li data-kind="inUse">In use: 3.12 EUR</li>');
+    expect(box).toContain('<li data-kind="inUse">In use: 74.88 EUR</li>');
   });
 });

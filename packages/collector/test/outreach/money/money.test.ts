@@ -177,11 +177,12 @@ describe("right-sizing", () => {
     for (let d = 0; d < 7; d++)
       for (let i = 0; i < 100; i++)
         window.add({ cpu: i < 97 ? 0.08 : 0.9, memory: 0.6, gpu: 0.02 }, d * day + i * 1000);
-    const { p95, days } = window.p95(6 * day + 1000);
-    expect(days).toBe(7);
+    window.add({}, 6.5 * day);
+    const { p95, days } = window.p95(6.5 * day);
+    expect(days).toBe(6.5);
     expect(p95).toEqual({ cpu: 0.1, memory: 0.65, gpu: 0.05 });
     expect(rightSizingHint(p95, days, { cpuCores: 16, memoryBytes: 64 * GiB, gpus: 1 })).toBe(
-      "uses under 25% of its CPU (p95 10% of 16 cores: about 4 would do), GPU (p95 5% utilisation of 1) over 7 day(s): a smaller size would do",
+      "uses under 25% of its CPU (p95 10% of 16 cores: about 4 would do), GPU (p95 5% utilisation of 1) over 6.5 day(s): a smaller size would do",
     );
     expect(rightSizingHint({ cpu: 0.5, memory: 0.5 }, 7, { cpuCores: 4, memoryBytes: GiB, gpus: 0 })).toBeNull();
     expect(rightSizingHint({ cpu: 0.05 }, 0, { cpuCores: 4, memoryBytes: GiB, gpus: 0 })).toBeNull();
@@ -192,6 +193,18 @@ describe("right-sizing", () => {
     const day = 86_400_000;
     window.add({ cpu: 0.9 }, 0);
     window.add({ cpu: 0.1 }, 8 * day);
-    expect(window.p95(8 * day)).toEqual({ p95: { cpu: 0.15 }, days: 1 });
+    window.add({}, 8.5 * day);
+    expect(window.p95(9 * day)).toEqual({ p95: { cpu: 0.15 }, days: 0.5 });
+  });
+
+  it("gives no hint on minutes of readings: the rule needs a day of them", () => {
+    // The e2e's fleet page showed "over 1 day(s)" after seconds of readings before this was fixed.
+    const window = new UsageWindow();
+    for (let i = 0; i < 20; i++) window.add({ cpu: 0.01 }, 1_000 * H + i * 30_000);
+    const { p95, days } = window.p95(1_000 * H + 10 * 60_000);
+    expect(days).toBe(0);
+    expect(rightSizingHint(p95, days, { cpuCores: 8, memoryBytes: null, gpus: 0 })).toBeNull();
+    window.add({ cpu: 0.01 }, 1_025 * H);
+    expect(window.p95(1_025 * H).days).toBe(1);
   });
 });
