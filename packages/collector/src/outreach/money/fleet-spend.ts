@@ -70,7 +70,11 @@ export class FleetSpend {
     this.ledger = new SpendLedger({ ...(ports.prices ? { prices: ports.prices } : {}), maxGapMs: 2 * SPEND_TICK_MS });
   }
 
-  tick(nowMs: number): void {
+  /**
+   * Samples the fleet at `nowMs`. `readUsage`: also add each VM's readings to its usage window (the
+   * timer's ticks only, so a page read often does not weigh the p95 towards when people look).
+   */
+  tick(nowMs: number, readUsage = true): void {
     this.lastTickMs = nowMs;
     const views = this.ports.views(nowMs);
     const seen = new Set<string>();
@@ -79,7 +83,7 @@ export class FleetSpend {
       seen.add(id);
       const facts = this.ports.facts(view);
       this.last.set(id, { view, facts });
-      if (facts?.usage) {
+      if (readUsage && facts?.usage) {
         const window = this.usage.get(id) ?? new UsageWindow();
         this.usage.set(id, window);
         window.add(facts.usage, nowMs);
@@ -121,7 +125,7 @@ export class FleetSpend {
 
   /** Takes a sample now when this replica counts and the last one is over a second old (a page or /api/spend read). */
   private refresh(nowMs: number): void {
-    if (this.ports.acting?.() && nowMs - this.lastTickMs >= 1000) this.tick(nowMs);
+    if (this.ports.acting?.() && nowMs - this.lastTickMs >= 1000) this.tick(nowMs, false);
   }
 
   report(nowMs: number): SpendReport {

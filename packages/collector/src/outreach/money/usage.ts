@@ -32,7 +32,8 @@ const bucketOf = (ratio: number) => Math.min(BUCKETS - 1, Math.max(0, Math.floor
 
 export class UsageWindow {
   /** [day slot][resource][bucket] flattened; `days[slot]` says which day the slot holds. */
-  private readonly counts = new Uint32Array(USAGE_DAYS * USAGE_RESOURCES.length * BUCKETS);
+  // 16 bits a bucket: a day holds at most 2,880 readings at the 30 s tick (FleetSpend adds them on its timer only).
+  private readonly counts = new Uint16Array(USAGE_DAYS * USAGE_RESOURCES.length * BUCKETS);
   private readonly days = new Float64Array(USAGE_DAYS).fill(-1);
   /** Each slot's first reading: how long the readings cover (a hint needs a day of them, not a day's date). */
   private readonly firstAtMs = new Float64Array(USAGE_DAYS);
@@ -50,7 +51,8 @@ export class UsageWindow {
     USAGE_RESOURCES.forEach((resource, r) => {
       const value = sample[resource];
       if (value === undefined || !Number.isFinite(value)) return;
-      this.counts[(slot * USAGE_RESOURCES.length + r) * BUCKETS + bucketOf(value)]!++;
+      const index = (slot * USAGE_RESOURCES.length + r) * BUCKETS + bucketOf(value);
+      if (this.counts[index]! < 0xffff) this.counts[index]!++;
     });
   }
 

@@ -129,6 +129,18 @@ describe("the fleet's spend", () => {
     expect(spend.report(40_000).rows[0]!.spend.held.vm).toBe(20);
   });
 
+  it("adds usage readings on the timer's ticks only, not when a page reads", () => {
+    const facts = { running: true, profile: "", wouldHaveStopped: false, capacity: gpuBox, usage: { cpu: 0.9 } };
+    const spend = new FleetSpend(
+      { acting: () => true, views: () => [view("ws1", "Active")], facts: () => facts, stoppedByWs: () => false },
+      0,
+    );
+    for (let t = 0; t <= 25 * H; t += 5_000) spend.report(t);
+    expect(spend.report(25 * H).vms[0]!.p95).toEqual({});
+    spend.tick(25 * H + 30_000);
+    expect(spend.report(25 * H + 30_000).vms[0]!.p95).toEqual({ cpu: 0.95 });
+  });
+
   it("counts an hour of a running Active VM as held and in use, and exports it per owner and profile", async () => {
     const states = {
       ws1: { state: "Active", facts: { running: true, profile: "gpu", wouldHaveStopped: false, capacity: gpuBox } },
