@@ -142,7 +142,7 @@ describe("money on the pages", () => {
     expect(wouldGiveBack).toBeGreaterThan(0);
     expect(held).toBeGreaterThanOrEqual(wouldGiveBack);
     expect(euros(await group.locator('td[data-kind="givenBack"]').textContent())).toBe(0);
-    const sized = page.locator('#right-sizing tr[data-vm="lab/spender"]');
+    const sized = page.locator('#right-sizing tr[data-sized-vm="lab/spender"]');
     expect(await sized.locator("td").nth(1).textContent()).toMatch(/^\d+ cores · p95 (\d+%|—)$/);
     await page.close();
   });

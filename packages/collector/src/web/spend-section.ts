@@ -49,7 +49,7 @@ export function spendSection(
   const usage = vms
     .map(
       (v) =>
-        `<tr data-vm="${escapeHtml(`${v.namespace}/${v.name}`)}"><td>${escapeHtml(v.namespace)}/${escapeHtml(v.name)}</td>${usageCells(v)}<td class="hint">${v.hint ? escapeHtml(v.hint) : "—"}</td></tr>`,
+        `<tr data-sized-vm="${escapeHtml(`${v.namespace}/${v.name}`)}"><td>${escapeHtml(v.namespace)}/${escapeHtml(v.name)}</td>${usageCells(v)}<td class="hint">${v.hint ? escapeHtml(v.hint) : "—"}</td></tr>`,
     )
     .join("\n");
   return `<h2 id="spend-title">What the fleet holds${report.currency !== undefined ? " and costs" : ""}</h2>
