@@ -153,7 +153,8 @@ describe("money on the pages", () => {
     await page.locator("#vm-spend").scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "vm-money.png"), fullPage: true });
     const text = (await page.locator('#vm-spend li[data-kind="wouldGiveBack"]').textContent()) ?? "";
-    expect(text).toMatch(/^Enforce mode would give back: \d+\.\d\d EUR$/);
+    // The VM's own figure, then its namespace, owner and profile together (one VM: the same).
+    expect(text).toMatch(/^Enforce mode would give back: \d+\.\d\d EUR \(lab · alice · no profile: \d+\.\d\d EUR\)$/);
     expect(Number(/(\d+\.\d\d)/.exec(text)![1])).toBeGreaterThan(0);
     await page.close();
   });

@@ -2,7 +2,7 @@
 // back through ws's stops and would have given back in enforce mode; in money with prices, in
 // resource-hours without. And each VM's configured size beside its p95 use, with the right-sizing
 // hint. Pure: the spend report in, HTML out.
-import type { SpendReport, VmUsageRow } from "../outreach/money/fleet-spend.js";
+import type { SpendReport, VmSpendFigures, VmUsageRow } from "../outreach/money/fleet-spend.js";
 import { type ResourceSeconds, SPEND_KINDS, type SpendKind } from "../outreach/money/spend.js";
 import { RIGHT_SIZE_UNDER, USAGE_DAYS } from "../outreach/money/usage.js";
 import { at, escapeHtml } from "./html.js";
@@ -67,15 +67,14 @@ ${usage}
 }
 
 /** The VM page's box: this VM's figures and its size beside its use. */
-export function vmSpendBox(
-  figures: { spend: Record<SpendKind, ResourceSeconds>; usage: VmUsageRow },
-  currency: string | undefined,
-): string {
+export function vmSpendBox(figures: VmSpendFigures, currency: string | undefined): string {
+  const group = figures.group;
   const list = SPEND_KINDS.map(
-    (k) => `<li data-kind="${k}">${KIND_TITLE[k]}: ${spendFigure(figures.spend[k], currency)}</li>`,
+    (k) =>
+      `<li data-kind="${k}">${KIND_TITLE[k]}: ${spendFigure(figures.spend[k], currency)} <small class="group">(${escapeHtml(group.namespace)} · ${escapeHtml(group.owner || "no owner")} · ${escapeHtml(group.profile || "no profile")}: ${spendFigure(group.spend[k], currency)})</small></li>`,
   ).join("");
   return `<h2>What this VM holds${currency !== undefined ? " and costs" : ""}</h2>
-<div class="box" id="vm-spend"><ul>${list}</ul>
+<div class="box" id="vm-spend"><p>This VM, and in brackets its namespace, owner and profile together.</p><ul>${list}</ul>
 <table><thead><tr><th>CPU</th><th>Memory</th><th>GPUs</th></tr></thead><tbody><tr>${usageCells(figures.usage).replace(/<td>/, "<td>")}</tr></tbody></table>
 <p id="right-sizing-hint">${figures.usage.hint ? escapeHtml(figures.usage.hint) : `No right-sizing hint (p95 over ${figures.usage.days} day(s) of readings).`}</p></div>`;
 }

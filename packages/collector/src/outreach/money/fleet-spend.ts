@@ -46,6 +46,13 @@ export interface VmUsageRow {
   hint: string | null;
 }
 
+/** One VM's figures for its page: its own, its size beside its use, and its namespace/owner/profile group's. */
+export interface VmSpendFigures {
+  spend: Record<SpendKind, ResourceSeconds>;
+  usage: VmUsageRow;
+  group: SpendRow;
+}
+
 export interface SpendReport {
   /** Absent: no prices configured; the figures are resource-hours only. */
   currency?: string;
@@ -139,11 +146,12 @@ export class FleetSpend {
   }
 
   /** One VM: its spend since this process started, its size beside its use, and the hint. */
-  vm(vm: VmKey, nowMs: number): { spend: Record<SpendKind, ResourceSeconds>; usage: VmUsageRow } | undefined {
+  vm(vm: VmKey, nowMs: number): VmSpendFigures | undefined {
     this.refresh(nowMs);
     const spend = this.ledger.vm(vm.namespace, vm.name);
     const usage = this.usageRow(`${vm.namespace}/${vm.name}`, nowMs);
-    return spend && usage ? { spend, usage } : undefined;
+    if (!spend || !usage) return undefined;
+    return { spend, usage, group: this.ledger.group(usage.namespace, usage.owner, usage.profile) };
   }
 
   private usageRow(id: string, nowMs: number): VmUsageRow | undefined {

@@ -147,6 +147,19 @@ export class SpendLedger {
     return this.vms.get(`${namespace}/${name}`)?.totals;
   }
 
+  /** The totals of one namespace, owner and profile (the VM page's group), VMs gone since included. */
+  group(namespace: string, owner: string, profile: string): SpendRow {
+    const key = groupKey({ namespace, owner, profile });
+    const gone = this.gone.get(key);
+    const row: SpendRow = { namespace, owner, profile, vms: 0, spend: gone ? copy(gone.spend) : zeros() };
+    for (const entry of this.vms.values()) {
+      if (groupKey(entry.holding) !== key) continue;
+      row.vms++;
+      for (const kind of SPEND_KINDS) add(row.spend[kind], entry.totals[kind]);
+    }
+    return row;
+  }
+
   /** Totals per namespace, owner and profile, VMs gone since included; sorted. */
   rows(): SpendRow[] {
     const rows = new Map<string, SpendRow>();

@@ -210,6 +210,8 @@ describe("the fleet's spend", () => {
     );
     expect(spendSection(priced.report(day), () => false)).toBe("");
     const box = vmSpendBox(priced.vm({ namespace: "lab", name: "ws1" }, day)!, "EUR");
-    expect(box).toContain('<li data-kind="inUse">In use: 74.88 EUR</li>');
+    expect(box).toContain(
+      '<li data-kind="inUse">In use: 74.88 EUR <small class="group">(lab · alice · gpu: 74.88 EUR)</small></li>',
+    );
   });
 });

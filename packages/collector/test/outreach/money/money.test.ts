@@ -135,6 +135,10 @@ describe("the spend ledger", () => {
       ["alice", 0, 3 * 3600],
       ["bob", 1, 3600],
     ]);
+    // The VM page's group: the same sums, for one namespace, owner and profile.
+    expect(ledger.group("team-a", "bob", "gpu")).toEqual(rows[1]);
+    expect(ledger.group("team-a", "alice", "gpu")).toEqual(rows[0]);
+    expect(ledger.group("team-a", "carol", "gpu").vms).toBe(0);
   });
 });
 
