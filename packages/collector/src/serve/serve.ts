@@ -33,6 +33,7 @@ import { CollectorStats } from "../lib/stats.js";
 import { verifyToken } from "../links/agent-token.js";
 import { GivenBackLedger } from "../outreach/adoption/given-back.js";
 import { FleetSpend, SPEND_TICK_MS, spendFactsOf } from "../outreach/money/fleet-spend.js";
+import { withSpend } from "../outreach/money/observer.js";
 import { registerSpendMetrics } from "../metrics/spend-metrics.js";
 import { withGivenBack } from "../outreach/adoption/observer.js";
 import { COLLECTOR_VERSION } from "../lib/version.js";
@@ -177,6 +178,7 @@ async function run(
   const startUrl = startLinkFor(config, key);
   let fleetRef: Fleet | undefined;
   const fleetOf = (): Fleet => fleetRef!;
+  let spendRef: FleetSpend | undefined;
   const outreach = new Outreach({
     config: config.notifications,
     log,
@@ -192,7 +194,11 @@ async function run(
   const fleet = new Fleet({
     log,
     stats,
-    observer: withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
+    // The spend is sampled at each change of a VM's state (outreach/money/observer.ts); it exists once the fleet does.
+    observer: withSpend(
+      withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
+      (vm, now) => spendRef?.touch(vm, now),
+    ),
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -231,6 +237,7 @@ async function run(
     {
       acting: mode.leader,
       views: (now) => fleet.views(now),
+      view: (vm, now) => fleet.view(vm, now),
       facts: (vm) => spendFactsOf(fleet.loopState(vm), mode.vmDetails?.(vm)),
       stoppedByWs: (vm) => givenBack.isOpen(vm),
       ...(config.prices ? { prices: config.prices } : {}),
@@ -241,6 +248,7 @@ async function run(
     if (mode.leader()) spend.tick(nowMs());
   }, SPEND_TICK_MS);
   spendTimer.unref();
+  spendRef = spend;
   const agents = new AgentServer({
     sink: fleet,
     stats,

@@ -6,7 +6,14 @@ import type { VmKey } from "../../model/vm-key.js";
 import type { VmCapacity, VmPlatformDetails, VmView } from "../../model/vm-view.js";
 import type { VmLoopState } from "../../loop/step.js";
 import type { Prices } from "./prices.js";
-import { type ResourceSeconds, SpendLedger, type SpendKind, spendKinds, type SpendRow } from "./spend.js";
+import {
+  type ResourceSeconds,
+  SpendLedger,
+  type SpendKind,
+  spendKinds,
+  type SpendRow,
+  type VmHolding,
+} from "./spend.js";
 import { rightSizingHint, type UsageResource, type UsageSample, UsageWindow } from "./usage.js";
 
 /** How often the fleet is sampled; also the longest stretch one sample vouches for is twice this. */
@@ -29,6 +36,8 @@ export interface FleetSpendPorts {
   /** This replica counts (the leader): a read of the figures takes a sample first, so a page is never a tick behind. */
   acting?: () => boolean;
   views: (nowMs: number) => VmView[];
+  /** One VM's view (for a sample at its state change); absent: changes wait for the next tick. */
+  view?: (vm: VmKey, nowMs: number) => VmView | undefined;
   facts: (vm: VmKey) => VmSpendFacts | undefined;
   stoppedByWs: (vm: VmKey) => boolean;
   prices?: Prices;
@@ -86,34 +95,47 @@ export class FleetSpend {
     const views = this.ports.views(nowMs);
     const seen = new Set<string>();
     const holdings = views.map((view) => {
-      const id = `${view.namespace}/${view.name}`;
-      seen.add(id);
-      const facts = this.ports.facts(view);
-      this.last.set(id, { view, facts });
-      if (readUsage && facts?.usage) {
-        const window = this.usage.get(id) ?? new UsageWindow();
-        this.usage.set(id, window);
-        window.add(facts.usage, nowMs);
-      }
-      return {
-        namespace: view.namespace,
-        name: view.name,
-        owner: view.owner ?? "",
-        profile: facts?.profile ?? "",
-        capacity: facts?.capacity ?? NO_CAPACITY,
-        gpuDevices: facts?.gpuDevices ?? [],
-        kinds: spendKinds({
-          running: facts?.running,
-          connected: view.connected,
-          state: view.state,
-          stoppedByWs: this.ports.stoppedByWs(view),
-          wouldHaveStopped: facts?.wouldHaveStopped ?? false,
-        }),
-      };
+      seen.add(`${view.namespace}/${view.name}`);
+      return this.holdingOf(view, nowMs, readUsage);
     });
     for (const id of [...this.usage.keys()]) if (!seen.has(id)) this.usage.delete(id);
     for (const id of [...this.last.keys()]) if (!seen.has(id)) this.last.delete(id);
     this.ledger.sample(holdings, nowMs);
+  }
+
+  /**
+   * One VM's state changed (the fleet observer's decision): its time since its previous sample
+   * counts under that sample's state, so a change is counted when it happens, not at the next tick.
+   */
+  touch(vm: VmKey, nowMs: number): void {
+    const view = this.ports.view?.(vm, nowMs);
+    if (view && this.ports.acting?.() !== false) this.ledger.sampleOne(this.holdingOf(view, nowMs, false), nowMs);
+  }
+
+  private holdingOf(view: VmView, nowMs: number, readUsage: boolean): VmHolding {
+    const id = `${view.namespace}/${view.name}`;
+    const facts = this.ports.facts(view);
+    this.last.set(id, { view, facts });
+    if (readUsage && facts?.usage) {
+      const window = this.usage.get(id) ?? new UsageWindow();
+      this.usage.set(id, window);
+      window.add(facts.usage, nowMs);
+    }
+    return {
+      namespace: view.namespace,
+      name: view.name,
+      owner: view.owner ?? "",
+      profile: facts?.profile ?? "",
+      capacity: facts?.capacity ?? NO_CAPACITY,
+      gpuDevices: facts?.gpuDevices ?? [],
+      kinds: spendKinds({
+        running: facts?.running,
+        connected: view.connected,
+        state: view.state,
+        stoppedByWs: this.ports.stoppedByWs(view),
+        wouldHaveStopped: facts?.wouldHaveStopped ?? false,
+      }),
+    };
   }
 
   /** Sums per namespace, owner and profile (to /metrics: counters that only go up). */

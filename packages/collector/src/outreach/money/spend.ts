@@ -119,20 +119,8 @@ export class SpendLedger {
   sample(holdings: Iterable<VmHolding>, nowMs: number): void {
     const seen = new Set<string>();
     for (const holding of holdings) {
-      const id = `${holding.namespace}/${holding.name}`;
-      seen.add(id);
-      const entry = this.vms.get(id);
-      if (!entry) {
-        this.vms.set(id, { holding, atMs: nowMs, totals: zeros() });
-        continue;
-      }
-      this.count(entry, nowMs);
-      // A VM whose owner or profile changed starts a new group: what it spent stays with the old one.
-      if (groupKey(entry.holding) !== groupKey(holding)) {
-        this.retire(entry);
-        entry.totals = zeros();
-      }
-      entry.holding = holding;
+      seen.add(`${holding.namespace}/${holding.name}`);
+      this.sampleOne(holding, nowMs);
     }
     for (const [id, entry] of this.vms)
       if (!seen.has(id)) {
@@ -140,6 +128,23 @@ export class SpendLedger {
         this.retire(entry);
         this.vms.delete(id);
       }
+  }
+
+  /** One VM at `nowMs` (its state changed): its time since its previous sample counts under that sample's kinds. */
+  sampleOne(holding: VmHolding, nowMs: number): void {
+    const id = `${holding.namespace}/${holding.name}`;
+    const entry = this.vms.get(id);
+    if (!entry) {
+      this.vms.set(id, { holding, atMs: nowMs, totals: zeros() });
+      return;
+    }
+    this.count(entry, nowMs);
+    // A VM whose owner or profile changed starts a new group: what it spent stays with the old one.
+    if (groupKey(entry.holding) !== groupKey(holding)) {
+      this.retire(entry);
+      entry.totals = zeros();
+    }
+    entry.holding = holding;
   }
 
   /** One VM's totals since this process first sampled it (the VM page). */
