@@ -7,6 +7,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { createMetrics, metricNames } from "../packages/collector/src/metrics/metrics.js";
+import { registerSpendMetrics } from "../packages/collector/src/metrics/spend-metrics.js";
 import { registerNotificationMetrics } from "../packages/collector/src/outreach/notify/metrics.js";
 import { registerHostSourceMetrics } from "../packages/collector/src/loop/hostside/metrics.js";
 import { registerStartMetrics } from "../packages/collector/src/comeback/start/metrics.js";
@@ -97,6 +98,7 @@ describe("the docs' claims", () => {
     );
     registerHostSourceMetrics(registry, { endpoint: "http://prometheus:9090", rounds: 0, failures: 0 });
     registerStartMetrics(registry, new StartTracker());
+    registerSpendMetrics(registry, () => [], true);
     const exported = new Set(metricNames(registry));
     // A recording rule's name (namespace:workstation_stops:increase7d) is not a family: the rules test checks those.
     const named = claims(/(?<![:\w])(workstation_[a-z_]+[a-z])\b(?!:)/g).map(({ file, claim }) => ({

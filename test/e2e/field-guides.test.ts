@@ -443,6 +443,28 @@ describe.concurrent("the field guides' VMs, as written, in Kubernetes mode as sh
     expect((await getText(`http://127.0.0.1:${c.httpPort}/`)).body).toMatch(
       /<h2>Given back by ws's stops<\/h2>[\s\S]*<td>notebook-alice<\/td><td>alice<\/td><td>1<\/td>/,
     );
+    // What the fleet holds (docs/cost.md): the VM's size from its spec, its stopped time as given back.
+    const spendOf = (body: { rows: Array<{ namespace: string; owner: string }> }) =>
+      body.rows.find((r) => r.namespace === NS && r.owner === "alice") as
+        | { spend: Record<string, { vm: number; cpuCore: number; memoryGiB: number; gpu: number }> }
+        | undefined;
+    const spend = await eventually(
+      async () => {
+        const body = JSON.parse((await getText(`http://127.0.0.1:${c.httpPort}/api/spend`)).body);
+        return (spendOf(body)?.spend.givenBack?.vm ?? 0) > 0 ? body : undefined;
+      },
+      30_000,
+      "the stopped VM's time given back in /api/spend",
+    );
+    const givenBack = spendOf(spend)!.spend.givenBack!;
+    expect(givenBack.cpuCore).toBeCloseTo(8 * givenBack.vm, 6);
+    expect(givenBack.memoryGiB).toBeCloseTo(64 * givenBack.vm, 6);
+    expect(givenBack.gpu).toBeCloseTo(givenBack.vm, 6);
+    expect(spend.vms.find((v: { name: string }) => v.name === NAME).capacity).toEqual({
+      cpuCores: 8,
+      memoryBytes: 64 * 2 ** 30,
+      gpus: 1,
+    });
     expect((c.kube.store.get(PVC, NS, "alice-rootdisk")?.["status"] as { phase: string }).phase).toBe("Bound");
     expect(c.kube.store.get(DV, NS, "alice-rootdisk")).toBeDefined();
     // "GPU resources return to the pool": the stopped VM's A100 shows in the documented query's inputs.

@@ -91,6 +91,22 @@ describe("alert rules", () => {
     }
   });
 
+  it("record the fleet's 30-day spend across a collector restart, each rule tested (docs/cost.md)", () => {
+    const tests = (
+      parse(readFileSync(testFile, "utf8")) as { tests: Array<{ promql_expr_test?: Array<{ expr: string }> }> }
+    ).tests;
+    const tested = new Set(tests.flatMap((test) => (test.promql_expr_test ?? []).map((c) => c.expr)));
+    for (const rule of [
+      "namespace_owner_profile:workstation_resource_hours:increase30d",
+      "namespace_owner_profile:workstation_spend:increase30d",
+      "workstation:resource_hours:increase30d",
+      "workstation:spend:increase30d",
+    ]) {
+      expect(recorded.map((r) => r.record)).toContain(rule);
+      expect(tested, `${rule} has no promtool test`).toContain(rule);
+    }
+  });
+
   it("each carry a severity, a runbook and a runbook_url to a section of docs/alerts.md", () => {
     const runbooks = readFileSync(path.join(repoRoot, "docs/alerts.md"), "utf8");
     const anchors = new Set([...runbooks.matchAll(/^## (\S+)$/gm)].map((m) => m[1]!.toLowerCase()));

@@ -34,6 +34,8 @@ export interface VmPlatformDetails {
   gpuCount?: number;
   /** What a running instance holds, as numbers (CPU cores, memory bytes, GPUs): what ws's stops give back. */
   capacity?: VmCapacity;
+  /** The spec's GPUs by device name, for a GPU-hour price per device (docs/cost.md). */
+  gpuDevices?: ReadonlyArray<{ deviceName: string; count: number }>;
 }
 
 export interface VmView {

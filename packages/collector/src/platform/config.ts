@@ -20,6 +20,7 @@ import type { VmSeriesSet } from "../metrics/metrics.js";
 import { parseNotificationsConfig, type NotificationsConfig } from "../outreach/notify/config.js";
 import { isHostPort, parseStartConfig, type StartConfig } from "../comeback/start/config.js";
 import { parseIdentityConfig, type IdentityConfig } from "../web/identity.js";
+import { parsePricesConfig, type Prices } from "../outreach/money/prices.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
@@ -88,6 +89,8 @@ export interface CollectorConfig {
   metrics: { vmSeries: VmSeriesSet };
   /** The memory guard (docs/install.md, "Sizing"): where the cgroup is read, when the collector sheds. */
   memory: { cgroupRoot: string; shedRatio: number };
+  /** What the site pays per core-, GiB- and GPU-hour and GiB-month of disk (docs/cost.md); absent: resource-hours only. */
+  prices?: Prices;
 }
 
 /** The collector's configuration errors are the programs' one ConfigError. */
@@ -230,6 +233,10 @@ export const COLLECTOR_CONFIG_SCHEMA: SectionSetting = {
     notifications: parsedElsewhere("Webhooks, keep-running links, the owner label", "docs/notifications.md"),
     start: parsedElsewhere("Start links, the starting page, entry points", "docs/coming-back.md"),
     hostSide: parsedElsewhere("KubeVirt's per-VM metrics through Prometheus", "docs/kubernetes.md"),
+    prices: parsedElsewhere(
+      "Prices per core-, GiB- and GPU-hour and disk GiB-month, for the cost figures",
+      "docs/cost.md",
+    ),
     metrics: section("/metrics", {
       vmSeries: {
         type: "enum",
@@ -429,6 +436,7 @@ export function resolveCollectorConfig(
     notifications: parseNotificationsConfig(fileSettings.notifications, problems, `${filePath}: notifications`),
     start: parseStartConfig(fileSettings.start, problems, `${filePath}: start`),
     ...optional("hostSide", parseHostSideConfig(fileSettings.hostSide, problems, `${filePath}: hostSide`)),
+    ...optional("prices", parsePricesConfig(fileSettings.prices, problems, `${filePath}: prices`)),
     ...metricsAndMemory,
     ...(recordTrace ? { recordTrace } : {}),
   };

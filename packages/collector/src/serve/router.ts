@@ -11,7 +11,10 @@ import { MAX_FORM_BYTES, readForm } from "../web/form.js";
 import { FORWARDED_HEADER, type ForwardRoute, forwardToLeader, leaderTarget } from "../web/leader-forward.js";
 import type { GivenBackRow } from "../outreach/adoption/given-back.js";
 import type { FleetReader } from "../model/vm-view.js";
-import { parseFleetQuery, renderFleetPage } from "../web/fleet-page.js";
+import { type FleetQuery, parseFleetQuery, renderFleetPage } from "../web/fleet-page.js";
+import { spendSection, vmSpendBox } from "../web/spend-section.js";
+import type { FleetSpend } from "../outreach/money/fleet-spend.js";
+import type { VmKey } from "../model/vm-key.js";
 import { sendMetrics } from "../web/metrics-response.js";
 import { renderVmPage } from "../web/vm-page.js";
 import { mayView, viewerFromHeaders, type IdentityConfig, type Viewer } from "../web/identity.js";
@@ -54,6 +57,8 @@ export interface WebOptions {
   startUrl?: (vm: { namespace: string; name: string }, nowMs: number) => string | undefined;
   /** What ws's own stops gave back, per namespace and owner (the fleet page's "Given back"). */
   givenBack?: (nowMs: number) => GivenBackRow[];
+  /** What the fleet holds and costs (docs/cost.md): the pages' money section and /api/spend. */
+  spend?: FleetSpend;
 }
 
 /**
@@ -371,6 +376,7 @@ function vmPageRoute({ options, url, send }: Exchange, viewer: Viewer | undefine
       chartSpanMs: spanMs,
       nowMs: now,
       ...(options.startUrl?.(vm, now) ? { startUrl: options.startUrl(vm, now)! } : {}),
+      ...vmSpend(options.spend, vm, now),
     }),
   );
 }
@@ -382,6 +388,18 @@ function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined
   switch (url.pathname) {
     case "/api/vms":
       return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
+    case "/api/spend": {
+      // The fleet page's money as JSON: a signed-in user gets their own VMs' groups; an admin, all.
+      const report = options.spend?.report(options.nowMs());
+      const body = report
+        ? {
+            ...report,
+            rows: report.rows.filter((row) => visible(row.owner)),
+            vms: report.vms.filter((vm) => visible(vm.owner)),
+          }
+        : { rows: [], vms: [] };
+      return send(200, "application/json", JSON.stringify(body, null, 2));
+    }
     case "/api/disputes":
       // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (comeback/start/disputes.ts).
       return send(
@@ -409,6 +427,7 @@ function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined
           viewer,
           // A signed-in user sees what their own VMs gave back; an admin, everyone's.
           options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
+          fleetSpendHtml(options.spend, options.nowMs(), parseFleetQuery(url.searchParams), visible),
         ),
       );
     default:
@@ -435,4 +454,26 @@ function notYoursPage(viewer: Viewer): string {
 <div class="box bad" id="refusal" data-status="403"><p>You are signed in as <strong>${escapeHtml(viewer.user)}</strong>; this workstation belongs to someone else.
 Only its owner and the site's admins see it. <a href="../../">Your workstations</a></p></div>`,
   );
+}
+
+/** The fleet page's money section under the page's filters and what the viewer may see. */
+function fleetSpendHtml(
+  spend: FleetSpend | undefined,
+  nowMs: number,
+  query: FleetQuery,
+  visible: (owner: string | undefined) => boolean,
+): string {
+  if (!spend) return "";
+  return spendSection(
+    spend.report(nowMs),
+    (row) =>
+      visible(row.owner) &&
+      (!query.namespace || row.namespace === query.namespace) &&
+      (query.owner === undefined || row.owner === query.owner),
+  );
+}
+
+function vmSpend(spend: FleetSpend | undefined, vm: VmKey, nowMs: number): { spend?: { html: string } } {
+  const figures = spend?.vm(vm, nowMs);
+  return figures ? { spend: { html: vmSpendBox(figures, spend!.currency) } } : {};
 }

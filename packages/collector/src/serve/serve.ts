@@ -33,6 +33,9 @@ import { standaloneMode } from "../platform/standalone/mode.js";
 import { CollectorStats } from "../lib/stats.js";
 import { verifyToken } from "../links/agent-token.js";
 import { GivenBackLedger } from "../outreach/adoption/given-back.js";
+import { FleetSpend, SPEND_TICK_MS, spendFactsOf } from "../outreach/money/fleet-spend.js";
+import { withSpend } from "../outreach/money/observer.js";
+import { registerSpendMetrics } from "../metrics/spend-metrics.js";
 import { withGivenBack } from "../outreach/adoption/observer.js";
 import { COLLECTOR_VERSION } from "../lib/version.js";
 import { createWebServer, type WebOptions } from "./router.js";
@@ -211,11 +214,12 @@ function buildCollector(
   const recorder = config.recordTrace
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
-  const { fleet, outreach, givenBack } = buildFleet(wiring, recorder);
+  const { fleet, outreach, givenBack, spend } = buildFleet(wiring, recorder);
   const { agents, tls } = agentServerFor(wiring, fleet);
   const guard = memoryGuard(config, log, outreach);
   const registry = collectorMetrics(wiring, fleet, agents, tls, guard, givenBack);
   registerNotificationMetrics(registry, outreach.sender);
+  registerSpendMetrics(registry, () => spend.rows(), spend.priced);
   const hostSource = config.hostSide ? hostSourceFor(config, fleet, mode, log, nowMs) : undefined;
   if (hostSource) registerHostSourceMetrics(registry, hostSource.status);
   const startLinks = startLinksFor(wiring, fleet, outreach, registry);
@@ -226,6 +230,7 @@ function buildCollector(
     keepLinks: keepLinksFor(wiring, fleet),
     startLinks,
     givenBack,
+    spend,
   });
   const agentPort = agentListener(wiring, agents, tls ?? grpc.ServerCredentials.createInsecure());
   const runnables: Runnable[] = [
@@ -249,6 +254,9 @@ function buildCollector(
         ]
       : []),
     intervalRunnable("start-link watch", 1000, () => startLinks?.watch()),
+    intervalRunnable("spend sampling", SPEND_TICK_MS, () => {
+      if (wiring.mode.leader()) spend.tick(wiring.nowMs());
+    }),
     runnableOf(
       "fleet deadlines",
       () => fleet.start(),
@@ -302,9 +310,10 @@ function agentServerFor(
 function buildFleet(
   wiring: Wiring,
   recorder: TraceRecorder | undefined,
-): { fleet: Fleet; outreach: Outreach; givenBack: GivenBackLedger } {
+): { fleet: Fleet; outreach: Outreach; givenBack: GivenBackLedger; spend: FleetSpend } {
   const { config, mode, key, stats, log, nowMs, startUrl } = wiring;
   let fleetRef: Fleet | undefined;
+  let spendRef: FleetSpend | undefined;
   const outreach = new Outreach({
     config: config.notifications,
     log,
@@ -320,7 +329,11 @@ function buildFleet(
   const fleet = new Fleet({
     log,
     stats,
-    observer: withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
+    // The spend is sampled at each change of a VM's state (outreach/money/observer.ts); it exists once the fleet does.
+    observer: withSpend(
+      withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
+      (vm, now) => spendRef?.touch(vm, now),
+    ),
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -338,7 +351,20 @@ function buildFleet(
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
   });
   fleetRef = fleet;
-  return { fleet, outreach, givenBack };
+  // What the fleet holds and costs (docs/cost.md): sampled on the leader, which holds the agents.
+  const spend = new FleetSpend(
+    {
+      acting: mode.leader,
+      views: (now) => fleet.views(now),
+      view: (vm, now) => fleet.view(vm, now),
+      facts: (vm) => spendFactsOf(fleet.loopState(vm), mode.vmDetails?.(vm)),
+      stoppedByWs: (vm) => givenBack.isOpen(vm),
+      ...(config.prices ? { prices: config.prices } : {}),
+    },
+    nowMs(),
+  );
+  spendRef = spend;
+  return { fleet, outreach, givenBack, spend };
 }
 
 /** An agent's Hello: only the leader takes agents; the token must be the VM's; then the mode's own checks. */
@@ -564,6 +590,7 @@ function httpServers(
     keepLinks: KeepLinks;
     startLinks: StartLinks | undefined;
     givenBack: GivenBackLedger;
+    spend: FleetSpend;
   },
 ): { listen: () => Promise<undefined>; close: () => Promise<void>; addresses: () => ServingAddresses } {
   const { config, mode, stats, log, nowMs, startUrl } = wiring;
@@ -585,6 +612,7 @@ function httpServers(
     replica: config.kubernetes.identity,
     startUrl,
     givenBack: (now) => parts.givenBack.rows(now),
+    spend: parts.spend,
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

@@ -146,6 +146,8 @@ export function renderFleetPage(
   /** The signed-in viewer (pages behind the site's login): named on the page, and what they see. */
   viewer?: { user: string; admin: boolean },
   givenBack: readonly GivenBackRow[] = [],
+  /** The money section (web/spend-section.ts), already filtered to what the viewer may see. */
+  spendHtml = "",
 ): string {
   const rows = selectVms(views, query)
     .map((v) => {
@@ -211,7 +213,8 @@ ${query.sort !== "vm" ? `<input type="hidden" name="sort" value="${escapeHtml(qu
 <tbody>
 ${rows || `<tr><td colspan="10">${views.length ? "No VM matches the filter." : "No VMs yet: agents appear here when they connect."}</td></tr>`}
 </tbody></table>
-${givenBackSection(givenBack, views, query)}`,
+${givenBackSection(givenBack, views, query)}
+${spendHtml}`,
     { refreshSeconds: 10 },
   );
 }

@@ -17,6 +17,8 @@ export interface VmPageInput {
   nowMs: number;
   /** The VM's start link, shown while it is stopped (docs/coming-back.md). */
   startUrl?: string;
+  /** What this VM holds and costs, its size beside its use (docs/cost.md); absent: not counted yet. */
+  spend?: { html: string };
 }
 
 /** How the agent went, after "not connected": said goodbye (on purpose) or vanished (docs/policy.md). */
@@ -149,6 +151,7 @@ ${leases}
 <h2>Idle clock and activity</h2>
 ${renderChart(input.points, { nowMs: now, spanMs: input.chartSpanMs, idleTimeoutSeconds: view.idleTimeoutSeconds })}
 <p class="muted">Blue: the idle clock (time since the last activity). Dashed red: the idle timeout. Green ticks: a signal showed use. Yellow: a stop was pending.</p>
+${input.spend?.html ?? ""}
 <h2>Last transitions</h2>
 ${transitions}
 <p class="muted"><a href="../../api/vms">/api/vms</a> has the same data as JSON.</p>`,

@@ -284,6 +284,7 @@ function detailsOf(facts: InventoryVm, ownerOf: (facts: InventoryVm) => string |
     ...(frees ? { frees } : {}),
     gpuCount: gpuCountOf(facts.resources),
     capacity: capacityOf(facts.resources),
+    gpuDevices: facts.resources.gpus.map((gpu) => ({ deviceName: gpu.deviceName, count: gpu.count })),
   };
 }
 
