@@ -50,9 +50,15 @@ import { deriveStartLinkKey, startLinkUrl } from "../links/start-token.js";
 import type { VmKey } from "../model/vm-key.js";
 import { StartTracker } from "../comeback/start/tracker.js";
 import { welcomeBack } from "../comeback/start/welcome.js";
+import { ScheduleRunner } from "../comeback/schedule/runner.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
+/** A scheduled start missed by more than this (the collector was down) is not made up for. */
+const SCHEDULE_CATCH_UP_MS = 15 * 60_000;
+/** A scheduled start the platform refused is tried again this often, for at most an hour. */
+const SCHEDULE_RETRY_MS = 60_000;
+const SCHEDULE_GIVE_UP_MS = 60 * 60_000;
 /**
  * Between scrapes, the per-VM /metrics text of changed VMs is built in slices of this many VMs
  * this often (metrics/metrics.ts warmPerVmSeries): at most 1,000 VMs a second, about 15 ms of the
@@ -361,6 +367,32 @@ async function run(
   registerStartMetrics(registry, startTracker, () => disputes);
   const startWatch = setInterval(() => startLinks?.watch(), 1000);
   startWatch.unref();
+  // Issue 36: the VMs' start schedules fire through the same start path, as trigger `schedule`.
+  const schedules =
+    startLinks && mode.startPlatform
+      ? new ScheduleRunner({
+          platform: mode.startPlatform,
+          start: (request) => startLinks.start(request),
+          prefix: mode.policySource.prefix,
+          siteZone: config.start.timeZone,
+          nowMs,
+          leader: mode.leader,
+          catchUpMs: SCHEDULE_CATCH_UP_MS,
+          retryMs: SCHEDULE_RETRY_MS,
+          giveUpMs: SCHEDULE_GIVE_UP_MS,
+          audit: (vm, type, reason, message) => mode.actuator.event(vm, type, reason, message),
+          tellOwner: (vm, message) => {
+            const policy = fleet.loopState(vm)?.policy ?? resolveVmPolicy(mode.policySource, vm, undefined).policy;
+            outreach.scheduled(
+              { kind: "schedule", vm, atMs: nowMs(), mode: policy.mode, reason: message, explanation: message },
+              policy,
+            );
+          },
+          log: (level, message) => log(level, message),
+        })
+      : undefined;
+  const scheduleTimer = setInterval(() => void schedules?.pass(), config.start.schedulePassSeconds * 1000);
+  scheduleTimer.unref();
   const webOptions = {
     fleet,
     registry,
@@ -460,6 +492,7 @@ async function run(
   clearInterval(metricsWarmTimer);
   fleet.stopTicking();
   clearInterval(startWatch);
+  clearInterval(scheduleTimer);
   hostSource?.stop();
   await stopMode();
   await agents.close();
