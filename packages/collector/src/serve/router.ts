@@ -7,6 +7,8 @@ import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../outreach/history.js";
 import type { KeepLinks } from "../comeback/keeplink/handler.js";
 import type { StartLinks } from "../comeback/start/handler.js";
+import type { SchedulePage } from "../comeback/schedule/page.js";
+import type { ScheduleStatus } from "../comeback/schedule/schedules.js";
 import { MAX_FORM_BYTES, readForm } from "../web/form.js";
 import { FORWARDED_HEADER, type ForwardRoute, forwardToLeader, leaderTarget } from "../web/leader-forward.js";
 import type { GivenBackRow } from "../outreach/adoption/given-back.js";
@@ -54,6 +56,9 @@ export interface WebOptions {
   startUrl?: (vm: { namespace: string; name: string }, nowMs: number) => string | undefined;
   /** What ws's own stops gave back, per namespace and owner (the fleet page's "Given back"). */
   givenBack?: (nowMs: number) => GivenBackRow[];
+  /** The VMs' start schedules: their page (/schedule/NS/NAME) and what /api/vms and the VM page show. */
+  schedulePage?: SchedulePage;
+  scheduleOf?: (vm: { namespace: string; name: string }) => ScheduleStatus | undefined;
 }
 
 /**
@@ -263,6 +268,21 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
       });
       return send(answer.status, html, answer.html);
     }
+    if (url.pathname.startsWith("/schedule/")) {
+      const vm = vmFromPath(url.pathname, "/schedule/");
+      if (!options.schedulePage) return send(404, "text/plain", "schedules are not configured on this collector\n");
+      if (!vm) return send(404, "text/plain", "not found\n");
+      const form = req.method === "POST" ? await readFormOrRefuse() : undefined;
+      if (req.method === "POST" && !form) return;
+      const answer = await options.schedulePage.handle(
+        req.method ?? "GET",
+        vm,
+        req.headers,
+        req.socket.remoteAddress,
+        form,
+      );
+      return send(answer.status, html, answer.html);
+    }
     if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
     // Behind the site's login: who is asking decides which VMs they see (keep links above carry their own proof).
     let viewer: Viewer | undefined;
@@ -286,6 +306,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
         JSON.stringify(
           {
             ...detail,
+            ...withSchedule(options, vm),
             transitions: options.history?.transitions(vm) ?? [],
             points: options.history?.points(vm, now - spanMs) ?? [],
           },
@@ -328,13 +349,18 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
           chartSpanMs: spanMs,
           nowMs: now,
           ...(options.startUrl?.(vm, now) ? { startUrl: options.startUrl(vm, now)! } : {}),
+          ...withSchedule(options, vm),
         }),
       );
     }
     const views = () => options.fleet.views(options.nowMs()).filter((view) => visible(view.owner));
     switch (url.pathname) {
       case "/api/vms":
-        return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
+        return send(
+          200,
+          "application/json",
+          JSON.stringify({ vms: views().map((view) => ({ ...view, ...withSchedule(options, view) })) }, null, 2),
+        );
       case "/api/disputes":
         // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (comeback/start/disputes.ts).
         return send(
@@ -371,6 +397,12 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
     options.onRefused?.("handler-error", errorMessage(error));
     send(500, "text/plain", "internal error (logged)\n");
   }
+}
+
+/** `{ schedule }` when the VM has one (valid or not), else nothing: /api/vms and the VM page. */
+function withSchedule(options: WebOptions, vm: { namespace: string; name: string }): { schedule?: ScheduleStatus } {
+  const schedule = options.scheduleOf?.({ namespace: vm.namespace, name: vm.name });
+  return schedule ? { schedule } : {};
 }
 
 const escapeText = (text: string) => text.replace(/[^\w.-]/g, "?").slice(0, 253);

@@ -51,6 +51,8 @@ import type { VmKey } from "../model/vm-key.js";
 import { StartTracker } from "../comeback/start/tracker.js";
 import { welcomeBack } from "../comeback/start/welcome.js";
 import { ScheduleRunner } from "../comeback/schedule/runner.js";
+import { ScheduleEditor } from "../comeback/schedule/editor.js";
+import { SchedulePage } from "../comeback/schedule/page.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
@@ -393,6 +395,25 @@ async function run(
       : undefined;
   const scheduleTimer = setInterval(() => void schedules?.pass(), config.start.schedulePassSeconds * 1000);
   scheduleTimer.unref();
+  const scheduleEditor = mode.startPlatform
+    ? new ScheduleEditor({
+        platform: mode.startPlatform,
+        prefix: mode.policySource.prefix,
+        siteZone: config.start.timeZone,
+        nowMs,
+        audit: (vm, message) => mode.actuator.event(vm, "Normal", "ScheduleSet", message),
+      })
+    : undefined;
+  const schedulePage =
+    scheduleEditor && startLinks && mode.startPlatform
+      ? new SchedulePage({
+          editor: scheduleEditor,
+          platform: mode.startPlatform,
+          ...(config.http.identity ? { identity: config.http.identity } : {}),
+          formToken: (vm) => startLinks.formToken(vm),
+          validToken: (vm, token) => startLinks.validToken(vm, token),
+        })
+      : undefined;
   const webOptions = {
     fleet,
     registry,
@@ -409,6 +430,8 @@ async function run(
     replica: config.kubernetes.identity,
     startUrl,
     givenBack: (now) => givenBack.rows(now),
+    ...(schedulePage ? { schedulePage } : {}),
+    ...(scheduleEditor ? { scheduleOf: (vm: VmKey) => scheduleEditor.status(vm) } : {}),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

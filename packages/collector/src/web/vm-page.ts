@@ -17,6 +17,25 @@ export interface VmPageInput {
   nowMs: number;
   /** The VM's start link, shown while it is stopped (docs/coming-back.md). */
   startUrl?: string;
+  /** The VM's start schedule (comeback/schedule/schedules.ts), when it has one. */
+  schedule?: {
+    line: string;
+    valid: boolean;
+    error?: string;
+    description?: string;
+    nextStart?: string;
+    nextStopBy?: string;
+  };
+}
+
+/** "next start: Mon 7 Dec 08:45 CET", or why the schedule is not applied; a link to change it. */
+function scheduleRow(input: VmPageInput): string {
+  const { schedule } = input;
+  const change = `<a href="../..${`/schedule/${encodeURIComponent(input.detail.view.namespace)}/${encodeURIComponent(input.detail.view.name)}`}" id="schedule-link">${schedule ? "change" : "set one"}</a>`;
+  if (!schedule) return `<dt>Schedule</dt><dd id="schedule" data-valid="none">none (${change})</dd>`;
+  if (!schedule.valid)
+    return `<dt>Schedule</dt><dd id="schedule" data-valid="false"><b>invalid, not applied</b>: <code>${escapeHtml(schedule.line)}</code>: ${escapeHtml(schedule.error ?? "")} (${change})</dd>`;
+  return `<dt>Schedule</dt><dd id="schedule" data-valid="true">${schedule.nextStart ? `next start: <strong id="next-start">${escapeHtml(schedule.nextStart)}</strong>; ` : ""}${escapeHtml(schedule.description ?? schedule.line)}${schedule.nextStopBy ? `; stop by ${escapeHtml(schedule.nextStopBy)}` : ""} (${change})</dd>`;
 }
 
 function stopBox(input: VmPageInput): string {
@@ -127,6 +146,7 @@ export function renderVmPage(input: VmPageInput): string {
 <dt>State</dt><dd id="state">${escapeHtml(view.state)}${view.mode === "observe" ? " <b>(observe mode)</b>" : ""}</dd>
 <dt>Agent</dt><dd>${view.connected ? `connected${view.agentVersion ? ` (ws-agent ${escapeHtml(view.agentVersion)})` : ""}` : "not connected"}; last report ${when(view.lastReportAtMs, now)}</dd>
 ${hostRow(input)}
+${scheduleRow(input)}
 <dt>Idle clock</dt><dd id="idle">${idle}${explanation?.lastActivity ? `; last activity: ${escapeHtml(explanation.lastActivity)}` : ""}</dd>
 <dt>Policy</dt><dd>${policy.autostopEnabled ? "autostop enabled" : "autostop off"}, ${escapeHtml(policy.mode)} mode${policy.profile ? `, profile ${escapeHtml(policy.profile)}` : ""}; idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}, grace-period ${formatDuration(policy.gracePeriodSeconds)}, max-keep-running ${formatDuration(policy.maxKeepRunningSeconds)}</dd>
 ${view.policyErrors.length ? `<dt>Policy errors</dt><dd>${escapeHtml(view.policyErrors.join("; "))}</dd>` : ""}

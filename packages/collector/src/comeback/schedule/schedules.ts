@@ -33,7 +33,12 @@ export function scheduleLineOf(
 ): { line: string; zone: string } | undefined {
   const line = annotations[`${prefix}${SCHEDULE_ANNOTATION}`]?.trim();
   if (!line) return undefined;
-  return { line, zone: annotations[`${prefix}${TIME_ZONE_ANNOTATION}`]?.trim() || siteZone };
+  return { line, zone: defaultZoneOf(annotations, prefix, siteZone) };
+}
+
+/** The zone of a schedule that names none: the VM's `time-zone` annotation, else the site's. */
+export function defaultZoneOf(annotations: Record<string, string>, prefix: string, siteZone: string): string {
+  return annotations[`${prefix}${TIME_ZONE_ANNOTATION}`]?.trim() || siteZone;
 }
 
 /** The parsed schedule, or why not; undefined when the VM has none. */

@@ -199,6 +199,7 @@ export async function kubernetesMode(
       config.kubernetes.ownerLabel,
       prefix,
       kubeDisputeWriter(clients, prefix),
+      (vm, annotations) => audit.patchAnnotations(vm, annotations),
     ),
     policySource: {
       defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
