@@ -1801,3 +1801,122 @@ start: { entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wak
     expect(startPuts()).toHaveLength(1);
   });
 });
+
+/** Form fields as a urlencoded body. */
+const formBody = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
+
+describe("A schedule the user sets (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("the owner sets it on the schedule page (typos and strangers change nothing); it starts the stopped VM at its time in the owner's zone", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "sched",
+      podIp: "127.0.0.1",
+      runStrategy: "Halted",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+      // The owner's zone: at 00:xx UTC it is the evening of the day before in New York.
+      annotations: { [`${PREFIX}time-zone`]: "America/New_York" },
+    });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      identity: "{ userHeader: X-Auth-Request-User, groupsHeader: X-Auth-Request-Groups, adminGroups: [ws-admins] }",
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }\nstart: { schedulePass: 1s }\n`,
+    });
+    await s.leader(collector);
+    const pageUrl = `http://127.0.0.1:${httpPort}/schedule/${NS}/sched`;
+    const as = (user: string, extra: Record<string, string> = {}) => ({ "x-auth-request-user": user, ...extra });
+    const post = async (user: string, fields: Record<string, string>, extra: Record<string, string> = {}) => {
+      const res = await fetch(pageUrl, {
+        method: "POST",
+        body: formBody(fields),
+        headers: { "content-type": "application/x-www-form-urlencoded", ...as(user, extra) },
+      });
+      return { status: res.status, body: await res.text() };
+    };
+    const page = await fetch(pageUrl, { headers: as("alice") });
+    const pageBody = await page.text();
+    expect([page.status, pageBody.includes('data-valid="none"')]).toEqual([200, true]);
+    const token = /name="t" value="([^"]+)"/.exec(pageBody)![1]!;
+
+    // The next whole minute in New York with room for the POSTs below (a minute later when it is close).
+    const nowMs = Date.now();
+    const fireMs = Math.ceil((nowMs + 20_000) / 60_000) * 60_000;
+    const parts = Object.fromEntries(
+      new Intl.DateTimeFormat("en-US", {
+        timeZone: "America/New_York",
+        weekday: "short",
+        hour: "2-digit",
+        minute: "2-digit",
+        hourCycle: "h23",
+      })
+        .formatToParts(new Date(fireMs))
+        .map((part) => [part.type, part.value]),
+    );
+    const day = parts.weekday!.toLowerCase();
+    const hhmm = `${parts.hour}:${parts.minute}`;
+
+    const typo = await post("alice", { t: token, action: "set", schedule: `${day} ${hhmm}`, tz: "America/New_Yrok" });
+    expect(typo.status).toBe(400);
+    expect(typo.body).toContain("is not a time zone; did you mean America/New_York?");
+    const dayTypo = await post("alice", { t: token, action: "set", schedule: `weekdyas ${hhmm}` });
+    expect(dayTypo.body).toContain("did you mean weekdays?");
+    const stranger = await post("bob", { t: token, action: "set", schedule: `${day} ${hhmm}` });
+    expect(stranger.status).toBe(403);
+    const crossSite = await post(
+      "alice",
+      { t: token, action: "set", schedule: `${day} ${hhmm}` },
+      { origin: "https://evil.example" },
+    );
+    expect(crossSite.status).toBe(403);
+    const noToken = await post("alice", { action: "set", schedule: `${day} ${hhmm}` });
+    expect(noToken.status).toBe(403);
+    expect(s.annotation("sched", "schedule")).toBeUndefined();
+    expect(s.kube.requestsMatching("PUT", "/virtualmachines/sched/start")).toHaveLength(0);
+
+    const set = await post("alice", { t: token, action: "set", schedule: `${day} ${hhmm}` });
+    expect(set.status).toBe(200);
+    expect(set.body).toContain(`schedule set: ${day} ${hhmm} tz America/New_York`);
+    expect(s.annotation("sched", "schedule")).toBe(`${day} ${hhmm} tz America/New_York`);
+    const setEvent = await s.waitForEvent("sched", "ScheduleSet", 30_000);
+    expect(setEvent["note"]).toContain("by alice on the schedule page");
+
+    // Shown where people look: /api/vms and the VM page, in the owner's zone.
+    const api = await eventually(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${httpPort}/api/vms`, { headers: as("alice") });
+        const body = JSON.parse(await res.text()) as {
+          vms: { name: string; schedule?: { valid: boolean; nextStart?: string; nextStartMs?: number } }[];
+        };
+        return body.vms.find((vm) => vm.name === "sched")?.schedule;
+      },
+      30_000,
+      "the schedule in /api/vms",
+    );
+    expect(api.valid).toBe(true);
+    expect(api.nextStartMs).toBe(fireMs);
+    expect(api.nextStart).toMatch(new RegExp(`^${parts.weekday} .* ${hhmm} E[SD]T$`));
+
+    const started = await eventually(
+      () => s.kube.requestsMatching("PUT", "/virtualmachines/sched/start")[0],
+      fireMs - Date.now() + 60_000,
+      "the scheduled start",
+    );
+    expect(started.status).toBeLessThan(300);
+    const startedEvent = await s.waitForEvent("sched", "Started", 30_000);
+    // Not before its time: the collector's own clock says when it asked.
+    expect(Date.parse(startedEvent["eventTime"] as string)).toBeGreaterThanOrEqual(fireMs);
+    expect(startedEvent["note"]).toContain(
+      `start requested by its schedule (${day} ${hhmm} tz America/New_York) via schedule`,
+    );
+    await eventually(
+      async () => /^workstation_starts_total\{trigger="schedule"\} 1$/m.test(await collector.metrics()),
+      30_000,
+      "the schedule start counted",
+    );
+    // One start for one time: later passes leave the running VM alone.
+    await eventually(() => s.runStrategy("sched") !== "Halted", 30_000, "the VM meant to run");
+    expect(s.kube.requestsMatching("PUT", "/virtualmachines/sched/start")).toHaveLength(1);
+  });
+});
