@@ -53,6 +53,7 @@ import { welcomeBack } from "../comeback/start/welcome.js";
 import { ScheduleRunner } from "../comeback/schedule/runner.js";
 import { ScheduleEditor } from "../comeback/schedule/editor.js";
 import { SchedulePage } from "../comeback/schedule/page.js";
+import { ScheduleAgentRequests } from "../comeback/schedule/agent-requests.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
@@ -232,8 +233,18 @@ async function run(
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
   });
   fleetRef = fleet;
+  // `ws-lease schedule` rides on the Reports (issue 36): answered once the schedule editor exists, below.
+  let scheduleFromAgents: ScheduleAgentRequests | undefined;
   const agents = new AgentServer({
-    sink: fleet,
+    sink: {
+      authenticate: (vm, token, peer) => fleet.authenticate(vm, token, peer),
+      connected: (session) => fleet.connected(session),
+      report: (session, report, receivedAtMs, truncated) => {
+        fleet.report(session, report, receivedAtMs, truncated);
+        if (report.scheduleRequests.length > 0) scheduleFromAgents?.handle(session, report);
+      },
+      disconnected: (session) => fleet.disconnected(session),
+    },
     stats,
     log,
     nowMs,
@@ -404,6 +415,7 @@ async function run(
         audit: (vm, message) => mode.actuator.event(vm, "Normal", "ScheduleSet", message),
       })
     : undefined;
+  if (scheduleEditor) scheduleFromAgents = new ScheduleAgentRequests(scheduleEditor);
   const schedulePage =
     scheduleEditor && startLinks && mode.startPlatform
       ? new SchedulePage({
