@@ -1919,4 +1919,61 @@ describe("A schedule the user sets (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }
     await eventually(() => s.runStrategy("sched") !== "Halted", 30_000, "the VM meant to run");
     expect(s.kube.requestsMatching("PUT", "/virtualmachines/sched/start")).toHaveLength(1);
   });
+
+  it("ws-lease schedule in the VM: the agent carries it to the collector, which keeps it on the VM; after the guest powers off, the schedule starts it", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "sched-cli",
+      podIp: "127.0.0.1",
+      runStrategy: "Manual",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+    });
+    const collector = await s.collector("collector-0", {
+      extraConfig: "start: { schedulePass: 1s, timeZone: Asia/Tokyo }\n",
+    });
+    await s.leader(collector);
+    const agent = await s.agent("sched-cli", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+
+    // A typo is refused in the VM and never reaches the cluster.
+    const typo = await agent.lease("schedule", "dialy", "07:00");
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('"dialy" is not a day; did you mean daily?');
+    expect(s.annotation("sched-cli", "schedule")).toBeUndefined();
+
+    // The next whole minute at least 40 s away, in the site's zone (start.timeZone: Asia/Tokyo).
+    const fireMs = Math.ceil((Date.now() + 40_000) / 60_000) * 60_000;
+    const hhmm = new Intl.DateTimeFormat("en-GB", {
+      timeZone: "Asia/Tokyo",
+      hour: "2-digit",
+      minute: "2-digit",
+      hourCycle: "h23",
+    }).format(new Date(fireMs));
+    const set = await agent.lease("schedule", "daily", hhmm);
+    expect(set.stderr).toBe("");
+    expect(set.code).toBe(0);
+    expect(set.json).toMatchObject({
+      message: `schedule set: daily ${hhmm} tz Asia/Tokyo`,
+      schedule: { valid: true, timeZone: "Asia/Tokyo", nextStartMs: fireMs },
+    });
+    expect(s.annotation("sched-cli", "schedule")).toBe(`daily ${hhmm} tz Asia/Tokyo`);
+    expect((await s.waitForEvent("sched-cli", "ScheduleSet", 30_000))["note"]).toContain("with ws-lease in the VM");
+    const status = await agent.lease("schedule", "status");
+    expect(status.json).toMatchObject({ schedule: { line: `daily ${hhmm} tz Asia/Tokyo`, nextStartMs: fireMs } });
+
+    // The guest powers itself off (Manual: it stays off); the schedule brings it back at its time.
+    s.kube.guestPowerOff(NS, "sched-cli");
+    await agent.proc.stop();
+    const started = await eventually(
+      () => s.kube.requestsMatching("PUT", "/virtualmachines/sched-cli/start")[0],
+      fireMs - Date.now() + 60_000,
+      "the scheduled start",
+    );
+    expect(started.status).toBeLessThan(300);
+    const event = await s.waitForEvent("sched-cli", "Started", 30_000);
+    expect(Date.parse(event["eventTime"] as string)).toBeGreaterThanOrEqual(fireMs);
+    expect(event["note"]).toContain("via schedule");
+  });
 });
