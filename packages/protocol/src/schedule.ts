@@ -76,7 +76,8 @@ export function parseDays(text: string): { days: number[] } | { error: string } 
   };
   for (const part of text.toLowerCase().split(",")) {
     if (part === "") return { error: `"${text}": an empty day between commas` };
-    const named = DAY_WORDS[part];
+    // Own keys only: "__proto__" or "constructor" typed as a day is a typo, not Object's.
+    const named = Object.hasOwn(DAY_WORDS, part) ? DAY_WORDS[part] : undefined;
     if (named) {
       for (const day of named) days.add(day);
       continue;

@@ -56,6 +56,9 @@ describe("parseSchedule", () => {
     ["weekdays 08:45 stop by 8pm", /"stop by" needs a time HH:MM, not "8pm"/],
     ["weekdays 08:45 tz Europe/Berln", /"Europe\/Berln" is not a time zone; did you mean Europe\/Berlin\?/],
     ["weekdays 08:45 skip 2026-02-30", /"2026-02-30" is not a date/],
+    // Found by the property test: a day named like an Object property is a typo, not a crash.
+    ["__proto__ 08:45", /"__proto__" is not a day/],
+    ["constructor 08:45", /"constructor" is not a day/],
   ])("%j is refused: %s", (text, error) => {
     const result = parseSchedule(text, "Europe/Berlin");
     expect(result.ok).toBe(false);
