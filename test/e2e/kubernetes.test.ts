@@ -1806,9 +1806,11 @@ start: { entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wak
 const formBody = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
 
 describe("A schedule the user sets (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
-  it("the owner sets it on the schedule page (typos and strangers change nothing); it starts the stopped VM at its time in the owner's zone", async (context) => {
+  it("the owner sets it on the schedule page (typos and strangers change nothing); it starts the stopped VM at its time in the owner's zone, and says when its GPU is not there", async (context) => {
     const { expect } = context;
     const s = await Scenario.create(context, { startStepMs: 500 });
+    const hooks = await webhookReceiver();
+    s.onClose(() => hooks.close());
     s.kube.seedWorkstation({
       namespace: NS,
       name: "sched",
@@ -1822,7 +1824,7 @@ describe("A schedule the user sets (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }
     const collector = await s.collector("collector-0", {
       httpPort,
       identity: "{ userHeader: X-Auth-Request-User, groupsHeader: X-Auth-Request-Groups, adminGroups: [ws-admins] }",
-      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }\nstart: { schedulePass: 1s }\n`,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { schedulePass: 1s }\n`,
     });
     await s.leader(collector);
     const pageUrl = `http://127.0.0.1:${httpPort}/schedule/${NS}/sched`;
@@ -1898,12 +1900,37 @@ describe("A schedule the user sets (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }
     expect(api.nextStartMs).toBe(fireMs);
     expect(api.nextStart).toMatch(new RegExp(`^${parts.weekday} .* ${hhmm} E[SD]T$`));
 
+    // Its GPU went to someone else while it was stopped: the start is accepted but cannot be placed.
+    const noGpu = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.";
+    s.kube.holdScheduling(NS, "sched", noGpu);
     const started = await eventually(
       () => s.kube.requestsMatching("PUT", "/virtualmachines/sched/start")[0],
       fireMs - Date.now() + 60_000,
       "the scheduled start",
     );
     expect(started.status).toBeLessThan(300);
+    const unplaced = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; reason: string })
+          .find((b) => b.event === "schedule"),
+      60_000,
+      "the schedule webhook",
+    );
+    expect(unplaced.reason).toContain(`cannot be placed yet: Unschedulable: ${noGpu}`);
+    expect((await s.waitForEvent("sched", "ScheduledStartUnplaced", 30_000))["note"]).toContain(noGpu);
+    s.kube.releaseScheduling(NS, "sched");
+    const placed = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; reason: string })
+          .filter((b) => b.event === "schedule")[1],
+      60_000,
+      "the placed webhook",
+    );
+    expect(placed.reason).toMatch(/the scheduled start of users\/sched is placed now, \d+ (s|min) after its time/);
     const startedEvent = await s.waitForEvent("sched", "Started", 30_000);
     // Not before its time: the collector's own clock says when it asked.
     expect(Date.parse(startedEvent["eventTime"] as string)).toBeGreaterThanOrEqual(fireMs);
