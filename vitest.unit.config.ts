@@ -26,6 +26,7 @@ export const NEEDS_ROOT_OR_REAL_PARTS = [
   "packages/guest-agent/test/lease/durable.test.ts",
   "packages/guest-agent/test/lease/peer-proof.test.ts",
   "packages/guest-agent/test/lease/run.test.ts",
+  "packages/guest-agent/test/lease/schedule-cli.test.ts",
   "packages/guest-agent/test/lease/service.test.ts",
   "packages/guest-agent/test/lease/ws-lease-users.test.ts",
   "packages/guest-agent/test/notice/delivery.test.ts",

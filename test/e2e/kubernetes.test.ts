@@ -1801,3 +1801,206 @@ start: { entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wak
     expect(startPuts()).toHaveLength(1);
   });
 });
+
+/** Form fields as a urlencoded body. */
+const formBody = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
+
+describe("A schedule the user sets (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("the owner sets it on the schedule page (typos and strangers change nothing); it starts the stopped VM at its time in the owner's zone, and says when its GPU is not there", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    const hooks = await webhookReceiver();
+    s.onClose(() => hooks.close());
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "sched",
+      podIp: "127.0.0.1",
+      runStrategy: "Halted",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+      // The owner's zone: at 00:xx UTC it is the evening of the day before in New York.
+      annotations: { [`${PREFIX}time-zone`]: "America/New_York" },
+    });
+    const httpPort = await freePort();
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      identity: "{ userHeader: X-Auth-Request-User, groupsHeader: X-Auth-Request-Groups, adminGroups: [ws-admins] }",
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { schedulePass: 1s }\n`,
+    });
+    await s.leader(collector);
+    const pageUrl = `http://127.0.0.1:${httpPort}/schedule/${NS}/sched`;
+    const as = (user: string, extra: Record<string, string> = {}) => ({ "x-auth-request-user": user, ...extra });
+    const post = async (user: string, fields: Record<string, string>, extra: Record<string, string> = {}) => {
+      const res = await fetch(pageUrl, {
+        method: "POST",
+        body: formBody(fields),
+        headers: { "content-type": "application/x-www-form-urlencoded", ...as(user, extra) },
+      });
+      return { status: res.status, body: await res.text() };
+    };
+    const page = await fetch(pageUrl, { headers: as("alice") });
+    const pageBody = await page.text();
+    expect([page.status, pageBody.includes('data-valid="none"')]).toEqual([200, true]);
+    const token = /name="t" value="([^"]+)"/.exec(pageBody)![1]!;
+
+    // The next whole minute in New York with room for the POSTs below (a minute later when it is close).
+    const nowMs = Date.now();
+    const fireMs = Math.ceil((nowMs + 20_000) / 60_000) * 60_000;
+    const parts = Object.fromEntries(
+      new Intl.DateTimeFormat("en-US", {
+        timeZone: "America/New_York",
+        weekday: "short",
+        hour: "2-digit",
+        minute: "2-digit",
+        hourCycle: "h23",
+      })
+        .formatToParts(new Date(fireMs))
+        .map((part) => [part.type, part.value]),
+    );
+    const day = parts.weekday!.toLowerCase();
+    const hhmm = `${parts.hour}:${parts.minute}`;
+
+    const typo = await post("alice", { t: token, action: "set", schedule: `${day} ${hhmm}`, tz: "America/New_Yrok" });
+    expect(typo.status).toBe(400);
+    expect(typo.body).toContain("is not a time zone; did you mean America/New_York?");
+    const dayTypo = await post("alice", { t: token, action: "set", schedule: `weekdyas ${hhmm}` });
+    expect(dayTypo.body).toContain("did you mean weekdays?");
+    const stranger = await post("bob", { t: token, action: "set", schedule: `${day} ${hhmm}` });
+    expect(stranger.status).toBe(403);
+    const crossSite = await post(
+      "alice",
+      { t: token, action: "set", schedule: `${day} ${hhmm}` },
+      { origin: "https://evil.example" },
+    );
+    expect(crossSite.status).toBe(403);
+    const noToken = await post("alice", { action: "set", schedule: `${day} ${hhmm}` });
+    expect(noToken.status).toBe(403);
+    expect(s.annotation("sched", "schedule")).toBeUndefined();
+    expect(s.kube.requestsMatching("PUT", "/virtualmachines/sched/start")).toHaveLength(0);
+
+    const set = await post("alice", { t: token, action: "set", schedule: `${day} ${hhmm}` });
+    expect(set.status).toBe(200);
+    expect(set.body).toContain(`schedule set: ${day} ${hhmm} tz America/New_York`);
+    expect(s.annotation("sched", "schedule")).toBe(`${day} ${hhmm} tz America/New_York`);
+    const setEvent = await s.waitForEvent("sched", "ScheduleSet", 30_000);
+    expect(setEvent["note"]).toContain("by alice on the schedule page");
+
+    // Shown where people look: /api/vms and the VM page, in the owner's zone.
+    const api = await eventually(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${httpPort}/api/vms`, { headers: as("alice") });
+        const body = JSON.parse(await res.text()) as {
+          vms: { name: string; schedule?: { valid: boolean; nextStart?: string; nextStartMs?: number } }[];
+        };
+        return body.vms.find((vm) => vm.name === "sched")?.schedule;
+      },
+      30_000,
+      "the schedule in /api/vms",
+    );
+    expect(api.valid).toBe(true);
+    expect(api.nextStartMs).toBe(fireMs);
+    expect(api.nextStart).toMatch(new RegExp(`^${parts.weekday} .* ${hhmm} E[SD]T$`));
+
+    // Its GPU went to someone else while it was stopped: the start is accepted but cannot be placed.
+    const noGpu = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.";
+    s.kube.holdScheduling(NS, "sched", noGpu);
+    const started = await eventually(
+      () => s.kube.requestsMatching("PUT", "/virtualmachines/sched/start")[0],
+      fireMs - Date.now() + 60_000,
+      "the scheduled start",
+    );
+    expect(started.status).toBeLessThan(300);
+    const unplaced = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; reason: string })
+          .find((b) => b.event === "schedule"),
+      60_000,
+      "the schedule webhook",
+    );
+    expect(unplaced.reason).toContain(`cannot be placed yet: Unschedulable: ${noGpu}`);
+    expect((await s.waitForEvent("sched", "ScheduledStartUnplaced", 30_000))["note"]).toContain(noGpu);
+    s.kube.releaseScheduling(NS, "sched");
+    const placed = await eventually(
+      () =>
+        hooks
+          .on("/hook")
+          .map((h) => h.body as { event: string; reason: string })
+          .filter((b) => b.event === "schedule")[1],
+      60_000,
+      "the placed webhook",
+    );
+    expect(placed.reason).toMatch(/the scheduled start of users\/sched is placed now, \d+ (s|min) after its time/);
+    const startedEvent = await s.waitForEvent("sched", "Started", 30_000);
+    // Not before its time: the collector's own clock says when it asked.
+    expect(Date.parse(startedEvent["eventTime"] as string)).toBeGreaterThanOrEqual(fireMs);
+    expect(startedEvent["note"]).toContain(
+      `start requested by its schedule (${day} ${hhmm} tz America/New_York) via schedule`,
+    );
+    await eventually(
+      async () => /^workstation_starts_total\{trigger="schedule"\} 1$/m.test(await collector.metrics()),
+      30_000,
+      "the schedule start counted",
+    );
+    // One start for one time: later passes leave the running VM alone.
+    await eventually(() => s.runStrategy("sched") !== "Halted", 30_000, "the VM meant to run");
+    expect(s.kube.requestsMatching("PUT", "/virtualmachines/sched/start")).toHaveLength(1);
+  });
+
+  it("ws-lease schedule in the VM: the agent carries it to the collector, which keeps it on the VM; after the guest powers off, the schedule starts it", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "sched-cli",
+      podIp: "127.0.0.1",
+      runStrategy: "Manual",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+    });
+    const collector = await s.collector("collector-0", {
+      extraConfig: "start: { schedulePass: 1s, timeZone: Asia/Tokyo }\n",
+    });
+    await s.leader(collector);
+    const agent = await s.agent("sched-cli", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+
+    // A typo is refused in the VM and never reaches the cluster.
+    const typo = await agent.lease("schedule", "dialy", "07:00");
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('"dialy" is not a day; did you mean daily?');
+    expect(s.annotation("sched-cli", "schedule")).toBeUndefined();
+
+    // The next whole minute at least 40 s away, in the site's zone (start.timeZone: Asia/Tokyo).
+    const fireMs = Math.ceil((Date.now() + 40_000) / 60_000) * 60_000;
+    const hhmm = new Intl.DateTimeFormat("en-GB", {
+      timeZone: "Asia/Tokyo",
+      hour: "2-digit",
+      minute: "2-digit",
+      hourCycle: "h23",
+    }).format(new Date(fireMs));
+    const set = await agent.lease("schedule", "daily", hhmm);
+    expect(set.stderr).toBe("");
+    expect(set.code).toBe(0);
+    expect(set.json).toMatchObject({
+      message: `schedule set: daily ${hhmm} tz Asia/Tokyo`,
+      schedule: { valid: true, timeZone: "Asia/Tokyo", nextStartMs: fireMs },
+    });
+    expect(s.annotation("sched-cli", "schedule")).toBe(`daily ${hhmm} tz Asia/Tokyo`);
+    expect((await s.waitForEvent("sched-cli", "ScheduleSet", 30_000))["note"]).toContain("with ws-lease in the VM");
+    const status = await agent.lease("schedule", "status");
+    expect(status.json).toMatchObject({ schedule: { line: `daily ${hhmm} tz Asia/Tokyo`, nextStartMs: fireMs } });
+
+    // The guest powers itself off (Manual: it stays off); the schedule brings it back at its time.
+    s.kube.guestPowerOff(NS, "sched-cli");
+    await agent.proc.stop();
+    const started = await eventually(
+      () => s.kube.requestsMatching("PUT", "/virtualmachines/sched-cli/start")[0],
+      fireMs - Date.now() + 60_000,
+      "the scheduled start",
+    );
+    expect(started.status).toBeLessThan(300);
+    const event = await s.waitForEvent("sched-cli", "Started", 30_000);
+    expect(Date.parse(event["eventTime"] as string)).toBeGreaterThanOrEqual(fireMs);
+    expect(event["note"]).toContain("via schedule");
+  });
+});

@@ -20,3 +20,4 @@ export * from "./unhandled.js";
 export * from "./shape.js";
 export * from "./links.js";
 export { decodeMessage, encodeMessage } from "./codec.js";
+export * from "./schedule.js";

@@ -109,7 +109,7 @@ export const EVENT_REASONS = {
     types: ["Normal"],
     action: "Start",
     meaning:
-      "someone asked for a start and KubeVirt's start subresource took it: who asked and through which path (link, address, ssh)",
+      "someone asked for a start and KubeVirt's start subresource took it: who asked and through which path (link, address, ssh, schedule)",
   },
   StopDisputed: {
     sentBy: "edge",
@@ -117,6 +117,32 @@ export const EVENT_REASONS = {
     action: "Dispute",
     meaning:
       "the VM's user reported its last stop as a mistake (what they were doing, and the policy setting that would have kept it)",
+  },
+  ScheduleSet: {
+    sentBy: "edge",
+    types: ["Normal"],
+    action: "Schedule",
+    meaning:
+      "the VM's start schedule was set, changed, skipped a date or cleared (by whom: ws-lease in the VM, the VM page)",
+  },
+  ScheduleInvalid: {
+    sentBy: "edge",
+    types: ["Warning"],
+    action: "Schedule",
+    meaning:
+      "the VM's schedule annotation does not parse: it is not applied, nothing is started or stopped for it (why, with a did-you-mean)",
+  },
+  ScheduledStartUnplaced: {
+    sentBy: "edge",
+    types: ["Warning"],
+    action: "Start",
+    meaning: "a scheduled start was accepted but the scheduler cannot place the VM (its message); it stays asked for",
+  },
+  ScheduledStartFailed: {
+    sentBy: "edge",
+    types: ["Warning"],
+    action: "Start",
+    meaning: "a scheduled start was refused, retried every minute, and given up an hour after its time",
   },
   IdentityRejected: {
     sentBy: "edge",

@@ -233,6 +233,9 @@ export const NON_POLICY_ANNOTATION_NAMES: readonly string[] = [
   // The VM's own webhook (outreach/notify/config.ts): read by the notifier, and never echoed (a URL may be a secret).
   "notify-url",
   "notify-format",
+  // The start schedule and its default zone (comeback/schedule/schedules.ts): read by the schedule's loop.
+  "schedule",
+  "time-zone",
 ];
 
 /** Applies one set of knob values (annotations without the prefix, or a config section). */

@@ -7,6 +7,8 @@ import type { Registry } from "prom-client";
 import type { ChartPoint, History } from "../outreach/history.js";
 import type { KeepLinks } from "../comeback/keeplink/handler.js";
 import type { StartLinks } from "../comeback/start/handler.js";
+import type { SchedulePage } from "../comeback/schedule/page.js";
+import type { ScheduleStatus } from "../comeback/schedule/schedules.js";
 import { MAX_FORM_BYTES, readForm } from "../web/form.js";
 import { FORWARDED_HEADER, type ForwardRoute, forwardToLeader, leaderTarget } from "../web/leader-forward.js";
 import type { GivenBackRow } from "../outreach/adoption/given-back.js";
@@ -59,6 +61,9 @@ export interface WebOptions {
   givenBack?: (nowMs: number) => GivenBackRow[];
   /** What the fleet holds and costs (docs/cost.md): the pages' money section and /api/spend. */
   spend?: FleetSpend;
+  /** The VMs' start schedules: their page (/schedule/NS/NAME) and what /api/vms and the VM page show. */
+  schedulePage?: SchedulePage;
+  scheduleOf?: (vm: { namespace: string; name: string }) => ScheduleStatus | undefined;
 }
 
 /**
@@ -181,6 +186,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
     if (isAction && req.method === "POST" && !options.info().leader) return await standbyAction(exchange);
     if (url.pathname.startsWith("/start/")) return await startRoute(exchange);
     if (url.pathname.startsWith("/keep/")) return await keepRoute(exchange);
+    if (url.pathname.startsWith("/schedule/")) return await scheduleRoute(exchange);
     if (req.method !== "GET" && req.method !== "HEAD") return send(405, "text/plain", "method not allowed\n");
     // Behind the site's login: who is asking decides which VMs they see (keep links above carry their own proof).
     let viewer: Viewer | undefined;
@@ -300,6 +306,24 @@ async function startRoute(exchange: Exchange): Promise<void> {
   return send(answer.status, HTML, answer.html);
 }
 
+/** /schedule/NS/NAME: a VM's start schedule and its form (behind the site's login; comeback/schedule/page.ts). */
+async function scheduleRoute(exchange: Exchange): Promise<void> {
+  const { options, req, url, send } = exchange;
+  const vm = vmFromPath(url.pathname, "/schedule/");
+  if (!options.schedulePage) return send(404, "text/plain", "schedules are not configured on this collector\n");
+  if (!vm) return send(404, "text/plain", "not found\n");
+  const form = req.method === "POST" ? await readFormOrRefuse(exchange) : undefined;
+  if (req.method === "POST" && !form) return;
+  const answer = await options.schedulePage.handle(
+    req.method ?? "GET",
+    vm,
+    req.headers,
+    req.socket.remoteAddress,
+    form,
+  );
+  return send(answer.status, HTML, answer.html);
+}
+
 /** /keep/NS/NAME: the keep-running link's page and its POST. */
 async function keepRoute(exchange: Exchange): Promise<void> {
   const { options, req, send } = exchange;
@@ -332,6 +356,7 @@ function vmJsonRoute({ options, url, send }: Exchange, viewer: Viewer | undefine
     JSON.stringify(
       {
         ...detail,
+        ...withSchedule(options, vm),
         transitions: options.history?.transitions(vm) ?? [],
         points: options.history?.points(vm, now - spanMs) ?? [],
       },
@@ -377,6 +402,7 @@ function vmPageRoute({ options, url, send }: Exchange, viewer: Viewer | undefine
       nowMs: now,
       ...(options.startUrl?.(vm, now) ? { startUrl: options.startUrl(vm, now)! } : {}),
       ...vmSpend(options.spend, vm, now),
+      ...withSchedule(options, vm),
     }),
   );
 }
@@ -387,7 +413,11 @@ function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined
   const views = () => options.fleet.views(options.nowMs()).filter((view) => visible(view.owner));
   switch (url.pathname) {
     case "/api/vms":
-      return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
+      return send(
+        200,
+        "application/json",
+        JSON.stringify({ vms: views().map((view) => ({ ...view, ...withSchedule(options, view) })) }, null, 2),
+      );
     case "/api/spend": {
       // The fleet page's money as JSON: a signed-in user gets their own VMs' groups; an admin, all.
       const report = options.spend?.report(options.nowMs());
@@ -433,6 +463,12 @@ function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined
     default:
       return send(404, "text/plain", "not found\n");
   }
+}
+
+/** `{ schedule }` when the VM has one (valid or not), else nothing: /api/vms and the VM page. */
+function withSchedule(options: WebOptions, vm: { namespace: string; name: string }): { schedule?: ScheduleStatus } {
+  const schedule = options.scheduleOf?.({ namespace: vm.namespace, name: vm.name });
+  return schedule ? { schedule } : {};
 }
 
 const escapeText = (text: string) => text.replace(/[^\w.-]/g, "?").slice(0, 253);

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
-import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
+import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger, type Report } from "@ws/protocol";
 import { ReloadingServerCredentials } from "../agents/tls-files.js";
 import {
   agentConnectionCap,
@@ -42,7 +42,7 @@ import { createWebServer, type WebOptions } from "./router.js";
 import { Manager } from "./manager.js";
 import { intervalRunnable, runnableOf, type Runnable } from "../lib/runnable.js";
 import type { Registry } from "prom-client";
-import { AgentServer, type AuthResult } from "../agents/server.js";
+import { type AgentSession, AgentServer, type AuthResult } from "../agents/server.js";
 import { KeepLinks } from "../comeback/keeplink/handler.js";
 import { deriveLinkKey } from "../links/keep-token.js";
 import { registerHostSourceMetrics } from "../loop/hostside/metrics.js";
@@ -58,9 +58,18 @@ import { deriveStartLinkKey, startLinkUrl } from "../links/start-token.js";
 import type { VmKey } from "../model/vm-key.js";
 import { StartTracker } from "../comeback/start/tracker.js";
 import { welcomeBack } from "../comeback/start/welcome.js";
+import { ScheduleRunner } from "../comeback/schedule/runner.js";
+import { ScheduleEditor } from "../comeback/schedule/editor.js";
+import { SchedulePage } from "../comeback/schedule/page.js";
+import { ScheduleAgentRequests } from "../comeback/schedule/agent-requests.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
+/** A scheduled start missed by more than this (the collector was down) is not made up for. */
+const SCHEDULE_CATCH_UP_MS = 15 * 60_000;
+/** A scheduled start the platform refused is tried again this often, for at most an hour. */
+const SCHEDULE_RETRY_MS = 60_000;
+const SCHEDULE_GIVE_UP_MS = 60 * 60_000;
 /**
  * Between scrapes, the per-VM /metrics text of changed VMs is built in slices of this many VMs
  * this often (metrics/metrics.ts warmPerVmSeries): at most 1,000 VMs a second, about 15 ms of the
@@ -215,7 +224,11 @@ function buildCollector(
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
   const { fleet, outreach, givenBack, spend } = buildFleet(wiring, recorder);
-  const { agents, tls } = agentServerFor(wiring, fleet);
+  // `ws-lease schedule` rides on the Reports: answered once the schedule editor exists, below.
+  let scheduleFromAgents: ScheduleAgentRequests | undefined;
+  const { agents, tls } = agentServerFor(wiring, fleet, (session, report) =>
+    scheduleFromAgents?.handle(session, report),
+  );
   const guard = memoryGuard(config, log, outreach);
   const registry = collectorMetrics(wiring, fleet, agents, tls, guard, givenBack);
   registerNotificationMetrics(registry, outreach.sender);
@@ -223,6 +236,8 @@ function buildCollector(
   const hostSource = config.hostSide ? hostSourceFor(config, fleet, mode, log, nowMs) : undefined;
   if (hostSource) registerHostSourceMetrics(registry, hostSource.status);
   const startLinks = startLinksFor(wiring, fleet, outreach, registry);
+  const schedules = schedulesFor(wiring, fleet, outreach, startLinks);
+  scheduleFromAgents = schedules.fromAgents;
   const http = httpServers(wiring, ready, {
     fleet,
     registry,
@@ -231,6 +246,7 @@ function buildCollector(
     startLinks,
     givenBack,
     spend,
+    schedules,
   });
   const agentPort = agentListener(wiring, agents, tls ?? grpc.ServerCredentials.createInsecure());
   const runnables: Runnable[] = [
@@ -254,6 +270,7 @@ function buildCollector(
         ]
       : []),
     intervalRunnable("start-link watch", 1000, () => startLinks?.watch()),
+    intervalRunnable("schedule pass", config.start.schedulePassSeconds * 1000, () => void schedules.runner?.pass()),
     intervalRunnable("spend sampling", SPEND_TICK_MS, () => {
       if (wiring.mode.leader()) spend.tick(wiring.nowMs());
     }),
@@ -291,10 +308,19 @@ function buildCollector(
 function agentServerFor(
   wiring: Wiring,
   fleet: Fleet,
+  scheduleRequests: (session: AgentSession, report: Report) => void,
 ): { agents: AgentServer; tls: ReloadingServerCredentials | undefined } {
   const { config, stats, log, nowMs } = wiring;
   const agents = new AgentServer({
-    sink: fleet,
+    sink: {
+      authenticate: (vm, token, peer) => fleet.authenticate(vm, token, peer),
+      connected: (session) => fleet.connected(session),
+      report: (session, report, receivedAtMs, truncated) => {
+        fleet.report(session, report, receivedAtMs, truncated);
+        if (report.scheduleRequests.length > 0) scheduleRequests(session, report);
+      },
+      disconnected: (session, reason, goodbye) => fleet.disconnected(session, reason, goodbye),
+    },
     stats,
     log,
     nowMs,
@@ -533,6 +559,64 @@ function startLinksFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, registr
   return startLinks;
 }
 
+interface Schedules {
+  runner?: ScheduleRunner;
+  editor?: ScheduleEditor;
+  page?: SchedulePage;
+  fromAgents?: ScheduleAgentRequests;
+}
+
+/** The VMs' start schedules (docs/coming-back.md): they fire through the start path as trigger `schedule`. */
+function schedulesFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, startLinks: StartLinks | undefined): Schedules {
+  const { config, mode, log, nowMs } = wiring;
+  const platform = mode.startPlatform;
+  if (!platform) return {};
+  const runner = startLinks
+    ? new ScheduleRunner({
+        platform,
+        start: (request) => startLinks.start(request),
+        prefix: mode.policySource.prefix,
+        siteZone: config.start.timeZone,
+        nowMs,
+        leader: mode.leader,
+        catchUpMs: SCHEDULE_CATCH_UP_MS,
+        retryMs: SCHEDULE_RETRY_MS,
+        giveUpMs: SCHEDULE_GIVE_UP_MS,
+        audit: (vm, type, reason, message) => mode.actuator.event(vm, type, reason, message),
+        tellOwner: (vm, message) => {
+          const policy = fleet.loopState(vm)?.policy ?? resolveVmPolicy(mode.policySource, vm, undefined).policy;
+          outreach.scheduled(
+            { kind: "schedule", vm, atMs: nowMs(), mode: policy.mode, reason: message, explanation: message },
+            policy,
+          );
+        },
+        log: (level, message) => log(level, message),
+      })
+    : undefined;
+  const editor = new ScheduleEditor({
+    platform,
+    prefix: mode.policySource.prefix,
+    siteZone: config.start.timeZone,
+    nowMs,
+    audit: (vm, message) => mode.actuator.event(vm, "Normal", "ScheduleSet", message),
+  });
+  const page = startLinks
+    ? new SchedulePage({
+        editor,
+        platform,
+        ...(config.http.identity ? { identity: config.http.identity } : {}),
+        formToken: (vm) => startLinks.formToken(vm),
+        validToken: (vm, token) => startLinks.validToken(vm, token),
+      })
+    : undefined;
+  return {
+    ...(runner ? { runner } : {}),
+    editor,
+    ...(page ? { page } : {}),
+    fromAgents: new ScheduleAgentRequests(editor),
+  };
+}
+
 type DisputedHook = NonNullable<ConstructorParameters<typeof StartLinks>[0]["disputed"]>;
 
 /** "This stop was a mistake": a Warning Event on the VM and the dispute sent to the webhooks. */
@@ -591,6 +675,7 @@ function httpServers(
     startLinks: StartLinks | undefined;
     givenBack: GivenBackLedger;
     spend: FleetSpend;
+    schedules: Schedules;
   },
 ): { listen: () => Promise<undefined>; close: () => Promise<void>; addresses: () => ServingAddresses } {
   const { config, mode, stats, log, nowMs, startUrl } = wiring;
@@ -613,6 +698,8 @@ function httpServers(
     startUrl,
     givenBack: (now) => parts.givenBack.rows(now),
     spend: parts.spend,
+    ...(parts.schedules.page ? { schedulePage: parts.schedules.page } : {}),
+    ...(parts.schedules.editor ? { scheduleOf: (vm: VmKey) => parts.schedules.editor!.status(vm) } : {}),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

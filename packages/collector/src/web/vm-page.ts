@@ -19,6 +19,15 @@ export interface VmPageInput {
   startUrl?: string;
   /** What this VM holds and costs, its size beside its use (docs/cost.md); absent: not counted yet. */
   spend?: { html: string };
+  /** The VM's start schedule (comeback/schedule/schedules.ts), when it has one. */
+  schedule?: {
+    line: string;
+    valid: boolean;
+    error?: string;
+    description?: string;
+    nextStart?: string;
+    nextStopBy?: string;
+  };
 }
 
 /** How the agent went, after "not connected": said goodbye (on purpose) or vanished (docs/policy.md). */
@@ -28,6 +37,16 @@ function agentGoneText(view: VmPageInput["detail"]["view"], now: number): string
   if (gone.how === "vanished")
     return ` <span id="agent-gone" data-how="vanished">— vanished without a goodbye (a crash, a kill or the network)</span>`;
   return ` <span id="agent-gone" data-how="stopped-on-purpose">— stopped on purpose ${when(gone.atMs, now)} (${escapeHtml(gone.reason)}): the VM is unmanaged</span>`;
+}
+
+/** "next start: Mon 7 Dec 08:45 CET", or why the schedule is not applied; a link to change it. */
+function scheduleRow(input: VmPageInput): string {
+  const { schedule } = input;
+  const change = `<a href="../..${`/schedule/${encodeURIComponent(input.detail.view.namespace)}/${encodeURIComponent(input.detail.view.name)}`}" id="schedule-link">${schedule ? "change" : "set one"}</a>`;
+  if (!schedule) return `<dt>Schedule</dt><dd id="schedule" data-valid="none">none (${change})</dd>`;
+  if (!schedule.valid)
+    return `<dt>Schedule</dt><dd id="schedule" data-valid="false"><b>invalid, not applied</b>: <code>${escapeHtml(schedule.line)}</code>: ${escapeHtml(schedule.error ?? "")} (${change})</dd>`;
+  return `<dt>Schedule</dt><dd id="schedule" data-valid="true">${schedule.nextStart ? `next start: <strong id="next-start">${escapeHtml(schedule.nextStart)}</strong>; ` : ""}${escapeHtml(schedule.description ?? schedule.line)}${schedule.nextStopBy ? `; stop by ${escapeHtml(schedule.nextStopBy)} (not enforced yet)` : ""} (${change})</dd>`;
 }
 
 function stopBox(input: VmPageInput): string {
@@ -138,6 +157,7 @@ export function renderVmPage(input: VmPageInput): string {
 <dt>State</dt><dd id="state">${escapeHtml(view.state)}${view.mode === "observe" ? " <b>(observe mode)</b>" : ""}</dd>
 <dt>Agent</dt><dd>${view.connected ? `connected${view.agentVersion ? ` (ws-agent ${escapeHtml(view.agentVersion)})` : ""}` : `not connected${agentGoneText(view, now)}`}; last report ${when(view.lastReportAtMs, now)}</dd>
 ${hostRow(input)}
+${scheduleRow(input)}
 <dt>Idle clock</dt><dd id="idle">${idle}${explanation?.lastActivity ? `; last activity: ${escapeHtml(explanation.lastActivity)}` : ""}</dd>
 <dt>Policy</dt><dd>${policy.autostopEnabled ? "autostop enabled" : "autostop off"}, ${escapeHtml(policy.mode)} mode${policy.profile ? `, profile ${escapeHtml(policy.profile)}` : ""}; idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}, grace-period ${formatDuration(policy.gracePeriodSeconds)}, max-keep-running ${formatDuration(policy.maxKeepRunningSeconds)}</dd>
 ${view.policyErrors.length ? `<dt>Policy errors</dt><dd>${escapeHtml(view.policyErrors.join("; "))}</dd>` : ""}

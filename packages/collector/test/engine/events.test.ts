@@ -75,6 +75,10 @@ describe("Event reasons", () => {
     expect(REASONS.filter((reason) => !engine.includes(reason))).toEqual([
       "IdentityRejected",
       "KeepRunningLink",
+      "ScheduleInvalid",
+      "ScheduleSet",
+      "ScheduledStartFailed",
+      "ScheduledStartUnplaced",
       "Started",
       "StopDisputed",
       "Stopped",

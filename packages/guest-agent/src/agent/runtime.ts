@@ -9,6 +9,7 @@ import {
   PROTOCOL_VERSION,
   REPORT_ON_CHANGE_CAPABILITY,
   ReportSchema,
+  ScheduleRequestSchema,
   SOURCE_NAMES,
   type Directive,
   type Thresholds,
@@ -182,6 +183,7 @@ export class AgentRuntime {
       intervalSeconds: this.intervalSeconds,
       sampleAgeSeconds: Math.max(0, (this.clock.monotonicMs() - this.latest.takenAtMonotonicMs) / 1000),
       agentUnhandledErrors: BigInt(this.unhandled.rejection + this.unhandled.exception),
+      scheduleRequests: this.leases.schedules.inReport().map((request) => create(ScheduleRequestSchema, request)),
     });
     if (this.connection.isConnected) {
       this.connection.send(report);

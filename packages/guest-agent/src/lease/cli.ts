@@ -7,7 +7,10 @@ import {
   errorMessage,
   parseCommandLine,
   parseDuration,
+  parseSchedule,
+  parseSkipDate,
   UsageError,
+  validTimeZone,
   escapedJson,
   terminalText,
 } from "@ws/protocol";
@@ -42,6 +45,8 @@ SYNOPSIS
     ws-lease status [--json]
     ws-lease list [--json]
     ws-lease cancel [ID | --all] [--json]
+    ws-lease schedule DAYS HH:MM [--tz ZONE] [--stop-by HH:MM] [--json]
+    ws-lease schedule status|clear|skip tomorrow|YYYY-MM-DD [--json]
     ws-lease COMMAND --help
 
 DESCRIPTION
@@ -93,6 +98,17 @@ COMMANDS
     cancel [ID | --all]
         Cancel a lease. Without ID, cancels your lease if you hold exactly
         one. --all cancels all of yours (root: everyone's).
+
+    schedule DAYS HH:MM [--tz ZONE] [--stop-by HH:MM]
+        Start this VM by itself at a time, so it is ready when you come:
+        ws-lease schedule weekdays 08:45 --tz Europe/Berlin. DAYS: weekdays,
+        weekends, daily, mon..sun, lists (mon,wed) and ranges (mon-thu).
+        Without --tz, the VM's time zone (its administrator's setting, else
+        UTC). --stop-by is kept and shown, not yet enforced. The schedule is
+        kept by the cluster, outside the VM; a typo is refused with a "did
+        you mean" and changes nothing. schedule status shows it and the next
+        start; schedule skip tomorrow (or a date) skips one start;
+        schedule clear removes it.
 
 OPTIONS
     --json      Print the agent's answer as JSON, for scripts. States are
@@ -155,6 +171,7 @@ Usage: ws-lease DURATION [--reason TEXT]     keep the VM running for DURATION (8
        ws-lease status                       whether and when it would stop, and why
        ws-lease list                         the leases on this VM
        ws-lease cancel [ID | --all]          cancel your lease(s)
+       ws-lease schedule weekdays 08:45      start the VM by itself (status, skip tomorrow, clear)
 
 Options: --json (for scripts), --reason TEXT, -h/--help, --man, --version
 Each command has its own --help; the manual is: man ws-lease (or ws-lease --man).
@@ -217,6 +234,33 @@ Examples:
   ws-lease cancel --all
 `;
 
+const SCHEDULE_HELP = `Usage: ws-lease schedule DAYS HH:MM [--tz ZONE] [--stop-by HH:MM] [--json]
+       ws-lease schedule status [--json]
+       ws-lease schedule skip tomorrow|YYYY-MM-DD [--json]
+       ws-lease schedule clear [--json]
+
+Starts this VM by itself at a time, in a time zone, so it is ready when you
+come back. The schedule is kept by the cluster (outside the VM) and shown on
+the VM's page.
+
+  DAYS           weekdays, weekends, daily, mon..sun, mon,wed,fri, mon-thu
+  HH:MM          24-hour, in the time zone
+  --tz ZONE      an IANA time zone (Europe/Berlin, America/New_York); default:
+                 the VM's time zone, else UTC
+  --stop-by HH:MM
+                 kept and shown; not enforced yet (the VM still stops only
+                 when idle)
+  status         the schedule and its next start
+  skip DATE      no start on that day (tomorrow, today or YYYY-MM-DD)
+  clear          no schedule
+  --json         the answer as JSON
+
+Examples:
+  ws-lease schedule weekdays 08:45 --tz Europe/Berlin
+  ws-lease schedule skip tomorrow
+  ws-lease schedule status
+`;
+
 const TAKE_HELP = `Usage: ws-lease DURATION [--reason TEXT] [--json]
 
 Keeps this VM running for DURATION from now, even if it looks idle.
@@ -258,6 +302,8 @@ export async function leaseCommand(argv: string[], io: LeaseIo, clock: Clock = s
         return await cancelCommand(rest, io, socketPath);
       case "take":
         return await takeCommand(rest, io, socketPath, moment, true);
+      case "schedule":
+        return await scheduleCommand(rest, io, socketPath, moment);
       default:
         return await takeCommand(argv, io, socketPath, moment, false);
     }
@@ -281,7 +327,14 @@ export async function leaseCommand(argv: string[], io: LeaseIo, clock: Clock = s
 }
 
 function helpFor(command: string): string | undefined {
-  return { status: STATUS_HELP, list: LIST_HELP, cancel: CANCEL_HELP, take: TAKE_HELP, run: RUN_HELP }[command];
+  return {
+    status: STATUS_HELP,
+    list: LIST_HELP,
+    cancel: CANCEL_HELP,
+    take: TAKE_HELP,
+    run: RUN_HELP,
+    schedule: SCHEDULE_HELP,
+  }[command];
 }
 
 export function agentUnavailableText(error: AgentUnavailableError): string {
@@ -359,7 +412,9 @@ async function takeCommand(
   }
   const text = positionals[0]!;
   if (!/^\d/.test(text))
-    throw new UsageError(`unknown command "${text}": expected a duration (8h, 90m, 1h30m), status, list or cancel`);
+    throw new UsageError(
+      `unknown command "${text}": expected a duration (8h, 90m, 1h30m), status, list, cancel or schedule`,
+    );
   const seconds = parseDuration(text);
   if (seconds < MIN_LEASE_SECONDS)
     throw new UsageError(
@@ -380,6 +435,67 @@ async function takeCommand(
     });
   else io.stdout.write(formatTaken(answer.lease, answer.collectorConnected, moment));
   return 0;
+}
+
+/**
+ * `ws-lease schedule …`: checked here with the collector's own parser (a typo never leaves the
+ * VM), then carried by the agent to the collector, which keeps it and answers.
+ */
+async function scheduleCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment): Promise<number> {
+  const { values, positionals } = parse(argv, { tz: { type: "string" }, "stop-by": { type: "string" } }, SCHEDULE_HELP);
+  if (values.help) {
+    io.stdout.write(SCHEDULE_HELP);
+    return 0;
+  }
+  const [first, ...more] = positionals;
+  const tz = typeof values.tz === "string" ? values.tz : undefined;
+  const stopBy = typeof values["stop-by"] === "string" ? values["stop-by"] : undefined;
+  let outgoing: OutgoingRequest;
+  if (first === undefined || first === "status" || first === "clear") {
+    if (more.length > 0) throw new UsageError(`schedule ${first} takes no arguments, got "${more[0]}"`);
+    if (tz !== undefined || stopBy !== undefined)
+      throw new UsageError(
+        "--tz and --stop-by go with a schedule: ws-lease schedule weekdays 08:45 --tz Europe/Berlin",
+      );
+    outgoing = { op: "schedule", action: first === "clear" ? "clear" : "status" };
+  } else if (first === "skip") {
+    if (more.length !== 1) throw new UsageError("schedule skip needs one date: tomorrow or YYYY-MM-DD");
+    const date = parseSkipDate(more[0]!, moment.nowMs, "UTC");
+    if ("error" in date) throw new UsageError(date.error);
+    outgoing = { op: "schedule", action: "skip", date: more[0]! };
+  } else {
+    if (tz !== undefined && !validTimeZone(tz)) {
+      const checked = parseSchedule(`daily 00:00 tz ${tz}`);
+      throw new UsageError(checked.ok ? `"${tz}" is not a time zone` : checked.error);
+    }
+    const line = [...positionals, ...(stopBy !== undefined ? ["stop-by", stopBy] : [])].join(" ");
+    // The zone here only lets the line be checked; the collector applies the VM's default.
+    const checked = parseSchedule(tz ? `${line} tz ${tz}` : line, "UTC");
+    if (!checked.ok) throw new UsageError(checked.error);
+    outgoing = { op: "schedule", action: "set", line, ...(tz ? { tz } : {}) };
+  }
+  const answer = await request(socketPath, outgoing);
+  if (!answer.ok) return refused(answer, io);
+  if (answer.op !== "schedule") throw new AgentProtocolError("the agent answered another question");
+  if (values.json) printJson(io, { message: answer.message, schedule: answer.schedule });
+  else io.stdout.write(formatSchedule(answer.message, answer.schedule));
+  return 0;
+}
+
+/** The collector's answer in a few lines a person reads. */
+export function formatSchedule(message: string, schedule: Record<string, unknown> | null): string {
+  const lines = message ? [`${terminalText(message, 500)}.`] : [];
+  const text = (key: string) =>
+    typeof schedule?.[key] === "string" ? terminalText(schedule[key] as string, 500) : undefined;
+  if (!schedule) lines.push("No start schedule: the VM starts when someone starts it.");
+  else if (schedule.valid !== true)
+    lines.push(`The schedule "${text("line")}" is invalid and not applied: ${text("error")}`);
+  else {
+    lines.push(`Schedule: ${text("description")}.`);
+    if (text("nextStart")) lines.push(`Next start: ${text("nextStart")}.`);
+    if (text("nextStopBy")) lines.push(`Stop by: ${text("nextStopBy")} (kept, not enforced yet).`);
+  }
+  return `${lines.join("\n")}\n`;
 }
 
 async function statusCommand(argv: string[], io: LeaseIo, socketPath: string, moment: Moment): Promise<number> {

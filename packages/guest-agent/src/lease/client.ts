@@ -31,7 +31,8 @@ export type OutgoingRequest =
   | { op: "list" }
   | { op: "status" }
   | { op: "cancel"; id: string }
-  | { op: "cancel"; all: true };
+  | { op: "cancel"; all: true }
+  | { op: "schedule"; action: "set" | "clear" | "skip" | "status"; line?: string; tz?: string; date?: string };
 
 const UNAVAILABLE_CODES = new Set(["ENOENT", "ECONNREFUSED", "ENOTDIR", "ECONNRESET", "EPIPE"]);
 

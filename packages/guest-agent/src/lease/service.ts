@@ -43,8 +43,10 @@ import {
 import { proofDirFor } from "./peer-proof.js";
 import { LeaseSocketServer, type WhoIsCalling } from "./server.js";
 import { loadLeaseState, saveLeaseState } from "./store.js";
+import { ScheduleRequests } from "./schedule.js";
 import {
   errorAnswer,
+  MAX_CONFIRM_WAIT_SECONDS,
   type Answer,
   type CapSource,
   type WireLease,
@@ -97,6 +99,8 @@ export class LeaseService {
   /** Ids in the last leases.json that was saved: what a restart would bring back. */
   private onDisk = new Set<string>();
   private readonly confirmationWaiters = new Set<() => void>();
+  /** `ws-lease schedule` requests on their way to the collector (lease/schedule.ts). */
+  readonly schedules = new ScheduleRequests();
   private server: LeaseSocketServer | undefined;
   private listenFailures = 0;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -204,6 +208,7 @@ export class LeaseService {
     if (directive.welcome) void this.welcome.offer(directive.welcome);
     if (changed) void this.persist();
     if (directive.leaseDecisions.length > 0) for (const wake of [...this.confirmationWaiters]) wake();
+    this.schedules.answered(directive);
   }
 
   setCollectorConnected(connected: boolean, address: string): void {
@@ -217,6 +222,7 @@ export class LeaseService {
     clearTimeout(this.retryTimer);
     await this.server?.close();
     for (const wake of [...this.confirmationWaiters]) wake();
+    this.schedules.close();
     this.welcome.close();
     await this.notifier.close();
     await this.saving;
@@ -299,7 +305,36 @@ export class LeaseService {
         return this.take(request, whoIsCalling);
       case "cancel":
         return this.cancel(request, whoIsCalling);
+      case "schedule":
+        return this.schedule(request, whoIsCalling);
     }
+  }
+
+  /** Carries a schedule request to the collector and waits for its answer (issue 36). */
+  private async schedule(request: Extract<Request, { op: "schedule" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {
+    const caller = await whoIsCalling();
+    if (!caller.ok) return errorAnswer("unverified", `the agent could not verify which user you are: ${caller.reason}`);
+    if (!this.collector.connected)
+      return errorAnswer(
+        "busy",
+        "the collector is not connected: the schedule lives outside the VM, so nothing was changed; try again later",
+      );
+    const user = await this.userName(caller.uid);
+    const waiting = this.schedules.ask(
+      request.ask,
+      user,
+      () => this.options.onLeasesChanged?.(),
+      MAX_CONFIRM_WAIT_SECONDS * 1000,
+    );
+    if (waiting === "busy") return errorAnswer("busy", "too many schedule requests at once; try again");
+    const reply = await waiting;
+    if (!reply)
+      return errorAnswer(
+        "busy",
+        `the collector did not answer within ${MAX_CONFIRM_WAIT_SECONDS} s; check with ws-lease schedule status`,
+      );
+    if (!reply.ok) return errorAnswer("bad_request", reply.message);
+    return { ok: true, op: "schedule", message: reply.message, schedule: reply.schedule };
   }
 
   private async take(request: Extract<Request, { op: "take" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {

@@ -6,6 +6,7 @@
 // kernel, never from the request.
 
 import { isJsonObject } from "@ws/protocol";
+import type { ScheduleAsk } from "./schedule.js";
 
 export const PROTOCOL_NAME = "ws-agent-lease";
 export const PROTOCOL_VERSION = 1;
@@ -25,7 +26,8 @@ export type Request =
   | { op: "take"; seconds: number; reason: string; waitSeconds: number }
   | { op: "list" }
   | { op: "status" }
-  | { op: "cancel"; target: { id: string } | { all: true } };
+  | { op: "cancel"; target: { id: string } | { all: true } }
+  | { op: "schedule"; ask: ScheduleAsk };
 
 export type ErrorCode =
   | "bad_request"
@@ -121,6 +123,7 @@ export type Answer =
   | { ok: true; op: "list"; leases: WireLease[] }
   | { ok: true; op: "status"; status: StatusView }
   | { ok: true; op: "cancel"; cancelled: WireLease[] }
+  | { ok: true; op: "schedule"; message: string; schedule: Record<string, unknown> | null }
   | ErrorAnswer;
 
 export function errorAnswer(
@@ -169,10 +172,34 @@ export function parseRequest(line: string): { ok: true; request: Request } | Err
         return { ok: true, request: { op: "cancel", target: { id: value.id } } };
       return errorAnswer("bad_request", `cancel needs either "id" or "all": true`);
     }
+    case "schedule": {
+      const { action, line, tz, date } = value;
+      if (action !== "set" && action !== "clear" && action !== "skip" && action !== "status")
+        return errorAnswer("bad_request", `schedule needs "action": set, clear, skip or status`);
+      for (const [name, field] of [
+        ["line", line],
+        ["tz", tz],
+        ["date", date],
+      ] as const)
+        if (field !== undefined && (typeof field !== "string" || field.length > 300))
+          return errorAnswer("bad_request", `"${name}" must be text of at most 300 characters`);
+      return {
+        ok: true,
+        request: {
+          op: "schedule",
+          ask: {
+            op: action,
+            ...(typeof line === "string" ? { line } : {}),
+            ...(typeof tz === "string" ? { timeZone: tz } : {}),
+            ...(typeof date === "string" ? { date } : {}),
+          },
+        },
+      };
+    }
     default:
       return errorAnswer(
         "bad_request",
-        `unknown op ${JSON.stringify(value.op)}: expected take, list, status or cancel`,
+        `unknown op ${JSON.stringify(value.op)}: expected take, list, status, cancel or schedule`,
       );
   }
 }

@@ -1,6 +1,6 @@
 // The `start:` section of the collector's config file (docs/coming-back.md), and the per-VM
 // annotations that name a workstation's entry point. Pure: values in, a config or problems out.
-import { DurationError, isJsonObject, parseDuration } from "@ws/protocol";
+import { DurationError, isJsonObject, parseDuration, validTimeZone } from "@ws/protocol";
 import { ENTRY_SERVICES, type EntryService } from "./readiness.js";
 import { DEFAULT_START_LINK_TTL_SECONDS } from "../../links/start-token.js";
 
@@ -27,6 +27,10 @@ export interface StartConfig extends EntryConfig {
    * address's `/.ws/start` POST. "" = none.
    */
   wakeListen: string;
+  /** The time zone of a VM's schedule that names none, on a VM without a `time-zone` annotation (IANA). */
+  timeZone: string;
+  /** How often the collector looks for schedule starts that fell due (docs/coming-back.md). */
+  schedulePassSeconds: number;
 }
 
 /** Per-VM annotations (after the policy prefix). */
@@ -40,12 +44,14 @@ export const DEFAULT_START: StartConfig = Object.freeze({
   profiles: {},
   leaderUrl: "",
   wakeListen: "",
+  timeZone: "UTC",
+  schedulePassSeconds: 30,
 }) as StartConfig;
 
 /** host:port or [ipv6]:port, as every listen setting is written. */
 export const isHostPort = (address: string): boolean => /^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address);
 
-const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl", "wakeListen"];
+const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl", "wakeListen", "timeZone", "schedulePass"];
 
 /** An http(s) URL template; placeholders are checked by expanding them with sample values. */
 function urlTemplate(value: unknown, label: string, problems: string[]): string | undefined {
@@ -104,6 +110,21 @@ export function parseStartConfig(raw: unknown, problems: string[], label = "star
     const address = String(raw.wakeListen);
     if (!isHostPort(address)) problems.push(`${label}.wakeListen: "${address.slice(0, 100)}" must be host:port`);
     else config.wakeListen = address;
+  }
+  if (raw.timeZone != null) {
+    const zone = String(raw.timeZone);
+    if (!validTimeZone(zone))
+      problems.push(`${label}.timeZone: "${zone.slice(0, 100)}" is not an IANA time zone (such as Europe/Berlin)`);
+    else config.timeZone = zone;
+  }
+  if (raw.schedulePass != null) {
+    try {
+      const seconds = parseDuration(String(raw.schedulePass), { allowBareSeconds: true });
+      if (seconds < 1 || seconds > 300) problems.push(`${label}.schedulePass: must be between 1s and 5m`);
+      else config.schedulePassSeconds = seconds;
+    } catch (error) {
+      problems.push(`${label}.schedulePass: ${error instanceof DurationError ? error.message : String(error)}`);
+    }
   }
   if (raw.profiles != null) {
     if (!isJsonObject(raw.profiles))

@@ -302,6 +302,7 @@ ${token ? `<input type="hidden" name="t" value="${escapeHtml(token)}">` : ""}
 </form>
 <p class="muted">Nothing starts until you press the button. Starting takes as long as the VM needs to be placed and to boot; this page then shows each step.</p>`
 }
+<p class="muted" id="schedule-link">Every morning the same? <a href="../../schedule/${encodeURIComponent(vm.namespace)}/${encodeURIComponent(vm.name)}">Set a start schedule</a> and it is ready when you come.</p>
 ${disputeForm(facts, token, action, now)}`,
       );
     }

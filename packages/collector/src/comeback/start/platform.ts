@@ -54,6 +54,11 @@ export interface StartPlatform {
    * stop than `stopAtMs`, nothing is written and the answer says so.
    */
   recordDispute?(vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number): Promise<DisputeOutcome>;
+  /**
+   * Writes ws's durable per-VM settings (the start schedule) where the platform keeps them
+   * (Kubernetes: the VM's annotations, merge-patched; null removes one). Names are after the prefix.
+   */
+  writeAnnotations?(vm: VmKey, annotations: Record<string, string | null>): Promise<{ ok: boolean; message: string }>;
 }
 
 /**

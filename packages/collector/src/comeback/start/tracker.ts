@@ -8,9 +8,9 @@ import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartFacts, StartResult } from "./platform.js";
 import { type AttemptFacts, instanceLive } from "./progress.js";
 
-/** Which path asked: the start link's page, the workstation's own address, the ssh helper. */
-export type StartTrigger = "link" | "address" | "ssh";
-export const START_TRIGGERS: readonly StartTrigger[] = ["link", "address", "ssh"];
+/** Which path asked: the start link's page, the workstation's own address, the ssh helper, the VM's schedule. */
+export type StartTrigger = "link" | "address" | "ssh" | "schedule";
+export const START_TRIGGERS: readonly StartTrigger[] = ["link", "address", "ssh", "schedule"];
 
 export interface StartAttempt extends AttemptFacts {
   trigger: StartTrigger;

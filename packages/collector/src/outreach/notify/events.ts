@@ -20,7 +20,9 @@ export type TransitionKind =
   /** Observe mode: the VM would have been stopped now. */
   | "would-stop"
   /** The VM's user says its last stop was a mistake (docs/coming-back.md). */
-  | "dispute";
+  | "dispute"
+  /** The VM's scheduled start could not be made or placed yet, or was placed late (docs/coming-back.md). */
+  | "schedule";
 
 export const TRANSITION_KINDS: readonly TransitionKind[] = [
   "notice",
@@ -30,6 +32,7 @@ export const TRANSITION_KINDS: readonly TransitionKind[] = [
   "refused-stop",
   "would-stop",
   "dispute",
+  "schedule",
 ];
 
 export interface VmTransition {

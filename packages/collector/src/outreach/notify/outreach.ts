@@ -131,6 +131,11 @@ export class Outreach implements FleetObserver {
     this.announce(transition, policy);
   }
 
+  /** The VM's scheduled start could not be made or placed (comeback/schedule/runner.ts): history and webhooks. */
+  scheduled(transition: VmTransition & { kind: "schedule" }, policy: Policy): void {
+    this.announce(transition, policy);
+  }
+
   private announce(transition: VmTransition, policy: Policy): void {
     const warns = warnsPeople(transition, policy);
     const what = `${transition.kind === "reminder" ? "notice (reminder)" : transition.kind}${!warns && transition.kind !== "would-stop" ? " (observe mode: nobody warned)" : ""}`;

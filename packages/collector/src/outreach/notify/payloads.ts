@@ -53,6 +53,7 @@ const TITLES: Record<TransitionKind, string> = {
   "refused-stop": "stop refused",
   "would-stop": "would be stopped (observe mode)",
   dispute: "was stopped by mistake, says its user",
+  schedule: "scheduled start",
 };
 
 export function titleOf(content: NotificationContent): string {
@@ -82,6 +83,8 @@ export function textOf(content: NotificationContent): string {
       return `${who}${sentence(`${t.vm.namespace}/${t.vm.name} would be stopped now (observe mode, nothing is stopped): ${t.reason}`)}`;
     case "dispute":
       return `${who}${sentence(`says the stop of ${t.vm.namespace}/${t.vm.name} was a mistake: ${t.reason}`)}${t.hint ? ` ${t.hint}` : ""}`;
+    case "schedule":
+      return `${who}${sentence(t.reason)}`;
   }
 }
 

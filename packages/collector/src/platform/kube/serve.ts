@@ -131,6 +131,7 @@ export async function kubernetesMode(
       config.kubernetes.ownerLabel,
       prefix,
       kubeDisputeWriter(clients, prefix),
+      (vm, annotations) => parts.audit.patchAnnotations(vm, annotations),
     ),
     policySource: {
       defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },

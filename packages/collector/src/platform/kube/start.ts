@@ -215,6 +215,10 @@ export function kubeStartPlatform(
   ownerLabel: string,
   prefix: string,
   recordDispute?: (vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number) => Promise<DisputeOutcome>,
+  patchAnnotations?: (
+    vm: VmKey,
+    annotations: Record<string, string | null>,
+  ) => Promise<{ ok: boolean; message: string }>,
 ): StartPlatform {
   return {
     list: () => all().map((vm) => ({ namespace: vm.namespace, name: vm.name })),
@@ -224,5 +228,14 @@ export function kubeStartPlatform(
     },
     start: (vm) => starter.startVm(vm.namespace, vm.name),
     ...(recordDispute ? { recordDispute } : {}),
+    ...(patchAnnotations
+      ? {
+          writeAnnotations: (vm: VmKey, annotations: Record<string, string | null>) =>
+            patchAnnotations(
+              vm,
+              Object.fromEntries(Object.entries(annotations).map(([name, value]) => [`${prefix}${name}`, value])),
+            ),
+        }
+      : {}),
   };
 }

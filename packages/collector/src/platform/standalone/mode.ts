@@ -37,6 +37,7 @@ export function standaloneMode(
       }),
     labels: (vm) => policySource.metadataFor(vm).labels,
     annotations: (vm) => policySource.metadataFor(vm).annotations,
+    prefix: policySource.prefix,
     owner: (vm) =>
       ownerOf(config.notifications, policySource.metadataFor(vm).labels, policySource.metadataFor(vm).annotations),
     connectedAtMs: (vm) => fleet?.view(vm, nowMs())?.connectedAtMs,

@@ -9,6 +9,7 @@ import type { StopEvidence } from "../../loop/actions.js";
 import { lastStopFactsOf, lastStopSignals, withDispute, type LastStopFacts } from "../../loop/last-stop.js";
 import type { DisputeOutcome, StartFacts, StartPlatform, StartResult } from "../../comeback/start/platform.js";
 import { expandStopCommand, runStopCommand } from "./stop-command.js";
+import { DEFAULT_ANNOTATION_PREFIX } from "../../engine/policy.js";
 
 /** Bounded: the stops and starts of this many VMs are remembered. */
 const MAX_VMS = 10_000;
@@ -19,6 +20,8 @@ export interface StandaloneStartOptions {
   configured: () => VmKey[];
   labels: (vm: VmKey) => Record<string, string>;
   annotations: (vm: VmKey) => Record<string, string>;
+  /** The annotation prefix (what writeAnnotations puts before a name; default ws's own). */
+  prefix?: string;
   owner: (vm: VmKey) => string;
   /** When the VM's agent stream opened, if one is open. */
   connectedAtMs: (vm: VmKey) => number | undefined;
@@ -41,6 +44,8 @@ export function noStartCommandHint(vm: VmKey): string {
 export class StandaloneStarts implements StartPlatform {
   private readonly stops = new Map<string, LastStopFacts>();
   private readonly starts = new Map<string, StartRun>();
+  /** Settings written at run time (the start schedule), over the configured annotations; in memory. */
+  private readonly written = new Map<string, Record<string, string>>();
 
   constructor(private readonly options: StandaloneStartOptions) {}
 
@@ -100,7 +105,7 @@ export class StandaloneStarts implements StartPlatform {
           : null,
       lastStop: stop ?? null,
       labels: this.options.labels(vm),
-      annotations: this.options.annotations(vm),
+      annotations: { ...this.options.annotations(vm), ...(this.written.get(id) ?? {}) },
       ...(hint ? { startHint: hint } : {}),
       stageLabels: { scheduled: "Start command run", running: "Start command done" },
     };
@@ -131,6 +136,23 @@ export class StandaloneStarts implements StartPlatform {
     const disputed = lastStopFactsOf(withDispute(stop.raw ?? {}, dispute));
     if (disputed) this.stops.set(vmId(vm), disputed);
     return { kept: "kept", message: "kept with the stop (in memory: standalone keeps no state across restarts)" };
+  }
+
+  async writeAnnotations(
+    vm: VmKey,
+    annotations: Record<string, string | null>,
+  ): Promise<{ ok: boolean; message: string }> {
+    const id = vmId(vm);
+    const current = { ...(this.written.get(id) ?? {}) };
+    for (const [name, value] of Object.entries(annotations)) {
+      const key = `${this.options.prefix ?? DEFAULT_ANNOTATION_PREFIX}${name}`;
+      if (value === null) {
+        // A configured value is hidden by an empty one: "cleared" means cleared until a restart.
+        current[key] = "";
+      } else current[key] = value;
+    }
+    this.remember(this.written, id, current);
+    return { ok: true, message: "kept in memory (standalone keeps no state across restarts)" };
   }
 
   private remember<T>(map: Map<string, T>, id: string, value: T): void {

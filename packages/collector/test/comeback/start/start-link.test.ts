@@ -272,12 +272,24 @@ describe("entry points and readiness", () => {
 
   it("refuses a bad start section, naming each problem", () => {
     const problems: string[] = [];
-    parseStartConfig({ linkTtl: "10s", entryUrl: "https://{user}.x/", entryService: "vnc", other: 1 }, problems);
+    parseStartConfig(
+      {
+        linkTtl: "10s",
+        entryUrl: "https://{user}.x/",
+        entryService: "vnc",
+        other: 1,
+        timeZone: "Europe/Berln",
+        schedulePass: "10m",
+      },
+      problems,
+    );
     expect(problems).toEqual([
-      'start: unknown setting "other" (known: linkTtl, entryUrl, entryService, profiles, leaderUrl, wakeListen)',
+      'start: unknown setting "other" (known: linkTtl, entryUrl, entryService, profiles, leaderUrl, wakeListen, timeZone, schedulePass)',
       "start.linkTtl: must be between 1m and 366d",
       "start.entryUrl: unknown placeholder {user} (known: {namespace}, {name}, {owner})",
       "start.entryService: expected one of any, sshd, jupyter",
+      'start.timeZone: "Europe/Berln" is not an IANA time zone (such as Europe/Berlin)',
+      "start.schedulePass: must be between 1s and 5m",
     ]);
   });
 

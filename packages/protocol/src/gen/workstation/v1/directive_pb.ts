@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/directive.proto.
  */
 export const file_workstation_v1_directive: GenFile = /*@__PURE__*/
-  fileDesc("Ch53b3Jrc3RhdGlvbi92MS9kaXJlY3RpdmUucHJvdG8SDndvcmtzdGF0aW9uLnYxItADCglEaXJlY3RpdmUSJAoXcmVwb3J0X2ludGVydmFsX3NlY29uZHMYASABKAFIAIgBARIvCgZwb2xpY3kYAiABKAsyHy53b3Jrc3RhdGlvbi52MS5FZmZlY3RpdmVQb2xpY3kSJgoGbm90aWNlGAMgASgLMhYud29ya3N0YXRpb24udjEuTm90aWNlEjUKDm5vdGljZV9jbGVhcmVkGAQgASgLMh0ud29ya3N0YXRpb24udjEuTm90aWNlQ2xlYXJlZBI2Cg9sZWFzZV9kZWNpc2lvbnMYBSADKAsyHS53b3Jrc3RhdGlvbi52MS5MZWFzZURlY2lzaW9uEigKBnN0YXR1cxgGIAEoCzIYLndvcmtzdGF0aW9uLnYxLlZtU3RhdHVzEjAKDGxlYXNlX2dyYW50cxgRIAMoCzIaLndvcmtzdGF0aW9uLnYxLkxlYXNlR3JhbnQSLAoHd2VsY29tZRgSIAEoCzIbLndvcmtzdGF0aW9uLnYxLldlbGNvbWVCYWNrEi8KC3JlcG9ydF93aGVuGBMgASgLMhoud29ya3N0YXRpb24udjEuUmVwb3J0V2hlbkIaChhfcmVwb3J0X2ludGVydmFsX3NlY29uZHMiigEKClJlcG9ydFdoZW4SJwoabmV4dF9yZXBvcnRfd2l0aGluX3NlY29uZHMYASABKAFIAIgBARI0Cg5yZXBvcnRfYXRfb25jZRgCIAMoDjIcLndvcmtzdGF0aW9uLnYxLlJlcG9ydENoYW5nZUIdChtfbmV4dF9yZXBvcnRfd2l0aGluX3NlY29uZHMigwIKC1dlbGNvbWVCYWNrEgoKAmlkGAEgASgJEh8KF3N0b3BwZWRfYXRfdW5peF9zZWNvbmRzGAIgASgBEg4KBnJlYXNvbhgDIAEoCRIZCgxpZGxlX3NlY29uZHMYBCABKAFIAIgBARIVCg1sYXN0X2FjdGl2aXR5GAUgASgJEioKHWxhc3RfYWN0aXZpdHlfYXRfdW5peF9zZWNvbmRzGAYgASgBSAGIAQESEQoJa2VlcF9oaW50GAcgASgJEhMKC2Rpc3B1dGVfdXJsGAggASgJQg8KDV9pZGxlX3NlY29uZHNCIAoeX2xhc3RfYWN0aXZpdHlfYXRfdW5peF9zZWNvbmRzIr8BCgpUaHJlc2hvbGRzEh0KFWdwdV91dGlsaXphdGlvbl9yYXRpbxgBIAEoARIWCg5jcHVfYnVzeV9yYXRpbxgCIAEoARIeChZ1c2VyX3Byb2Nlc3NfY3B1X2NvcmVzGAMgASgBEiAKGG5ldHdvcmtfYnl0ZXNfcGVyX3NlY29uZBgEIAEoARIdChVkaXNrX2J5dGVzX3Blcl9zZWNvbmQYBSABKAESGQoRdHR5X291dHB1dF9jb3VudHMYBiABKAgiuQIKD0VmZmVjdGl2ZVBvbGljeRIYChBhdXRvc3RvcF9lbmFibGVkGAEgASgIEigKBG1vZGUYAiABKA4yGi53b3Jrc3RhdGlvbi52MS5Qb2xpY3lNb2RlEg8KB3Byb2ZpbGUYAyABKAkSHAoUaWRsZV90aW1lb3V0X3NlY29uZHMYBCABKAESHAoUZ3JhY2VfcGVyaW9kX3NlY29uZHMYBSABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAYgASgBEiEKGXdlYWtfYWN0aXZpdHlfbWF4X3NlY29uZHMYByABKAESIAoYYWdlbnRfbG9zdF9hZnRlcl9zZWNvbmRzGAggASgBEi4KCnRocmVzaG9sZHMYCSABKAsyGi53b3Jrc3RhdGlvbi52MS5UaHJlc2hvbGRzIpgBCgZOb3RpY2USCgoCaWQYASABKAkSFwoPc3RvcF9pbl9zZWNvbmRzGAIgASgBEg4KBnJlYXNvbhgDIAEoCRIZChFrZWVwX3J1bm5pbmdfaGludBgEIAEoCRIUCgxpZGxlX3NlY29uZHMYBSABKAESKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGUiKwoNTm90aWNlQ2xlYXJlZBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkilgEKDUxlYXNlRGVjaXNpb24SCgoCaWQYASABKAkSEAoIYWNjZXB0ZWQYAiABKAgSDwoHY2xhbXBlZBgDIAEoCBIjChtlZmZlY3RpdmVfcmVtYWluaW5nX3NlY29uZHMYBCABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAUgASgBEg8KB21lc3NhZ2UYBiABKAkiZwoKTGVhc2VHcmFudBIKCgJpZBgBIAEoCRIPCgdzZWNvbmRzGAIgASgBEgwKBHVzZXIYAyABKAkSDgoGcmVhc29uGAQgASgJEgsKA3ZpYRgFIAEoCRIRCglub3RpY2VfaWQYBiABKAki0QEKCFZtU3RhdHVzEiYKBXN0YXRlGAEgASgOMhcud29ya3N0YXRpb24udjEuVm1TdGF0ZRIUCgxpZGxlX3NlY29uZHMYAiABKAESFgoOYWN0aXZlX3NpZ25hbHMYAyADKAkSHAoPc3RvcF9pbl9zZWNvbmRzGAQgASgBSACIAQESEwoLZXhwbGFuYXRpb24YBSABKAkSKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGVCEgoQX3N0b3BfaW5fc2Vjb25kcyrHAQoMUmVwb3J0Q2hhbmdlEh0KGVJFUE9SVF9DSEFOR0VfVU5TUEVDSUZJRUQQABIaChZSRVBPUlRfQ0hBTkdFX0FDVElWSVRZEAESFgoSUkVQT1JUX0NIQU5HRV9WRVRPEAISFwoTUkVQT1JUX0NIQU5HRV9MRUFTRRADEhgKFFJFUE9SVF9DSEFOR0VfU09VUkNFEAQSGQoVUkVQT1JUX0NIQU5HRV9TRVNTSU9OEAUSFgoSUkVQT1JUX0NIQU5HRV9ESVNLEAYqWwoKUG9saWN5TW9kZRIbChdQT0xJQ1lfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1BPTElDWV9NT0RFX0VORk9SQ0UQARIXChNQT0xJQ1lfTU9ERV9PQlNFUlZFEAIqswEKB1ZtU3RhdGUSGAoUVk1fU1RBVEVfVU5TUEVDSUZJRUQQABIUChBWTV9TVEFURV9VTktOT1dOEAESEwoPVk1fU1RBVEVfQUNUSVZFEAISHQoZVk1fU1RBVEVfU1RPUFBJTkdfUEVORElORxADEhUKEVZNX1NUQVRFX1NUT1BQSU5HEAQSFAoQVk1fU1RBVEVfU1RPUFBFRBAFEhcKE1ZNX1NUQVRFX0FHRU5UX0xPU1QQBmIGcHJvdG8z");
+  fileDesc("Ch53b3Jrc3RhdGlvbi92MS9kaXJlY3RpdmUucHJvdG8SDndvcmtzdGF0aW9uLnYxIooECglEaXJlY3RpdmUSJAoXcmVwb3J0X2ludGVydmFsX3NlY29uZHMYASABKAFIAIgBARIvCgZwb2xpY3kYAiABKAsyHy53b3Jrc3RhdGlvbi52MS5FZmZlY3RpdmVQb2xpY3kSJgoGbm90aWNlGAMgASgLMhYud29ya3N0YXRpb24udjEuTm90aWNlEjUKDm5vdGljZV9jbGVhcmVkGAQgASgLMh0ud29ya3N0YXRpb24udjEuTm90aWNlQ2xlYXJlZBI2Cg9sZWFzZV9kZWNpc2lvbnMYBSADKAsyHS53b3Jrc3RhdGlvbi52MS5MZWFzZURlY2lzaW9uEigKBnN0YXR1cxgGIAEoCzIYLndvcmtzdGF0aW9uLnYxLlZtU3RhdHVzEjAKDGxlYXNlX2dyYW50cxgRIAMoCzIaLndvcmtzdGF0aW9uLnYxLkxlYXNlR3JhbnQSLAoHd2VsY29tZRgSIAEoCzIbLndvcmtzdGF0aW9uLnYxLldlbGNvbWVCYWNrEi8KC3JlcG9ydF93aGVuGBMgASgLMhoud29ya3N0YXRpb24udjEuUmVwb3J0V2hlbhI4ChBzY2hlZHVsZV9hbnN3ZXJzGBQgAygLMh4ud29ya3N0YXRpb24udjEuU2NoZWR1bGVBbnN3ZXJCGgoYX3JlcG9ydF9pbnRlcnZhbF9zZWNvbmRzIk4KDlNjaGVkdWxlQW5zd2VyEgoKAmlkGAEgASgJEgoKAm9rGAIgASgIEg8KB21lc3NhZ2UYAyABKAkSEwoLc3RhdHVzX2pzb24YBCABKAkiigEKClJlcG9ydFdoZW4SJwoabmV4dF9yZXBvcnRfd2l0aGluX3NlY29uZHMYASABKAFIAIgBARI0Cg5yZXBvcnRfYXRfb25jZRgCIAMoDjIcLndvcmtzdGF0aW9uLnYxLlJlcG9ydENoYW5nZUIdChtfbmV4dF9yZXBvcnRfd2l0aGluX3NlY29uZHMigwIKC1dlbGNvbWVCYWNrEgoKAmlkGAEgASgJEh8KF3N0b3BwZWRfYXRfdW5peF9zZWNvbmRzGAIgASgBEg4KBnJlYXNvbhgDIAEoCRIZCgxpZGxlX3NlY29uZHMYBCABKAFIAIgBARIVCg1sYXN0X2FjdGl2aXR5GAUgASgJEioKHWxhc3RfYWN0aXZpdHlfYXRfdW5peF9zZWNvbmRzGAYgASgBSAGIAQESEQoJa2VlcF9oaW50GAcgASgJEhMKC2Rpc3B1dGVfdXJsGAggASgJQg8KDV9pZGxlX3NlY29uZHNCIAoeX2xhc3RfYWN0aXZpdHlfYXRfdW5peF9zZWNvbmRzIr8BCgpUaHJlc2hvbGRzEh0KFWdwdV91dGlsaXphdGlvbl9yYXRpbxgBIAEoARIWCg5jcHVfYnVzeV9yYXRpbxgCIAEoARIeChZ1c2VyX3Byb2Nlc3NfY3B1X2NvcmVzGAMgASgBEiAKGG5ldHdvcmtfYnl0ZXNfcGVyX3NlY29uZBgEIAEoARIdChVkaXNrX2J5dGVzX3Blcl9zZWNvbmQYBSABKAESGQoRdHR5X291dHB1dF9jb3VudHMYBiABKAgiuQIKD0VmZmVjdGl2ZVBvbGljeRIYChBhdXRvc3RvcF9lbmFibGVkGAEgASgIEigKBG1vZGUYAiABKA4yGi53b3Jrc3RhdGlvbi52MS5Qb2xpY3lNb2RlEg8KB3Byb2ZpbGUYAyABKAkSHAoUaWRsZV90aW1lb3V0X3NlY29uZHMYBCABKAESHAoUZ3JhY2VfcGVyaW9kX3NlY29uZHMYBSABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAYgASgBEiEKGXdlYWtfYWN0aXZpdHlfbWF4X3NlY29uZHMYByABKAESIAoYYWdlbnRfbG9zdF9hZnRlcl9zZWNvbmRzGAggASgBEi4KCnRocmVzaG9sZHMYCSABKAsyGi53b3Jrc3RhdGlvbi52MS5UaHJlc2hvbGRzIpgBCgZOb3RpY2USCgoCaWQYASABKAkSFwoPc3RvcF9pbl9zZWNvbmRzGAIgASgBEg4KBnJlYXNvbhgDIAEoCRIZChFrZWVwX3J1bm5pbmdfaGludBgEIAEoCRIUCgxpZGxlX3NlY29uZHMYBSABKAESKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGUiKwoNTm90aWNlQ2xlYXJlZBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkilgEKDUxlYXNlRGVjaXNpb24SCgoCaWQYASABKAkSEAoIYWNjZXB0ZWQYAiABKAgSDwoHY2xhbXBlZBgDIAEoCBIjChtlZmZlY3RpdmVfcmVtYWluaW5nX3NlY29uZHMYBCABKAESIAoYbWF4X2tlZXBfcnVubmluZ19zZWNvbmRzGAUgASgBEg8KB21lc3NhZ2UYBiABKAkiZwoKTGVhc2VHcmFudBIKCgJpZBgBIAEoCRIPCgdzZWNvbmRzGAIgASgBEgwKBHVzZXIYAyABKAkSDgoGcmVhc29uGAQgASgJEgsKA3ZpYRgFIAEoCRIRCglub3RpY2VfaWQYBiABKAki0QEKCFZtU3RhdHVzEiYKBXN0YXRlGAEgASgOMhcud29ya3N0YXRpb24udjEuVm1TdGF0ZRIUCgxpZGxlX3NlY29uZHMYAiABKAESFgoOYWN0aXZlX3NpZ25hbHMYAyADKAkSHAoPc3RvcF9pbl9zZWNvbmRzGAQgASgBSACIAQESEwoLZXhwbGFuYXRpb24YBSABKAkSKAoEbW9kZRgGIAEoDjIaLndvcmtzdGF0aW9uLnYxLlBvbGljeU1vZGVCEgoQX3N0b3BfaW5fc2Vjb25kcyrHAQoMUmVwb3J0Q2hhbmdlEh0KGVJFUE9SVF9DSEFOR0VfVU5TUEVDSUZJRUQQABIaChZSRVBPUlRfQ0hBTkdFX0FDVElWSVRZEAESFgoSUkVQT1JUX0NIQU5HRV9WRVRPEAISFwoTUkVQT1JUX0NIQU5HRV9MRUFTRRADEhgKFFJFUE9SVF9DSEFOR0VfU09VUkNFEAQSGQoVUkVQT1JUX0NIQU5HRV9TRVNTSU9OEAUSFgoSUkVQT1JUX0NIQU5HRV9ESVNLEAYqWwoKUG9saWN5TW9kZRIbChdQT0xJQ1lfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1BPTElDWV9NT0RFX0VORk9SQ0UQARIXChNQT0xJQ1lfTU9ERV9PQlNFUlZFEAIqswEKB1ZtU3RhdGUSGAoUVk1fU1RBVEVfVU5TUEVDSUZJRUQQABIUChBWTV9TVEFURV9VTktOT1dOEAESEwoPVk1fU1RBVEVfQUNUSVZFEAISHQoZVk1fU1RBVEVfU1RPUFBJTkdfUEVORElORxADEhUKEVZNX1NUQVRFX1NUT1BQSU5HEAQSFAoQVk1fU1RBVEVfU1RPUFBFRBAFEhcKE1ZNX1NUQVRFX0FHRU5UX0xPU1QQBmIGcHJvdG8z");
 
 /**
  * Directive is what the collector tells an agent. Every field is optional:
@@ -84,6 +84,13 @@ export type Directive = Message<"workstation.v1.Directive"> & {
    * @generated from field: workstation.v1.ReportWhen report_when = 19;
    */
   reportWhen?: ReportWhen | undefined;
+
+  /**
+   * The collector's answer to each schedule request of a Report, once per id.
+   *
+   * @generated from field: repeated workstation.v1.ScheduleAnswer schedule_answers = 20;
+   */
+  scheduleAnswers: ScheduleAnswer[];
 };
 
 /**
@@ -92,6 +99,42 @@ export type Directive = Message<"workstation.v1.Directive"> & {
  */
 export const DirectiveSchema: GenMessage<Directive> = /*@__PURE__*/
   messageDesc(file_workstation_v1_directive, 0);
+
+/**
+ * @generated from message workstation.v1.ScheduleAnswer
+ */
+export type ScheduleAnswer = Message<"workstation.v1.ScheduleAnswer"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: bool ok = 2;
+   */
+  ok: boolean;
+
+  /**
+   * What was done, or why nothing was (a parse error with its did-you-mean).
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+
+  /**
+   * The schedule as /api/vms shows it (JSON), or "" when the VM has none.
+   *
+   * @generated from field: string status_json = 4;
+   */
+  statusJson: string;
+};
+
+/**
+ * Describes the message workstation.v1.ScheduleAnswer.
+ * Use `create(ScheduleAnswerSchema)` to create a new message.
+ */
+export const ScheduleAnswerSchema: GenMessage<ScheduleAnswer> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_directive, 1);
 
 /**
  * ReportWhen: the agent still samples every interval, but sends a sample only
@@ -124,7 +167,7 @@ export type ReportWhen = Message<"workstation.v1.ReportWhen"> & {
  * Use `create(ReportWhenSchema)` to create a new message.
  */
 export const ReportWhenSchema: GenMessage<ReportWhen> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 1);
+  messageDesc(file_workstation_v1_directive, 2);
 
 /**
  * WelcomeBack is the explanation of the last stop, for the first person who
@@ -196,7 +239,7 @@ export type WelcomeBack = Message<"workstation.v1.WelcomeBack"> & {
  * Use `create(WelcomeBackSchema)` to create a new message.
  */
 export const WelcomeBackSchema: GenMessage<WelcomeBack> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 2);
+  messageDesc(file_workstation_v1_directive, 3);
 
 /**
  * @generated from message workstation.v1.Thresholds
@@ -250,7 +293,7 @@ export type Thresholds = Message<"workstation.v1.Thresholds"> & {
  * Use `create(ThresholdsSchema)` to create a new message.
  */
 export const ThresholdsSchema: GenMessage<Thresholds> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 3);
+  messageDesc(file_workstation_v1_directive, 4);
 
 /**
  * @generated from message workstation.v1.EffectivePolicy
@@ -307,7 +350,7 @@ export type EffectivePolicy = Message<"workstation.v1.EffectivePolicy"> & {
  * Use `create(EffectivePolicySchema)` to create a new message.
  */
 export const EffectivePolicySchema: GenMessage<EffectivePolicy> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 4);
+  messageDesc(file_workstation_v1_directive, 5);
 
 /**
  * @generated from message workstation.v1.Notice
@@ -357,7 +400,7 @@ export type Notice = Message<"workstation.v1.Notice"> & {
  * Use `create(NoticeSchema)` to create a new message.
  */
 export const NoticeSchema: GenMessage<Notice> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 5);
+  messageDesc(file_workstation_v1_directive, 6);
 
 /**
  * @generated from message workstation.v1.NoticeCleared
@@ -381,7 +424,7 @@ export type NoticeCleared = Message<"workstation.v1.NoticeCleared"> & {
  * Use `create(NoticeClearedSchema)` to create a new message.
  */
 export const NoticeClearedSchema: GenMessage<NoticeCleared> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 6);
+  messageDesc(file_workstation_v1_directive, 7);
 
 /**
  * @generated from message workstation.v1.LeaseDecision
@@ -427,7 +470,7 @@ export type LeaseDecision = Message<"workstation.v1.LeaseDecision"> & {
  * Use `create(LeaseDecisionSchema)` to create a new message.
  */
 export const LeaseDecisionSchema: GenMessage<LeaseDecision> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 7);
+  messageDesc(file_workstation_v1_directive, 8);
 
 /**
  * LeaseGrant is a lease taken outside the VM (a signed keep-running link).
@@ -480,7 +523,7 @@ export type LeaseGrant = Message<"workstation.v1.LeaseGrant"> & {
  * Use `create(LeaseGrantSchema)` to create a new message.
  */
 export const LeaseGrantSchema: GenMessage<LeaseGrant> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 8);
+  messageDesc(file_workstation_v1_directive, 9);
 
 /**
  * @generated from message workstation.v1.VmStatus
@@ -531,7 +574,7 @@ export type VmStatus = Message<"workstation.v1.VmStatus"> & {
  * Use `create(VmStatusSchema)` to create a new message.
  */
 export const VmStatusSchema: GenMessage<VmStatus> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_directive, 9);
+  messageDesc(file_workstation_v1_directive, 10);
 
 /**
  * A kind of change between two samples that the collector may need at once.
