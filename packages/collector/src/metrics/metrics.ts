@@ -9,6 +9,8 @@
 // A standby replica (not the leader) exports no per-VM series and no fleet figures: only its own
 // health (workstation_collector_leader), workstation_build_info and prom-client's default process
 // metrics. docs/metrics.md lists every metric; test/metrics.test.ts keeps the two in step.
+import { registerDormantMetrics } from "../dormant/metrics.js";
+import type { DormantVm } from "../dormant/report.js";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { StopOutcome } from "../engine/types.js";
 import type { CollectorStats } from "../lib/stats.js";
@@ -30,6 +32,8 @@ export interface MetricsOptions {
   processMetrics?: boolean;
   /** What ws's own stops gave back (outreach/adoption/given-back.ts), for workstation_freed_*. */
   givenBack?: (nowMs: number) => GivenBackRow[];
+  /** Dormant VMs as of the last look (Kubernetes mode; dormant/metrics.ts): totals per namespace and StorageClass. */
+  dormant?: () => DormantVm[];
   /**
    * Which per-VM series each scrape carries (`metrics.vmSeries`, default "default"). A function:
    * the memory guard drops the detail set near the collector's memory limit.
@@ -841,6 +845,7 @@ export function createMetrics(
   });
 
   registerAdoptionMetrics(registry, fleet, nowMs, options.givenBack);
+  registerDormantMetrics(registry, options.dormant ?? (() => []));
 
   // The registry handed out: the leader's own metrics, answering metrics() with everything.
   const renderFleet = registry.metrics.bind(registry);

@@ -1,5 +1,6 @@
 // ws-collector configuration file (YAML) and flags. Resolution is pure; the
 // policy section is handed to the engine's own parser.
+import { type DormantConfig, parseDormantConfig } from "../dormant/config.js";
 import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentials.js";
 import { parse as parseYaml } from "yaml";
 import { ConfigError, DurationError, errorMessage, isJsonObject, type JsonObject, parseDuration } from "@ws/protocol";
@@ -12,6 +13,8 @@ import { parseIdentityConfig, type IdentityConfig } from "../web/identity.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
+  /** Dormant workstations: stopped this long, reminded this often (dormant/config.ts; Kubernetes mode). */
+  dormant: DormantConfig;
   /**
    * hellosPerSecond: agents admitted per second before RESOURCE_EXHAUSTED with a retry hint (docs/collector-limits.md);
    * maxConnections: agent connections held at once (unset: the open-file limit less a reserve, agents/connection-cap.ts);
@@ -111,6 +114,7 @@ const TOP_KEYS = [
   "hostSide",
   "metrics",
   "memory",
+  "dormant",
 ];
 /** How often grpc.certFile/keyFile are read again by default: the kubelet itself updates a mounted Secret within about a minute. */
 const CERT_CHECK_DEFAULT_SECONDS = 60;
@@ -330,6 +334,7 @@ export function resolveCollectorConfig(
     notifications: parseNotificationsConfig(file.notifications, problems, `${filePath}: notifications`),
     start: parseStartConfig(file.start, problems, `${filePath}: start`),
     ...optional("hostSide", parseHostSideConfig(file.hostSide, problems, `${filePath}: hostSide`)),
+    dormant: parseDormantConfig(file.dormant, problems, `${filePath}: dormant`),
     metrics: { vmSeries: vmSeries === "detailed" ? "detailed" : "default" },
     memory: {
       cgroupRoot: str(memoryFile, "cgroupRoot", "memory.cgroupRoot") ?? "/sys/fs/cgroup",

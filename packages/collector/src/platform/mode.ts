@@ -8,6 +8,7 @@ import type { Actuator } from "../loop/actions.js";
 import type { PolicySource } from "../model/policy-source.js";
 import type { StartPlatform } from "../comeback/start/platform.js";
 import type { VmPlatformDetails } from "../model/vm-view.js";
+import type { DormantVm } from "../dormant/report.js";
 
 export interface CollectorMode {
   name: "standalone" | "kubernetes";
@@ -29,6 +30,16 @@ export interface CollectorMode {
    * agent connections is below it.
    */
   fleetSize: () => number;
+  /**
+   * Dormant workstations (Kubernetes: platform/kube/dormant.ts): the VMs stopped longer than
+   * dormant.after as of the last look, and where a due reminder goes (serve/serve.ts: the webhooks).
+   */
+  dormant?: {
+    report: () => DormantVm[];
+    onReminder: (
+      send: (vm: DormantVm, metadata: { labels: Record<string, string>; annotations: Record<string, string> }) => void,
+    ) => void;
+  };
   /** Starts watches and elections once the fleet exists; returns how to stop them. */
   start?: (fleet: Fleet) => Promise<() => Promise<void>>;
 }

@@ -1,5 +1,6 @@
 // HTTP side: /metrics, /healthz, /readyz, the fleet page, /vm/NS/NAME,
 // /api/vms, and the keep-running links /keep/NS/NAME (the only POST).
+import type { DormantVm } from "../dormant/report.js";
 import { platformDisputes } from "../comeback/start/disputes.js";
 import type { StartPlatform } from "../comeback/start/platform.js";
 import http from "node:http";
@@ -54,6 +55,8 @@ export interface WebOptions {
   startUrl?: (vm: { namespace: string; name: string }, nowMs: number) => string | undefined;
   /** What ws's own stops gave back, per namespace and owner (the fleet page's "Given back"). */
   givenBack?: (nowMs: number) => GivenBackRow[];
+  /** VMs stopped longer than dormant.after, their disks and owner (Kubernetes mode; /api/dormant, the fleet page). */
+  dormant?: () => DormantVm[];
 }
 
 /**
@@ -335,6 +338,17 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
     switch (url.pathname) {
       case "/api/vms":
         return send(200, "application/json", JSON.stringify({ vms: views() }, null, 2));
+      case "/api/dormant":
+        // Stopped for weeks: how long, their disks, their owner (dormant/report.ts). ws deletes nothing.
+        return send(
+          200,
+          "application/json",
+          JSON.stringify(
+            { dormant: (options.dormant?.() ?? []).filter((vm) => visible(vm.owner ?? undefined)) },
+            null,
+            2,
+          ),
+        );
       case "/api/disputes":
         // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (comeback/start/disputes.ts).
         return send(
@@ -362,6 +376,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
             viewer,
             // A signed-in user sees what their own VMs gave back; an admin, everyone's.
             options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
+            options.dormant?.().filter((vm) => visible(vm.owner ?? undefined)),
           ),
         );
       default:

@@ -288,8 +288,11 @@ async function run(
       };
     },
     givenBack: (now) => givenBack.rows(now),
+    ...(mode.dormant ? { dormant: mode.dormant.report } : {}),
   });
   registerNotificationMetrics(registry, outreach.sender);
+  // Issue 38: dormant VMs' owners get their monthly reminder through the VM's webhooks.
+  mode.dormant?.onReminder((vm, metadata) => outreach.remindDormant(vm, metadata, nowMs()));
   // Idle-time work: a timer that fires late says the event loop is busy (a reconnect burst), and the scrape builds what is left as it always did.
   let warmDueAt = performance.now() + METRICS_WARM_EVERY_MS;
   const metricsWarmTimer = setInterval(() => {
@@ -377,6 +380,7 @@ async function run(
     replica: config.kubernetes.identity,
     startUrl,
     givenBack: (now) => givenBack.rows(now),
+    ...(mode.dormant ? { dormant: mode.dormant.report } : {}),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

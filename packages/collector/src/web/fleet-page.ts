@@ -1,6 +1,8 @@
 // The fleet page: one row per VM, sortable and filterable by state, namespace
 // and owner through the query string (links and a GET form: no JavaScript).
 // Pure: views and the query in, HTML out.
+import type { DormantVm } from "../dormant/report.js";
+import { dormantSection } from "./dormant-section.js";
 import type { GivenBackRow } from "../outreach/adoption/given-back.js";
 import { countAgentVersions } from "../metrics/agent-versions.js";
 import { formatDuration } from "@ws/protocol";
@@ -146,6 +148,8 @@ export function renderFleetPage(
   /** The signed-in viewer (pages behind the site's login): named on the page, and what they see. */
   viewer?: { user: string; admin: boolean },
   givenBack: readonly GivenBackRow[] = [],
+  /** Dormant VMs (Kubernetes mode; undefined: no section). */
+  dormant?: readonly DormantVm[],
 ): string {
   const rows = selectVms(views, query)
     .map((v) => {
@@ -211,7 +215,8 @@ ${query.sort !== "vm" ? `<input type="hidden" name="sort" value="${escapeHtml(qu
 <tbody>
 ${rows || `<tr><td colspan="10">${views.length ? "No VM matches the filter." : "No VMs yet: agents appear here when they connect."}</td></tr>`}
 </tbody></table>
-${givenBackSection(givenBack, views, query)}`,
+${givenBackSection(givenBack, views, query)}
+${dormantSection(dormant, nowMs)}`,
     { refreshSeconds: 10 },
   );
 }

@@ -27,6 +27,9 @@ import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, gpuCountOf, vmOwner } from "./vm-resources.js";
 import type { InventoryVm } from "./inventory.js";
 import type { VmPlatformDetails } from "../../model/vm-view.js";
+import type { DormantVm } from "../../dormant/report.js";
+import { resolveVmPolicy } from "../../model/policy-source.js";
+import { DormantWatch } from "./dormant.js";
 
 /** State-annotation PATCHes in flight at once (platform/kube/write-queue.ts). */
 const STATE_WRITE_CONCURRENCY = 8;
@@ -187,8 +190,43 @@ export async function kubernetesMode(
     ...(links.startUrl ? { startUrl: links.startUrl } : {}),
   });
 
+  const policySource = {
+    defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
+    profiles: policy.profiles,
+    prefix,
+    metadataFor: (vm: VmKey) => {
+      const facts = vmOf(vm);
+      return { labels: facts?.labels ?? {}, annotations: facts?.annotations ?? {} };
+    },
+  };
+  // Issue 38: VMs stopped for weeks, their disks and a monthly reminder (platform/kube/dormant.ts).
+  let remind: (
+    vm: DormantVm,
+    metadata: { labels: Record<string, string>; annotations: Record<string, string> },
+  ) => void = () => {};
+  const dormant = new DormantWatch({
+    clients,
+    list: () => inventory.list(),
+    tracked: (vm) => tracked(vm.labels),
+    prefix,
+    config: config.dormant,
+    nowMs,
+    isLeader: () => elector.isLeader(),
+    ownerOf,
+    profileOf: (vm) => resolveVmPolicy(policySource, vm, undefined).policy.profile,
+    patch: (vm, annotations) => audit.patchAnnotations(vm, annotations),
+    notify: (vm, facts) => remind(vm, { labels: facts.labels, annotations: facts.annotations }),
+    log: (level, message) => log(level, message),
+  });
+
   return {
     name: "kubernetes",
+    dormant: {
+      report: () => dormant.report(),
+      onReminder: (send) => {
+        remind = send;
+      },
+    },
     leader: () => elector.isLeader(),
     fleetSize: () => inventory.list().filter((vm) => tracked(vm.labels)).length,
     // Issue 24: the start link's page and button (platform/kube/start.ts).
@@ -200,15 +238,7 @@ export async function kubernetesMode(
       prefix,
       kubeDisputeWriter(clients, prefix),
     ),
-    policySource: {
-      defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
-      profiles: policy.profiles,
-      prefix,
-      metadataFor: (vm) => {
-        const facts = vmOf(vm);
-        return { labels: facts?.labels ?? {}, annotations: facts?.annotations ?? {} };
-      },
-    },
+    policySource,
     restore: (vm, now) => {
       const facts = vmOf(vm);
       if (!facts) return undefined;
@@ -262,11 +292,13 @@ export async function kubernetesMode(
       for (const vm of inventory.list()) if (tracked(vm.labels)) credentials?.observe(vm);
       void leaderLabel.start();
       elector.start();
+      dormant.start();
       log("info", "kubernetes inventory synced", {
         vms: inventory.list().length,
         lease: `${leaseNamespace}/${config.kubernetes.leaseName}`,
       });
       return async () => {
+        await dormant.stop();
         await elector.stop({ release: true });
         await leaderLabel.close();
         await inventory.stop();
