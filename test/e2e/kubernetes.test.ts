@@ -1122,7 +1122,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
       reason: lastStop.reason,
       dispute: { by: "the start link sent to alice", what: "training a model <b>overnight</b>" },
     });
-    expect(/^workstation_stop_disputes_total 1$/m.test(await collector.metrics())).toBe(true);
+    expect(/^workstation_stop_disputes_total\{profile=""\} 1$/m.test(await collector.metrics())).toBe(true);
     // Once per stop.
     expect((await postForm(base, `t=${token}&dispute=1`)).body).toContain("Already reported");
     expect(startPuts()).toHaveLength(0);
@@ -1262,7 +1262,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     expect((await postForm(base, `t=${token}&dispute=1&what=later`)).body).toContain("Already reported");
     expect(JSON.parse(s.annotation("earlier", "last-stop")!).dispute.what).toBe(winner);
 
-    expect(/^workstation_stop_disputes_total 1$/m.test(await collector.metrics())).toBe(true);
+    expect(/^workstation_stop_disputes_total\{profile=""\} 1$/m.test(await collector.metrics())).toBe(true);
     const event = await s.waitForEvent("earlier", "StopDisputed", 30_000);
     expect(s.events("earlier", "StopDisputed")).toHaveLength(1);
     expect((event["series"] as { count?: number } | undefined)?.count ?? 1).toBe(1);

@@ -184,11 +184,11 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     // says whether autostop applies and in which mode (what workstation_autostop_enabled said as a
     // series of its own: one series per VM fewer, within the budget of 12).
     name: "workstation_vm_info",
-    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none), label autostop the policy mode in force (enforce, observe) or off when the VM is only watched.",
+    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none), label autostop the policy mode in force (enforce, observe) or off when the VM is only watched, label profile the policy profile it names (empty: the defaults).",
     type: "gauge",
     tier: "default",
     lines: (v, vm) => [
-      `workstation_vm_info{${vm},owner="${escapeLabel(v.owner ?? "")}",autostop="${v.autostop ? escapeLabel(v.mode) : "off"}"} 1`,
+      `workstation_vm_info{${vm},owner="${escapeLabel(v.owner ?? "")}",autostop="${v.autostop ? escapeLabel(v.mode) : "off"}",profile="${escapeLabel(v.profile ?? "")}"} 1`,
     ],
   },
   {

@@ -1,5 +1,6 @@
 // HTTP side: /metrics, /healthz, /readyz, the fleet page, /vm/NS/NAME,
 // /api/vms, and the keep-running links /keep/NS/NAME (the only POST).
+import type { WrongStopRate } from "../rates/ledger.js";
 import type { DormantVm } from "../dormant/report.js";
 import { platformDisputes } from "../comeback/start/disputes.js";
 import type { StartPlatform } from "../comeback/start/platform.js";
@@ -57,6 +58,8 @@ export interface WebOptions {
   givenBack?: (nowMs: number) => GivenBackRow[];
   /** VMs stopped longer than dormant.after, their disks and owner (Kubernetes mode; /api/dormant, the fleet page). */
   dormant?: () => DormantVm[];
+  /** How often ws is wrong, per profile over 7 and 30 days (/api/rates, the fleet page). */
+  rates?: (nowMs: number) => WrongStopRate[];
 }
 
 /**
@@ -349,6 +352,13 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
             2,
           ),
         );
+      case "/api/rates":
+        // Fleet-wide figures: per profile, no VM or owner in them.
+        return send(
+          200,
+          "application/json",
+          JSON.stringify({ rates: options.rates?.(options.nowMs()) ?? [] }, null, 2),
+        );
       case "/api/disputes":
         // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (comeback/start/disputes.ts).
         return send(
@@ -377,6 +387,7 @@ async function handle(options: WebOptions, req: http.IncomingMessage, res: http.
             // A signed-in user sees what their own VMs gave back; an admin, everyone's.
             options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
             options.dormant?.().filter((vm) => visible(vm.owner ?? undefined)),
+            options.rates?.(options.nowMs()),
           ),
         );
       default:

@@ -1,5 +1,7 @@
 // `ws-collector serve`: wires the agent server, the fleet, metrics and the web
 // server around a mode (platform/standalone/mode.ts, Kubernetes in platform/kube/serve.ts).
+import { WrongStopLedger } from "../rates/ledger.js";
+import { withWrongStops } from "../rates/observer.js";
 import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -187,10 +189,15 @@ async function run(
   });
   // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
   const givenBack = new GivenBackLedger(nowMs());
+  // Issue 38: how often ws's stops were wrong, per profile (rates/ledger.ts).
+  const wrongStops = new WrongStopLedger(nowMs());
   const fleet = new Fleet({
     log,
     stats,
-    observer: withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
+    observer: withWrongStops(
+      withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
+      wrongStops,
+    ),
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
@@ -313,7 +320,8 @@ async function run(
   });
   // Issue 24: start links and the starting page (docs/coming-back.md).
   const startTracker = new StartTracker();
-  let disputes = 0;
+  // Every profile from 0, so that increase() counts a profile's first dispute too.
+  const disputes = new Map<string, number>(["", ...Object.keys(mode.policySource.profiles)].map((p) => [p, 0]));
   const startLinks = mode.startPlatform
     ? new StartLinks({
         platform: mode.startPlatform,
@@ -335,7 +343,9 @@ async function run(
         log,
         audit: (vm, message) => mode.actuator.event(vm, "Normal", "Started", message),
         disputed: (vm, dispute, stop) => {
-          disputes++;
+          const profile = fleet.loopState(vm)?.policy?.profile ?? "";
+          disputes.set(profile, (disputes.get(profile) ?? 0) + 1);
+          wrongStops.disputed(profile, nowMs());
           const what = dispute.what ? `"${dispute.what}"` : "no details given";
           mode.actuator.event(
             vm,
@@ -381,6 +391,7 @@ async function run(
     startUrl,
     givenBack: (now) => givenBack.rows(now),
     ...(mode.dormant ? { dormant: mode.dormant.report } : {}),
+    rates: (now) => wrongStops.rates(now),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

@@ -1,6 +1,8 @@
 // The fleet page: one row per VM, sortable and filterable by state, namespace
 // and owner through the query string (links and a GET form: no JavaScript).
 // Pure: views and the query in, HTML out.
+import type { WrongStopRate } from "../rates/ledger.js";
+import { ratesSection } from "./rates-section.js";
 import type { DormantVm } from "../dormant/report.js";
 import { dormantSection } from "./dormant-section.js";
 import type { GivenBackRow } from "../outreach/adoption/given-back.js";
@@ -150,6 +152,8 @@ export function renderFleetPage(
   givenBack: readonly GivenBackRow[] = [],
   /** Dormant VMs (Kubernetes mode; undefined: no section). */
   dormant?: readonly DormantVm[],
+  /** How often ws is wrong, per profile (undefined: no section). */
+  rates?: readonly WrongStopRate[],
 ): string {
   const rows = selectVms(views, query)
     .map((v) => {
@@ -216,6 +220,7 @@ ${query.sort !== "vm" ? `<input type="hidden" name="sort" value="${escapeHtml(qu
 ${rows || `<tr><td colspan="10">${views.length ? "No VM matches the filter." : "No VMs yet: agents appear here when they connect."}</td></tr>`}
 </tbody></table>
 ${givenBackSection(givenBack, views, query)}
+${ratesSection(rates, nowMs)}
 ${dormantSection(dormant, nowMs)}`,
     { refreshSeconds: 10 },
   );
