@@ -233,6 +233,8 @@ export const NON_POLICY_ANNOTATION_NAMES: readonly string[] = [
   // The VM's own webhook (outreach/notify/config.ts): read by the notifier, and never echoed (a URL may be a secret).
   "notify-url",
   "notify-format",
+  // Dormant workstations (dormant/report.ts): since when the VM is stopped, its owner's last reminder.
+  "dormant",
 ];
 
 /** Applies one set of knob values (annotations without the prefix, or a config section). */

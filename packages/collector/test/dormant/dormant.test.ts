@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_DORMANT, parseDormantConfig } from "../../src/dormant/config.js";
+import { BUILTIN_DEFAULT_POLICY, policyFromAnnotations } from "../../src/engine/policy.js";
 import { dormantRequest } from "../../src/dormant/payloads.js";
 import {
   type DormantVm,
@@ -89,6 +90,11 @@ describe("planDormant", () => {
       notify: true,
       state: { notifiedMs: NOW },
     });
+  });
+
+  it("its annotation is ws's own state, never reported as an unknown policy setting", () => {
+    const annotations = { [`${P}dormant`]: formatDormantState({ sinceMs: NOW }) };
+    expect(policyFromAnnotations({}, annotations, BUILTIN_DEFAULT_POLICY, {}, P).errors).toEqual([]);
   });
 
   it("a running VM loses the record (the next stop counts afresh); a malformed record is rewritten", () => {
