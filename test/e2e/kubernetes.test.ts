@@ -1186,6 +1186,49 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     expect(ready.body).toContain("sshd listening on 22");
     expect(ready.body).not.toContain("http-equiv");
 
+    // Issue 38: the fleet page publishes how often ws was wrong, per profile: this stop was
+    // disputed, and the VM was active again within 15 minutes of it.
+    const weekRates = await eventually(
+      async () =>
+        (
+          JSON.parse((await getText(`http://127.0.0.1:${httpPort}/api/rates`)).body) as {
+            rates: Array<Record<string, unknown>>;
+          }
+        ).rates.find((rate) => rate["window"] === "7d" && rate["quickReturns"] === 1),
+      60_000,
+      "the return within 15 minutes counted",
+    );
+    expect(weekRates).toMatchObject({
+      profile: "",
+      stops: 1,
+      disputes: 1,
+      quickReturnsPer100: 100,
+      disputesPer100: 100,
+    });
+    const browserProfile = mkdtempSync(path.join(os.tmpdir(), "ws38-chromium-"));
+    const browser = await chromium.launchPersistentContext(browserProfile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+    });
+    try {
+      const fleetPage = await browser.newPage();
+      await fleetPage.goto(`http://127.0.0.1:${httpPort}/`);
+      const week = fleetPage.locator('#rates tr[data-profile=""][data-window="7d"]');
+      expect(await week.locator("td").first().textContent()).toBe("(defaults)");
+      expect(await week.locator(".stops").textContent()).toBe("1");
+      expect(await week.locator(".returns").textContent()).toBe("100 (1)");
+      expect(await week.locator(".disputes").textContent()).toBe("100 (1)");
+      // Over the budget of 1 per 100: marked for tuning.
+      expect(await week.locator(".returns").getAttribute("class")).toBe("returns over");
+      expect(await fleetPage.locator('#rates tr[data-window="30d"] .stops').textContent()).toBe("1");
+      mkdirSync(SCREENSHOT_DIR, { recursive: true });
+      await fleetPage.screenshot({ path: path.join(SCREENSHOT_DIR, "fleet-rates.png"), fullPage: true });
+    } finally {
+      await browser.close();
+      rmSync(browserProfile, { recursive: true, force: true });
+    }
+
     const started = await s.waitForEvent("comeback", "Started", 30_000);
     expect(started["note"]).toMatch(
       /start requested by the start link sent to alice via link: start accepted by KubeVirt/,
