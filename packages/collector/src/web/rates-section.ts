@@ -10,7 +10,9 @@ export const WRONG_STOP_BUDGET_PER_100 = 1;
 const cell = (rate: number | null, count: number, cls: string) =>
   rate === null
     ? `<td class="${cls}">—</td>`
-    : `<td class="${cls}${rate > WRONG_STOP_BUDGET_PER_100 ? " over" : ""}">${rate} <small>(${count})</small></td>`;
+    : rate > WRONG_STOP_BUDGET_PER_100
+      ? `<td class="${cls} over" title="over ${WRONG_STOP_BUDGET_PER_100} per 100 stops: tune"><strong>${rate}</strong> <small>(${count})</small></td>`
+      : `<td class="${cls}">${rate} <small>(${count})</small></td>`;
 
 export function ratesSection(rates: readonly WrongStopRate[] | undefined, nowMs: number): string {
   if (rates === undefined) return "";

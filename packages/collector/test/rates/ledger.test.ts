@@ -78,7 +78,9 @@ describe("how often ws is wrong, per profile", () => {
     ledger.active(vm("ada"), T0 + 2 * MIN);
     const html = ratesSection(ledger.rates(T0 + DAY), T0 + DAY);
     expect(html).toContain('<tr data-profile="teaching" data-window="7d">');
-    expect(html).toContain('<td class="returns over">100 <small>(1)</small></td>');
+    expect(html).toContain(
+      '<td class="returns over" title="over 1 per 100 stops: tune"><strong>100</strong> <small>(1)</small></td>',
+    );
     expect(html).toContain("(since 2026-11-01 00:00 UTC)");
     expect(ratesSection([], T0)).toContain("No stops yet.");
   });
