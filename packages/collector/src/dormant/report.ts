@@ -87,7 +87,12 @@ export interface DormantPlan {
  * becomes dormant.
  */
 export function planDormant(
-  vm: { annotations: Readonly<Record<string, string>>; stopped: boolean },
+  vm: {
+    annotations: Readonly<Record<string, string>>;
+    stopped: boolean;
+    /** This collector saw the VM run after ws's last stop: that stop is not when this stop began. */
+    ranSinceLastStop?: boolean;
+  },
   prefix: string,
   config: DormantConfig,
   nowMs: number,
@@ -97,7 +102,9 @@ export function planDormant(
   if (!vm.stopped)
     return { state: null, write: vm.annotations[key] !== undefined ? null : undefined, dormant: false, notify: false };
   // ws's own stop, when the VM carries its record and it is not in the future; else now.
-  const lastStopMs = lastStopIn(vm.annotations as Record<string, string>, prefix)?.atMs;
+  const lastStopMs = vm.ranSinceLastStop
+    ? undefined
+    : lastStopIn(vm.annotations as Record<string, string>, prefix)?.atMs;
   const sinceMs = stored?.sinceMs ?? (lastStopMs !== undefined && lastStopMs <= nowMs ? lastStopMs : nowMs);
   const dormant = nowMs - sinceMs >= config.afterSeconds * 1000;
   const notify =

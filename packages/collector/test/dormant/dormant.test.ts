@@ -77,6 +77,17 @@ describe("planDormant", () => {
     ).toBe(undefined);
   });
 
+  it("a VM seen running since ws's last stop counts from now, not from that older stop", () => {
+    const lastStop = JSON.stringify({ when: new Date(NOW - 42 * DAY).toISOString(), reason: "idle" });
+    const plan = planDormant(
+      { annotations: { [`${P}last-stop`]: lastStop }, stopped: true, ranSinceLastStop: true },
+      P,
+      config,
+      NOW,
+    );
+    expect(plan).toMatchObject({ dormant: false, notify: false, state: { sinceMs: NOW } });
+  });
+
   it("reminds once per period: not again within notifyEvery, again after it", () => {
     const stored = (notifiedDaysAgo: number) => ({
       [`${P}dormant`]: formatDormantState({ sinceMs: NOW - 60 * DAY, notifiedMs: NOW - notifiedDaysAgo * DAY }),

@@ -60,6 +60,8 @@ export class DormantWatch {
   private latest: DormantVm[] = [];
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /** VMs this collector saw running: when one stops, its stop is now, not ws's older last-stop record. */
+  private readonly seenRunning = new Set<string>();
 
   constructor(private readonly options: DormantWatchOptions) {}
 
@@ -94,7 +96,10 @@ export class DormantWatch {
       if (!o.tracked(facts)) continue;
       const now = o.nowMs();
       const stopped = isStopInEffect(facts, facts.vmi) && facts.vmi === null;
-      const plan = planDormant({ annotations: facts.annotations, stopped }, o.prefix, o.config, now);
+      const id = `${facts.namespace}/${facts.name}`;
+      if (!stopped) this.seenRunning.add(id);
+      const ranSinceLastStop = this.seenRunning.has(id);
+      const plan = planDormant({ annotations: facts.annotations, stopped, ranSinceLastStop }, o.prefix, o.config, now);
       const vm = { namespace: facts.namespace, name: facts.name };
       try {
         let written = true;
@@ -103,6 +108,8 @@ export class DormantWatch {
           written = result.ok;
           if (!result.ok) o.log("warn", `dormant: ${facts.namespace}/${facts.name}: ${result.message}`);
         }
+        // Once its stop is on the VM, the record counts: forget the sighting (the set stays bounded).
+        if (stopped && written && plan.write !== undefined && o.isLeader()) this.seenRunning.delete(id);
         if (!plan.dormant || !plan.state) continue;
         const disks: DormantDisk[] = [];
         for (const claim of claimsOf(facts)) disks.push(await readDisk(o.clients, facts.namespace, claim));
