@@ -911,6 +911,99 @@ async function startPage(url: string): Promise<{ status: string; stages: Record<
   return { status, stages, body };
 }
 
+describe("Dormant workstations (issue 38)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("a VM stopped past dormant.after is listed with its disk, owner and days; its owner is reminded once per period, across a restart too", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { rbac: SHIPPED_RBAC });
+    const hooks = await webhookReceiver();
+    s.onClose(() => hooks.close());
+    const DAY = 86_400_000;
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const labels = (owner: string) => ({ [`${PREFIX}autostop`]: "enabled", "platform.example.com/user": owner });
+    const halted = (name: string, owner: string, annotations: Record<string, string> = {}) =>
+      s.kube.seedWorkstation({ namespace: NS, name, runStrategy: "Halted", labels: labels(owner), annotations });
+    // ws stopped ada 42 days ago: dormant since then.
+    halted("dormant-ada", "ada", {
+      [`${PREFIX}last-stop`]: JSON.stringify({ when: iso(Date.now() - 42 * DAY), reason: "idle", by: "ws-collector" }),
+    });
+    // bob was reminded 5 days ago: within this period, no second reminder.
+    halted("dormant-bob", "bob", {
+      [`${PREFIX}dormant`]: JSON.stringify({ since: iso(Date.now() - 60 * DAY), notified: iso(Date.now() - 5 * DAY) }),
+    });
+    // cy was stopped just now: dormant once dormant.after (shortened to 20s here) has passed on the real clock.
+    halted("dormant-cy", "cy");
+    s.seed("running-dan");
+    const extraConfig = (httpPort: number) =>
+      `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\ndormant: { after: 20s, scanEvery: 1s }\n`;
+    const httpPort = await freePort();
+    let collector = await s.collector("collector-0", { httpPort, extraConfig: extraConfig(httpPort) });
+    const reminders = (name: string) =>
+      hooks
+        .on("/hook")
+        .filter(
+          (hook) =>
+            (hook.body as { event?: string; vm?: { name?: string } }).event === "dormant" &&
+            (hook.body as { vm: { name: string } }).vm.name === name,
+        );
+    await eventually(() => reminders("dormant-ada").length === 1, 60_000, "ada's reminder");
+    const ada = reminders("dormant-ada")[0]!.body as Record<string, unknown>;
+    expect(ada).toMatchObject({ owner: "ada", stoppedDays: 42, diskBytes: 50 * 1024 ** 3 });
+    expect(ada["text"]).toMatch(
+      /^ada: your workstation users\/dormant-ada has been stopped for 42 days and holds 50 GiB; start it or ask for it to be archived\. Start it: http/,
+    );
+    // Remembered on the VM before it was sent.
+    expect(JSON.parse(s.annotation("dormant-ada", "dormant")!)).toMatchObject({
+      since: expect.any(String),
+      notified: expect.any(String),
+    });
+    await eventually(() => reminders("dormant-cy").length === 1, 90_000, "cy's reminder once 20s have passed");
+
+    const api = JSON.parse((await getText(`http://127.0.0.1:${httpPort}/api/dormant`)).body) as {
+      dormant: Array<{ name: string; owner: string; bytes: number; disks: Array<{ storageClass: string }> }>;
+    };
+    expect(api.dormant.map((vm) => vm.name)).toEqual(["dormant-bob", "dormant-ada", "dormant-cy"]);
+    expect(api.dormant[1]).toMatchObject({
+      owner: "ada",
+      bytes: 50 * 1024 ** 3,
+      disks: [{ claim: "dormant-ada-root", storageClass: "standard" }],
+    });
+    const fleetPage = (await getText(`http://127.0.0.1:${httpPort}/`)).body;
+    expect(fleetPage).toContain('data-dormant="users/dormant-ada"');
+    expect(fleetPage).toMatch(
+      /data-dormant="users\/dormant-ada"><td>users\/dormant-ada<\/td><td>ada<\/td><td class="days">42<\/td>/,
+    );
+    expect(fleetPage).not.toContain('data-dormant="users/running-dan"');
+    expect(await collector.metrics()).toMatch(
+      /^workstation_dormant_disk_bytes\{namespace="users",storageclass="standard"\} 161061273600$/m,
+    );
+    expect(await collector.metrics()).toMatch(
+      /^workstation_dormant_vms\{namespace="users",storageclass="standard"\} 3$/m,
+    );
+
+    // A restart: the reminders are remembered on the VMs, so none is sent again.
+    await collector.proc.stop();
+    collector = await s.collector("collector-0", { httpPort, extraConfig: extraConfig(httpPort) });
+    const looks = () =>
+      s.kube.requestsMatching("GET", `/api/v1/namespaces/${NS}/persistentvolumeclaims/dormant-ada-root`).length;
+    const before = looks();
+    await eventually(() => looks() >= before + 3, 60_000, "three more looks after the restart");
+    expect([reminders("dormant-ada").length, reminders("dormant-bob").length, reminders("dormant-cy").length]).toEqual([
+      1, 0, 1,
+    ]);
+    expect(
+      hooks
+        .on("/hook")
+        .filter(
+          (hook) =>
+            (hook.body as { vm?: { name?: string } }).vm?.name === "running-dan" &&
+            (hook.body as { event?: string }).event === "dormant",
+        ),
+    ).toEqual([]);
+    // Only reads of PVCs: no write to any.
+    expect(s.kube.requests.filter((r) => r.path.includes("persistentvolumeclaims") && r.method !== "GET")).toEqual([]);
+  });
+});
+
 describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_TIMEOUT_MS + 120_000 }, () => {
   it("stop → the webhook's start link → GET changes nothing → two POSTs, one start → stages → ready with Connect", async (context) => {
     const { expect } = context;
@@ -1029,7 +1122,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
       reason: lastStop.reason,
       dispute: { by: "the start link sent to alice", what: "training a model <b>overnight</b>" },
     });
-    expect(/^workstation_stop_disputes_total 1$/m.test(await collector.metrics())).toBe(true);
+    expect(/^workstation_stop_disputes_total\{profile=""\} 1$/m.test(await collector.metrics())).toBe(true);
     // Once per stop.
     expect((await postForm(base, `t=${token}&dispute=1`)).body).toContain("Already reported");
     expect(startPuts()).toHaveLength(0);
@@ -1092,6 +1185,49 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     expect(ready.body).toContain('<a id="connect" class="button" href="https://comeback.ws.example.com/lab">');
     expect(ready.body).toContain("sshd listening on 22");
     expect(ready.body).not.toContain("http-equiv");
+
+    // Issue 38: the fleet page publishes how often ws was wrong, per profile: this stop was
+    // disputed, and the VM was active again within 15 minutes of it.
+    const weekRates = await eventually(
+      async () =>
+        (
+          JSON.parse((await getText(`http://127.0.0.1:${httpPort}/api/rates`)).body) as {
+            rates: Array<Record<string, unknown>>;
+          }
+        ).rates.find((rate) => rate["window"] === "7d" && rate["quickReturns"] === 1),
+      60_000,
+      "the return within 15 minutes counted",
+    );
+    expect(weekRates).toMatchObject({
+      profile: "",
+      stops: 1,
+      disputes: 1,
+      quickReturnsPer100: 100,
+      disputesPer100: 100,
+    });
+    const browserProfile = mkdtempSync(path.join(os.tmpdir(), "ws38-chromium-"));
+    const browser = await chromium.launchPersistentContext(browserProfile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+    });
+    try {
+      const fleetPage = await browser.newPage();
+      await fleetPage.goto(`http://127.0.0.1:${httpPort}/`);
+      const week = fleetPage.locator('#rates tr[data-profile=""][data-window="7d"]');
+      expect(await week.locator("td").first().textContent()).toBe("(defaults)");
+      expect(await week.locator(".stops").textContent()).toBe("1");
+      expect(await week.locator(".returns").textContent()).toBe("100 (1)");
+      expect(await week.locator(".disputes").textContent()).toBe("100 (1)");
+      // Over the budget of 1 per 100: marked for tuning.
+      expect(await week.locator(".returns").getAttribute("class")).toBe("returns over");
+      expect(await fleetPage.locator('#rates tr[data-window="30d"] .stops').textContent()).toBe("1");
+      mkdirSync(SCREENSHOT_DIR, { recursive: true });
+      await fleetPage.screenshot({ path: path.join(SCREENSHOT_DIR, "fleet-rates.png"), fullPage: true });
+    } finally {
+      await browser.close();
+      rmSync(browserProfile, { recursive: true, force: true });
+    }
 
     const started = await s.waitForEvent("comeback", "Started", 30_000);
     expect(started["note"]).toMatch(
@@ -1169,7 +1305,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     expect((await postForm(base, `t=${token}&dispute=1&what=later`)).body).toContain("Already reported");
     expect(JSON.parse(s.annotation("earlier", "last-stop")!).dispute.what).toBe(winner);
 
-    expect(/^workstation_stop_disputes_total 1$/m.test(await collector.metrics())).toBe(true);
+    expect(/^workstation_stop_disputes_total\{profile=""\} 1$/m.test(await collector.metrics())).toBe(true);
     const event = await s.waitForEvent("earlier", "StopDisputed", 30_000);
     expect(s.events("earlier", "StopDisputed")).toHaveLength(1);
     expect((event["series"] as { count?: number } | undefined)?.count ?? 1).toBe(1);

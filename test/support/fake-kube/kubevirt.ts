@@ -481,6 +481,7 @@ export class WorkstationSeeder {
           spec: {
             accessModes: ["ReadWriteOnce"],
             resources: { requests: { storage: "50Gi" } },
+            storageClassName: "standard",
             volumeMode: "Block",
             ...(phase === "Bound" ? { volumeName: `pvc-${randomUUID()}` } : {}),
           },

@@ -236,6 +236,8 @@ export const NON_POLICY_ANNOTATION_NAMES: readonly string[] = [
   // The start schedule and its default zone (comeback/schedule/schedules.ts): read by the schedule's loop.
   "schedule",
   "time-zone",
+  // Dormant workstations (outreach/dormant/report.ts): since when the VM is stopped, its owner's last reminder.
+  "dormant",
 ];
 
 /** Applies one set of knob values (annotations without the prefix, or a config section). */

@@ -66,6 +66,7 @@ export function vmView(facts: VmViewFacts, nowMs: number): VmView {
     ...(record?.clock.lastActivityAtMs !== undefined ? { lastActivityAtMs: record.clock.lastActivityAtMs } : {}),
     ...(idleSeconds !== undefined ? { idleSeconds } : {}),
     idleTimeoutSeconds: loop.policy.idleTimeoutSeconds,
+    profile: loop.policy.profile,
     ...(explanation?.stopAtMs !== undefined ? { stopDeadlineMs: explanation.stopAtMs } : {}),
     activeSignals: [...active],
     signals,

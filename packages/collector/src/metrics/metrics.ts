@@ -9,6 +9,8 @@
 // A standby replica (not the leader) exports no per-VM series and no fleet figures: only its own
 // health (workstation_collector_leader), workstation_build_info and prom-client's default process
 // metrics. docs/metrics.md lists every metric; test/metrics.test.ts keeps the two in step.
+import { registerDormantMetrics } from "../outreach/dormant/metrics.js";
+import type { DormantVm } from "../outreach/dormant/report.js";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { StopOutcome } from "../engine/types.js";
 import type { CollectorStats } from "../lib/stats.js";
@@ -30,6 +32,8 @@ export interface MetricsOptions {
   processMetrics?: boolean;
   /** What ws's own stops gave back (outreach/adoption/given-back.ts), for workstation_freed_*. */
   givenBack?: (nowMs: number) => GivenBackRow[];
+  /** Dormant VMs as of the last look (Kubernetes mode; outreach/dormant/metrics.ts): totals per namespace and StorageClass. */
+  dormant?: () => DormantVm[];
   /**
    * Which per-VM series each scrape carries (`metrics.vmSeries`, default "default"). A function:
    * the memory guard drops the detail set near the collector's memory limit.
@@ -180,11 +184,11 @@ export const PER_VM_FAMILIES: readonly PerVmFamily[] = [
     // says whether autostop applies and in which mode (what workstation_autostop_enabled said as a
     // series of its own: one series per VM fewer, within the budget of 12).
     name: "workstation_vm_info",
-    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none), label autostop the policy mode in force (enforce, observe) or off when the VM is only watched.",
+    help: "1 for every VM; label owner is the VM's owner label value (empty when it has none), label autostop the policy mode in force (enforce, observe) or off when the VM is only watched, label profile the policy profile it names (empty: the defaults).",
     type: "gauge",
     tier: "default",
     lines: (v, vm) => [
-      `workstation_vm_info{${vm},owner="${escapeLabel(v.owner ?? "")}",autostop="${v.autostop ? escapeLabel(v.mode) : "off"}"} 1`,
+      `workstation_vm_info{${vm},owner="${escapeLabel(v.owner ?? "")}",autostop="${v.autostop ? escapeLabel(v.mode) : "off"}",profile="${escapeLabel(v.profile ?? "")}"} 1`,
     ],
   },
   {
@@ -614,6 +618,8 @@ export function createMetrics(
   });
 
   registerAdoptionMetrics(registry, fleet, nowMs, options.givenBack);
+
+  registerDormantMetrics(registry, options.dormant ?? (() => []));
 
   // The registry handed out: the leader's own metrics, answering metrics() with everything.
   const renderFleet = registry.metrics.bind(registry);

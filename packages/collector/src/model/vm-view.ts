@@ -61,6 +61,8 @@ export interface VmView {
   lastActivityAtMs?: number;
   idleSeconds?: number;
   idleTimeoutSeconds: number;
+  /** The policy profile the VM names ("" for the defaults): a label of workstation_vm_info. */
+  profile?: string;
   stopDeadlineMs?: number;
   activeSignals: string[];
   /** Every signal family, active or not, for signal_active series. */

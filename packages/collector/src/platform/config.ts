@@ -1,5 +1,6 @@
 // ws-collector configuration file (YAML) and flags. Resolution is pure; the
 // policy section is handed to the engine's own parser.
+import { type DormantConfig, parseDormantConfig } from "../outreach/dormant/config.js";
 import { parseCredentialsConfig, type CredentialsConfig } from "./kube/credentials.js";
 import { parse as parseYaml } from "yaml";
 import {
@@ -24,6 +25,8 @@ import { parsePricesConfig, type Prices } from "../outreach/money/prices.js";
 
 export interface CollectorConfig {
   mode: "standalone" | "kubernetes";
+  /** Dormant workstations: stopped this long, reminded this often (outreach/dormant/config.ts; Kubernetes mode). */
+  dormant: DormantConfig;
   /**
    * hellosPerSecond: agents admitted per second before RESOURCE_EXHAUSTED with a retry hint (docs/collector-limits.md);
    * maxConnections: agent connections held at once (unset: the open-file limit less a reserve, agents/connection-cap.ts);
@@ -233,6 +236,7 @@ export const COLLECTOR_CONFIG_SCHEMA: SectionSetting = {
     notifications: parsedElsewhere("Webhooks, keep-running links, the owner label", "docs/notifications.md"),
     start: parsedElsewhere("Start links, the starting page, entry points", "docs/coming-back.md"),
     hostSide: parsedElsewhere("KubeVirt's per-VM metrics through Prometheus", "docs/kubernetes.md"),
+    dormant: parsedElsewhere("Dormant workstations: after, notifyEvery, scanEvery", "docs/policy.md"),
     prices: parsedElsewhere(
       "Prices per core-, GiB- and GPU-hour and disk GiB-month, for the cost figures",
       "docs/cost.md",
@@ -437,6 +441,7 @@ export function resolveCollectorConfig(
     start: parseStartConfig(fileSettings.start, problems, `${filePath}: start`),
     ...optional("hostSide", parseHostSideConfig(fileSettings.hostSide, problems, `${filePath}: hostSide`)),
     ...optional("prices", parsePricesConfig(fileSettings.prices, problems, `${filePath}: prices`)),
+    dormant: parseDormantConfig(fileSettings.dormant, problems, `${filePath}: dormant`),
     ...metricsAndMemory,
     ...(recordTrace ? { recordTrace } : {}),
   };

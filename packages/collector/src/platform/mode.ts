@@ -9,6 +9,7 @@ import type { Actuator } from "../loop/actions.js";
 import type { PolicySource } from "../model/policy-source.js";
 import type { StartPlatform } from "../comeback/start/platform.js";
 import type { VmPlatformDetails } from "../model/vm-view.js";
+import type { DormantVm } from "../outreach/dormant/report.js";
 
 export interface CollectorMode {
   name: "standalone" | "kubernetes";
@@ -36,4 +37,14 @@ export interface CollectorMode {
    * in reverse.
    */
   runnables?: (fleet: Fleet) => Runnable[];
+  /**
+   * Dormant workstations (Kubernetes: platform/kube/dormant.ts): the VMs stopped longer than
+   * dormant.after as of the last look, and where a due reminder goes (serve/serve.ts: the webhooks).
+   */
+  dormant?: {
+    report: () => DormantVm[];
+    onReminder: (
+      send: (vm: DormantVm, metadata: { labels: Record<string, string>; annotations: Record<string, string> }) => void,
+    ) => void;
+  };
 }

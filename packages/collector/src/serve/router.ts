@@ -1,5 +1,7 @@
 // HTTP side: /metrics, /healthz, /readyz, the fleet page, /vm/NS/NAME,
 // /api/vms, and the keep-running links /keep/NS/NAME (the only POST).
+import type { WrongStopRate } from "../outreach/rates/ledger.js";
+import type { DormantVm } from "../outreach/dormant/report.js";
 import { platformDisputes } from "../comeback/start/disputes.js";
 import type { StartPlatform } from "../comeback/start/platform.js";
 import http from "node:http";
@@ -64,6 +66,10 @@ export interface WebOptions {
   /** The VMs' start schedules: their page (/schedule/NS/NAME) and what /api/vms and the VM page show. */
   schedulePage?: SchedulePage;
   scheduleOf?: (vm: { namespace: string; name: string }) => ScheduleStatus | undefined;
+  /** VMs stopped longer than dormant.after, their disks and owner (Kubernetes mode; /api/dormant, the fleet page). */
+  dormant?: () => DormantVm[];
+  /** How often ws is wrong, per profile over 7 and 30 days (/api/rates, the fleet page). */
+  rates?: (nowMs: number) => WrongStopRate[];
 }
 
 /**
@@ -430,6 +436,20 @@ function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined
         : { rows: [], vms: [] };
       return send(200, "application/json", JSON.stringify(body, null, 2));
     }
+    case "/api/dormant":
+      // Stopped for weeks: how long, their disks, their owner (outreach/dormant/report.ts). ws deletes nothing.
+      return send(
+        200,
+        "application/json",
+        JSON.stringify(
+          { dormant: (options.dormant?.() ?? []).filter((vm) => visible(vm.owner ?? undefined)) },
+          null,
+          2,
+        ),
+      );
+    case "/api/rates":
+      // Fleet-wide figures: per profile, no VM or owner in them.
+      return send(200, "application/json", JSON.stringify({ rates: options.rates?.(options.nowMs()) ?? [] }, null, 2));
     case "/api/disputes":
       // "This stop was a mistake" reports, for `ws-collector whatif --disputes` (comeback/start/disputes.ts).
       return send(
@@ -458,6 +478,8 @@ function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined
           // A signed-in user sees what their own VMs gave back; an admin, everyone's.
           options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
           fleetSpendHtml(options.spend, options.nowMs(), parseFleetQuery(url.searchParams), visible),
+          options.dormant?.().filter((vm) => visible(vm.owner ?? undefined)),
+          options.rates?.(options.nowMs()),
         ),
       );
     default:

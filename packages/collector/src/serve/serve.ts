@@ -2,6 +2,8 @@
 // the HTTP servers around a mode (platform/standalone/mode.ts, Kubernetes in
 // platform/kube/serve.ts), and registers every part that starts and stops with one Manager
 // (serve/manager.ts), which starts them in order and stops them in reverse.
+import { WrongStopLedger } from "../outreach/rates/ledger.js";
+import { withWrongStops } from "../outreach/rates/observer.js";
 import type { Io as ProtocolIo } from "@ws/protocol";
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -223,7 +225,7 @@ function buildCollector(
   const recorder = config.recordTrace
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
-  const { fleet, outreach, givenBack, spend } = buildFleet(wiring, recorder);
+  const { fleet, outreach, givenBack, spend, wrongStops } = buildFleet(wiring, recorder);
   // `ws-lease schedule` rides on the Reports: answered once the schedule editor exists, below.
   let scheduleFromAgents: ScheduleAgentRequests | undefined;
   const { agents, tls } = agentServerFor(wiring, fleet, (session, report) =>
@@ -232,10 +234,12 @@ function buildCollector(
   const guard = memoryGuard(config, log, outreach);
   const registry = collectorMetrics(wiring, fleet, agents, tls, guard, givenBack);
   registerNotificationMetrics(registry, outreach.sender);
+  // Dormant VMs' owners get their monthly reminder through the VM's webhooks.
+  mode.dormant?.onReminder((vm, metadata) => outreach.remindDormant(vm, metadata, nowMs()));
   registerSpendMetrics(registry, () => spend.rows(), spend.priced);
   const hostSource = config.hostSide ? hostSourceFor(config, fleet, mode, log, nowMs) : undefined;
   if (hostSource) registerHostSourceMetrics(registry, hostSource.status);
-  const startLinks = startLinksFor(wiring, fleet, outreach, registry);
+  const startLinks = startLinksFor(wiring, fleet, outreach, registry, wrongStops);
   const schedules = schedulesFor(wiring, fleet, outreach, startLinks);
   scheduleFromAgents = schedules.fromAgents;
   const http = httpServers(wiring, ready, {
@@ -247,6 +251,7 @@ function buildCollector(
     givenBack,
     spend,
     schedules,
+    wrongStops,
   });
   const agentPort = agentListener(wiring, agents, tls ?? grpc.ServerCredentials.createInsecure());
   const runnables: Runnable[] = [
@@ -336,7 +341,7 @@ function agentServerFor(
 function buildFleet(
   wiring: Wiring,
   recorder: TraceRecorder | undefined,
-): { fleet: Fleet; outreach: Outreach; givenBack: GivenBackLedger; spend: FleetSpend } {
+): { fleet: Fleet; outreach: Outreach; givenBack: GivenBackLedger; spend: FleetSpend; wrongStops: WrongStopLedger } {
   const { config, mode, key, stats, log, nowMs, startUrl } = wiring;
   let fleetRef: Fleet | undefined;
   let spendRef: FleetSpend | undefined;
@@ -352,12 +357,17 @@ function buildFleet(
   });
   // What ws's own stops gave back (docs/metrics.md, "What ws gave back").
   const givenBack = new GivenBackLedger(nowMs());
+  // How often ws's stops were wrong, per profile (outreach/rates/ledger.ts).
+  const wrongStops = new WrongStopLedger(nowMs());
   const fleet = new Fleet({
     log,
     stats,
     // The spend is sampled at each change of a VM's state (outreach/money/observer.ts); it exists once the fleet does.
     observer: withSpend(
-      withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
+      withWrongStops(
+        withGivenBack(outreach, givenBack, (vm) => mode.vmDetails?.(vm), nowMs),
+        wrongStops,
+      ),
       (vm, now) => spendRef?.touch(vm, now),
     ),
     nowMs,
@@ -390,7 +400,7 @@ function buildFleet(
     nowMs(),
   );
   spendRef = spend;
-  return { fleet, outreach, givenBack, spend };
+  return { fleet, outreach, givenBack, spend, wrongStops };
 }
 
 /** An agent's Hello: only the leader takes agents; the token must be the VM's; then the mode's own checks. */
@@ -525,10 +535,17 @@ function keepLinksFor(wiring: Wiring, fleet: Fleet): KeepLinks {
 }
 
 /** Start links and the starting page (docs/coming-back.md), where the mode can start a VM; their metrics either way. */
-function startLinksFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, registry: Registry): StartLinks | undefined {
+function startLinksFor(
+  wiring: Wiring,
+  fleet: Fleet,
+  outreach: Outreach,
+  registry: Registry,
+  wrongStops: WrongStopLedger,
+): StartLinks | undefined {
   const { config, mode, key, log, nowMs } = wiring;
   const tracker = new StartTracker();
-  let disputes = 0;
+  // Every profile from 0, so that increase() counts a profile's first dispute too.
+  const disputes = new Map<string, number>(["", ...Object.keys(mode.policySource.profiles)].map((p) => [p, 0]));
   const startLinks = mode.startPlatform
     ? new StartLinks({
         platform: mode.startPlatform,
@@ -550,7 +567,9 @@ function startLinksFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, registr
         log,
         audit: (vm, message) => mode.actuator.event(vm, "Normal", "Started", message),
         disputed: (vm, dispute, stop) => {
-          disputes++;
+          const profile = fleet.loopState(vm)?.policy?.profile ?? "";
+          disputes.set(profile, (disputes.get(profile) ?? 0) + 1);
+          wrongStops.disputed(profile, nowMs());
           stopDisputed(wiring, fleet, outreach, vm, dispute, stop);
         },
       })
@@ -676,6 +695,7 @@ function httpServers(
     givenBack: GivenBackLedger;
     spend: FleetSpend;
     schedules: Schedules;
+    wrongStops: WrongStopLedger;
   },
 ): { listen: () => Promise<undefined>; close: () => Promise<void>; addresses: () => ServingAddresses } {
   const { config, mode, stats, log, nowMs, startUrl } = wiring;
@@ -698,6 +718,8 @@ function httpServers(
     startUrl,
     givenBack: (now) => parts.givenBack.rows(now),
     spend: parts.spend,
+    ...(mode.dormant ? { dormant: mode.dormant.report } : {}),
+    rates: (now: number) => parts.wrongStops.rates(now),
     ...(parts.schedules.page ? { schedulePage: parts.schedules.page } : {}),
     ...(parts.schedules.editor ? { scheduleOf: (vm: VmKey) => parts.schedules.editor!.status(vm) } : {}),
     onRefused: (why, detail) => {
@@ -815,6 +837,7 @@ function collectorMetrics(
     vmSeries: () => (guard.shedding ? "default" : config.metrics.vmSeries),
     memory: () => memoryReading(guard),
     givenBack: (now) => givenBack.rows(now),
+    ...(mode.dormant ? { dormant: mode.dormant.report } : {}),
   });
 }
 

@@ -1,6 +1,10 @@
 // The fleet page: one row per VM, sortable and filterable by state, namespace
 // and owner through the query string (links and a GET form: no JavaScript).
 // Pure: views and the query in, HTML out.
+import type { WrongStopRate } from "../outreach/rates/ledger.js";
+import { ratesSection } from "./rates-section.js";
+import type { DormantVm } from "../outreach/dormant/report.js";
+import { dormantSection } from "./dormant-section.js";
 import type { GivenBackRow } from "../outreach/adoption/given-back.js";
 import { countAgentVersions } from "../metrics/agent-versions.js";
 import { formatDuration } from "@ws/protocol";
@@ -148,6 +152,10 @@ export function renderFleetPage(
   givenBack: readonly GivenBackRow[] = [],
   /** The money section (web/spend-section.ts), already filtered to what the viewer may see. */
   spendHtml = "",
+  /** Dormant VMs (Kubernetes mode; undefined: no section). */
+  dormant?: readonly DormantVm[],
+  /** How often ws is wrong, per profile (undefined: no section). */
+  rates?: readonly WrongStopRate[],
 ): string {
   const rows = selectVms(views, query)
     .map((v) => {
@@ -214,7 +222,10 @@ ${query.sort !== "vm" ? `<input type="hidden" name="sort" value="${escapeHtml(qu
 ${rows || `<tr><td colspan="10">${views.length ? "No VM matches the filter." : "No VMs yet: agents appear here when they connect."}</td></tr>`}
 </tbody></table>
 ${givenBackSection(givenBack, views, query)}
-${spendHtml}`,
+${spendHtml}
+
+${ratesSection(rates, nowMs)}
+${dormantSection(dormant, nowMs)}`,
     { refreshSeconds: 10 },
   );
 }

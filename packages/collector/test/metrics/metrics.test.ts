@@ -144,12 +144,12 @@ describe("createMetrics", () => {
     expect(
       sample(
         text,
-        'workstation_vm_info{namespace="lab",name="alice-gpu-workstation",owner="alice",autostop="enforce"}',
+        'workstation_vm_info{namespace="lab",name="alice-gpu-workstation",owner="alice",autostop="enforce",profile=""}',
       ),
     ).toBe(1);
-    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cirros-smoke",owner="",autostop="enforce"}')).toBe(
-      1,
-    );
+    expect(
+      sample(text, 'workstation_vm_info{namespace="lab",name="cirros-smoke",owner="",autostop="enforce",profile=""}'),
+    ).toBe(1);
     expect(text.split("\n").filter((l) => l.startsWith("workstation_vm_info{"))).toHaveLength(2);
   });
 
@@ -174,7 +174,7 @@ describe("createMetrics", () => {
     // No series for the states the VM is not in, nor for signals that show nothing.
     expect(sample(text, `workstation_state{${vm},state="Stopped"}`)).toBeUndefined();
     expect(text.split("\n").filter((l) => l.startsWith("workstation_state{"))).toHaveLength(1);
-    expect(sample(text, `workstation_vm_info{${vm},owner="",autostop="enforce"}`)).toBe(1);
+    expect(sample(text, `workstation_vm_info{${vm},owner="",autostop="enforce",profile=""}`)).toBe(1);
     expect(sample(text, `workstation_stop_deadline_timestamp_seconds{${vm}}`)).toBe((NOW + 7_200_000) / 1000);
     expect(sample(text, `workstation_agent_connected{${vm}}`)).toBe(1);
     expect(sample(text, `workstation_signal_active{${vm},signal="tty"}`)).toBe(1);
@@ -208,7 +208,7 @@ describe("createMetrics", () => {
     expect(perVm("ada")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
     expect(perVm("bob")).toBeLessThanOrEqual(VM_SERIES_BUDGET);
     // Only watched (autostop off): said on its info series.
-    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cy",owner="",autostop="off"}')).toBe(1);
+    expect(sample(text, 'workstation_vm_info{namespace="lab",name="cy",owner="",autostop="off",profile=""}')).toBe(1);
     // Nothing in the default set is a constant 0.
     const zeros = text
       .split("\n")

@@ -33,7 +33,7 @@ describe("the collector's declared config", () => {
 
   it("refuses an unknown key, a section that is not a mapping and a wrong type, naming the file and the key", () => {
     expect(problemsOf("grpc: 7443\nkubernetes: { leaseName: [a] }\nlisten: 1\n")).toEqual([
-      'collector.yaml: unknown setting "listen" (known: mode, grpc, http, tokenKeyFile, reportInterval, reportHeartbeat, tick, standalone, kubernetes, policy, recordTrace, notifications, start, hostSide, prices, metrics, memory)',
+      'collector.yaml: unknown setting "listen" (known: mode, grpc, http, tokenKeyFile, reportInterval, reportHeartbeat, tick, standalone, kubernetes, policy, recordTrace, notifications, start, hostSide, dormant, prices, metrics, memory)',
       'collector.yaml: "grpc" must be a mapping',
       "collector.yaml: kubernetes.leaseName: expected a string",
     ]);

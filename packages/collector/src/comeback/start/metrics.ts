@@ -9,15 +9,17 @@ export const START_TO_READY_BUCKETS = [5, 10, 20, 30, 45, 60, 90, 120, 180, 300,
 export function registerStartMetrics(
   registry: Registry,
   tracker: StartTracker,
-  disputes: () => number = () => 0,
+  /** Disputes so far by the profile of the disputed VM ("" for the defaults; bounded by the configured profiles). */
+  disputes: () => ReadonlyMap<string, number> = () => new Map(),
 ): void {
   new Counter({
     name: "workstation_stop_disputes_total",
-    help: 'Stops their user reported as a mistake ("I was working") from the starting page: false stops to explain and tune thresholds with.',
+    help: 'Stops their user reported as a mistake ("I was working") from the starting page, by the VM\'s policy profile (empty: the defaults): false stops to explain and tune thresholds with.',
+    labelNames: ["profile"],
     registers: [registry],
     collect() {
       this.reset();
-      this.inc(disputes());
+      for (const [profile, count] of disputes()) this.inc({ profile }, count);
     },
   });
   new Counter({

@@ -2,6 +2,8 @@
 // webhooks and keep-running links. The loop calls the FleetObserver methods
 // (see the hook points in fleet.ts, marked "outreach hook"); everything runs
 // without waiting on the network, so no receiver can delay a decision.
+import { dormantRequest } from "../dormant/payloads.js";
+import { type DormantVm, dormantText } from "../dormant/report.js";
 import type { Logger } from "@ws/protocol";
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import { idleSecondsAt } from "../../engine/activity.js";
@@ -134,6 +136,32 @@ export class Outreach implements FleetObserver {
   /** The VM's scheduled start could not be made or placed (comeback/schedule/runner.ts): history and webhooks. */
   scheduled(transition: VmTransition & { kind: "schedule" }, policy: Policy): void {
     this.announce(transition, policy);
+  }
+
+  /** A dormant VM's reminder (dormant/payloads.ts): the webhooks its other messages go to. */
+  remindDormant(
+    vm: DormantVm,
+    metadata: { labels: Record<string, string>; annotations: Record<string, string> },
+    nowMs: number,
+  ): void {
+    const { targets, problems } = targetsFor(this.options.config, {
+      profile: vm.profile,
+      ...metadata,
+      prefix: this.options.prefix,
+    });
+    this.reportProblems(vm, problems);
+    this.history.transition(vm, { atMs: nowMs, what: "dormant reminder", reason: dormantText(vm) });
+    const startUrl = this.options.startUrl?.(vm, nowMs);
+    for (const target of targets) {
+      const request = dormantRequest(target, vm, nowMs, startUrl);
+      this.sender.enqueue({
+        name: target.name,
+        format: target.format,
+        url: request.url,
+        body: request.body,
+        about: `dormant reminder for ${vmId(vm)}`,
+      });
+    }
   }
 
   private announce(transition: VmTransition, policy: Policy): void {

@@ -164,16 +164,22 @@ export const ESCAPE_TEXT: Record<WebhookFormat, (text: string) => string> = {
   ntfy: (text) => text,
 };
 
+/** An ntfy topic URL split into the server's root (where JSON is published) and the topic. */
+export function ntfyTopic(url: string): { root: string; topic: string } {
+  const parsed = new URL(url);
+  const segments = parsed.pathname.split("/").filter(Boolean);
+  const topic = segments.pop() ?? "";
+  parsed.pathname = segments.length ? `/${segments.join("/")}/` : "/";
+  return { root: parsed.toString(), topic };
+}
+
 /**
  * ntfy (https://docs.ntfy.sh/publish/#publish-as-json): the configured URL is
  * the topic's URL (https://ntfy.example.com/ws-alice); JSON is published to the
  * server's root with the topic in the body, and the link becomes a view action.
  */
 export function ntfyRequest(url: string, content: NotificationContent): { url: string; body: Record<string, unknown> } {
-  const parsed = new URL(url);
-  const segments = parsed.pathname.split("/").filter(Boolean);
-  const topic = segments.pop() ?? "";
-  parsed.pathname = segments.length ? `/${segments.join("/")}/` : "/";
+  const { root, topic } = ntfyTopic(url);
   const kind = content.transition.kind;
   const actions: unknown[] = [];
   if (content.keepUrl) actions.push({ action: "view", label: "Keep running", url: content.keepUrl, clear: true });
@@ -181,7 +187,7 @@ export function ntfyRequest(url: string, content: NotificationContent): { url: s
     actions.push({ action: "view", label: "Start again", url: content.startUrl });
   if (content.vmUrl) actions.push({ action: "view", label: "Why?", url: content.vmUrl });
   return {
-    url: parsed.toString(),
+    url: root,
     body: {
       topic,
       title: titleOf(content),

@@ -10,7 +10,7 @@ import { restoreRecord } from "../../engine/persist.js";
 import type { Fleet } from "../../loop/fleet.js";
 import type { CollectorMode } from "../mode.js";
 import type { AuthResult } from "../../agents/server.js";
-import type { Runnable } from "../../lib/runnable.js";
+import { runnableOf, type Runnable } from "../../lib/runnable.js";
 import type { CollectorStats } from "../../lib/stats.js";
 import { readFileSync } from "node:fs";
 import { capacityOf } from "../../outreach/adoption/given-back.js";
@@ -29,6 +29,9 @@ import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, gpuCountOf, vmOwner } from "./vm-resources.js";
 import type { InventoryVm } from "./inventory.js";
 import type { VmPlatformDetails } from "../../model/vm-view.js";
+import type { DormantVm } from "../../outreach/dormant/report.js";
+import { resolveVmPolicy } from "../../model/policy-source.js";
+import { DormantWatch } from "./dormant.js";
 
 /** State-annotation PATCHes in flight at once (platform/kube/write-queue.ts). */
 const STATE_WRITE_CONCURRENCY = 8;
@@ -66,7 +69,7 @@ function issuerFor(
 }
 
 /** What Kubernetes mode reads of the collector's config: its own section and the report interval. */
-export type KubernetesModeConfig = Pick<CollectorConfig, "kubernetes" | "reportIntervalSeconds">;
+export type KubernetesModeConfig = Pick<CollectorConfig, "kubernetes" | "reportIntervalSeconds" | "dormant">;
 
 /** What the elector's callbacks reach: the fleet once it exists, and this term's writes. */
 interface LeaderTerm {
@@ -119,8 +122,19 @@ export async function kubernetesMode(
     ownerOf,
     ...(links.startUrl ? { startUrl: links.startUrl } : {}),
   });
+  const policySource = {
+    defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
+    profiles: policy.profiles,
+    prefix,
+    metadataFor: (vm: VmKey) => {
+      const facts = vmOf(vm);
+      return { labels: facts?.labels ?? {}, annotations: facts?.annotations ?? {} };
+    },
+  };
+  const dormant = dormantWatchFor(parts, ownerOf, policySource, nowMs);
   return {
     name: "kubernetes",
+    dormant: dormant.port,
     leader: () => parts.elector.isLeader(),
     fleetSize: () => inventory.list().filter((vm) => tracked(vm.labels)).length,
     // The start link's page and button (platform/kube/start.ts).
@@ -133,15 +147,7 @@ export async function kubernetesMode(
       kubeDisputeWriter(clients, prefix),
       (vm, annotations) => parts.audit.patchAnnotations(vm, annotations),
     ),
-    policySource: {
-      defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
-      profiles: policy.profiles,
-      prefix,
-      metadataFor: (vm) => {
-        const facts = vmOf(vm);
-        return { labels: facts?.labels ?? {}, annotations: facts?.annotations ?? {} };
-      },
-    },
+    policySource,
     restore: (vm, now) => {
       const facts = vmOf(vm);
       if (!facts) return undefined;
@@ -159,7 +165,50 @@ export async function kubernetesMode(
     },
     authenticate: (vm, peer) => authenticateAgent(parts, ownerOf, vm, peer),
     actuator,
-    runnables: (fleet) => kubeRunnables(parts, fleet),
+    runnables: (fleet) => [
+      ...kubeRunnables(parts, fleet),
+      runnableOf(
+        "dormant watch",
+        () => dormant.watch.start(),
+        () => dormant.watch.stop(),
+      ),
+    ],
+  };
+}
+
+/** VMs stopped for weeks, their disks and a monthly reminder (platform/kube/dormant.ts); the reminder goes where serve/serve.ts says. */
+function dormantWatchFor(
+  parts: KubeParts,
+  ownerOf: (facts: InventoryVm) => string | null,
+  policySource: Parameters<typeof resolveVmPolicy>[0],
+  nowMs: () => number,
+): { watch: DormantWatch; port: NonNullable<CollectorMode["dormant"]> } {
+  let remind: (
+    vm: DormantVm,
+    metadata: { labels: Record<string, string>; annotations: Record<string, string> },
+  ) => void = () => {};
+  const watch = new DormantWatch({
+    clients: parts.clients,
+    list: () => parts.inventory.list(),
+    tracked: (vm) => parts.tracked(vm.labels),
+    prefix: parts.prefix,
+    config: parts.config.dormant,
+    nowMs,
+    isLeader: () => parts.elector.isLeader(),
+    ownerOf,
+    profileOf: (vm) => resolveVmPolicy(policySource, vm, undefined).policy.profile,
+    patch: (vm, annotations) => parts.audit.patchAnnotations(vm, annotations),
+    notify: (vm, facts) => remind(vm, { labels: facts.labels, annotations: facts.annotations }),
+    log: (level, message) => parts.log(level, message),
+  });
+  return {
+    watch,
+    port: {
+      report: () => watch.report(),
+      onReminder: (send) => {
+        remind = send;
+      },
+    },
   };
 }
 
