@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/report.proto.
  */
 export const file_workstation_v1_report: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3Jrc3RhdGlvbi92MS9yZXBvcnQucHJvdG8SDndvcmtzdGF0aW9uLnYxIocFCgZSZXBvcnQSEAoIc2VxdWVuY2UYASABKAQSGAoQaW50ZXJ2YWxfc2Vjb25kcxgCIAEoARIaChJzYW1wbGVfYWdlX3NlY29uZHMYAyABKAESLQoHc291cmNlcxgEIAMoCzIcLndvcmtzdGF0aW9uLnYxLlNvdXJjZVN0YXR1cxIuCgdqdXB5dGVyGAogASgLMh0ud29ya3N0YXRpb24udjEuSnVweXRlclNpZ25hbBIvCghzZXNzaW9ucxgLIAEoCzIdLndvcmtzdGF0aW9uLnYxLlNlc3Npb25TaWduYWwSNQoLY29kZV9zZXJ2ZXIYDCABKAsyIC53b3Jrc3RhdGlvbi52MS5Db2RlU2VydmVyU2lnbmFsEiYKA2dwdRgNIAEoCzIZLndvcmtzdGF0aW9uLnYxLkdwdVNpZ25hbBIsCgZzeXN0ZW0YDiABKAsyHC53b3Jrc3RhdGlvbi52MS5TeXN0ZW1TaWduYWwSMwoKaW5oaWJpdG9ycxgPIAEoCzIfLndvcmtzdGF0aW9uLnYxLkluaGliaXRvclNpZ25hbBIrCgZsZWFzZXMYECABKAsyGy53b3Jrc3RhdGlvbi52MS5MZWFzZVNpZ25hbBIoCgRkaXNrGBEgASgLMhoud29ya3N0YXRpb24udjEuRGlza1NpZ25hbBIuCgdkZXNrdG9wGBIgASgLMh0ud29ya3N0YXRpb24udjEuRGVza3RvcFNpZ25hbBI8Cg9yZW1vdGVfc2Vzc2lvbnMYEyABKAsyIy53b3Jrc3RhdGlvbi52MS5SZW1vdGVTZXNzaW9uU2lnbmFsEh4KFmFnZW50X3VuaGFuZGxlZF9lcnJvcnMYHiABKAQidQoMU291cmNlU3RhdHVzEg4KBnNvdXJjZRgBIAEoCRIqCgVzdGF0ZRgCIAEoDjIbLndvcmtzdGF0aW9uLnYxLlNvdXJjZVN0YXRlEg8KB21lc3NhZ2UYAyABKAkSGAoQZHVyYXRpb25fc2Vjb25kcxgEIAEoASI/Cg1KdXB5dGVyU2lnbmFsEi4KB3NlcnZlcnMYASADKAsyHS53b3Jrc3RhdGlvbi52MS5KdXB5dGVyU2VydmVyIrcCCg1KdXB5dGVyU2VydmVyEgsKA3VybBgBIAEoCRIUCgxydW50aW1lX2ZpbGUYAiABKAkSCwoDcGlkGAMgASgNEgsKA3VpZBgEIAEoDRIMCgR1c2VyGAUgASgJEhEKCXJlYWNoYWJsZRgGIAEoCBINCgVlcnJvchgHIAEoCRIPCgd2ZXJzaW9uGAggASgJEiYKGWxhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMYCSABKAFIAIgBARIuCgdrZXJuZWxzGAogAygLMh0ud29ya3N0YXRpb24udjEuSnVweXRlcktlcm5lbBIyCgl0ZXJtaW5hbHMYCyADKAsyHy53b3Jrc3RhdGlvbi52MS5KdXB5dGVyVGVybWluYWxCHAoaX2xhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMinQEKDUp1cHl0ZXJLZXJuZWwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIXCg9leGVjdXRpb25fc3RhdGUYAyABKAkSJgoZbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcxgEIAEoAUgAiAEBEhMKC2Nvbm5lY3Rpb25zGAUgASgNQhwKGl9sYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzImUKD0p1cHl0ZXJUZXJtaW5hbBIMCgRuYW1lGAEgASgJEiYKGWxhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMYAiABKAFIAIgBAUIcChpfbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcyJCCg1TZXNzaW9uU2lnbmFsEjEKCHNlc3Npb25zGAEgAygLMh8ud29ya3N0YXRpb24udjEuVGVybWluYWxTZXNzaW9uIqoCCg9UZXJtaW5hbFNlc3Npb24SKQoEa2luZBgBIAEoDjIbLndvcmtzdGF0aW9uLnYxLlNlc3Npb25LaW5kEgwKBHVzZXIYAiABKAkSCwoDdWlkGAMgASgNEgsKA3R0eRgEIAEoCRITCgtyZW1vdGVfaG9zdBgFIAEoCRILCgNwaWQYBiABKA0SHgoRbG9naW5fYWdlX3NlY29uZHMYByABKAFIAIgBARIeChFpbnB1dF9hZ2Vfc2Vjb25kcxgIIAEoAUgBiAEBEh8KEm91dHB1dF9hZ2Vfc2Vjb25kcxgJIAEoAUgCiAEBQhQKEl9sb2dpbl9hZ2Vfc2Vjb25kc0IUChJfaW5wdXRfYWdlX3NlY29uZHNCFQoTX291dHB1dF9hZ2Vfc2Vjb25kcyJJChBDb2RlU2VydmVyU2lnbmFsEjUKCWluc3RhbmNlcxgBIAMoCzIiLndvcmtzdGF0aW9uLnYxLkNvZGVTZXJ2ZXJJbnN0YW5jZSKFAQoSQ29kZVNlcnZlckluc3RhbmNlEgwKBHVzZXIYASABKAkSCwoDdWlkGAIgASgNEhYKDmhlYXJ0YmVhdF9maWxlGAMgASgJEiIKFWhlYXJ0YmVhdF9hZ2Vfc2Vjb25kcxgEIAEoAUgAiAEBQhgKFl9oZWFydGJlYXRfYWdlX3NlY29uZHMieQoJR3B1U2lnbmFsEiEKBGdwdXMYASADKAsyEy53b3Jrc3RhdGlvbi52MS5HcHUSLQoJcHJvY2Vzc2VzGAIgAygLMhoud29ya3N0YXRpb24udjEuR3B1UHJvY2VzcxIaChJzYW1wbGVfYWdlX3NlY29uZHMYAyABKAEiqgIKA0dwdRINCgVpbmRleBgBIAEoDRIMCgR1dWlkGAIgASgJEgwKBG5hbWUYAyABKAkSHgoRdXRpbGl6YXRpb25fcmF0aW8YBCABKAFIAIgBARIlChhtZW1vcnlfdXRpbGl6YXRpb25fcmF0aW8YBSABKAFIAYgBARIeChFtZW1vcnlfdXNlZF9ieXRlcxgGIAEoBEgCiAEBEh8KEm1lbW9yeV90b3RhbF9ieXRlcxgHIAEoBEgDiAEBEhAKCG1pZ19tb2RlGAggASgJQhQKEl91dGlsaXphdGlvbl9yYXRpb0IbChlfbWVtb3J5X3V0aWxpemF0aW9uX3JhdGlvQhQKEl9tZW1vcnlfdXNlZF9ieXRlc0IVChNfbWVtb3J5X3RvdGFsX2J5dGVzIpIBCgpHcHVQcm9jZXNzEgsKA3BpZBgBIAEoDRIQCghncHVfdXVpZBgCIAEoCRIUCgxwcm9jZXNzX25hbWUYAyABKAkSCwoDdWlkGAQgASgNEgwKBHVzZXIYBSABKAkSHgoRdXNlZF9tZW1vcnlfYnl0ZXMYBiABKARIAIgBAUIUChJfdXNlZF9tZW1vcnlfYnl0ZXMihAUKDFN5c3RlbVNpZ25hbBIRCgljcHVfY291bnQYASABKA0SGwoOY3B1X2J1c3lfcmF0aW8YAiABKAFIAIgBARINCgVsb2FkMRgDIAEoARINCgVsb2FkNRgEIAEoARIOCgZsb2FkMTUYBSABKAESLQogbmV0d29ya19yZWNlaXZlX2J5dGVzX3Blcl9zZWNvbmQYBiABKAFIAYgBARIuCiFuZXR3b3JrX3RyYW5zbWl0X2J5dGVzX3Blcl9zZWNvbmQYByABKAFIAogBARInChpkaXNrX3JlYWRfYnl0ZXNfcGVyX3NlY29uZBgIIAEoAUgDiAEBEigKG2Rpc2tfd3JpdGVfYnl0ZXNfcGVyX3NlY29uZBgJIAEoAUgEiAEBEhoKEm1lbW9yeV90b3RhbF9ieXRlcxgKIAEoBBIeChZtZW1vcnlfYXZhaWxhYmxlX2J5dGVzGAsgASgEEhYKDnVwdGltZV9zZWNvbmRzGAwgASgBEiMKFnVzZXJfcHJvY2Vzc19jcHVfY29yZXMYDSABKAFIBYgBARIzCg10b3BfcHJvY2Vzc2VzGA4gAygLMhwud29ya3N0YXRpb24udjEuUHJvY2Vzc1VzYWdlQhEKD19jcHVfYnVzeV9yYXRpb0IjCiFfbmV0d29ya19yZWNlaXZlX2J5dGVzX3Blcl9zZWNvbmRCJAoiX25ldHdvcmtfdHJhbnNtaXRfYnl0ZXNfcGVyX3NlY29uZEIdChtfZGlza19yZWFkX2J5dGVzX3Blcl9zZWNvbmRCHgocX2Rpc2tfd3JpdGVfYnl0ZXNfcGVyX3NlY29uZEIZChdfdXNlcl9wcm9jZXNzX2NwdV9jb3JlcyJvCgxQcm9jZXNzVXNhZ2USCwoDcGlkGAEgASgNEgsKA3VpZBgCIAEoDRIMCgR1c2VyGAMgASgJEg8KB2NvbW1hbmQYBCABKAkSEQoJY3B1X2NvcmVzGAUgASgBEhMKC2FnZV9zZWNvbmRzGAYgASgBIjsKD0luaGliaXRvclNpZ25hbBIoCgVsb2NrcxgBIAMoCzIZLndvcmtzdGF0aW9uLnYxLkluaGliaXRvciJbCglJbmhpYml0b3ISCwoDd2hvGAEgASgJEgsKA3doeRgCIAEoCRIMCgR3aGF0GAMgASgJEgwKBG1vZGUYBCABKAkSCwoDdWlkGAUgASgNEgsKA3BpZBgGIAEoDSI0CgtMZWFzZVNpZ25hbBIlCgZsZWFzZXMYASADKAsyFS53b3Jrc3RhdGlvbi52MS5MZWFzZSKOAQoFTGVhc2USCgoCaWQYASABKAkSCwoDdWlkGAIgASgNEgwKBHVzZXIYAyABKAkSDgoGcmVhc29uGAQgASgJEhkKEXJlcXVlc3RlZF9zZWNvbmRzGAUgASgBEhMKC2FnZV9zZWNvbmRzGAYgASgBEhEKCWNvbmZpcm1lZBgHIAEoCBILCgN2aWEYESABKAkiMwoKRGlza1NpZ25hbBIlCgZtb3VudHMYASADKAsyFS53b3Jrc3RhdGlvbi52MS5Nb3VudCJ+CgVNb3VudBITCgttb3VudF9wb2ludBgBIAEoCRIOCgZkZXZpY2UYAiABKAkSDwoHZnNfdHlwZRgDIAEoCRISCgpzaXplX2J5dGVzGAQgASgEEhIKCnVzZWRfYnl0ZXMYBSABKAQSFwoPYXZhaWxhYmxlX2J5dGVzGAYgASgEIk0KDURlc2t0b3BTaWduYWwSLAoHZGV2aWNlcxgBIAMoCzIbLndvcmtzdGF0aW9uLnYxLklucHV0RGV2aWNlEg4KBmxvY2tlZBgCIAEoCCKOAQoLSW5wdXREZXZpY2USDAoEbm9kZRgBIAEoCRIMCgRuYW1lGAIgASgJEi0KBGtpbmQYAyABKA4yHy53b3Jrc3RhdGlvbi52MS5JbnB1dERldmljZUtpbmQSHgoRaW5wdXRfYWdlX3NlY29uZHMYBCABKAFIAIgBAUIUChJfaW5wdXRfYWdlX3NlY29uZHMiZAoTUmVtb3RlU2Vzc2lvblNpZ25hbBIvCghzZXNzaW9ucxgBIAMoCzIdLndvcmtzdGF0aW9uLnYxLlJlbW90ZVNlc3Npb24SHAoUc3NoZF9saXN0ZW5pbmdfcG9ydHMYKCADKA0i6QIKDVJlbW90ZVNlc3Npb24SDAoEdXNlchgBIAEoCRILCgN1aWQYAiABKA0SCwoDcGlkGAMgASgNEhMKC3JlbW90ZV9ob3N0GAQgASgJEg8KB2NvbW1hbmQYBSABKAkSHgoRbG9naW5fYWdlX3NlY29uZHMYBiABKAFIAIgBARIkChdpbnRlcmFjdGlvbl9hZ2Vfc2Vjb25kcxgHIAEoAUgBiAEBEhUKDXRyYWZmaWNfYnl0ZXMYCCABKAQSLwoIZm9yd2FyZHMYMiADKAsyHS53b3Jrc3RhdGlvbi52MS5SZW1vdGVGb3J3YXJkEi8KB2NhZGVuY2UYMyABKAsyHi53b3Jrc3RhdGlvbi52MS5UcmFmZmljQ2FkZW5jZRIZChFqdWRnZWRfYnlfc2VydmljZRg0IAEoCEIUChJfbG9naW5fYWdlX3NlY29uZHNCGgoYX2ludGVyYWN0aW9uX2FnZV9zZWNvbmRzIqsBCg1SZW1vdGVGb3J3YXJkEhsKE2Rlc3RpbmF0aW9uX2FkZHJlc3MYASABKAkSGAoQZGVzdGluYXRpb25fcG9ydBgCIAEoDRIPCgdzZXJ2aWNlGAMgASgJEhQKDGxpc3RlbmVyX3BpZBgEIAEoDRIiChVsYXN0X3NlZW5fYWdlX3NlY29uZHMYBSABKAFIAIgBAUIYChZfbGFzdF9zZWVuX2FnZV9zZWNvbmRzIpIBCg5UcmFmZmljQ2FkZW5jZRIWCg5wZXJpb2Rfc2Vjb25kcxgBIAEoARIOCgZidXJzdHMYAiABKA0SGAoQbWVhbl9idXJzdF9ieXRlcxgDIAEoARIjChZsYXN0X2J1cnN0X2FnZV9zZWNvbmRzGAQgASgBSACIAQFCGQoXX2xhc3RfYnVyc3RfYWdlX3NlY29uZHMqjQEKC1NvdXJjZVN0YXRlEhwKGFNPVVJDRV9TVEFURV9VTlNQRUNJRklFRBAAEhMKD1NPVVJDRV9TVEFURV9PSxABEhcKE1NPVVJDRV9TVEFURV9BQlNFTlQQAhIXChNTT1VSQ0VfU1RBVEVfRkFJTEVEEAMSGQoVU09VUkNFX1NUQVRFX0RJU0FCTEVEEAQqWAoLU2Vzc2lvbktpbmQSHAoYU0VTU0lPTl9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRU0VTU0lPTl9LSU5EX1VUTVAQARIUChBTRVNTSU9OX0tJTkRfUFRZEAIqjwEKD0lucHV0RGV2aWNlS2luZBIhCh1JTlBVVF9ERVZJQ0VfS0lORF9VTlNQRUNJRklFRBAAEh4KGklOUFVUX0RFVklDRV9LSU5EX0tFWUJPQVJEEAESGwoXSU5QVVRfREVWSUNFX0tJTkRfTU9VU0UQAhIcChhJTlBVVF9ERVZJQ0VfS0lORF9UQUJMRVQQA2IGcHJvdG8z");
+  fileDesc("Cht3b3Jrc3RhdGlvbi92MS9yZXBvcnQucHJvdG8SDndvcmtzdGF0aW9uLnYxIrsFCgZSZXBvcnQSEAoIc2VxdWVuY2UYASABKAQSGAoQaW50ZXJ2YWxfc2Vjb25kcxgCIAEoARIaChJzYW1wbGVfYWdlX3NlY29uZHMYAyABKAESLQoHc291cmNlcxgEIAMoCzIcLndvcmtzdGF0aW9uLnYxLlNvdXJjZVN0YXR1cxIuCgdqdXB5dGVyGAogASgLMh0ud29ya3N0YXRpb24udjEuSnVweXRlclNpZ25hbBIvCghzZXNzaW9ucxgLIAEoCzIdLndvcmtzdGF0aW9uLnYxLlNlc3Npb25TaWduYWwSNQoLY29kZV9zZXJ2ZXIYDCABKAsyIC53b3Jrc3RhdGlvbi52MS5Db2RlU2VydmVyU2lnbmFsEiYKA2dwdRgNIAEoCzIZLndvcmtzdGF0aW9uLnYxLkdwdVNpZ25hbBIsCgZzeXN0ZW0YDiABKAsyHC53b3Jrc3RhdGlvbi52MS5TeXN0ZW1TaWduYWwSMwoKaW5oaWJpdG9ycxgPIAEoCzIfLndvcmtzdGF0aW9uLnYxLkluaGliaXRvclNpZ25hbBIrCgZsZWFzZXMYECABKAsyGy53b3Jrc3RhdGlvbi52MS5MZWFzZVNpZ25hbBIoCgRkaXNrGBEgASgLMhoud29ya3N0YXRpb24udjEuRGlza1NpZ25hbBIuCgdkZXNrdG9wGBIgASgLMh0ud29ya3N0YXRpb24udjEuRGVza3RvcFNpZ25hbBI8Cg9yZW1vdGVfc2Vzc2lvbnMYEyABKAsyIy53b3Jrc3RhdGlvbi52MS5SZW1vdGVTZXNzaW9uU2lnbmFsEh4KFmFnZW50X3VuaGFuZGxlZF9lcnJvcnMYHiABKAQSMgoNcXVpZXRfbWludXRlcxgfIAMoCzIbLndvcmtzdGF0aW9uLnYxLlF1aWV0TWludXRlImcKC1F1aWV0TWludXRlEhwKFGVuZGVkX3NlY29uZHNfYmVmb3JlGAEgASgNEhkKDGlkbGVfc2Vjb25kcxgCIAEoAUgAiAEBEg4KBmFjdGl2ZRgDIAEoCEIPCg1faWRsZV9zZWNvbmRzInUKDFNvdXJjZVN0YXR1cxIOCgZzb3VyY2UYASABKAkSKgoFc3RhdGUYAiABKA4yGy53b3Jrc3RhdGlvbi52MS5Tb3VyY2VTdGF0ZRIPCgdtZXNzYWdlGAMgASgJEhgKEGR1cmF0aW9uX3NlY29uZHMYBCABKAEiPwoNSnVweXRlclNpZ25hbBIuCgdzZXJ2ZXJzGAEgAygLMh0ud29ya3N0YXRpb24udjEuSnVweXRlclNlcnZlciK3AgoNSnVweXRlclNlcnZlchILCgN1cmwYASABKAkSFAoMcnVudGltZV9maWxlGAIgASgJEgsKA3BpZBgDIAEoDRILCgN1aWQYBCABKA0SDAoEdXNlchgFIAEoCRIRCglyZWFjaGFibGUYBiABKAgSDQoFZXJyb3IYByABKAkSDwoHdmVyc2lvbhgIIAEoCRImChlsYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzGAkgASgBSACIAQESLgoHa2VybmVscxgKIAMoCzIdLndvcmtzdGF0aW9uLnYxLkp1cHl0ZXJLZXJuZWwSMgoJdGVybWluYWxzGAsgAygLMh8ud29ya3N0YXRpb24udjEuSnVweXRlclRlcm1pbmFsQhwKGl9sYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzIp0BCg1KdXB5dGVyS2VybmVsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFwoPZXhlY3V0aW9uX3N0YXRlGAMgASgJEiYKGWxhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMYBCABKAFIAIgBARITCgtjb25uZWN0aW9ucxgFIAEoDUIcChpfbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcyJlCg9KdXB5dGVyVGVybWluYWwSDAoEbmFtZRgBIAEoCRImChlsYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzGAIgASgBSACIAQFCHAoaX2xhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMiQgoNU2Vzc2lvblNpZ25hbBIxCghzZXNzaW9ucxgBIAMoCzIfLndvcmtzdGF0aW9uLnYxLlRlcm1pbmFsU2Vzc2lvbiKqAgoPVGVybWluYWxTZXNzaW9uEikKBGtpbmQYASABKA4yGy53b3Jrc3RhdGlvbi52MS5TZXNzaW9uS2luZBIMCgR1c2VyGAIgASgJEgsKA3VpZBgDIAEoDRILCgN0dHkYBCABKAkSEwoLcmVtb3RlX2hvc3QYBSABKAkSCwoDcGlkGAYgASgNEh4KEWxvZ2luX2FnZV9zZWNvbmRzGAcgASgBSACIAQESHgoRaW5wdXRfYWdlX3NlY29uZHMYCCABKAFIAYgBARIfChJvdXRwdXRfYWdlX3NlY29uZHMYCSABKAFIAogBAUIUChJfbG9naW5fYWdlX3NlY29uZHNCFAoSX2lucHV0X2FnZV9zZWNvbmRzQhUKE19vdXRwdXRfYWdlX3NlY29uZHMiSQoQQ29kZVNlcnZlclNpZ25hbBI1CglpbnN0YW5jZXMYASADKAsyIi53b3Jrc3RhdGlvbi52MS5Db2RlU2VydmVySW5zdGFuY2UihQEKEkNvZGVTZXJ2ZXJJbnN0YW5jZRIMCgR1c2VyGAEgASgJEgsKA3VpZBgCIAEoDRIWCg5oZWFydGJlYXRfZmlsZRgDIAEoCRIiChVoZWFydGJlYXRfYWdlX3NlY29uZHMYBCABKAFIAIgBAUIYChZfaGVhcnRiZWF0X2FnZV9zZWNvbmRzInkKCUdwdVNpZ25hbBIhCgRncHVzGAEgAygLMhMud29ya3N0YXRpb24udjEuR3B1Ei0KCXByb2Nlc3NlcxgCIAMoCzIaLndvcmtzdGF0aW9uLnYxLkdwdVByb2Nlc3MSGgoSc2FtcGxlX2FnZV9zZWNvbmRzGAMgASgBIqoCCgNHcHUSDQoFaW5kZXgYASABKA0SDAoEdXVpZBgCIAEoCRIMCgRuYW1lGAMgASgJEh4KEXV0aWxpemF0aW9uX3JhdGlvGAQgASgBSACIAQESJQoYbWVtb3J5X3V0aWxpemF0aW9uX3JhdGlvGAUgASgBSAGIAQESHgoRbWVtb3J5X3VzZWRfYnl0ZXMYBiABKARIAogBARIfChJtZW1vcnlfdG90YWxfYnl0ZXMYByABKARIA4gBARIQCghtaWdfbW9kZRgIIAEoCUIUChJfdXRpbGl6YXRpb25fcmF0aW9CGwoZX21lbW9yeV91dGlsaXphdGlvbl9yYXRpb0IUChJfbWVtb3J5X3VzZWRfYnl0ZXNCFQoTX21lbW9yeV90b3RhbF9ieXRlcyKSAQoKR3B1UHJvY2VzcxILCgNwaWQYASABKA0SEAoIZ3B1X3V1aWQYAiABKAkSFAoMcHJvY2Vzc19uYW1lGAMgASgJEgsKA3VpZBgEIAEoDRIMCgR1c2VyGAUgASgJEh4KEXVzZWRfbWVtb3J5X2J5dGVzGAYgASgESACIAQFCFAoSX3VzZWRfbWVtb3J5X2J5dGVzIoQFCgxTeXN0ZW1TaWduYWwSEQoJY3B1X2NvdW50GAEgASgNEhsKDmNwdV9idXN5X3JhdGlvGAIgASgBSACIAQESDQoFbG9hZDEYAyABKAESDQoFbG9hZDUYBCABKAESDgoGbG9hZDE1GAUgASgBEi0KIG5ldHdvcmtfcmVjZWl2ZV9ieXRlc19wZXJfc2Vjb25kGAYgASgBSAGIAQESLgohbmV0d29ya190cmFuc21pdF9ieXRlc19wZXJfc2Vjb25kGAcgASgBSAKIAQESJwoaZGlza19yZWFkX2J5dGVzX3Blcl9zZWNvbmQYCCABKAFIA4gBARIoChtkaXNrX3dyaXRlX2J5dGVzX3Blcl9zZWNvbmQYCSABKAFIBIgBARIaChJtZW1vcnlfdG90YWxfYnl0ZXMYCiABKAQSHgoWbWVtb3J5X2F2YWlsYWJsZV9ieXRlcxgLIAEoBBIWCg51cHRpbWVfc2Vjb25kcxgMIAEoARIjChZ1c2VyX3Byb2Nlc3NfY3B1X2NvcmVzGA0gASgBSAWIAQESMwoNdG9wX3Byb2Nlc3NlcxgOIAMoCzIcLndvcmtzdGF0aW9uLnYxLlByb2Nlc3NVc2FnZUIRCg9fY3B1X2J1c3lfcmF0aW9CIwohX25ldHdvcmtfcmVjZWl2ZV9ieXRlc19wZXJfc2Vjb25kQiQKIl9uZXR3b3JrX3RyYW5zbWl0X2J5dGVzX3Blcl9zZWNvbmRCHQobX2Rpc2tfcmVhZF9ieXRlc19wZXJfc2Vjb25kQh4KHF9kaXNrX3dyaXRlX2J5dGVzX3Blcl9zZWNvbmRCGQoXX3VzZXJfcHJvY2Vzc19jcHVfY29yZXMibwoMUHJvY2Vzc1VzYWdlEgsKA3BpZBgBIAEoDRILCgN1aWQYAiABKA0SDAoEdXNlchgDIAEoCRIPCgdjb21tYW5kGAQgASgJEhEKCWNwdV9jb3JlcxgFIAEoARITCgthZ2Vfc2Vjb25kcxgGIAEoASI7Cg9JbmhpYml0b3JTaWduYWwSKAoFbG9ja3MYASADKAsyGS53b3Jrc3RhdGlvbi52MS5JbmhpYml0b3IiWwoJSW5oaWJpdG9yEgsKA3dobxgBIAEoCRILCgN3aHkYAiABKAkSDAoEd2hhdBgDIAEoCRIMCgRtb2RlGAQgASgJEgsKA3VpZBgFIAEoDRILCgNwaWQYBiABKA0iNAoLTGVhc2VTaWduYWwSJQoGbGVhc2VzGAEgAygLMhUud29ya3N0YXRpb24udjEuTGVhc2UijgEKBUxlYXNlEgoKAmlkGAEgASgJEgsKA3VpZBgCIAEoDRIMCgR1c2VyGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIZChFyZXF1ZXN0ZWRfc2Vjb25kcxgFIAEoARITCgthZ2Vfc2Vjb25kcxgGIAEoARIRCgljb25maXJtZWQYByABKAgSCwoDdmlhGBEgASgJIjMKCkRpc2tTaWduYWwSJQoGbW91bnRzGAEgAygLMhUud29ya3N0YXRpb24udjEuTW91bnQifgoFTW91bnQSEwoLbW91bnRfcG9pbnQYASABKAkSDgoGZGV2aWNlGAIgASgJEg8KB2ZzX3R5cGUYAyABKAkSEgoKc2l6ZV9ieXRlcxgEIAEoBBISCgp1c2VkX2J5dGVzGAUgASgEEhcKD2F2YWlsYWJsZV9ieXRlcxgGIAEoBCJNCg1EZXNrdG9wU2lnbmFsEiwKB2RldmljZXMYASADKAsyGy53b3Jrc3RhdGlvbi52MS5JbnB1dERldmljZRIOCgZsb2NrZWQYAiABKAgijgEKC0lucHV0RGV2aWNlEgwKBG5vZGUYASABKAkSDAoEbmFtZRgCIAEoCRItCgRraW5kGAMgASgOMh8ud29ya3N0YXRpb24udjEuSW5wdXREZXZpY2VLaW5kEh4KEWlucHV0X2FnZV9zZWNvbmRzGAQgASgBSACIAQFCFAoSX2lucHV0X2FnZV9zZWNvbmRzImQKE1JlbW90ZVNlc3Npb25TaWduYWwSLwoIc2Vzc2lvbnMYASADKAsyHS53b3Jrc3RhdGlvbi52MS5SZW1vdGVTZXNzaW9uEhwKFHNzaGRfbGlzdGVuaW5nX3BvcnRzGCggAygNIukCCg1SZW1vdGVTZXNzaW9uEgwKBHVzZXIYASABKAkSCwoDdWlkGAIgASgNEgsKA3BpZBgDIAEoDRITCgtyZW1vdGVfaG9zdBgEIAEoCRIPCgdjb21tYW5kGAUgASgJEh4KEWxvZ2luX2FnZV9zZWNvbmRzGAYgASgBSACIAQESJAoXaW50ZXJhY3Rpb25fYWdlX3NlY29uZHMYByABKAFIAYgBARIVCg10cmFmZmljX2J5dGVzGAggASgEEi8KCGZvcndhcmRzGDIgAygLMh0ud29ya3N0YXRpb24udjEuUmVtb3RlRm9yd2FyZBIvCgdjYWRlbmNlGDMgASgLMh4ud29ya3N0YXRpb24udjEuVHJhZmZpY0NhZGVuY2USGQoRanVkZ2VkX2J5X3NlcnZpY2UYNCABKAhCFAoSX2xvZ2luX2FnZV9zZWNvbmRzQhoKGF9pbnRlcmFjdGlvbl9hZ2Vfc2Vjb25kcyKrAQoNUmVtb3RlRm9yd2FyZBIbChNkZXN0aW5hdGlvbl9hZGRyZXNzGAEgASgJEhgKEGRlc3RpbmF0aW9uX3BvcnQYAiABKA0SDwoHc2VydmljZRgDIAEoCRIUCgxsaXN0ZW5lcl9waWQYBCABKA0SIgoVbGFzdF9zZWVuX2FnZV9zZWNvbmRzGAUgASgBSACIAQFCGAoWX2xhc3Rfc2Vlbl9hZ2Vfc2Vjb25kcyKSAQoOVHJhZmZpY0NhZGVuY2USFgoOcGVyaW9kX3NlY29uZHMYASABKAESDgoGYnVyc3RzGAIgASgNEhgKEG1lYW5fYnVyc3RfYnl0ZXMYAyABKAESIwoWbGFzdF9idXJzdF9hZ2Vfc2Vjb25kcxgEIAEoAUgAiAEBQhkKF19sYXN0X2J1cnN0X2FnZV9zZWNvbmRzKo0BCgtTb3VyY2VTdGF0ZRIcChhTT1VSQ0VfU1RBVEVfVU5TUEVDSUZJRUQQABITCg9TT1VSQ0VfU1RBVEVfT0sQARIXChNTT1VSQ0VfU1RBVEVfQUJTRU5UEAISFwoTU09VUkNFX1NUQVRFX0ZBSUxFRBADEhkKFVNPVVJDRV9TVEFURV9ESVNBQkxFRBAEKlgKC1Nlc3Npb25LaW5kEhwKGFNFU1NJT05fS0lORF9VTlNQRUNJRklFRBAAEhUKEVNFU1NJT05fS0lORF9VVE1QEAESFAoQU0VTU0lPTl9LSU5EX1BUWRACKo8BCg9JbnB1dERldmljZUtpbmQSIQodSU5QVVRfREVWSUNFX0tJTkRfVU5TUEVDSUZJRUQQABIeChpJTlBVVF9ERVZJQ0VfS0lORF9LRVlCT0FSRBABEhsKF0lOUFVUX0RFVklDRV9LSU5EX01PVVNFEAISHAoYSU5QVVRfREVWSUNFX0tJTkRfVEFCTEVUEANiBnByb3RvMw");
 
 /**
  * Report is one snapshot of every signal the agent reads.
@@ -109,6 +109,16 @@ export type Report = Message<"workstation.v1.Report"> & {
    * @generated from field: uint64 agent_unhandled_errors = 30;
    */
   agentUnhandledErrors: bigint;
+
+  /**
+   * Reports on change (docs/protocol.md): the minutes since the previous Report this agent
+   * sent on the stream, oldest first, for the VM page's chart, so a VM that stays quiet between
+   * heartbeats keeps a point a minute. Empty when the agent sent every sample, or from an agent
+   * older than the field: the collector charts what the Reports themselves say, as before.
+   *
+   * @generated from field: repeated workstation.v1.QuietMinute quiet_minutes = 31;
+   */
+  quietMinutes: QuietMinute[];
 };
 
 /**
@@ -117,6 +127,42 @@ export type Report = Message<"workstation.v1.Report"> & {
  */
 export const ReportSchema: GenMessage<Report> = /*@__PURE__*/
   messageDesc(file_workstation_v1_report, 0);
+
+/**
+ * One minute a Report was held back in: what the chart draws for it.
+ *
+ * @generated from message workstation.v1.QuietMinute
+ */
+export type QuietMinute = Message<"workstation.v1.QuietMinute"> & {
+  /**
+   * How long before this Report's sample the minute ended.
+   *
+   * @generated from field: uint32 ended_seconds_before = 1;
+   */
+  endedSecondsBefore: number;
+
+  /**
+   * The idle clock at the minute's end as the agent saw it (seconds since the newest activity
+   * any age named, counted as the collector's thresholds say); unset when none was known.
+   *
+   * @generated from field: optional double idle_seconds = 2;
+   */
+  idleSeconds?: number | undefined;
+
+  /**
+   * Whether any activity fell within the minute.
+   *
+   * @generated from field: bool active = 3;
+   */
+  active: boolean;
+};
+
+/**
+ * Describes the message workstation.v1.QuietMinute.
+ * Use `create(QuietMinuteSchema)` to create a new message.
+ */
+export const QuietMinuteSchema: GenMessage<QuietMinute> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_report, 1);
 
 /**
  * @generated from message workstation.v1.SourceStatus
@@ -153,7 +199,7 @@ export type SourceStatus = Message<"workstation.v1.SourceStatus"> & {
  * Use `create(SourceStatusSchema)` to create a new message.
  */
 export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 1);
+  messageDesc(file_workstation_v1_report, 2);
 
 /**
  * @generated from message workstation.v1.JupyterSignal
@@ -170,7 +216,7 @@ export type JupyterSignal = Message<"workstation.v1.JupyterSignal"> & {
  * Use `create(JupyterSignalSchema)` to create a new message.
  */
 export const JupyterSignalSchema: GenMessage<JupyterSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 2);
+  messageDesc(file_workstation_v1_report, 3);
 
 /**
  * @generated from message workstation.v1.JupyterServer
@@ -245,7 +291,7 @@ export type JupyterServer = Message<"workstation.v1.JupyterServer"> & {
  * Use `create(JupyterServerSchema)` to create a new message.
  */
 export const JupyterServerSchema: GenMessage<JupyterServer> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 3);
+  messageDesc(file_workstation_v1_report, 4);
 
 /**
  * @generated from message workstation.v1.JupyterKernel
@@ -284,7 +330,7 @@ export type JupyterKernel = Message<"workstation.v1.JupyterKernel"> & {
  * Use `create(JupyterKernelSchema)` to create a new message.
  */
 export const JupyterKernelSchema: GenMessage<JupyterKernel> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 4);
+  messageDesc(file_workstation_v1_report, 5);
 
 /**
  * @generated from message workstation.v1.JupyterTerminal
@@ -306,7 +352,7 @@ export type JupyterTerminal = Message<"workstation.v1.JupyterTerminal"> & {
  * Use `create(JupyterTerminalSchema)` to create a new message.
  */
 export const JupyterTerminalSchema: GenMessage<JupyterTerminal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 5);
+  messageDesc(file_workstation_v1_report, 6);
 
 /**
  * @generated from message workstation.v1.SessionSignal
@@ -323,7 +369,7 @@ export type SessionSignal = Message<"workstation.v1.SessionSignal"> & {
  * Use `create(SessionSignalSchema)` to create a new message.
  */
 export const SessionSignalSchema: GenMessage<SessionSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 6);
+  messageDesc(file_workstation_v1_report, 7);
 
 /**
  * @generated from message workstation.v1.TerminalSession
@@ -386,7 +432,7 @@ export type TerminalSession = Message<"workstation.v1.TerminalSession"> & {
  * Use `create(TerminalSessionSchema)` to create a new message.
  */
 export const TerminalSessionSchema: GenMessage<TerminalSession> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 7);
+  messageDesc(file_workstation_v1_report, 8);
 
 /**
  * @generated from message workstation.v1.CodeServerSignal
@@ -403,7 +449,7 @@ export type CodeServerSignal = Message<"workstation.v1.CodeServerSignal"> & {
  * Use `create(CodeServerSignalSchema)` to create a new message.
  */
 export const CodeServerSignalSchema: GenMessage<CodeServerSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 8);
+  messageDesc(file_workstation_v1_report, 9);
 
 /**
  * A fresh heartbeat means a browser is connected, not that someone is typing.
@@ -437,7 +483,7 @@ export type CodeServerInstance = Message<"workstation.v1.CodeServerInstance"> & 
  * Use `create(CodeServerInstanceSchema)` to create a new message.
  */
 export const CodeServerInstanceSchema: GenMessage<CodeServerInstance> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 9);
+  messageDesc(file_workstation_v1_report, 10);
 
 /**
  * @generated from message workstation.v1.GpuSignal
@@ -466,7 +512,7 @@ export type GpuSignal = Message<"workstation.v1.GpuSignal"> & {
  * Use `create(GpuSignalSchema)` to create a new message.
  */
 export const GpuSignalSchema: GenMessage<GpuSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 10);
+  messageDesc(file_workstation_v1_report, 11);
 
 /**
  * @generated from message workstation.v1.Gpu
@@ -522,7 +568,7 @@ export type Gpu = Message<"workstation.v1.Gpu"> & {
  * Use `create(GpuSchema)` to create a new message.
  */
 export const GpuSchema: GenMessage<Gpu> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 11);
+  messageDesc(file_workstation_v1_report, 12);
 
 /**
  * @generated from message workstation.v1.GpuProcess
@@ -564,7 +610,7 @@ export type GpuProcess = Message<"workstation.v1.GpuProcess"> & {
  * Use `create(GpuProcessSchema)` to create a new message.
  */
 export const GpuProcessSchema: GenMessage<GpuProcess> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 12);
+  messageDesc(file_workstation_v1_report, 13);
 
 /**
  * @generated from message workstation.v1.SystemSignal
@@ -655,7 +701,7 @@ export type SystemSignal = Message<"workstation.v1.SystemSignal"> & {
  * Use `create(SystemSignalSchema)` to create a new message.
  */
 export const SystemSignalSchema: GenMessage<SystemSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 13);
+  messageDesc(file_workstation_v1_report, 14);
 
 /**
  * @generated from message workstation.v1.ProcessUsage
@@ -701,7 +747,7 @@ export type ProcessUsage = Message<"workstation.v1.ProcessUsage"> & {
  * Use `create(ProcessUsageSchema)` to create a new message.
  */
 export const ProcessUsageSchema: GenMessage<ProcessUsage> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 14);
+  messageDesc(file_workstation_v1_report, 15);
 
 /**
  * @generated from message workstation.v1.InhibitorSignal
@@ -718,7 +764,7 @@ export type InhibitorSignal = Message<"workstation.v1.InhibitorSignal"> & {
  * Use `create(InhibitorSignalSchema)` to create a new message.
  */
 export const InhibitorSignalSchema: GenMessage<InhibitorSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 15);
+  messageDesc(file_workstation_v1_report, 16);
 
 /**
  * @generated from message workstation.v1.Inhibitor
@@ -764,7 +810,7 @@ export type Inhibitor = Message<"workstation.v1.Inhibitor"> & {
  * Use `create(InhibitorSchema)` to create a new message.
  */
 export const InhibitorSchema: GenMessage<Inhibitor> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 16);
+  messageDesc(file_workstation_v1_report, 17);
 
 /**
  * @generated from message workstation.v1.LeaseSignal
@@ -781,7 +827,7 @@ export type LeaseSignal = Message<"workstation.v1.LeaseSignal"> & {
  * Use `create(LeaseSignalSchema)` to create a new message.
  */
 export const LeaseSignalSchema: GenMessage<LeaseSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 17);
+  messageDesc(file_workstation_v1_report, 18);
 
 /**
  * @generated from message workstation.v1.Lease
@@ -844,7 +890,7 @@ export type Lease = Message<"workstation.v1.Lease"> & {
  * Use `create(LeaseSchema)` to create a new message.
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 18);
+  messageDesc(file_workstation_v1_report, 19);
 
 /**
  * @generated from message workstation.v1.DiskSignal
@@ -861,7 +907,7 @@ export type DiskSignal = Message<"workstation.v1.DiskSignal"> & {
  * Use `create(DiskSignalSchema)` to create a new message.
  */
 export const DiskSignalSchema: GenMessage<DiskSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 19);
+  messageDesc(file_workstation_v1_report, 20);
 
 /**
  * @generated from message workstation.v1.Mount
@@ -903,7 +949,7 @@ export type Mount = Message<"workstation.v1.Mount"> & {
  * Use `create(MountSchema)` to create a new message.
  */
 export const MountSchema: GenMessage<Mount> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 20);
+  messageDesc(file_workstation_v1_report, 21);
 
 /**
  * Keyboard, mouse and tablet input in the guest: what a VNC or SPICE client's
@@ -932,7 +978,7 @@ export type DesktopSignal = Message<"workstation.v1.DesktopSignal"> & {
  * Use `create(DesktopSignalSchema)` to create a new message.
  */
 export const DesktopSignalSchema: GenMessage<DesktopSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 21);
+  messageDesc(file_workstation_v1_report, 22);
 
 /**
  * @generated from message workstation.v1.InputDevice
@@ -971,7 +1017,7 @@ export type InputDevice = Message<"workstation.v1.InputDevice"> & {
  * Use `create(InputDeviceSchema)` to create a new message.
  */
 export const InputDeviceSchema: GenMessage<InputDevice> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 22);
+  messageDesc(file_workstation_v1_report, 23);
 
 /**
  * SSH sessions with no pty: VS Code Remote-SSH, JetBrains Gateway, `ssh host
@@ -999,7 +1045,7 @@ export type RemoteSessionSignal = Message<"workstation.v1.RemoteSessionSignal"> 
  * Use `create(RemoteSessionSignalSchema)` to create a new message.
  */
 export const RemoteSessionSignalSchema: GenMessage<RemoteSessionSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 23);
+  messageDesc(file_workstation_v1_report, 24);
 
 /**
  * @generated from message workstation.v1.RemoteSession
@@ -1089,7 +1135,7 @@ export type RemoteSession = Message<"workstation.v1.RemoteSession"> & {
  * Use `create(RemoteSessionSchema)` to create a new message.
  */
 export const RemoteSessionSchema: GenMessage<RemoteSession> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 24);
+  messageDesc(file_workstation_v1_report, 25);
 
 /**
  * @generated from message workstation.v1.RemoteForward
@@ -1130,7 +1176,7 @@ export type RemoteForward = Message<"workstation.v1.RemoteForward"> & {
  * Use `create(RemoteForwardSchema)` to create a new message.
  */
 export const RemoteForwardSchema: GenMessage<RemoteForward> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 25);
+  messageDesc(file_workstation_v1_report, 26);
 
 /**
  * @generated from message workstation.v1.TrafficCadence
@@ -1164,7 +1210,7 @@ export type TrafficCadence = Message<"workstation.v1.TrafficCadence"> & {
  * Use `create(TrafficCadenceSchema)` to create a new message.
  */
 export const TrafficCadenceSchema: GenMessage<TrafficCadence> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 26);
+  messageDesc(file_workstation_v1_report, 27);
 
 /**
  * @generated from enum workstation.v1.SourceState
