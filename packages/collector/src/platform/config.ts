@@ -305,12 +305,12 @@ export function resolveCollectorConfig(
       str(file, "tokenKeyFile", `${filePath}: tokenKeyFile`) ??
       "/etc/ws-collector/token.key",
     reportIntervalSeconds: seconds(str(file, "reportInterval", "reportInterval"), `${filePath}: reportInterval`, 15),
-    // Reports on change are opt-in until the heartbeat carries the VM page's per-minute summary:
-    // without it a quiet VM's chart and idle time would lag by up to a heartbeat (docs/protocol.md).
+    // Reports on change are on by default: the heartbeat carries the VM page's per-minute chart
+    // (Report.quiet_minutes), so a quiet VM costs a Report per heartbeat and loses nothing (docs/protocol.md).
     reportHeartbeatSeconds:
       str(file, "reportHeartbeat", "reportHeartbeat") === "off"
         ? 0
-        : seconds(str(file, "reportHeartbeat", "reportHeartbeat"), `${filePath}: reportHeartbeat`, 0),
+        : seconds(str(file, "reportHeartbeat", "reportHeartbeat"), `${filePath}: reportHeartbeat`, 300),
     tickSeconds: seconds(str(file, "tick", "tick"), `${filePath}: tick`, 5),
     standalone: { ...(stopCommand ? { stopCommand } : {}), ...(startCommand ? { startCommand } : {}), vms },
     kubernetes: {
