@@ -61,8 +61,6 @@ export async function startCollector(options: CollectorOptions): Promise<Running
       `http: { listen: "127.0.0.1:${httpPort}" }`,
       `tokenKeyFile: ${JSON.stringify(keyFile)}`,
       `reportInterval: ${options.reportInterval}`,
-      // Reports on change are opt-in; the bench measures them on (a worst-case agent ignores them).
-      "reportHeartbeat: 5m",
       `tick: ${options.tick ?? "5s"}`,
       ...(options.kubeconfig ? ["kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }"] : []),
       ...(options.stopCommand ? ["standalone:", `  stopCommand: ${JSON.stringify(options.stopCommand)}`] : []),

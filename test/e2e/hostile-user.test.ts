@@ -150,6 +150,9 @@ beforeAll(async () => {
 
   setup = await standaloneCollector(dir, {
     policyDefaults: { autostop: "enabled", mode: "observe", "idle-timeout": "1h" },
+    // Reports on change, with a heartbeat short enough that "Reports go on" is seen in seconds: an
+    // agent whose sampling a FIFO froze would miss its heartbeats, as it would miss every sample.
+    extra: "reportHeartbeat: 5s",
   });
   traceFile = path.join(dir, "trace.jsonl");
   collector = start(collectorBundle, ["serve", "--config", setup.configFile, "--record-trace", traceFile]);

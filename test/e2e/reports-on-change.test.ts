@@ -44,12 +44,12 @@ interface Watched {
   lastReportAgesS: number[];
 }
 
-/** Starts a collector with `extra` config and an agent sampling every second; watches the VM for WATCH_MS. */
-async function watch(name: string, extra: string): Promise<Watched> {
+/** Starts a collector with `extra` config and an agent sampling every second, and waits for its first Report. */
+async function startPhase(name: string, extra: string, policy: Record<string, string> = POLICY) {
   const phaseDir = path.join(dir, name);
   mkdirSync(phaseDir);
   writeFileSync(path.join(phaseDir, "agent.yaml"), "# flags carry everything\n");
-  const setup = await standaloneCollector(phaseDir, { policyDefaults: POLICY, extra });
+  const setup = await standaloneCollector(phaseDir, { policyDefaults: policy, extra });
   const collector = start(collectorBundle, ["serve", "--config", setup.configFile]);
   running.push(collector);
   await collector.waitFor(/collector serving/);
@@ -74,7 +74,21 @@ async function watch(name: string, extra: string): Promise<Watched> {
     const { body } = await getText(`http://127.0.0.1:${setup.httpPort}/metrics`);
     return Number(body.match(/^workstation_reports_received_total (\d+)/m)?.[1] ?? 0);
   };
-  await eventually(async () => (await vm())?.lastReportAtMs, 30_000, `a first report from ${name}`);
+  const firstReportAtMs = await eventually(
+    async () => (await vm())?.lastReportAtMs,
+    30_000,
+    `a first report from ${name}`,
+  );
+  const stop = async () => {
+    expect(await agent.stop()).toBe(0);
+    expect(await collector.stop()).toBe(0);
+  };
+  return { setup, vm, received, firstReportAtMs, stop };
+}
+
+/** Watches a VM for WATCH_MS from its first Report. */
+async function watch(name: string, extra: string): Promise<Watched> {
+  const { vm, received, stop } = await startPhase(name, extra);
   const first = await received();
   const began = Date.now();
   const states: string[] = [];
@@ -87,8 +101,7 @@ async function watch(name: string, extra: string): Promise<Watched> {
   }
   const reports = (await received()) - first;
   const seconds = (Date.now() - began) / 1000;
-  expect(await agent.stop()).toBe(0);
-  expect(await collector.stop()).toBe(0);
+  await stop();
   return { reports, seconds, states, lastReportAgesS };
 }
 
@@ -108,7 +121,8 @@ afterAll(() => {
 describe("reports on change, as shipped", () => {
   it("a collector without ReportWhen hears every sample; with it, a fraction, and the agent is never lost", async () => {
     const everySample = await watch("vm-every-sample", "reportHeartbeat: off");
-    const onChange = await watch("vm-on-change", "reportHeartbeat: 5m");
+    // The default (reportHeartbeat 5m): reports on change.
+    const onChange = await watch("vm-on-change", "");
 
     // Every second against the old way (a loaded machine samples a little slower).
     expect(everySample.reports).toBeGreaterThan(everySample.seconds / 3);
@@ -120,4 +134,33 @@ describe("reports on change, as shipped", () => {
     expect(new Set(onChange.states)).toEqual(new Set(["Active"]));
     expect(Math.max(...onChange.lastReportAgesS)).toBeLessThan(30);
   }, 240_000);
+});
+
+describe("the VM page's chart of a quiet VM, as shipped", () => {
+  it("keeps a point a minute while the agent stays quiet: the heartbeat carries the minutes", async () => {
+    // A 2-minute heartbeat, agent-lost-after far beyond it: the agent holds its samples back for
+    // up to two minutes, and the Report that ends the quiet carries the minute in between.
+    const { setup, vm, firstReportAtMs, stop } = await startPhase("vm-chart", "reportHeartbeat: 2m", {
+      ...POLICY,
+      "agent-lost-after": "10m",
+    });
+    const lastReportAtMs = await eventually(
+      async () => {
+        const at = (await vm())?.lastReportAtMs ?? 0;
+        return at - firstReportAtMs >= 100_000 ? at : undefined;
+      },
+      240_000,
+      "the heartbeat Report",
+    );
+    const { body } = await getText(`http://127.0.0.1:${setup.httpPort}/api/vms/e2e/vm-chart`);
+    const times = (JSON.parse(body).points as Array<{ atMs: number }>)
+      .map((p) => p.atMs)
+      .filter((at) => at >= firstReportAtMs && at <= lastReportAtMs)
+      .sort((a, b) => a - b);
+    const gaps = times.slice(1).map((at, i) => at - times[i]!);
+    // Without the quiet minutes the chart's only points here would be the two Reports', ~2 minutes apart.
+    expect(times.length).toBeGreaterThanOrEqual(3);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(75_000);
+    await stop();
+  }, 300_000);
 });

@@ -73,6 +73,8 @@ export const REPORT_LIMITS = {
   "remote_sessions.sshd_listening_ports": 16,
   /** Over all sessions of the Report (the agent sends at most 8 a session). */
   "remote_sessions.forwards": 256,
+  /** An hour of minutes: the agent's longest deadline (report-gate.ts). */
+  quiet_minutes: 60,
 } as const;
 export type LimitedField = keyof typeof REPORT_LIMITS | "strings";
 /** Characters kept of any string an agent sends (ids, names, users, paths, messages). */
@@ -227,5 +229,7 @@ export function validateReport(report: Report): Truncation[] {
     limit.strings(mount, ["mountPoint", "device", "fsType"]);
   for (const lock of limit.list(report.inhibitors?.locks ?? [], "inhibitors.locks"))
     limit.strings(lock, ["who", "why", "what", "mode"]);
+  for (const minute of limit.list(report.quietMinutes, "quiet_minutes"))
+    checkAge(minute.idleSeconds, "quiet_minutes.idle_seconds");
   return limit.finish();
 }

@@ -1,13 +1,19 @@
 // The port through which the per-VM loop tells the outside world about its decisions. It lives
 // beside the loop that calls it (fleet.ts, loop/actions.ts, loop/outreach-view.ts); outreach/notify/outreach.ts
 // implements it and outreach/adoption/observer.ts wraps it, so the loop never imports the layers above it.
-import type { Decision, Policy, StopResult, StopTrigger, VmRecord } from "../engine/types.js";
+import type { Decision, EngineState, Policy, StopResult, StopTrigger, VmRecord } from "../engine/types.js";
+import type { QuietMinutePoint } from "../model/quiet-minutes.js";
 import type { VmKey } from "../model/vm-key.js";
 
 /** What the per-VM loop tells the outside world about; every method returns at once. */
 export interface FleetObserver {
   /** After every decision (previous: the record it started from). */
   decided(vm: VmKey, decision: Decision, previous: VmRecord | undefined, policy: Policy, nowMs: number): void;
+  /**
+   * The minutes a Report was held back in (model/quiet-minutes.ts), oldest first, before the
+   * decision on that Report: the VM was in `state` throughout (only the collector changes it).
+   */
+  quietMinutes?(vm: VmKey, minutes: readonly QuietMinutePoint[], state: EngineState): void;
   /** When a stop attempt finished. */
   stopped(
     vm: VmKey,

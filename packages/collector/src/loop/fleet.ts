@@ -4,6 +4,7 @@ import { DirectiveSchema, type Directive, REPORT_ON_CHANGE_CAPABILITY, type Repo
 import type { AgentSession, AgentSink, AuthResult, Logger } from "../agents/server.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import { resolveVmPolicy, type PolicySource } from "../model/policy-source.js";
+import { quietMinutePoints } from "../model/quiet-minutes.js";
 import type { Policy, PolicyError, PolicyFallback, StopResult, VmRecord } from "../engine/types.js";
 import type { TraceInput } from "./recorder.js";
 import type { CollectorStats } from "../lib/stats.js";
@@ -202,6 +203,11 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       entry.truncated = [...truncated];
     }
     this.options.record?.({ atMs: receivedAtMs, vm: entry.id, report });
+    const state = entry.loop.record?.state;
+    if (state && (!this.options.acting || this.options.acting())) {
+      const minutes = quietMinutePoints(report, receivedAtMs, entry.loop.latest?.receivedAtMs);
+      if (minutes.length > 0) this.options.observer?.quietMinutes?.(entry.key, minutes, state);
+    }
     this.evaluate(entry, receivedAtMs, { kind: "report", received: { report, receivedAtMs } }, true);
   }
 

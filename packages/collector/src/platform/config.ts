@@ -198,7 +198,7 @@ export const COLLECTOR_CONFIG_SCHEMA: SectionSetting = {
     reportInterval: { type: "duration", default: "15s", description: "How often agents report" },
     reportHeartbeat: {
       type: "duration",
-      default: "off",
+      default: "5m",
       description: "The longest an agent with nothing new stays quiet (off: every interval; docs/protocol.md)",
     },
     tick: { type: "duration", default: "5s", description: "Accepted so older files load; unused" },
@@ -430,9 +430,9 @@ export function resolveCollectorConfig(
     tokenKeyFile:
       flags.keyFile ?? env.WS_COLLECTOR_KEY_FILE ?? file.text("tokenKeyFile") ?? "/etc/ws-collector/token.key",
     reportIntervalSeconds: seconds(file, "reportInterval", 15),
-    // Reports on change are opt-in until the heartbeat carries the VM page's per-minute summary:
-    // without it a quiet VM's chart and idle time would lag by up to a heartbeat (docs/protocol.md).
-    reportHeartbeatSeconds: heartbeat === "off" ? 0 : seconds(file, "reportHeartbeat", 0),
+    // Reports on change are on by default: the heartbeat carries the VM page's per-minute chart
+    // (Report.quiet_minutes), so a quiet VM costs a Report per heartbeat and loses nothing (docs/protocol.md).
+    reportHeartbeatSeconds: heartbeat === "off" ? 0 : seconds(file, "reportHeartbeat", 300),
     tickSeconds: seconds(file, "tick", 5),
     standalone: resolveStandalone(file, flags),
     kubernetes: resolveKubernetes(file, flags, env),

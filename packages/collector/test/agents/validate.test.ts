@@ -108,4 +108,14 @@ describe("validateReport limits for the desktop and remote-session signals", () 
       kept: 256,
     });
   });
+
+  it("cuts a Report's quiet minutes to an hour and refuses a negative idle clock", () => {
+    const report = create(ReportSchema, {
+      quietMinutes: Array.from({ length: 90 }, (_, i) => ({ endedSecondsBefore: (90 - i) * 60, idleSeconds: 1 })),
+    });
+    expect(validateReport(report)).toEqual([{ field: "quiet_minutes", sent: 90, kept: 60 }]);
+    expect(report.quietMinutes).toHaveLength(60);
+    const hostile = create(ReportSchema, { quietMinutes: [{ endedSecondsBefore: 60, idleSeconds: -5 }] });
+    expect(() => validateReport(hostile)).toThrow(/quiet_minutes/);
+  });
 });

@@ -11,6 +11,11 @@ import {
   type SampleDigest,
   sendReason,
 } from "../../../guest-agent/src/agent/report-gate.js";
+import { type ChartSample, quietMinutes } from "../../../guest-agent/src/agent/quiet-minutes.js";
+import { deriveLinkKey } from "../../src/links/keep-token.js";
+import { History } from "../../src/outreach/history.js";
+import { parseNotificationsConfig } from "../../src/outreach/notify/config.js";
+import { Outreach } from "../../src/outreach/notify/outreach.js";
 import { BUILTIN_DEFAULT_POLICY } from "../../src/engine/policy.js";
 import type { Policy } from "../../src/engine/types.js";
 import { reportFromReadings, type ReportReadings } from "../../src/model/readings.js";
@@ -103,8 +108,19 @@ function reportAt(world: World, atMs: number): Report {
  * Runs one VM for HOURS, or until it is stopped (its agent stops with it), with an agent that
  * samples every interval; returns what the collector did and how many Reports it got.
  */
-async function run(world: World, onChange: boolean) {
-  const live = startFleet(policy, START);
+async function run(world: World, onChange: boolean, chart?: { history: History; quietMinutes: boolean }) {
+  // With a chart: the collector's real outreach keeps the VM page's history (its chart points).
+  const observer = chart
+    ? new Outreach({
+        config: parseNotificationsConfig({}, []),
+        log: () => {},
+        metadataFor: () => ({ labels: {}, annotations: {} }),
+        prefix: "workstation.aik8s.run/",
+        linkKey: deriveLinkKey(Buffer.from("a collector token key of enough length, for tests")),
+        history: chart.history,
+      })
+    : undefined;
+  const live = startFleet(policy, START, undefined, observer ? { observer } : {});
   const vm = { namespace: "lab", name: "ws" };
   const session: TestSession = live.connect(vm, onChange ? [REPORT_ON_CHANGE_CAPABILITY] : []);
   // The agent's side: the contract of the newest Directive, the collector's thresholds, what it sent last.
@@ -117,14 +133,23 @@ async function run(world: World, onChange: boolean) {
     if (directive.reportWhen) contract = contractFrom(directive.reportWhen, live.clock.nowMs);
   };
   let sent: SampleDigest | undefined;
+  // The agent's chart samples (runtime.ts): the last one sent, those held back since.
+  let sentSample: ChartSample | undefined;
+  let held: ChartSample[] = [];
   let reports = 0;
   for (let atMs = START; atMs <= START + HOURS * 60 * MIN; atMs += INTERVAL_MS) {
     await live.clock.advanceTo(atMs);
     if (live.stops.length > 0) break;
     const report = reportAt(world, atMs);
     const digest = digestOf(report, atMs, thresholds);
-    if (sendReason(contract, sent, digest, atMs, INTERVAL_MS) === undefined) continue;
+    if (sendReason(contract, sent, digest, atMs, INTERVAL_MS) === undefined) {
+      held.push({ takenAtMs: atMs, activityAtMs: digest.activityAtMs });
+      continue;
+    }
+    if (chart?.quietMinutes && contract && sentSample) report.quietMinutes = quietMinutes(sentSample, held, atMs);
     sent = digest;
+    sentSample = { takenAtMs: atMs, activityAtMs: digest.activityAtMs };
+    held = [];
     reports++;
     live.report(session, report);
   }
@@ -167,6 +192,43 @@ describe("reports on change against the live collector", () => {
     expect(stops).toEqual([]);
     // 240 samples an hour; a Report every 4.5 minutes (agent-lost-after 5m less the margin).
     expect(reports / HOURS).toBeLessThanOrEqual(14);
+  });
+});
+
+describe("the VM page's chart while the agent stays quiet", () => {
+  const vm = { namespace: "lab", name: "ws" };
+  /** The minutes of the run (after the first) with no chart point in them, and those with one that shows no activity. */
+  function gaps(history: History) {
+    const points = history.points(vm, START);
+    const empty: number[] = [];
+    const idle: number[] = [];
+    for (let minute = 1; minute < HOURS * 60; minute++) {
+      const inMinute = points.filter((p) => p.atMs > START + (minute - 1) * MIN && p.atMs <= START + minute * MIN);
+      if (inMinute.length === 0) empty.push(minute);
+      else if (inMinute.every((p) => p.activeSignals === 0)) idle.push(minute);
+    }
+    return { empty, idle };
+  }
+  const allDay: World = { readings: typing([[START, START + 10 * 60 * MIN]]), fewerBy: 15 };
+
+  it("keeps a point a minute, with the person's activity in it, from the heartbeat's quiet minutes", async () => {
+    const history = new History();
+    const { reports } = await run(allDay, true, { history, quietMinutes: true });
+    expect(reports / HOURS).toBeLessThanOrEqual(14);
+    expect(gaps(history)).toEqual({ empty: [], idle: [] });
+    // The idle clock the chart draws stays near zero all along: a person types every second.
+    const clocks = history
+      .points(vm, START)
+      .map((p) => p.idleSeconds)
+      .filter(Number.isFinite);
+    expect(clocks.length).toBeGreaterThanOrEqual(HOURS * 60);
+    expect(Math.max(...clocks)).toBeLessThanOrEqual(INTERVAL_MS / 1000 + 1);
+  });
+
+  it("without them (an old agent's Reports on change), minutes go missing", async () => {
+    const history = new History();
+    await run(allDay, true, { history, quietMinutes: false });
+    expect(gaps(history).empty.length).toBeGreaterThan(HOURS * 30);
   });
 });
 

@@ -74,8 +74,8 @@ describe("grpc.handshakeTimeout and grpc.maxPendingConnectionsPerSource", () => 
 });
 
 describe("reportHeartbeat", () => {
-  it("is off by default (reports on change are opt-in), a duration turns them on, and a bad duration is named", () => {
-    expect(resolve("mode: standalone\n").reportHeartbeatSeconds).toBe(0);
+  it("is 5 minutes by default, off turns reports on change off, and a bad duration is named", () => {
+    expect(resolve("mode: standalone\n").reportHeartbeatSeconds).toBe(300);
     expect(resolve("mode: standalone\nreportHeartbeat: 2m\n").reportHeartbeatSeconds).toBe(120);
     expect(resolve("mode: standalone\nreportHeartbeat: off\n").reportHeartbeatSeconds).toBe(0);
     expect(() => resolve("mode: standalone\nreportHeartbeat: soon\n")).toThrow(/reportHeartbeat/);

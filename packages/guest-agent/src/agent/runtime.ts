@@ -25,6 +25,7 @@ import { ok, type Signal } from "../signals/types.js";
 import { createUsersCache, type UsersCache } from "../users.js";
 import { AGENT_VERSION } from "../version.js";
 import { AgentConnection, type LogFn } from "./connection.js";
+import { type ChartSample, MAX_HELD_SAMPLES, quietMinutes } from "./quiet-minutes.js";
 import { contractFrom, digestOf, type ReportContract, type SampleDigest, sendReason } from "./report-gate.js";
 
 /** Every signal source, then what else this agent does with a Directive. */
@@ -39,6 +40,9 @@ export class AgentRuntime {
   private latestDigest: SampleDigest | undefined;
   /** The digest of the last Report sent on this stream; undefined until one was. */
   private sentDigest: SampleDigest | undefined;
+  /** The sample of the last Report sent on this stream, and those taken since: the chart's quiet minutes (quiet-minutes.ts). */
+  private sentSample: ChartSample | undefined;
+  private heldSamples: ChartSample[] = [];
   /** The collector's ReportWhen on this stream; undefined: every sample. */
   private contract: ReportContract | undefined;
   /** The collector's thresholds (from its policy), which say when a level is a veto. */
@@ -96,6 +100,8 @@ export class AgentRuntime {
         // and the newest sample at once (a restarted agent or a new collector hears from it now).
         this.contract = undefined;
         this.sentDigest = undefined;
+        this.sentSample = undefined;
+        this.heldSamples = [];
         if (connected) this.sendLatest();
       },
     });
@@ -155,6 +161,10 @@ export class AgentRuntime {
       );
       this.latest = sample;
       this.latestDigest = digestOf(sample.report, sample.takenAtMonotonicMs, this.thresholds);
+      if (this.sentSample) {
+        this.heldSamples.push({ takenAtMs: sample.takenAtMonotonicMs, activityAtMs: this.latestDigest.activityAtMs });
+        if (this.heldSamples.length > MAX_HELD_SAMPLES) this.heldSamples.shift();
+      }
     } catch (error) {
       this.log("error", `sample failed: ${errorMessage(error)}`);
     } finally {
@@ -178,8 +188,11 @@ export class AgentRuntime {
   /** Sends the newest sample now (a new stream, a lease change, or the gate said so). */
   private sendLatest(): void {
     if (!this.latest) return;
+    const takenAtMs = this.latest.takenAtMonotonicMs;
     const report = create(ReportSchema, {
       ...this.latest.report,
+      // Only while the collector lets the agent stay quiet are there minutes to summarise.
+      quietMinutes: this.contract && this.sentSample ? quietMinutes(this.sentSample, this.heldSamples, takenAtMs) : [],
       intervalSeconds: this.intervalSeconds,
       sampleAgeSeconds: Math.max(0, (this.clock.monotonicMs() - this.latest.takenAtMonotonicMs) / 1000),
       agentUnhandledErrors: BigInt(this.unhandled.rejection + this.unhandled.exception),
@@ -188,6 +201,8 @@ export class AgentRuntime {
     if (this.connection.isConnected) {
       this.connection.send(report);
       this.sentDigest = this.latestDigest;
+      this.sentSample = { takenAtMs, activityAtMs: this.latestDigest?.activityAtMs };
+      this.heldSamples = [];
     }
   }
 }

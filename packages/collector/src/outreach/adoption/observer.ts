@@ -18,6 +18,7 @@ export function withGivenBack(
       const state = decision.next.state;
       if (state !== "Stopping" && state !== "Stopped") ledger.ended(vm, now);
     },
+    quietMinutes: (vm, minutes, state) => inner.quietMinutes?.(vm, minutes, state),
     stopped(vm, result, stop, policy, now) {
       inner.stopped(vm, result, stop, policy, now);
       if (result.outcome !== "accepted") return;

@@ -7,7 +7,8 @@ import { type DormantVm, dormantText } from "../dormant/report.js";
 import type { Logger } from "@ws/protocol";
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import { idleSecondsAt } from "../../engine/activity.js";
-import type { Decision, Policy, StopResult, StopTrigger, VmRecord } from "../../engine/types.js";
+import type { Decision, EngineState, Policy, StopResult, StopTrigger, VmRecord } from "../../engine/types.js";
+import type { QuietMinutePoint } from "../../model/quiet-minutes.js";
 import { History } from "../history.js";
 import { keepLinkUrl } from "../../links/keep-token.js";
 import type { VmMetadata } from "../../model/policy-source.js";
@@ -73,6 +74,16 @@ export class Outreach implements FleetObserver {
         reason: decision.summary,
       });
     for (const transition of transitionsOf(vm, decision, nowMs, previous)) this.announce(transition, policy);
+  }
+
+  quietMinutes(vm: VmKey, minutes: readonly QuietMinutePoint[], state: EngineState): void {
+    for (const minute of minutes)
+      this.history.point(vm, {
+        atMs: minute.atMs,
+        idleSeconds: minute.idleSeconds,
+        activeSignals: minute.active ? 1 : 0,
+        state,
+      });
   }
 
   stopped(

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file workstation/v1/report.proto.
  */
 export const file_workstation_v1_report: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3Jrc3RhdGlvbi92MS9yZXBvcnQucHJvdG8SDndvcmtzdGF0aW9uLnYxIsMFCgZSZXBvcnQSEAoIc2VxdWVuY2UYASABKAQSGAoQaW50ZXJ2YWxfc2Vjb25kcxgCIAEoARIaChJzYW1wbGVfYWdlX3NlY29uZHMYAyABKAESLQoHc291cmNlcxgEIAMoCzIcLndvcmtzdGF0aW9uLnYxLlNvdXJjZVN0YXR1cxIuCgdqdXB5dGVyGAogASgLMh0ud29ya3N0YXRpb24udjEuSnVweXRlclNpZ25hbBIvCghzZXNzaW9ucxgLIAEoCzIdLndvcmtzdGF0aW9uLnYxLlNlc3Npb25TaWduYWwSNQoLY29kZV9zZXJ2ZXIYDCABKAsyIC53b3Jrc3RhdGlvbi52MS5Db2RlU2VydmVyU2lnbmFsEiYKA2dwdRgNIAEoCzIZLndvcmtzdGF0aW9uLnYxLkdwdVNpZ25hbBIsCgZzeXN0ZW0YDiABKAsyHC53b3Jrc3RhdGlvbi52MS5TeXN0ZW1TaWduYWwSMwoKaW5oaWJpdG9ycxgPIAEoCzIfLndvcmtzdGF0aW9uLnYxLkluaGliaXRvclNpZ25hbBIrCgZsZWFzZXMYECABKAsyGy53b3Jrc3RhdGlvbi52MS5MZWFzZVNpZ25hbBIoCgRkaXNrGBEgASgLMhoud29ya3N0YXRpb24udjEuRGlza1NpZ25hbBIuCgdkZXNrdG9wGBIgASgLMh0ud29ya3N0YXRpb24udjEuRGVza3RvcFNpZ25hbBI8Cg9yZW1vdGVfc2Vzc2lvbnMYEyABKAsyIy53b3Jrc3RhdGlvbi52MS5SZW1vdGVTZXNzaW9uU2lnbmFsEh4KFmFnZW50X3VuaGFuZGxlZF9lcnJvcnMYHiABKAQSOgoRc2NoZWR1bGVfcmVxdWVzdHMYHyADKAsyHy53b3Jrc3RhdGlvbi52MS5TY2hlZHVsZVJlcXVlc3QiZgoPU2NoZWR1bGVSZXF1ZXN0EgoKAmlkGAEgASgJEgoKAm9wGAIgASgJEgwKBGxpbmUYAyABKAkSEQoJdGltZV96b25lGAQgASgJEgwKBGRhdGUYBSABKAkSDAoEdXNlchgGIAEoCSJ1CgxTb3VyY2VTdGF0dXMSDgoGc291cmNlGAEgASgJEioKBXN0YXRlGAIgASgOMhsud29ya3N0YXRpb24udjEuU291cmNlU3RhdGUSDwoHbWVzc2FnZRgDIAEoCRIYChBkdXJhdGlvbl9zZWNvbmRzGAQgASgBIj8KDUp1cHl0ZXJTaWduYWwSLgoHc2VydmVycxgBIAMoCzIdLndvcmtzdGF0aW9uLnYxLkp1cHl0ZXJTZXJ2ZXIitwIKDUp1cHl0ZXJTZXJ2ZXISCwoDdXJsGAEgASgJEhQKDHJ1bnRpbWVfZmlsZRgCIAEoCRILCgNwaWQYAyABKA0SCwoDdWlkGAQgASgNEgwKBHVzZXIYBSABKAkSEQoJcmVhY2hhYmxlGAYgASgIEg0KBWVycm9yGAcgASgJEg8KB3ZlcnNpb24YCCABKAkSJgoZbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcxgJIAEoAUgAiAEBEi4KB2tlcm5lbHMYCiADKAsyHS53b3Jrc3RhdGlvbi52MS5KdXB5dGVyS2VybmVsEjIKCXRlcm1pbmFscxgLIAMoCzIfLndvcmtzdGF0aW9uLnYxLkp1cHl0ZXJUZXJtaW5hbEIcChpfbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcyKdAQoNSnVweXRlcktlcm5lbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhcKD2V4ZWN1dGlvbl9zdGF0ZRgDIAEoCRImChlsYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzGAQgASgBSACIAQESEwoLY29ubmVjdGlvbnMYBSABKA1CHAoaX2xhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMiZQoPSnVweXRlclRlcm1pbmFsEgwKBG5hbWUYASABKAkSJgoZbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcxgCIAEoAUgAiAEBQhwKGl9sYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzIkIKDVNlc3Npb25TaWduYWwSMQoIc2Vzc2lvbnMYASADKAsyHy53b3Jrc3RhdGlvbi52MS5UZXJtaW5hbFNlc3Npb24iqgIKD1Rlcm1pbmFsU2Vzc2lvbhIpCgRraW5kGAEgASgOMhsud29ya3N0YXRpb24udjEuU2Vzc2lvbktpbmQSDAoEdXNlchgCIAEoCRILCgN1aWQYAyABKA0SCwoDdHR5GAQgASgJEhMKC3JlbW90ZV9ob3N0GAUgASgJEgsKA3BpZBgGIAEoDRIeChFsb2dpbl9hZ2Vfc2Vjb25kcxgHIAEoAUgAiAEBEh4KEWlucHV0X2FnZV9zZWNvbmRzGAggASgBSAGIAQESHwoSb3V0cHV0X2FnZV9zZWNvbmRzGAkgASgBSAKIAQFCFAoSX2xvZ2luX2FnZV9zZWNvbmRzQhQKEl9pbnB1dF9hZ2Vfc2Vjb25kc0IVChNfb3V0cHV0X2FnZV9zZWNvbmRzIkkKEENvZGVTZXJ2ZXJTaWduYWwSNQoJaW5zdGFuY2VzGAEgAygLMiIud29ya3N0YXRpb24udjEuQ29kZVNlcnZlckluc3RhbmNlIoUBChJDb2RlU2VydmVySW5zdGFuY2USDAoEdXNlchgBIAEoCRILCgN1aWQYAiABKA0SFgoOaGVhcnRiZWF0X2ZpbGUYAyABKAkSIgoVaGVhcnRiZWF0X2FnZV9zZWNvbmRzGAQgASgBSACIAQFCGAoWX2hlYXJ0YmVhdF9hZ2Vfc2Vjb25kcyJ5CglHcHVTaWduYWwSIQoEZ3B1cxgBIAMoCzITLndvcmtzdGF0aW9uLnYxLkdwdRItCglwcm9jZXNzZXMYAiADKAsyGi53b3Jrc3RhdGlvbi52MS5HcHVQcm9jZXNzEhoKEnNhbXBsZV9hZ2Vfc2Vjb25kcxgDIAEoASKqAgoDR3B1Eg0KBWluZGV4GAEgASgNEgwKBHV1aWQYAiABKAkSDAoEbmFtZRgDIAEoCRIeChF1dGlsaXphdGlvbl9yYXRpbxgEIAEoAUgAiAEBEiUKGG1lbW9yeV91dGlsaXphdGlvbl9yYXRpbxgFIAEoAUgBiAEBEh4KEW1lbW9yeV91c2VkX2J5dGVzGAYgASgESAKIAQESHwoSbWVtb3J5X3RvdGFsX2J5dGVzGAcgASgESAOIAQESEAoIbWlnX21vZGUYCCABKAlCFAoSX3V0aWxpemF0aW9uX3JhdGlvQhsKGV9tZW1vcnlfdXRpbGl6YXRpb25fcmF0aW9CFAoSX21lbW9yeV91c2VkX2J5dGVzQhUKE19tZW1vcnlfdG90YWxfYnl0ZXMikgEKCkdwdVByb2Nlc3MSCwoDcGlkGAEgASgNEhAKCGdwdV91dWlkGAIgASgJEhQKDHByb2Nlc3NfbmFtZRgDIAEoCRILCgN1aWQYBCABKA0SDAoEdXNlchgFIAEoCRIeChF1c2VkX21lbW9yeV9ieXRlcxgGIAEoBEgAiAEBQhQKEl91c2VkX21lbW9yeV9ieXRlcyKEBQoMU3lzdGVtU2lnbmFsEhEKCWNwdV9jb3VudBgBIAEoDRIbCg5jcHVfYnVzeV9yYXRpbxgCIAEoAUgAiAEBEg0KBWxvYWQxGAMgASgBEg0KBWxvYWQ1GAQgASgBEg4KBmxvYWQxNRgFIAEoARItCiBuZXR3b3JrX3JlY2VpdmVfYnl0ZXNfcGVyX3NlY29uZBgGIAEoAUgBiAEBEi4KIW5ldHdvcmtfdHJhbnNtaXRfYnl0ZXNfcGVyX3NlY29uZBgHIAEoAUgCiAEBEicKGmRpc2tfcmVhZF9ieXRlc19wZXJfc2Vjb25kGAggASgBSAOIAQESKAobZGlza193cml0ZV9ieXRlc19wZXJfc2Vjb25kGAkgASgBSASIAQESGgoSbWVtb3J5X3RvdGFsX2J5dGVzGAogASgEEh4KFm1lbW9yeV9hdmFpbGFibGVfYnl0ZXMYCyABKAQSFgoOdXB0aW1lX3NlY29uZHMYDCABKAESIwoWdXNlcl9wcm9jZXNzX2NwdV9jb3JlcxgNIAEoAUgFiAEBEjMKDXRvcF9wcm9jZXNzZXMYDiADKAsyHC53b3Jrc3RhdGlvbi52MS5Qcm9jZXNzVXNhZ2VCEQoPX2NwdV9idXN5X3JhdGlvQiMKIV9uZXR3b3JrX3JlY2VpdmVfYnl0ZXNfcGVyX3NlY29uZEIkCiJfbmV0d29ya190cmFuc21pdF9ieXRlc19wZXJfc2Vjb25kQh0KG19kaXNrX3JlYWRfYnl0ZXNfcGVyX3NlY29uZEIeChxfZGlza193cml0ZV9ieXRlc19wZXJfc2Vjb25kQhkKF191c2VyX3Byb2Nlc3NfY3B1X2NvcmVzIm8KDFByb2Nlc3NVc2FnZRILCgNwaWQYASABKA0SCwoDdWlkGAIgASgNEgwKBHVzZXIYAyABKAkSDwoHY29tbWFuZBgEIAEoCRIRCgljcHVfY29yZXMYBSABKAESEwoLYWdlX3NlY29uZHMYBiABKAEiOwoPSW5oaWJpdG9yU2lnbmFsEigKBWxvY2tzGAEgAygLMhkud29ya3N0YXRpb24udjEuSW5oaWJpdG9yIlsKCUluaGliaXRvchILCgN3aG8YASABKAkSCwoDd2h5GAIgASgJEgwKBHdoYXQYAyABKAkSDAoEbW9kZRgEIAEoCRILCgN1aWQYBSABKA0SCwoDcGlkGAYgASgNIjQKC0xlYXNlU2lnbmFsEiUKBmxlYXNlcxgBIAMoCzIVLndvcmtzdGF0aW9uLnYxLkxlYXNlIo4BCgVMZWFzZRIKCgJpZBgBIAEoCRILCgN1aWQYAiABKA0SDAoEdXNlchgDIAEoCRIOCgZyZWFzb24YBCABKAkSGQoRcmVxdWVzdGVkX3NlY29uZHMYBSABKAESEwoLYWdlX3NlY29uZHMYBiABKAESEQoJY29uZmlybWVkGAcgASgIEgsKA3ZpYRgRIAEoCSIzCgpEaXNrU2lnbmFsEiUKBm1vdW50cxgBIAMoCzIVLndvcmtzdGF0aW9uLnYxLk1vdW50In4KBU1vdW50EhMKC21vdW50X3BvaW50GAEgASgJEg4KBmRldmljZRgCIAEoCRIPCgdmc190eXBlGAMgASgJEhIKCnNpemVfYnl0ZXMYBCABKAQSEgoKdXNlZF9ieXRlcxgFIAEoBBIXCg9hdmFpbGFibGVfYnl0ZXMYBiABKAQiTQoNRGVza3RvcFNpZ25hbBIsCgdkZXZpY2VzGAEgAygLMhsud29ya3N0YXRpb24udjEuSW5wdXREZXZpY2USDgoGbG9ja2VkGAIgASgIIo4BCgtJbnB1dERldmljZRIMCgRub2RlGAEgASgJEgwKBG5hbWUYAiABKAkSLQoEa2luZBgDIAEoDjIfLndvcmtzdGF0aW9uLnYxLklucHV0RGV2aWNlS2luZBIeChFpbnB1dF9hZ2Vfc2Vjb25kcxgEIAEoAUgAiAEBQhQKEl9pbnB1dF9hZ2Vfc2Vjb25kcyJkChNSZW1vdGVTZXNzaW9uU2lnbmFsEi8KCHNlc3Npb25zGAEgAygLMh0ud29ya3N0YXRpb24udjEuUmVtb3RlU2Vzc2lvbhIcChRzc2hkX2xpc3RlbmluZ19wb3J0cxgoIAMoDSLpAgoNUmVtb3RlU2Vzc2lvbhIMCgR1c2VyGAEgASgJEgsKA3VpZBgCIAEoDRILCgNwaWQYAyABKA0SEwoLcmVtb3RlX2hvc3QYBCABKAkSDwoHY29tbWFuZBgFIAEoCRIeChFsb2dpbl9hZ2Vfc2Vjb25kcxgGIAEoAUgAiAEBEiQKF2ludGVyYWN0aW9uX2FnZV9zZWNvbmRzGAcgASgBSAGIAQESFQoNdHJhZmZpY19ieXRlcxgIIAEoBBIvCghmb3J3YXJkcxgyIAMoCzIdLndvcmtzdGF0aW9uLnYxLlJlbW90ZUZvcndhcmQSLwoHY2FkZW5jZRgzIAEoCzIeLndvcmtzdGF0aW9uLnYxLlRyYWZmaWNDYWRlbmNlEhkKEWp1ZGdlZF9ieV9zZXJ2aWNlGDQgASgIQhQKEl9sb2dpbl9hZ2Vfc2Vjb25kc0IaChhfaW50ZXJhY3Rpb25fYWdlX3NlY29uZHMiqwEKDVJlbW90ZUZvcndhcmQSGwoTZGVzdGluYXRpb25fYWRkcmVzcxgBIAEoCRIYChBkZXN0aW5hdGlvbl9wb3J0GAIgASgNEg8KB3NlcnZpY2UYAyABKAkSFAoMbGlzdGVuZXJfcGlkGAQgASgNEiIKFWxhc3Rfc2Vlbl9hZ2Vfc2Vjb25kcxgFIAEoAUgAiAEBQhgKFl9sYXN0X3NlZW5fYWdlX3NlY29uZHMikgEKDlRyYWZmaWNDYWRlbmNlEhYKDnBlcmlvZF9zZWNvbmRzGAEgASgBEg4KBmJ1cnN0cxgCIAEoDRIYChBtZWFuX2J1cnN0X2J5dGVzGAMgASgBEiMKFmxhc3RfYnVyc3RfYWdlX3NlY29uZHMYBCABKAFIAIgBAUIZChdfbGFzdF9idXJzdF9hZ2Vfc2Vjb25kcyqNAQoLU291cmNlU3RhdGUSHAoYU09VUkNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASEwoPU09VUkNFX1NUQVRFX09LEAESFwoTU09VUkNFX1NUQVRFX0FCU0VOVBACEhcKE1NPVVJDRV9TVEFURV9GQUlMRUQQAxIZChVTT1VSQ0VfU1RBVEVfRElTQUJMRUQQBCpYCgtTZXNzaW9uS2luZBIcChhTRVNTSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIVChFTRVNTSU9OX0tJTkRfVVRNUBABEhQKEFNFU1NJT05fS0lORF9QVFkQAiqPAQoPSW5wdXREZXZpY2VLaW5kEiEKHUlOUFVUX0RFVklDRV9LSU5EX1VOU1BFQ0lGSUVEEAASHgoaSU5QVVRfREVWSUNFX0tJTkRfS0VZQk9BUkQQARIbChdJTlBVVF9ERVZJQ0VfS0lORF9NT1VTRRACEhwKGElOUFVUX0RFVklDRV9LSU5EX1RBQkxFVBADYgZwcm90bzM");
+  fileDesc("Cht3b3Jrc3RhdGlvbi92MS9yZXBvcnQucHJvdG8SDndvcmtzdGF0aW9uLnYxIvcFCgZSZXBvcnQSEAoIc2VxdWVuY2UYASABKAQSGAoQaW50ZXJ2YWxfc2Vjb25kcxgCIAEoARIaChJzYW1wbGVfYWdlX3NlY29uZHMYAyABKAESLQoHc291cmNlcxgEIAMoCzIcLndvcmtzdGF0aW9uLnYxLlNvdXJjZVN0YXR1cxIuCgdqdXB5dGVyGAogASgLMh0ud29ya3N0YXRpb24udjEuSnVweXRlclNpZ25hbBIvCghzZXNzaW9ucxgLIAEoCzIdLndvcmtzdGF0aW9uLnYxLlNlc3Npb25TaWduYWwSNQoLY29kZV9zZXJ2ZXIYDCABKAsyIC53b3Jrc3RhdGlvbi52MS5Db2RlU2VydmVyU2lnbmFsEiYKA2dwdRgNIAEoCzIZLndvcmtzdGF0aW9uLnYxLkdwdVNpZ25hbBIsCgZzeXN0ZW0YDiABKAsyHC53b3Jrc3RhdGlvbi52MS5TeXN0ZW1TaWduYWwSMwoKaW5oaWJpdG9ycxgPIAEoCzIfLndvcmtzdGF0aW9uLnYxLkluaGliaXRvclNpZ25hbBIrCgZsZWFzZXMYECABKAsyGy53b3Jrc3RhdGlvbi52MS5MZWFzZVNpZ25hbBIoCgRkaXNrGBEgASgLMhoud29ya3N0YXRpb24udjEuRGlza1NpZ25hbBIuCgdkZXNrdG9wGBIgASgLMh0ud29ya3N0YXRpb24udjEuRGVza3RvcFNpZ25hbBI8Cg9yZW1vdGVfc2Vzc2lvbnMYEyABKAsyIy53b3Jrc3RhdGlvbi52MS5SZW1vdGVTZXNzaW9uU2lnbmFsEh4KFmFnZW50X3VuaGFuZGxlZF9lcnJvcnMYHiABKAQSOgoRc2NoZWR1bGVfcmVxdWVzdHMYHyADKAsyHy53b3Jrc3RhdGlvbi52MS5TY2hlZHVsZVJlcXVlc3QSMgoNcXVpZXRfbWludXRlcxggIAMoCzIbLndvcmtzdGF0aW9uLnYxLlF1aWV0TWludXRlImYKD1NjaGVkdWxlUmVxdWVzdBIKCgJpZBgBIAEoCRIKCgJvcBgCIAEoCRIMCgRsaW5lGAMgASgJEhEKCXRpbWVfem9uZRgEIAEoCRIMCgRkYXRlGAUgASgJEgwKBHVzZXIYBiABKAkiZwoLUXVpZXRNaW51dGUSHAoUZW5kZWRfc2Vjb25kc19iZWZvcmUYASABKA0SGQoMaWRsZV9zZWNvbmRzGAIgASgBSACIAQESDgoGYWN0aXZlGAMgASgIQg8KDV9pZGxlX3NlY29uZHMidQoMU291cmNlU3RhdHVzEg4KBnNvdXJjZRgBIAEoCRIqCgVzdGF0ZRgCIAEoDjIbLndvcmtzdGF0aW9uLnYxLlNvdXJjZVN0YXRlEg8KB21lc3NhZ2UYAyABKAkSGAoQZHVyYXRpb25fc2Vjb25kcxgEIAEoASI/Cg1KdXB5dGVyU2lnbmFsEi4KB3NlcnZlcnMYASADKAsyHS53b3Jrc3RhdGlvbi52MS5KdXB5dGVyU2VydmVyIrcCCg1KdXB5dGVyU2VydmVyEgsKA3VybBgBIAEoCRIUCgxydW50aW1lX2ZpbGUYAiABKAkSCwoDcGlkGAMgASgNEgsKA3VpZBgEIAEoDRIMCgR1c2VyGAUgASgJEhEKCXJlYWNoYWJsZRgGIAEoCBINCgVlcnJvchgHIAEoCRIPCgd2ZXJzaW9uGAggASgJEiYKGWxhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMYCSABKAFIAIgBARIuCgdrZXJuZWxzGAogAygLMh0ud29ya3N0YXRpb24udjEuSnVweXRlcktlcm5lbBIyCgl0ZXJtaW5hbHMYCyADKAsyHy53b3Jrc3RhdGlvbi52MS5KdXB5dGVyVGVybWluYWxCHAoaX2xhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMinQEKDUp1cHl0ZXJLZXJuZWwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIXCg9leGVjdXRpb25fc3RhdGUYAyABKAkSJgoZbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcxgEIAEoAUgAiAEBEhMKC2Nvbm5lY3Rpb25zGAUgASgNQhwKGl9sYXN0X2FjdGl2aXR5X2FnZV9zZWNvbmRzImUKD0p1cHl0ZXJUZXJtaW5hbBIMCgRuYW1lGAEgASgJEiYKGWxhc3RfYWN0aXZpdHlfYWdlX3NlY29uZHMYAiABKAFIAIgBAUIcChpfbGFzdF9hY3Rpdml0eV9hZ2Vfc2Vjb25kcyJCCg1TZXNzaW9uU2lnbmFsEjEKCHNlc3Npb25zGAEgAygLMh8ud29ya3N0YXRpb24udjEuVGVybWluYWxTZXNzaW9uIqoCCg9UZXJtaW5hbFNlc3Npb24SKQoEa2luZBgBIAEoDjIbLndvcmtzdGF0aW9uLnYxLlNlc3Npb25LaW5kEgwKBHVzZXIYAiABKAkSCwoDdWlkGAMgASgNEgsKA3R0eRgEIAEoCRITCgtyZW1vdGVfaG9zdBgFIAEoCRILCgNwaWQYBiABKA0SHgoRbG9naW5fYWdlX3NlY29uZHMYByABKAFIAIgBARIeChFpbnB1dF9hZ2Vfc2Vjb25kcxgIIAEoAUgBiAEBEh8KEm91dHB1dF9hZ2Vfc2Vjb25kcxgJIAEoAUgCiAEBQhQKEl9sb2dpbl9hZ2Vfc2Vjb25kc0IUChJfaW5wdXRfYWdlX3NlY29uZHNCFQoTX291dHB1dF9hZ2Vfc2Vjb25kcyJJChBDb2RlU2VydmVyU2lnbmFsEjUKCWluc3RhbmNlcxgBIAMoCzIiLndvcmtzdGF0aW9uLnYxLkNvZGVTZXJ2ZXJJbnN0YW5jZSKFAQoSQ29kZVNlcnZlckluc3RhbmNlEgwKBHVzZXIYASABKAkSCwoDdWlkGAIgASgNEhYKDmhlYXJ0YmVhdF9maWxlGAMgASgJEiIKFWhlYXJ0YmVhdF9hZ2Vfc2Vjb25kcxgEIAEoAUgAiAEBQhgKFl9oZWFydGJlYXRfYWdlX3NlY29uZHMieQoJR3B1U2lnbmFsEiEKBGdwdXMYASADKAsyEy53b3Jrc3RhdGlvbi52MS5HcHUSLQoJcHJvY2Vzc2VzGAIgAygLMhoud29ya3N0YXRpb24udjEuR3B1UHJvY2VzcxIaChJzYW1wbGVfYWdlX3NlY29uZHMYAyABKAEiqgIKA0dwdRINCgVpbmRleBgBIAEoDRIMCgR1dWlkGAIgASgJEgwKBG5hbWUYAyABKAkSHgoRdXRpbGl6YXRpb25fcmF0aW8YBCABKAFIAIgBARIlChhtZW1vcnlfdXRpbGl6YXRpb25fcmF0aW8YBSABKAFIAYgBARIeChFtZW1vcnlfdXNlZF9ieXRlcxgGIAEoBEgCiAEBEh8KEm1lbW9yeV90b3RhbF9ieXRlcxgHIAEoBEgDiAEBEhAKCG1pZ19tb2RlGAggASgJQhQKEl91dGlsaXphdGlvbl9yYXRpb0IbChlfbWVtb3J5X3V0aWxpemF0aW9uX3JhdGlvQhQKEl9tZW1vcnlfdXNlZF9ieXRlc0IVChNfbWVtb3J5X3RvdGFsX2J5dGVzIpIBCgpHcHVQcm9jZXNzEgsKA3BpZBgBIAEoDRIQCghncHVfdXVpZBgCIAEoCRIUCgxwcm9jZXNzX25hbWUYAyABKAkSCwoDdWlkGAQgASgNEgwKBHVzZXIYBSABKAkSHgoRdXNlZF9tZW1vcnlfYnl0ZXMYBiABKARIAIgBAUIUChJfdXNlZF9tZW1vcnlfYnl0ZXMihAUKDFN5c3RlbVNpZ25hbBIRCgljcHVfY291bnQYASABKA0SGwoOY3B1X2J1c3lfcmF0aW8YAiABKAFIAIgBARINCgVsb2FkMRgDIAEoARINCgVsb2FkNRgEIAEoARIOCgZsb2FkMTUYBSABKAESLQogbmV0d29ya19yZWNlaXZlX2J5dGVzX3Blcl9zZWNvbmQYBiABKAFIAYgBARIuCiFuZXR3b3JrX3RyYW5zbWl0X2J5dGVzX3Blcl9zZWNvbmQYByABKAFIAogBARInChpkaXNrX3JlYWRfYnl0ZXNfcGVyX3NlY29uZBgIIAEoAUgDiAEBEigKG2Rpc2tfd3JpdGVfYnl0ZXNfcGVyX3NlY29uZBgJIAEoAUgEiAEBEhoKEm1lbW9yeV90b3RhbF9ieXRlcxgKIAEoBBIeChZtZW1vcnlfYXZhaWxhYmxlX2J5dGVzGAsgASgEEhYKDnVwdGltZV9zZWNvbmRzGAwgASgBEiMKFnVzZXJfcHJvY2Vzc19jcHVfY29yZXMYDSABKAFIBYgBARIzCg10b3BfcHJvY2Vzc2VzGA4gAygLMhwud29ya3N0YXRpb24udjEuUHJvY2Vzc1VzYWdlQhEKD19jcHVfYnVzeV9yYXRpb0IjCiFfbmV0d29ya19yZWNlaXZlX2J5dGVzX3Blcl9zZWNvbmRCJAoiX25ldHdvcmtfdHJhbnNtaXRfYnl0ZXNfcGVyX3NlY29uZEIdChtfZGlza19yZWFkX2J5dGVzX3Blcl9zZWNvbmRCHgocX2Rpc2tfd3JpdGVfYnl0ZXNfcGVyX3NlY29uZEIZChdfdXNlcl9wcm9jZXNzX2NwdV9jb3JlcyJvCgxQcm9jZXNzVXNhZ2USCwoDcGlkGAEgASgNEgsKA3VpZBgCIAEoDRIMCgR1c2VyGAMgASgJEg8KB2NvbW1hbmQYBCABKAkSEQoJY3B1X2NvcmVzGAUgASgBEhMKC2FnZV9zZWNvbmRzGAYgASgBIjsKD0luaGliaXRvclNpZ25hbBIoCgVsb2NrcxgBIAMoCzIZLndvcmtzdGF0aW9uLnYxLkluaGliaXRvciJbCglJbmhpYml0b3ISCwoDd2hvGAEgASgJEgsKA3doeRgCIAEoCRIMCgR3aGF0GAMgASgJEgwKBG1vZGUYBCABKAkSCwoDdWlkGAUgASgNEgsKA3BpZBgGIAEoDSI0CgtMZWFzZVNpZ25hbBIlCgZsZWFzZXMYASADKAsyFS53b3Jrc3RhdGlvbi52MS5MZWFzZSKOAQoFTGVhc2USCgoCaWQYASABKAkSCwoDdWlkGAIgASgNEgwKBHVzZXIYAyABKAkSDgoGcmVhc29uGAQgASgJEhkKEXJlcXVlc3RlZF9zZWNvbmRzGAUgASgBEhMKC2FnZV9zZWNvbmRzGAYgASgBEhEKCWNvbmZpcm1lZBgHIAEoCBILCgN2aWEYESABKAkiMwoKRGlza1NpZ25hbBIlCgZtb3VudHMYASADKAsyFS53b3Jrc3RhdGlvbi52MS5Nb3VudCJ+CgVNb3VudBITCgttb3VudF9wb2ludBgBIAEoCRIOCgZkZXZpY2UYAiABKAkSDwoHZnNfdHlwZRgDIAEoCRISCgpzaXplX2J5dGVzGAQgASgEEhIKCnVzZWRfYnl0ZXMYBSABKAQSFwoPYXZhaWxhYmxlX2J5dGVzGAYgASgEIk0KDURlc2t0b3BTaWduYWwSLAoHZGV2aWNlcxgBIAMoCzIbLndvcmtzdGF0aW9uLnYxLklucHV0RGV2aWNlEg4KBmxvY2tlZBgCIAEoCCKOAQoLSW5wdXREZXZpY2USDAoEbm9kZRgBIAEoCRIMCgRuYW1lGAIgASgJEi0KBGtpbmQYAyABKA4yHy53b3Jrc3RhdGlvbi52MS5JbnB1dERldmljZUtpbmQSHgoRaW5wdXRfYWdlX3NlY29uZHMYBCABKAFIAIgBAUIUChJfaW5wdXRfYWdlX3NlY29uZHMiZAoTUmVtb3RlU2Vzc2lvblNpZ25hbBIvCghzZXNzaW9ucxgBIAMoCzIdLndvcmtzdGF0aW9uLnYxLlJlbW90ZVNlc3Npb24SHAoUc3NoZF9saXN0ZW5pbmdfcG9ydHMYKCADKA0i6QIKDVJlbW90ZVNlc3Npb24SDAoEdXNlchgBIAEoCRILCgN1aWQYAiABKA0SCwoDcGlkGAMgASgNEhMKC3JlbW90ZV9ob3N0GAQgASgJEg8KB2NvbW1hbmQYBSABKAkSHgoRbG9naW5fYWdlX3NlY29uZHMYBiABKAFIAIgBARIkChdpbnRlcmFjdGlvbl9hZ2Vfc2Vjb25kcxgHIAEoAUgBiAEBEhUKDXRyYWZmaWNfYnl0ZXMYCCABKAQSLwoIZm9yd2FyZHMYMiADKAsyHS53b3Jrc3RhdGlvbi52MS5SZW1vdGVGb3J3YXJkEi8KB2NhZGVuY2UYMyABKAsyHi53b3Jrc3RhdGlvbi52MS5UcmFmZmljQ2FkZW5jZRIZChFqdWRnZWRfYnlfc2VydmljZRg0IAEoCEIUChJfbG9naW5fYWdlX3NlY29uZHNCGgoYX2ludGVyYWN0aW9uX2FnZV9zZWNvbmRzIqsBCg1SZW1vdGVGb3J3YXJkEhsKE2Rlc3RpbmF0aW9uX2FkZHJlc3MYASABKAkSGAoQZGVzdGluYXRpb25fcG9ydBgCIAEoDRIPCgdzZXJ2aWNlGAMgASgJEhQKDGxpc3RlbmVyX3BpZBgEIAEoDRIiChVsYXN0X3NlZW5fYWdlX3NlY29uZHMYBSABKAFIAIgBAUIYChZfbGFzdF9zZWVuX2FnZV9zZWNvbmRzIpIBCg5UcmFmZmljQ2FkZW5jZRIWCg5wZXJpb2Rfc2Vjb25kcxgBIAEoARIOCgZidXJzdHMYAiABKA0SGAoQbWVhbl9idXJzdF9ieXRlcxgDIAEoARIjChZsYXN0X2J1cnN0X2FnZV9zZWNvbmRzGAQgASgBSACIAQFCGQoXX2xhc3RfYnVyc3RfYWdlX3NlY29uZHMqjQEKC1NvdXJjZVN0YXRlEhwKGFNPVVJDRV9TVEFURV9VTlNQRUNJRklFRBAAEhMKD1NPVVJDRV9TVEFURV9PSxABEhcKE1NPVVJDRV9TVEFURV9BQlNFTlQQAhIXChNTT1VSQ0VfU1RBVEVfRkFJTEVEEAMSGQoVU09VUkNFX1NUQVRFX0RJU0FCTEVEEAQqWAoLU2Vzc2lvbktpbmQSHAoYU0VTU0lPTl9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRU0VTU0lPTl9LSU5EX1VUTVAQARIUChBTRVNTSU9OX0tJTkRfUFRZEAIqjwEKD0lucHV0RGV2aWNlS2luZBIhCh1JTlBVVF9ERVZJQ0VfS0lORF9VTlNQRUNJRklFRBAAEh4KGklOUFVUX0RFVklDRV9LSU5EX0tFWUJPQVJEEAESGwoXSU5QVVRfREVWSUNFX0tJTkRfTU9VU0UQAhIcChhJTlBVVF9ERVZJQ0VfS0lORF9UQUJMRVQQA2IGcHJvdG8z");
 
 /**
  * Report is one snapshot of every signal the agent reads.
@@ -117,6 +117,16 @@ export type Report = Message<"workstation.v1.Report"> & {
    * @generated from field: repeated workstation.v1.ScheduleRequest schedule_requests = 31;
    */
   scheduleRequests: ScheduleRequest[];
+
+  /**
+   * Reports on change (docs/protocol.md): the minutes since the previous Report this agent
+   * sent on the stream, oldest first, for the VM page's chart, so a VM that stays quiet between
+   * heartbeats keeps a point a minute. Empty when the agent sent every sample, or from an agent
+   * older than the field: the collector charts what the Reports themselves say, as before.
+   *
+   * @generated from field: repeated workstation.v1.QuietMinute quiet_minutes = 32;
+   */
+  quietMinutes: QuietMinute[];
 };
 
 /**
@@ -181,6 +191,42 @@ export const ScheduleRequestSchema: GenMessage<ScheduleRequest> = /*@__PURE__*/
   messageDesc(file_workstation_v1_report, 1);
 
 /**
+ * One minute a Report was held back in: what the chart draws for it.
+ *
+ * @generated from message workstation.v1.QuietMinute
+ */
+export type QuietMinute = Message<"workstation.v1.QuietMinute"> & {
+  /**
+   * How long before this Report's sample the minute ended.
+   *
+   * @generated from field: uint32 ended_seconds_before = 1;
+   */
+  endedSecondsBefore: number;
+
+  /**
+   * The idle clock at the minute's end as the agent saw it (seconds since the newest activity
+   * any age named, counted as the collector's thresholds say); unset when none was known.
+   *
+   * @generated from field: optional double idle_seconds = 2;
+   */
+  idleSeconds?: number | undefined;
+
+  /**
+   * Whether any activity fell within the minute.
+   *
+   * @generated from field: bool active = 3;
+   */
+  active: boolean;
+};
+
+/**
+ * Describes the message workstation.v1.QuietMinute.
+ * Use `create(QuietMinuteSchema)` to create a new message.
+ */
+export const QuietMinuteSchema: GenMessage<QuietMinute> = /*@__PURE__*/
+  messageDesc(file_workstation_v1_report, 2);
+
+/**
  * @generated from message workstation.v1.SourceStatus
  */
 export type SourceStatus = Message<"workstation.v1.SourceStatus"> & {
@@ -215,7 +261,7 @@ export type SourceStatus = Message<"workstation.v1.SourceStatus"> & {
  * Use `create(SourceStatusSchema)` to create a new message.
  */
 export const SourceStatusSchema: GenMessage<SourceStatus> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 2);
+  messageDesc(file_workstation_v1_report, 3);
 
 /**
  * @generated from message workstation.v1.JupyterSignal
@@ -232,7 +278,7 @@ export type JupyterSignal = Message<"workstation.v1.JupyterSignal"> & {
  * Use `create(JupyterSignalSchema)` to create a new message.
  */
 export const JupyterSignalSchema: GenMessage<JupyterSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 3);
+  messageDesc(file_workstation_v1_report, 4);
 
 /**
  * @generated from message workstation.v1.JupyterServer
@@ -307,7 +353,7 @@ export type JupyterServer = Message<"workstation.v1.JupyterServer"> & {
  * Use `create(JupyterServerSchema)` to create a new message.
  */
 export const JupyterServerSchema: GenMessage<JupyterServer> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 4);
+  messageDesc(file_workstation_v1_report, 5);
 
 /**
  * @generated from message workstation.v1.JupyterKernel
@@ -346,7 +392,7 @@ export type JupyterKernel = Message<"workstation.v1.JupyterKernel"> & {
  * Use `create(JupyterKernelSchema)` to create a new message.
  */
 export const JupyterKernelSchema: GenMessage<JupyterKernel> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 5);
+  messageDesc(file_workstation_v1_report, 6);
 
 /**
  * @generated from message workstation.v1.JupyterTerminal
@@ -368,7 +414,7 @@ export type JupyterTerminal = Message<"workstation.v1.JupyterTerminal"> & {
  * Use `create(JupyterTerminalSchema)` to create a new message.
  */
 export const JupyterTerminalSchema: GenMessage<JupyterTerminal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 6);
+  messageDesc(file_workstation_v1_report, 7);
 
 /**
  * @generated from message workstation.v1.SessionSignal
@@ -385,7 +431,7 @@ export type SessionSignal = Message<"workstation.v1.SessionSignal"> & {
  * Use `create(SessionSignalSchema)` to create a new message.
  */
 export const SessionSignalSchema: GenMessage<SessionSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 7);
+  messageDesc(file_workstation_v1_report, 8);
 
 /**
  * @generated from message workstation.v1.TerminalSession
@@ -448,7 +494,7 @@ export type TerminalSession = Message<"workstation.v1.TerminalSession"> & {
  * Use `create(TerminalSessionSchema)` to create a new message.
  */
 export const TerminalSessionSchema: GenMessage<TerminalSession> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 8);
+  messageDesc(file_workstation_v1_report, 9);
 
 /**
  * @generated from message workstation.v1.CodeServerSignal
@@ -465,7 +511,7 @@ export type CodeServerSignal = Message<"workstation.v1.CodeServerSignal"> & {
  * Use `create(CodeServerSignalSchema)` to create a new message.
  */
 export const CodeServerSignalSchema: GenMessage<CodeServerSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 9);
+  messageDesc(file_workstation_v1_report, 10);
 
 /**
  * A fresh heartbeat means a browser is connected, not that someone is typing.
@@ -499,7 +545,7 @@ export type CodeServerInstance = Message<"workstation.v1.CodeServerInstance"> & 
  * Use `create(CodeServerInstanceSchema)` to create a new message.
  */
 export const CodeServerInstanceSchema: GenMessage<CodeServerInstance> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 10);
+  messageDesc(file_workstation_v1_report, 11);
 
 /**
  * @generated from message workstation.v1.GpuSignal
@@ -528,7 +574,7 @@ export type GpuSignal = Message<"workstation.v1.GpuSignal"> & {
  * Use `create(GpuSignalSchema)` to create a new message.
  */
 export const GpuSignalSchema: GenMessage<GpuSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 11);
+  messageDesc(file_workstation_v1_report, 12);
 
 /**
  * @generated from message workstation.v1.Gpu
@@ -584,7 +630,7 @@ export type Gpu = Message<"workstation.v1.Gpu"> & {
  * Use `create(GpuSchema)` to create a new message.
  */
 export const GpuSchema: GenMessage<Gpu> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 12);
+  messageDesc(file_workstation_v1_report, 13);
 
 /**
  * @generated from message workstation.v1.GpuProcess
@@ -626,7 +672,7 @@ export type GpuProcess = Message<"workstation.v1.GpuProcess"> & {
  * Use `create(GpuProcessSchema)` to create a new message.
  */
 export const GpuProcessSchema: GenMessage<GpuProcess> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 13);
+  messageDesc(file_workstation_v1_report, 14);
 
 /**
  * @generated from message workstation.v1.SystemSignal
@@ -717,7 +763,7 @@ export type SystemSignal = Message<"workstation.v1.SystemSignal"> & {
  * Use `create(SystemSignalSchema)` to create a new message.
  */
 export const SystemSignalSchema: GenMessage<SystemSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 14);
+  messageDesc(file_workstation_v1_report, 15);
 
 /**
  * @generated from message workstation.v1.ProcessUsage
@@ -763,7 +809,7 @@ export type ProcessUsage = Message<"workstation.v1.ProcessUsage"> & {
  * Use `create(ProcessUsageSchema)` to create a new message.
  */
 export const ProcessUsageSchema: GenMessage<ProcessUsage> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 15);
+  messageDesc(file_workstation_v1_report, 16);
 
 /**
  * @generated from message workstation.v1.InhibitorSignal
@@ -780,7 +826,7 @@ export type InhibitorSignal = Message<"workstation.v1.InhibitorSignal"> & {
  * Use `create(InhibitorSignalSchema)` to create a new message.
  */
 export const InhibitorSignalSchema: GenMessage<InhibitorSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 16);
+  messageDesc(file_workstation_v1_report, 17);
 
 /**
  * @generated from message workstation.v1.Inhibitor
@@ -826,7 +872,7 @@ export type Inhibitor = Message<"workstation.v1.Inhibitor"> & {
  * Use `create(InhibitorSchema)` to create a new message.
  */
 export const InhibitorSchema: GenMessage<Inhibitor> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 17);
+  messageDesc(file_workstation_v1_report, 18);
 
 /**
  * @generated from message workstation.v1.LeaseSignal
@@ -843,7 +889,7 @@ export type LeaseSignal = Message<"workstation.v1.LeaseSignal"> & {
  * Use `create(LeaseSignalSchema)` to create a new message.
  */
 export const LeaseSignalSchema: GenMessage<LeaseSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 18);
+  messageDesc(file_workstation_v1_report, 19);
 
 /**
  * @generated from message workstation.v1.Lease
@@ -906,7 +952,7 @@ export type Lease = Message<"workstation.v1.Lease"> & {
  * Use `create(LeaseSchema)` to create a new message.
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 19);
+  messageDesc(file_workstation_v1_report, 20);
 
 /**
  * @generated from message workstation.v1.DiskSignal
@@ -923,7 +969,7 @@ export type DiskSignal = Message<"workstation.v1.DiskSignal"> & {
  * Use `create(DiskSignalSchema)` to create a new message.
  */
 export const DiskSignalSchema: GenMessage<DiskSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 20);
+  messageDesc(file_workstation_v1_report, 21);
 
 /**
  * @generated from message workstation.v1.Mount
@@ -965,7 +1011,7 @@ export type Mount = Message<"workstation.v1.Mount"> & {
  * Use `create(MountSchema)` to create a new message.
  */
 export const MountSchema: GenMessage<Mount> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 21);
+  messageDesc(file_workstation_v1_report, 22);
 
 /**
  * Keyboard, mouse and tablet input in the guest: what a VNC or SPICE client's
@@ -994,7 +1040,7 @@ export type DesktopSignal = Message<"workstation.v1.DesktopSignal"> & {
  * Use `create(DesktopSignalSchema)` to create a new message.
  */
 export const DesktopSignalSchema: GenMessage<DesktopSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 22);
+  messageDesc(file_workstation_v1_report, 23);
 
 /**
  * @generated from message workstation.v1.InputDevice
@@ -1033,7 +1079,7 @@ export type InputDevice = Message<"workstation.v1.InputDevice"> & {
  * Use `create(InputDeviceSchema)` to create a new message.
  */
 export const InputDeviceSchema: GenMessage<InputDevice> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 23);
+  messageDesc(file_workstation_v1_report, 24);
 
 /**
  * SSH sessions with no pty: VS Code Remote-SSH, JetBrains Gateway, `ssh host
@@ -1061,7 +1107,7 @@ export type RemoteSessionSignal = Message<"workstation.v1.RemoteSessionSignal"> 
  * Use `create(RemoteSessionSignalSchema)` to create a new message.
  */
 export const RemoteSessionSignalSchema: GenMessage<RemoteSessionSignal> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 24);
+  messageDesc(file_workstation_v1_report, 25);
 
 /**
  * @generated from message workstation.v1.RemoteSession
@@ -1151,7 +1197,7 @@ export type RemoteSession = Message<"workstation.v1.RemoteSession"> & {
  * Use `create(RemoteSessionSchema)` to create a new message.
  */
 export const RemoteSessionSchema: GenMessage<RemoteSession> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 25);
+  messageDesc(file_workstation_v1_report, 26);
 
 /**
  * @generated from message workstation.v1.RemoteForward
@@ -1192,7 +1238,7 @@ export type RemoteForward = Message<"workstation.v1.RemoteForward"> & {
  * Use `create(RemoteForwardSchema)` to create a new message.
  */
 export const RemoteForwardSchema: GenMessage<RemoteForward> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 26);
+  messageDesc(file_workstation_v1_report, 27);
 
 /**
  * @generated from message workstation.v1.TrafficCadence
@@ -1226,7 +1272,7 @@ export type TrafficCadence = Message<"workstation.v1.TrafficCadence"> & {
  * Use `create(TrafficCadenceSchema)` to create a new message.
  */
 export const TrafficCadenceSchema: GenMessage<TrafficCadence> = /*@__PURE__*/
-  messageDesc(file_workstation_v1_report, 27);
+  messageDesc(file_workstation_v1_report, 28);
 
 /**
  * @generated from enum workstation.v1.SourceState
