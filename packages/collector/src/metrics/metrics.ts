@@ -8,7 +8,7 @@
 //   - the collector's own metrics (fleet counters, health, histograms) through prom-client.
 // A standby replica (not the leader) exports no per-VM series and no fleet figures: only its own
 // health (workstation_collector_leader), workstation_build_info and prom-client's default process
-// metrics. docs/metrics.md lists every metric; test/metrics.test.ts keeps the two in step.
+// metrics. docs/metrics.md lists every metric; test/docs-check.test.ts keeps the two in step.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { StopOutcome } from "../engine/types.js";
 import type { CollectorStats } from "../lib/stats.js";
@@ -74,7 +74,7 @@ const SCRAPE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 //     `metrics.vmSeries: detailed` (what `ws-collector whatif` replays), and dropped first when
 //     the collector nears its memory limit (lib/memory/guard.ts).
 // Adding a per-VM family is one entry here: pick its set; the docs check and the budget test
-// (test/metrics.test.ts) hold it to the rules.
+// (packages/collector/test/metrics/metrics.test.ts) hold it to the rules.
 
 /** Which per-VM series a scrape carries: the budgeted default set, or that plus the detail families. */
 export type VmSeriesSet = "default" | "detailed";
@@ -529,8 +529,9 @@ const metricChunks = new WeakMap<Registry, () => AsyncGenerator<string>>();
 const perVmWarmers = new WeakMap<Registry, (limit: number) => number>();
 
 /**
- * Builds the per-VM text of up to `limit` VMs that changed since the last scrape (PerVmSeriesCache.warm),
- * for a registry from createMetrics; the caller runs it on a timer between scrapes. Returns how many.
+ * Builds the per-VM text of up to `limit` VMs that changed since the last scrape
+ * (PerVmSeriesCache.warm), for a registry from createMetrics; the caller runs it on a timer between
+ * scrapes. Returns how many.
  */
 export function warmPerVmSeries(registry: Registry, limit: number): number {
   return perVmWarmers.get(registry)?.(limit) ?? 0;
@@ -766,7 +767,8 @@ function registerCertificateAndProcessMetrics(health: Registry, options: Metrics
   }
   if (options.processMetrics ?? true) {
     collectDefaultMetrics({ register: health });
-    // Gauges named *_total, which promtool rejects; nodejs_active_{handles,requests,resources} (by type) carry the same counts.
+    // Gauges named *_total, which promtool rejects; nodejs_active_{handles,requests,resources} (by
+    // type) carry the same counts.
     for (const name of LINT_FAILING_DEFAULTS) health.removeSingleMetric(name);
   }
 }

@@ -270,7 +270,7 @@ export class LeaseService {
     }
   }
 
-  /** Carries a schedule request to the collector and waits for its answer (issue 36). */
+  /** Carries a schedule request to the collector and waits for its answer (lease/schedule.ts). */
   private async schedule(request: Extract<Request, { op: "schedule" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {
     const caller = await whoIsCalling();
     if (!caller.ok) return errorAnswer("unverified", `the agent could not verify which user you are: ${caller.reason}`);
