@@ -529,9 +529,8 @@ const metricChunks = new WeakMap<Registry, () => AsyncGenerator<string>>();
 const perVmWarmers = new WeakMap<Registry, (limit: number) => number>();
 
 /**
- * Builds the per-VM text of up to `limit` VMs that changed since the last scrape
- * (PerVmSeriesCache.warm), for a registry from createMetrics; the caller runs it on a timer between
- * scrapes. Returns how many.
+ * Builds the per-VM text of up to `limit` VMs that changed since the last scrape (PerVmSeriesCache.warm),
+ * for a registry from createMetrics; the caller runs it on a timer between scrapes. Returns how many.
  */
 export function warmPerVmSeries(registry: Registry, limit: number): number {
   return perVmWarmers.get(registry)?.(limit) ?? 0;
@@ -767,8 +766,7 @@ function registerCertificateAndProcessMetrics(health: Registry, options: Metrics
   }
   if (options.processMetrics ?? true) {
     collectDefaultMetrics({ register: health });
-    // Gauges named *_total, which promtool rejects; nodejs_active_{handles,requests,resources} (by
-    // type) carry the same counts.
+    // Gauges named *_total, which promtool rejects; nodejs_active_{handles,requests,resources} (by type) carry the same counts.
     for (const name of LINT_FAILING_DEFAULTS) health.removeSingleMetric(name);
   }
 }

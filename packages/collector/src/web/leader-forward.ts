@@ -1,8 +1,8 @@
-// A standby replica does not act: a POST (start, keep running) that reaches it is forwarded to the
-// leader through the collector's Service (which selects the leader's pod:
-// platform/kube/leader-label.ts), and the leader's answer is passed back. A request that was
-// forwarded once is never forwarded again (a Service that has not caught up with a new leader): it
-// gets a 503 page that asks the browser to try again in a moment, and nothing changes.
+// A standby replica does not act: a POST (start, keep running) that reaches it is forwarded to
+// the leader through the collector's Service (which selects the leader's pod: platform/kube/leader-label.ts),
+// and the leader's answer is passed back. A request that was forwarded once is never forwarded
+// again (a Service that has not caught up with a new leader): it gets a 503 page that asks the
+// browser to try again in a moment, and nothing changes.
 //
 // What is forwarded is rebuilt, never relayed (docs/security.md, "A standby's forward to the
 // leader"): the target is start.leaderUrl's own origin with a path built from the parsed route
