@@ -1,9 +1,9 @@
-// Declared config schemas (issue 37): each program's config file is one table of settings (its
-// keys, their types, defaults and limits, what each is for). From that one table come the checks
-// every resolver used to write by hand (an unknown key, a section that is not a mapping, a value
-// of the wrong type or outside its range, each with the message people already know) and the
-// JSON Schema that editors use to check a site's config file as it is typed
-// (packaging/schema/*.schema.json, written by scripts/config-schemas.mjs). What stays in the
+// Declared config schemas (docs/architecture.md, after the layer table): each program's config file
+// is one table of settings (its keys, their types, defaults and limits, what each is for). From
+// that one table come the checks every resolver used to write by hand (an unknown key, a section
+// that is not a mapping, a value of the wrong type or outside its range, each with the message
+// people already know) and the JSON Schema that editors use to check a site's config file as it is
+// typed (packaging/schema/*.schema.json, written by scripts/config-schemas.mjs). What stays in the
 // resolvers is what a table cannot say: the order of flags, environment and file, and the rules
 // that join two settings.
 //

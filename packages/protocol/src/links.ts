@@ -1,7 +1,7 @@
 // Links in the text ws writes (terminal notices, webhooks' text, the welcome back, ws-lease, the
 // ssh helper, Events): a link is followed by whitespace or the end of its line, never by
 // punctuation, so that selecting it (a double click in most terminals and chat clients takes a
-// trailing "." or ")" along) gives a link that works (issue 40). Pure.
+// trailing "." or ")" along) gives a link that works (docs/coming-back.md, "The start link"). Pure.
 
 /** A link as ws writes it in text: from http(s):// up to the next whitespace. */
 const LINK = /https?:\/\/\S+/g;

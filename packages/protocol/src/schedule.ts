@@ -1,9 +1,10 @@
-// A start schedule a person sets for their VM (issue 36): "start weekdays 08:45 [stop by 20:00]"
-// in their own time zone, with dates they skip ("not tomorrow"). One line of text is the whole
-// schedule (the VM's `schedule` annotation, what `ws-lease schedule` sends, the pages' form), so
-// every writer and reader shares this parser and the collector, the CLI and the pages agree on
-// what a line means. Pure: the clock is an argument; time zones come from Intl (no tz database
-// of our own), so daylight saving time is whatever the runtime's ICU says it is.
+// A start schedule a person sets for their VM (docs/coming-back.md, "A schedule the user sets"):
+// "start weekdays 08:45 [stop by 20:00]" in their own time zone, with dates they skip ("not
+// tomorrow"). One line of text is the whole schedule (the VM's `schedule` annotation, what
+// `ws-lease schedule` sends, the pages' form), so every writer and reader shares this parser and
+// the collector, the CLI and the pages agree on what a line means. Pure: the clock is an argument;
+// time zones come from Intl (no tz database of our own), so daylight saving time is whatever the
+// runtime's ICU says it is.
 import { closestName } from "./suggest.js";
 
 export const WEEKDAY_NAMES = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"] as const;

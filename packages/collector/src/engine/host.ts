@@ -12,7 +12,7 @@
 // breaks that run: missing data is never idleness.
 //
 // What the host cannot see is not idleness either (docs/policy.md, "What the
-// host cannot see", issue 39): a VM with passthrough GPUs is never judged idle
+// host cannot see"): a VM with passthrough GPUs is never judged idle
 // without a reading of those GPUs, and after the agent last saw a person the
 // host must show quiet for idle-timeout past that moment, not only past the
 // agent's loss (someone typing over SSH moves less than any threshold).

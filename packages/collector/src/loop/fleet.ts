@@ -1,11 +1,15 @@
+// The Fleet: every VM's loop, composed from its parts. The VM table and policy resolution
+// (loop/fleet-entries.ts), the agent side that sends Directives (loop/fleet-agents.ts), the
+// reader side the pages and /metrics see (loop/fleet-views.ts), the deadlines that wake a VM
+// (loop/deadlines.ts), the actions a decision carries out (loop/actions.ts) and the outreach
+// (loop/outreach-view.ts). What stays here is the one path every input takes: evaluate().
 import * as grpc from "@grpc/grpc-js";
-import { create } from "@bufbuild/protobuf";
-import { DirectiveSchema, type Directive, REPORT_ON_CHANGE_CAPABILITY, type Report } from "@ws/protocol";
+import type { Directive, Report } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger } from "../agents/server.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
-import { resolveVmPolicy, type PolicySource } from "../model/policy-source.js";
+import type { PolicySource } from "../model/policy-source.js";
+import type { StopResult, VmRecord } from "../engine/types.js";
 import { quietMinutePoints } from "../model/quiet-minutes.js";
-import type { Policy, PolicyError, PolicyFallback, StopResult, VmRecord } from "../engine/types.js";
 import type { TraceInput } from "./recorder.js";
 import type { CollectorStats } from "../lib/stats.js";
 import type { GrantOutcome, KeepContext, KeepGranter, LinkGrant } from "./keep-grant.js";
@@ -18,26 +22,16 @@ import type {
   VmSeriesSource,
   VmView,
 } from "../model/vm-view.js";
-import { type ActionTarget, ActionRunner, type Actuator, newVmActing, type VmActing } from "./actions.js";
+import { type ActionTarget, ActionRunner, type Actuator } from "./actions.js";
 import { DeadlineQueue, type DeadlineTimers } from "./deadlines.js";
-import { type OutreachVm, OutreachView } from "./outreach-view.js";
-import {
-  type DirectiveFields,
-  directiveFields,
-  directiveWithStatus,
-  hasAgentContent,
-  helloDirective,
-} from "./directive.js";
-import {
-  DEFAULT_REPORT_HEARTBEAT_MS,
-  type ReportPlan,
-  reportPlan,
-  reportWhenFields,
-  tighterThan,
-} from "./report-when.js";
-import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./step.js";
-import { vmView } from "./view.js";
+import { OutreachView } from "./outreach-view.js";
+import { directiveFields } from "./directive.js";
+import { DEFAULT_REPORT_HEARTBEAT_MS } from "./report-when.js";
+import { applyInput, step, type StepInput, type VmLoopState } from "./step.js";
 import { readingFor, type HostBatch } from "./hostside/queries.js";
+import { policyInput, VmEntries, type VmEntry } from "./fleet-entries.js";
+import { type Greeting, greetAgent, tellAgent } from "./fleet-agents.js";
+import { FleetViews } from "./fleet-views.js";
 
 export type { Actuator, StopEvidence } from "./actions.js";
 
@@ -64,7 +58,7 @@ export interface FleetOptions {
   /** Outreach (docs/notifications.md): history, webhooks, keep-running links, who is warned. Absent: none of them. */
   observer?: FleetObserver;
   /** What the first Directive of a new stream adds to the policy: the welcome back after a start (comeback/start/welcome.ts). */
-  greeting?: (vm: VmKey, bootId: string) => DirectiveFields["welcome"] | undefined;
+  greeting?: Greeting;
   /**
    * The longest an agent that announces "report-on-change" may stay quiet (loop/report-when.ts;
    * default DEFAULT_REPORT_HEARTBEAT_MS); 0: every agent reports every sample, as before.
@@ -74,33 +68,13 @@ export interface FleetOptions {
 
 export type { TraceInput };
 
-interface VmEntry {
-  key: VmKey;
-  id: string;
-  loop: VmLoopState;
-  session?: AgentSession;
-  lastValidPolicy?: Policy;
-  policyErrors: PolicyError[];
-  fallback: PolicyFallback;
-  acting: VmActing;
-  agentVersion: string;
-  peer: string;
-  /** What validation cut from the latest Report. */
-  truncated: string[];
-  /** Bumped on every change the view can show (/metrics rebuilds the VM's series then). */
-  version: number;
-  /** The record must be restored (from annotations) before the next decision: new, or a new leadership. */
-  needsRestore: boolean;
-  /** The ReportWhen in force on the session (loop/report-when.ts); undefined: every sample, as a stream starts. */
-  reportPlan?: ReportPlan | undefined;
-}
-
 export class Fleet implements AgentSink, FleetReader, KeepGranter {
-  private readonly vms = new Map<string, VmEntry>();
+  private readonly entries: VmEntries;
   private readonly runner: ActionRunner;
   private readonly outreach: OutreachView;
+  private readonly reader: FleetViews;
   private readonly deadlines: DeadlineQueue<string>;
-  private sorted: VmEntry[] | undefined;
+  private readonly heartbeatMs: number;
 
   constructor(private readonly options: FleetOptions) {
     this.outreach = new OutreachView({
@@ -115,15 +89,26 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       ...(options.stats ? { stats: options.stats } : {}),
       ...(options.observer ? { observer: options.observer } : {}),
     });
+    this.entries = new VmEntries(options.policySource, (entry, resolved) => {
+      this.runner.countPolicyErrors(resolved.errors.length);
+      options.log("warn", `invalid policy for ${entry.id}; keeping ${resolved.fallback}`, {
+        vm: entry.id,
+        errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
+      });
+    });
+    this.reader = new FleetViews(this.entries, this.runner, this.outreach);
     this.deadlines = new DeadlineQueue<string>({
       nowMs: options.nowMs,
       ...(options.timers ? { timers: options.timers } : {}),
       fire: (id, now) => {
-        const entry = this.vms.get(id);
+        const entry = this.entries.byId(id);
         if (entry) this.evaluate(entry, now, { kind: "wake" });
       },
     });
+    this.heartbeatMs = options.reportHeartbeatMs ?? DEFAULT_REPORT_HEARTBEAT_MS;
   }
+
+  // --- the deadline side (loop/deadlines.ts): when each VM is woken for its next decision ---
 
   /** Starts firing deadlines (decisions before start() are scheduled and fire from then on). */
   start(): void {
@@ -144,16 +129,6 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     return this.deadlines.dueAt(vmId(vm));
   }
 
-  /** Starts tracking a VM before its agent connects (Kubernetes inventory), or refreshes its policy and platform view. */
-  track(vm: VmKey): void {
-    const entry = this.entryFor(vm);
-    const policyChanged = this.applyPolicy(entry);
-    const running = this.options.vmRunning?.(entry.key);
-    const runningChanged = running !== entry.loop.running;
-    if (policyChanged) this.evaluate(entry, this.options.nowMs(), this.policyInput(entry));
-    if (runningChanged || !entry.loop.record) this.evaluate(entry, this.options.nowMs(), { kind: "platform", running });
-  }
-
   /**
    * A replica that just became the leader: every record is restored again from what the
    * previous leader persisted, and every VM is decided once, in slices (the deadline queue
@@ -161,15 +136,56 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
    */
   resetRecords(): void {
     const now = this.options.nowMs();
-    for (const entry of this.vms.values()) {
+    for (const entry of this.entries.values()) {
       entry.needsRestore = true;
       this.deadlines.schedule(entry.id, now);
     }
   }
 
+  // --- the platform side: the inventory, the host-side readings ---
+
+  /** Starts tracking a VM before its agent connects (Kubernetes inventory), or refreshes its policy and platform view. */
+  track(vm: VmKey): void {
+    const entry = this.entries.entryFor(vm);
+    const policyChanged = this.entries.applyPolicy(entry);
+    const running = this.options.vmRunning?.(entry.key);
+    const runningChanged = running !== entry.loop.running;
+    if (policyChanged) this.evaluate(entry, this.options.nowMs(), policyInput(entry));
+    if (runningChanged || !entry.loop.record) this.evaluate(entry, this.options.nowMs(), { kind: "platform", running });
+  }
+
+  /**
+   * A round of host-side readings (loop/hostside/source.ts): every VM gets its own reading, or the
+   * round's failure, or "absent"; each is decided on, and a disagreement's onset is counted.
+   */
+  hostBatch(batch: HostBatch): void {
+    const now = this.options.nowMs();
+    for (const entry of this.entries.sortedEntries()) {
+      // Stamped with the decision's time, as a replay of the recorded line will stamp it; with the
+      // GPUs the platform passes through to the VM, which the host's figures cannot see (engine/host.ts).
+      const { atMs: _at, ...read } = readingFor(batch, entry.id);
+      const gpus = this.outreach.platformOf(entry.key)?.gpuCount ?? 0;
+      const reading = gpus > 0 && read.state === "ok" ? { ...read, passthroughGpus: gpus } : read;
+      this.options.record?.({ atMs: now, vm: entry.id, host: reading });
+      this.evaluate(entry, now, { kind: "host", reading: { ...reading, atMs: now } });
+      const kinds = this.reader.viewOf(entry, now).host?.disagreements ?? [];
+      this.runner.countDisagreements(entry.acting, kinds);
+    }
+  }
+
+  /** Forget a VM that no longer exists (its series go away with it). */
+  remove(vm: VmKey): void {
+    const entry = this.entries.delete(vm);
+    entry?.session?.close(grpc.status.NOT_FOUND, "the VM no longer exists");
+    this.deadlines.cancel(vmId(vm));
+    this.options.observer?.forget(vm);
+  }
+
+  // --- the agent side (AgentSink; the Directives are sent by loop/fleet-agents.ts) ---
+
   /** Ends every agent stream; with retryAfterMs each agent is told when to come back (it adds jitter). */
   closeAllSessions(code: grpc.status, details: string, retryAfterMs?: number): void {
-    for (const entry of this.vms.values()) entry.session?.close(code, details, retryAfterMs);
+    for (const entry of this.entries.values()) entry.session?.close(code, details, retryAfterMs);
   }
 
   authenticate(vm: VmKey, token: string, peer: string): Promise<AuthResult> | AuthResult {
@@ -177,22 +193,15 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
   }
 
   connected(session: AgentSession): void {
-    const entry = this.entryFor(session.vm);
-    entry.session = session;
-    entry.reportPlan = undefined;
-    entry.agentVersion = session.hello.agentVersion;
-    entry.peer = session.peer;
+    const entry = this.entries.entryFor(session.vm);
     const now = this.options.nowMs();
     this.options.record?.({ atMs: now, vm: entry.id, event: "agent-connected" });
-    const hello = helloDirective(entry.loop.policy);
-    const welcome = this.options.greeting?.(entry.key, session.hello.bootId);
-    if (welcome) hello.welcome = welcome;
-    session.send(create(DirectiveSchema, hello));
+    greetAgent(entry, session, this.options.greeting);
     this.evaluate(entry, now, { kind: "connected" });
   }
 
   report(session: AgentSession, report: Report, receivedAtMs: number, truncated: readonly string[] = []): void {
-    const entry = this.entryFor(session.vm);
+    const entry = this.entries.entryFor(session.vm);
     if (entry.session !== session) return;
     if (truncated.join() !== entry.truncated.join()) {
       // Logged when it starts or changes, not on every Report of a misbehaving agent.
@@ -213,7 +222,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
 
   /** `goodbye`: the agent said it stops on purpose (agents/server.ts); undefined: it vanished. */
   disconnected(session: AgentSession, _reason?: string, goodbye?: string): void {
-    const entry = this.vms.get(vmId(session.vm));
+    const entry = this.entries.get(session.vm);
     if (!entry || entry.session !== session) return;
     entry.session = undefined;
     const now = this.options.nowMs();
@@ -222,144 +231,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     this.evaluate(entry, now, { kind: "disconnected", ...said });
   }
 
-  /**
-   * A round of host-side readings (loop/hostside/source.ts): every VM gets its own reading, or the
-   * round's failure, or "absent"; each is decided on, and a disagreement's onset is counted.
-   */
-  hostBatch(batch: HostBatch): void {
-    const now = this.options.nowMs();
-    for (const entry of this.sortedEntries()) {
-      // Stamped with the decision's time, as a replay of the recorded line will stamp it; with the
-      // GPUs the platform passes through to the VM, which the host's figures cannot see (engine/host.ts).
-      const { atMs: _at, ...read } = readingFor(batch, entry.id);
-      const gpus = this.outreach.platformOf(entry.key)?.gpuCount ?? 0;
-      const reading = gpus > 0 && read.state === "ok" ? { ...read, passthroughGpus: gpus } : read;
-      this.options.record?.({ atMs: now, vm: entry.id, host: reading });
-      this.evaluate(entry, now, { kind: "host", reading: { ...reading, atMs: now } });
-      const kinds = this.viewOf(entry, now).host?.disagreements ?? [];
-      this.runner.countDisagreements(entry.acting, kinds);
-    }
-  }
-
-  /** Forget a VM that no longer exists (its series go away with it). */
-  remove(vm: VmKey): void {
-    const entry = this.vms.get(vmId(vm));
-    entry?.session?.close(grpc.status.NOT_FOUND, "the VM no longer exists");
-    this.vms.delete(vmId(vm));
-    this.deadlines.cancel(vmId(vm));
-    this.sorted = undefined;
-    this.options.observer?.forget(vm);
-  }
-
-  counters(): FleetCounters {
-    return this.runner.counters;
-  }
-
-  views(nowMs: number): VmView[] {
-    return this.sortedEntries().map((entry) => this.viewOf(entry, nowMs));
-  }
-
-  /** The VM's loop state (record, latest Report, last decision), read-only: for per-VM pages and tests. */
-  loopState(vm: VmKey): Readonly<VmLoopState> | undefined {
-    return this.vms.get(vmId(vm))?.loop;
-  }
-
-  /** One view by VM, for per-VM pages. */
-  view(vm: VmKey, nowMs: number): VmView | undefined {
-    const entry = this.vms.get(vmId(vm));
-    return entry ? this.viewOf(entry, nowMs) : undefined;
-  }
-
-  *agents(): Iterable<Pick<VmView, "connected" | "agentVersion">> {
-    // As vmView says them: connected while a session is open.
-    for (const entry of this.vms.values())
-      yield { connected: entry.session !== undefined, agentVersion: entry.agentVersion };
-  }
-
-  *seriesSources(): Iterable<VmSeriesSource> {
-    for (const entry of this.sortedEntries()) {
-      yield { id: entry.id, version: entry.version, view: (nowMs: number) => this.viewOf(entry, nowMs) };
-    }
-  }
-
-  private sortedEntries(): VmEntry[] {
-    this.sorted ??= [...this.vms.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    return this.sorted;
-  }
-
-  private viewOf(entry: VmEntry, nowMs: number): VmView {
-    return vmView(
-      {
-        key: entry.key,
-        loop: entry.loop,
-        connectedAtMs: entry.session?.connectedAtMs,
-        agentVersion: entry.agentVersion,
-        peer: entry.peer,
-        policyErrors: entry.policyErrors.map((e) => `${e.key}: ${e.message}`),
-        truncated: entry.truncated,
-        platform: this.outreach.platformOf(entry.key),
-      },
-      nowMs,
-    );
-  }
-
-  private entryFor(vm: VmKey): VmEntry {
-    const id = vmId(vm);
-    let entry = this.vms.get(id);
-    if (!entry) {
-      const key = { namespace: vm.namespace, name: vm.name };
-      // A new VM has no last valid policy: its loop starts with what its policy resolves to now.
-      const resolved = resolveVmPolicy(this.options.policySource, key, undefined);
-      entry = {
-        key,
-        id,
-        loop: newVmLoopState(resolved.policy),
-        policyErrors: [],
-        fallback: "none",
-        acting: newVmActing(),
-        agentVersion: "",
-        peer: "",
-        truncated: [],
-        version: 0,
-        needsRestore: true,
-      };
-      this.applyPolicy(entry, resolved);
-      entry.loop.policyStatus = this.policyInput(entry).status;
-      this.vms.set(id, entry);
-      this.sorted = undefined;
-    }
-    return entry;
-  }
-
-  private policyInput(entry: VmEntry): Extract<StepInput, { kind: "policy" }> {
-    return {
-      kind: "policy",
-      policy: entry.loop.policy,
-      status: entry.policyErrors.length ? { errors: entry.policyErrors, fallback: entry.fallback } : undefined,
-    };
-  }
-
-  /** Resolves the VM's policy from its metadata; true when it (or its errors) changed. */
-  private applyPolicy(
-    entry: VmEntry,
-    resolved = resolveVmPolicy(this.options.policySource, entry.key, entry.lastValidPolicy),
-  ): boolean {
-    const errorsChanged = JSON.stringify(resolved.errors) !== JSON.stringify(entry.policyErrors);
-    const policyChanged = JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
-    // The same policy keeps its object: the evidence kept for the latest Report stays valid.
-    if (policyChanged) entry.loop.policy = resolved.policy;
-    entry.lastValidPolicy = resolved.lastValid ?? entry.lastValidPolicy;
-    entry.policyErrors = resolved.errors;
-    entry.fallback = resolved.fallback;
-    if (errorsChanged && resolved.errors.length > 0) {
-      this.runner.countPolicyErrors(resolved.errors.length);
-      this.options.log("warn", `invalid policy for ${entry.id}; keeping ${resolved.fallback}`, {
-        vm: entry.id,
-        errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
-      });
-    }
-    return policyChanged || errorsChanged;
-  }
+  // --- the one path every input takes ---
 
   private evaluate(entry: VmEntry, now: number, input: StepInput, fromReport = false): void {
     // A replica that is not (or no longer) the leader decides nothing: a stream closing as it
@@ -394,25 +266,8 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       for (const action of decision.actions) this.runner.run(target, action);
     }
     const fields = directiveFields(decision.actions);
-    if (fields.notice) this.outreach.addressNotice(this.outreachVm(entry)!, decision.actions, fields);
-    const session = entry.session;
-    if (!session) return;
-    const plan = this.reportsOnChange(session)
-      ? reportPlan(decision, entry.loop.policy, now, this.options.reportHeartbeatMs ?? DEFAULT_REPORT_HEARTBEAT_MS)
-      : undefined;
-    if (fromReport || hasAgentContent(fields) || (plan && tighterThan(plan, entry.reportPlan))) {
-      const directive = directiveWithStatus(fields, decision.next, entry.loop.policy, now);
-      if (plan) {
-        directive.reportWhen = reportWhenFields(plan, now);
-        entry.reportPlan = plan;
-      }
-      session.send(create(DirectiveSchema, directive));
-    }
-  }
-
-  /** An agent that announced "report-on-change", while the heartbeat is on, is sent a ReportWhen after each decision. */
-  private reportsOnChange(session: AgentSession): boolean {
-    return this.options.reportHeartbeatMs !== 0 && session.hello.capabilities.includes(REPORT_ON_CHANGE_CAPABILITY);
+    if (fields.notice) this.outreach.addressNotice(this.reader.outreachVm(entry)!, decision.actions, fields);
+    tellAgent(entry, decision, fields, now, fromReport, this.heartbeatMs);
   }
 
   private actionTarget(entry: VmEntry): ActionTarget {
@@ -424,38 +279,54 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       explanation: entry.loop.lastDecision?.explanation,
       ...(entry.session?.hello.bootId ? { bootId: entry.session.hello.bootId } : {}),
       stopFinished: (result: StopResult) => {
-        if (this.vms.get(entry.id) === entry)
+        if (this.entries.byId(entry.id) === entry)
           this.evaluate(entry, this.options.nowMs(), { kind: "stop-result", result });
       },
     };
   }
 
+  // --- the reader side (loop/fleet-views.ts): the pages, /metrics and tests ---
+
+  counters(): FleetCounters {
+    return this.reader.counters();
+  }
+
+  views(nowMs: number): VmView[] {
+    return this.reader.views(nowMs);
+  }
+
+  /** The VM's loop state (record, latest Report, last decision), read-only: for per-VM pages and tests. */
+  loopState(vm: VmKey): Readonly<VmLoopState> | undefined {
+    return this.reader.loopState(vm);
+  }
+
+  /** One view by VM, for per-VM pages. */
+  view(vm: VmKey, nowMs: number): VmView | undefined {
+    return this.reader.view(vm, nowMs);
+  }
+
+  agents(): Iterable<Pick<VmView, "connected" | "agentVersion">> {
+    return this.reader.agents();
+  }
+
+  seriesSources(): Iterable<VmSeriesSource> {
+    return this.reader.seriesSources();
+  }
+
   // --- what the people around a VM see (loop/outreach-view.ts) ---
 
   detail(namespace: string, name: string, nowMs: number): VmDetail | undefined {
-    const vm = this.outreachVm(this.vms.get(vmId({ namespace, name })));
+    const vm = this.reader.outreachVm(this.entries.get({ namespace, name }));
     return vm ? this.outreach.detail(vm, nowMs) : undefined;
   }
 
   keepContext(vm: VmKey, _nowMs: number): KeepContext | undefined {
-    const found = this.outreachVm(this.vms.get(vmId(vm)));
+    const found = this.reader.outreachVm(this.entries.get(vm));
     return found ? this.outreach.keepContext(found) : undefined;
   }
 
   grantViaLink(vm: VmKey, grant: LinkGrant, _nowMs: number): GrantOutcome {
-    return this.outreach.grantViaLink(this.outreachVm(this.vms.get(vmId(vm))), grant);
-  }
-
-  private outreachVm(entry: VmEntry | undefined): OutreachVm | undefined {
-    return entry
-      ? {
-          id: entry.id,
-          key: entry.key,
-          loop: entry.loop,
-          session: entry.session,
-          view: (nowMs) => this.viewOf(entry, nowMs),
-        }
-      : undefined;
+    return this.outreach.grantViaLink(this.reader.outreachVm(this.entries.get(vm)), grant);
   }
 }
 

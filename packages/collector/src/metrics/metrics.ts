@@ -8,7 +8,7 @@
 //   - the collector's own metrics (fleet counters, health, histograms) through prom-client.
 // A standby replica (not the leader) exports no per-VM series and no fleet figures: only its own
 // health (workstation_collector_leader), workstation_build_info and prom-client's default process
-// metrics. docs/metrics.md lists every metric; test/metrics.test.ts keeps the two in step.
+// metrics. docs/metrics.md lists every metric; test/docs-check.test.ts keeps the two in step.
 import { registerDormantMetrics } from "../outreach/dormant/metrics.js";
 import type { DormantVm } from "../outreach/dormant/report.js";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
@@ -78,7 +78,7 @@ const SCRAPE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 //     `metrics.vmSeries: detailed` (what `ws-collector whatif` replays), and dropped first when
 //     the collector nears its memory limit (lib/memory/guard.ts).
 // Adding a per-VM family is one entry here: pick its set; the docs check and the budget test
-// (test/metrics.test.ts) hold it to the rules.
+// (packages/collector/test/metrics/metrics.test.ts) hold it to the rules.
 
 /** Which per-VM series a scrape carries: the budgeted default set, or that plus the detail families. */
 export type VmSeriesSet = "default" | "detailed";

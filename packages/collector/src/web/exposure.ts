@@ -15,8 +15,9 @@ export function httpExposureWarnings(inputs: ExposureInputs): string[] {
     warnings.push(
       "pages open: /, /vm/… and /api/vms show every VM and owner to whoever reaches http.listen; put them behind the site's auth proxy and set http.identity (docs/security.md)",
     );
-  // /metrics asks for no identity (Prometheus has none to give): on the pages' port it hands
-  // every VM's and owner's series to anyone who reaches that port, past the login (issue 34).
+  // /metrics asks for no identity (Prometheus has none to give): on the pages' port it hands every
+  // VM's and owner's series to anyone who reaches that port, past the login (docs/security.md,
+  // "/metrics on the pages port").
   if (!inputs.metricsListen && (inputs.identity || inputs.mode === "kubernetes"))
     warnings.push(
       "/metrics open on http.listen: it needs no identity and names every VM and owner; set http.metricsListen so it is served only on its own port (docs/security.md)",

@@ -8,8 +8,8 @@ export { escapeHtml };
 /**
  * Headers on every answer of ws's HTTP listeners (pages, start links, the wake listener): no type
  * sniffing, no Referer (links carry tokens), and never inside another site's frame, so a page that
- * frames the Start or Keep button cannot trick a click on it (issue 34). Only `frame-ancestors`:
- * the pages' inline style stays allowed.
+ * frames the Start or Keep button cannot trick a click on it (docs/security.md, "Pages in another
+ * site's frame"). Only `frame-ancestors`: the pages' inline style stays allowed.
  */
 export const PAGE_HEADERS: Readonly<Record<string, string>> = {
   "x-content-type-options": "nosniff",

@@ -4,12 +4,12 @@
 // again (a Service that has not caught up with a new leader): it gets a 503 page that asks the
 // browser to try again in a moment, and nothing changes.
 //
-// What is forwarded is rebuilt, never relayed (issue 34): the target is start.leaderUrl's own
-// origin with a path built from the parsed route (/start/NS/NAME or /keep/NS/NAME, each part
-// encoded) and at most the `t` query parameter; the request's own target is never resolved
-// against the leader's URL (`/\host:port/../../start/a/b` would otherwise name another host).
-// The answer passes back only as a collector's page: a known content type, a bounded body, a
-// Location only when it is a path on this site.
+// What is forwarded is rebuilt, never relayed (docs/security.md, "A standby's forward to the
+// leader"): the target is start.leaderUrl's own origin with a path built from the parsed route
+// (/start/NS/NAME or /keep/NS/NAME, each part encoded) and at most the `t` query parameter; the
+// request's own target is never resolved against the leader's URL (`/\host:port/../../start/a/b`
+// would otherwise name another host). The answer passes back only as a collector's page: a known
+// content type, a bounded body, a Location only when it is a path on this site.
 import http from "node:http";
 import https from "node:https";
 import type { VmKey } from "../model/vm-key.js";

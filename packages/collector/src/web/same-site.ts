@@ -1,7 +1,8 @@
-// Whether a reference a collector hands a browser (a Location, a `next` to go back to) stays on
-// the site that served it. Decided the way a browser decides: by the WHATWG URL parser, on the
-// reference as it will be sent, never by a prefix check ("/\tevil.example/" starts with "/" and
-// one slash, yet a browser strips the tab and goes to https://evil.example/: issue 34).
+// Whether a reference a collector hands a browser (a Location, a `next` to go back to) stays on the
+// site that served it. Decided the way a browser decides: by the WHATWG URL parser, on the
+// reference as it will be sent, never by a prefix check ("/\tevil.example/" starts with "/" and one
+// slash, yet a browser strips the tab and goes to https://evil.example/: docs/security.md, "Where
+// the fixed address sends the browser after Start").
 
 /** A base no real site has: a reference that resolves off it resolves off any site. */
 const BASE = new URL("https://same-site.invalid/base/page");

@@ -1,7 +1,8 @@
-// `ws-lease schedule` in the agent (issue 36): the VM's start schedule lives with the VM outside it
-// (Kubernetes: an annotation the collector writes), so the agent only carries a user's request to
-// the collector in its next Report and waits for the Directive that answers it. A request is sent
-// in every Report until it is answered or its caller gave up; nothing is kept on disk.
+// `ws-lease schedule` in the agent (docs/coming-back.md, "A schedule the user sets"): the VM's
+// start schedule lives with the VM outside it (Kubernetes: an annotation the collector writes), so
+// the agent only carries a user's request to the collector in its next Report and waits for the
+// Directive that answers it. A request is sent in every Report until it is answered or its caller
+// gave up; nothing is kept on disk.
 import { randomBytes } from "node:crypto";
 import type { Directive } from "@ws/protocol";
 

@@ -1,31 +1,21 @@
-// The agent's lease and notice service: owns the leases (in memory, in
-// leases.json, in the audit log), serves the ws-lease socket, puts leases in
-// every Report, and applies what the collector's Directives say about them
-// (decided in lease/directive.ts), about the policy, and about pending stops.
+// The agent's lease service: owns the leases (in memory, in leases.json, in the
+// audit log), serves the ws-lease socket, and puts leases in every Report. What
+// the collector's Directives say (about the leases, the policy, pending stops)
+// is handled by lease/directive-handler.ts, which this service lends its leases.
 import { randomBytes } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import {
-  PolicyMode,
-  VmState,
-  type Directive,
-  type EffectivePolicy,
-  type LeaseSignalSchema,
-  type VmStatus,
-  errorMessage,
-  terminalText,
-} from "@ws/protocol";
+import { type Directive, type LeaseSignalSchema, errorMessage, terminalText } from "@ws/protocol";
 import type { Clock } from "../clock.js";
 import { NoticeDelivery } from "../notice/delivery.js";
 import { WelcomeDelivery } from "../notice/welcome.js";
 import { under, type Roots } from "../roots.js";
 import { loadUsers, type Users } from "../users.js";
 import { AuditLog } from "./audit.js";
-import { directiveOnLeases } from "./directive.js";
+import { DirectiveHandler } from "./directive-handler.js";
 import { formatLeaseDuration } from "./format.js";
 import {
   checkTake,
-  DEFAULT_MAX_KEEP_RUNNING_SECONDS,
   isExpired,
   leaseAgeSeconds,
   leaseOnWire,
@@ -50,9 +40,7 @@ import {
   type Answer,
   type CapSource,
   type WireLease,
-  type ModeName,
   type Request,
-  type StateName,
   type StatusView,
 } from "./wire.js";
 
@@ -80,16 +68,8 @@ export function defaultSocketPath(roots: Roots): string {
 
 const LISTEN_RETRY_MS = 30_000;
 
-interface Received<T> {
-  value: T;
-  receivedAtMonoMs: number;
-}
-
 export class LeaseService {
   private leases: LeaseRecord[] = [];
-  private capFromPolicy: number | undefined;
-  private policy: Received<EffectivePolicy> | undefined;
-  private vmStatus: Received<VmStatus> | undefined;
   private collector: { connected: boolean; address: string; sinceMonoMs: number | undefined } = {
     connected: false,
     address: "",
@@ -107,18 +87,23 @@ export class LeaseService {
   private closed = false;
   private users: Users;
   private readonly audit: AuditLog;
-  private readonly notifier: NoticeDelivery;
-  private readonly welcome: WelcomeDelivery;
+  private readonly directives: DirectiveHandler;
 
   private constructor(private readonly options: LeaseServiceOptions) {
     this.users = options.users;
     this.audit = AuditLog.in(options.stateDir, options.log);
-    this.notifier =
-      options.notifier ??
-      new NoticeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log });
-    this.welcome =
-      options.welcome ??
-      new WelcomeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log });
+    this.directives = new DirectiveHandler({
+      audit: this.audit,
+      log: options.log,
+      notifier:
+        options.notifier ??
+        new NoticeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log }),
+      welcome:
+        options.welcome ??
+        new WelcomeDelivery({ roots: options.roots, users: options.users, clock: options.clock, log: options.log }),
+      schedules: this.schedules,
+      onLeasesChanged: options.onLeasesChanged,
+    });
   }
 
   static async open(options: LeaseServiceOptions): Promise<LeaseService> {
@@ -126,7 +111,7 @@ export class LeaseService {
     await mkdir(options.stateDir, { recursive: true, mode: 0o700 });
     const now = service.now();
     const state = await loadLeaseState(options.stateDir, now.wallMs, options.log);
-    service.capFromPolicy = state.maxKeepRunningSeconds;
+    service.directives.capFromPolicy = state.maxKeepRunningSeconds;
     service.leases = state.leases.map((lease) => restoredLease(lease, now));
     service.onDisk = new Set(state.leases.map((lease) => lease.id));
     if (service.leases.length > 0)
@@ -172,43 +157,19 @@ export class LeaseService {
     return { leases: this.leases.map((lease) => leaseOnWire(lease, now)) };
   }
 
+  /** What the collector's Directive says: handled by lease/directive-handler.ts, on these leases. */
   applyDirective(directive: Directive): void {
-    const now = this.now();
-    let changed = false;
-    if (directive.policy) {
-      this.policy = { value: directive.policy, receivedAtMonoMs: now.monoMs };
-      const cap = directive.policy.maxKeepRunningSeconds;
-      if (Number.isFinite(cap) && cap > 0 && cap !== this.capFromPolicy) {
-        this.capFromPolicy = cap;
-        changed = true;
-      }
-    }
-    const result = directiveOnLeases(this.leases, directive, now, this.cap().seconds, this.users);
-    this.leases = result.leases;
-    changed ||= result.changed;
-    this.audit.record(result.decided, now.wallMs);
-    for (const event of result.decided)
-      this.options.log(
-        `lease ${event.lease.id} of ${event.lease.user}: ${event.action}${event.detail ? ` (${event.detail})` : ""}`,
-      );
-    if (result.granted.length > 0) {
-      this.audit.record(
-        result.granted.map((lease) => ({ action: "granted", lease, detail: "via keep-running link" })),
-        now.wallMs,
-      );
-      for (const lease of result.granted)
-        this.options.log(
-          `lease ${lease.id} granted via link to ${lease.user} for ${formatLeaseDuration(lease.requestedSeconds)}: ${lease.reason}`,
-        );
-      this.options.onLeasesChanged?.();
-    }
-    if (directive.status) this.vmStatus = { value: directive.status, receivedAtMonoMs: now.monoMs };
-    if (directive.notice) void this.notifier.deliver(directive.notice, now.monoMs);
-    if (directive.noticeCleared) void this.notifier.clear(directive.noticeCleared);
-    if (directive.welcome) void this.welcome.offer(directive.welcome);
-    if (changed) void this.persist();
-    if (directive.leaseDecisions.length > 0) for (const wake of [...this.confirmationWaiters]) wake();
-    this.schedules.answered(directive);
+    this.directives.apply(directive, this.now(), {
+      leases: () => this.leases,
+      users: () => this.users,
+      adopt: (leases) => {
+        this.leases = leases;
+      },
+      persist: () => void this.persist(),
+      decisionsArrived: () => {
+        for (const wake of [...this.confirmationWaiters]) wake();
+      },
+    });
   }
 
   setCollectorConnected(connected: boolean, address: string): void {
@@ -223,8 +184,7 @@ export class LeaseService {
     await this.server?.close();
     for (const wake of [...this.confirmationWaiters]) wake();
     this.schedules.close();
-    this.welcome.close();
-    await this.notifier.close();
+    await this.directives.close();
     await this.saving;
     await this.audit.flush();
   }
@@ -241,9 +201,7 @@ export class LeaseService {
   }
 
   private cap(): { seconds: number; source: CapSource } {
-    return this.capFromPolicy !== undefined
-      ? { seconds: this.capFromPolicy, source: "policy" }
-      : { seconds: DEFAULT_MAX_KEEP_RUNNING_SECONDS, source: "default" };
+    return this.directives.cap();
   }
 
   private pruneExpired(now: Instant): void {
@@ -273,7 +231,9 @@ export class LeaseService {
       const now = this.now();
       const state = {
         leases: this.leases.map((lease) => storedLease(lease, now)),
-        ...(this.capFromPolicy !== undefined ? { maxKeepRunningSeconds: this.capFromPolicy } : {}),
+        ...(this.directives.capFromPolicy !== undefined
+          ? { maxKeepRunningSeconds: this.directives.capFromPolicy }
+          : {}),
       };
       await saveLeaseState(this.options.stateDir, state);
       this.onDisk = new Set(state.leases.map((lease) => lease.id));
@@ -310,7 +270,7 @@ export class LeaseService {
     }
   }
 
-  /** Carries a schedule request to the collector and waits for its answer (issue 36). */
+  /** Carries a schedule request to the collector and waits for its answer (lease/schedule.ts). */
   private async schedule(request: Extract<Request, { op: "schedule" }>, whoIsCalling: WhoIsCalling): Promise<Answer> {
     const caller = await whoIsCalling();
     if (!caller.ok) return errorAnswer("unverified", `the agent could not verify which user you are: ${caller.reason}`);
@@ -509,37 +469,7 @@ export class LeaseService {
       capSource: cap.source,
       leases: this.leases.map((lease) => leaseView(lease, now)),
     };
-    if (this.vmStatus) {
-      const status = this.vmStatus.value;
-      const elapsed = Math.max(0, (now.monoMs - this.vmStatus.receivedAtMonoMs) / 1000);
-      const idle = status.activeSignals.length > 0 ? status.idleSeconds : status.idleSeconds + elapsed;
-      view.vm = {
-        state: stateName(status.state),
-        idleSeconds: idle,
-        activeSignals: [...status.activeSignals],
-        explanation: status.explanation,
-        mode: modeName(status.mode),
-        ageSeconds: elapsed,
-      };
-      if (status.stopInSeconds !== undefined) {
-        const stopIn = Math.max(0, status.stopInSeconds - elapsed);
-        view.vm.stopInSeconds = stopIn;
-        view.vm.stopAt = new Date(now.wallMs + stopIn * 1000).toISOString();
-      }
-    }
-    if (this.policy) {
-      const policy = this.policy.value;
-      view.policy = {
-        autostopEnabled: policy.autostopEnabled,
-        mode: modeName(policy.mode),
-        profile: policy.profile,
-        idleTimeoutSeconds: policy.idleTimeoutSeconds,
-        gracePeriodSeconds: policy.gracePeriodSeconds,
-        maxKeepRunningSeconds: policy.maxKeepRunningSeconds,
-      };
-    }
-    const notice = this.notifier.pending();
-    if (notice) view.notice = { ...notice, stopAt: new Date(now.wallMs + notice.stopInSeconds * 1000).toISOString() };
+    this.directives.addToStatus(view, now);
     return view;
   }
 }
@@ -566,27 +496,6 @@ export function leaseView(lease: LeaseRecord, now: Instant): WireLease {
   if (lease.collectorMessage !== undefined) view.message = lease.collectorMessage;
   if (lease.via !== undefined) view.via = lease.via;
   return view;
-}
-
-function stateName(state: VmState): StateName {
-  switch (state) {
-    case VmState.ACTIVE:
-      return "Active";
-    case VmState.STOPPING_PENDING:
-      return "StoppingPending";
-    case VmState.STOPPING:
-      return "Stopping";
-    case VmState.STOPPED:
-      return "Stopped";
-    case VmState.AGENT_LOST:
-      return "AgentLost";
-    default:
-      return "Unknown";
-  }
-}
-
-function modeName(mode: PolicyMode): ModeName {
-  return mode === PolicyMode.ENFORCE ? "enforce" : mode === PolicyMode.OBSERVE ? "observe" : "unknown";
 }
 
 /** What a failed write means, in the words a user can act on. */

@@ -78,7 +78,8 @@ export function noticeText(facts: NoticeFacts, nowWallMs: number, timeZone?: str
   const title = when === "now" ? `ws: this VM is stopping now (${at})` : `ws: this VM will stop ${when} (at ${at})`;
   const lines = [
     sentence(`Why: ${why}`),
-    // The hint may end with the keep and start links: never followed by a "." (issue 40).
+    // The hint may end with the keep and start links: never followed by a ".", which a double click
+    // would select with it (packages/protocol/src/links.ts).
     sentence(`To keep it running: ${keep}`),
     `Your files are kept: the disk persists; the VM can be started again.`,
   ];

@@ -22,7 +22,7 @@ export const WINDOW_MS = 10 * 60_000;
  * read again at least this often. Reading /proc/net/tcp makes the kernel walk its whole socket
  * hash (milliseconds of system time on a machine with gigabytes of memory, whatever the number
  * of sockets), then every line is parsed: measured, it was the largest part of an idle agent's
- * sample (docs/benchmarks.md, benchmark 1, issue 30).
+ * sample (docs/benchmarks.md, benchmark 1).
  */
 export const LISTENING_REFRESH_MS = 5 * 60_000;
 

@@ -1,8 +1,9 @@
-// Changing a VM's start schedule (issue 36): the one place every writer goes through — the VM's
-// user with `ws-lease schedule` (through the agent's stream), the owner or an admin on the
-// schedule page. A change is validated here first (a typo is an error with a did-you-mean, and
-// nothing is written), then kept durably on the VM (Kubernetes: its `schedule` annotation, in
-// its canonical form with the time zone spelled out) and audited as a `ScheduleSet` Event.
+// Changing a VM's start schedule (docs/coming-back.md, "A schedule the user sets"): the one place
+// every writer goes through — the VM's user with `ws-lease schedule` (through the agent's stream),
+// the owner or an admin on the schedule page. A change is validated here first (a typo is an error
+// with a did-you-mean, and nothing is written), then kept durably on the VM (Kubernetes: its
+// `schedule` annotation, in its canonical form with the time zone spelled out) and audited as a
+// `ScheduleSet` Event.
 import { formatSchedule, localDate, parseSchedule, parseSkipDate, withSkip } from "@ws/protocol";
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartPlatform } from "../start/platform.js";

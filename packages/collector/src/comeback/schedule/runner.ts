@@ -1,8 +1,8 @@
-// The loop edge that makes a schedule's starts (issue 36): every pass it reads each VM's schedule
-// (comeback/schedule/schedules.ts), and a start that fell due since the last pass goes through the
-// same start path as the start link (StartLinks.start: one start per VM however many ask, a
-// `Started` audit event), as trigger `schedule`. Only the leader fires; a standby keeps its pass
-// clock moving so that it does not make up starts on the day it becomes leader.
+// The loop edge that makes a schedule's starts (docs/coming-back.md): every pass it reads each VM's
+// schedule (comeback/schedule/schedules.ts), and a start that fell due since the last pass goes
+// through the same start path as the start link (StartLinks.start: one start per VM however many
+// ask, a `Started` audit event), as trigger `schedule`. Only the leader fires; a standby keeps its
+// pass clock moving so that it does not make up starts on the day it becomes leader.
 //
 // A start that fails (the platform refused) is tried again every `retryMs` until `giveUpMs` after
 // its time; a start KubeVirt accepted but cannot place (the VMI Pending, unschedulable: its GPU

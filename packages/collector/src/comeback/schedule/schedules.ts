@@ -1,8 +1,9 @@
-// The VM's start schedule as the collector reads it (issue 36): one annotation, `schedule`, that an
-// admin writes (kubectl annotate, a template) and that a user's `ws-lease schedule` or the VM
-// page's form writes for them. Its default time zone is the VM's `time-zone` annotation, else the
-// collector's `start.timeZone`. Pure: annotations and a clock in, what the pages, /api/vms and the
-// loop need out. An invalid line is shown as invalid and never fires anything.
+// The VM's start schedule as the collector reads it (docs/coming-back.md, "A schedule the user
+// sets"): one annotation, `schedule`, that an admin writes (kubectl annotate, a template) and that
+// a user's `ws-lease schedule` or the VM page's form writes for them. Its default time zone is the
+// VM's `time-zone` annotation, else the collector's `start.timeZone`. Pure: annotations and a clock
+// in, what the pages, /api/vms and the loop need out. An invalid line is shown as invalid and never
+// fires anything.
 import { describeInstant, describeSchedule, nextStart, nextStopBy, parseSchedule, type Schedule } from "@ws/protocol";
 
 export const SCHEDULE_ANNOTATION = "schedule";

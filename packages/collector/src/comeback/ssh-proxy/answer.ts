@@ -1,9 +1,9 @@
-// What the ssh helper makes of the collector's answer to its start link (issue 34, issue 40). The
-// helper may reach anything at the link's address: ws, but also a site login in front of
-// /start/ (an HTML page, a 302 to an auth proxy, a 401), a gateway's own error page (JSON or
-// not), or nothing at all. Every answer becomes one of a few kinds, each with a sentence for the
-// person and a defined next step, so no answer can crash the helper or pass for "ws does not
-// answer". Pure: the answer's status, headers and (the first bytes of its) body in.
+// What the ssh helper makes of the collector's answer to its start link (docs/coming-back.md,
+// "`ssh` that wakes the VM"). The helper may reach anything at the link's address: ws, but also a
+// site login in front of /start/ (an HTML page, a 302 to an auth proxy, a 401), a gateway's own
+// error page (JSON or not), or nothing at all. Every answer becomes one of a few kinds, each with a
+// sentence for the person and a defined next step, so no answer can crash the helper or pass for
+// "ws does not answer". Pure: the answer's status, headers and (the first bytes of its) body in.
 import { isJsonObject, terminalText } from "@ws/protocol";
 import type { StartJson } from "../start/handler.js";
 import type { StartStatus } from "../start/progress.js";

@@ -1,9 +1,9 @@
-// The starts this collector was asked for: one start per VM at a time (two POSTs from two tabs,
-// or a page and an ssh helper, share the first one's request), when each was asked for and by
-// whom, and when it became ready. Counts what the metrics export. A start answers one stop: once
-// the VM stops again (ws stopped it, or anyone did: `virtctl stop`, a shutdown in the guest), the
-// start is history and the next one is a new way back (issue 40). Bounded: finished starts are
-// forgotten after a while, and at most `limit` are kept.
+// The starts this collector was asked for: one start per VM at a time (two POSTs from two tabs, or
+// a page and an ssh helper, share the first one's request), when each was asked for and by whom,
+// and when it became ready. Counts what the metrics export. A start answers one stop: once the VM
+// stops again (ws stopped it, or anyone did: `virtctl stop`, a shutdown in the guest), the start is
+// history and the next one is a new way back (docs/coming-back.md, "A start answers one stop").
+// Bounded: finished starts are forgotten after a while, and at most `limit` are kept.
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartFacts, StartResult } from "./platform.js";
 import { type AttemptFacts, instanceLive } from "./progress.js";

@@ -8,7 +8,7 @@
  * `cdrom` (an installer ISO, as in the single-node desktop guide) or as a disk marked
  * `readonly: true`. The safety reads the domain's devices, not only the volume list.
  */
-import type { VmVolume } from "./vm-model.js";
+import { CONFIGURATION_SOURCE_KEYS, type VmVolume } from "./vm-model.js";
 
 export { DEFAULT_ANNOTATION_PREFIX } from "../../engine/policy.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "../../engine/policy.js";
@@ -31,16 +31,7 @@ export type SafetyVerdict =
   | { safe: false; reasons: string[] };
 
 /** Volume sources that only feed configuration into the guest. */
-const CONFIGURATION_SOURCES = new Set([
-  "cloudInitNoCloud",
-  "cloudInitConfigDrive",
-  "configMap",
-  "secret",
-  "serviceAccount",
-  "downwardAPI",
-  "downwardMetrics",
-  "sysprep",
-]);
+const CONFIGURATION_SOURCES: ReadonlySet<string> = new Set(CONFIGURATION_SOURCE_KEYS);
 
 /** Volume sources whose data lives on a PVC of their own. */
 const CLAIM_SOURCES = new Set(["persistentVolumeClaim", "dataVolume", "memoryDump"]);

@@ -75,13 +75,8 @@ export function effectiveRunStrategy(spec: unknown): { runStrategy: string; runn
   return { runStrategy: rs ?? "Halted", running: null };
 }
 
-const SOURCE_KEYS = [
-  "dataVolume",
-  "persistentVolumeClaim",
-  "ephemeral",
-  "containerDisk",
-  "emptyDisk",
-  "hostDisk",
+/** Volume sources that only feed configuration into the guest (a stop loses nothing on them: safety.ts). */
+export const CONFIGURATION_SOURCE_KEYS = [
   "cloudInitNoCloud",
   "cloudInitConfigDrive",
   "configMap",
@@ -90,6 +85,17 @@ const SOURCE_KEYS = [
   "downwardAPI",
   "downwardMetrics",
   "sysprep",
+] as const;
+
+/** Every volume source KubeVirt names, in the order a volume's source is looked for. */
+const SOURCE_KEYS = [
+  "dataVolume",
+  "persistentVolumeClaim",
+  "ephemeral",
+  "containerDisk",
+  "emptyDisk",
+  "hostDisk",
+  ...CONFIGURATION_SOURCE_KEYS,
   "memoryDump",
 ] as const;
 
