@@ -29,3 +29,42 @@ export interface FleetObserver {
   owner(vm: VmKey): string;
   forget(vm: VmKey): void;
 }
+
+/** What a wrapper does after the observer it wraps has seen a decision, a stop or a forgotten VM. */
+export interface ObserverTaps {
+  decided?(vm: VmKey, decision: Decision, previous: VmRecord | undefined, policy: Policy, nowMs: number): void;
+  stopped?(
+    vm: VmKey,
+    result: StopResult,
+    stop: { reason: string; trigger: StopTrigger },
+    policy: Policy,
+    nowMs: number,
+  ): void;
+  forget?(vm: VmKey): void;
+}
+
+/**
+ * `inner`, with `taps` called after it. Every other call passes through here, in one place, so a
+ * call added to FleetObserver reaches the innermost observer through every wrapper (given back,
+ * spend, wrong stops) instead of being dropped by the one that did not know it.
+ */
+export function tapped(inner: FleetObserver, taps: ObserverTaps): FleetObserver {
+  return {
+    decided(vm, decision, previous, policy, now) {
+      inner.decided(vm, decision, previous, policy, now);
+      taps.decided?.(vm, decision, previous, policy, now);
+    },
+    quietMinutes: (vm, minutes, state) => inner.quietMinutes?.(vm, minutes, state),
+    stopped(vm, result, stop, policy, now) {
+      inner.stopped(vm, result, stop, policy, now);
+      taps.stopped?.(vm, result, stop, policy, now);
+    },
+    deliversNotice: (mode, policy) => inner.deliversNotice(mode, policy),
+    noticeLink: (vm, noticeId, deadlineMs) => inner.noticeLink(vm, noticeId, deadlineMs),
+    owner: (vm) => inner.owner(vm),
+    forget(vm) {
+      inner.forget(vm);
+      taps.forget?.(vm);
+    },
+  };
+}

@@ -3,7 +3,7 @@
 // and an accepted stop sample that VM at once, so the change is counted when it happens rather
 // than at the next 30 s tick.
 import type { VmRecord } from "../../engine/types.js";
-import type { FleetObserver } from "../../loop/fleet-observer.js";
+import { type FleetObserver, tapped } from "../../loop/fleet-observer.js";
 import type { VmKey } from "../../model/vm-key.js";
 
 /** Whether a decision from `previous` to `next` changes which spend kinds the VM counts under. */
@@ -14,18 +14,12 @@ export function changesSpend(previous: VmRecord | undefined, next: VmRecord): bo
 }
 
 export function withSpend(inner: FleetObserver, touch: (vm: VmKey, nowMs: number) => void): FleetObserver {
-  return {
-    decided(vm, decision, previous, policy, now) {
-      inner.decided(vm, decision, previous, policy, now);
+  return tapped(inner, {
+    decided(vm, decision, previous, _policy, now) {
       if (changesSpend(previous, decision.next)) touch(vm, now);
     },
-    stopped(vm, result, stop, policy, now) {
-      inner.stopped(vm, result, stop, policy, now);
+    stopped(vm, result, _stop, _policy, now) {
       if (result.outcome === "accepted") touch(vm, now);
     },
-    deliversNotice: (mode, policy) => inner.deliversNotice(mode, policy),
-    noticeLink: (vm, noticeId, deadlineMs) => inner.noticeLink(vm, noticeId, deadlineMs),
-    owner: (vm) => inner.owner(vm),
-    forget: (vm) => inner.forget(vm),
-  };
+  });
 }
