@@ -1,5 +1,5 @@
 // What `whatif --sweep` costs: a week of a fleet at whatif's default one-minute step, replayed once per
-// swept value through whatif's own replay (simulateVm → step → decide), in CPU time (process.cpuUsage:
+// swept value through whatif's own replay (replayVm → step → decide, what simulateVm runs), in CPU time (process.cpuUsage:
 // the machine may be shared). The fleet: people who type from 9 to 17 with a lunch break, idle nights,
 // one GPU each. `node bench/run.mjs whatif [--vms N] [--values N]` (default 1000 VMs, 4 values).
 // Prints a markdown table.

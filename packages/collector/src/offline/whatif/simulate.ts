@@ -45,8 +45,6 @@ export interface SimulationOptions {
   policy: Policy;
   grid: StepGrid;
   falseStopWindowSeconds: number;
-  /** The Reports of receivedReports(history, grid), when a sweep replays one history under several policies. */
-  reports?: ReadonlyArray<ReceivedReport | undefined>;
   /** Every decision of the replay, in order (the test that holds live, replay and whatif to one loop reads them). */
   onDecision?: (decision: Decision) => void;
 }
@@ -84,17 +82,17 @@ function activityAfter(
 }
 
 /**
- * The Report the collector received at each step, as the agent sent it (undefined where none was):
- * they depend on the recording only, not on the policy, so a sweep builds them once per VM.
+ * The Report the collector received at each step, as the agent sent it (undefined where none was),
+ * built in step order (a lease is known from the step it was first seen). They depend on the
+ * recording only, not on the policy: a sweep builds each once and hands it to every replay of the
+ * VM at that step, so it dies young instead of a week of them being held (and copied by the GC).
  */
-export function receivedReports(history: VmHistory, grid: StepGrid): Array<ReceivedReport | undefined> {
+export function reportBuilder(history: VmHistory, grid: StepGrid): (index: number) => ReceivedReport | undefined {
   const leaseFirstSeen = new Map<number, number>();
-  const reports: Array<ReceivedReport | undefined> = new Array(grid.count);
-  for (let index = 0; index < grid.count; index++) {
+  return (index) => {
     const sample = history.samples[index];
-    reports[index] = sample ? synthesize(sample, grid.startMs + index * grid.stepMs) : undefined;
-  }
-  return reports;
+    return sample ? synthesize(sample, grid.startMs + index * grid.stepMs) : undefined;
+  };
 
   function synthesize(sample: StepSample, atMs: number): ReceivedReport | undefined {
     if (!sample.connected || !sample.readings) return undefined;
@@ -116,7 +114,21 @@ export function receivedReports(history: VmHistory, grid: StepGrid): Array<Recei
   }
 }
 
+/** One VM's replay under one policy, fed step by step (every step of the grid, in order, then finish). */
+export interface VmReplay {
+  step(index: number, received: ReceivedReport | undefined): void;
+  finish(): VmOutcome;
+}
+
 export function simulateVm(history: VmHistory, options: SimulationOptions): VmOutcome {
+  const replay = replayVm(history, options);
+  const reportAt = reportBuilder(history, options.grid);
+  for (let index = 0; index < options.grid.count; index++) replay.step(index, reportAt(index));
+  return replay.finish();
+}
+
+/** What simulateVm does, one step at a time: a sweep steps one VM's replays under every policy together. */
+export function replayVm(history: VmHistory, options: SimulationOptions): VmReplay {
   const { policy, grid } = options;
   const windowMs = options.falseStopWindowSeconds * 1000;
   const stops: SimulatedStop[] = [];
@@ -125,7 +137,6 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
   let stopped: Stopped | undefined;
   let gpus = 0;
   let reportedSteps = 0;
-  const reports = options.reports ?? receivedReports(history, grid);
   // When the notice now standing was first sent: cleared when the VM is active again, read at the stop.
   let noticeSinceMs: number | undefined;
 
@@ -173,24 +184,23 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
     return decision;
   };
 
-  for (let index = 0; index < grid.count; index++) {
+  const stepAt = (index: number, received: ReceivedReport | undefined): void => {
     const atMs = grid.startMs + index * grid.stepMs;
     const sample = history.samples[index];
     if (sample?.gpuCount !== undefined) gpus = sample.gpuCount;
-    const received = reports[index];
     if (received) reportedSteps++;
 
     if (stopped) {
       if (received) {
         const activity = activityAfter(received, policy, stopped.record, stopped.atMs);
-        if (!activity) continue;
+        if (!activity) return;
         endStop(Math.max(activity.atMs, stopped.atMs), "activity", activity.what);
       } else if (!sample?.connected && stopped.trigger === "idle") {
         // The recorded VM went away (stopped for real, or its agent is gone): nothing more to save.
         endStop(atMs, "vm-gone");
-        continue;
+        return;
       } else {
-        continue;
+        return;
       }
     }
 
@@ -205,20 +215,25 @@ export function simulateVm(history: VmHistory, options: SimulationOptions): VmOu
       if (wakeAt === undefined || wakeAt >= nextMs || wakeAt <= decision.explanation.atMs) break;
       decision = run(wakeAt, { kind: "wake" });
     }
-  }
-  if (stopped) endStop(grid.startMs + (grid.count - 1) * grid.stepMs, "end-of-range");
-
-  const vmHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds, 0) / 3600;
-  const gpuHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds * stop.gpus, 0) / 3600;
-  return {
-    namespace: history.namespace,
-    name: history.name,
-    stops,
-    vmHoursSaved,
-    gpuHoursSaved,
-    likelyFalseStops: stops.filter((stop) => stop.likelyFalse).length,
-    reportedSteps,
   };
+
+  return { step: stepAt, finish };
+
+  function finish(): VmOutcome {
+    if (stopped) endStop(grid.startMs + (grid.count - 1) * grid.stepMs, "end-of-range");
+
+    const vmHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds, 0) / 3600;
+    const gpuHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds * stop.gpus, 0) / 3600;
+    return {
+      namespace: history.namespace,
+      name: history.name,
+      stops,
+      vmHoursSaved,
+      gpuHoursSaved,
+      likelyFalseStops: stops.filter((stop) => stop.likelyFalse).length,
+      reportedSteps,
+    };
+  }
 }
 
 export interface WhatifTotals {

@@ -5,7 +5,7 @@ import type { DisputeRecord } from "../../comeback/start/disputes.js";
 import { disputeVerdicts } from "./disputes-report.js";
 import type { Policy } from "../../engine/types.js";
 import type { MatrixSeries, StepGrid, VmHistory } from "./history.js";
-import { receivedReports, simulateVm, type VmOutcome } from "./simulate.js";
+import { replayVm, reportBuilder, type VmOutcome } from "./simulate.js";
 
 /** Likely-false stops allowed per 100 stops when --false-stop-budget is not given. */
 export const DEFAULT_FALSE_STOP_BUDGET = 1;
@@ -275,24 +275,24 @@ export interface SweepRunInput {
 }
 
 /**
- * Every point replayed through whatif's one replay (simulateVm → step → decide), then summed. One VM
- * at a time under every policy: its Reports are built once (they depend on the recording only) and
- * only one VM's are held at a time.
+ * Every point replayed through whatif's one replay (simulateVm's replayVm → step → decide), then summed.
+ * One VM at a time, its replays under every policy stepped together: each Report is built once (it
+ * depends on the recording only), handed to every replay at its step, and then dropped.
  */
 export function runSweep(input: SweepRunInput): SweepRow[] {
   const policies = input.plan.points.map((point) => input.policyFor(point.overrides));
   const outcomes: VmOutcome[][] = policies.map(() => []);
   for (const history of input.histories) {
-    const reports = receivedReports(history, input.grid);
-    policies.forEach((policy, index) => {
-      outcomes[index]!.push(
-        simulateVm(history, {
-          policy,
-          grid: input.grid,
-          falseStopWindowSeconds: input.falseStopWindowSeconds,
-          reports,
-        }),
-      );
+    const reportAt = reportBuilder(history, input.grid);
+    const replays = policies.map((policy) =>
+      replayVm(history, { policy, grid: input.grid, falseStopWindowSeconds: input.falseStopWindowSeconds }),
+    );
+    for (let index = 0; index < input.grid.count; index++) {
+      const received = reportAt(index);
+      for (const replay of replays) replay.step(index, received);
+    }
+    replays.forEach((replay, index) => {
+      outcomes[index]!.push(replay.finish());
     });
   }
   return input.plan.points.map((point, index) =>
