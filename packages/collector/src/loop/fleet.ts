@@ -38,6 +38,7 @@ import {
 import { applyInput, newVmLoopState, step, type StepInput, type VmLoopState } from "./step.js";
 import { vmView } from "./view.js";
 import { readingFor, type HostBatch } from "./hostside/queries.js";
+import type { Schedule } from "@ws/protocol";
 
 export type { Actuator, StopEvidence } from "./actions.js";
 
@@ -48,6 +49,8 @@ export interface FleetOptions {
   authenticate: (vm: VmKey, token: string, peer: string) => Promise<AuthResult> | AuthResult;
   /** Labels and annotations that select each VM's policy (standalone: from the config file). */
   policySource: PolicySource;
+  /** The VM's valid start schedule (comeback/schedule/), whose "stop by" the engine enforces; absent: none. */
+  scheduleOf?: (vm: VmKey) => Schedule | undefined;
   stats?: CollectorStats;
   /** The record a restarted collector resumes from (Kubernetes: the VM's annotations). */
   restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
@@ -344,6 +347,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     entry: VmEntry,
     resolved = resolveVmPolicy(this.options.policySource, entry.key, entry.lastValidPolicy),
   ): boolean {
+    const stopByChanged = this.applyStopBy(entry);
     const errorsChanged = JSON.stringify(resolved.errors) !== JSON.stringify(entry.policyErrors);
     const policyChanged = JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
     // The same policy keeps its object: the evidence kept for the latest Report stays valid.
@@ -358,7 +362,18 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
       });
     }
-    return policyChanged || errorsChanged;
+    return policyChanged || errorsChanged || stopByChanged;
+  }
+
+  /** The schedule's stop-by travels with the VM's loop state (only a schedule with one: nothing changes for the rest). */
+  private applyStopBy(entry: VmEntry): boolean {
+    const schedule = this.options.scheduleOf?.(entry.key);
+    const stopBy = schedule?.stopByMinute === undefined ? undefined : schedule;
+    const changed = JSON.stringify(stopBy) !== JSON.stringify(entry.loop.stopBy);
+    if (!changed) return false;
+    if (stopBy) entry.loop.stopBy = stopBy;
+    else delete entry.loop.stopBy;
+    return true;
   }
 
   private evaluate(entry: VmEntry, now: number, input: StepInput, fromReport = false): void {

@@ -64,6 +64,7 @@ import { ScheduleRunner } from "../comeback/schedule/runner.js";
 import { ScheduleEditor } from "../comeback/schedule/editor.js";
 import { SchedulePage } from "../comeback/schedule/page.js";
 import { ScheduleAgentRequests } from "../comeback/schedule/agent-requests.js";
+import { scheduleOf } from "../comeback/schedule/schedules.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
@@ -373,6 +374,10 @@ function buildFleet(
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
+    // The schedule's "stop by" (docs/coming-back.md): read from the VM's annotation on every refresh, so a restart loses nothing.
+    scheduleOf: (vm) =>
+      scheduleOf(mode.policySource.metadataFor(vm).annotations, mode.policySource.prefix, config.start.timeZone)
+        ?.schedule,
     acting: mode.leader,
     reportHeartbeatMs: config.reportHeartbeatSeconds * 1000,
     ...(mode.restore ? { restore: mode.restore } : {}),
