@@ -213,7 +213,9 @@ function decidePending(d: Draft): Outcome {
   const held = heldBy(d);
   if (held !== undefined) return cancelPendingStop(d, held, { reason: `pending stop cancelled, held: ${held}` });
   // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
-  if (withdrawObserveNotice(d)) return startNotice(d);
+  // A stop-by notice is sent again as what it was (its stop-by already spent: the record keeps the next).
+  if (withdrawObserveNotice(d))
+    return byStopBy ? startStopByNotice(d, rec.stopByAtMs, notice.sentAtMs) : startNotice(d);
   const wait = (reason: string): Outcome => ({ ...pendingTiming(d, reason), waiting: true });
   if (rec.awaitingFreshReport)
     return wait("restored after a collector restart: waiting for a fresh report before the pending stop can go ahead");

@@ -116,10 +116,10 @@ export function startNotice(d: Draft): Outcome {
  * counted from now, so any activity during the grace cancels it and a VM in use is never stopped.
  * The stop-by is then spent: the next one is the schedule's next.
  */
-export function startStopByNotice(d: Draft, nextStopByMs: number | undefined): Outcome {
+export function startStopByNotice(d: Draft, nextStopByMs: number | undefined, reachedAtMs?: number): Outcome {
   const { rec, policy, nowMs } = d;
   const idle = idleMs(d) ?? 0;
-  const at = rec.stopByAtMs ?? nowMs;
+  const at = reachedAtMs ?? rec.stopByAtMs ?? nowMs;
   rec.stopByAtMs = nextStopByMs;
   transition(d, "StoppingPending");
   const notice = sendNotice(

@@ -84,3 +84,21 @@ describe("decide: the schedule's stop-by", () => {
     expect(sim.record!.stopByAtMs).toBe(STOP_BY + 24 * HOUR);
   });
 });
+
+describe("decide: a stop-by notice when observe turns to enforce", () => {
+  it("is withdrawn and sent again as a stop-by notice, not an idle one", () => {
+    const sim = new Sim(testPolicy({ mode: "observe", idleTimeoutSeconds: 2 * 3600 }));
+    sim.stopBy = dailyStopBy;
+    sim.send(typing());
+    sim.idleFor(31 * MINUTE);
+    expect(sim.state).toBe("StoppingPending");
+    sim.policy = testPolicy({ mode: "enforce", idleTimeoutSeconds: 2 * 3600 });
+    const decisions = sim.idleFor(MINUTE);
+    expect(actionsOf(decisions, "notice-cleared")).toHaveLength(1);
+    const [again] = actionsOf(decisions, "notice");
+    expect(again).toMatchObject({ mode: "enforce" });
+    expect(again?.reason).toMatch(/stop-by time was reached/);
+    expect(sim.state).toBe("StoppingPending");
+    expect(sim.record!.stopByAtMs).toBe(STOP_BY + 24 * HOUR);
+  });
+});
