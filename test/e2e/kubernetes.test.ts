@@ -2141,4 +2141,43 @@ describe("A schedule the user sets (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }
     expect(Date.parse(event["eventTime"] as string)).toBeGreaterThanOrEqual(fireMs);
     expect(event["note"]).toContain("via schedule");
   });
+
+  it("stop by: at its time an idle running VM gets the notice and grace and is stopped; a lease holds another", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context);
+    // The next whole minute at least 45 s away (UTC); the start is 6 h later, so it never fires here.
+    const stopByMs = Math.ceil((Date.now() + 45_000) / 60_000) * 60_000;
+    const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);
+    const schedule = `daily ${hhmm(stopByMs + 6 * 3600_000)} stop by ${hhmm(stopByMs)} tz UTC`;
+    // idle-timeout 2h: only the stop-by can stop these VMs within the test.
+    const annotations = { [`${PREFIX}schedule`]: schedule, [`${PREFIX}idle-timeout`]: "2h" };
+    for (const name of ["stopby", "stopby-lease"])
+      s.kube.seedWorkstation({ namespace: NS, name, podIp: "127.0.0.1", annotations });
+    const collector = await s.collector("collector-0");
+    await s.leader(collector);
+    const idle = await s.agent("stopby", collector.grpcPort);
+    const leased = await s.agent("stopby-lease", collector.grpcPort);
+    await idle.proc.waitFor(/connected to collector/, 60_000);
+    await leased.proc.waitFor(/connected to collector/, 60_000);
+    const lease = await leased.lease("1h", "--reason", "e2e: the evening run");
+    expect(lease.code, lease.stderr).toBe(0);
+
+    const pending = await s.waitForEvent("stopby", "IdleStopPending", stopByMs - Date.now() + 60_000);
+    expect(pending["note"]).toMatch(/the schedule's stop-by time was reached/);
+    expect(Date.parse(pending["eventTime"] as string)).toBeGreaterThanOrEqual(stopByMs);
+    const puts = await eventually(
+      () => (s.stopPuts("stopby").length > 0 ? s.stopPuts("stopby") : undefined),
+      (GRACE_S + 60) * 1000,
+      "the stop-by's stop after the grace",
+    );
+    expect(puts).toHaveLength(1);
+    const stopped = await s.waitForEvent("stopby", "IdleStop", 30_000);
+    expect(stopped["note"]).toMatch(/stop-by time was reached and the grace period .* is over/);
+
+    // The leased VM: past the same stop-by and grace, no notice and no stop.
+    await moreReports(collector, 3);
+    expect(s.events("stopby-lease", "IdleStopPending")).toHaveLength(0);
+    expect(s.stopPuts("stopby-lease")).toHaveLength(0);
+    expect(s.annotation("stopby-lease", "state")).toBe("Active");
+  });
 });

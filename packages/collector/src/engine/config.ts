@@ -10,6 +10,7 @@
 // the annotation names without the prefix.
 
 import { parse as parseYaml, YAMLParseError } from "yaml";
+import { parseSchedule } from "@ws/protocol";
 import {
   BUILTIN_DEFAULT_POLICY,
   DEFAULT_ANNOTATION_PREFIX,
@@ -24,6 +25,12 @@ export interface CollectorPolicyConfig {
   annotationPrefix: string;
   defaults: Policy;
   profiles: Record<string, PolicyOverrides>;
+  /**
+   * A profile's start schedule (`schedule: weekdays 08:45`, docs/coming-back.md): not a policy
+   * knob (decide never reads it) but kept by profile name for the VMs that name the profile and
+   * have no `schedule` annotation of their own. Validated here: a typo is a config error.
+   */
+  profileSchedules?: Record<string, string>;
 }
 
 export type ConfigResult = { ok: true; config: CollectorPolicyConfig } | { ok: false; errors: string[] };
@@ -104,6 +111,7 @@ export function parseCollectorPolicyDocument(
   }
 
   const profiles: Record<string, PolicyOverrides> = {};
+  const profileSchedules: Record<string, string> = {};
   if (document.profiles !== undefined && document.profiles !== null) {
     if (!isPlainObject(document.profiles)) {
       errors.push("profiles: must be a mapping from profile name to settings");
@@ -123,7 +131,17 @@ export function parseCollectorPolicyDocument(
           errors.push(`profiles.${name}: must be a mapping of settings, such as idle-timeout: 8h`);
           continue;
         }
-        const overrides = sectionKnobs(`profiles.${name}`, body, errors);
+        const { schedule, ...knobs } = body;
+        if (schedule !== undefined) {
+          const line = typeof schedule === "string" ? schedule.trim() : "";
+          // The zone only matters for a line that names none; the VM's zone applies when it is read.
+          const parsed = line
+            ? parseSchedule(line, "UTC")
+            : { ok: false as const, error: "must be a schedule line such as weekdays 08:45" };
+          if (parsed.ok) profileSchedules[name] = line;
+          else errors.push(`profiles.${name}.schedule (${String(schedule)}): ${parsed.error}`);
+        }
+        const overrides = sectionKnobs(`profiles.${name}`, knobs, errors, ["schedule"]);
         profiles[name] = overrides;
         for (const error of crossCheckPolicy(mergePolicy(defaults, overrides), (knob) => `profiles.${name}.${knob}`)) {
           errors.push(`${error.key}: ${error.message}`);
@@ -133,17 +151,34 @@ export function parseCollectorPolicyDocument(
   }
 
   if (errors.length > 0) return { ok: false, errors };
-  return { ok: true, config: { annotationPrefix, defaults, profiles } };
+  return {
+    ok: true,
+    config: {
+      annotationPrefix,
+      defaults,
+      profiles,
+      ...(Object.keys(profileSchedules).length > 0 ? { profileSchedules } : {}),
+    },
+  };
 }
 
-function sectionKnobs(path: string, section: Record<string, unknown>, errors: string[]): PolicyOverrides {
+/** `alsoKnown`: keys the section takes besides the knobs (a profile's `schedule`), offered by did-you-mean. */
+function sectionKnobs(
+  path: string,
+  section: Record<string, unknown>,
+  errors: string[],
+  alsoKnown: readonly string[] = [],
+): PolicyOverrides {
   const entries = Object.entries(section);
   const profileEntry = entries.findIndex(([name]) => name === "profile");
   if (profileEntry >= 0) {
     errors.push(`${path}.profile: a profile is chosen per VM (annotation), not inside the config's ${path}`);
     entries.splice(profileEntry, 1);
   }
-  const { overrides, errors: knobErrors } = parseKnobs(entries, "config", { keyLabel: (name) => `${path}.${name}` });
+  const { overrides, errors: knobErrors } = parseKnobs(entries, "config", {
+    keyLabel: (name) => `${path}.${name}`,
+    alsoKnown,
+  });
   for (const error of knobErrors) {
     errors.push(`${error.key}${error.value !== undefined ? ` (${error.value})` : ""}: ${error.message}`);
   }

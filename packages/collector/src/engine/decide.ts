@@ -52,6 +52,7 @@ import {
   withdrawObserveNotice,
   graceOverStop,
   startNotice,
+  startStopByNotice,
   cancelPendingStop,
   requestStop,
   recordWouldStop,
@@ -113,6 +114,7 @@ export function decide(nowMs: number, policy: Policy, observation: Observation, 
     draft.rec.awaitingFreshReport = false;
   }
   draft.rec.host = advanceHostClock(draft.rec.host, observation.host, policy);
+  noteStopBy(draft);
   let arrivedBecause: string | undefined;
   let outcome = STATES[draft.rec.state](draft);
   while (outcome.handOver) {
@@ -137,6 +139,24 @@ function loseAgent(d: Draft, silentMs: number): Outcome {
   return { reason, handOver: true };
 }
 
+/**
+ * The schedule's stop-by (issue 36): the record keeps the instant the running VM waits for. A VM
+ * without one keeps no such field (its decisions are as before). Only an Active VM acts on a due
+ * stop-by; in any other state (already stopping, stopped, not seen) a passed one is spent.
+ */
+function noteStopBy(d: Draft): void {
+  const { rec, nowMs, observation } = d;
+  const next = observation.nextStopByMs;
+  if (next === undefined) {
+    if (rec.stopByAtMs !== undefined) delete rec.stopByAtMs;
+    return;
+  }
+  const due = rec.stopByAtMs !== undefined && rec.stopByAtMs <= nowMs;
+  if (!due || rec.state !== "Active") rec.stopByAtMs = next;
+}
+
+const stopByDue = (d: Draft): boolean => d.rec.stopByAtMs !== undefined && d.rec.stopByAtMs <= d.nowMs;
+
 // --- one function per state -----------------------------------------------------------------
 
 function decideActive(d: Draft): Outcome {
@@ -150,6 +170,12 @@ function decideActive(d: Draft): Outcome {
   if (!policy.autostopEnabled) return wait(`autostop is disabled: tracked, never stopped (idle ${duration(idle)})`);
   if (rec.awaitingFreshReport)
     return wait("restored after a collector restart: waiting for a fresh report before deciding");
+  if (stopByDue(d)) {
+    // A lease (or any veto) holds the stop-by as it holds any stop: it stays due until the veto ends.
+    const held = heldBy(d);
+    if (held !== undefined) return wait(`the schedule's stop-by time is reached, but held: ${held}`);
+    return startStopByNotice(d, d.observation.nextStopByMs);
+  }
   if (!idleTimeoutReached(d))
     return wait(
       `idle ${duration(idle)} of ${formatDuration(policy.idleTimeoutSeconds)}; last activity: ${lastSeen(d)}`,
@@ -178,7 +204,8 @@ function decidePending(d: Draft): Outcome {
     });
   if (activitySince(rec, notice.idleSinceMs))
     return cancelPendingStop(d, `activity: ${rec.clock.lastActivityDetail ?? "seen"}`);
-  if (!idleTimeoutReached(d))
+  const byStopBy = notice.cause === "stop-by";
+  if (!byStopBy && !idleTimeoutReached(d))
     return cancelPendingStop(
       d,
       `idle ${duration(idle)} is below idle-timeout ${formatDuration(policy.idleTimeoutSeconds)} now`,
@@ -186,10 +213,23 @@ function decidePending(d: Draft): Outcome {
   const held = heldBy(d);
   if (held !== undefined) return cancelPendingStop(d, held, { reason: `pending stop cancelled, held: ${held}` });
   // A notice that promised nothing would happen cannot turn into a stop: warn again, for real.
-  if (withdrawObserveNotice(d)) return startNotice(d);
+  // A stop-by notice is sent again as what it was (its stop-by already spent: the record keeps the next).
+  if (withdrawObserveNotice(d))
+    return byStopBy ? startStopByNotice(d, rec.stopByAtMs, notice.sentAtMs) : startNotice(d);
   const wait = (reason: string): Outcome => ({ ...pendingTiming(d, reason), waiting: true });
   if (rec.awaitingFreshReport)
     return wait("restored after a collector restart: waiting for a fresh report before the pending stop can go ahead");
+  if (graceOver(notice, nowMs) && byStopBy) {
+    const why = `the schedule's stop-by time was reached and the grace period of the notice ${notice.id} is over with no activity, lease or other veto; last activity: ${lastSeen(d)}${blindNote(d)}`;
+    return graceOverStop(
+      d,
+      notice,
+      "idle",
+      why,
+      (reason, waiting) => ({ ...pendingTiming(d, reason), waiting }),
+      "no activity since the stop-by notice",
+    );
+  }
   if (graceOver(notice, nowMs)) {
     const why = `idle for ${duration(idle)} (idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}) and the grace period of the notice ${notice.id} is over with no activity, lease or other veto; last activity: ${lastSeen(d)}${unattendedNote(d)}${blindNote(d)}`;
     return graceOverStop(

@@ -111,6 +111,33 @@ export function startNotice(d: Draft): Outcome {
   );
 }
 
+/**
+ * The schedule's stop-by time is reached (stopByDue): the same notice and grace as an idle stop,
+ * counted from now, so any activity during the grace cancels it and a VM in use is never stopped.
+ * The stop-by is then spent: the next one is the schedule's next.
+ */
+export function startStopByNotice(d: Draft, nextStopByMs: number | undefined, reachedAtMs?: number): Outcome {
+  const { rec, policy, nowMs } = d;
+  const idle = idleMs(d) ?? 0;
+  const at = reachedAtMs ?? rec.stopByAtMs ?? nowMs;
+  rec.stopByAtMs = nextStopByMs;
+  transition(d, "StoppingPending");
+  const notice = sendNotice(
+    d,
+    nowMs,
+    idle,
+    `the schedule's stop-by time was reached ${duration(nowMs - at)} ago; last activity: ${lastSeen(d)}`,
+  );
+  rec.notice = { ...notice, cause: "stop-by" };
+  const what = stopWord(policy);
+  const reason = `${notice.reason}; ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`;
+  event(d, "Normal", "IdleStopPending", reason);
+  return pendingTiming(
+    d,
+    `stop-by reached and no veto: notice sent, ${what} in ${formatDuration(policy.gracePeriodSeconds)} unless there is activity or a lease`,
+  );
+}
+
 export function pushNotice(d: Draft, notice: PendingNotice, repeat: boolean, idle = idleMs(d) ?? 0): void {
   const { rec, policy, nowMs } = d;
   // The agent writes every notice to the terminals: remember when, so that output is not taken for activity.
@@ -225,6 +252,7 @@ export function activeTiming(d: Draft, reason: string): Outcome {
     ...vetoEnds(d),
     agentLostAtMs(rec, policy),
     policy.autostopEnabled ? idleAtMs : undefined,
+    policy.autostopEnabled ? rec.stopByAtMs : undefined,
   ]);
   return { reason, wakeAtMs, stopAtMs };
 }

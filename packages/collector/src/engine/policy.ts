@@ -244,7 +244,11 @@ export const NON_POLICY_ANNOTATION_NAMES: readonly string[] = [
 export function parseKnobs(
   entries: Iterable<[string, unknown]>,
   source: KnobSource,
-  options: { keyLabel?: (name: string) => string; ignoredNames?: readonly string[] } = {},
+  options: {
+    keyLabel?: (name: string) => string;
+    ignoredNames?: readonly string[];
+    alsoKnown?: readonly string[];
+  } = {},
 ): { overrides: PolicyOverrides; errors: PolicyError[] } {
   const label = options.keyLabel ?? ((name: string) => name);
   const overrides: PolicyOverrides = {};
@@ -253,7 +257,7 @@ export function parseKnobs(
     const knob = POLICY_KNOBS.find((candidate) => candidate.name === name);
     if (!knob) {
       if (options.ignoredNames?.includes(name)) continue;
-      const suggestion = closestName(name, [...POLICY_KNOB_NAMES, "profile"]);
+      const suggestion = closestName(name, [...POLICY_KNOB_NAMES, "profile", ...(options.alsoKnown ?? [])]);
       errors.push({
         key: label(name),
         ...valueField(raw),

@@ -118,6 +118,8 @@ export interface PendingNotice {
   mode: PolicyMode;
   /** Observe mode: when the stop would have happened. */
   wouldStopAtMs?: number;
+  /** "stop-by": sent at the schedule's stop-by time, not for idleness (activity still cancels it). */
+  cause?: "stop-by";
 }
 
 export type StopTrigger = "idle" | "agent-lost";
@@ -201,6 +203,8 @@ export interface VmRecord {
   sinceMs: number;
   /** When the engine first saw this VM (or was restored). */
   firstSeenMs: number;
+  /** The schedule's stop-by instant the running VM waits for; at or past it, it is due (absent: no stop-by). */
+  stopByAtMs?: number;
   /** receivedAt of the last Report processed. */
   lastReportAtMs?: number;
   /** The last human evidence (a keystroke, a click, an execution request): unattended-max counts from here. */
@@ -283,6 +287,11 @@ export interface Observation {
    * agent is gone is judged as it always was.
    */
   host?: HostReading;
+  /**
+   * The next instant strictly after now by which the VM's schedule says it stops ("stop by 20:00",
+   * protocol's nextStopBy with the same clock). Absent: the VM has no stop-by, and nothing changes.
+   */
+  nextStopByMs?: number;
 }
 
 // --- host-side evidence -------------------------------------------------------------

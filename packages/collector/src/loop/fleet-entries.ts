@@ -3,6 +3,7 @@
 // sorted list for the pages and /metrics. Also how an entry's policy is resolved again when the
 // VM's metadata changes. The Fleet (loop/fleet.ts) composes this with the deadlines, the action
 // runner, the views and the agent side.
+import type { Schedule } from "@ws/protocol";
 import type { AgentSession } from "../agents/server.js";
 import type { Policy, PolicyError, PolicyFallback, ResolvedPolicy } from "../engine/types.js";
 import { resolveVmPolicy, type PolicySource } from "../model/policy-source.js";
@@ -42,6 +43,8 @@ export class VmEntries {
   constructor(
     private readonly policySource: PolicySource,
     private readonly policyErrorsFound: PolicyErrorsFound,
+    /** The VM's valid start schedule (comeback/schedule/), whose "stop by" the engine enforces; absent: none. */
+    private readonly scheduleOf?: (vm: VmKey) => Schedule | undefined,
   ) {}
 
   get(vm: VmKey): VmEntry | undefined {
@@ -103,6 +106,7 @@ export class VmEntries {
     entry: VmEntry,
     resolved = resolveVmPolicy(this.policySource, entry.key, entry.lastValidPolicy),
   ): boolean {
+    const stopByChanged = this.applyStopBy(entry);
     const errorsChanged = JSON.stringify(resolved.errors) !== JSON.stringify(entry.policyErrors);
     const policyChanged = JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
     // The same policy keeps its object: the evidence kept for the latest Report stays valid.
@@ -111,7 +115,18 @@ export class VmEntries {
     entry.policyErrors = resolved.errors;
     entry.fallback = resolved.fallback;
     if (errorsChanged && resolved.errors.length > 0) this.policyErrorsFound(entry, resolved);
-    return policyChanged || errorsChanged;
+    return policyChanged || errorsChanged || stopByChanged;
+  }
+
+  /** The schedule's stop-by travels with the VM's loop state (only a schedule with one: nothing changes for the rest). */
+  private applyStopBy(entry: VmEntry): boolean {
+    const schedule = this.scheduleOf?.(entry.key);
+    const stopBy = schedule?.stopByMinute === undefined ? undefined : schedule;
+    const changed = JSON.stringify(stopBy) !== JSON.stringify(entry.loop.stopBy);
+    if (!changed) return false;
+    if (stopBy) entry.loop.stopBy = stopBy;
+    else delete entry.loop.stopBy;
+    return true;
   }
 }
 

@@ -4,7 +4,7 @@
 // (loop/deadlines.ts), the actions a decision carries out (loop/actions.ts) and the outreach
 // (loop/outreach-view.ts). What stays here is the one path every input takes: evaluate().
 import * as grpc from "@grpc/grpc-js";
-import type { Directive, Report } from "@ws/protocol";
+import type { Directive, Report, Schedule } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger } from "../agents/server.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import type { PolicySource } from "../model/policy-source.js";
@@ -42,6 +42,8 @@ export interface FleetOptions {
   authenticate: (vm: VmKey, token: string, peer: string) => Promise<AuthResult> | AuthResult;
   /** Labels and annotations that select each VM's policy (standalone: from the config file). */
   policySource: PolicySource;
+  /** The VM's valid start schedule (comeback/schedule/), whose "stop by" the engine enforces; absent: none. */
+  scheduleOf?: (vm: VmKey) => Schedule | undefined;
   stats?: CollectorStats;
   /** The record a restarted collector resumes from (Kubernetes: the VM's annotations). */
   restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
@@ -89,13 +91,17 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
       ...(options.stats ? { stats: options.stats } : {}),
       ...(options.observer ? { observer: options.observer } : {}),
     });
-    this.entries = new VmEntries(options.policySource, (entry, resolved) => {
-      this.runner.countPolicyErrors(resolved.errors.length);
-      options.log("warn", `invalid policy for ${entry.id}; keeping ${resolved.fallback}`, {
-        vm: entry.id,
-        errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
-      });
-    });
+    this.entries = new VmEntries(
+      options.policySource,
+      (entry, resolved) => {
+        this.runner.countPolicyErrors(resolved.errors.length);
+        options.log("warn", `invalid policy for ${entry.id}; keeping ${resolved.fallback}`, {
+          vm: entry.id,
+          errors: resolved.errors.map((e) => `${e.key}: ${e.message}`).join("; "),
+        });
+      },
+      options.scheduleOf,
+    );
     this.reader = new FleetViews(this.entries, this.runner, this.outreach);
     this.deadlines = new DeadlineQueue<string>({
       nowMs: options.nowMs,

@@ -5,6 +5,7 @@
 //
 // Evidence is extracted once per Report (here) and handed to decide(); a wake
 // with no new Report reuses it. Per-VM memory is bounded after every decision.
+import { nextStopBy, type Schedule } from "@ws/protocol";
 import { decide } from "../engine/decide.js";
 import { extractEvidence } from "../engine/evidence.js";
 import { compactReport } from "../model/compact-report.js";
@@ -44,6 +45,8 @@ export interface VmLoopState {
   /** The evidence of `latest` under `policy`, extracted when the Report arrived. */
   evidence: KeptEvidence | undefined;
   lastDecision: Decision | undefined;
+  /** The VM's schedule when it has a "stop by" (issue 36): its next stop-by goes to the engine with the clock. */
+  stopBy?: Schedule;
 }
 
 interface KeptEvidence {
@@ -142,6 +145,8 @@ export function step(vm: VmLoopState, nowMs: number, input: StepInput): Decision
     ...(vm.host ? { host: vm.host } : {}),
     ...(vm.goodbye !== undefined && !vm.connected ? { agentGoodbye: vm.goodbye } : {}),
   };
+  const stopByMs = vm.stopBy ? nextStopBy(vm.stopBy, nowMs) : undefined;
+  if (stopByMs !== undefined) observation.nextStopByMs = stopByMs;
   const decision = decide(nowMs, vm.policy, observation, vm.record);
   decision.next = boundedRecord(decision.next, vm.latest);
   vm.record = decision.next;

@@ -64,6 +64,7 @@ import { ScheduleRunner } from "../comeback/schedule/runner.js";
 import { ScheduleEditor } from "../comeback/schedule/editor.js";
 import { SchedulePage } from "../comeback/schedule/page.js";
 import { ScheduleAgentRequests } from "../comeback/schedule/agent-requests.js";
+import { scheduleOf } from "../comeback/schedule/schedules.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
@@ -185,6 +186,8 @@ interface Wiring {
   log: Logger;
   nowMs: () => number;
   startUrl: (vm: VmKey, nowMs: number) => string | undefined;
+  /** The profiles' start schedules (policy.profiles.NAME.schedule); a VM's own annotation wins. */
+  profileSchedules: Readonly<Record<string, string>>;
 }
 
 /**
@@ -201,7 +204,17 @@ async function run(
   log: Logger,
   nowMs: () => number,
 ): Promise<number> {
-  const wiring: Wiring = { config, mode, key, stats, log, nowMs, startUrl: startLinkFor(config, key) };
+  const wiring: Wiring = {
+    config,
+    mode,
+    key,
+    stats,
+    log,
+    nowMs,
+    startUrl: startLinkFor(config, key),
+    // Validated when the collector started (loadPolicyConfig): parsing it again cannot fail.
+    profileSchedules: loadPolicyConfig(config).profileSchedules ?? {},
+  };
   const manager = new Manager(log);
   const collector = buildCollector(wiring, () => manager.ready());
   for (const runnable of collector.runnables) manager.add(runnable);
@@ -373,6 +386,14 @@ function buildFleet(
     nowMs,
     actuator: mode.actuator,
     policySource: mode.policySource,
+    // The schedule's "stop by" (docs/coming-back.md): read from the VM's annotation on every refresh, so a restart loses nothing.
+    scheduleOf: (vm) =>
+      scheduleOf(
+        mode.policySource.metadataFor(vm).annotations,
+        mode.policySource.prefix,
+        config.start.timeZone,
+        wiring.profileSchedules,
+      )?.schedule,
     acting: mode.leader,
     reportHeartbeatMs: config.reportHeartbeatSeconds * 1000,
     ...(mode.restore ? { restore: mode.restore } : {}),
@@ -596,6 +617,7 @@ function schedulesFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, startLin
         start: (request) => startLinks.start(request),
         prefix: mode.policySource.prefix,
         siteZone: config.start.timeZone,
+        profileSchedules: wiring.profileSchedules,
         nowMs,
         leader: mode.leader,
         catchUpMs: SCHEDULE_CATCH_UP_MS,
@@ -616,6 +638,7 @@ function schedulesFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, startLin
     platform,
     prefix: mode.policySource.prefix,
     siteZone: config.start.timeZone,
+    profileSchedules: wiring.profileSchedules,
     nowMs,
     audit: (vm, message) => mode.actuator.event(vm, "Normal", "ScheduleSet", message),
   });

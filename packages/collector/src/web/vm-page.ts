@@ -46,7 +46,7 @@ function scheduleRow(input: VmPageInput): string {
   if (!schedule) return `<dt>Schedule</dt><dd id="schedule" data-valid="none">none (${change})</dd>`;
   if (!schedule.valid)
     return `<dt>Schedule</dt><dd id="schedule" data-valid="false"><b>invalid, not applied</b>: <code>${escapeHtml(schedule.line)}</code>: ${escapeHtml(schedule.error ?? "")} (${change})</dd>`;
-  return `<dt>Schedule</dt><dd id="schedule" data-valid="true">${schedule.nextStart ? `next start: <strong id="next-start">${escapeHtml(schedule.nextStart)}</strong>; ` : ""}${escapeHtml(schedule.description ?? schedule.line)}${schedule.nextStopBy ? `; stop by ${escapeHtml(schedule.nextStopBy)} (not enforced yet)` : ""} (${change})</dd>`;
+  return `<dt>Schedule</dt><dd id="schedule" data-valid="true">${schedule.nextStart ? `next start: <strong id="next-start">${escapeHtml(schedule.nextStart)}</strong>; ` : ""}${escapeHtml(schedule.description ?? schedule.line)}${schedule.nextStopBy ? `; stop by ${escapeHtml(schedule.nextStopBy)} (notice and grace; activity or a lease keeps it running)` : ""} (${change})</dd>`;
 }
 
 function stopBox(input: VmPageInput): string {

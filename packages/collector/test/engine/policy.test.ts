@@ -246,6 +246,27 @@ profiles:
     });
   });
 
+  it("a profile's schedule is kept by profile name; a typo in it, or in its key, is a config error", () => {
+    const good = parseCollectorPolicyConfig(`
+profiles:
+  office: { idle-timeout: 3h, schedule: "weekdays 08:45 stop by 19:00 tz Europe/Berlin" }
+`);
+    expect(good.ok && good.config.profileSchedules).toEqual({
+      office: "weekdays 08:45 stop by 19:00 tz Europe/Berlin",
+    });
+    expect(good.ok && good.config.profiles["office"]).toEqual({ idleTimeoutSeconds: 3 * 3600 });
+    const bad = parseCollectorPolicyConfig(`
+profiles:
+  office: { schedule: "wekdays 08:45" }
+  lab: { schedul: "daily 09:00" }
+`);
+    expect(bad.ok).toBe(false);
+    const errors = bad.ok ? [] : bad.errors;
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toMatch(/^profiles\.office\.schedule \(wekdays 08:45\): .*did you mean weekdays\?/);
+    expect(errors[1]).toMatch(/^profiles\.lab\.schedul .*did you mean "schedule"\?/);
+  });
+
   it("an empty section is the built-in defaults", () => {
     expect(parseCollectorPolicyConfig("")).toEqual({
       ok: true,

@@ -97,6 +97,8 @@ export class Sim {
   decisions: Decision[] = [];
   private pendingStopResult: StopResult | undefined;
   policyStatus: Observation["policyStatus"];
+  /** The schedule's next stop-by, as the loop passes it (a function of the clock; undefined: none). */
+  stopBy: ((nowMs: number) => number | undefined) | undefined;
 
   constructor(
     public policy: Policy = testPolicy(),
@@ -120,6 +122,7 @@ export class Sim {
       ...(this.policyStatus ? { policyStatus: this.policyStatus } : {}),
       ...(this.host ? { host: this.host } : {}),
       ...(this.goodbye !== undefined && !this.connected ? { agentGoodbye: this.goodbye } : {}),
+      ...(this.stopBy?.(this.now) !== undefined ? { nextStopByMs: this.stopBy(this.now) } : {}),
     };
     this.pendingStopResult = undefined;
     const decision = decide(this.now, this.policy, observation, this.record);

@@ -248,8 +248,8 @@ the VM's page.
   --tz ZONE      an IANA time zone (Europe/Berlin, America/New_York); default:
                  the VM's time zone, else UTC
   --stop-by HH:MM
-                 kept and shown; not enforced yet (the VM still stops only
-                 when idle)
+                 at that time a running VM gets a notice and the grace like
+                 any stop; activity or a lease keeps it running
   status         the schedule and its next start
   skip DATE      no start on that day (tomorrow, today or YYYY-MM-DD)
   clear          no schedule
@@ -493,7 +493,8 @@ export function formatSchedule(message: string, schedule: Record<string, unknown
   else {
     lines.push(`Schedule: ${text("description")}.`);
     if (text("nextStart")) lines.push(`Next start: ${text("nextStart")}.`);
-    if (text("nextStopBy")) lines.push(`Stop by: ${text("nextStopBy")} (kept, not enforced yet).`);
+    if (text("nextStopBy"))
+      lines.push(`Stop by: ${text("nextStopBy")} (notice and grace; activity or a lease keeps it running).`);
   }
   return `${lines.join("\n")}\n`;
 }

@@ -7,7 +7,14 @@
 import { formatSchedule, localDate, parseSchedule, parseSkipDate, withSkip } from "@ws/protocol";
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartPlatform } from "../start/platform.js";
-import { SCHEDULE_ANNOTATION, type ScheduleStatus, defaultZoneOf, scheduleOf, scheduleStatus } from "./schedules.js";
+import {
+  type ProfileSchedules,
+  SCHEDULE_ANNOTATION,
+  type ScheduleStatus,
+  defaultZoneOf,
+  scheduleOf,
+  scheduleStatus,
+} from "./schedules.js";
 
 export type ScheduleChange =
   | { kind: "set"; line: string; timeZone?: string }
@@ -26,6 +33,7 @@ export function plannedSchedule(
   siteZone: string,
   change: ScheduleChange,
   nowMs: number,
+  profileSchedules: ProfileSchedules = {},
 ): { ok: true; value: string | null; message: string } | { ok: false; error: string } {
   if (change.kind === "clear") return { ok: true, value: null, message: "schedule cleared" };
   if (change.kind === "set") {
@@ -35,7 +43,7 @@ export function plannedSchedule(
     const value = formatSchedule(parsed.schedule);
     return { ok: true, value, message: `schedule set: ${value}` };
   }
-  const current = scheduleOf(annotations, prefix, siteZone);
+  const current = scheduleOf(annotations, prefix, siteZone, profileSchedules);
   if (!current) return { ok: false, error: "this VM has no schedule to skip a day of" };
   if (!current.schedule)
     return { ok: false, error: `the VM's schedule is invalid (${current.error}); set it again first` };
@@ -50,6 +58,8 @@ export interface ScheduleEditorOptions {
   platform: StartPlatform;
   prefix: string;
   siteZone: string;
+  /** The profiles' schedules (a VM's own annotation wins over its profile's). */
+  profileSchedules?: ProfileSchedules;
   nowMs: () => number;
   /** The audit trail: a `ScheduleSet` Event (Kubernetes), a log line (standalone). */
   audit: (vm: VmKey, message: string) => void;
@@ -62,7 +72,13 @@ export class ScheduleEditor {
   status(vm: VmKey): ScheduleStatus | undefined {
     const facts = this.options.platform.facts(vm);
     return facts
-      ? scheduleStatus(facts.annotations, this.options.prefix, this.options.siteZone, this.options.nowMs())
+      ? scheduleStatus(
+          facts.annotations,
+          this.options.prefix,
+          this.options.siteZone,
+          this.options.nowMs(),
+          this.options.profileSchedules,
+        )
       : undefined;
   }
 
@@ -74,20 +90,17 @@ export class ScheduleEditor {
     if (!platform.writeAnnotations)
       return { ok: false, status: 503, error: "this collector cannot keep settings on its VMs" };
     const now = this.options.nowMs();
-    const planned = plannedSchedule(facts.annotations, prefix, siteZone, change, now);
+    const { profileSchedules } = this.options;
+    const planned = plannedSchedule(facts.annotations, prefix, siteZone, change, now, profileSchedules);
     if (!planned.ok) return { ok: false, status: 400, error: planned.error };
     const written = await platform.writeAnnotations(vm, { [SCHEDULE_ANNOTATION]: planned.value });
     if (!written.ok) return { ok: false, status: 503, error: `the schedule could not be kept: ${written.message}` };
     this.options.audit(vm, `${planned.message} (by ${by})`);
-    const after =
-      planned.value === null
-        ? undefined
-        : scheduleStatus(
-            { ...facts.annotations, [`${prefix}${SCHEDULE_ANNOTATION}`]: planned.value },
-            prefix,
-            siteZone,
-            now,
-          );
+    // Cleared, the VM falls back to its profile's schedule, if it has one.
+    const annotations = { ...facts.annotations };
+    if (planned.value === null) delete annotations[`${prefix}${SCHEDULE_ANNOTATION}`];
+    else annotations[`${prefix}${SCHEDULE_ANNOTATION}`] = planned.value;
+    const after = scheduleStatus(annotations, prefix, siteZone, now, profileSchedules);
     return { ok: true, message: planned.message, ...(after ? { status: after } : {}) };
   }
 }

@@ -120,7 +120,7 @@ ${scheduleBox(status)}
 <label>stop by <input name="stopBy" maxlength="5" placeholder="20:00 (optional)"></label>
 <label>time zone <input name="tz" maxlength="64" placeholder="${escapeHtml(status?.timeZone ?? "Europe/Berlin")}"></label>
 <button type="submit">Set</button></form>
-<p class="muted">Days: weekdays, weekends, daily, mon…sun, ranges like mon-thu. Times are 24-hour in the time zone. "Stop by" is kept and shown, but not enforced yet: the VM still stops only when idle (docs/coming-back.md).</p>
+<p class="muted">Days: weekdays, weekends, daily, mon…sun, ranges like mon-thu. Times are 24-hour in the time zone. "Stop by": at that time a running VM gets a notice and the grace like any stop; activity or a lease keeps it running (docs/coming-back.md).</p>
 ${
   status?.valid
     ? `<form method="post" id="skip">${hidden}<input type="hidden" name="action" value="skip"><label>Do not start on <input name="date" maxlength="10" placeholder="tomorrow or YYYY-MM-DD"></label> <button type="submit">Skip</button></form>`
@@ -139,7 +139,7 @@ export function scheduleBox(status: ScheduleStatus | undefined): string {
     return `<div class="box bad" id="schedule" data-valid="false"><p><strong>Invalid schedule, not applied</strong> (nothing is started or stopped for it): <code>${escapeHtml(status.line)}</code></p><p id="schedule-error">${escapeHtml(status.error ?? "")}</p></div>`;
   return `<div class="box" id="schedule" data-valid="true"><p>Schedule: ${escapeHtml(status.description ?? status.line)}.</p>
 ${status.nextStart ? `<p>next start: <strong id="next-start">${escapeHtml(status.nextStart)}</strong></p>` : ""}
-${status.nextStopBy ? `<p>next stop by: <span id="next-stop-by">${escapeHtml(status.nextStopBy)}</span> (kept, not enforced yet)</p>` : ""}</div>`;
+${status.nextStopBy ? `<p>next stop by: <span id="next-stop-by">${escapeHtml(status.nextStopBy)}</span> (notice and grace; activity or a lease keeps it running)</p>` : ""}</div>`;
 }
 
 function refused(status: number, vm: VmKey, title: string, detailHtml: string): SchedulePageAnswer {

@@ -13,7 +13,7 @@ import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartFacts, StartPlatform, StartResult } from "../start/platform.js";
 import type { AuthorizedStart } from "../start/handler.js";
 import { runViewOf } from "../start/tracker.js";
-import { scheduleOf } from "./schedules.js";
+import { type ProfileSchedules, scheduleOf } from "./schedules.js";
 
 export interface ScheduleRunnerOptions {
   platform: StartPlatform;
@@ -21,6 +21,8 @@ export interface ScheduleRunnerOptions {
   prefix: string;
   /** The time zone of a schedule that names none, on a VM without a `time-zone` annotation. */
   siteZone: string;
+  /** The profiles' schedules (a VM's own annotation wins over its profile's). */
+  profileSchedules?: ProfileSchedules;
   nowMs: () => number;
   leader: () => boolean;
   /** A start that was due this long ago and never happened is not made up for. */
@@ -92,7 +94,7 @@ export class ScheduleRunner {
       seen.add(id);
       const facts = platform.facts(vm);
       if (!facts) continue;
-      const read = scheduleOf(facts.annotations, prefix, siteZone);
+      const read = scheduleOf(facts.annotations, prefix, siteZone, this.options.profileSchedules);
       if (!read?.schedule) {
         this.due.delete(id);
         if (read?.error && this.reportedInvalid.get(id) !== read.line) {

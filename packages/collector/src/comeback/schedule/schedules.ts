@@ -26,13 +26,22 @@ export interface ScheduleStatus {
   nextStopBy?: string;
 }
 
-/** The VM's schedule line and default zone from its annotations (undefined: no schedule). */
+/** A profile's `schedule` (collector config, policy.profiles.NAME.schedule), by profile name. */
+export type ProfileSchedules = Readonly<Record<string, string>>;
+
+/**
+ * The VM's schedule line and default zone (undefined: no schedule): its own annotation, else the
+ * schedule of the profile it names (`profile` annotation); the VM's annotation wins.
+ */
 export function scheduleLineOf(
   annotations: Record<string, string>,
   prefix: string,
   siteZone: string,
+  profileSchedules: ProfileSchedules = {},
 ): { line: string; zone: string } | undefined {
-  const line = annotations[`${prefix}${SCHEDULE_ANNOTATION}`]?.trim();
+  const profile = annotations[`${prefix}profile`]?.trim();
+  const line =
+    annotations[`${prefix}${SCHEDULE_ANNOTATION}`]?.trim() || (profile ? profileSchedules[profile]?.trim() : undefined);
   if (!line) return undefined;
   return { line, zone: defaultZoneOf(annotations, prefix, siteZone) };
 }
@@ -47,8 +56,9 @@ export function scheduleOf(
   annotations: Record<string, string>,
   prefix: string,
   siteZone: string,
+  profileSchedules: ProfileSchedules = {},
 ): { line: string; schedule?: Schedule; error?: string } | undefined {
-  const found = scheduleLineOf(annotations, prefix, siteZone);
+  const found = scheduleLineOf(annotations, prefix, siteZone, profileSchedules);
   if (!found) return undefined;
   const parsed = parseSchedule(found.line, found.zone);
   return parsed.ok ? { line: found.line, schedule: parsed.schedule } : { line: found.line, error: parsed.error };
@@ -60,8 +70,9 @@ export function scheduleStatus(
   prefix: string,
   siteZone: string,
   nowMs: number,
+  profileSchedules: ProfileSchedules = {},
 ): ScheduleStatus | undefined {
-  const read = scheduleOf(annotations, prefix, siteZone);
+  const read = scheduleOf(annotations, prefix, siteZone, profileSchedules);
   if (!read) return undefined;
   if (!read.schedule) return { line: read.line, valid: false, error: read.error ?? "invalid" };
   const schedule = read.schedule;

@@ -111,3 +111,30 @@ describe("standalone keeps a schedule in memory, over the configured one", () =>
     expect(scheduleStatus({}, PREFIX, "UTC", 0)).toBeUndefined();
   });
 });
+
+describe("a profile's schedule", () => {
+  const profiles = { office: "weekdays 08:45" };
+  it("applies to a VM that names the profile and has no schedule of its own; the VM's annotation wins", () => {
+    const named = { [`${PREFIX}profile`]: "office", [`${PREFIX}time-zone`]: "Europe/Berlin" };
+    expect(scheduleStatus(named, PREFIX, "UTC", MONDAY_NOON_BERLIN, profiles)).toMatchObject({
+      line: "weekdays 08:45",
+      timeZone: "Europe/Berlin",
+      nextStartMs: Date.parse("2026-12-08T07:45:00Z"),
+    });
+    const own = { ...named, [`${PREFIX}schedule`]: "daily 10:00" };
+    expect(scheduleStatus(own, PREFIX, "UTC", MONDAY_NOON_BERLIN, profiles)?.line).toBe("daily 10:00");
+    expect(
+      scheduleStatus({ [`${PREFIX}profile`]: "lab" }, PREFIX, "UTC", MONDAY_NOON_BERLIN, profiles),
+    ).toBeUndefined();
+    // A day skipped on a VM that only has its profile's schedule keeps it, with the skip, on the VM.
+    const skip = plannedSchedule(
+      named,
+      PREFIX,
+      "UTC",
+      { kind: "skip", date: "tomorrow" },
+      MONDAY_NOON_BERLIN,
+      profiles,
+    );
+    expect(skip).toMatchObject({ ok: true, value: "weekdays 08:45 tz Europe/Berlin skip 2026-12-08" });
+  });
+});
