@@ -202,7 +202,16 @@ export class StartLinks {
     const now = this.options.nowMs();
     const facts = this.options.platform.facts(vm);
     const view = facts ? runViewOf(facts) : { running: false };
-    const outcome = await this.options.tracker.request(vm, request, now, view, () => this.options.platform.start(vm));
+    // A return to a VM already up (its entry service answers) is a return with no wait.
+    const foundReady = facts !== undefined && this.compute(vm, facts, now).progress.status === "ready";
+    const outcome = await this.options.tracker.request(
+      vm,
+      request,
+      now,
+      view,
+      () => this.options.platform.start(vm),
+      foundReady,
+    );
     if (outcome.started) {
       const message = `start requested by ${request.by} via ${request.trigger}: ${outcome.result.message}`;
       this.options.log(outcome.result.ok ? "info" : "warn", `${vmId(vm)}: ${message}`, { vm: vmId(vm) });
@@ -247,7 +256,7 @@ export class StartLinks {
       const { progress } = this.compute(vm, facts, now);
       if (progress.status !== "ready") continue;
       const agent = this.options.agentOf(vm);
-      const attempt = this.options.tracker.markReady(vm, agent?.latest?.receivedAtMs ?? now);
+      const attempt = this.options.tracker.markReady(vm, agent?.latest?.receivedAtMs ?? now, progress.stages);
       if (attempt?.readyAtMs !== undefined)
         this.options.log(
           "info",

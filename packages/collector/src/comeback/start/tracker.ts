@@ -6,7 +6,8 @@
 // forgotten after a while, and at most `limit` are kept.
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartFacts, StartResult } from "./platform.js";
-import { type AttemptFacts, instanceLive } from "./progress.js";
+import { splitWait, type WaitSplit, type WaitTrigger, waitTriggerOf, ZERO_WAIT } from "../wait/stages.js";
+import { type AttemptFacts, instanceLive, type Stage } from "./progress.js";
 
 /** Which path asked: the start link's page, the workstation's own address, the ssh helper. */
 export type StartTrigger = "link" | "address" | "ssh";
@@ -65,6 +66,8 @@ export class StartTracker {
   readonly startsTotal = new Map<StartTrigger, number>();
   /** Seconds from the request to ready, of every start that became ready since the last drain. */
   private readySeconds: number[] = [];
+  /** Each return's wait by stage since the last drain (a return that found the VM ready waited 0). */
+  private waits: Array<{ trigger: WaitTrigger; split: WaitSplit }> = [];
 
   constructor(private readonly limit = 10_000) {}
 
@@ -80,13 +83,18 @@ export class StartTracker {
     return attempt;
   }
 
-  /** Starts the VM unless a start of it is under way; either way, resolves with that start's answer. */
+  /**
+   * Starts the VM unless a start of it is under way; either way, resolves with that start's answer.
+   * `foundReady`: the VM was already running with its entry service up when asked: the return is
+   * ready at once and counts as a zero wait.
+   */
   async request(
     vm: VmKey,
     who: { by: string; trigger: StartTrigger },
     nowMs: number,
     view: RunView,
     start: () => Promise<StartResult>,
+    foundReady = false,
   ): Promise<RequestOutcome> {
     const current = this.get(vm, nowMs, view);
     if (current && current.readyAtMs === undefined && (current.inFlight || current.result?.ok)) {
@@ -101,16 +109,35 @@ export class StartTracker {
     const result = await attempt.inFlight;
     attempt.result = { ok: result.ok, message: result.message };
     delete attempt.inFlight;
+    if (foundReady && result.ok) {
+      attempt.readyAtMs = nowMs;
+      this.readySeconds.push(0);
+      this.waits.push({ trigger: waitTriggerOf(who.trigger), split: ZERO_WAIT });
+    }
     return { attempt, started: true, result };
   }
 
-  /** The start became ready (its first Report with the entry service up arrived at `atMs`). */
-  markReady(vm: VmKey, atMs: number): StartAttempt | undefined {
+  /**
+   * The start became ready (its first Report with the entry service up arrived at `atMs`);
+   * `stages` (the starting page's) split its wait for the per-stage histograms.
+   */
+  markReady(vm: VmKey, atMs: number, stages: readonly Stage[] = []): StartAttempt | undefined {
     const attempt = this.attempts.get(vmId(vm));
     if (!attempt || attempt.readyAtMs !== undefined || !attempt.result?.ok) return undefined;
     attempt.readyAtMs = Math.max(atMs, attempt.requestedAtMs);
     this.readySeconds.push((attempt.readyAtMs - attempt.requestedAtMs) / 1000);
+    this.waits.push({
+      trigger: waitTriggerOf(attempt.trigger),
+      split: splitWait(stages, attempt.requestedAtMs, attempt.readyAtMs),
+    });
     return attempt;
+  }
+
+  /** The waits since the last call, for the per-stage histograms. */
+  drainWaits(): Array<{ trigger: WaitTrigger; split: WaitSplit }> {
+    const out = this.waits;
+    this.waits = [];
+    return out;
   }
 
   /** The VM was deleted: its start is history. */
