@@ -888,8 +888,11 @@ const startKey = () => deriveStartLinkKey(loadKey(keyFile));
 /** A start link as the collector signs it, for a VM no stop message was sent about. */
 const signedStartUrl = (httpPort: number, name: string, expiresAtMs = Date.now() + 3600_000) =>
   `http://127.0.0.1:${httpPort}/start/${NS}/${name}?t=${signStartLink(startKey(), { namespace: NS, name, expiresAtMs })}`;
+// probePort 0 in these configs: the agents here run on 127.0.0.1, where a machine's own sshd on
+// port 22 would make Ready come from the collector's probe (issue 36) instead of the agent's Report
+// these tests follow; the probe has its own test (packages/collector/test/comeback/wait/probe.test.ts).
 const startConfig = (httpPort: number, extra = "") =>
-  `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }\nstart: { entryUrl: "https://{name}.ws.example.com/lab"${extra} }\n`;
+  `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }\nstart: { probePort: 0, entryUrl: "https://{name}.ws.example.com/lab"${extra} }\n`;
 
 async function postForm(url: string, form: string): Promise<{ status: number; location: string | null; body: string }> {
   const res = await fetch(url, {
@@ -926,7 +929,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     const httpPort = await freePort();
     const collector = await s.collector("collector-0", {
       httpPort,
-      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { entryUrl: "https://{name}.ws.example.com/lab" }\n`,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { probePort: 0, entryUrl: "https://{name}.ws.example.com/lab" }\n`,
     });
     await s.leader(collector);
     const before = await s.agent("comeback", collector.grpcPort, { sshd: true });
@@ -1136,7 +1139,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     const httpPort = await freePort();
     const collector = await s.collector("collector-0", {
       httpPort,
-      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { entryUrl: "https://{name}.ws.example.com/lab" }\n`,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { probePort: 0, entryUrl: "https://{name}.ws.example.com/lab" }\n`,
     });
     await s.leader(collector);
     const url = signedStartUrl(httpPort, "earlier");
@@ -1315,7 +1318,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
       { selector: { store: s.kube.store, namespace: COLLECTOR_NS, labels: SERVICE_SELECTOR } },
     );
     s.onClose(() => web.close());
-    const extra = `notifications: { publicUrl: "http://127.0.0.1:${web.port}" }\nstart: { leaderUrl: "http://127.0.0.1:${web.port}" }\n`;
+    const extra = `notifications: { publicUrl: "http://127.0.0.1:${web.port}" }\nstart: { probePort: 0, leaderUrl: "http://127.0.0.1:${web.port}" }\n`;
     const a = await s.collector("collector-a", { grpcPort: aGrpc, httpPort: aHttp, pod: true, extraConfig: extra });
     await s.leader(a);
     const b = await s.collector("collector-b", { grpcPort: bGrpc, httpPort: bHttp, pod: true, extraConfig: extra });
@@ -1648,7 +1651,7 @@ describe("The workstation's fixed address behind a real nginx (issue 24)", { tim
       identity:
         "{ userHeader: X-Auth-Request-User, groupsHeader: X-Auth-Request-Groups, adminGroups: [ws-admins], trustedProxies: [127.0.0.2/32] }",
       extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }
-start: { entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wakePort}" }
+start: { probePort: 0, entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wakePort}" }
 `,
     });
     await s.leader(collector);

@@ -57,6 +57,7 @@ import { registerStartMetrics } from "../comeback/start/metrics.js";
 import { deriveStartLinkKey, startLinkUrl } from "../links/start-token.js";
 import type { VmKey } from "../model/vm-key.js";
 import { StartTracker } from "../comeback/start/tracker.js";
+import { EntryProber, sshAnswers } from "../comeback/wait/probe.js";
 import { welcomeBack } from "../comeback/start/welcome.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
@@ -507,6 +508,7 @@ function startLinksFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, registr
     ? new StartLinks({
         platform: mode.startPlatform,
         tracker,
+        prober: new EntryProber(sshAnswers, nowMs),
         linkKey: deriveStartLinkKey(key),
         config: config.start,
         prefix: mode.policySource.prefix,

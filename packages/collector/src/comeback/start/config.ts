@@ -27,6 +27,11 @@ export interface StartConfig extends EntryConfig {
    * address's `/.ws/start` POST. "" = none.
    */
   wakeListen: string;
+  /**
+   * The port the collector probes on a starting VM's address (an SSH banner there is Ready, before
+   * the agent reports it), for entry services sshd satisfies. 0 = no probe: the agent's word only.
+   */
+  probePort: number;
 }
 
 /** Per-VM annotations (after the policy prefix). */
@@ -40,12 +45,13 @@ export const DEFAULT_START: StartConfig = Object.freeze({
   profiles: {},
   leaderUrl: "",
   wakeListen: "",
+  probePort: 22,
 }) as StartConfig;
 
 /** host:port or [ipv6]:port, as every listen setting is written. */
 export const isHostPort = (address: string): boolean => /^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address);
 
-const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl", "wakeListen"];
+const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl", "wakeListen", "probePort"];
 
 /** An http(s) URL template; placeholders are checked by expanding them with sample values. */
 function urlTemplate(value: unknown, label: string, problems: string[]): string | undefined {
@@ -104,6 +110,12 @@ export function parseStartConfig(raw: unknown, problems: string[], label = "star
     const address = String(raw.wakeListen);
     if (!isHostPort(address)) problems.push(`${label}.wakeListen: "${address.slice(0, 100)}" must be host:port`);
     else config.wakeListen = address;
+  }
+  if (raw.probePort != null) {
+    const port = raw.probePort;
+    if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535)
+      problems.push(`${label}.probePort: expected a port (1-65535), or 0 for no probe`);
+    else config.probePort = port;
   }
   if (raw.profiles != null) {
     if (!isJsonObject(raw.profiles))

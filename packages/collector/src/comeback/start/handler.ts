@@ -15,6 +15,7 @@ import { startProgress, type StartProgress } from "./progress.js";
 import { entryReadiness } from "./readiness.js";
 import { signStartLink, verifyStartLink } from "../../links/start-token.js";
 import { runViewOf, type StartTracker, type StartTrigger } from "./tracker.js";
+import { type EntryProber, probePortFor } from "../wait/probe.js";
 
 /** What the collector's own loop knows of the VM's agent. */
 export interface AgentState {
@@ -27,6 +28,8 @@ export interface AgentState {
 export interface StartHandlerOptions {
   platform: StartPlatform;
   tracker: StartTracker;
+  /** The collector's own look at a starting VM's entry service; none: the agent's word only. */
+  prober?: EntryProber;
   linkKey: Buffer;
   config: StartConfig;
   /** The policy annotation prefix (entry-url, entry-service annotations). */
@@ -253,20 +256,31 @@ export class StartLinks {
         this.options.tracker.forget(vm);
         continue;
       }
-      const { progress } = this.compute(vm, facts, now);
-      if (progress.status !== "ready") continue;
-      const agent = this.options.agentOf(vm);
-      const attempt = this.options.tracker.markReady(vm, agent?.latest?.receivedAtMs ?? now, progress.stages);
-      if (attempt?.readyAtMs !== undefined)
+      const { progress, probePort } = this.compute(vm, facts, now);
+      const attempt = this.options.tracker.get(vm, now, runViewOf(facts));
+      if (progress.status !== "ready") {
+        // Look at the entry service ourselves once the VMI runs: Ready need not wait for the agent.
+        if (attempt && probePort !== undefined && facts.entryAddresses && facts.instance?.phase === "Running")
+          this.options.prober?.probe(vmId(vm), attempt.requestedAtMs, facts.entryAddresses, probePort);
+        continue;
+      }
+      const readyAtMs = progress.stages.find((stage) => stage.name === "ready")?.atMs ?? now;
+      this.options.prober?.forget(vmId(vm));
+      const marked = this.options.tracker.markReady(vm, readyAtMs, progress.stages);
+      if (marked?.readyAtMs !== undefined)
         this.options.log(
           "info",
-          `${vmId(vm)}: ready ${formatDuration((attempt.readyAtMs - attempt.requestedAtMs) / 1000)} after the start was requested`,
+          `${vmId(vm)}: ready ${formatDuration((marked.readyAtMs - marked.requestedAtMs) / 1000)} after the start was requested`,
           { vm: vmId(vm) },
         );
     }
   }
 
-  private compute(vm: VmKey, facts: StartFacts, now: number): { progress: StartProgress; entryUrl?: string } {
+  private compute(
+    vm: VmKey,
+    facts: StartFacts,
+    now: number,
+  ): { progress: StartProgress; entryUrl?: string; probePort?: number } {
     const agent = this.options.agentOf(vm);
     const entry = entryFor(
       this.options.config,
@@ -280,17 +294,28 @@ export class StartLinks {
         ? agent.latest
         : undefined;
     const readiness = entryReadiness(current?.report, entry.service);
+    const attempt = this.options.tracker.get(vm, now, runViewOf(facts));
+    const probePort = probePortFor(entry.service, this.options.config.probePort);
+    const probed =
+      attempt && probePort !== undefined
+        ? this.options.prober?.answeredFor(vmId(vm), attempt.requestedAtMs)
+        : undefined;
     const progress = startProgress(
       facts,
-      this.options.tracker.get(vm, now, runViewOf(facts)),
+      attempt,
       {
         ...(agent?.connectedAtMs !== undefined ? { connectedAtMs: agent.connectedAtMs } : {}),
         ...(current ? { latestReportAtMs: current.receivedAtMs } : {}),
         readiness,
+        ...(probed ? { probed } : {}),
       },
       now,
     );
-    return { progress, ...(entry.url ? { entryUrl: entry.url } : {}) };
+    return {
+      progress,
+      ...(entry.url ? { entryUrl: entry.url } : {}),
+      ...(probePort !== undefined ? { probePort } : {}),
+    };
   }
 
   /** The page for a VM: the Start button when it is stopped, its progress otherwise. */

@@ -35,6 +35,8 @@ export interface StartFacts {
   annotations: Record<string, string>;
   /** The platform cannot start this VM: what to do instead (the page shows it in place of the button). */
   startHint?: string;
+  /** Where the collector may probe the VM's entry service (Kubernetes: the launcher pod's IPs). */
+  entryAddresses?: string[];
   /** The platform's own names for stages (standalone: the start command instead of a VMI). */
   stageLabels?: Partial<Record<StageName, string>>;
 }

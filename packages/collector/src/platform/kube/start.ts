@@ -133,6 +133,7 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
     lastStop: lastStopIn(vm.annotations, prefix),
     labels: vm.labels,
     annotations: vm.annotations,
+    ...(live && vm.launcherPodIps.length ? { entryAddresses: vm.launcherPodIps } : {}),
   };
 }
 

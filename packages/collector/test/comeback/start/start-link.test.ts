@@ -274,7 +274,7 @@ describe("entry points and readiness", () => {
     const problems: string[] = [];
     parseStartConfig({ linkTtl: "10s", entryUrl: "https://{user}.x/", entryService: "vnc", other: 1 }, problems);
     expect(problems).toEqual([
-      'start: unknown setting "other" (known: linkTtl, entryUrl, entryService, profiles, leaderUrl, wakeListen)',
+      'start: unknown setting "other" (known: linkTtl, entryUrl, entryService, profiles, leaderUrl, wakeListen, probePort)',
       "start.linkTtl: must be between 1m and 366d",
       "start.entryUrl: unknown placeholder {user} (known: {namespace}, {name}, {owner})",
       "start.entryService: expected one of any, sshd, jupyter",
