@@ -28,8 +28,10 @@ export function replayWarmStarts(
   if (records.length === 0) return out;
   const memo = new Map<number, LocalTime>();
   const cachedLocal = (ms: number) => {
-    let value = memo.get(ms);
-    if (!value) memo.set(ms, (value = local(ms)));
+    const known = memo.get(ms);
+    if (known) return known;
+    const value = local(ms);
+    memo.set(ms, value);
     return value;
   };
   const sorted = [...records].sort((a, b) => a.atMs - b.atMs);
