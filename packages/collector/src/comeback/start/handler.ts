@@ -16,6 +16,8 @@ import { entryReadiness } from "./readiness.js";
 import { signStartLink, verifyStartLink } from "../../links/start-token.js";
 import { runViewOf, type StartTracker, type StartTrigger } from "./tracker.js";
 import { type EntryProber, probePortFor } from "../wait/probe.js";
+import { waitTriggerOf } from "../wait/stages.js";
+import type { ReturnRecord } from "../warm/returns.js";
 
 /** What the collector's own loop knows of the VM's agent. */
 export interface AgentState {
@@ -215,6 +217,8 @@ export class StartLinks {
       () => this.options.platform.start(vm),
       foundReady,
     );
+    if (outcome.started && foundReady && outcome.result.ok)
+      this.keepReturn(vm, { atMs: now, trigger: waitTriggerOf(request.trigger), waitSeconds: 0 });
     if (outcome.started) {
       const message = `start requested by ${request.by} via ${request.trigger}: ${outcome.result.message}`;
       this.options.log(outcome.result.ok ? "info" : "warn", `${vmId(vm)}: ${message}`, { vm: vmId(vm) });
@@ -268,12 +272,28 @@ export class StartLinks {
       this.options.prober?.forget(vmId(vm));
       const marked = this.options.tracker.markReady(vm, readyAtMs, progress.stages);
       if (marked?.readyAtMs !== undefined)
+        this.keepReturn(vm, {
+          atMs: marked.requestedAtMs,
+          trigger: waitTriggerOf(marked.trigger),
+          waitSeconds: (marked.readyAtMs - marked.requestedAtMs) / 1000,
+        });
+      if (marked?.readyAtMs !== undefined)
         this.options.log(
           "info",
           `${vmId(vm)}: ready ${formatDuration((marked.readyAtMs - marked.requestedAtMs) / 1000)} after the start was requested`,
           { vm: vmId(vm) },
         );
     }
+  }
+
+  /** Keeps the return on the VM (the learned warm start's history); a failure is logged, never in the way. */
+  private keepReturn(vm: VmKey, record: ReturnRecord): void {
+    const write = this.options.platform.recordReturn;
+    if (!write) return;
+    void write(vm, record, this.options.nowMs()).then((problem) => {
+      if (problem)
+        this.options.log("warn", `${vmId(vm)}: the return could not be recorded: ${problem}`, { vm: vmId(vm) });
+    });
   }
 
   private compute(

@@ -4,6 +4,7 @@
 import type { VmKey } from "../../model/vm-key.js";
 import type { StageName } from "./progress.js";
 import type { LastStopFacts } from "../../loop/last-stop.js";
+import type { ReturnRecord } from "../warm/returns.js";
 
 // The last-stop record's shape and parser live below both modes (loop/last-stop.ts); the port speaks of it.
 export type { LastStopFacts } from "../../loop/last-stop.js";
@@ -56,6 +57,12 @@ export interface StartPlatform {
    * stop than `stopAtMs`, nothing is written and the answer says so.
    */
   recordDispute?(vm: VmKey, dispute: Record<string, unknown>, stopAtMs: number): Promise<DisputeOutcome>;
+  /**
+   * Keeps a return (when, by which path, how long the person waited) on the VM, bounded
+   * (Kubernetes: the `returns` annotation; comeback/warm/returns.ts). Resolves with what went
+   * wrong, or undefined once kept. Never rejects.
+   */
+  recordReturn?(vm: VmKey, record: ReturnRecord, nowMs: number): Promise<string | undefined>;
 }
 
 /**

@@ -23,7 +23,7 @@ import { KubeInventory } from "./inventory.js";
 import { LeaderThread } from "./leader-thread.js";
 import { LeaderLabel } from "./leader-label.js";
 import { VmStopper } from "./stop.js";
-import { VmStarter, kubeDisputeWriter, kubeStartPlatform } from "./start.js";
+import { VmStarter, kubeDisputeWriter, kubeReturnsWriter, kubeStartPlatform } from "./start.js";
 import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, gpuCountOf, vmOwner } from "./vm-resources.js";
@@ -131,6 +131,7 @@ export async function kubernetesMode(
       config.kubernetes.ownerLabel,
       prefix,
       kubeDisputeWriter(clients, prefix),
+      kubeReturnsWriter(clients, prefix),
     ),
     policySource: {
       defaults: { ...policy.defaults, reportIntervalSeconds: config.reportIntervalSeconds },
