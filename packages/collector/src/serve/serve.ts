@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
-import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
+import { errorMessage, formatDuration, installUnhandledErrorPolicy, logfmtLogger, type Logger } from "@ws/protocol";
 import { ReloadingServerCredentials } from "../agents/tls-files.js";
 import {
   agentConnectionCap,
@@ -58,6 +58,7 @@ import { deriveStartLinkKey, startLinkUrl } from "../links/start-token.js";
 import type { VmKey } from "../model/vm-key.js";
 import { StartTracker } from "../comeback/start/tracker.js";
 import { EntryProber, sshAnswers } from "../comeback/wait/probe.js";
+import type { PlacementNews } from "../comeback/wait/placement.js";
 import { welcomeBack } from "../comeback/start/welcome.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
@@ -529,10 +530,32 @@ function startLinksFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, registr
           disputes++;
           stopDisputed(wiring, fleet, outreach, vm, dispute, stop);
         },
+        placement: (vm, news) => startPlacement(wiring, fleet, outreach, vm, news),
       })
     : undefined;
   registerStartMetrics(registry, tracker, () => disputes);
   return startLinks;
+}
+
+/** A start the scheduler cannot place, or placed at last: an Event on the VM and the owner told. */
+function startPlacement(wiring: Wiring, fleet: Fleet, outreach: Outreach, vm: VmKey, news: PlacementNews): void {
+  const { mode, nowMs } = wiring;
+  const waited = formatDuration(news.waitedSeconds);
+  const reason =
+    news.kind === "unplaced"
+      ? `${news.message} (${news.reason}; waited ${waited} so far)`
+      : `after ${waited}${news.node ? ` on node ${news.node}` : ""}`;
+  mode.actuator.event(
+    vm,
+    news.kind === "unplaced" ? "Warning" : "Normal",
+    news.kind === "unplaced" ? "StartUnschedulable" : "StartPlaced",
+    news.kind === "unplaced" ? `the start cannot be placed: ${reason}` : `the start was placed ${reason}`,
+  );
+  const policy = fleet.loopState(vm)?.policy ?? resolveVmPolicy(mode.policySource, vm, undefined).policy;
+  outreach.startPlacement(
+    { kind: news.kind, vm, atMs: nowMs(), mode: policy.mode, reason, explanation: reason },
+    policy,
+  );
 }
 
 type DisputedHook = NonNullable<ConstructorParameters<typeof StartLinks>[0]["disputed"]>;

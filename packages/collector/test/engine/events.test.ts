@@ -75,6 +75,8 @@ describe("Event reasons", () => {
     expect(REASONS.filter((reason) => !engine.includes(reason))).toEqual([
       "IdentityRejected",
       "KeepRunningLink",
+      "StartPlaced",
+      "StartUnschedulable",
       "Started",
       "StopDisputed",
       "Stopped",

@@ -17,6 +17,7 @@ import { signStartLink, verifyStartLink } from "../../links/start-token.js";
 import { runViewOf, type StartTracker, type StartTrigger } from "./tracker.js";
 import { type EntryProber, probePortFor } from "../wait/probe.js";
 import { waitTriggerOf } from "../wait/stages.js";
+import { type PlacementNews, placementNews } from "../wait/placement.js";
 import type { ReturnRecord } from "../warm/returns.js";
 
 /** What the collector's own loop knows of the VM's agent. */
@@ -30,6 +31,8 @@ export interface AgentState {
 export interface StartHandlerOptions {
   platform: StartPlatform;
   tracker: StartTracker;
+  /** A start the scheduler cannot place (once per start), and the same start placed at last. */
+  placement?: (vm: VmKey, news: PlacementNews) => void;
   /** The collector's own look at a starting VM's entry service; none: the agent's word only. */
   prober?: EntryProber;
   linkKey: Buffer;
@@ -262,6 +265,8 @@ export class StartLinks {
       }
       const { progress, probePort } = this.compute(vm, facts, now);
       const attempt = this.options.tracker.get(vm, now, runViewOf(facts));
+      const news = attempt ? placementNews(attempt, progress, attempt.requestedAtMs, now) : undefined;
+      if (news) this.options.placement?.(vm, news);
       if (progress.status !== "ready") {
         // Look at the entry service ourselves once the VMI runs: Ready need not wait for the agent.
         if (attempt && probePort !== undefined && facts.entryAddresses && facts.instance?.phase === "Running")

@@ -6,6 +6,7 @@
 // forgotten after a while, and at most `limit` are kept.
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartFacts, StartResult } from "./platform.js";
+import type { PlacementMemory } from "../wait/placement.js";
 import { splitWait, type WaitSplit, type WaitTrigger, waitTriggerOf, ZERO_WAIT } from "../wait/stages.js";
 import { type AttemptFacts, instanceLive, type Stage } from "./progress.js";
 
@@ -13,7 +14,7 @@ import { type AttemptFacts, instanceLive, type Stage } from "./progress.js";
 export type StartTrigger = "link" | "address" | "ssh";
 export const START_TRIGGERS: readonly StartTrigger[] = ["link", "address", "ssh"];
 
-export interface StartAttempt extends AttemptFacts {
+export interface StartAttempt extends AttemptFacts, PlacementMemory {
   trigger: StartTrigger;
   inFlight?: Promise<StartResult>;
   /** The platform showed the VM running (or meant to run) since this start was asked for. */

@@ -34,7 +34,16 @@ export interface NotificationsConfig {
 }
 
 export const DEFAULT_OWNER_KEY = "platform.example.com/user";
-export const DEFAULT_SEND: TransitionKind[] = ["notice", "reminder", "cancel", "stop", "refused-stop", "dispute"];
+export const DEFAULT_SEND: TransitionKind[] = [
+  "notice",
+  "reminder",
+  "cancel",
+  "stop",
+  "refused-stop",
+  "dispute",
+  "unplaced",
+  "placed",
+];
 /** Per-VM annotations (after the policy prefix). */
 export const NOTIFY_URL_ANNOTATION = "notify-url";
 export const NOTIFY_FORMAT_ANNOTATION = "notify-format";

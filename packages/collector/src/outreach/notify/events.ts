@@ -20,7 +20,11 @@ export type TransitionKind =
   /** Observe mode: the VM would have been stopped now. */
   | "would-stop"
   /** The VM's user says its last stop was a mistake (docs/coming-back.md). */
-  | "dispute";
+  | "dispute"
+  /** A start the scheduler cannot place (no node with a free GPU): its message and the wait so far. */
+  | "unplaced"
+  /** That start was placed at last. */
+  | "placed";
 
 export const TRANSITION_KINDS: readonly TransitionKind[] = [
   "notice",
@@ -30,6 +34,8 @@ export const TRANSITION_KINDS: readonly TransitionKind[] = [
   "refused-stop",
   "would-stop",
   "dispute",
+  "unplaced",
+  "placed",
 ];
 
 export interface VmTransition {

@@ -53,6 +53,8 @@ const TITLES: Record<TransitionKind, string> = {
   "refused-stop": "stop refused",
   "would-stop": "would be stopped (observe mode)",
   dispute: "was stopped by mistake, says its user",
+  unplaced: "cannot be placed yet",
+  placed: "was placed at last",
 };
 
 export function titleOf(content: NotificationContent): string {
@@ -82,6 +84,10 @@ export function textOf(content: NotificationContent): string {
       return `${who}${sentence(`${t.vm.namespace}/${t.vm.name} would be stopped now (observe mode, nothing is stopped): ${t.reason}`)}`;
     case "dispute":
       return `${who}${sentence(`says the stop of ${t.vm.namespace}/${t.vm.name} was a mistake: ${t.reason}`)}${t.hint ? ` ${t.hint}` : ""}`;
+    case "unplaced":
+      return `${who}${sentence(`the start of ${t.vm.namespace}/${t.vm.name} cannot be placed yet: ${t.reason}`)} KubeVirt keeps trying; you will be told when it is placed.`;
+    case "placed":
+      return `${who}${sentence(`${t.vm.namespace}/${t.vm.name} was placed at last: ${t.reason}`)}`;
   }
 }
 
