@@ -18,6 +18,7 @@ import { runViewOf, type StartTracker, type StartTrigger } from "./tracker.js";
 import { type EntryProber, probePortFor } from "../wait/probe.js";
 import { waitTriggerOf } from "../wait/stages.js";
 import { type PlacementNews, placementNews } from "../wait/placement.js";
+import { summarizeWaits, waitSummaryHtml } from "../wait/summary.js";
 import type { ReturnRecord } from "../warm/returns.js";
 
 /** What the collector's own loop knows of the VM's agent. */
@@ -243,6 +244,11 @@ export class StartLinks {
   /** Whether `token` is a valid, unexpired start token of this VM. */
   validToken(vm: VmKey, token: string): boolean {
     return verifyStartLink(this.options.linkKey, token, vm, this.options.nowMs()).ok;
+  }
+
+  /** The fleet page's "Waiting to come back" table: p50/p95 per stage of the last 7 days' returns. */
+  returnWaitsHtml(): string {
+    return waitSummaryHtml(summarizeWaits(this.options.tracker.recent(), this.options.nowMs()));
   }
 
   /** Where the start stands now (the page's stages; the ssh helper's lines). */

@@ -7,6 +7,7 @@
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartFacts, StartResult } from "./platform.js";
 import type { PlacementMemory } from "../wait/placement.js";
+import { type RecordedWait, SUMMARY_WINDOW_MS } from "../wait/summary.js";
 import { splitWait, type WaitSplit, type WaitTrigger, waitTriggerOf, ZERO_WAIT } from "../wait/stages.js";
 import { type AttemptFacts, instanceLive, type Stage } from "./progress.js";
 
@@ -56,6 +57,8 @@ export interface RequestOutcome {
   result: StartResult;
 }
 
+/** Returns kept for the fleet page's 7 days: a few per VM per day for a large fleet. */
+const RECENT_WAITS_KEPT = 20_000;
 /** A start not ready after this long is over (the page offers Start again). */
 const ATTEMPT_LIFETIME_MS = 60 * 60_000;
 /** A finished start is remembered this long, so its page still shows its times. */
@@ -69,6 +72,8 @@ export class StartTracker {
   private readySeconds: number[] = [];
   /** Each return's wait by stage since the last drain (a return that found the VM ready waited 0). */
   private waits: Array<{ trigger: WaitTrigger; split: WaitSplit }> = [];
+  /** The returns of the last 7 days, for the fleet page's p50/p95 (bounded: RECENT_WAITS_KEPT). */
+  private recentWaits: RecordedWait[] = [];
 
   constructor(private readonly limit = 10_000) {}
 
@@ -113,7 +118,7 @@ export class StartTracker {
     if (foundReady && result.ok) {
       attempt.readyAtMs = nowMs;
       this.readySeconds.push(0);
-      this.waits.push({ trigger: waitTriggerOf(who.trigger), split: ZERO_WAIT });
+      this.keepWait(nowMs, waitTriggerOf(who.trigger), ZERO_WAIT);
     }
     return { attempt, started: true, result };
   }
@@ -127,11 +132,24 @@ export class StartTracker {
     if (!attempt || attempt.readyAtMs !== undefined || !attempt.result?.ok) return undefined;
     attempt.readyAtMs = Math.max(atMs, attempt.requestedAtMs);
     this.readySeconds.push((attempt.readyAtMs - attempt.requestedAtMs) / 1000);
-    this.waits.push({
-      trigger: waitTriggerOf(attempt.trigger),
-      split: splitWait(stages, attempt.requestedAtMs, attempt.readyAtMs),
-    });
+    this.keepWait(
+      attempt.requestedAtMs,
+      waitTriggerOf(attempt.trigger),
+      splitWait(stages, attempt.requestedAtMs, attempt.readyAtMs),
+    );
     return attempt;
+  }
+
+  private keepWait(atMs: number, trigger: WaitTrigger, split: WaitSplit): void {
+    this.waits.push({ trigger, split });
+    this.recentWaits = [...this.recentWaits, { atMs, trigger, split }]
+      .filter((w) => atMs - w.atMs <= SUMMARY_WINDOW_MS)
+      .slice(-RECENT_WAITS_KEPT);
+  }
+
+  /** The returns of the last 7 days that this collector saw, oldest first. */
+  recent(): readonly RecordedWait[] {
+    return this.recentWaits;
   }
 
   /** The waits since the last call, for the per-stage histograms. */
