@@ -3,9 +3,16 @@
 // The only I/O here: the HTTP range queries and the output streams.
 import { readFileSync } from "node:fs";
 import { UsageError, ConfigError, EXIT, usageLine } from "@ws/protocol";
-import { type DisputesOnlyOptions, parseWhatifArgs, WHATIF_HELP, type WhatifOptions } from "./args.js";
+import {
+  type DisputesOnlyOptions,
+  parseWhatifArgs,
+  type ReturnsOnlyOptions,
+  WHATIF_HELP,
+  type WhatifOptions,
+} from "./args.js";
 import { disputesFromDocument, type DisputeRecord } from "../../comeback/start/disputes.js";
 import { disputeVerdicts, formatDisputesJson, formatDisputesText } from "./disputes-report.js";
+import { formatWarmReplaysText, warmReplaysFromDocument } from "./warm-report.js";
 import {
   HistoryError,
   historyFromSeries,
@@ -82,7 +89,7 @@ async function queryRange(
 
 export async function whatifCommand(argv: string[], io: WhatifIo): Promise<number> {
   const nowMs = io.nowMs ?? (() => Date.now());
-  let options: WhatifOptions | DisputesOnlyOptions | "help";
+  let options: WhatifOptions | DisputesOnlyOptions | ReturnsOnlyOptions | "help";
   try {
     options = parseWhatifArgs(argv, nowMs(), io.readFile ?? ((path) => readFileSync(path, "utf8")));
   } catch (error) {
@@ -102,6 +109,27 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
   if (options === "help") {
     io.stdout.write(WHATIF_HELP);
     return 0;
+  }
+  if ("kind" in options && options.kind === "returns") {
+    const file = options.returnsFile;
+    try {
+      const text = (io.readFile ?? ((path) => readFileSync(path, "utf8")))(file === "-" ? "/dev/stdin" : file);
+      const replays = warmReplaysFromDocument(
+        text,
+        options.annotationPrefix,
+        options.timeZone,
+        options.warmWindowSeconds * 1000,
+      );
+      io.stdout.write(
+        options.json
+          ? `${JSON.stringify({ warmStarts: replays }, null, 2)}\n`
+          : formatWarmReplaysText(replays, options.timeZone),
+      );
+      return 0;
+    } catch (error) {
+      io.stderr.write(`ws-collector whatif: --returns ${file}: ${terminalText(errorMessage(error), 1000)}\n`);
+      return 1;
+    }
   }
   let disputes: DisputeRecord[] | undefined;
   if (options.disputesFile !== undefined) {
