@@ -1231,11 +1231,17 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
   it("an unschedulable VMI: the page shows the scheduler's own message and how long it waited", async (context) => {
     const { expect } = context;
     const s = await Scenario.create(context, { startStepMs: 300 });
+    // The owner is told (issue 36 item 4): a webhook when it cannot be placed, and when it is.
+    const hooks = await webhookReceiver();
+    s.onClose(() => hooks.close());
     s.kube.seedWorkstation({ namespace: NS, name: "gpu", runStrategy: "Halted", podIp: "127.0.0.1" });
     const message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available.";
     s.kube.holdScheduling(NS, "gpu", message);
     const httpPort = await freePort();
-    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { probePort: 0 }\n`,
+    });
     await s.leader(collector);
     const url = signedStartUrl(httpPort, "gpu");
     expect((await postForm(url.slice(0, url.indexOf("?")), `t=${new URL(url).searchParams.get("t")}`)).status).toBe(
@@ -1253,8 +1259,24 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     expect(page.body).toContain(`<code id="scheduler-message">${message}</code>`);
     expect(page.body).toMatch(/\(Unschedulable\), waiting \d+s so far/);
     expect(page.body).toContain('<meta http-equiv="refresh"');
+    const unplaced = await eventually(
+      () => hooks.on("/hook").find((h) => (h.body as { event: string }).event === "unplaced"),
+      30_000,
+      "the unplaced webhook",
+    );
+    expect((unplaced.body as { reason: string }).reason).toContain(`${message} (Unschedulable; waited `);
+    expect(String((await s.waitForEvent("gpu", "StartUnschedulable", 30_000))["note"])).toContain(message);
     s.kube.releaseScheduling(NS, "gpu");
     await eventually(async () => (await startPage(url)).stages.running === "done", 60_000, "scheduled after all");
+    const placed = await eventually(
+      () => hooks.on("/hook").find((h) => (h.body as { event: string }).event === "placed"),
+      30_000,
+      "the placed webhook",
+    );
+    expect((placed.body as { reason: string }).reason).toMatch(/^after \S+ on node node-1$/);
+    await s.waitForEvent("gpu", "StartPlaced", 30_000);
+    // Once each per start.
+    expect(hooks.on("/hook").map((h) => (h.body as { event: string }).event)).toEqual(["unplaced", "placed"]);
     expect(s.kube.starts).toHaveLength(1);
   });
 
