@@ -890,8 +890,11 @@ const startKey = () => deriveStartLinkKey(loadKey(keyFile));
 /** A start link as the collector signs it, for a VM no stop message was sent about. */
 const signedStartUrl = (httpPort: number, name: string, expiresAtMs = Date.now() + 3600_000) =>
   `http://127.0.0.1:${httpPort}/start/${NS}/${name}?t=${signStartLink(startKey(), { namespace: NS, name, expiresAtMs })}`;
+// probePort 0 in these configs: the agents here run on 127.0.0.1, where a machine's own sshd on
+// port 22 would make Ready come from the collector's probe (issue 36) instead of the agent's Report
+// these tests follow; the probe has its own test (packages/collector/test/comeback/wait/probe.test.ts).
 const startConfig = (httpPort: number, extra = "") =>
-  `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }\nstart: { entryUrl: "https://{name}.ws.example.com/lab"${extra} }\n`;
+  `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }\nstart: { probePort: 0, entryUrl: "https://{name}.ws.example.com/lab"${extra} }\n`;
 
 async function postForm(url: string, form: string): Promise<{ status: number; location: string | null; body: string }> {
   const res = await fetch(url, {
@@ -1021,7 +1024,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     const httpPort = await freePort();
     const collector = await s.collector("collector-0", {
       httpPort,
-      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { entryUrl: "https://{name}.ws.example.com/lab" }\n`,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { probePort: 0, entryUrl: "https://{name}.ws.example.com/lab" }\n`,
     });
     await s.leader(collector);
     const before = await s.agent("comeback", collector.grpcPort, { sshd: true });
@@ -1274,7 +1277,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     const httpPort = await freePort();
     const collector = await s.collector("collector-0", {
       httpPort,
-      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { entryUrl: "https://{name}.ws.example.com/lab" }\n`,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { probePort: 0, entryUrl: "https://{name}.ws.example.com/lab" }\n`,
     });
     await s.leader(collector);
     const url = signedStartUrl(httpPort, "earlier");
@@ -1366,11 +1369,17 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
   it("an unschedulable VMI: the page shows the scheduler's own message and how long it waited", async (context) => {
     const { expect } = context;
     const s = await Scenario.create(context, { startStepMs: 300 });
+    // The owner is told (issue 36 item 4): a webhook when it cannot be placed, and when it is.
+    const hooks = await webhookReceiver();
+    s.onClose(() => hooks.close());
     s.kube.seedWorkstation({ namespace: NS, name: "gpu", runStrategy: "Halted", podIp: "127.0.0.1" });
     const message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available.";
     s.kube.holdScheduling(NS, "gpu", message);
     const httpPort = await freePort();
-    const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
+    const collector = await s.collector("collector-0", {
+      httpPort,
+      extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}", webhooks: [{ url: "${hooks.url}/hook", format: json }] }\nstart: { probePort: 0 }\n`,
+    });
     await s.leader(collector);
     const url = signedStartUrl(httpPort, "gpu");
     expect((await postForm(url.slice(0, url.indexOf("?")), `t=${new URL(url).searchParams.get("t")}`)).status).toBe(
@@ -1388,8 +1397,24 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
     expect(page.body).toContain(`<code id="scheduler-message">${message}</code>`);
     expect(page.body).toMatch(/\(Unschedulable\), waiting \d+s so far/);
     expect(page.body).toContain('<meta http-equiv="refresh"');
+    const unplaced = await eventually(
+      () => hooks.on("/hook").find((h) => (h.body as { event: string }).event === "unplaced"),
+      30_000,
+      "the unplaced webhook",
+    );
+    expect((unplaced.body as { reason: string }).reason).toContain(`${message} (Unschedulable; waited `);
+    expect(String((await s.waitForEvent("gpu", "StartUnschedulable", 30_000))["note"])).toContain(message);
     s.kube.releaseScheduling(NS, "gpu");
     await eventually(async () => (await startPage(url)).stages.running === "done", 60_000, "scheduled after all");
+    const placed = await eventually(
+      () => hooks.on("/hook").find((h) => (h.body as { event: string }).event === "placed"),
+      30_000,
+      "the placed webhook",
+    );
+    expect((placed.body as { reason: string }).reason).toMatch(/^after \S+ on node node-1$/);
+    await s.waitForEvent("gpu", "StartPlaced", 30_000);
+    // Once each per start.
+    expect(hooks.on("/hook").map((h) => (h.body as { event: string }).event)).toEqual(["unplaced", "placed"]);
     expect(s.kube.starts).toHaveLength(1);
   });
 
@@ -1453,7 +1478,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
       { selector: { store: s.kube.store, namespace: COLLECTOR_NS, labels: SERVICE_SELECTOR } },
     );
     s.onClose(() => web.close());
-    const extra = `notifications: { publicUrl: "http://127.0.0.1:${web.port}" }\nstart: { leaderUrl: "http://127.0.0.1:${web.port}" }\n`;
+    const extra = `notifications: { publicUrl: "http://127.0.0.1:${web.port}" }\nstart: { probePort: 0, leaderUrl: "http://127.0.0.1:${web.port}" }\n`;
     const a = await s.collector("collector-a", { grpcPort: aGrpc, httpPort: aHttp, pod: true, extraConfig: extra });
     await s.leader(a);
     const b = await s.collector("collector-b", { grpcPort: bGrpc, httpPort: bHttp, pod: true, extraConfig: extra });
@@ -1786,7 +1811,7 @@ describe("The workstation's fixed address behind a real nginx (issue 24)", { tim
       identity:
         "{ userHeader: X-Auth-Request-User, groupsHeader: X-Auth-Request-Groups, adminGroups: [ws-admins], trustedProxies: [127.0.0.2/32] }",
       extraConfig: `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" }
-start: { entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wakePort}" }
+start: { probePort: 0, entryUrl: "http://{name}.ws.example.com/", wakeListen: "127.0.0.1:${wakePort}" }
 `,
     });
     await s.leader(collector);

@@ -111,6 +111,19 @@ export const EVENT_REASONS = {
     meaning:
       "someone asked for a start and KubeVirt's start subresource took it: who asked and through which path (link, address, ssh, schedule)",
   },
+  StartUnschedulable: {
+    sentBy: "edge",
+    types: ["Warning"],
+    action: "Start",
+    meaning:
+      "a start the scheduler cannot place (no node with the GPU or resources it needs): the scheduler's message and how long it has waited, once per start",
+  },
+  StartPlaced: {
+    sentBy: "edge",
+    types: ["Normal"],
+    action: "Start",
+    meaning: "a start that could not be placed was placed at last: how long it waited, on which node",
+  },
   StopDisputed: {
     sentBy: "edge",
     types: ["Warning"],

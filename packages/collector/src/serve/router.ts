@@ -477,7 +477,8 @@ function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined
           viewer,
           // A signed-in user sees what their own VMs gave back; an admin, everyone's.
           options.givenBack?.(options.nowMs()).filter((row) => visible(row.owner)),
-          fleetSpendHtml(options.spend, options.nowMs(), parseFleetQuery(url.searchParams), visible),
+          fleetSpendHtml(options.spend, options.nowMs(), parseFleetQuery(url.searchParams), visible) +
+            (options.startLinks?.returnWaitsHtml() ?? ""),
           options.dormant?.().filter((vm) => visible(vm.owner ?? undefined)),
           options.rates?.(options.nowMs()),
         ),

@@ -9,7 +9,14 @@ import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import v8 from "node:v8";
 import * as grpc from "@grpc/grpc-js";
-import { errorMessage, installUnhandledErrorPolicy, logfmtLogger, type Logger, type Report } from "@ws/protocol";
+import {
+  errorMessage,
+  formatDuration,
+  installUnhandledErrorPolicy,
+  logfmtLogger,
+  type Logger,
+  type Report,
+} from "@ws/protocol";
 import { ReloadingServerCredentials } from "../agents/tls-files.js";
 import {
   agentConnectionCap,
@@ -59,6 +66,8 @@ import { registerStartMetrics } from "../comeback/start/metrics.js";
 import { deriveStartLinkKey, startLinkUrl } from "../links/start-token.js";
 import type { VmKey } from "../model/vm-key.js";
 import { StartTracker } from "../comeback/start/tracker.js";
+import { EntryProber, sshAnswers } from "../comeback/wait/probe.js";
+import type { PlacementNews } from "../comeback/wait/placement.js";
 import { welcomeBack } from "../comeback/start/welcome.js";
 import { ScheduleRunner } from "../comeback/schedule/runner.js";
 import { ScheduleEditor } from "../comeback/schedule/editor.js";
@@ -571,6 +580,7 @@ function startLinksFor(
     ? new StartLinks({
         platform: mode.startPlatform,
         tracker,
+        prober: new EntryProber(sshAnswers, nowMs),
         linkKey: deriveStartLinkKey(key),
         config: config.start,
         prefix: mode.policySource.prefix,
@@ -593,6 +603,7 @@ function startLinksFor(
           wrongStops.disputed(profile, nowMs());
           stopDisputed(wiring, fleet, outreach, vm, dispute, stop);
         },
+        placement: (vm, news) => startPlacement(wiring, fleet, outreach, vm, news),
       })
     : undefined;
   registerStartMetrics(registry, tracker, () => disputes);
@@ -657,6 +668,27 @@ function schedulesFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, startLin
     ...(page ? { page } : {}),
     fromAgents: new ScheduleAgentRequests(editor),
   };
+}
+
+/** A start the scheduler cannot place, or placed at last: an Event on the VM and the owner told. */
+function startPlacement(wiring: Wiring, fleet: Fleet, outreach: Outreach, vm: VmKey, news: PlacementNews): void {
+  const { mode, nowMs } = wiring;
+  const waited = formatDuration(news.waitedSeconds);
+  const reason =
+    news.kind === "unplaced"
+      ? `${news.message} (${news.reason}; waited ${waited} so far)`
+      : `after ${waited}${news.node ? ` on node ${news.node}` : ""}`;
+  mode.actuator.event(
+    vm,
+    news.kind === "unplaced" ? "Warning" : "Normal",
+    news.kind === "unplaced" ? "StartUnschedulable" : "StartPlaced",
+    news.kind === "unplaced" ? `the start cannot be placed: ${reason}` : `the start was placed ${reason}`,
+  );
+  const policy = fleet.loopState(vm)?.policy ?? resolveVmPolicy(mode.policySource, vm, undefined).policy;
+  outreach.startPlacement(
+    { kind: news.kind, vm, atMs: nowMs(), mode: policy.mode, reason, explanation: reason },
+    policy,
+  );
 }
 
 type DisputedHook = NonNullable<ConstructorParameters<typeof StartLinks>[0]["disputed"]>;

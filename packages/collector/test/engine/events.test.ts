@@ -79,6 +79,8 @@ describe("Event reasons", () => {
       "ScheduleSet",
       "ScheduledStartFailed",
       "ScheduledStartUnplaced",
+      "StartPlaced",
+      "StartUnschedulable",
       "Started",
       "StopDisputed",
       "Stopped",

@@ -507,6 +507,12 @@ describe("createMetrics", () => {
     expect(text).toMatch(/^workstation_starts_total\{trigger="link"\} 1$/m);
     expect(text).toMatch(/^workstation_starts_total\{trigger="ssh"\} 0$/m);
     expect(text).toMatch(/^workstation_start_to_ready_seconds_bucket\{le="60"\} 1$/m);
+    // The per-stage wait: every trigger and stage from 0 on, the one return under link/total.
+    expect(text).toMatch(/^workstation_return_wait_seconds_bucket\{le="60",trigger="link",stage="total"\} 1$/m);
+    for (const trigger of ["wake", "ssh", "schedule", "warm", "standalone"])
+      expect(text).toMatch(
+        new RegExp(`^workstation_return_wait_seconds_count\\{trigger="${trigger}",stage="placement"\\} 0$`, "m"),
+      );
     const lint = spawnSync("promtool", ["check", "metrics"], { input: text, encoding: "utf8" });
     if (lint.error)
       throw new Error(`promtool is missing (${lint.error.message}): install the Debian package prometheus`);

@@ -31,6 +31,11 @@ export interface StartConfig extends EntryConfig {
   timeZone: string;
   /** How often the collector looks for schedule starts that fell due (docs/coming-back.md). */
   schedulePassSeconds: number;
+  /**
+   * The port the collector probes on a starting VM's address (an SSH banner there is Ready, before
+   * the agent reports it), for entry services sshd satisfies. 0 = no probe: the agent's word only.
+   */
+  probePort: number;
 }
 
 /** Per-VM annotations (after the policy prefix). */
@@ -46,12 +51,23 @@ export const DEFAULT_START: StartConfig = Object.freeze({
   wakeListen: "",
   timeZone: "UTC",
   schedulePassSeconds: 30,
+  probePort: 22,
 }) as StartConfig;
 
 /** host:port or [ipv6]:port, as every listen setting is written. */
 export const isHostPort = (address: string): boolean => /^[\w.-]*:\d{1,5}$|^\[[0-9a-f:.]*\]:\d{1,5}$/i.test(address);
 
-const KEYS = ["linkTtl", "entryUrl", "entryService", "profiles", "leaderUrl", "wakeListen", "timeZone", "schedulePass"];
+const KEYS = [
+  "linkTtl",
+  "entryUrl",
+  "entryService",
+  "profiles",
+  "leaderUrl",
+  "wakeListen",
+  "timeZone",
+  "schedulePass",
+  "probePort",
+];
 
 /** An http(s) URL template; placeholders are checked by expanding them with sample values. */
 function urlTemplate(value: unknown, label: string, problems: string[]): string | undefined {
@@ -125,6 +141,12 @@ export function parseStartConfig(raw: unknown, problems: string[], label = "star
     } catch (error) {
       problems.push(`${label}.schedulePass: ${error instanceof DurationError ? error.message : String(error)}`);
     }
+  }
+  if (raw.probePort != null) {
+    const port = raw.probePort;
+    if (typeof port !== "number" || !Number.isInteger(port) || port < 0 || port > 65535)
+      problems.push(`${label}.probePort: expected a port (1-65535), or 0 for no probe`);
+    else config.probePort = port;
   }
   if (raw.profiles != null) {
     if (!isJsonObject(raw.profiles))

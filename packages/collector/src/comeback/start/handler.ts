@@ -15,6 +15,11 @@ import { startProgress, type StartProgress } from "./progress.js";
 import { entryReadiness } from "./readiness.js";
 import { signStartLink, verifyStartLink } from "../../links/start-token.js";
 import { runViewOf, type StartTracker, type StartTrigger } from "./tracker.js";
+import { type EntryProber, probePortFor } from "../wait/probe.js";
+import { waitTriggerOf } from "../wait/stages.js";
+import { type PlacementNews, placementNews } from "../wait/placement.js";
+import { summarizeWaits, waitSummaryHtml } from "../wait/summary.js";
+import type { ReturnRecord } from "../warm/returns.js";
 
 /** What the collector's own loop knows of the VM's agent. */
 export interface AgentState {
@@ -27,6 +32,10 @@ export interface AgentState {
 export interface StartHandlerOptions {
   platform: StartPlatform;
   tracker: StartTracker;
+  /** A start the scheduler cannot place (once per start), and the same start placed at last. */
+  placement?: (vm: VmKey, news: PlacementNews) => void;
+  /** The collector's own look at a starting VM's entry service; none: the agent's word only. */
+  prober?: EntryProber;
   linkKey: Buffer;
   config: StartConfig;
   /** The policy annotation prefix (entry-url, entry-service annotations). */
@@ -202,7 +211,18 @@ export class StartLinks {
     const now = this.options.nowMs();
     const facts = this.options.platform.facts(vm);
     const view = facts ? runViewOf(facts) : { running: false };
-    const outcome = await this.options.tracker.request(vm, request, now, view, () => this.options.platform.start(vm));
+    // A return to a VM already up (its entry service answers) is a return with no wait.
+    const foundReady = facts !== undefined && this.compute(vm, facts, now).progress.status === "ready";
+    const outcome = await this.options.tracker.request(
+      vm,
+      request,
+      now,
+      view,
+      () => this.options.platform.start(vm),
+      foundReady,
+    );
+    if (outcome.started && foundReady && outcome.result.ok)
+      this.keepReturn(vm, { atMs: now, trigger: waitTriggerOf(request.trigger), waitSeconds: 0 });
     if (outcome.started) {
       const message = `start requested by ${request.by} via ${request.trigger}: ${outcome.result.message}`;
       this.options.log(outcome.result.ok ? "info" : "warn", `${vmId(vm)}: ${message}`, { vm: vmId(vm) });
@@ -226,6 +246,11 @@ export class StartLinks {
     return verifyStartLink(this.options.linkKey, token, vm, this.options.nowMs()).ok;
   }
 
+  /** The fleet page's "Waiting to come back" table: p50/p95 per stage of the last 7 days' returns. */
+  returnWaitsHtml(): string {
+    return waitSummaryHtml(summarizeWaits(this.options.tracker.recent(), this.options.nowMs()));
+  }
+
   /** Where the start stands now (the page's stages; the ssh helper's lines). */
   progress(vm: VmKey): { facts: StartFacts; progress: StartProgress; entryUrl?: string } | undefined {
     const facts = this.options.platform.facts(vm);
@@ -244,20 +269,49 @@ export class StartLinks {
         this.options.tracker.forget(vm);
         continue;
       }
-      const { progress } = this.compute(vm, facts, now);
-      if (progress.status !== "ready") continue;
-      const agent = this.options.agentOf(vm);
-      const attempt = this.options.tracker.markReady(vm, agent?.latest?.receivedAtMs ?? now);
-      if (attempt?.readyAtMs !== undefined)
+      const { progress, probePort } = this.compute(vm, facts, now);
+      const attempt = this.options.tracker.get(vm, now, runViewOf(facts));
+      const news = attempt ? placementNews(attempt, progress, attempt.requestedAtMs, now) : undefined;
+      if (news) this.options.placement?.(vm, news);
+      if (progress.status !== "ready") {
+        // Look at the entry service ourselves once the VMI runs: Ready need not wait for the agent.
+        if (attempt && probePort !== undefined && facts.entryAddresses && facts.instance?.phase === "Running")
+          this.options.prober?.probe(vmId(vm), attempt.requestedAtMs, facts.entryAddresses, probePort);
+        continue;
+      }
+      const readyAtMs = progress.stages.find((stage) => stage.name === "ready")?.atMs ?? now;
+      this.options.prober?.forget(vmId(vm));
+      const marked = this.options.tracker.markReady(vm, readyAtMs, progress.stages);
+      if (marked?.readyAtMs !== undefined)
+        this.keepReturn(vm, {
+          atMs: marked.requestedAtMs,
+          trigger: waitTriggerOf(marked.trigger),
+          waitSeconds: (marked.readyAtMs - marked.requestedAtMs) / 1000,
+        });
+      if (marked?.readyAtMs !== undefined)
         this.options.log(
           "info",
-          `${vmId(vm)}: ready ${formatDuration((attempt.readyAtMs - attempt.requestedAtMs) / 1000)} after the start was requested`,
+          `${vmId(vm)}: ready ${formatDuration((marked.readyAtMs - marked.requestedAtMs) / 1000)} after the start was requested`,
           { vm: vmId(vm) },
         );
     }
   }
 
-  private compute(vm: VmKey, facts: StartFacts, now: number): { progress: StartProgress; entryUrl?: string } {
+  /** Keeps the return on the VM (the learned warm start's history); a failure is logged, never in the way. */
+  private keepReturn(vm: VmKey, record: ReturnRecord): void {
+    const write = this.options.platform.recordReturn;
+    if (!write) return;
+    void write(vm, record, this.options.nowMs()).then((problem) => {
+      if (problem)
+        this.options.log("warn", `${vmId(vm)}: the return could not be recorded: ${problem}`, { vm: vmId(vm) });
+    });
+  }
+
+  private compute(
+    vm: VmKey,
+    facts: StartFacts,
+    now: number,
+  ): { progress: StartProgress; entryUrl?: string; probePort?: number } {
     const agent = this.options.agentOf(vm);
     const entry = entryFor(
       this.options.config,
@@ -271,17 +325,28 @@ export class StartLinks {
         ? agent.latest
         : undefined;
     const readiness = entryReadiness(current?.report, entry.service);
+    const attempt = this.options.tracker.get(vm, now, runViewOf(facts));
+    const probePort = probePortFor(entry.service, this.options.config.probePort);
+    const probed =
+      attempt && probePort !== undefined
+        ? this.options.prober?.answeredFor(vmId(vm), attempt.requestedAtMs)
+        : undefined;
     const progress = startProgress(
       facts,
-      this.options.tracker.get(vm, now, runViewOf(facts)),
+      attempt,
       {
         ...(agent?.connectedAtMs !== undefined ? { connectedAtMs: agent.connectedAtMs } : {}),
         ...(current ? { latestReportAtMs: current.receivedAtMs } : {}),
         readiness,
+        ...(probed ? { probed } : {}),
       },
       now,
     );
-    return { progress, ...(entry.url ? { entryUrl: entry.url } : {}) };
+    return {
+      progress,
+      ...(entry.url ? { entryUrl: entry.url } : {}),
+      ...(probePort !== undefined ? { probePort } : {}),
+    };
   }
 
   /** The page for a VM: the Start button when it is stopped, its progress otherwise. */

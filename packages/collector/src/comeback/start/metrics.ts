@@ -1,10 +1,14 @@
 // Start metrics, built at scrape time from the tracker: how many starts each path asked for, and
 // how long each took from the request to ready (the entry service answering).
 import { Counter, Histogram, type Registry } from "prom-client";
+import { WAIT_STAGES, WAIT_TRIGGERS } from "../wait/stages.js";
 import { START_TRIGGERS, type StartTracker } from "./tracker.js";
 
 /** From seconds (a warm node) to a quarter of an hour (a GPU that had to be freed). */
 export const START_TO_READY_BUCKETS = [5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900];
+
+/** A stage can take under a second (a VM found ready, the agent's first Report): finer at the low end. */
+export const RETURN_WAIT_BUCKETS = [0.5, 1, 2, ...START_TO_READY_BUCKETS];
 
 export function registerStartMetrics(
   registry: Registry,
@@ -41,4 +45,17 @@ export function registerStartMetrics(
       for (const seconds of tracker.drainReadySeconds()) this.observe(seconds);
     },
   });
+  const waits = new Histogram({
+    name: "workstation_return_wait_seconds",
+    help: "A person's wait from asking for a stopped VM to its entry service up, by trigger (link, wake, ssh, schedule, warm, standalone) and stage (placement: waiting for a node/GPU; boot: scheduled to running; guest: running to the agent connected; report: to the Report with the entry service up; total). A return that found the VM ready counts 0.",
+    labelNames: ["trigger", "stage"],
+    buckets: RETURN_WAIT_BUCKETS,
+    registers: [registry],
+    collect() {
+      for (const { trigger, split } of tracker.drainWaits())
+        for (const stage of WAIT_STAGES) this.observe({ trigger, stage }, split[stage]);
+    },
+  });
+  // Every trigger and stage from 0 on, so a dashboard's rate() has a series before the first return.
+  for (const trigger of WAIT_TRIGGERS) for (const stage of WAIT_STAGES) waits.zero({ trigger, stage });
 }

@@ -4,6 +4,7 @@
 import type { VmKey } from "../../model/vm-key.js";
 import type { StageName } from "./progress.js";
 import type { LastStopFacts } from "../../loop/last-stop.js";
+import type { ReturnRecord } from "../warm/returns.js";
 
 // The last-stop record's shape and parser live below both modes (loop/last-stop.ts); the port speaks of it.
 export type { LastStopFacts } from "../../loop/last-stop.js";
@@ -35,6 +36,8 @@ export interface StartFacts {
   annotations: Record<string, string>;
   /** The platform cannot start this VM: what to do instead (the page shows it in place of the button). */
   startHint?: string;
+  /** Where the collector may probe the VM's entry service (Kubernetes: the launcher pod's IPs). */
+  entryAddresses?: string[];
   /** The platform's own names for stages (standalone: the start command instead of a VMI). */
   stageLabels?: Partial<Record<StageName, string>>;
 }
@@ -59,6 +62,12 @@ export interface StartPlatform {
    * (Kubernetes: the VM's annotations, merge-patched; null removes one). Names are after the prefix.
    */
   writeAnnotations?(vm: VmKey, annotations: Record<string, string | null>): Promise<{ ok: boolean; message: string }>;
+  /**
+   * Keeps a return (when, by which path, how long the person waited) on the VM, bounded
+   * (Kubernetes: the `returns` annotation; comeback/warm/returns.ts). Resolves with what went
+   * wrong, or undefined once kept. Never rejects.
+   */
+  recordReturn?(vm: VmKey, record: ReturnRecord, nowMs: number): Promise<string | undefined>;
 }
 
 /**

@@ -40,6 +40,8 @@ export interface AgentFacts {
   /** When the Report that showed the entry service up arrived. */
   latestReportAtMs?: number;
   readiness: Readiness;
+  /** The collector's own probe saw the entry service answer (wait/probe.ts): Ready without the agent. */
+  probed?: { atMs: number; detail: string };
 }
 
 const LABELS: Record<StageName, string> = {
@@ -78,9 +80,16 @@ export function startProgress(
     live && agent.connectedAtMs !== undefined && (since === undefined || agent.connectedAtMs >= since - 1000)
       ? agent.connectedAtMs
       : undefined;
-  const readyAt =
-    agentAt !== undefined && agent.readiness.ready
-      ? (attempt?.readyAtMs ?? agent.latestReportAtMs ?? nowMs)
+  const agentReady = agentAt !== undefined && agent.readiness.ready;
+  // The probe's answer counts for this boot only: a running VMI, seen answering after the start.
+  const probed =
+    !agentReady && live && instance.phase === "Running" && agent.probed && agent.probed.atMs >= (since ?? 0)
+      ? agent.probed
+      : undefined;
+  const readyAt = agentReady
+    ? (attempt?.readyAtMs ?? agent.latestReportAtMs ?? nowMs)
+    : probed
+      ? (attempt?.readyAtMs ?? probed.atMs)
       : undefined;
   const blocked = live && instance.unschedulable && scheduledAt === undefined ? instance.unschedulable : null;
 
@@ -93,7 +102,7 @@ export function startProgress(
     ["scheduled", scheduledAt, instance?.nodeName ? `on node ${instance.nodeName}` : undefined],
     ["running", runningAt, undefined],
     ["agent", agentAt, undefined],
-    ["ready", readyAt, agent.readiness.detail],
+    ["ready", readyAt, probed ? probed.detail : agent.readiness.detail],
   ];
   const inMotion = attempt !== undefined || live || facts.wantsToRun;
   let current = false;

@@ -6,13 +6,16 @@
 // Bounded: finished starts are forgotten after a while, and at most `limit` are kept.
 import { type VmKey, vmId } from "../../model/vm-key.js";
 import type { StartFacts, StartResult } from "./platform.js";
-import { type AttemptFacts, instanceLive } from "./progress.js";
+import type { PlacementMemory } from "../wait/placement.js";
+import { type RecordedWait, SUMMARY_WINDOW_MS } from "../wait/summary.js";
+import { splitWait, type WaitSplit, type WaitTrigger, waitTriggerOf, ZERO_WAIT } from "../wait/stages.js";
+import { type AttemptFacts, instanceLive, type Stage } from "./progress.js";
 
 /** Which path asked: the start link's page, the workstation's own address, the ssh helper, the VM's schedule. */
 export type StartTrigger = "link" | "address" | "ssh" | "schedule";
 export const START_TRIGGERS: readonly StartTrigger[] = ["link", "address", "ssh", "schedule"];
 
-export interface StartAttempt extends AttemptFacts {
+export interface StartAttempt extends AttemptFacts, PlacementMemory {
   trigger: StartTrigger;
   inFlight?: Promise<StartResult>;
   /** The platform showed the VM running (or meant to run) since this start was asked for. */
@@ -54,6 +57,8 @@ export interface RequestOutcome {
   result: StartResult;
 }
 
+/** Returns kept for the fleet page's 7 days: a few per VM per day for a large fleet. */
+const RECENT_WAITS_KEPT = 20_000;
 /** A start not ready after this long is over (the page offers Start again). */
 const ATTEMPT_LIFETIME_MS = 60 * 60_000;
 /** A finished start is remembered this long, so its page still shows its times. */
@@ -65,6 +70,10 @@ export class StartTracker {
   readonly startsTotal = new Map<StartTrigger, number>();
   /** Seconds from the request to ready, of every start that became ready since the last drain. */
   private readySeconds: number[] = [];
+  /** Each return's wait by stage since the last drain (a return that found the VM ready waited 0). */
+  private waits: Array<{ trigger: WaitTrigger; split: WaitSplit }> = [];
+  /** The returns of the last 7 days, for the fleet page's p50/p95 (bounded: RECENT_WAITS_KEPT). */
+  private recentWaits: RecordedWait[] = [];
 
   constructor(private readonly limit = 10_000) {}
 
@@ -80,13 +89,18 @@ export class StartTracker {
     return attempt;
   }
 
-  /** Starts the VM unless a start of it is under way; either way, resolves with that start's answer. */
+  /**
+   * Starts the VM unless a start of it is under way; either way, resolves with that start's answer.
+   * `foundReady`: the VM was already running with its entry service up when asked: the return is
+   * ready at once and counts as a zero wait.
+   */
   async request(
     vm: VmKey,
     who: { by: string; trigger: StartTrigger },
     nowMs: number,
     view: RunView,
     start: () => Promise<StartResult>,
+    foundReady = false,
   ): Promise<RequestOutcome> {
     const current = this.get(vm, nowMs, view);
     if (current && current.readyAtMs === undefined && (current.inFlight || current.result?.ok)) {
@@ -101,16 +115,48 @@ export class StartTracker {
     const result = await attempt.inFlight;
     attempt.result = { ok: result.ok, message: result.message };
     delete attempt.inFlight;
+    if (foundReady && result.ok) {
+      attempt.readyAtMs = nowMs;
+      this.readySeconds.push(0);
+      this.keepWait(nowMs, waitTriggerOf(who.trigger), ZERO_WAIT);
+    }
     return { attempt, started: true, result };
   }
 
-  /** The start became ready (its first Report with the entry service up arrived at `atMs`). */
-  markReady(vm: VmKey, atMs: number): StartAttempt | undefined {
+  /**
+   * The start became ready (its first Report with the entry service up arrived at `atMs`);
+   * `stages` (the starting page's) split its wait for the per-stage histograms.
+   */
+  markReady(vm: VmKey, atMs: number, stages: readonly Stage[] = []): StartAttempt | undefined {
     const attempt = this.attempts.get(vmId(vm));
     if (!attempt || attempt.readyAtMs !== undefined || !attempt.result?.ok) return undefined;
     attempt.readyAtMs = Math.max(atMs, attempt.requestedAtMs);
     this.readySeconds.push((attempt.readyAtMs - attempt.requestedAtMs) / 1000);
+    this.keepWait(
+      attempt.requestedAtMs,
+      waitTriggerOf(attempt.trigger),
+      splitWait(stages, attempt.requestedAtMs, attempt.readyAtMs),
+    );
     return attempt;
+  }
+
+  private keepWait(atMs: number, trigger: WaitTrigger, split: WaitSplit): void {
+    this.waits.push({ trigger, split });
+    this.recentWaits = [...this.recentWaits, { atMs, trigger, split }]
+      .filter((w) => atMs - w.atMs <= SUMMARY_WINDOW_MS)
+      .slice(-RECENT_WAITS_KEPT);
+  }
+
+  /** The returns of the last 7 days that this collector saw, oldest first. */
+  recent(): readonly RecordedWait[] {
+    return this.recentWaits;
+  }
+
+  /** The waits since the last call, for the per-stage histograms. */
+  drainWaits(): Array<{ trigger: WaitTrigger; split: WaitSplit }> {
+    const out = this.waits;
+    this.waits = [];
+    return out;
   }
 
   /** The VM was deleted: its start is history. */

@@ -66,6 +66,16 @@ export interface DisputesOnlyOptions {
   json: boolean;
 }
 
+/** `--returns FILE` without --prometheus: replay learned warm starts on the VMs' recorded returns. */
+export interface ReturnsOnlyOptions {
+  kind: "returns";
+  returnsFile: string;
+  annotationPrefix: string;
+  timeZone: string;
+  warmWindowSeconds: number;
+  json: boolean;
+}
+
 export const WHATIF_HELP = `Usage: ws-collector whatif --prometheus URL --from TIME [--to TIME] [options] [--KNOB VALUE ...]
        ws-collector whatif --trace FILE [options] [--KNOB VALUE ...]
 
@@ -93,6 +103,11 @@ Options:
                              have kept its VM and, with --prometheus, whether this replay keeps it: the JSON of
                              the collector's /api/disputes, or kubectl get vm -A -o json ("-": stdin). Without
                              --prometheus only the disputes are listed
+      --returns FILE         Replay learned warm starts (docs/policy.md) on the VMs' recorded returns (their
+                             returns annotation in kubectl get vm -A -o json; "-": stdin): per VM, the warm
+                             starts, used and wasted, the wait saved and the run time added. Not with --prometheus
+      --time-zone TZ         The owners' time zone for --returns (default UTC)
+      --warm-window D        How long a warm start waits for its person before it is waste (default 30m)
       --annotation-prefix P  The prefix of the VMs' last-stop annotation (default: the config's, workstation.aik8s.run/)
       --sweep KNOB=VALUES    Replay once per value instead of once, and recommend one: VALUES is a list
                              (idle-timeout=30m,1h,2h) or a range FROM..TO/STEP of durations or percentages
@@ -201,6 +216,9 @@ const WHATIF_OPTIONS = {
   json: { type: "boolean" },
   "host-window": { type: "string" },
   disputes: { type: "string" },
+  returns: { type: "string" },
+  "time-zone": { type: "string" },
+  "warm-window": { type: "string" },
   "annotation-prefix": { type: "string" },
   sweep: { type: "string", multiple: true },
   "false-stop-budget": { type: "string" },
@@ -277,7 +295,7 @@ export function parseWhatifArgs(
   argv: string[],
   nowMs: number,
   readConfig: (path: string) => string,
-): WhatifOptions | DisputesOnlyOptions | "help" {
+): WhatifOptions | DisputesOnlyOptions | ReturnsOnlyOptions | "help" {
   const values = parseCommandLine(argv, { help: WHATIF_HELP, options: WHATIF_OPTIONS }).values as ParsedValues;
   if (values.help) return "help";
   const text = (name: string): string | undefined => textOf(values, name);
@@ -287,6 +305,24 @@ export function parseWhatifArgs(
   const annotationPrefix = text("annotation-prefix") ?? prefixOf(configText, configPath);
   const disputesFile = text("disputes");
   const prometheus = text("prometheus");
+  const returnsFile = text("returns");
+  if (returnsFile !== undefined) {
+    if (prometheus) throw new UsageError("--returns replays the recorded returns: not with --prometheus");
+    const timeZone = text("time-zone") ?? "UTC";
+    try {
+      new Intl.DateTimeFormat("en-US", { timeZone });
+    } catch {
+      throw new UsageError(`--time-zone: "${timeZone.slice(0, 64)}" is not a time zone (e.g. Europe/Berlin)`);
+    }
+    const windowText = text("warm-window") ?? "30m";
+    let warmWindowSeconds: number;
+    try {
+      warmWindowSeconds = parseDuration(windowText, { allowBareSeconds: true });
+    } catch {
+      throw new UsageError(`--warm-window: "${windowText.slice(0, 64)}" is not a duration (e.g. 30m)`);
+    }
+    return { kind: "returns", returnsFile, annotationPrefix, timeZone, warmWindowSeconds, json: values.json === true };
+  }
   if (!prometheus && disputesFile !== undefined)
     return {
       kind: "disputes",

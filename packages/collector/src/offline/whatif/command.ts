@@ -3,9 +3,16 @@
 // The only I/O here: the HTTP range queries and the output streams.
 import { readFileSync } from "node:fs";
 import { UsageError, ConfigError, EXIT, usageLine } from "@ws/protocol";
-import { type DisputesOnlyOptions, parseWhatifArgs, WHATIF_HELP, type WhatifOptions } from "./args.js";
+import {
+  type DisputesOnlyOptions,
+  parseWhatifArgs,
+  type ReturnsOnlyOptions,
+  WHATIF_HELP,
+  type WhatifOptions,
+} from "./args.js";
 import { disputesFromDocument, type DisputeRecord } from "../../comeback/start/disputes.js";
 import { disputeVerdicts, formatDisputesJson, formatDisputesText } from "./disputes-report.js";
+import { formatWarmReplaysText, warmReplaysFromDocument } from "./warm-report.js";
 import {
   HistoryError,
   historyFromSeries,
@@ -82,7 +89,7 @@ async function queryRange(
 
 export async function whatifCommand(argv: string[], io: WhatifIo): Promise<number> {
   const nowMs = io.nowMs ?? (() => Date.now());
-  let options: WhatifOptions | DisputesOnlyOptions | "help";
+  let options: WhatifOptions | DisputesOnlyOptions | ReturnsOnlyOptions | "help";
   try {
     options = parseWhatifArgs(argv, nowMs(), io.readFile ?? ((path) => readFileSync(path, "utf8")));
   } catch (error) {
@@ -103,6 +110,7 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     io.stdout.write(WHATIF_HELP);
     return 0;
   }
+  if ("kind" in options && options.kind === "returns") return warmStartsCommand(options, io);
   let disputes: DisputeRecord[] | undefined;
   if (options.disputesFile !== undefined) {
     const file = options.disputesFile;
@@ -186,6 +194,29 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     histories = withHostHistory(histories, answers, grid, options.hostWindowSeconds);
   }
   return replayHistories(options, histories, grid, disputes, io);
+}
+
+/** `whatif --returns`: what learned warm starts would have cost and saved on the recorded returns. */
+function warmStartsCommand(options: ReturnsOnlyOptions, io: WhatifIo): number {
+  const file = options.returnsFile;
+  try {
+    const text = (io.readFile ?? ((path) => readFileSync(path, "utf8")))(file === "-" ? "/dev/stdin" : file);
+    const replays = warmReplaysFromDocument(
+      text,
+      options.annotationPrefix,
+      options.timeZone,
+      options.warmWindowSeconds * 1000,
+    );
+    io.stdout.write(
+      options.json
+        ? `${JSON.stringify({ warmStarts: replays }, null, 2)}\n`
+        : formatWarmReplaysText(replays, options.timeZone),
+    );
+    return 0;
+  } catch (error) {
+    io.stderr.write(`ws-collector whatif: --returns ${file}: ${terminalText(errorMessage(error), 1000)}\n`);
+    return 1;
+  }
 }
 
 /** The replay of the histories, from Prometheus or a trace: once, or once per sweep value. */

@@ -42,6 +42,8 @@ export const DEFAULT_SEND: TransitionKind[] = [
   "refused-stop",
   "dispute",
   "schedule",
+  "unplaced",
+  "placed",
 ];
 /** Per-VM annotations (after the policy prefix). */
 export const NOTIFY_URL_ANNOTATION = "notify-url";

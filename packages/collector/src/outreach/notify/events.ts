@@ -22,7 +22,11 @@ export type TransitionKind =
   /** The VM's user says its last stop was a mistake (docs/coming-back.md). */
   | "dispute"
   /** The VM's scheduled start could not be made or placed yet, or was placed late (docs/coming-back.md). */
-  | "schedule";
+  | "schedule"
+  /** A start the scheduler cannot place (no node with a free GPU): its message and the wait so far. */
+  | "unplaced"
+  /** That start was placed at last. */
+  | "placed";
 
 export const TRANSITION_KINDS: readonly TransitionKind[] = [
   "notice",
@@ -33,6 +37,8 @@ export const TRANSITION_KINDS: readonly TransitionKind[] = [
   "would-stop",
   "dispute",
   "schedule",
+  "unplaced",
+  "placed",
 ];
 
 export interface VmTransition {

@@ -175,6 +175,11 @@ export class Outreach implements FleetObserver {
     }
   }
 
+  /** A start that cannot be placed, or placed at last (comeback/wait/placement.ts): history and webhooks. */
+  startPlacement(transition: VmTransition & { kind: "unplaced" | "placed" }, policy: Policy): void {
+    this.announce(transition, policy);
+  }
+
   private announce(transition: VmTransition, policy: Policy): void {
     const warns = warnsPeople(transition, policy);
     const what = `${transition.kind === "reminder" ? "notice (reminder)" : transition.kind}${!warns && transition.kind !== "would-stop" ? " (observe mode: nobody warned)" : ""}`;

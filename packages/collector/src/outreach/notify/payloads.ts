@@ -54,6 +54,8 @@ const TITLES: Record<TransitionKind, string> = {
   "would-stop": "would be stopped (observe mode)",
   dispute: "was stopped by mistake, says its user",
   schedule: "scheduled start",
+  unplaced: "cannot be placed yet",
+  placed: "was placed at last",
 };
 
 export function titleOf(content: NotificationContent): string {
@@ -85,6 +87,10 @@ export function textOf(content: NotificationContent): string {
       return `${who}${sentence(`says the stop of ${t.vm.namespace}/${t.vm.name} was a mistake: ${t.reason}`)}${t.hint ? ` ${t.hint}` : ""}`;
     case "schedule":
       return `${who}${sentence(t.reason)}`;
+    case "unplaced":
+      return `${who}${sentence(`the start of ${t.vm.namespace}/${t.vm.name} cannot be placed yet: ${t.reason}`)} KubeVirt keeps trying; you will be told when it is placed.`;
+    case "placed":
+      return `${who}${sentence(`${t.vm.namespace}/${t.vm.name} was placed at last: ${t.reason}`)}`;
   }
 }
 

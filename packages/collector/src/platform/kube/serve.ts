@@ -23,7 +23,7 @@ import { KubeInventory } from "./inventory.js";
 import { LeaderThread } from "./leader-thread.js";
 import { LeaderLabel } from "./leader-label.js";
 import { VmStopper } from "./stop.js";
-import { VmStarter, kubeDisputeWriter, kubeStartPlatform } from "./start.js";
+import { VmStarter, kubeDisputeWriter, kubeReturnsWriter, kubeStartPlatform } from "./start.js";
 import { WriteQueue } from "./write-queue.js";
 import { isStopInEffect } from "./vm-model.js";
 import { describeFreed, gpuCountOf, vmOwner } from "./vm-resources.js";
@@ -146,6 +146,7 @@ export async function kubernetesMode(
       prefix,
       kubeDisputeWriter(clients, prefix),
       (vm, annotations) => parts.audit.patchAnnotations(vm, annotations),
+      kubeReturnsWriter(clients, prefix),
     ),
     policySource,
     restore: (vm, now) => {

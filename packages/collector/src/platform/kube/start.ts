@@ -25,6 +25,13 @@ import {
 import { describeError, rawKubeRequest, statusMessage, type KubeClients } from "./client.js";
 import type { InventoryVm } from "./inventory.js";
 import { freedParts, vmOwner } from "./vm-resources.js";
+import {
+  appendReturn,
+  encodeReturns,
+  parseReturns,
+  RETURNS_ANNOTATION,
+  type ReturnRecord,
+} from "../../comeback/warm/returns.js";
 
 export function startPath(namespace: string, name: string): string {
   return `/apis/subresources.kubevirt.io/v1/namespaces/${encodeURIComponent(namespace)}/virtualmachines/${encodeURIComponent(name)}/start`;
@@ -133,6 +140,7 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
     lastStop: lastStopIn(vm.annotations, prefix),
     labels: vm.labels,
     annotations: vm.annotations,
+    ...(live && vm.launcherPodIps.length ? { entryAddresses: vm.launcherPodIps } : {}),
   };
 }
 
@@ -140,6 +148,17 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
 const DISPUTE_ATTEMPTS = 8;
 
 const rereadAtOnce: Sleep = async () => {};
+
+/** Retries of a read-then-patch with the read's resourceVersion: a 409 means read again, at once. */
+const rereadOn409 = (attempts = DISPUTE_ATTEMPTS) => ({
+  maxAttempts: attempts,
+  backoff: DEFAULT_BACKOFF,
+  random: Math.random,
+  // No wait: a 409 is answered by reading the VM again, not by time.
+  sleep: rereadAtOnce,
+  // 409: someone wrote the VM since the read (another dispute, a return, a new stop): read again.
+  conflict: "retry" as const,
+});
 
 /**
  * Keeps a dispute in the VM's last-stop annotation, once per stop (a plain read-then-patch let
@@ -156,55 +175,88 @@ export function kubeDisputeWriter(
   const key = lastStopKey(prefix);
   return async (vm, dispute, stopAtMs) => {
     const path = `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(vm.namespace)}/virtualmachines/${encodeURIComponent(vm.name)}`;
-    const outcome = await retrying<DisputeOutcome>(
-      {
-        maxAttempts: options.attempts ?? DISPUTE_ATTEMPTS,
-        backoff: DEFAULT_BACKOFF,
-        random: Math.random,
-        // No wait: a 409 is answered by reading the VM again, not by time.
-        sleep: rereadAtOnce,
-        // 409: someone wrote the VM since the read (another dispute, a new stop): read again.
-        conflict: "retry",
-      },
-      async () => {
-        try {
-          const read = await rawKubeRequest(clients, { method: "GET", path, timeoutMs: options.timeoutMs ?? 10_000 });
-          if (read.status !== 200)
-            return {
-              done: { kept: "failed", message: `reading the VM: ${statusMessage(read.text) ?? `HTTP ${read.status}`}` },
-            };
-          const metadata = (
-            JSON.parse(read.text) as { metadata?: { resourceVersion?: string; annotations?: Record<string, string> } }
-          ).metadata;
-          const stop = lastStopIn(metadata?.annotations, prefix);
-          if (!stop?.raw) return { done: { kept: "failed", message: "no last-stop record to keep it with" } };
-          if (stop.disputedAtMs !== undefined) return { done: { kept: "already", atMs: stop.disputedAtMs } };
-          if (stop.atMs !== stopAtMs)
-            return { done: { kept: "failed", message: "the VM was stopped again since this page was shown" } };
-          if (!metadata?.resourceVersion) return { done: { kept: "failed", message: "the VM has no resourceVersion" } };
-          const patch = await rawKubeRequest(clients, {
-            method: "PATCH",
-            path,
-            contentType: "application/merge-patch+json",
-            body: {
-              metadata: {
-                resourceVersion: metadata.resourceVersion,
-                annotations: { [key]: JSON.stringify(withDispute(stop.raw, dispute)) },
-              },
+    const outcome = await retrying<DisputeOutcome>(rereadOn409(options.attempts), async () => {
+      try {
+        const read = await rawKubeRequest(clients, { method: "GET", path, timeoutMs: options.timeoutMs ?? 10_000 });
+        if (read.status !== 200)
+          return {
+            done: { kept: "failed", message: `reading the VM: ${statusMessage(read.text) ?? `HTTP ${read.status}`}` },
+          };
+        const metadata = (
+          JSON.parse(read.text) as { metadata?: { resourceVersion?: string; annotations?: Record<string, string> } }
+        ).metadata;
+        const stop = lastStopIn(metadata?.annotations, prefix);
+        if (!stop?.raw) return { done: { kept: "failed", message: "no last-stop record to keep it with" } };
+        if (stop.disputedAtMs !== undefined) return { done: { kept: "already", atMs: stop.disputedAtMs } };
+        if (stop.atMs !== stopAtMs)
+          return { done: { kept: "failed", message: "the VM was stopped again since this page was shown" } };
+        if (!metadata?.resourceVersion) return { done: { kept: "failed", message: "the VM has no resourceVersion" } };
+        const patch = await rawKubeRequest(clients, {
+          method: "PATCH",
+          path,
+          contentType: "application/merge-patch+json",
+          body: {
+            metadata: {
+              resourceVersion: metadata.resourceVersion,
+              annotations: { [key]: JSON.stringify(withDispute(stop.raw, dispute)) },
             },
-            timeoutMs: options.timeoutMs ?? 10_000,
-          });
-          if (patch.status >= 200 && patch.status < 300)
-            return { done: { kept: "kept", message: "kept in the last-stop annotation" } };
-          return { failed: { status: patch.status, message: statusMessage(patch.text) ?? `HTTP ${patch.status}` } };
-        } catch (error) {
-          return { failed: { status: null, message: describeError(error) } };
-        }
-      },
-    );
+          },
+          timeoutMs: options.timeoutMs ?? 10_000,
+        });
+        if (patch.status >= 200 && patch.status < 300)
+          return { done: { kept: "kept", message: "kept in the last-stop annotation" } };
+        return { failed: { status: patch.status, message: statusMessage(patch.text) ?? `HTTP ${patch.status}` } };
+      } catch (error) {
+        return { failed: { status: null, message: describeError(error) } };
+      }
+    });
     if ("done" in outcome) return outcome.done;
     const { message } = outcome.failed;
     return { kept: "failed", message: outcome.retryable ? `gave up: ${message}` : message };
+  };
+}
+
+/**
+ * Adds a return to the VM's `returns` annotation (comeback/warm/returns.ts): read, append
+ * (bounded), merge-patch with the resourceVersion read, again on a 409. Resolves with what went
+ * wrong, or undefined once written.
+ */
+export function kubeReturnsWriter(
+  clients: KubeClients,
+  prefix: string,
+  options: { attempts?: number; timeoutMs?: number } = {},
+): (vm: VmKey, record: ReturnRecord, nowMs: number) => Promise<string | undefined> {
+  const key = `${prefix}${RETURNS_ANNOTATION}`;
+  return async (vm, record, nowMs) => {
+    const path = `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(vm.namespace)}/virtualmachines/${encodeURIComponent(vm.name)}`;
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    const outcome = await retrying<string | undefined>(rereadOn409(options.attempts), async () => {
+      try {
+        const read = await rawKubeRequest(clients, { method: "GET", path, timeoutMs });
+        if (read.status !== 200)
+          return { done: `reading the VM: ${statusMessage(read.text) ?? `HTTP ${read.status}`}` };
+        const metadata = (
+          JSON.parse(read.text) as { metadata?: { resourceVersion?: string; annotations?: Record<string, string> } }
+        ).metadata;
+        if (!metadata?.resourceVersion) return { done: "the VM has no resourceVersion" };
+        const records = appendReturn(parseReturns(metadata.annotations?.[key]), record, nowMs);
+        const patch = await rawKubeRequest(clients, {
+          method: "PATCH",
+          path,
+          contentType: "application/merge-patch+json",
+          body: {
+            metadata: { resourceVersion: metadata.resourceVersion, annotations: { [key]: encodeReturns(records) } },
+          },
+          timeoutMs,
+        });
+        if (patch.status >= 200 && patch.status < 300) return { done: undefined };
+        return { failed: { status: patch.status, message: statusMessage(patch.text) ?? `HTTP ${patch.status}` } };
+      } catch (error) {
+        return { failed: { status: null, message: describeError(error) } };
+      }
+    });
+    if ("done" in outcome) return outcome.done;
+    return outcome.retryable ? `gave up: ${outcome.failed.message}` : outcome.failed.message;
   };
 }
 
@@ -219,6 +271,7 @@ export function kubeStartPlatform(
     vm: VmKey,
     annotations: Record<string, string | null>,
   ) => Promise<{ ok: boolean; message: string }>,
+  recordReturn?: (vm: VmKey, record: ReturnRecord, nowMs: number) => Promise<string | undefined>,
 ): StartPlatform {
   return {
     list: () => all().map((vm) => ({ namespace: vm.namespace, name: vm.name })),
@@ -237,5 +290,6 @@ export function kubeStartPlatform(
             ),
         }
       : {}),
+    ...(recordReturn ? { recordReturn } : {}),
   };
 }

@@ -284,7 +284,7 @@ describe("entry points and readiness", () => {
       problems,
     );
     expect(problems).toEqual([
-      'start: unknown setting "other" (known: linkTtl, entryUrl, entryService, profiles, leaderUrl, wakeListen, timeZone, schedulePass)',
+      'start: unknown setting "other" (known: linkTtl, entryUrl, entryService, profiles, leaderUrl, wakeListen, timeZone, schedulePass, probePort)',
       "start.linkTtl: must be between 1m and 366d",
       "start.entryUrl: unknown placeholder {user} (known: {namespace}, {name}, {owner})",
       "start.entryService: expected one of any, sshd, jupyter",
