@@ -572,44 +572,11 @@ export function createMetrics(
   const registry = new Registry();
   const perVm = new PerVmSeriesCache(stats);
 
-  new Gauge({
-    name: "workstation_collector_leader",
-    help: "1 when this collector replica holds the leader lease and acts; 0 while it waits.",
-    registers: [health],
-    collect() {
-      this.set(leader() ? 1 : 0);
-    },
-  });
-  new Gauge({
-    name: "workstation_build_info",
-    help: "The collector's version and mode (always 1).",
-    labelNames: ["version", "mode"],
-    registers: [health],
-  }).set({ version: COLLECTOR_VERSION, mode: options.mode ?? "standalone" }, 1);
-  registerMemoryMetrics(health, options.memory);
-  if (options.agentConnections) registerConnectionMetrics(health, stats, options.agentConnections);
-  registerCertificateAndProcessMetrics(health, options);
+  registerHealthMetrics(health, stats, leader, options);
   const counterFrom = counterMaker(registry);
   registerFleetCounters(counterFrom, fleet);
   registerReportAndRequestCounters(counterFrom, stats);
-  new Gauge({
-    name: "workstation_agent_streams",
-    help: "Open agent streams.",
-    registers: [registry],
-    collect() {
-      this.set(streams());
-    },
-  });
-  new Histogram({
-    name: "workstation_decision_duration_seconds",
-    help: "Time the decision engine took per decision.",
-    buckets: DECISION_BUCKETS,
-    registers: [registry],
-    collect() {
-      const pending = stats.pendingDecisionSeconds.splice(0);
-      for (const seconds of pending) this.observe(seconds);
-    },
-  });
+  registerWorkMetrics(registry, stats, streams);
   const scrapeDuration = new Histogram({
     name: "workstation_scrape_duration_seconds",
     help: "Time to build the /metrics answer (a scrape's own time shows from the next scrape on).",
@@ -657,6 +624,54 @@ export function createMetrics(
     return text;
   };
   return registry;
+}
+
+/** What every replica exports, leader or not: whether it leads, its build, memory, connections, certificates. */
+function registerHealthMetrics(
+  health: Registry,
+  stats: CollectorStats,
+  leader: () => boolean,
+  options: MetricsOptions,
+): void {
+  new Gauge({
+    name: "workstation_collector_leader",
+    help: "1 when this collector replica holds the leader lease and acts; 0 while it waits.",
+    registers: [health],
+    collect() {
+      this.set(leader() ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "workstation_build_info",
+    help: "The collector's version and mode (always 1).",
+    labelNames: ["version", "mode"],
+    registers: [health],
+  }).set({ version: COLLECTOR_VERSION, mode: options.mode ?? "standalone" }, 1);
+  registerMemoryMetrics(health, options.memory);
+  if (options.agentConnections) registerConnectionMetrics(health, stats, options.agentConnections);
+  registerCertificateAndProcessMetrics(health, options);
+}
+
+/** The leader's work on the fleet: open agent streams, and how long each decision took. */
+function registerWorkMetrics(registry: Registry, stats: CollectorStats, streams: () => number): void {
+  new Gauge({
+    name: "workstation_agent_streams",
+    help: "Open agent streams.",
+    registers: [registry],
+    collect() {
+      this.set(streams());
+    },
+  });
+  new Histogram({
+    name: "workstation_decision_duration_seconds",
+    help: "Time the decision engine took per decision.",
+    buckets: DECISION_BUCKETS,
+    registers: [registry],
+    collect() {
+      const pending = stats.pendingDecisionSeconds.splice(0);
+      for (const seconds of pending) this.observe(seconds);
+    },
+  });
 }
 
 /** The collector's memory as its cgroup counts it, its limit, and whether it sheds (every replica's). */

@@ -296,6 +296,40 @@ function buildCollector(
           ),
         ]
       : []),
+    ...timedRunnables(wiring, { fleet, startLinks, schedules, spend, registry, tls }),
+    memoryGuardRunnable(guard),
+    agentPort.runnable,
+    { name: "HTTP ports", start: () => http.listen() },
+  ];
+  return {
+    runnables,
+    serving: () => ({
+      grpcPort: agentPort.port(),
+      connectionCap: agentPort.cap,
+      http: http.addresses(),
+      hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
+    }),
+  };
+}
+
+/**
+ * What runs on timers once the fleet's inputs are wired: start links and schedules looked at,
+ * the spend sampled, the fleet's deadlines, /metrics warmed between scrapes, the certificate re-read.
+ */
+function timedRunnables(
+  wiring: Wiring,
+  parts: {
+    fleet: Fleet;
+    startLinks: StartLinks | undefined;
+    schedules: Schedules;
+    spend: FleetSpend;
+    registry: Registry;
+    tls: ReloadingServerCredentials | undefined;
+  },
+): Runnable[] {
+  const { config } = wiring;
+  const { fleet, startLinks, schedules, spend, registry, tls } = parts;
+  return [
     intervalRunnable("start-link watch", 1000, () => startLinks?.watch()),
     intervalRunnable("schedule pass", config.start.schedulePassSeconds * 1000, () => void schedules.runner?.pass()),
     intervalRunnable("spend sampling", SPEND_TICK_MS, () => {
@@ -316,19 +350,7 @@ function buildCollector(
           ),
         ]
       : []),
-    memoryGuardRunnable(guard),
-    agentPort.runnable,
-    { name: "HTTP ports", start: () => http.listen() },
   ];
-  return {
-    runnables,
-    serving: () => ({
-      grpcPort: agentPort.port(),
-      connectionCap: agentPort.cap,
-      http: http.addresses(),
-      hostSide: hostSource ? hostSource.status.endpoint : "off (hostSide unset)",
-    }),
-  };
 }
 
 /** The agents' gRPC server, and its certificate when TLS is on (a renewed one is served without a restart, agents/tls-files.ts). */

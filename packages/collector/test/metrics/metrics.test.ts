@@ -5,6 +5,7 @@ import { spawnSync } from "node:child_process";
 import { registerHostSourceMetrics } from "../../src/loop/hostside/metrics.js";
 import { registerNotificationMetrics } from "../../src/outreach/notify/metrics.js";
 import { registerStartMetrics } from "../../src/comeback/start/metrics.js";
+import { registerSpendMetrics } from "../../src/metrics/spend-metrics.js";
 import { StartTracker } from "../../src/comeback/start/tracker.js";
 import { WebhookSender } from "../../src/outreach/notify/sender.js";
 import { readFileSync } from "node:fs";
@@ -116,6 +117,8 @@ function setup(options: { leader?: () => boolean; vmSeries?: () => VmSeriesSet }
   // ...and the start metrics (issue 24).
   const starts = new StartTracker();
   registerStartMetrics(registry, starts);
+  // ...and what the fleet holds and costs, with prices (docs/cost.md).
+  registerSpendMetrics(registry, () => [], true);
   return { fleet, stats, registry, starts };
 }
 
