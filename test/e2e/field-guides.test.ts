@@ -257,7 +257,10 @@ policy:
 }
 
 function gauge(metrics: string, name: string, labels: string): number | undefined {
-  const line = metrics.split("\n").find((l) => l.startsWith(`${name}{${labels}}`));
+  // The labels given, and any after them (workstation_vm_info gained profile="…").
+  const line = metrics
+    .split("\n")
+    .find((l) => l.startsWith(`${name}{${labels}}`) || l.startsWith(`${name}{${labels},`));
   return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : undefined;
 }
 

@@ -7,7 +7,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HostReading } from "../../packages/collector/src/engine/types.js";
 import { prometheusClient } from "../../packages/collector/src/loop/hostside/prometheus.js";
-import { readingFor, type HostBatch } from "../../packages/collector/src/loop/hostside/queries.js";
+import { hostQueries, readingFor, type HostBatch } from "../../packages/collector/src/loop/hostside/queries.js";
 import { HostSource } from "../../packages/collector/src/loop/hostside/source.js";
 import { eventually } from "../support/process.js";
 import { selfSignedCertificate, startPrometheus, type RunningPrometheus } from "../support/prometheus.js";
@@ -113,7 +113,8 @@ describe("host-side source against a real Prometheus", () => {
     });
     const batch = await counting.round(Date.now());
     expect(batch.ok && batch.readings.size).toBe(3);
-    expect(asked).toHaveLength(8);
+    // One query per metric: vCPU, network, disk, connections and the rest, and the packets each way (engine/host-traffic.ts).
+    expect(asked).toHaveLength(Object.keys(hostQueries(WINDOW_S)).length);
   });
 
   it("a VM with no KubeVirt series is absent, and says so", async () => {
