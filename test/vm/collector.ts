@@ -29,6 +29,8 @@ export interface CollectorConfigSpec {
   keyFile: string;
   traceFile: string;
   reportInterval: string;
+  /** reportHeartbeat (docs/protocol.md); absent: the shipped default, reports on change. */
+  reportHeartbeat?: string;
   /** argv; {namespace} and {name} are replaced by the collector. */
   stopCommand: string[];
   /** argv of the start command (the start link's POST runs it). */
@@ -44,6 +46,7 @@ export function collectorConfigYaml(spec: CollectorConfigSpec): string {
     notifications: { publicUrl: `http://127.0.0.1:${spec.httpPort}` },
     tokenKeyFile: spec.keyFile,
     reportInterval: spec.reportInterval,
+    ...(spec.reportHeartbeat ? { reportHeartbeat: spec.reportHeartbeat } : {}),
     tick: "1s",
     recordTrace: spec.traceFile,
     standalone: { stopCommand: spec.stopCommand, ...(spec.startCommand ? { startCommand: spec.startCommand } : {}) },
@@ -100,6 +103,7 @@ export class VmTestCollector {
     namespace: string;
     policy: VmTestPolicy;
     reportInterval: string;
+    reportHeartbeat?: string;
     stopSocketFor: (nameTemplate: string) => string;
     /** The start command's request file; absent: no start command (the page says how to start instead). */
     startRequestFor?: (nameTemplate: string) => string;
@@ -121,6 +125,7 @@ export class VmTestCollector {
         keyFile,
         traceFile,
         reportInterval: options.reportInterval,
+        ...(options.reportHeartbeat ? { reportHeartbeat: options.reportHeartbeat } : {}),
         stopCommand: [process.execPath, STOP_SCRIPT, options.stopSocketFor("{name}")],
         ...(options.startRequestFor
           ? { startCommand: [process.execPath, START_SCRIPT, options.startRequestFor("{name}")] }
