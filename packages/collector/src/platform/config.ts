@@ -199,7 +199,8 @@ export const COLLECTOR_CONFIG_SCHEMA: SectionSetting = {
     reportHeartbeat: {
       type: "duration",
       default: "5m",
-      description: "The longest an agent with nothing new stays quiet (off: every interval; docs/protocol.md)",
+      description:
+        "The longest an agent with nothing new stays quiet (off: every interval, the default with metrics.vmSeries detailed; docs/protocol.md)",
     },
     tick: { type: "duration", default: "5s", description: "Accepted so older files load; unused" },
     standalone: section("Standalone mode: the VMs and how to stop and start them", {
@@ -387,6 +388,12 @@ function resolveKubernetes(
   };
 }
 
+/** reportHeartbeat in seconds, 0 for off: unset, 5 minutes, or off with the detail set (whatif replays every sample). */
+function reportHeartbeatSeconds(file: SettingsReader, text: string | undefined, vmSeries: VmSeriesSet): number {
+  if (text === "off" || (text === undefined && vmSeries === "detailed")) return 0;
+  return seconds(file, "reportHeartbeat", 300);
+}
+
 /** metrics.vmSeries and the memory guard's cgroup root and shedding threshold. */
 function resolveMetricsAndMemory(file: SettingsReader): Pick<CollectorConfig, "metrics" | "memory"> {
   file.section("metrics");
@@ -432,7 +439,9 @@ export function resolveCollectorConfig(
     reportIntervalSeconds: seconds(file, "reportInterval", 15),
     // Reports on change are on by default: the heartbeat carries the VM page's per-minute chart
     // (Report.quiet_minutes), so a quiet VM costs a Report per heartbeat and loses nothing (docs/protocol.md).
-    reportHeartbeatSeconds: heartbeat === "off" ? 0 : seconds(file, "reportHeartbeat", 300),
+    // Not with the detail set: it is whatif's replayable history of every raw reading, which a
+    // Report per heartbeat would leave stale for minutes, so unless set, every sample is heard.
+    reportHeartbeatSeconds: reportHeartbeatSeconds(file, heartbeat, metricsAndMemory.metrics.vmSeries),
     tickSeconds: seconds(file, "tick", 5),
     standalone: resolveStandalone(file, flags),
     kubernetes: resolveKubernetes(file, flags, env),

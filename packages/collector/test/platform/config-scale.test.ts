@@ -79,5 +79,10 @@ describe("reportHeartbeat", () => {
     expect(resolve("mode: standalone\nreportHeartbeat: 2m\n").reportHeartbeatSeconds).toBe(120);
     expect(resolve("mode: standalone\nreportHeartbeat: off\n").reportHeartbeatSeconds).toBe(0);
     expect(() => resolve("mode: standalone\nreportHeartbeat: soon\n")).toThrow(/reportHeartbeat/);
+    // The detail set is whatif's history of every raw reading: unless set, every sample is heard.
+    expect(resolve("mode: standalone\nmetrics: { vmSeries: detailed }\n").reportHeartbeatSeconds).toBe(0);
+    expect(
+      resolve("mode: standalone\nmetrics: { vmSeries: detailed }\nreportHeartbeat: 5m\n").reportHeartbeatSeconds,
+    ).toBe(300);
   });
 });
