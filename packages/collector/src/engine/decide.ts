@@ -336,9 +336,19 @@ function decideUnknown(d: Draft): Outcome {
 /** AgentLost: the agent stopped reporting. */
 function decideAgentLost(d: Draft): Outcome {
   if (notRunning(d)) return leaveForStopped(d, "the VM is not running (stopped outside ws)");
-  const { rec, prev, received, isNewReport } = d;
+  const { rec, prev, received, isNewReport, evidence } = d;
   // Only a VM that was lost before this decision comes back: one just found lost goes on below.
   if (prev.state === "AgentLost" && isNewReport && received && prev.lastReportAtMs !== undefined) {
+    // A guest that powered itself off (or rebooted) and was started again is a new boot, as after
+    // ws's own stop: its idle clock starts afresh, not from where the old boot's left off.
+    if (bootedAfter(evidence, received.report.system?.uptimeSeconds, prev.lastReportAtMs)) {
+      Object.assign(rec, clocksForgotten(rec, "the VM booted again"));
+      clearNotice(d, "the agent reports again");
+      enterActive(d, received.receivedAtMs);
+      const reason = "the agent reports from a new boot: the idle clock starts afresh";
+      event(d, "Normal", "AgentBack", reason);
+      return { reason, handOver: true };
+    }
     // The lost time is missing data, not idleness: no clock ran meanwhile.
     const gapMs = received.receivedAtMs - prev.lastReportAtMs;
     Object.assign(rec, clocksShiftedBy(rec, gapMs));

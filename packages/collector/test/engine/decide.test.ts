@@ -547,6 +547,20 @@ describe("decide: agent lost", () => {
     expect(transitions(decisions)).toEqual(["Active→StoppingPending"]);
   });
 
+  it("AgentLost → Active from a new boot (the guest powered itself off and was started again): the idle clock starts afresh", () => {
+    const sim = activeSim();
+    sim.idleFor(50 * MINUTE);
+    sim.advance(2 * HOUR, { tickMs: MINUTE });
+    expect(sim.state).toBe("AgentLost");
+    // Uptime 40 s: this machine booted after the last Report, so nothing of the old boot's idle time carries over.
+    const back = sim.send(report({ system: { cpuCount: 4, uptimeSeconds: 40 } }));
+    expect(back.next.state).toBe("Active");
+    expect(actionsOf(back, "event")[0]).toMatchObject({ reason: "AgentBack", message: expect.stringMatching(/new boot/) });
+    expect(back.next.clock.lastActivityAtMs).toBe(sim.now);
+    // Fifty idle minutes before the loss would have put it within ten minutes of a notice; now a full timeout is ahead.
+    expect(transitions(sim.idleFor(50 * MINUTE))).toEqual([]);
+  });
+
   it("stop-when-agent-lost-after stops a VM whose agent stays silent", () => {
     const sim = activeSim(testPolicy({ stopWhenAgentLostAfterSeconds: 6 * 3600 }));
     const decisions = sim.advance(7 * HOUR, { tickMs: MINUTE });
