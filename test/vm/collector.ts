@@ -36,8 +36,8 @@ export interface CollectorConfigSpec {
   stopCommand: string[];
   /** argv of the start command (the start link's POST runs it). */
   startCommand?: string[];
-  /** VMs named in the config (standalone.vms): known to the collector while off, e.g. for a start schedule. */
-  configuredVms?: string[];
+  /** VMs named in the config (standalone.vms, "ns/name" → annotations): known to the collector while off, e.g. for a start schedule. */
+  configuredVms?: Record<string, Record<string, string>>;
   policy: VmTestPolicy;
 }
 
@@ -54,7 +54,13 @@ export function collectorConfigYaml(spec: CollectorConfigSpec): string {
     standalone: {
       stopCommand: spec.stopCommand,
       ...(spec.startCommand ? { startCommand: spec.startCommand } : {}),
-      ...(spec.configuredVms ? { vms: Object.fromEntries(spec.configuredVms.map((id) => [id, {}])) } : {}),
+      ...(spec.configuredVms
+        ? {
+            vms: Object.fromEntries(
+              Object.entries(spec.configuredVms).map(([id, annotations]) => [id, { annotations }]),
+            ),
+          }
+        : {}),
     },
     policy: { defaults: { autostop: "enabled", mode: "enforce", ...spec.policy } },
   });
@@ -118,8 +124,8 @@ export class VmTestCollector {
     stopSocketFor: (nameTemplate: string) => string;
     /** The start command's request file; absent: no start command (the page says how to start instead). */
     startRequestFor?: (nameTemplate: string) => string;
-    /** Names (in `namespace`) the config lists under standalone.vms. */
-    configuredVms?: string[];
+    /** Names (in `namespace`) the config lists under standalone.vms, with their annotations. */
+    configuredVms?: Record<string, Record<string, string>>;
   }): Promise<VmTestCollector> {
     if (!existsSync(collectorBundle)) throw new Error(`${collectorBundle} is missing: run 'npm run build'`);
     const keyFile = path.join(options.dir, "token.key");
@@ -143,7 +149,14 @@ export class VmTestCollector {
           ? { startCommand: [process.execPath, START_SCRIPT, options.startRequestFor("{name}")] }
           : {}),
         ...(options.configuredVms
-          ? { configuredVms: options.configuredVms.map((name) => `${options.namespace}/${name}`) }
+          ? {
+              configuredVms: Object.fromEntries(
+                Object.entries(options.configuredVms).map(([name, annotations]) => [
+                  `${options.namespace}/${name}`,
+                  annotations,
+                ]),
+              ),
+            }
           : {}),
         policy: options.policy,
       }),

@@ -5,11 +5,12 @@
  * real terminal, ws-lease, systemd-inhibit, an idle stop through QMP's system_powerdown, the way
  * back through the start link (its POST runs the collector's start command) with the welcome
  * back at the next login, disk growth (QMP block_resize while running; qemu-img resize while
- * off), a seal and a clone.
+ * off), a seal and a clone, and a start schedule set in the guest that starts it again at its minute.
  *
- * The scenarios run in order on three boots: vm1 (1–4, ends with the idle stop), vm1 again
+ * The scenarios run in order on four boots: vm1 (1–4, ends with the idle stop), vm1 again
  * (started through the start path in 5, then 5b and the seal of 6, on a disk grown while it was
- * off), and the clone (6).
+ * off), the clone (6, then 7 sets its schedule and powers it off), and the clone again (started
+ * by its schedule in 7).
  * `npm run test:vm` runs this file (scripts/test-vm.mjs); test/vm/README.md says what it proves.
  */
 import { debFile } from "../packaging/lib/artifacts.js";
@@ -201,8 +202,12 @@ beforeAll(async () => {
     reportInterval: "3s",
     stopSocketFor: stopSocket,
     startRequestFor: startRequest,
-    // Known while off (standalone keeps no other record of a VM that powered itself off): its start schedule applies.
-    configuredVms: [CLONE],
+    // Known while off (standalone keeps no other record of a VM that powered itself off): its
+    // start schedule applies. A longer idle-timeout: a guest that powered itself off is only
+    // "agent lost" to the collector, whose idle clock resumes where the old boot left it when
+    // reports come back (engine/decide.ts, AgentBack), so the 75 s of POLICY stopped the
+    // scheduled boot before its sshd answered.
+    configuredVms: { [CLONE]: { "workstation.aik8s.run/idle-timeout": "15m" } },
   });
   note(`collector on 127.0.0.1:${collector.grpcPort} (guests dial ${collector.addressFromGuest})`);
 });
@@ -591,7 +596,11 @@ describe.sequential("a real VM with the packaged agent", () => {
     // The start command asks; the harness boots the guest, as libvirt would for `virsh start`.
     const again = await boot("vm-clone-boot2", cloneDisk, cloneSeed, MAC_CLONE, CLONE);
     const qemuAt = Date.now();
-    const sshAt = await sshUp(again);
+    const sshAt = await sshUp(again).catch((error: Error) => {
+      throw new Error(
+        `${error.message}\n--- collector log (last lines):\n${collector.log().split("\n").slice(-40).join("\n")}`,
+      );
+    });
     const firstReportAt = await until(again, "the new boot's first Report", 3 * 60_000, async () => {
       const first = (await collector.trace(CLONE)).find(
         (entry) => entry.report && entry.at !== undefined && Date.parse(entry.at) >= qemuAt,
