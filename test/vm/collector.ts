@@ -9,6 +9,9 @@ import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { stringify } from "yaml";
+import { loadKey } from "../../packages/collector/src/links/key-file.js";
+import { deriveStartLinkKey, startLinkUrl } from "../../packages/collector/src/links/start-token.js";
+import type { Stage, StartStatus } from "../../packages/collector/src/comeback/start/progress.js";
 import { collectorBundle, freePort, getText, repoRoot, start, type Proc } from "../support/process.js";
 
 /** The guest-side address of the host's loopback under `-netdev user`. */
@@ -35,6 +38,8 @@ export interface CollectorConfigSpec {
   stopCommand: string[];
   /** argv of the start command (the start link's POST runs it). */
   startCommand?: string[];
+  /** VMs named in the config (standalone.vms, "ns/name" → annotations): known to the collector while off, e.g. for a start schedule. */
+  configuredVms?: Record<string, Record<string, string>>;
   policy: VmTestPolicy;
 }
 
@@ -49,7 +54,17 @@ export function collectorConfigYaml(spec: CollectorConfigSpec): string {
     ...(spec.reportHeartbeat ? { reportHeartbeat: spec.reportHeartbeat } : {}),
     tick: "1s",
     recordTrace: spec.traceFile,
-    standalone: { stopCommand: spec.stopCommand, ...(spec.startCommand ? { startCommand: spec.startCommand } : {}) },
+    standalone: {
+      stopCommand: spec.stopCommand,
+      ...(spec.startCommand ? { startCommand: spec.startCommand } : {}),
+      ...(spec.configuredVms
+        ? {
+            vms: Object.fromEntries(
+              Object.entries(spec.configuredVms).map(([id, annotations]) => [id, { annotations }]),
+            ),
+          }
+        : {}),
+    },
     policy: { defaults: { autostop: "enabled", mode: "enforce", ...spec.policy } },
   });
 }
@@ -57,6 +72,12 @@ export function collectorConfigYaml(spec: CollectorConfigSpec): string {
 /** What /api/vms serves: the collector's own view type, so the test cannot drift from it. */
 export type { VmView } from "../../packages/collector/src/model/vm-view.js";
 import type { VmView } from "../../packages/collector/src/model/vm-view.js";
+
+/** The start link's JSON: the starting page's status and stages (requested → … → ready). */
+export interface StartStagesView {
+  status: StartStatus;
+  stages: Stage[];
+}
 
 /** A Report as the trace records it (protobuf JSON), with the fields the tests read. */
 export interface TracedReport {
@@ -107,6 +128,8 @@ export class VmTestCollector {
     stopSocketFor: (nameTemplate: string) => string;
     /** The start command's request file; absent: no start command (the page says how to start instead). */
     startRequestFor?: (nameTemplate: string) => string;
+    /** Names (in `namespace`) the config lists under standalone.vms, with their annotations. */
+    configuredVms?: Record<string, Record<string, string>>;
   }): Promise<VmTestCollector> {
     if (!existsSync(collectorBundle)) throw new Error(`${collectorBundle} is missing: run 'npm run build'`);
     const keyFile = path.join(options.dir, "token.key");
@@ -129,6 +152,16 @@ export class VmTestCollector {
         stopCommand: [process.execPath, STOP_SCRIPT, options.stopSocketFor("{name}")],
         ...(options.startRequestFor
           ? { startCommand: [process.execPath, START_SCRIPT, options.startRequestFor("{name}")] }
+          : {}),
+        ...(options.configuredVms
+          ? {
+              configuredVms: Object.fromEntries(
+                Object.entries(options.configuredVms).map(([name, annotations]) => [
+                  `${options.namespace}/${name}`,
+                  annotations,
+                ]),
+              ),
+            }
           : {}),
         policy: options.policy,
       }),
@@ -167,6 +200,28 @@ export class VmTestCollector {
   async startLink(name: string): Promise<string | undefined> {
     const { body } = await getText(`http://127.0.0.1:${this.httpPort}/vm/${this.namespace}/${name}`);
     return /<div class="box" id="start-link">[^<]*<a href="([^"]+)"/.exec(body)?.[1]?.replaceAll("&amp;", "&");
+  }
+
+  /**
+   * A start link for any VM, signed with the collector's key as its pages sign them: its JSON view
+   * (the ssh helper's) has the starting page's stages with their times, whatever started the VM.
+   */
+  mintStartLink(name: string): string {
+    const key = deriveStartLinkKey(loadKey(this.keyFile));
+    return startLinkUrl(
+      `http://127.0.0.1:${this.httpPort}`,
+      key,
+      { namespace: this.namespace, name },
+      Date.now(),
+      3600,
+    );
+  }
+
+  /** The starting page's stages of a VM (JSON, as the ssh helper reads them). */
+  async startStages(name: string): Promise<StartStagesView> {
+    const res = await fetch(this.mintStartLink(name), { headers: { accept: "application/json" } });
+    if (res.status !== 200) throw new Error(`the start link's JSON answered ${res.status}: ${await res.text()}`);
+    return (await res.json()) as StartStagesView;
   }
 
   async metrics(): Promise<string> {

@@ -192,6 +192,7 @@ describe("collector config", () => {
       reportInterval: "3s",
       stopCommand: ["/usr/bin/node", "/r/test/vm/qmp-powerdown.mjs", "/t/{name}.stop.qmp"],
       startCommand: ["/usr/bin/node", "/r/test/vm/start-request.mjs", "/t/{name}.start-request"],
+      configuredVms: { "e2e/vm-clone": { "workstation.aik8s.run/idle-timeout": "15m" } },
       policy: { "idle-timeout": "75s", "grace-period": "30s", "cpu-busy-threshold": "off" },
     });
     const config = resolveCollectorConfig(text, "collector.yaml", {}, {});
@@ -206,6 +207,10 @@ describe("collector config", () => {
       "/r/test/vm/start-request.mjs",
       "/t/{name}.start-request",
     ]);
+    // Known while off: a VM that powered itself off keeps its start schedule.
+    expect(config.standalone.vms).toEqual({
+      "e2e/vm-clone": { labels: {}, annotations: { "workstation.aik8s.run/idle-timeout": "15m" } },
+    });
     expect(config.notifications.publicUrl).toBe("http://127.0.0.1:8080");
     expect(parse(config.policyYaml)).toMatchObject({
       defaults: { autostop: "enabled", mode: "enforce", "idle-timeout": "75s" },

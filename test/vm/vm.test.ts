@@ -5,11 +5,12 @@
  * real terminal, ws-lease, systemd-inhibit, an idle stop through QMP's system_powerdown, the way
  * back through the start link (its POST runs the collector's start command) with the welcome
  * back at the next login, disk growth (QMP block_resize while running; qemu-img resize while
- * off), a seal and a clone.
+ * off), a seal and a clone, and a start schedule set in the guest that starts it again at its minute.
  *
- * The scenarios run in order on three boots: vm1 (1–4, ends with the idle stop), vm1 again
+ * The scenarios run in order on four boots: vm1 (1–4, ends with the idle stop), vm1 again
  * (started through the start path in 5, then 5b and the seal of 6, on a disk grown while it was
- * off), and the clone (6).
+ * off), the clone (6, then 7 sets its schedule and powers it off), and the clone again (started
+ * by its schedule in 7).
  * `npm run test:vm` runs this file (scripts/test-vm.mjs); test/vm/README.md says what it proves.
  */
 import { debFile } from "../packaging/lib/artifacts.js";
@@ -32,6 +33,9 @@ const USER = "alice";
 const GiB = 1024 ** 3;
 const MAC_ORIGINAL = "52:54:00:00:e2:01";
 const MAC_CLONE = "52:54:00:00:e2:02";
+const CLONE = "vm-clone";
+/** A zone away from the host's UTC: the schedule is read in the owner's zone, not the machine's. */
+const SCHEDULE_ZONE = "Europe/Berlin";
 /**
  * Short timeouts so the idle stop happens within the run. Only terminal input, leases and
  * inhibitors are under test: the machine-load thresholds are off, since an emulated guest's
@@ -198,6 +202,10 @@ beforeAll(async () => {
     reportInterval: "3s",
     stopSocketFor: stopSocket,
     startRequestFor: startRequest,
+    // Known while off (standalone keeps no other record of a VM that powered itself off): its
+    // start schedule applies. POLICY's 75 s idle-timeout holds: the new boot's idle clock starts
+    // afresh (scenario 7 checks it; it once resumed from the old boot and stopped the guest).
+    configuredVms: { [CLONE]: {} },
   });
   note(`collector on 127.0.0.1:${collector.grpcPort} (guests dial ${collector.addressFromGuest})`);
 });
@@ -218,6 +226,9 @@ describe.sequential("a real VM with the packaged agent", () => {
   let firstBootFilesystemBytes: number;
   let vm1Again: Guest;
   let vm1OffSize: number;
+  let clone: Guest | undefined;
+  let cloneDisk: string;
+  let cloneSeed: string;
 
   it("1. boots; ws-agent.service is active and the collector shows the VM connected within 60 s of SSH", async () => {
     vm1Disk = path.join(dir, "vm1.qcow2");
@@ -486,15 +497,10 @@ describe.sequential("a real VM with the packaged agent", () => {
     note("vm1: sealed and powered off");
 
     // The platform copies the golden disk (a PVC clone) and boots the copy as a new VM.
-    const cloneDisk = path.join(dir, "vm-clone.qcow2");
+    cloneDisk = path.join(dir, "vm-clone.qcow2");
     await copyFile(vm1Disk, cloneDisk);
-    const clone = await boot(
-      "vm-clone-boot1",
-      cloneDisk,
-      await seedFor("vm-clone", "vm-clone-0001"),
-      MAC_CLONE,
-      "vm-clone",
-    );
+    cloneSeed = await seedFor(CLONE, "vm-clone-0001");
+    clone = await boot("vm-clone-boot1", cloneDisk, cloneSeed, MAC_CLONE, CLONE);
     const cloneBootedAt = Date.now();
     const sshUpAt = await sshUp(clone);
 
@@ -531,4 +537,110 @@ describe.sequential("a real VM with the packaged agent", () => {
     );
     note("vm-clone: agent connected");
   });
+
+  it("7. a schedule set in the VM with ws-lease starts it, powered off, at its minute in Europe/Berlin; the wait per stage is printed", async () => {
+    // The clone of 6, running; on its own (`-t "7."`) a fresh guest under the clone's name.
+    let guest = clone?.running ? clone : undefined;
+    if (!guest) {
+      cloneDisk = path.join(dir, "vm-clone.qcow2");
+      await createOverlay(image.disk, cloneDisk);
+      cloneSeed = await seedFor(CLONE, "vm-clone-0001");
+      guest = await boot("vm-clone-boot1", cloneDisk, cloneSeed, MAC_CLONE, CLONE);
+      await sshUp(guest);
+    }
+    const running = guest;
+    await until(running, "vm-clone's agent at the collector", 3 * 60_000, async () => (await view(CLONE))?.connected);
+
+    // The next whole minute at least 100 s away (time to set it and power off under emulation), on Berlin's clock.
+    const fireMs = Math.ceil((Date.now() + 100_000) / 60_000) * 60_000;
+    const hhmm = new Intl.DateTimeFormat("en-GB", {
+      timeZone: SCHEDULE_ZONE,
+      hour: "2-digit",
+      minute: "2-digit",
+      hourCycle: "h23",
+    }).format(new Date(fireMs));
+    const line = `daily ${hhmm} tz ${SCHEDULE_ZONE}`;
+    const set = await running.ssh(`ws-lease schedule daily ${hhmm} --tz ${SCHEDULE_ZONE} --json`, 3 * 60_000);
+    expect(set.code, `ws-lease schedule: ${set.stdout}${set.stderr}`).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({
+      message: `schedule set: ${line}`,
+      schedule: { valid: true, timeZone: SCHEDULE_ZONE, nextStartMs: fireMs },
+    });
+    // /api/vms carries it beside the VM's view.
+    expect(((await view(CLONE)) as { schedule?: unknown } | undefined)?.schedule).toMatchObject({
+      line,
+      valid: true,
+      nextStartMs: fireMs,
+    });
+    await collector.proc.waitFor(/event ScheduleSet: [^\n]*with ws-lease in the VM/, 30_000);
+    note(`vm-clone: schedule set in the VM: ${line} (${new Date(fireMs).toISOString()})`);
+
+    // The guest powers itself off (an idle stop by ws may have come first: off either way).
+    if (running.running) await running.ssh("sudo systemctl poweroff", 60_000);
+    expect(await running.waitForExit(5 * 60_000, "systemctl poweroff")).toEqual({ code: 0, signal: null });
+    await until(running, "vm-clone disconnected at the collector", 60_000, async () =>
+      (await view(CLONE))?.connected === false ? true : undefined,
+    );
+    // Not an assertion on speed: a guest still up at its minute is not started, so the scenario would prove nothing.
+    if (Date.now() >= fireMs) throw new Error(`vm-clone was still connected at its scheduled minute ${hhmm}`);
+    note("vm-clone: powered off; waiting for its scheduled minute");
+    const readySecondsBefore = startToReadySum(await collector.metrics());
+
+    const requestedAt = await eventually(
+      () => (existsSync(startRequest(CLONE)) ? Number(readFileSync(startRequest(CLONE), "utf8").trim()) : undefined),
+      fireMs - Date.now() + 3 * 60_000,
+      "the scheduled start command",
+    );
+    // The start command asks; the harness boots the guest, as libvirt would for `virsh start`.
+    const again = await boot("vm-clone-boot2", cloneDisk, cloneSeed, MAC_CLONE, CLONE);
+    const qemuAt = Date.now();
+    const sshAt = await sshUp(again).catch((error: Error) => {
+      throw new Error(
+        `${error.message}\n--- collector log (last lines):\n${collector.log().split("\n").slice(-40).join("\n")}`,
+      );
+    });
+    const firstReportAt = await until(again, "the new boot's first Report", 3 * 60_000, async () => {
+      const first = (await collector.trace(CLONE)).find(
+        (entry) => entry.report && entry.at !== undefined && Date.parse(entry.at) >= qemuAt,
+      );
+      return first ? Date.parse(first.at!) : undefined;
+    });
+    // A new boot: the idle clock starts afresh, not from where the old boot's left off (which was past POLICY's 75 s).
+    const afterBoot = await view(CLONE);
+    expect(afterBoot?.state, JSON.stringify(afterBoot?.explanation ?? afterBoot)).toBe("Active");
+    const progress = await until(again, "the starting page to say ready", 3 * 60_000, async () => {
+      const stages = await collector.startStages(CLONE);
+      return stages.status === "ready" ? stages : undefined;
+    });
+
+    // At its minute, not before; through the schedule's own path, once.
+    expect(requestedAt).toBeGreaterThanOrEqual(fireMs);
+    expect(firstReportAt).toBeGreaterThan(fireMs);
+    expect(readFileSync(startRequest(CLONE), "utf8").trim().split("\n")).toHaveLength(1);
+    await collector.proc.waitFor(
+      new RegExp(`vm-clone: start requested by its schedule \\(${line.replaceAll("/", "\\/")}\\) via schedule`),
+      30_000,
+    );
+    const metrics = await collector.metrics();
+    expect(metrics).toMatch(/^workstation_starts_total\{trigger="schedule"\} 1$/m);
+
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    const at = (name: string) => progress.stages.find((stage) => stage.name === name)?.atMs;
+    const requestedByCollector = at("requested");
+    expect(requestedByCollector).toBeGreaterThanOrEqual(fireMs);
+    const stageLine = progress.stages
+      .map((stage) => `${stage.label} ${stage.atMs === undefined ? "-" : `+${s(stage.atMs - fireMs)}`}`)
+      .join(", ");
+    note(
+      `vm-clone: schedule start (${line}): due → start command ${s(requestedAt - fireMs)}, → QEMU started ${s(qemuAt - requestedAt)}, ` +
+        `→ sshd answering ${s(sshAt - qemuAt)}, → agent's first Report ${s(firstReportAt - sshAt)}; ` +
+        `due → first Report ${s(firstReportAt - fireMs)}; workstation_start_to_ready_seconds ` +
+        `${(startToReadySum(metrics) - readySecondsBefore).toFixed(1)} s; starting page (from due): ${stageLine}`,
+    );
+  });
 });
+
+/** The sum of workstation_start_to_ready_seconds: one start's seconds, read before and after it. */
+function startToReadySum(metrics: string): number {
+  return Number(/^workstation_start_to_ready_seconds_sum (\S+)$/m.exec(metrics)?.[1] ?? 0);
+}
