@@ -1639,6 +1639,10 @@ describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOU
       "the welcome back in the VM",
     );
     expect(welcome.message).toContain(welcome.disputeUrl);
+    // Issue 36 #4: the person who waited is told the wait was the cluster's, in the scheduler's words.
+    expect(welcome.message).toMatch(
+      /This start waited \S+ for the cluster to place it \(the scheduler said: 0\/2 nodes are available: 2 Insufficient nvidia\.com\/GA100_A100_PCIE_40GB\.\)/,
+    );
     await page.goto(welcome.disputeUrl);
     expect(await status()).toBe("ready");
     expect(await page.locator("#dispute").isVisible()).toBe(true);

@@ -197,6 +197,8 @@ interface Wiring {
   startUrl: (vm: VmKey, nowMs: number) => string | undefined;
   /** The profiles' start schedules (policy.profiles.NAME.schedule); a VM's own annotation wins. */
   profileSchedules: Readonly<Record<string, string>>;
+  /** The starts asked for: the start links' and the welcome back's (how long a start waited to be placed). */
+  startTracker: StartTracker;
 }
 
 /**
@@ -223,6 +225,7 @@ async function run(
     startUrl: startLinkFor(config, key),
     // Validated when the collector started (loadPolicyConfig): parsing it again cannot fail.
     profileSchedules: loadPolicyConfig(config).profileSchedules ?? {},
+    startTracker: new StartTracker(),
   };
   const manager = new Manager(log);
   const collector = buildCollector(wiring, () => manager.ready());
@@ -433,7 +436,8 @@ function buildFleet(
     // The welcome back, in the first Directive of an agent of a boot after ws's stop (docs/coming-back.md).
     greeting: (vm, bootId) => {
       const now = nowMs();
-      return welcomeBack(mode.startPlatform?.facts(vm)?.lastStop, bootId, now, startUrl(vm, now));
+      const lastStop = mode.startPlatform?.facts(vm)?.lastStop;
+      return welcomeBack(lastStop, bootId, now, startUrl(vm, now), wiring.startTracker.placementOf(vm));
     },
     authenticate: (vm, token, peer) => authenticateAgent(wiring, vm, token, peer),
     ...(recorder ? { record: (event) => recorder.record(event) } : {}),
@@ -595,7 +599,7 @@ function startLinksFor(
   wrongStops: WrongStopLedger,
 ): StartLinks | undefined {
   const { config, mode, key, log, nowMs } = wiring;
-  const tracker = new StartTracker();
+  const tracker = wiring.startTracker;
   // Every profile from 0, so that increase() counts a profile's first dispute too.
   const disputes = new Map<string, number>(["", ...Object.keys(mode.policySource.profiles)].map((p) => [p, 0]));
   const startLinks = mode.startPlatform

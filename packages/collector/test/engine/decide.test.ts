@@ -555,7 +555,10 @@ describe("decide: agent lost", () => {
     // Uptime 40 s: this machine booted after the last Report, so nothing of the old boot's idle time carries over.
     const back = sim.send(report({ system: { cpuCount: 4, uptimeSeconds: 40 } }));
     expect(back.next.state).toBe("Active");
-    expect(actionsOf(back, "event")[0]).toMatchObject({ reason: "AgentBack", message: expect.stringMatching(/new boot/) });
+    expect(actionsOf(back, "event")[0]).toMatchObject({
+      reason: "AgentBack",
+      message: expect.stringMatching(/new boot/),
+    });
     expect(back.next.clock.lastActivityAtMs).toBe(sim.now);
     // Fifty idle minutes before the loss would have put it within ten minutes of a notice; now a full timeout is ahead.
     expect(transitions(sim.idleFor(50 * MINUTE))).toEqual([]);

@@ -28,6 +28,9 @@ export interface WelcomeFacts {
   lastActivityAtMs?: number;
   keepHint: string;
   disputeUrl: string;
+  /** How long this start waited to be placed (a GPU or node went to someone else), and the scheduler's words. */
+  placementWaitSeconds?: number;
+  placementMessage?: string;
 }
 
 /**
@@ -69,6 +72,8 @@ export function welcomeText(facts: WelcomeFacts, timeZone?: string): NoticeText 
           .join("; "),
       ),
     );
+  const placement = placementLine(facts);
+  if (placement) lines.push(placement);
   const keep = terminalText(facts.keepHint, 200) || "ws-lease 8h";
   lines.push(`To keep it running next time: run \`${keep}\` in a terminal here before you leave it running.`);
   const dispute = terminalText(facts.disputeUrl, 600);
@@ -78,6 +83,16 @@ export function welcomeText(facts: WelcomeFacts, timeZone?: string): NoticeText 
     title: `ws: welcome back — this VM was stopped by ws on ${formatLocalDateTime(facts.stoppedAtMs, timeZone)}`,
     lines,
   };
+}
+
+/** "This start waited 12m for the cluster to place it: …": the wait was the cluster's, not the VM's boot. */
+function placementLine(facts: WelcomeFacts): string | undefined {
+  const waited = facts.placementWaitSeconds;
+  if (waited === undefined || !Number.isFinite(waited) || waited < 1) return undefined;
+  const why = terminalText(facts.placementMessage ?? "", 300);
+  return sentence(
+    `This start waited ${formatDuration(waited)} for the cluster to place it${why ? ` (the scheduler said: ${why})` : ""}; ws holds no GPU for a stopped VM, so a start can wait for one to be free`,
+  );
 }
 
 export function welcomeFacts(welcome: WelcomeBack): WelcomeFacts {
@@ -91,6 +106,9 @@ export function welcomeFacts(welcome: WelcomeBack): WelcomeFacts {
       : {}),
     keepHint: welcome.keepHint,
     disputeUrl: welcome.disputeUrl,
+    ...(welcome.placementWaitSeconds !== undefined
+      ? { placementWaitSeconds: welcome.placementWaitSeconds, placementMessage: welcome.placementMessage }
+      : {}),
   };
 }
 

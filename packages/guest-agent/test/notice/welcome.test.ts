@@ -26,6 +26,26 @@ describe("the welcome back text (notice/welcome.ts)", () => {
     ]);
   });
 
+  it("says how long the start waited to be placed and why, before how to keep it; escapes stripped", () => {
+    const text = welcomeText(
+      {
+        stoppedAtMs: STOP,
+        reason: "idle for 2h10m (idle-timeout 2h)",
+        lastActivity: "",
+        keepHint: "ws-lease 8h",
+        disputeUrl: "",
+        placementWaitSeconds: 725,
+        placementMessage: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.\u001b[2J",
+      },
+      "UTC",
+    );
+    expect(text.lines).toEqual([
+      "Why: idle for 2h10m (idle-timeout 2h).",
+      "This start waited 12m5s for the cluster to place it (the scheduler said: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu. [2J); ws holds no GPU for a stopped VM, so a start can wait for one to be free.",
+      "To keep it running next time: run `ws-lease 8h` in a terminal here before you leave it running.",
+    ]);
+  });
+
   it("carries no terminal escapes from the collector, and no link that is not http(s)", () => {
     const text = welcomeText(
       {

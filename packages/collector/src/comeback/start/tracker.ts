@@ -159,6 +159,11 @@ export class StartTracker {
     return out;
   }
 
+  /** What the VM's latest start knows of its placement (the welcome back's), without ending it. */
+  placementOf(vm: VmKey): PlacementMemory | undefined {
+    return this.attempts.get(vmId(vm));
+  }
+
   /** The VM was deleted: its start is history. */
   forget(vm: VmKey): void {
     this.attempts.delete(vmId(vm));

@@ -5,6 +5,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { WelcomeBackSchema } from "@ws/protocol";
 import { DISPUTE_WINDOW_MS, disputeOpen } from "./dispute.js";
+import type { PlacementMemory } from "../wait/placement.js";
 import type { LastStopFacts } from "./platform.js";
 
 export type WelcomeFields = MessageInitShape<typeof WelcomeBackSchema>;
@@ -15,13 +16,15 @@ export const WELCOME_KEEP_HINT = 'ws-lease 8h --reason "what you are running"';
 /**
  * The welcome for an agent of boot `bootId` that connects at `nowMs`, or undefined when there is
  * nothing to say: no stop recorded, the stopped boot itself reconnecting (a stop in progress, a
- * collector restart), a stop in the future of this clock, or one too old.
+ * collector restart), a stop in the future of this clock, or one too old. `placement`: the start
+ * that brought it back, when the scheduler made it wait (the welcome says for how long and why).
  */
 export function welcomeBack(
   stop: LastStopFacts | null | undefined,
   bootId: string,
   nowMs: number,
   disputeUrl?: string,
+  placement?: PlacementMemory,
 ): WelcomeFields | undefined {
   if (!stop || !Number.isFinite(stop.atMs)) return undefined;
   // A stop older than the dispute window is history: its VM has been used since.
@@ -38,5 +41,8 @@ export function welcomeBack(
     keepHint: WELCOME_KEEP_HINT,
     // The link's page shows the dispute form whatever the VM's state, while the window is open.
     disputeUrl: disputeOpen(stop, nowMs) && disputeUrl ? disputeUrl : "",
+    ...(placement?.placedAfterSeconds !== undefined
+      ? { placementWaitSeconds: placement.placedAfterSeconds, placementMessage: placement.unplacedMessage ?? "" }
+      : {}),
   };
 }

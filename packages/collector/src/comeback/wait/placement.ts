@@ -8,6 +8,10 @@ export interface PlacementMemory {
   unplacedSinceMs?: number;
   /** The owner was told it was placed. */
   placedTold?: boolean;
+  /** The scheduler's message while it could not place this start (the welcome back repeats it). */
+  unplacedMessage?: string;
+  /** Seconds from the request to placed, once an unplaced start was placed. */
+  placedAfterSeconds?: number;
 }
 
 export type PlacementNews =
@@ -23,15 +27,17 @@ export function placementNews(
 ): PlacementNews | undefined {
   if (progress.unschedulable && memory.unplacedSinceMs === undefined) {
     memory.unplacedSinceMs = nowMs;
+    memory.unplacedMessage = progress.unschedulable.message;
     return { kind: "unplaced", ...progress.unschedulable };
   }
   const scheduled = progress.stages.find((stage) => stage.name === "scheduled");
   if (memory.unplacedSinceMs !== undefined && !memory.placedTold && scheduled?.state === "done") {
     memory.placedTold = true;
     const atMs = scheduled.atMs ?? nowMs;
+    memory.placedAfterSeconds = Math.max(0, (atMs - requestedAtMs) / 1000);
     return {
       kind: "placed",
-      waitedSeconds: Math.max(0, (atMs - requestedAtMs) / 1000),
+      waitedSeconds: memory.placedAfterSeconds,
       ...(scheduled.detail ? { node: scheduled.detail.replace(/^on node /, "") } : {}),
     };
   }

@@ -37,6 +37,21 @@ describe("the welcome back the collector sends (start/welcome.ts)", () => {
     });
   });
 
+  it("says how long the start waited to be placed, with the scheduler's words; nothing of a start placed at once", () => {
+    const memory = {
+      unplacedSinceMs: STOP_AT + 3600_000,
+      unplacedMessage: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+      placedAfterSeconds: 720,
+    };
+    expect(welcomeBack(stop, "boot-b", STOP_AT + 4400_000, undefined, memory)).toMatchObject({
+      placementWaitSeconds: 720,
+      placementMessage: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+    });
+    const atOnce = welcomeBack(stop, "boot-b", STOP_AT + 4400_000, undefined, {});
+    expect(atOnce).toBeDefined();
+    expect(atOnce).not.toHaveProperty("placementWaitSeconds");
+  });
+
   it("nothing for the stopped boot itself, no stop, a stop in the future or one a month old", () => {
     expect(welcomeBack(stop, "boot-a", STOP_AT + 1000)).toBeUndefined();
     expect(welcomeBack(null, "boot-b", STOP_AT + 1000)).toBeUndefined();

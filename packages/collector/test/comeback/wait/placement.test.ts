@@ -39,6 +39,11 @@ describe("where the GPU went: the owner told once it cannot be placed, and once 
       node: "gpu-2",
     });
     expect(placementNews(memory, placed, T0, T0 + 602_000)).toBeUndefined();
+    // Kept for the welcome back in the guest.
+    expect(memory).toMatchObject({
+      unplacedMessage: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+      placedAfterSeconds: 600,
+    });
   });
 
   it("a start placed at once says nothing", () => {
