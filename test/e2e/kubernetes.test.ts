@@ -17,7 +17,7 @@ import {
   utimesSync,
   writeFileSync,
 } from "node:fs";
-import { chromium } from "playwright-core";
+import { openChromium, requireChromium } from "../support/chromium.js";
 import { spawn, spawnSync } from "node:child_process";
 import { SSH, startSshd } from "../support/sshd.js";
 import http from "node:http";
@@ -883,7 +883,6 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
 });
 
 // Issue 24: coming back in one step (docs/coming-back.md).
-const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT_DIR = path.join(repoRoot, "test-output/pages");
 const OWNER_LABEL = "platform.example.com/user";
 const startKey = () => deriveStartLinkKey(loadKey(keyFile));
@@ -1210,12 +1209,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
       quickReturnsPer100: 100,
       disputesPer100: 100,
     });
-    const browserProfile = mkdtempSync(path.join(os.tmpdir(), "ws38-chromium-"));
-    const browser = await chromium.launchPersistentContext(browserProfile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-    });
+    const { browser, close } = await openChromium();
     try {
       const fleetPage = await browser.newPage();
       await fleetPage.goto(`http://127.0.0.1:${httpPort}/`);
@@ -1230,8 +1224,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
       mkdirSync(SCREENSHOT_DIR, { recursive: true });
       await fleetPage.screenshot({ path: path.join(SCREENSHOT_DIR, "fleet-rates.png"), fullPage: true });
     } finally {
-      await browser.close();
-      rmSync(browserProfile, { recursive: true, force: true });
+      await close();
     }
 
     const started = await s.waitForEvent("comeback", "Started", 30_000);
@@ -1512,8 +1505,7 @@ describe.concurrent("Coming back after a stop (issue 24)", { timeout: SCENARIO_T
 describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
   it("headless Chromium at each stage: stopped, unschedulable, running, agent connected, ready", async (context) => {
     const { expect } = context;
-    if (!existsSync(CHROMIUM))
-      throw new Error(`${CHROMIUM} is missing: install Debian's chromium (scripts/install-test-deps.sh does)`);
+    requireChromium();
     mkdirSync(SCREENSHOT_DIR, { recursive: true });
     const s = await Scenario.create(context, { startStepMs: 500 });
     s.kube.seedWorkstation({
@@ -1544,24 +1536,8 @@ describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOU
     const httpPort = await freePort();
     const collector = await s.collector("collector-0", { httpPort, extraConfig: startConfig(httpPort) });
     await s.leader(collector);
-    const profile = mkdtempSync(path.join(os.tmpdir(), "ws24-chromium-"));
-    const browser = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1100, height: 800 },
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-      ],
-    });
-    s.onClose(async () => {
-      await browser.close();
-      rmSync(profile, { recursive: true, force: true });
-    });
+    const { browser, close } = await openChromium({ width: 1100, height: 800 });
+    s.onClose(close);
     const page = await browser.newPage();
     const shot = (name: string) =>
       page.screenshot({ path: path.join(SCREENSHOT_DIR, `start-${name}.png`), fullPage: true });

@@ -6,7 +6,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { chromium, type BrowserContext } from "playwright-core";
+import { type Chromium, openChromium } from "../support/chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   agentBundle,
@@ -21,13 +21,11 @@ import {
 import { quietMachine, type QuietMachine } from "../support/quiet-machine.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT_DIR = path.join(repoRoot, "test-output/pages");
 
 let dir: string;
 let setup: StandaloneCollector;
-let browser: BrowserContext;
-let profile: string;
+let chrome: Chromium | undefined;
 let machine: QuietMachine;
 const running: Proc[] = [];
 const base = () => `http://127.0.0.1:${setup.httpPort}`;
@@ -86,24 +84,11 @@ standalone:
     60_000,
     "a cent that enforce mode would have given back",
   );
-  profile = mkdtempSync(path.join(os.tmpdir(), "h38m-chromium-"));
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 900 },
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--no-first-run",
-    ],
-  });
+  chrome = await openChromium();
 }, 180_000);
 
 afterAll(async () => {
-  await browser?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await chrome?.close();
   await Promise.all(running.map((p) => p.stop()));
   await machine?.remove();
   if (dir) rmSync(dir, { recursive: true, force: true });
@@ -130,7 +115,7 @@ describe("money on the pages", () => {
   });
 
   it("the fleet page shows held and would-give-back money per owner, and the VM's size beside its use", async () => {
-    const page = await browser.newPage();
+    const page = await chrome!.browser.newPage();
     await page.goto(`${base()}/`);
     await page.locator("#spend").scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "fleet-money.png"), fullPage: true });
@@ -149,7 +134,7 @@ describe("money on the pages", () => {
   });
 
   it("the VM page shows the VM's own figures", async () => {
-    const page = await browser.newPage();
+    const page = await chrome!.browser.newPage();
     await page.goto(`${base()}/vm/lab/spender`);
     await page.locator("#vm-spend").scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, "vm-money.png"), fullPage: true });

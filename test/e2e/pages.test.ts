@@ -3,10 +3,10 @@
 // saves screenshots under test-output/pages/, and checks what a person sees:
 // explanation rows, observe wording, the lease reason, the chart.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { chromium, type BrowserContext } from "playwright-core";
+import { type Chromium, openChromium, requireChromium } from "../support/chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   agentBundle,
@@ -21,21 +21,18 @@ import {
 import { quietMachine, type QuietMachine } from "../support/quiet-machine.js";
 import { standaloneCollector, type StandaloneCollector } from "../support/standalone.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOT_DIR = path.join(repoRoot, "test-output/pages");
 
 let dir: string;
 let wsLease: string;
 let setup: StandaloneCollector;
-let browser: BrowserContext;
-let profile: string;
+let chrome: Chromium | undefined;
 const machines: Record<string, QuietMachine> = {};
 const running: Proc[] = [];
 const base = () => `http://127.0.0.1:${setup.httpPort}`;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: install Debian's chromium (scripts/install-test-deps.sh does)`);
+  requireChromium();
   requireBundles();
   mkdirSync(SCREENSHOT_DIR, { recursive: true });
   dir = mkdtempSync(path.join(os.tmpdir(), "ws17-pages-"));
@@ -109,25 +106,11 @@ standalone:
     60_000,
     "the VMs to reach their states",
   );
-  profile = mkdtempSync(path.join(os.tmpdir(), "ws17-chromium-"));
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 900 },
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
+  chrome = await openChromium();
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await chrome?.close();
   await Promise.all(running.map((p) => p.stop()));
   await Promise.all(Object.values(machines).map((m) => m.remove()));
   rmSync(dir, { recursive: true, force: true });
@@ -135,7 +118,7 @@ afterAll(async () => {
 
 describe("pages in a browser", () => {
   it("the fleet page lists every VM, sorts and filters by state, namespace and owner", async () => {
-    const page = await browser.newPage();
+    const page = await chrome!.browser.newPage();
     await page.goto(`${base()}/`);
     expect(await page.locator("#fleet tbody tr").count()).toBe(3);
     expect(await page.locator("#observe-note").innerText()).toContain("observe mode");
@@ -168,7 +151,7 @@ describe("pages in a browser", () => {
   });
 
   it("a VM in observe mode says it would stop, why, and draws its idle clock", async () => {
-    const page = await browser.newPage();
+    const page = await chrome!.browser.newPage();
     await page.goto(`${base()}/`);
     await page.click('a:has-text("lab/observed")');
     expect(new URL(page.url()).pathname).toBe("/vm/lab/observed");
@@ -189,7 +172,7 @@ describe("pages in a browser", () => {
   });
 
   it("a VM held by a lease shows the lease, its owner and reason, and a stop only after it", async () => {
-    const page = await browser.newPage();
+    const page = await chrome!.browser.newPage();
     await page.goto(`${base()}/vm/lab/leased`);
     expect(await page.locator("#leases .lease-reason").innerText()).toBe("training resnet");
     // The earliest stop is after the 2h lease and the grace period, never while it holds.
@@ -224,7 +207,7 @@ describe("pages in a browser", () => {
     const hint = (JSON.parse(status.stdout) as { notice?: { keepRunningHint: string } }).notice?.keepRunningHint ?? "";
     const link = /http:\/\/\S+\/keep\/research\/pending\?t=\S+/.exec(hint)?.[0];
     expect(link, `the notice in the VM carries the link: ${hint}`).toBeDefined();
-    const page = await browser.newPage();
+    const page = await chrome!.browser.newPage();
     await page.goto(link!);
     expect(await page.locator("h1").innerText()).toBe("Keep research/pending running?");
     expect(await page.locator("#reason").innerText()).toMatch(/idle/);

@@ -7,26 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWebServer } from "../../src/serve/router.js";
 import type { FleetCounters, FleetReader, VmView } from "../../src/model/vm-view.js";
 import { FleetSpend } from "../../src/outreach/money/fleet-spend.js";
+import { vmView } from "../fixtures/vm-view.js";
 
-const view = (name: string, owner: string): VmView => ({
-  namespace: "lab",
-  name,
-  owner,
-  state: "Active",
-  mode: "enforce",
-  autostop: true,
-  connected: true,
-  agentVersion: "1",
-  peer: "",
-  idleTimeoutSeconds: 3600,
-  activeSignals: [],
-  signals: {},
-  explanation: "",
-  gpus: [],
-  disks: [],
-  leases: [],
-  policyErrors: [],
-});
+const view = (name: string, owner: string): VmView => vmView(name, { owner });
 
 let server: http.Server;
 let port: number;

@@ -9,6 +9,7 @@ import type { FleetObserver } from "../../../src/loop/fleet-observer.js";
 import { CollectorStats } from "../../../src/lib/stats.js";
 import type { VmView } from "../../../src/model/vm-view.js";
 import { renderFleetPage } from "../../../src/web/fleet-page.js";
+import { vmView } from "../../fixtures/vm-view.js";
 
 const H = 3_600_000;
 const alice = { namespace: "team-a", name: "alice-ws" };
@@ -139,25 +140,7 @@ describe("withGivenBack", () => {
 });
 
 function view(name: string, overrides: Partial<VmView> = {}): VmView {
-  return {
-    namespace: "team-a",
-    name,
-    state: "Stopped",
-    mode: "enforce",
-    autostop: true,
-    connected: false,
-    agentVersion: "",
-    peer: "",
-    idleTimeoutSeconds: 3600,
-    activeSignals: [],
-    signals: {},
-    explanation: "",
-    gpus: [],
-    disks: [],
-    leases: [],
-    policyErrors: [],
-    ...overrides,
-  };
+  return vmView(name, { namespace: "team-a", state: "Stopped", connected: false, agentVersion: "", ...overrides });
 }
 
 describe("where it shows", () => {

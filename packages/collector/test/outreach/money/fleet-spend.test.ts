@@ -14,30 +14,13 @@ import { registerSpendMetrics } from "../../../src/metrics/spend-metrics.js";
 import type { VmView } from "../../../src/model/vm-view.js";
 import { spendSection, vmSpendBox } from "../../../src/web/spend-section.js";
 import type { Prices } from "../../../src/outreach/money/prices.js";
+import { vmView } from "../../fixtures/vm-view.js";
 
 const GiB = 2 ** 30;
 const H = 3_600_000;
 
 function view(name: string, state: string, owner = "alice"): VmView {
-  return {
-    namespace: "lab",
-    name,
-    owner,
-    state,
-    mode: "observe",
-    autostop: true,
-    connected: true,
-    agentVersion: "1",
-    peer: "",
-    idleTimeoutSeconds: 3600,
-    activeSignals: [],
-    signals: {},
-    explanation: "",
-    gpus: [],
-    disks: [],
-    leases: [],
-    policyErrors: [],
-  };
+  return vmView(name, { owner, state, mode: "observe" });
 }
 
 const prices: Prices = {
