@@ -6,7 +6,7 @@
 // agents/connection-slots.ts) and counted; the 64 held are served; /healthz and /metrics answer; and the Lease
 // keeps being renewed by this replica, which never steps down (before the cap, the accepted
 // sockets used up the descriptors and the Lease renewals failed with `connect EMFILE`).
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -18,7 +18,15 @@ import { openAgentStream, type AgentStream } from "../../bench/lib/agent-stream.
 import { tokenFor } from "../../packages/collector/src/links/agent-token.js";
 import { resourceByKind, startFakeKube, type FakeKube } from "../support/fake-kube/index.js";
 import { kubeCollectorConfig } from "../support/kube-agent.js";
-import { collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  collectorBundle,
+  eventually,
+  getText,
+  requireBundles,
+  requirePrlimit,
+  start,
+  type Proc,
+} from "../support/process.js";
 
 const _run = promisify(execFile);
 const LEASE = resourceByKind("Lease");
@@ -31,11 +39,7 @@ let dir: string;
 
 beforeAll(() => {
   requireBundles();
-  try {
-    execFileSync("prlimit", ["--version"], { stdio: "ignore" });
-  } catch {
-    throw new Error("prlimit is missing: install util-linux (apt-get install util-linux)");
-  }
+  requirePrlimit();
   dir = mkdtempSync(path.join(os.tmpdir(), "ws27-fd-cap-"));
 });
 

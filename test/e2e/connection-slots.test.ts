@@ -1,14 +1,3 @@
-// One client cannot keep the agents out (issue 34): the bundled collector in Kubernetes mode runs
-// under `prlimit --nofile=128:128`, so its gRPC port holds 64 connections (the limit less half of
-// it). A hostile client inside the cluster, from nine addresses (127.0.0.2-127.0.0.10, as nine
-// pods), opens as many connections as it can, raw TCP sockets and HTTP/2 sessions that answer
-// pings, none of which ever sends a Hello, and reopens each one the collector closes: more than
-// its sources' share (eight unauthenticated connections each in Kubernetes) and more than the
-// cap. Two real agents (the built agent bundle, from 127.0.0.1, their VMs' pod IP) still connect
-// within their reconnect backoff's ceiling (60 s) and are served, and /metrics counts what kept the slots fair:
-// the source refusals, the evictions at the cap and the closes at the handshake deadline. Before
-// the fix the hostile client held all 64 slots for as long as it liked and neither agent got in.
-import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import http2 from "node:http2";
 import net from "node:net";
@@ -17,7 +6,15 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeKube, type FakeKube } from "../support/fake-kube/index.js";
 import { collectorToken, kubeCollectorConfig, startFrozenAgent, type FrozenAgent } from "../support/kube-agent.js";
-import { collectorBundle, eventually, getText, requireBundles, start, type Proc } from "../support/process.js";
+import {
+  collectorBundle,
+  eventually,
+  getText,
+  requireBundles,
+  requirePrlimit,
+  start,
+  type Proc,
+} from "../support/process.js";
 
 const NS = "slots";
 const NOFILE = 128;
@@ -34,11 +31,7 @@ let dir: string;
 
 beforeAll(() => {
   requireBundles();
-  try {
-    execFileSync("prlimit", ["--version"], { stdio: "ignore" });
-  } catch {
-    throw new Error("prlimit is missing: install util-linux (apt-get install util-linux)");
-  }
+  requirePrlimit();
   dir = mkdtempSync(path.join(os.tmpdir(), "ws34-slots-"));
 });
 

@@ -1,5 +1,5 @@
 // Start the shipped artifacts as real processes and watch their output.
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
@@ -12,6 +12,15 @@ export const collectorBundle = path.join(repoRoot, "packages/collector/dist/ws-c
 export function requireBundles(): void {
   for (const file of [agentBundle, collectorBundle]) {
     if (!existsSync(file)) throw new Error(`${file} is missing: run 'npm run build' (npm test builds it first)`);
+  }
+}
+
+/** util-linux's prlimit, which the tests that run the collector under a small open-file limit need. */
+export function requirePrlimit(): void {
+  try {
+    execFileSync("prlimit", ["--version"], { stdio: "ignore" });
+  } catch {
+    throw new Error("prlimit is missing: install util-linux (apt-get install util-linux)");
   }
 }
 
