@@ -9,7 +9,7 @@ import type { Decision } from "../engine/types.js";
 import type { VmKey } from "../model/vm-key.js";
 import { type DirectiveFields, directiveWithStatus, hasAgentContent, helloDirective } from "./directive.js";
 import type { VmEntry } from "./fleet-entries.js";
-import { reportPlan, reportWhenFields, tighterThan } from "./report-when.js";
+import { type ReportPlan, reportPlan, reportWhenFields, tighterThan } from "./report-when.js";
 
 /** What the first Directive of a new stream adds to the policy (FleetOptions.greeting). */
 export type Greeting = (vm: VmKey, bootId: string) => DirectiveFields["welcome"] | undefined;
@@ -29,21 +29,23 @@ export function greetAgent(entry: VmEntry, session: AgentSession, greeting: Gree
 /**
  * After a decision: the agent is sent a Directive when it answers a Report, when the decision
  * has something for the agent, or when a report-on-change agent must report sooner than it was
- * told. `heartbeatMs` 0: no agent is sent a ReportWhen.
+ * told. `heartbeatMs` 0: no agent is sent a ReportWhen; `everySample`: why it must send every
+ * sample whatever the decision (a start waiting for the entry service).
  */
 export function tellAgent(
   entry: VmEntry,
   decision: Decision,
   fields: DirectiveFields,
-  now: number,
-  fromReport: boolean,
-  heartbeatMs: number,
+  how: { now: number; fromReport: boolean; heartbeatMs: number; everySample?: string | undefined },
 ): void {
+  const { now, fromReport, heartbeatMs, everySample } = how;
   const session = entry.session;
   if (!session) return;
-  const plan = reportsOnChange(session, heartbeatMs)
-    ? reportPlan(decision, entry.loop.policy, now, heartbeatMs)
-    : undefined;
+  const plan: ReportPlan | undefined = !reportsOnChange(session, heartbeatMs)
+    ? undefined
+    : everySample
+      ? { kind: "every-sample", why: everySample }
+      : reportPlan(decision, entry.loop.policy, now, heartbeatMs);
   if (fromReport || hasAgentContent(fields) || (plan && tighterThan(plan, entry.reportPlan))) {
     const directive = directiveWithStatus(fields, decision.next, entry.loop.policy, now);
     if (plan) {

@@ -66,6 +66,11 @@ export interface FleetOptions {
    * default DEFAULT_REPORT_HEARTBEAT_MS); 0: every agent reports every sample, as before.
    */
   reportHeartbeatMs?: number;
+  /**
+   * Why the VM's agent must send every sample whatever its decision, or undefined: a start
+   * waiting for the entry service, whose readiness a Report held to the heartbeat would delay.
+   */
+  hearEverySample?: (vm: VmKey, nowMs: number) => string | undefined;
 }
 
 export type { TraceInput };
@@ -273,7 +278,8 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
     }
     const fields = directiveFields(decision.actions);
     if (fields.notice) this.outreach.addressNotice(this.reader.outreachVm(entry)!, decision.actions, fields);
-    tellAgent(entry, decision, fields, now, fromReport, this.heartbeatMs);
+    const closely = this.options.hearEverySample?.(entry.key, now);
+    tellAgent(entry, decision, fields, { now, fromReport, heartbeatMs: this.heartbeatMs, everySample: closely });
   }
 
   private actionTarget(entry: VmEntry): ActionTarget {

@@ -430,6 +430,9 @@ function buildFleet(
       )?.schedule,
     acting: mode.leader,
     reportHeartbeatMs: config.reportHeartbeatSeconds * 1000,
+    // Start readiness is not delayed by reports on change: a start waiting for sshd or Jupyter hears every sample.
+    hearEverySample: (vm, now) =>
+      wiring.startTracker.awaitsReady(vm, now) ? "a start waits for the entry service" : undefined,
     ...(mode.restore ? { restore: mode.restore } : {}),
     ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
     ...(mode.vmDetails ? { vmDetails: mode.vmDetails } : {}),

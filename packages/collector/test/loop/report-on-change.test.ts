@@ -253,6 +253,22 @@ describe("reportPlan", () => {
     expect(reportPlan(near, policy, START, DEFAULT_REPORT_HEARTBEAT_MS).kind).toBe("every-sample");
   });
 
+  it("while a start waits for the entry service, every sample, whatever the decision; then on change again", () => {
+    let starting = true;
+    const live = startFleet(policy, START, undefined, {
+      hearEverySample: () => (starting ? "a start waits for the entry service" : undefined),
+    });
+    const session = live.connect({ namespace: "lab", name: "ws" }, [REPORT_ON_CHANGE_CAPABILITY]);
+    const world = WORLDS["a person types for 40 minutes and leaves: notice, then stop"]!;
+    live.report(session, reportAt(world, START));
+    // A ReportWhen without a deadline: every sample (sshd coming up is not a kind of change).
+    expect(session.directives.at(-1)?.reportWhen).toMatchObject({ reportAtOnce: [] });
+    expect(session.directives.at(-1)?.reportWhen?.nextReportWithinSeconds).toBeUndefined();
+    starting = false;
+    live.report(session, reportAt(world, START + INTERVAL_MS));
+    expect(session.directives.at(-1)?.reportWhen?.nextReportWithinSeconds).toBeGreaterThan(60);
+  });
+
   it("an old agent (no capability) is never sent a ReportWhen", () => {
     const live = startFleet(policy, START);
     const session = live.connect({ namespace: "lab", name: "ws" });

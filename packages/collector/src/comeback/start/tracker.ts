@@ -169,12 +169,17 @@ export class StartTracker {
     this.attempts.delete(vmId(vm));
   }
 
+  /** Whether the VM has a start under way that is not ready yet (its agent is heard sample by sample). */
+  awaitsReady(vm: VmKey, nowMs: number): boolean {
+    const attempt = this.attempts.get(vmId(vm));
+    return attempt !== undefined && this.unready(attempt, nowMs);
+  }
+
   /** VMs with a start that is not ready yet: the ones to watch. */
   pending(nowMs: number): VmKey[] {
     const out: VmKey[] = [];
     for (const [id, attempt] of this.attempts) {
-      if (this.over(attempt, nowMs) || attempt.readyAtMs !== undefined || (attempt.result && !attempt.result.ok))
-        continue;
+      if (!this.unready(attempt, nowMs)) continue;
       const [namespace = "", name = ""] = id.split("/");
       out.push({ namespace, name });
     }
@@ -186,6 +191,10 @@ export class StartTracker {
     const out = this.readySeconds;
     this.readySeconds = [];
     return out;
+  }
+
+  private unready(attempt: StartAttempt, nowMs: number): boolean {
+    return !this.over(attempt, nowMs) && attempt.readyAtMs === undefined && !(attempt.result && !attempt.result.ok);
   }
 
   private over(attempt: StartAttempt, nowMs: number): boolean {
