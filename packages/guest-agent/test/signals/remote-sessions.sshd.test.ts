@@ -112,6 +112,11 @@ describe("remote sessions with a real sshd", () => {
       remoteHost: "127.0.0.1",
       command: "cat",
     });
+    // A sample in between: the typing session's traffic is then placed after it, well after the
+    // keep-alive session opened (placed against `first` alone, the two can tie when that session
+    // opened just before it).
+    await delay(1_500);
+    await sample(signal);
     await delay(3_000);
     const later = await sample(signal);
     const keepalive = of(later, KEEPALIVE_USER)!;
