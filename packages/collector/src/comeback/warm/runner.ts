@@ -17,7 +17,13 @@ import { defaultZoneOf, type ProfileSchedules, scheduleOf } from "../schedule/sc
 import { noteShortages, planWarmStart, resourceShort, type Shortages, type WarmPlan } from "./plan.js";
 import { parseReturns, RETURNS_ANNOTATION } from "./returns.js";
 import { DEFAULT_WARM_LIMITS, type LocalTime, localTimeIn, type WarmLimits } from "./rule.js";
-import { encodeWarmStarts, parseWarmStarts, WARM_START_ANNOTATION, WARM_STARTS_ANNOTATION } from "./starts.js";
+import {
+  encodeWarmStarts,
+  parseWarmStarts,
+  WARM_START_ANNOTATION,
+  WARM_STARTS_ANNOTATION,
+  waitingWarmStart,
+} from "./starts.js";
 
 export type WarmOutcomeCounts = Record<"used" | "wasted", number>;
 
@@ -30,7 +36,7 @@ export interface WarmRunnerOptions {
   profileSchedules?: ProfileSchedules;
   /** The VM's policy as its labels and annotations resolve now, and whether they had errors. */
   policyOf: (vm: VmKey) => { policy: Policy; errors: boolean };
-  /** The last human evidence the engine saw of the VM (its loop record), if any. */
+  /** The last human evidence the engine has of the VM (its loop record's; the boot's first Report starts it), if any. */
   lastHumanAtMs: (vm: VmKey) => number | undefined;
   nowMs: () => number;
   leader: () => boolean;
@@ -52,6 +58,12 @@ export class WarmRunner {
   readonly counts: WarmOutcomeCounts = { used: 0, wasted: 0 };
   private readonly shortages: Shortages = new Map();
   private readonly zones = new Map<string, (ms: number) => LocalTime>();
+  /**
+   * Per VM with a waiting warm start: the first last-human time the engine had for its new boot.
+   * The engine starts that clock at the boot's first Report (a full idle-timeout for a VM that
+   * just became Active), so only a later one is a person.
+   */
+  private readonly humanBaselines = new Map<string, { warmAtMs: number; atMs: number }>();
   private running = false;
 
   constructor(private readonly options: WarmRunnerOptions) {}
@@ -80,6 +92,8 @@ export class WarmRunner {
       now,
     );
     for (const { vm, facts } of all) if (facts) await this.carryOut(vm, facts, this.plan(vm, facts, now));
+    const ids = new Set(all.map(({ vm }) => vmId(vm)));
+    for (const id of this.humanBaselines.keys()) if (!ids.has(id)) this.humanBaselines.delete(id);
   }
 
   /** The pure plan for one VM, from what the platform and the engine know of it. */
@@ -88,7 +102,8 @@ export class WarmRunner {
     const annotations = facts.annotations;
     const { policy, errors } = this.options.policyOf(vm);
     const ownerSays = annotations[`${prefix}${WARM_START_ANNOTATION}`]?.trim().toLowerCase();
-    const lastHumanAtMs = this.options.lastHumanAtMs(vm);
+    const starts = parseWarmStarts(annotations[`${prefix}${WARM_STARTS_ANNOTATION}`]);
+    const lastHumanAtMs = this.personSince(vmId(vm), waitingWarmStart(starts)?.atMs, this.options.lastHumanAtMs(vm));
     return planWarmStart({
       nowMs: now,
       policy,
@@ -98,11 +113,27 @@ export class WarmRunner {
       ...(facts.lastStop ? { lastStopAtMs: facts.lastStop.atMs } : {}),
       ...(lastHumanAtMs !== undefined ? { lastHumanAtMs } : {}),
       returns: parseReturns(annotations[`${prefix}${RETURNS_ANNOTATION}`]),
-      starts: parseWarmStarts(annotations[`${prefix}${WARM_STARTS_ANNOTATION}`]),
+      starts,
       local: this.localIn(this.zoneOf(annotations)),
       resourceShort: resourceShort(this.shortages, facts.needs ?? [], now),
       limits: this.options.limits ?? DEFAULT_WARM_LIMITS,
     });
+  }
+
+  /** A person's evidence on the warm-started boot: a last-human time later than the boot's first one; else undefined. */
+  private personSince(id: string, warmAtMs: number | undefined, lastHumanAtMs: number | undefined): number | undefined {
+    if (warmAtMs === undefined) {
+      this.humanBaselines.delete(id);
+      return undefined;
+    }
+    // Before the new boot's first Report the record still holds the old boot's clocks.
+    if (lastHumanAtMs === undefined || lastHumanAtMs < warmAtMs) return undefined;
+    const baseline = this.humanBaselines.get(id);
+    if (baseline?.warmAtMs !== warmAtMs) {
+      this.humanBaselines.set(id, { warmAtMs, atMs: lastHumanAtMs });
+      return undefined;
+    }
+    return lastHumanAtMs > baseline.atMs ? lastHumanAtMs : undefined;
   }
 
   /** The owner's zone: the schedule's own (`tz …`), else the VM's `time-zone`, else the site's. */

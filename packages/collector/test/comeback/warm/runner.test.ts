@@ -187,6 +187,13 @@ describe("the warm-start runner (fake clock, Europe/Berlin, the Monday after the
     const h = harness();
     const warmAt = berlinAt(2026, 3, 30, 8, 44);
     await h.at(warmAt);
+    // The old boot's clock, then the new boot's first Report (where the engine starts every clock): nobody yet.
+    h.human(berlinAt(2026, 3, 30, 7, 0));
+    await h.at(berlinAt(2026, 3, 30, 8, 46));
+    h.human(berlinAt(2026, 3, 30, 8, 47));
+    await h.at(berlinAt(2026, 3, 30, 8, 48));
+    expect(h.runner.counts).toEqual({ used: 0, wasted: 0 });
+    // A keystroke later: a person.
     h.human(berlinAt(2026, 3, 30, 8, 51));
     await h.at(berlinAt(2026, 3, 30, 8, 52));
     expect(h.runner.counts).toEqual({ used: 1, wasted: 0 });
