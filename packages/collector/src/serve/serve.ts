@@ -76,6 +76,7 @@ import { ScheduleAgentRequests } from "../comeback/schedule/agent-requests.js";
 import { scheduleOf } from "../comeback/schedule/schedules.js";
 import { registerWarmMetrics, WarmRunner } from "../comeback/warm/runner.js";
 import { parseWarmStarts, WARM_STARTS_ANNOTATION, warmWaitingPolicy } from "../comeback/warm/starts.js";
+import type { Policy } from "../engine/types.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
@@ -434,14 +435,7 @@ function buildFleet(
         config.start.timeZone,
         wiring.profileSchedules,
       )?.schedule,
-    // A learned warm start nobody came for yet runs under its window as idle-timeout (docs/policy.md).
-    runsUnder: (vm, policy) =>
-      warmWaitingPolicy(
-        policy,
-        parseWarmStarts(
-          mode.policySource.metadataFor(vm).annotations[`${mode.policySource.prefix}${WARM_STARTS_ANNOTATION}`],
-        ),
-      ),
+    runsUnder: warmRunsUnder(mode),
     acting: mode.leader,
     reportHeartbeatMs: config.reportHeartbeatSeconds * 1000,
     ...(mode.restore ? { restore: mode.restore } : {}),
@@ -708,6 +702,13 @@ function schedulesFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, startLin
     ...(page ? { page } : {}),
     fromAgents: new ScheduleAgentRequests(editor),
   };
+}
+
+/** A learned warm start nobody came for yet runs under its window as idle-timeout (docs/policy.md). */
+function warmRunsUnder(mode: CollectorMode): (vm: VmKey, policy: Policy) => Policy {
+  const { policySource } = mode;
+  const key = `${policySource.prefix}${WARM_STARTS_ANNOTATION}`;
+  return (vm, policy) => warmWaitingPolicy(policy, parseWarmStarts(policySource.metadataFor(vm).annotations[key]));
 }
 
 /** Learned warm starts (docs/policy.md): they fire through the start path as trigger `warm`, where the mode can start a VM. */
