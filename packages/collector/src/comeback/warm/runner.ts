@@ -25,6 +25,9 @@ import {
   waitingWarmStart,
 } from "./starts.js";
 
+/** Local times remembered per zone (a few returns of every opted-in VM). */
+const MAX_REMEMBERED = 100_000;
+
 export type WarmOutcomeCounts = Record<"used" | "wasted", number>;
 
 export interface WarmRunnerOptions {
@@ -145,10 +148,24 @@ export class WarmRunner {
     );
   }
 
+  /**
+   * The wall clock in `zone`, remembered per instant: the same returns are read every pass, and
+   * Intl's formatting is what the rule spends its time on. Bounded: forgotten past MAX_REMEMBERED.
+   */
   private localIn(zone: string): (ms: number) => LocalTime {
     let local = this.zones.get(zone);
     if (!local) {
-      local = localTimeIn(zone);
+      const format = localTimeIn(zone);
+      const memo = new Map<number, LocalTime>();
+      local = (ms) => {
+        let known = memo.get(ms);
+        if (!known) {
+          if (memo.size >= MAX_REMEMBERED) memo.clear();
+          known = format(ms);
+          memo.set(ms, known);
+        }
+        return known;
+      };
       this.zones.set(zone, local);
     }
     return local;
