@@ -11,6 +11,7 @@ import { registerSpendMetrics } from "../packages/collector/src/metrics/spend-me
 import { registerNotificationMetrics } from "../packages/collector/src/outreach/notify/metrics.js";
 import { registerHostSourceMetrics } from "../packages/collector/src/loop/hostside/metrics.js";
 import { registerStartMetrics } from "../packages/collector/src/comeback/start/metrics.js";
+import { registerWarmMetrics } from "../packages/collector/src/comeback/warm/runner.js";
 import { StartTracker } from "../packages/collector/src/comeback/start/tracker.js";
 import { WebhookSender } from "../packages/collector/src/outreach/notify/sender.js";
 import { CollectorStats } from "../packages/collector/src/lib/stats.js";
@@ -99,6 +100,7 @@ describe("the docs' claims", () => {
     registerHostSourceMetrics(registry, { endpoint: "http://prometheus:9090", rounds: 0, failures: 0 });
     registerStartMetrics(registry, new StartTracker());
     registerSpendMetrics(registry, () => [], true);
+    registerWarmMetrics(registry, () => ({ used: 0, wasted: 0 }));
     const exported = new Set(metricNames(registry));
     // A recording rule's name (namespace:workstation_stops:increase7d) is not a family: the rules test checks those.
     const named = claims(/(?<![:\w])(workstation_[a-z_]+[a-z])\b(?!:)/g).map(({ file, claim }) => ({

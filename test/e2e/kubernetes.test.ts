@@ -28,6 +28,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { LEADER_LABEL } from "../../packages/collector/src/platform/kube/leader-label.js";
+import { encodeReturns } from "../../packages/collector/src/comeback/warm/returns.js";
 import {
   resourceByKind,
   startFakeKube,
@@ -169,7 +170,15 @@ class Scenario {
    */
   async collector(
     podName: string,
-    options: { grpcPort?: number; httpPort?: number; pod?: boolean; extraConfig?: string; identity?: string } = {},
+    options: {
+      grpcPort?: number;
+      httpPort?: number;
+      pod?: boolean;
+      extraConfig?: string;
+      identity?: string;
+      /** Lines of the policy's `profiles:` section ("name: { knob: value }"). */
+      profiles?: string[];
+    } = {},
   ): Promise<Collector> {
     const grpcPort = options.grpcPort ?? (await freePort());
     const httpPort = options.httpPort ?? (await freePort());
@@ -198,7 +207,7 @@ policy:
     grace-period: ${GRACE_S}s
     agent-lost-after: 30s
     notice-repeat: 30s
-${options.extraConfig?.includes("notifications:") ? "" : `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" } # required in enforce mode\n`}${options.extraConfig ?? ""}`,
+${options.profiles ? `  profiles:\n${options.profiles.map((line) => `    ${line}\n`).join("")}` : ""}${options.extraConfig?.includes("notifications:") ? "" : `notifications: { publicUrl: "http://127.0.0.1:${httpPort}" } # required in enforce mode\n`}${options.extraConfig ?? ""}`,
     );
     const proc = start(collectorBundle, ["serve", "--kubeconfig", this.kube.kubeconfigPath, "--config", config], {
       POD_NAME: podName,
@@ -2184,5 +2193,100 @@ describe("A schedule the user sets (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }
     expect(s.events("stopby-lease", "IdleStopPending")).toHaveLength(0);
     expect(s.stopPuts("stopby-lease")).toHaveLength(0);
     expect(s.annotation("stopby-lease", "state")).toBe("Active");
+  });
+});
+
+describe("A warm start learned from returns (issue 36)", { timeout: SCENARIO_TIMEOUT_MS }, () => {
+  it("a profile with warm-start on starts the stopped VM ahead of its owner's usual weekday arrival, through the start path as trigger warm; nobody comes, so its window brings the usual notice and stop, counted as waste", async (context) => {
+    const { expect } = context;
+    const s = await Scenario.create(context, { startStepMs: 500 });
+    // The owner's zone: one where the next minutes are not near midnight (the arrival belongs to today).
+    const nowMs = Date.now();
+    const localMinute = (zone: string, ms: number) => {
+      const [h, m] = new Intl.DateTimeFormat("en-GB", {
+        timeZone: zone,
+        hour: "2-digit",
+        minute: "2-digit",
+        hourCycle: "h23",
+      })
+        .format(new Date(ms))
+        .split(":")
+        .map(Number);
+      return h! * 60 + m!;
+    };
+    const zone = ["America/New_York", "Asia/Tokyo", "Europe/Berlin"].find((z) => {
+      const minute = localMinute(z, nowMs);
+      return minute > 30 && minute < 23 * 60;
+    })!;
+    // The last three weeks' returns on this weekday, 3 minutes from now in the owner's zone, each a
+    // 10 s boot: the usual arrival is then, the lead ceil((10 s + 2 min) / 1 min) = 3 min, so the
+    // warm start is due now. (A daylight saving change among those weeks moves one of three: the
+    // median stays.)
+    const arrivalMs = nowMs + 3 * 60_000;
+    const returns = [3, 2, 1].map((weeks) => ({
+      atMs: arrivalMs - weeks * 7 * 24 * 3600_000,
+      trigger: "link" as const,
+      waitSeconds: 10,
+    }));
+    s.kube.seedWorkstation({
+      namespace: NS,
+      name: "warm",
+      podIp: "127.0.0.1",
+      runStrategy: "Halted",
+      labels: { [`${PREFIX}autostop`]: "enabled", [OWNER_LABEL]: "alice" },
+      annotations: {
+        [`${PREFIX}time-zone`]: zone,
+        [`${PREFIX}profile`]: "office",
+        [`${PREFIX}returns`]: encodeReturns(returns),
+      },
+    });
+    const collector = await s.collector("collector-0", {
+      // idle-timeout 2h: only the warm window (30s, shortened for the test; 30m by default) can stop it here.
+      profiles: ["office: { idle-timeout: 2h, warm-start: on, warm-start-window: 30s }"],
+      extraConfig: "start: { schedulePass: 1s }\n",
+    });
+    await s.leader(collector);
+    // Both outcomes from 0 (the leader's /metrics), whatever the first pass did.
+    const zero = await collector.metrics();
+    expect(zero).toMatch(/^workstation_warm_starts_total\{outcome="used"\} 0$/m);
+    expect(zero).toMatch(/^workstation_warm_starts_total\{outcome="wasted"\} 0$/m);
+
+    const started = await eventually(
+      () => s.kube.requestsMatching("PUT", "/virtualmachines/warm/start")[0],
+      60_000,
+      "the warm start",
+    );
+    expect(started.status).toBeLessThan(300);
+    const startedEvent = await s.waitForEvent("warm", "Started", 30_000);
+    // Before the arrival, by the collector's own clock.
+    expect(Date.parse(startedEvent["eventTime"] as string)).toBeLessThan(arrivalMs);
+    expect(startedEvent["note"]).toMatch(
+      /start requested by a learned warm start \(usual arrival \d\d:\d\d, ready 3 min ahead\) via warm/,
+    );
+    // Kept on the VM before the start was asked for: a restarted collector would not fire it again today.
+    expect(s.annotation("warm", "warm-starts")).toMatch(/^[0-9a-z]+w$/);
+    await eventually(
+      async () => counter(await collector.metrics(), "workstation_starts_total", 'trigger="warm"') === 1,
+      30_000,
+      "the warm start counted",
+    );
+
+    // The guest boots; nobody comes. Its window is its idle-timeout: the usual notice, grace and stop.
+    const agent = await s.agent("warm", collector.grpcPort);
+    await agent.proc.waitFor(/connected to collector/, 60_000);
+    const pending = await s.waitForEvent("warm", "IdleStopPending", 90_000);
+    expect(pending["note"]).toMatch(/\(idle-timeout 30s\)/);
+    await s.waitForStop("warm");
+    const wasted = await s.waitForEvent("warm", "WarmStartWasted", 30_000);
+    expect(wasted["note"]).toContain("nobody came within its window");
+    expect(s.annotation("warm", "warm-starts")).toMatch(/^[0-9a-z]+x$/);
+    await eventually(
+      async () => counter(await collector.metrics(), "workstation_warm_starts_total", 'outcome="wasted"') === 1,
+      30_000,
+      "the wasted warm start counted",
+    );
+    expect(counter(await collector.metrics(), "workstation_warm_starts_total", 'outcome="used"')).toBe(0);
+    // Once a day: the stopped VM is not warmed again (the passes after the stop settled it as waste).
+    expect(s.kube.requestsMatching("PUT", "/virtualmachines/warm/start")).toHaveLength(1);
   });
 });

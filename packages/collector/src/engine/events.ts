@@ -109,7 +109,7 @@ export const EVENT_REASONS = {
     types: ["Normal"],
     action: "Start",
     meaning:
-      "someone asked for a start and KubeVirt's start subresource took it: who asked and through which path (link, address, ssh, schedule)",
+      "someone asked for a start and KubeVirt's start subresource took it: who asked and through which path (link, address, ssh, schedule, warm)",
   },
   StartUnschedulable: {
     sentBy: "edge",
@@ -156,6 +156,24 @@ export const EVENT_REASONS = {
     types: ["Warning"],
     action: "Start",
     meaning: "a scheduled start was refused, retried every minute, and given up an hour after its time",
+  },
+  WarmStartUsed: {
+    sentBy: "edge",
+    types: ["Normal"],
+    action: "Start",
+    meaning: "a learned warm start was used: its person came (a start request, or their first activity) while it ran",
+  },
+  WarmStartWasted: {
+    sentBy: "edge",
+    types: ["Normal"],
+    action: "Start",
+    meaning: "a learned warm start was not used: nobody came within its window and it was stopped again",
+  },
+  WarmStartFailed: {
+    sentBy: "edge",
+    types: ["Warning"],
+    action: "Start",
+    meaning: "a learned warm start was refused by the platform; a later pass may try again before the usual arrival",
   },
   IdentityRejected: {
     sentBy: "edge",

@@ -15,6 +15,7 @@ import {
   parseCores,
   parseDurationValue,
   parseMode,
+  parseOnOff,
   parseOptionalDuration,
   parseRatio,
   parseSwitch,
@@ -173,6 +174,20 @@ export const POLICY_KNOBS: readonly Knob[] = [
     },
   },
   {
+    name: "warm-start",
+    help: "on | off: start the stopped VM ahead of its owner's usual arrival, learned from their returns (default off; a profile opts in, a VM's `off` is its owner's opt-out)",
+    set: (t, raw) => {
+      t.warmStart = parseOnOff(raw);
+    },
+  },
+  {
+    name: "warm-start-window",
+    help: "how long a warm-started VM nobody uses runs before its notice: its idle-timeout until a person comes (default 30m, at least 5m)",
+    set: (t, raw, s) => {
+      t.warmStartWindowSeconds = duration(raw, s, { min: 300 });
+    },
+  },
+  {
     name: "gpu-utilization-threshold",
     help: "GPU utilization that counts as work (default 10%; off)",
     set: (t, raw) => {
@@ -238,6 +253,9 @@ export const NON_POLICY_ANNOTATION_NAMES: readonly string[] = [
   "time-zone",
   // Dormant workstations (outreach/dormant/report.ts): since when the VM is stopped, its owner's last reminder.
   "dormant",
+  // Learned warm starts (comeback/warm/): the returns recorded and the warm starts made, written by the collector.
+  "returns",
+  "warm-starts",
 ];
 
 /** Applies one set of knob values (annotations without the prefix, or a config section). */

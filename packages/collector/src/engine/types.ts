@@ -58,6 +58,14 @@ export interface Policy {
    * run with users. Off (unset) by default: observe mode warns nobody.
    */
   observeNotices?: boolean;
+  /**
+   * Learned warm starts (docs/policy.md "Warm starts learned from returns"): the collector may
+   * start the stopped VM ahead of its owner's usual arrival. Off (unset) unless a profile opts in;
+   * decide never reads it (the warm-start runner does).
+   */
+  warmStart?: boolean;
+  /** How long a warm-started VM nobody uses runs: its idle-timeout until a person comes (unset: 30m). */
+  warmStartWindowSeconds?: number;
   thresholds: Thresholds;
 }
 

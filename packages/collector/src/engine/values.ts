@@ -156,6 +156,15 @@ export function parseSwitch(value: unknown): boolean {
   throw new ValueError(`${JSON.stringify(value)} is not a switch: write enabled or disabled`);
 }
 
+/** `on` | `off` (also true/false): a feature switched per profile or VM, such as `warm-start`. */
+export function parseOnOff(value: unknown): boolean {
+  if (typeof value === "boolean") return value;
+  const text = asText(value).trim().toLowerCase();
+  if (text === "on" || text === "true") return true;
+  if (text === "off" || text === "false") return false;
+  throw new ValueError(`${JSON.stringify(value)} is not on or off: write on or off`);
+}
+
 export function parseMode(value: unknown): "enforce" | "observe" {
   const text = asText(value).trim().toLowerCase();
   if (text === "enforce" || text === "observe") return text;

@@ -45,6 +45,8 @@ export class VmEntries {
     private readonly policyErrorsFound: PolicyErrorsFound,
     /** The VM's valid start schedule (comeback/schedule/), whose "stop by" the engine enforces; absent: none. */
     private readonly scheduleOf?: (vm: VmKey) => Schedule | undefined,
+    /** The policy the engine runs the VM under, from the one resolved (a waiting warm start's window); absent: as resolved. */
+    private readonly runsUnder?: (vm: VmKey, policy: Policy) => Policy,
   ) {}
 
   get(vm: VmKey): VmEntry | undefined {
@@ -108,9 +110,10 @@ export class VmEntries {
   ): boolean {
     const stopByChanged = this.applyStopBy(entry);
     const errorsChanged = JSON.stringify(resolved.errors) !== JSON.stringify(entry.policyErrors);
-    const policyChanged = JSON.stringify(resolved.policy) !== JSON.stringify(entry.loop.policy);
+    const policy = this.runsUnder ? this.runsUnder(entry.key, resolved.policy) : resolved.policy;
+    const policyChanged = JSON.stringify(policy) !== JSON.stringify(entry.loop.policy);
     // The same policy keeps its object: the evidence kept for the latest Report stays valid.
-    if (policyChanged) entry.loop.policy = resolved.policy;
+    if (policyChanged) entry.loop.policy = policy;
     entry.lastValidPolicy = resolved.lastValid ?? entry.lastValidPolicy;
     entry.policyErrors = resolved.errors;
     entry.fallback = resolved.fallback;

@@ -8,7 +8,7 @@ import type { Directive, Report, Schedule } from "@ws/protocol";
 import type { AgentSession, AgentSink, AuthResult, Logger } from "../agents/server.js";
 import { type VmKey, vmId } from "../model/vm-key.js";
 import type { PolicySource } from "../model/policy-source.js";
-import type { StopResult, VmRecord } from "../engine/types.js";
+import type { Policy, StopResult, VmRecord } from "../engine/types.js";
 import { quietMinutePoints } from "../model/quiet-minutes.js";
 import type { TraceInput } from "./recorder.js";
 import type { CollectorStats } from "../lib/stats.js";
@@ -44,6 +44,8 @@ export interface FleetOptions {
   policySource: PolicySource;
   /** The VM's valid start schedule (comeback/schedule/), whose "stop by" the engine enforces; absent: none. */
   scheduleOf?: (vm: VmKey) => Schedule | undefined;
+  /** What the engine runs the VM under instead of its resolved policy (a waiting learned warm start: its window as idle-timeout); absent: as resolved. */
+  runsUnder?: (vm: VmKey, policy: Policy) => Policy;
   stats?: CollectorStats;
   /** The record a restarted collector resumes from (Kubernetes: the VM's annotations). */
   restore?: (vm: VmKey, nowMs: number) => VmRecord | undefined;
@@ -106,6 +108,7 @@ export class Fleet implements AgentSink, FleetReader, KeepGranter {
         });
       },
       options.scheduleOf,
+      options.runsUnder,
     );
     this.reader = new FleetViews(this.entries, this.runner, this.outreach);
     this.deadlines = new DeadlineQueue<string>({

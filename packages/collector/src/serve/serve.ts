@@ -74,6 +74,9 @@ import { ScheduleEditor } from "../comeback/schedule/editor.js";
 import { SchedulePage } from "../comeback/schedule/page.js";
 import { ScheduleAgentRequests } from "../comeback/schedule/agent-requests.js";
 import { scheduleOf } from "../comeback/schedule/schedules.js";
+import { registerWarmMetrics, WarmRunner } from "../comeback/warm/runner.js";
+import { parseWarmStarts, WARM_STARTS_ANNOTATION, warmWaitingPolicy } from "../comeback/warm/starts.js";
+import type { Policy } from "../engine/types.js";
 
 /** How often the memory guard looks at the cgroup: a burst takes seconds to grow memory, not milliseconds. */
 const MEMORY_CHECK_MS = 5_000;
@@ -266,6 +269,8 @@ function buildCollector(
   if (hostSource) registerHostSourceMetrics(registry, hostSource.status);
   const startLinks = startLinksFor(wiring, fleet, outreach, registry, wrongStops);
   const schedules = schedulesFor(wiring, fleet, outreach, startLinks);
+  const warm = warmStartsFor(wiring, fleet, startLinks);
+  registerWarmMetrics(registry, () => warm?.counts ?? { used: 0, wasted: 0 });
   scheduleFromAgents = schedules.fromAgents;
   const http = httpServers(wiring, ready, {
     fleet,
@@ -299,7 +304,7 @@ function buildCollector(
           ),
         ]
       : []),
-    ...timedRunnables(wiring, { fleet, startLinks, schedules, spend, registry, tls }),
+    ...timedRunnables(wiring, { fleet, startLinks, schedules, warm, spend, registry, tls }),
     memoryGuardRunnable(guard),
     agentPort.runnable,
     { name: "HTTP ports", start: () => http.listen() },
@@ -325,16 +330,18 @@ function timedRunnables(
     fleet: Fleet;
     startLinks: StartLinks | undefined;
     schedules: Schedules;
+    warm: WarmRunner | undefined;
     spend: FleetSpend;
     registry: Registry;
     tls: ReloadingServerCredentials | undefined;
   },
 ): Runnable[] {
   const { config } = wiring;
-  const { fleet, startLinks, schedules, spend, registry, tls } = parts;
+  const { fleet, startLinks, schedules, warm, spend, registry, tls } = parts;
   return [
     intervalRunnable("start-link watch", 1000, () => startLinks?.watch()),
     intervalRunnable("schedule pass", config.start.schedulePassSeconds * 1000, () => void schedules.runner?.pass()),
+    intervalRunnable("warm-start pass", config.start.schedulePassSeconds * 1000, () => void warm?.pass()),
     intervalRunnable("spend sampling", SPEND_TICK_MS, () => {
       if (wiring.mode.leader()) spend.tick(wiring.nowMs());
     }),
@@ -428,6 +435,7 @@ function buildFleet(
         config.start.timeZone,
         wiring.profileSchedules,
       )?.schedule,
+    runsUnder: warmRunsUnder(mode),
     acting: mode.leader,
     reportHeartbeatMs: config.reportHeartbeatSeconds * 1000,
     // Start readiness is not delayed by reports on change: a start waiting for sshd or Jupyter hears every sample.
@@ -697,6 +705,37 @@ function schedulesFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, startLin
     ...(page ? { page } : {}),
     fromAgents: new ScheduleAgentRequests(editor),
   };
+}
+
+/** A learned warm start nobody came for yet runs under its window as idle-timeout (docs/policy.md). */
+function warmRunsUnder(mode: CollectorMode): (vm: VmKey, policy: Policy) => Policy {
+  const { policySource } = mode;
+  const key = `${policySource.prefix}${WARM_STARTS_ANNOTATION}`;
+  return (vm, policy) => warmWaitingPolicy(policy, parseWarmStarts(policySource.metadataFor(vm).annotations[key]));
+}
+
+/** Learned warm starts (docs/policy.md): they fire through the start path as trigger `warm`, where the mode can start a VM. */
+function warmStartsFor(wiring: Wiring, fleet: Fleet, startLinks: StartLinks | undefined): WarmRunner | undefined {
+  const { config, mode, log, nowMs } = wiring;
+  const platform = mode.startPlatform;
+  if (!platform || !startLinks) return undefined;
+  return new WarmRunner({
+    platform,
+    start: (request) => startLinks.start(request),
+    prefix: mode.policySource.prefix,
+    siteZone: config.start.timeZone,
+    profileSchedules: wiring.profileSchedules,
+    policyOf: (vm) => {
+      const resolved = resolveVmPolicy(mode.policySource, vm, undefined);
+      return { policy: resolved.policy, errors: resolved.errors.length > 0 };
+    },
+    lastHumanAtMs: (vm) => fleet.loopState(vm)?.record?.lastHumanAtMs,
+    nowMs,
+    leader: mode.leader,
+    audit: (vm, type, reason, message) => mode.actuator.event(vm, type, reason, message),
+    foundWarm: (_vm, atMs) => wiring.startTracker.foundWarm(atMs),
+    log: (level, message) => log(level, message),
+  });
 }
 
 /** A start the scheduler cannot place, or placed at last: an Event on the VM and the owner told. */

@@ -84,6 +84,9 @@ describe("Event reasons", () => {
       "Started",
       "StopDisputed",
       "Stopped",
+      "WarmStartFailed",
+      "WarmStartUsed",
+      "WarmStartWasted",
     ]);
   });
 

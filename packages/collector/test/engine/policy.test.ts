@@ -130,6 +130,9 @@ describe("policyFromAnnotations", () => {
     [`${P}gpu-utilization-threshold`, "50", /out of range.*did you mean 50%\?/],
     [`${P}network-threshold`, "10Mb/s", /bytes \(B\), not bits \(b\); write 10MB\/s/],
     [`${P}tty-output-counts`, "maybe", /not a boolean/],
+    [`${P}warm-start`, "of", /"of" is not on or off: write on or off/],
+    [`${P}warm-strat`, "off", /unknown setting "warm-strat"; did you mean "warm-start"\?/],
+    [`${P}warm-start-window`, "1m", /shorter than the minimum of 5m/],
     [`${P}agent-lost-after`, "30s", /at least twice report-interval/],
     [`${P}stop-when-agent-lost-after`, "2m", /shorter than agent-lost-after/],
   ])("%s=%s is an error", (key, value, message) => {
@@ -164,6 +167,8 @@ describe("policyFromAnnotations", () => {
       "report-interval",
       "notice-repeat",
       "observe-notices",
+      "warm-start",
+      "warm-start-window",
       "gpu-utilization-threshold",
       "cpu-busy-threshold",
       "user-cpu-threshold",
@@ -265,6 +270,36 @@ profiles:
     expect(errors).toHaveLength(2);
     expect(errors[0]).toMatch(/^profiles\.office\.schedule \(wekdays 08:45\): .*did you mean weekdays\?/);
     expect(errors[1]).toMatch(/^profiles\.lab\.schedul .*did you mean "schedule"\?/);
+  });
+
+  it("a profile opts in to learned warm starts; a VM's annotation turns them off; ws's own records are no policy", () => {
+    const parsed = parseCollectorPolicyConfig(`
+profiles:
+  office: { warm-start: on, warm-start-window: 15m }
+  lab: { warm-start: maybe }
+`);
+    expect(parsed.ok).toBe(false);
+    expect(parsed.ok ? [] : parsed.errors).toEqual([
+      'profiles.lab.warm-start (maybe): "maybe" is not on or off: write on or off',
+    ]);
+    const good = parseCollectorPolicyConfig("profiles:\n  office: { warm-start: on, warm-start-window: 15m }\n");
+    const profiles = good.ok ? good.config.profiles : {};
+    expect(profiles["office"]).toEqual({ warmStart: true, warmStartWindowSeconds: 15 * 60 });
+    const { policy, errors } = policyFromAnnotations(
+      {},
+      {
+        [`${P}profile`]: "office",
+        [`${P}warm-start`]: "off",
+        // Written by the collector itself (returns, warm starts): never reported as unknown settings.
+        [`${P}returns`]: "tbqv1cl100",
+        [`${P}warm-starts`]: "tbqv1cw",
+      },
+      BUILTIN_DEFAULT_POLICY,
+      profiles,
+    );
+    expect(errors).toEqual([]);
+    expect(policy).toMatchObject({ profile: "office", warmStart: false, warmStartWindowSeconds: 15 * 60 });
+    expect(BUILTIN_DEFAULT_POLICY.warmStart).toBeUndefined();
   });
 
   it("an empty section is the built-in defaults", () => {

@@ -282,7 +282,8 @@ export class StartLinks {
       const readyAtMs = progress.stages.find((stage) => stage.name === "ready")?.atMs ?? now;
       this.options.prober?.forget(vmId(vm));
       const marked = this.options.tracker.markReady(vm, readyAtMs, progress.stages);
-      if (marked?.readyAtMs !== undefined)
+      // A learned warm start's own boot is no return: nobody asked (its person's arrival is kept when they come).
+      if (marked?.readyAtMs !== undefined && marked.trigger !== "warm")
         this.keepReturn(vm, {
           atMs: marked.requestedAtMs,
           trigger: waitTriggerOf(marked.trigger),

@@ -28,7 +28,7 @@ export function registerStartMetrics(
   });
   new Counter({
     name: "workstation_starts_total",
-    help: "Starts asked of the platform by trigger: link (the start link's button), address (the workstation's own address), ssh (the ssh helper), schedule (the VM's start schedule). Two requests that share one start count once.",
+    help: "Starts asked of the platform by trigger: link (the start link's button), address (the workstation's own address), ssh (the ssh helper), schedule (the VM's start schedule), warm (a learned warm start). Two requests that share one start count once.",
     labelNames: ["trigger"],
     registers: [registry],
     collect() {

@@ -28,6 +28,8 @@ export interface StartFacts {
   status: string;
   /** What a start allocates: "8 CPU", "64Gi memory", "1 × nvidia.com/A100-PCIE-40GB". */
   allocates: string[];
+  /** The devices a start needs (KubeVirt: its GPUs' and host devices' names): what a shortage is judged by. */
+  needs?: string[];
   /** True when the VM is meant to run now (started, starting, or running). */
   wantsToRun: boolean;
   instance: InstanceFacts | null;

@@ -12,8 +12,8 @@ import { splitWait, type WaitSplit, type WaitTrigger, waitTriggerOf, ZERO_WAIT }
 import { type AttemptFacts, instanceLive, type Stage } from "./progress.js";
 
 /** Which path asked: the start link's page, the workstation's own address, the ssh helper, the VM's schedule. */
-export type StartTrigger = "link" | "address" | "ssh" | "schedule";
-export const START_TRIGGERS: readonly StartTrigger[] = ["link", "address", "ssh", "schedule"];
+export type StartTrigger = "link" | "address" | "ssh" | "schedule" | "warm";
+export const START_TRIGGERS: readonly StartTrigger[] = ["link", "address", "ssh", "schedule", "warm"];
 
 export interface StartAttempt extends AttemptFacts, PlacementMemory {
   trigger: StartTrigger;
@@ -132,12 +132,19 @@ export class StartTracker {
     if (!attempt || attempt.readyAtMs !== undefined || !attempt.result?.ok) return undefined;
     attempt.readyAtMs = Math.max(atMs, attempt.requestedAtMs);
     this.readySeconds.push((attempt.readyAtMs - attempt.requestedAtMs) / 1000);
+    // A learned warm start is made ahead of its person: nobody waited for its boot.
+    if (attempt.trigger === "warm") return attempt;
     this.keepWait(
       attempt.requestedAtMs,
       waitTriggerOf(attempt.trigger),
       splitWait(stages, attempt.requestedAtMs, attempt.readyAtMs),
     );
     return attempt;
+  }
+
+  /** A person came to a warm-started VM without asking (their first activity): a return with no wait. */
+  foundWarm(atMs: number): void {
+    this.keepWait(atMs, "warm", ZERO_WAIT);
   }
 
   private keepWait(atMs: number, trigger: WaitTrigger, split: WaitSplit): void {

@@ -127,6 +127,7 @@ export function startFactsOf(vm: InventoryVm, ownerLabel: string, prefix: string
     runStrategy: vm.runStrategy,
     status: vm.printableStatus ?? "",
     allocates: freedParts(vm.resources),
+    needs: [...vm.resources.gpus, ...vm.resources.hostDevices].map((device) => device.deviceName),
     wantsToRun: live || vm.runStrategy === "Always" || vm.pendingStateChanges.includes("Start"),
     instance: vmi
       ? {

@@ -180,6 +180,21 @@ describe("one start per VM at a time", () => {
     ).toBe(true);
   });
 
+  it("a learned warm start's own boot is nobody's wait; a person who came to the warm VM without asking is a zero wait, trigger warm", async () => {
+    const tracker = new StartTracker();
+    const accepted = async () => ({ ok: true as const, already: false, message: "accepted" });
+    await tracker.request(vm, { by: "a learned warm start", trigger: "warm" }, T0, STOPPED, accepted);
+    expect(tracker.markReady(vm, T0 + 90_000)?.trigger).toBe("warm");
+    expect(tracker.startsTotal.get("warm")).toBe(1);
+    expect(tracker.drainReadySeconds()).toEqual([90]);
+    expect(tracker.drainWaits()).toEqual([]);
+    tracker.foundWarm(T0 + 10 * 60_000);
+    expect(tracker.drainWaits()).toEqual([
+      { trigger: "warm", split: { placement: 0, boot: 0, guest: 0, report: 0, total: 0 } },
+    ]);
+    expect(tracker.recent().map((w) => w.trigger)).toEqual(["warm"]);
+  });
+
   it("a start answers one stop: a second stop (by ws or anyone) within the half hour is a new way back (issue 40)", async () => {
     const accepted = async () => ({ ok: true as const, already: false, message: "accepted" });
     const running: RunView = { running: true, lastStopAtMs: STOPPED.lastStopAtMs! };
