@@ -3,6 +3,7 @@
 import { DurationError, formatDuration, parseDuration, UsageError } from "@ws/protocol";
 import type { DisputeRecord } from "../../comeback/start/disputes.js";
 import { disputeVerdicts } from "./disputes-report.js";
+import { shareReportEvidence } from "../../engine/evidence.js";
 import type { Policy } from "../../engine/types.js";
 import type { MatrixSeries, StepGrid, VmHistory } from "./history.js";
 import { replayVm, reportBuilder, type VmOutcome } from "./simulate.js";
@@ -289,6 +290,8 @@ export function runSweep(input: SweepRunInput): SweepRow[] {
     );
     for (let index = 0; index < input.grid.count; index++) {
       const received = reportAt(index);
+      // The sources' evidence of this report is read once for all the values that read the same thresholds.
+      if (received) shareReportEvidence(received);
       for (const replay of replays) replay.step(index, received);
     }
     replays.forEach((replay, index) => {
