@@ -282,13 +282,24 @@ export interface SweepRunInput {
  */
 export function runSweep(input: SweepRunInput): SweepRow[] {
   const policies = input.plan.points.map((point) => input.policyFor(point.overrides));
+  return summarizeSweep(input, replaySweepSlice(input.histories, policies, input.grid, input.falseStopWindowSeconds));
+}
+
+/**
+ * The outcomes of some VMs under every policy, outcomes[policy][vm] in the order of `histories`: the
+ * part of a sweep each worker thread runs on its slice of the fleet (sweep-workers.ts).
+ */
+export function replaySweepSlice(
+  histories: readonly VmHistory[],
+  policies: readonly Policy[],
+  grid: StepGrid,
+  falseStopWindowSeconds: number,
+): VmOutcome[][] {
   const outcomes: VmOutcome[][] = policies.map(() => []);
-  for (const history of input.histories) {
-    const reportAt = reportBuilder(history, input.grid);
-    const replays = policies.map((policy) =>
-      replayVm(history, { policy, grid: input.grid, falseStopWindowSeconds: input.falseStopWindowSeconds }),
-    );
-    for (let index = 0; index < input.grid.count; index++) {
+  for (const history of histories) {
+    const reportAt = reportBuilder(history, grid);
+    const replays = policies.map((policy) => replayVm(history, { policy, grid, falseStopWindowSeconds }));
+    for (let index = 0; index < grid.count; index++) {
       const received = reportAt(index);
       // The sources' evidence of this report is read once for all the values that read the same thresholds.
       if (received) shareReportEvidence(received);
@@ -298,6 +309,11 @@ export function runSweep(input: SweepRunInput): SweepRow[] {
       outcomes[index]!.push(replay.finish());
     });
   }
+  return outcomes;
+}
+
+/** Each point's outcomes (outcomes[point][vm]) summed into its row. */
+export function summarizeSweep(input: SweepRunInput, outcomes: readonly (readonly VmOutcome[])[]): SweepRow[] {
   return input.plan.points.map((point, index) =>
     summarizePoint({
       overrides: point.overrides,
