@@ -502,7 +502,11 @@ function blindEvidence(
 interface ReportEvidence {
   time: ReportTime;
   jupyter: ReturnType<typeof jupyterEvidence>;
-  perSource: Array<[string, SourceEvidence]>;
+  desktop: SourceEvidence;
+  /** The sources the report says failed. */
+  failed: ReadonlySet<string>;
+  /** Each source's liveness (the desktop's is per policy: desktopLive). */
+  live: ReadonlyMap<string, boolean>;
   readings: SignalReading[];
   vetoes: Veto[];
 }
@@ -526,10 +530,17 @@ function reportEvidence(received: ReceivedReport, policy: Policy): ReportEvidenc
     system: systemEvidence(report, policy, time),
   };
   const perSource = Object.entries(bySource);
+  const failed = new Set<string>();
+  // A source listed twice is read by its last status.
+  for (const status of report.sources)
+    if (status.state === SourceState.FAILED) failed.add(status.source);
+    else failed.delete(status.source);
   return {
     time,
     jupyter,
-    perSource,
+    desktop: bySource.desktop,
+    failed,
+    live: new Map(perSource.map(([source, evidence]) => [source, evidence.live])),
     readings: perSource.flatMap(([, evidence]) => evidence.readings),
     vetoes: perSource.flatMap(([, evidence]) => evidence.vetoes),
   };
@@ -579,15 +590,12 @@ export function extractEvidence(
   memory: EvidenceMemory = EMPTY_MEMORY,
 ): Evidence {
   const { report, receivedAtMs } = received;
-  const sourceStates = new Map(report.sources.map((status) => [status.source, status]));
-  const failed = (source: string) => sourceStates.get(source)?.state === SourceState.FAILED;
-
   // The policy-free half (shared between a sweep's values); the rest reads this VM's evidence memory.
-  const { time, jupyter, perSource, readings, vetoes } = reportEvidenceFor(received, policy);
-  const inhibitors = inhibitorEvidence(report, policy, time, memory, !failed("inhibitors"));
-  const leases = leaseEvidence(report, policy, time, memory, failed("leases"));
-  const live = new Map<string, boolean>(perSource.map(([source, evidence]) => [source, evidence.live]));
-  live.set("desktop", desktopLive(perSource.find(([source]) => source === "desktop")![1], policy, time));
+  const { time, jupyter, desktop, failed, live: sourcesLive, readings, vetoes } = reportEvidenceFor(received, policy);
+  const inhibitors = inhibitorEvidence(report, policy, time, memory, !failed.has("inhibitors"));
+  const leases = leaseEvidence(report, policy, time, memory, failed.has("leases"));
+  const live = new Map(sourcesLive);
+  live.set("desktop", desktopLive(desktop, policy, time));
   live.set("inhibitors", inhibitors.live);
   live.set("leases", false);
   const blind = blindEvidence(
@@ -597,7 +605,7 @@ export function extractEvidence(
     memory,
     live,
     jupyter.servers,
-    report.jupyter !== undefined && !failed("jupyter"),
+    report.jupyter !== undefined && !failed.has("jupyter"),
   );
 
   return {
