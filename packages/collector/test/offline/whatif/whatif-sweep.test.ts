@@ -79,6 +79,14 @@ describe("whatif --sweep options", () => {
       usageError(["--sweep", "idle-timeout=1h", "--sweep", "grace-period=1m", "--sweep", "cpu-busy-threshold=5%"]),
     ).toMatch(/at most two knobs/);
   });
+
+  it("takes --jobs with --sweep only, a whole number of threads; without it the caller picks (the cores)", () => {
+    expect(options(["--sweep", "idle-timeout=30m", "--jobs", "3"]).sweep!.jobs).toBe(3);
+    expect(options(["--sweep", "idle-timeout=30m"]).sweep!.jobs).toBeUndefined();
+    expect(usageError(["--jobs", "2"])).toMatch(/--jobs goes with --sweep/);
+    expect(usageError(["--sweep", "idle-timeout=30m", "--jobs", "0"])).toMatch(/number of worker threads/);
+    expect(usageError(["--sweep", "idle-timeout=30m", "--jobs", "two"])).toMatch(/number of worker threads/);
+  });
 });
 
 // --- a fleet whose right answer is known -------------------------------------------------------
