@@ -584,6 +584,23 @@ function reportEvidenceFor(received: ReceivedReport, policy: Policy): ReportEvid
   return evidence;
 }
 
+/**
+ * What extractEvidence says of use, without the blind sources (and no memory for the next report): the
+ * readings and the other vetoes, in extractEvidence's order. A replay asks it of each report while a
+ * VM it stopped waits for its user; a blind source there does not bring anyone back.
+ */
+export function useEvidence(
+  received: ReceivedReport,
+  policy: Policy,
+  memory: EvidenceMemory,
+): Pick<Evidence, "readings" | "vetoes"> {
+  const { report } = received;
+  const { time, failed, readings, vetoes } = reportEvidenceFor(received, policy);
+  const inhibitors = inhibitorEvidence(report, policy, time, memory, !failed.has("inhibitors"));
+  const leases = leaseEvidence(report, policy, time, memory, failed.has("leases"));
+  return { readings, vetoes: [...vetoes, ...inhibitors.vetoes, ...leases.vetoes] };
+}
+
 export function extractEvidence(
   received: ReceivedReport,
   policy: Policy,
