@@ -1,11 +1,18 @@
 // What `whatif --sweep` costs: a week of a fleet at whatif's default one-minute step, replayed once per
 // swept value through whatif's own replay (replayVm → step → decide, what simulateVm runs), in CPU time (process.cpuUsage:
 // the machine may be shared). The fleet: people who type from 9 to 17 with a lunch break, idle nights,
-// one GPU each. `node bench/run.mjs whatif [--vms N] [--values N]` (default 1000 VMs, 4 values).
-// Prints a markdown table.
+// one GPU each. `node bench/run.mjs whatif [--vms N] [--values N] [--jobs N] [--batch N]` (default 1000 VMs,
+// 4 values, jobs = the cores available: worker threads, each replaying a slice of the VMs, as `whatif
+// --jobs`; the histories made and replayed 100 VMs at a time, so a 1,000-VM week fits in memory).
+// Prints a markdown table. CPU is the whole process's, all threads.
 import { parseWhatifArgs, replayPolicy } from "../packages/collector/src/offline/whatif/args.js";
 import { stepGrid, type StepSample, type VmHistory } from "../packages/collector/src/offline/whatif/history.js";
-import { runSweep } from "../packages/collector/src/offline/whatif/sweep.js";
+import type { VmOutcome } from "../packages/collector/src/offline/whatif/simulate.js";
+import { availableParallelism } from "node:os";
+import { workerData } from "node:worker_threads";
+import { summarizeSweep, type SweepRunInput } from "../packages/collector/src/offline/whatif/sweep.js";
+import { isSweepWorker } from "../packages/collector/src/offline/whatif/sweep-role.js";
+import { replaySweepJobs, runSweepWorker } from "../packages/collector/src/offline/whatif/sweep-workers.js";
 
 const START = Date.parse("2026-11-23T00:00:00Z");
 const MIN = 60_000;
@@ -17,6 +24,8 @@ const option = (name: string, fallback: number): number => {
 };
 const vmCount = option("vms", 1000);
 const valueCount = option("values", 4);
+const jobs = option("jobs", availableParallelism());
+const batch = option("batch", 100);
 
 function person(index: number): VmHistory {
   // Each person keeps their own hours (shifted by up to two hours) and a lunch of 30 to 70 minutes.
@@ -50,55 +59,79 @@ function person(index: number): VmHistory {
   return { namespace: `ns-${index % 50}`, name: `vm-${index}`, samples };
 }
 
-const histories = Array.from({ length: vmCount }, (_, index) => person(index));
-const grid = stepGrid(START, START + WEEK_MINUTES * MIN, 60);
-const values = Array.from({ length: valueCount }, (_, index) => `${30 + index * 15}m`);
-const parsed = parseWhatifArgs(
-  [
-    "--prometheus",
-    "http://prometheus:9090",
-    "--from",
-    String(START / 1000),
-    "--to",
-    String(grid.startMs / 1000 + WEEK_MINUTES * 60),
-    "--sweep",
-    `idle-timeout=${values.join(",")}`,
-  ],
-  START + WEEK_MINUTES * MIN,
-  () => "",
-);
-if (parsed === "help" || "kind" in parsed || !parsed.sweep) throw new Error("bench: the sweep options did not parse");
-const sweep = parsed.sweep;
+async function bench(): Promise<void> {
+  const grid = stepGrid(START, START + WEEK_MINUTES * MIN, 60);
+  const values = Array.from({ length: valueCount }, (_, index) => `${30 + index * 15}m`);
+  const parsed = parseWhatifArgs(
+    [
+      "--prometheus",
+      "http://prometheus:9090",
+      "--from",
+      String(START / 1000),
+      "--to",
+      String(grid.startMs / 1000 + WEEK_MINUTES * 60),
+      "--sweep",
+      `idle-timeout=${values.join(",")}`,
+    ],
+    START + WEEK_MINUTES * MIN,
+    () => "",
+  );
+  if (parsed === "help" || "kind" in parsed || !parsed.sweep) throw new Error("bench: the sweep options did not parse");
+  const sweep = parsed.sweep;
 
-const started = process.cpuUsage();
-const wallStart = performance.now();
-const rows = runSweep({
-  plan: sweep,
-  histories,
-  grid,
-  falseStopWindowSeconds: parsed.falseStopWindowSeconds,
-  falseStopBudget: sweep.falseStopBudget,
-  policyFor: (overrides) => replayPolicy(parsed.base, overrides, parsed.stepSeconds),
-  capacity: new Map(),
-});
-const used = process.cpuUsage(started);
-const cpuSeconds = (used.user + used.system) / 1e6;
-const wallSeconds = (performance.now() - wallStart) / 1000;
-const steps = vmCount * grid.count * values.length;
+  const input: SweepRunInput = {
+    plan: sweep,
+    histories: [],
+    grid,
+    falseStopWindowSeconds: parsed.falseStopWindowSeconds,
+    falseStopBudget: sweep.falseStopBudget,
+    policyFor: (overrides) => replayPolicy(parsed.base, overrides, parsed.stepSeconds),
+    capacity: new Map(),
+  };
+  const policies = sweep.points.map((point) => input.policyFor(point.overrides));
+  // The fleet in batches of --batch VMs (a week of one takes about 20 MB): each batch's histories are
+  // made, then replayed (timed: CPU of every thread, and wall), then dropped. VMs are independent, so
+  // the rows are those of the whole fleet at once.
+  const outcomes: VmOutcome[][] = policies.map(() => []);
+  let cpuSeconds = 0;
+  let wallSeconds = 0;
+  for (let first = 0; first < vmCount; first += batch) {
+    const histories = Array.from({ length: Math.min(batch, vmCount - first) }, (_, index) => person(first + index));
+    const started = process.cpuUsage();
+    const wallStart = performance.now();
+    const part = await replaySweepJobs({
+      histories,
+      policies,
+      grid,
+      falseStopWindowSeconds: parsed.falseStopWindowSeconds,
+      jobs,
+    });
+    const used = process.cpuUsage(started);
+    cpuSeconds += (used.user + used.system) / 1e6;
+    wallSeconds += (performance.now() - wallStart) / 1000;
+    part.forEach((vms, index) => outcomes[index]!.push(...vms));
+  }
+  const rows = summarizeSweep(input, outcomes);
+  const steps = vmCount * grid.count * values.length;
 
-console.log(
-  `| VMs | steps per VM (a week at 1m) | values | engine steps | CPU s | wall s | CPU s per value | µs per step |`,
-);
-console.log(`|---:|---:|---:|---:|---:|---:|---:|---:|`);
-console.log(
-  `| ${vmCount} | ${grid.count} | ${values.length} | ${(steps / 1e6).toFixed(1)} M | ${cpuSeconds.toFixed(1)} | ${wallSeconds.toFixed(1)} | ${(cpuSeconds / values.length).toFixed(1)} | ${((cpuSeconds * 1e6) / steps).toFixed(2)} |`,
-);
-console.log("");
-console.log(
-  rows
-    .map(
-      (row) =>
-        `- idle-timeout=${row.overrides["idle-timeout"]}: ${row.stops} stops, ${row.likelyFalseStops} likely false, ${row.vmHours.toFixed(0)} VM-hours`,
-    )
-    .join("\n"),
-);
+  console.log(
+    `| VMs | steps per VM (a week at 1m) | values | jobs | engine steps | CPU s | wall s | CPU s per value | µs per step |`,
+  );
+  console.log(`|---:|---:|---:|---:|---:|---:|---:|---:|---:|`);
+  console.log(
+    `| ${vmCount} | ${grid.count} | ${values.length} | ${jobs} | ${(steps / 1e6).toFixed(1)} M | ${cpuSeconds.toFixed(1)} | ${wallSeconds.toFixed(1)} | ${(cpuSeconds / values.length).toFixed(1)} | ${((cpuSeconds * 1e6) / steps).toFixed(2)} |`,
+  );
+  console.log("");
+  console.log(
+    rows
+      .map(
+        (row) =>
+          `- idle-timeout=${row.overrides["idle-timeout"]}: ${row.stops} stops, ${row.likelyFalseStops} likely false, ${row.vmHours.toFixed(0)} VM-hours`,
+      )
+      .join("\n"),
+  );
+}
+
+// This bundle is also the workers' script (as ws-collector.cjs is whatif's).
+if (isSweepWorker(workerData)) runSweepWorker(workerData);
+else await bench();

@@ -116,7 +116,7 @@ function terminalEvidence(report: Report, policy: Policy, time: ReportTime): Sou
 }
 
 /** Keyboard, mouse and tablet input in the guest; none while the screen is locked. */
-function desktopEvidence(report: Report, policy: Policy, time: ReportTime): SourceEvidence {
+function desktopEvidence(report: Report, time: ReportTime): SourceEvidence {
   const desktop = report.desktop;
   if (!desktop || desktop.locked) return none();
   const readings: SignalReading[] = [];
@@ -131,9 +131,13 @@ function desktopEvidence(report: Report, policy: Policy, time: ReportTime): Sour
       detail: `desktop ${kind} input${device.name ? ` (${device.name})` : ""}`,
     });
   }
-  // Input within the idle timeout is use a blind source would be hiding.
-  const live = readings.some((reading) => reading.atMs > time.sampledAtMs - policy.idleTimeoutSeconds * 1000);
-  return { readings, vetoes: [], live };
+  // Whether it is live depends on the idle timeout: desktopLive, per policy.
+  return { readings, vetoes: [], live: false };
+}
+
+/** Input within the idle timeout is use a blind desktop source would be hiding. */
+function desktopLive(desktop: SourceEvidence, policy: Policy, time: ReportTime): boolean {
+  return desktop.readings.some((reading) => reading.atMs > time.sampledAtMs - policy.idleTimeoutSeconds * 1000);
 }
 
 const INPUT_KIND_WORD: Record<number, string> = {
@@ -494,20 +498,31 @@ function blindEvidence(
   return { sources, blind, vetoes };
 }
 
-export function extractEvidence(
-  received: ReceivedReport,
-  policy: Policy,
-  memory: EvidenceMemory = EMPTY_MEMORY,
-): Evidence {
-  const { report, receivedAtMs } = received;
-  const time = reportTime(received);
-  const sourceStates = new Map(report.sources.map((status) => [status.source, status]));
-  const failed = (source: string) => sourceStates.get(source)?.state === SourceState.FAILED;
+/** What the sources of one report show under one policy's thresholds: no evidence memory involved. */
+interface ReportEvidence {
+  time: ReportTime;
+  jupyter: ReturnType<typeof jupyterEvidence>;
+  desktop: SourceEvidence;
+  /** The sources the report says failed. */
+  failed: ReadonlySet<string>;
+  /** Each source's liveness (the desktop's is per policy: desktopLive). */
+  live: ReadonlyMap<string, boolean>;
+  readings: SignalReading[];
+  vetoes: Veto[];
+}
 
+/**
+ * The policy-free half of extractEvidence: the sources' readings and vetoes read from the report. It
+ * depends on the report and on the policy's thresholds (policyEvidenceKey), not on its timeouts,
+ * never on the VM's evidence memory, so replays of one report under several policies can share it.
+ */
+function reportEvidence(received: ReceivedReport, policy: Policy): ReportEvidence {
+  const { report } = received;
+  const time = reportTime(received);
   const jupyter = jupyterEvidence(report, policy, time);
   const bySource: Record<EvidenceSource, SourceEvidence> = {
     sessions: terminalEvidence(report, policy, time),
-    desktop: desktopEvidence(report, policy, time),
+    desktop: desktopEvidence(report, time),
     remote_sessions: remoteSessionEvidence(report, time),
     jupyter,
     code_server: codeServerEvidence(report, time),
@@ -515,9 +530,89 @@ export function extractEvidence(
     system: systemEvidence(report, policy, time),
   };
   const perSource = Object.entries(bySource);
-  const inhibitors = inhibitorEvidence(report, policy, time, memory, !failed("inhibitors"));
-  const leases = leaseEvidence(report, policy, time, memory, failed("leases"));
-  const live = new Map<string, boolean>(perSource.map(([source, evidence]) => [source, evidence.live]));
+  const failed = new Set<string>();
+  // A source listed twice is read by its last status.
+  for (const status of report.sources)
+    if (status.state === SourceState.FAILED) failed.add(status.source);
+    else failed.delete(status.source);
+  return {
+    time,
+    jupyter,
+    desktop: bySource.desktop,
+    failed,
+    live: new Map(perSource.map(([source, evidence]) => [source, evidence.live])),
+    readings: perSource.flatMap(([, evidence]) => evidence.readings),
+    vetoes: perSource.flatMap(([, evidence]) => evidence.vetoes),
+  };
+}
+
+/** The policy's thresholds (all reportEvidence reads of it), as one string (numbers typed, so Infinity and null differ). */
+const evidenceKeys = new WeakMap<Policy, string>();
+function policyEvidenceKey(policy: Policy): string {
+  let key = evidenceKeys.get(policy);
+  if (key === undefined) {
+    key = JSON.stringify(policy.thresholds, (_, value) =>
+      typeof value === "number" ? `n${value}` : value === undefined ? "u" : value,
+    );
+    evidenceKeys.set(policy, key);
+  }
+  return key;
+}
+
+/** Reports whose policy-free evidence is shared between policies (a sweep's), by policyEvidenceKey. */
+const sharedReports = new WeakMap<ReceivedReport, Map<string, ReportEvidence>>();
+
+/**
+ * Lets every extractEvidence of this report (under any policy) share the policy-free half with the
+ * others under a policy with the same thresholds: a sweep replays one report
+ * under each swept value. The result is the same as without; only the work is shared. The report
+ * must not change afterwards (it does not: a Report is read, never written, by the engine).
+ */
+export function shareReportEvidence(received: ReceivedReport): void {
+  if (!sharedReports.has(received)) sharedReports.set(received, new Map());
+}
+
+function reportEvidenceFor(received: ReceivedReport, policy: Policy): ReportEvidence {
+  const shared = sharedReports.get(received);
+  if (!shared) return reportEvidence(received, policy);
+  const key = policyEvidenceKey(policy);
+  let evidence = shared.get(key);
+  if (!evidence) {
+    evidence = reportEvidence(received, policy);
+    shared.set(key, evidence);
+  }
+  return evidence;
+}
+
+/**
+ * What extractEvidence says of use, without the blind sources (and no memory for the next report): the
+ * readings and the other vetoes, in extractEvidence's order. A replay asks it of each report while a
+ * VM it stopped waits for its user; a blind source there does not bring anyone back.
+ */
+export function useEvidence(
+  received: ReceivedReport,
+  policy: Policy,
+  memory: EvidenceMemory,
+): Pick<Evidence, "readings" | "vetoes"> {
+  const { report } = received;
+  const { time, failed, readings, vetoes } = reportEvidenceFor(received, policy);
+  const inhibitors = inhibitorEvidence(report, policy, time, memory, !failed.has("inhibitors"));
+  const leases = leaseEvidence(report, policy, time, memory, failed.has("leases"));
+  return { readings, vetoes: [...vetoes, ...inhibitors.vetoes, ...leases.vetoes] };
+}
+
+export function extractEvidence(
+  received: ReceivedReport,
+  policy: Policy,
+  memory: EvidenceMemory = EMPTY_MEMORY,
+): Evidence {
+  const { report, receivedAtMs } = received;
+  // The policy-free half (shared between a sweep's values); the rest reads this VM's evidence memory.
+  const { time, jupyter, desktop, failed, live: sourcesLive, readings, vetoes } = reportEvidenceFor(received, policy);
+  const inhibitors = inhibitorEvidence(report, policy, time, memory, !failed.has("inhibitors"));
+  const leases = leaseEvidence(report, policy, time, memory, failed.has("leases"));
+  const live = new Map(sourcesLive);
+  live.set("desktop", desktopLive(desktop, policy, time));
   live.set("inhibitors", inhibitors.live);
   live.set("leases", false);
   const blind = blindEvidence(
@@ -527,19 +622,14 @@ export function extractEvidence(
     memory,
     live,
     jupyter.servers,
-    report.jupyter !== undefined && !failed("jupyter"),
+    report.jupyter !== undefined && !failed.has("jupyter"),
   );
 
   return {
     sampledAtMs: time.sampledAtMs,
     receivedAtMs,
-    readings: perSource.flatMap(([, evidence]) => evidence.readings),
-    vetoes: [
-      ...perSource.flatMap(([, evidence]) => evidence.vetoes),
-      ...inhibitors.vetoes,
-      ...leases.vetoes,
-      ...blind.vetoes,
-    ],
+    readings: [...readings],
+    vetoes: [...vetoes, ...inhibitors.vetoes, ...leases.vetoes, ...blind.vetoes],
     blind: blind.blind,
     leases: leases.leases,
     inhibitors: inhibitors.inhibitors,

@@ -51,7 +51,7 @@ export interface WhatifOptions {
   /** The policy before the knobs given (the defaults or the profile): each sweep point starts from it. */
   base: Policy;
   /** --sweep: replay once per value (or pair of values) instead of once. */
-  sweep?: SweepPlan & { falseStopBudget: number };
+  sweep?: SweepPlan & { falseStopBudget: number; jobs?: number };
   /** --profile NAME, for the recommendation's command. */
   profile?: string;
 }
@@ -115,6 +115,8 @@ Options:
                              (every pair). Prints per value: stops, VM-, core-, GiB- and GPU-hours reclaimed,
                              likely false stops, disputed stops still made (with --disputes), the longest notice
       --false-stop-budget N  With --sweep: likely false stops allowed per 100 stops (default 1)
+      --jobs N               With --sweep: worker threads, each replaying a slice of the VMs under every value
+                             (default: the cores available); the rows are the same for any N
       --json                 Print JSON instead of a table
   -h, --help                 This help
 
@@ -222,6 +224,7 @@ const WHATIF_OPTIONS = {
   "annotation-prefix": { type: "string" },
   sweep: { type: "string", multiple: true },
   "false-stop-budget": { type: "string" },
+  jobs: { type: "string" },
   trace: { type: "string" },
   help: { type: "boolean", short: "h" },
   ...Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }])),
@@ -288,7 +291,12 @@ function policyAndSweep(
   for (const point of sweep?.points ?? []) replayPolicy(base, { ...overrides, ...point.overrides }, stepSeconds);
   const budgetText = textOf(values, "false-stop-budget");
   if (budgetText !== undefined && !sweep) throw new UsageError("--false-stop-budget goes with --sweep");
-  return { policy, overrides, ...(sweep ? { sweep: { ...sweep, falseStopBudget: parseBudget(budgetText) } } : {}) };
+  const jobs = parseJobs(textOf(values, "jobs"), sweep !== undefined);
+  return {
+    policy,
+    overrides,
+    ...(sweep ? { sweep: { ...sweep, falseStopBudget: parseBudget(budgetText), ...(jobs ? { jobs } : {}) } } : {}),
+  };
 }
 
 export function parseWhatifArgs(
@@ -398,6 +406,15 @@ function prometheusRange(
       `--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`,
     );
   return { prometheusUrl, fromMs, toMs };
+}
+
+/** --jobs N: worker threads for a sweep (undefined: the caller's default, the cores available). */
+function parseJobs(text: string | undefined, sweeping: boolean): number | undefined {
+  if (text === undefined) return undefined;
+  if (!sweeping) throw new UsageError("--jobs goes with --sweep");
+  if (!/^[1-9][0-9]{0,2}$/.test(text.trim()))
+    throw new UsageError(`--jobs ${JSON.stringify(text)}: give a number of worker threads, 1 to 999`);
+  return Number(text.trim());
 }
 
 /** --false-stop-budget: likely-false stops per 100 stops, "1", "0.5" or "1%" (default 1). */

@@ -2,6 +2,7 @@
 // them through the engine under the given policy, print the outcome.
 // The only I/O here: the HTTP range queries and the output streams.
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { UsageError, ConfigError, EXIT, usageLine } from "@ws/protocol";
 import {
   type DisputesOnlyOptions,
@@ -25,7 +26,15 @@ import {
 import { HOST_QUERY_NAMES, hostHistoryQueries, withHostHistory } from "./host-history.js";
 import { formatJson, formatText } from "./report.js";
 import { simulateVm } from "./simulate.js";
-import { capacityFromSeries, capacityQueries, recommend, runSweep, type VmCapacity } from "./sweep.js";
+import {
+  capacityFromSeries,
+  capacityQueries,
+  recommend,
+  type SweepRunInput,
+  summarizeSweep,
+  type VmCapacity,
+} from "./sweep.js";
+import { replaySweepJobs } from "./sweep-workers.js";
 import { formatSweepJson, formatSweepText } from "./sweep-report.js";
 import { replayPolicy } from "./args.js";
 import type { StepGrid, VmHistory } from "./history.js";
@@ -40,6 +49,10 @@ export interface WhatifIo {
   fetch?: typeof fetch;
   nowMs?: () => number;
   readFile?: (path: string) => string;
+  /** How many cores a sweep's worker threads may use when --jobs is not given (default: os.availableParallelism). */
+  cores?: () => number;
+  /** The script a sweep's worker threads run (default: the running bundle, whose main.ts starts them). */
+  workerScript?: string;
 }
 
 const QUERY_TIMEOUT_MS = 120_000;
@@ -302,7 +315,7 @@ async function sweepCommand(
       if (!(error instanceof HistoryError)) throw error;
       io.stderr.write(`ws-collector whatif: core- and GiB-hours unknown: ${error.message}\n`);
     }
-  const rows = runSweep({
+  const input: SweepRunInput = {
     plan: sweep,
     histories,
     grid,
@@ -311,7 +324,17 @@ async function sweepCommand(
     policyFor: (overrides) => replayPolicy(options.base, { ...options.overrides, ...overrides }, options.stepSeconds),
     capacity,
     ...(disputes ? { disputes } : {}),
+  };
+  // The VMs in worker threads (--jobs, default the cores): the same rows as runSweep on this thread.
+  const outcomes = await replaySweepJobs({
+    histories,
+    policies: sweep.points.map((point) => input.policyFor(point.overrides)),
+    grid,
+    falseStopWindowSeconds: options.falseStopWindowSeconds,
+    jobs: sweep.jobs ?? (io.cores ?? availableParallelism)(),
+    ...(io.workerScript !== undefined ? { script: io.workerScript } : {}),
   });
+  const rows = summarizeSweep(input, outcomes);
   const result = {
     fromMs: options.fromMs,
     toMs: options.toMs,

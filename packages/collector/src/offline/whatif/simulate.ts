@@ -3,7 +3,7 @@
 // VM then stays off (saving its VM- and GPU-hours) until the recording shows
 // someone using it again — they would have started it — or the VM going away,
 // or the end of the range. Activity soon after a stop marks it a likely false stop.
-import { extractEvidence, vetoesAt } from "../../engine/evidence.js";
+import { useEvidence } from "../../engine/evidence.js";
 import type { Decision, Policy, ReceivedReport, StopTrigger, VmRecord } from "../../engine/types.js";
 import { newVmLoopState, step, type StepInput } from "../../loop/step.js";
 import type { StepGrid, StepSample, VmHistory } from "./history.js";
@@ -69,7 +69,8 @@ function activityAfter(
   record: VmRecord,
   sinceMs: number,
 ): { atMs: number; what: string } | undefined {
-  const evidence = extractEvidence(received, policy, record.memory);
+  // A blind source's hold is no one coming back: the evidence without them (useEvidence) is enough.
+  const evidence = useEvidence(received, policy, record.memory);
   let earliest: { atMs: number; what: string } | undefined;
   for (const reading of evidence.readings) {
     if (reading.strength !== "strong" || reading.atMs <= sinceMs) continue;
@@ -77,8 +78,9 @@ function activityAfter(
     if (!earliest || atMs < earliest.atMs) earliest = { atMs, what: reading.signal };
   }
   if (earliest) return earliest;
-  const veto = vetoesAt(evidence, received.receivedAtMs).find((v) => v.kind !== "blind-source");
-  return veto ? { atMs: received.receivedAtMs, what: veto.kind } : undefined;
+  const nowMs = received.receivedAtMs;
+  const veto = evidence.vetoes.find((v) => v.kind !== "blind-source" && (v.untilMs === undefined || v.untilMs > nowMs));
+  return veto ? { atMs: nowMs, what: veto.kind } : undefined;
 }
 
 /**

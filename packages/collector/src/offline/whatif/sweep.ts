@@ -3,6 +3,7 @@
 import { DurationError, formatDuration, parseDuration, UsageError } from "@ws/protocol";
 import type { DisputeRecord } from "../../comeback/start/disputes.js";
 import { disputeVerdicts } from "./disputes-report.js";
+import { shareReportEvidence } from "../../engine/evidence.js";
 import type { Policy } from "../../engine/types.js";
 import type { MatrixSeries, StepGrid, VmHistory } from "./history.js";
 import { replayVm, reportBuilder, type VmOutcome } from "./simulate.js";
@@ -281,20 +282,38 @@ export interface SweepRunInput {
  */
 export function runSweep(input: SweepRunInput): SweepRow[] {
   const policies = input.plan.points.map((point) => input.policyFor(point.overrides));
+  return summarizeSweep(input, replaySweepSlice(input.histories, policies, input.grid, input.falseStopWindowSeconds));
+}
+
+/**
+ * The outcomes of some VMs under every policy, outcomes[policy][vm] in the order of `histories`: the
+ * part of a sweep each worker thread runs on its slice of the fleet (sweep-workers.ts).
+ */
+export function replaySweepSlice(
+  histories: readonly VmHistory[],
+  policies: readonly Policy[],
+  grid: StepGrid,
+  falseStopWindowSeconds: number,
+): VmOutcome[][] {
   const outcomes: VmOutcome[][] = policies.map(() => []);
-  for (const history of input.histories) {
-    const reportAt = reportBuilder(history, input.grid);
-    const replays = policies.map((policy) =>
-      replayVm(history, { policy, grid: input.grid, falseStopWindowSeconds: input.falseStopWindowSeconds }),
-    );
-    for (let index = 0; index < input.grid.count; index++) {
+  for (const history of histories) {
+    const reportAt = reportBuilder(history, grid);
+    const replays = policies.map((policy) => replayVm(history, { policy, grid, falseStopWindowSeconds }));
+    for (let index = 0; index < grid.count; index++) {
       const received = reportAt(index);
+      // The sources' evidence of this report is read once for all the values that read the same thresholds.
+      if (received) shareReportEvidence(received);
       for (const replay of replays) replay.step(index, received);
     }
     replays.forEach((replay, index) => {
       outcomes[index]!.push(replay.finish());
     });
   }
+  return outcomes;
+}
+
+/** Each point's outcomes (outcomes[point][vm]) summed into its row. */
+export function summarizeSweep(input: SweepRunInput, outcomes: readonly (readonly VmOutcome[])[]): SweepRow[] {
   return input.plan.points.map((point, index) =>
     summarizePoint({
       overrides: point.overrides,

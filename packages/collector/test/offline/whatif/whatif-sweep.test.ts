@@ -1,5 +1,6 @@
 // whatif --sweep's pure parts: the plan, the sums, the recommendation, on a fleet whose right
 // answer is known. The HTTP side runs against a real Prometheus in test/prometheus/live.test.ts.
+import { readdirSync } from "node:fs";
 import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -77,6 +78,14 @@ describe("whatif --sweep options", () => {
     expect(
       usageError(["--sweep", "idle-timeout=1h", "--sweep", "grace-period=1m", "--sweep", "cpu-busy-threshold=5%"]),
     ).toMatch(/at most two knobs/);
+  });
+
+  it("takes --jobs with --sweep only, a whole number of threads; without it the caller picks (the cores)", () => {
+    expect(options(["--sweep", "idle-timeout=30m", "--jobs", "3"]).sweep!.jobs).toBe(3);
+    expect(options(["--sweep", "idle-timeout=30m"]).sweep!.jobs).toBeUndefined();
+    expect(usageError(["--jobs", "2"])).toMatch(/--jobs goes with --sweep/);
+    expect(usageError(["--sweep", "idle-timeout=30m", "--jobs", "0"])).toMatch(/number of worker threads/);
+    expect(usageError(["--sweep", "idle-timeout=30m", "--jobs", "two"])).toMatch(/number of worker threads/);
   });
 });
 
@@ -332,6 +341,45 @@ describe("whatif --trace", () => {
     ]);
     // From a trace nothing tells the cores or memory: unknown, not zero.
     expect(rows[0].coreHours).toBeUndefined();
+  });
+
+  it("gives for every recorded trace the rows of one plain whatif per value (the values share each report's evidence)", async () => {
+    const examples = fileURLToPath(new URL("../../../../../docs/examples/", import.meta.url));
+    const traces = readdirSync(examples).filter((name) => name.endsWith(".trace.jsonl"));
+    expect(traces.length).toBeGreaterThan(5);
+    // A timeout (only the desktop's liveness reads it), thresholds (each value its own evidence), and both at once.
+    const sweeps = [
+      ["idle-timeout=3m,5m,10m"],
+      ["cpu-busy-threshold=1%,20%,90%"],
+      ["tty-output-counts=true,false", "idle-timeout=5m,20m"],
+    ];
+    let stops = 0;
+    for (const name of traces) {
+      const base = ["--trace", `${examples}${name}`, "--grace-period", "2m", "--json"];
+      for (const swept of sweeps) {
+        const sweep = await whatif([...base, ...swept.flatMap((knob) => ["--sweep", knob])]);
+        expect(sweep.err).toBe("");
+        for (const row of JSON.parse(sweep.out).rows) {
+          const knobs = Object.entries(row.overrides as Record<string, string>).flatMap(([knob, value]) => [
+            `--${knob}`,
+            value,
+          ]);
+          const plain = await whatif([...base, ...knobs]);
+          const total = JSON.parse(plain.out).total;
+          expect([name, row.overrides, row.stops, row.likelyFalseStops, row.vmHours, row.gpuHours]).toEqual([
+            name,
+            row.overrides,
+            total.stops,
+            total.likelyFalseStops,
+            total.vmHoursSaved,
+            total.gpuHoursSaved,
+          ]);
+          stops += row.stops;
+        }
+      }
+    }
+    // The traces stop VMs under some values: the rows compared are not all empty.
+    expect(stops).toBeGreaterThan(0);
   });
 
   it("takes one recording, not two, and says what a bad trace holds", async () => {
