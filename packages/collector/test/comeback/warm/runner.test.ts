@@ -17,6 +17,7 @@ import {
 } from "../../../src/comeback/warm/starts.js";
 import { BUILTIN_DEFAULT_POLICY } from "../../../src/engine/policy.js";
 import type { Policy } from "../../../src/engine/types.js";
+import { berlinAt, weekdayPattern } from "../../fixtures/berlin-returns.js";
 
 const PREFIX = "workstation.aik8s.run/";
 const VM = { namespace: "team", name: "ada" };
@@ -24,22 +25,6 @@ const OTHER = { namespace: "team", name: "bob" };
 const berlin = localTimeIn("Europe/Berlin");
 const MIN = 60_000;
 const DAY = 24 * 3600_000;
-/** Berlin wall-clock time as UTC ms (CET +1 before 2026-03-29 02:00, CEST +2 after). */
-function berlinAt(y: number, m: number, d: number, hh: number, mm: number): number {
-  const summer = Date.UTC(y, m - 1, d) >= Date.UTC(2026, 2, 29) && Date.UTC(y, m - 1, d) < Date.UTC(2026, 9, 25);
-  return Date.UTC(y, m - 1, d, hh - (summer ? 2 : 1), mm);
-}
-
-/** Weekday returns at 08:45–08:53 Berlin for the three weeks before Monday 2026-03-30 (DST began the day before). */
-function weekdayPattern(): ReturnRecord[] {
-  const out: ReturnRecord[] = [];
-  for (let day = 9; day <= 27; day++) {
-    const weekday = new Date(Date.UTC(2026, 2, day)).getUTCDay();
-    if (weekday === 0 || weekday === 6) continue;
-    out.push({ atMs: berlinAt(2026, 3, day, 8, 45 + (day % 3) * 4), trigger: "link", waitSeconds: 100 + day });
-  }
-  return out;
-}
 
 const ON: Policy = { ...BUILTIN_DEFAULT_POLICY, warmStart: true, warmStartWindowSeconds: 20 * 60 };
 

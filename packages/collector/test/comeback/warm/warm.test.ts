@@ -16,25 +16,10 @@ import {
   type WarmInput,
   warmStartOutcome,
 } from "../../../src/comeback/warm/rule.js";
+import { berlinAt, weekdayPattern } from "../../fixtures/berlin-returns.js";
 
 const berlin = localTimeIn("Europe/Berlin");
 const DAY = 24 * 3600_000;
-/** Berlin wall-clock time as UTC ms (CET +1 before 2026-03-29 02:00, CEST +2 after). */
-function berlinAt(y: number, m: number, d: number, hh: number, mm: number): number {
-  const summer = Date.UTC(y, m - 1, d) >= Date.UTC(2026, 2, 29) && Date.UTC(y, m - 1, d) < Date.UTC(2026, 9, 25);
-  return Date.UTC(y, m - 1, d, hh - (summer ? 2 : 1), mm);
-}
-
-/** Weekday returns at 08:45–08:53 Berlin for the three weeks before Monday 2026-03-30 (DST began the day before). */
-function weekdayPattern(): ReturnRecord[] {
-  const out: ReturnRecord[] = [];
-  for (let day = 9; day <= 27; day++) {
-    const weekday = new Date(Date.UTC(2026, 2, day)).getUTCDay();
-    if (weekday === 0 || weekday === 6) continue;
-    out.push({ atMs: berlinAt(2026, 3, day, 8, 45 + (day % 3) * 4), trigger: "link", waitSeconds: 100 + day });
-  }
-  return out;
-}
 
 const base = (nowMs: number, records: ReturnRecord[]): WarmInput => ({
   nowMs,
