@@ -4,6 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { registerHostSourceMetrics } from "../../src/loop/hostside/metrics.js";
 import { registerNotificationMetrics } from "../../src/outreach/notify/metrics.js";
+import { registerWarmMetrics } from "../../src/comeback/warm/runner.js";
 import { registerStartMetrics } from "../../src/comeback/start/metrics.js";
 import { registerSpendMetrics } from "../../src/metrics/spend-metrics.js";
 import { StartTracker } from "../../src/comeback/start/tracker.js";
@@ -117,6 +118,8 @@ function setup(options: { leader?: () => boolean; vmSeries?: () => VmSeriesSet }
   // ...and the start metrics (issue 24).
   const starts = new StartTracker();
   registerStartMetrics(registry, starts);
+  // ...and the learned warm starts' outcomes.
+  registerWarmMetrics(registry, () => ({ used: 0, wasted: 0 }));
   // ...and what the fleet holds and costs, with prices (docs/cost.md).
   registerSpendMetrics(registry, () => [], true);
   return { fleet, stats, registry, starts };
