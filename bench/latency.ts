@@ -11,9 +11,11 @@
 // opens one); the agent's --dev-root holds pts/0 → that /dev/pts/N, so each
 // agent sees its own terminal only. The harness types one key into each at a
 // random moment and then nothing: the last activity is that keystroke, as
-// the kernel records it in the tty's atime. Background-work, Jupyter and
-// code-server signals are off in these agents: on a shared 2-core machine
-// other people's CPU would (rightly) count as work and hold the VMs.
+// the kernel records it in the tty's atime. Background-work, Jupyter,
+// code-server and remote-session signals are off in these agents: they read
+// the whole machine (its processes and sshd's sockets), so on a shared 2-core
+// machine other people's CPU and SSH sessions would (rightly) count as work
+// and hold the VMs, or be the last activity in place of the keystroke.
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -28,8 +30,12 @@ import { seededRandom, summarize } from "./lib/stats.js";
 import { fmt, markdownTable } from "./lib/table.js";
 
 const USAGE =
-  "usage: node bench/run.mjs latency [--vms 20] [--idle-timeout 1m] [--grace 30s] [--interval 2s] [--tick 1s]";
-const args = benchArgs(process.argv.slice(2), ["vms", "idle-timeout", "grace", "interval", "tick"], USAGE);
+  "usage: node bench/run.mjs latency [--vms 20] [--idle-timeout 1m] [--grace 30s] [--interval 2s] [--tick 1s] [--heartbeat 5m|off]";
+const args = benchArgs(
+  process.argv.slice(2),
+  ["vms", "idle-timeout", "grace", "interval", "tick", "heartbeat"],
+  USAGE,
+);
 const vmCount = Number(args.vms ?? 20);
 const idleSeconds = seconds(args["idle-timeout"], 60, "idle-timeout");
 const graceSeconds = seconds(args.grace, 30, "grace");
@@ -86,6 +92,8 @@ async function main(): Promise<void> {
   const collector: RunningCollector = await startCollector({
     reportInterval: `${intervalSeconds}s`,
     tick: `${tickSeconds}s`,
+    // Unset: the collector's default (reports on change, 5m); `off`: every sample, as before.
+    ...(args.heartbeat ? { reportHeartbeat: args.heartbeat } : {}),
     stopCommand: ["/usr/bin/touch", path.join(stoppedDir, "{name}")],
     policyYaml: [
       "  defaults:",
@@ -106,7 +114,7 @@ async function main(): Promise<void> {
     vms.push({ name: `vm-${String(i).padStart(3, "0")}`, terminal, tty });
   }
   const agentConfig = path.join(dir, "agent.yaml");
-  writeFileSync(agentConfig, "disabledSignals: [system, jupyter, code_server]\n");
+  writeFileSync(agentConfig, "disabledSignals: [system, jupyter, code_server, remote_sessions]\n");
   for (const vm of vms) {
     const roots = path.join(dir, vm.name);
     mkdirSync(path.join(roots, "dev/pts"), { recursive: true });
@@ -198,7 +206,7 @@ async function main(): Promise<void> {
   const out: string[] = [];
   out.push("## Decision latency: stop overshoot (benchmark 3)", "", machineLine(machine), "");
   out.push(
-    `${vmCount} VMs, each a bundled \`ws-agent run\` reporting every ${intervalSeconds} s to the built collector (standalone, enforce, tick ${tickSeconds} s), ` +
+    `${vmCount} VMs, each a bundled \`ws-agent run\` reporting every ${intervalSeconds} s to the built collector (standalone, enforce, tick ${tickSeconds} s, reportHeartbeat ${args.heartbeat ?? "default: reports on change, 5m"}), ` +
       `idle-timeout ${idleSeconds} s, grace-period ${graceSeconds} s (the shortest the policy accepts: 1m and 30s). ` +
       `Activity: one real keystroke into each VM's own pseudo-terminal at a random moment, then nothing. Stop time: the mtime of the file the collector's stopCommand touched. ` +
       `overshoot = stop − (last activity + idle-timeout + grace).`,

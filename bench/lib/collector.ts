@@ -11,6 +11,8 @@ import { collectorBundle } from "./paths.js";
 export interface CollectorOptions {
   reportInterval: string;
   tick?: string;
+  /** reportHeartbeat (a duration, or off: every sample); unset: the collector's default, reports on change. */
+  reportHeartbeat?: string;
   /** The `policy:` section, as YAML lines indented by two spaces under it. */
   policyYaml?: string;
   stopCommand?: string[];
@@ -62,6 +64,7 @@ export async function startCollector(options: CollectorOptions): Promise<Running
       `tokenKeyFile: ${JSON.stringify(keyFile)}`,
       `reportInterval: ${options.reportInterval}`,
       `tick: ${options.tick ?? "5s"}`,
+      ...(options.reportHeartbeat ? [`reportHeartbeat: ${options.reportHeartbeat}`] : []),
       ...(options.kubeconfig ? ["kubernetes: { leaseNamespace: ws-system, leaseName: ws-collector }"] : []),
       ...(options.stopCommand ? ["standalone:", `  stopCommand: ${JSON.stringify(options.stopCommand)}`] : []),
       ...(options.policyYaml ? ["policy:", options.policyYaml] : []),
