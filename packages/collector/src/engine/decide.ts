@@ -275,6 +275,15 @@ function decideStopping(d: Draft): Outcome {
   observe(d);
   const stop = rec.stop;
   if (!stop) return stoppingTiming(d, "Stopping");
+  // A Report from a boot that began after the stop was decided: someone (a schedule, a person)
+  // started the VM again while the stop was still being asked for; stopping it now would stop them.
+  if (isNewReport && d.received && bootedAfter(d.evidence, d.received.report.system?.uptimeSeconds, stop.decidedAtMs)) {
+    const why = "the VM booted again after the stop was decided";
+    return cancelPendingStop(d, why, {
+      reason: `stop cancelled: ${why}; the idle clock starts afresh`,
+      freshClockFromMs: d.received.receivedAtMs,
+    });
+  }
   const hostActivity = stop.trigger === "agent-lost" ? hostActivityAfter(rec.host, stop.decidedAtMs) : undefined;
   if (hostActivity && !isNewReport)
     // No agent to come back to Active for: the VM stays AgentLost, judged on the host again.

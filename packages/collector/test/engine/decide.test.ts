@@ -151,6 +151,21 @@ describe("decide: transitions", () => {
     ]);
   });
 
+  it("a stop still being asked for is cancelled by a Report from a boot after it was decided (started again meanwhile)", () => {
+    const sim = activeSim();
+    sim.idleFor(HOUR + 10 * MINUTE + 15 * SECOND);
+    expect(sim.stopResult({ outcome: "failed", message: "the guest is not there" }).next.state).toBe("Stopping");
+    sim.now += MINUTE;
+    // The dying boot's last Report (uptime a day) changes nothing; a new boot's does.
+    expect(sim.send(idle()).next.state).toBe("Stopping");
+    sim.now += 10 * SECOND;
+    const booted = sim.send(report({ system: { cpuCount: 4, uptimeSeconds: 30 } }));
+    expect(booted.next.state).toBe("Active");
+    expect(booted.next.clock.lastActivityAtMs).toBe(sim.now);
+    expect(actionsOf(booted, "cancel-stop")).toHaveLength(1);
+    expect(actionsOf(sim.advance(2 * MINUTE, { tickMs: 15 * SECOND }), "stop")).toEqual([]);
+  });
+
   it("a failed stop is asked for again after a back-off, never dropped", () => {
     const sim = activeSim();
     sim.idleFor(HOUR + 10 * MINUTE + 15 * SECOND);
