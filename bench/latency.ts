@@ -31,11 +31,7 @@ import { fmt, markdownTable } from "./lib/table.js";
 
 const USAGE =
   "usage: node bench/run.mjs latency [--vms 20] [--idle-timeout 1m] [--grace 30s] [--interval 2s] [--tick 1s] [--heartbeat 5m|off]";
-const args = benchArgs(
-  process.argv.slice(2),
-  ["vms", "idle-timeout", "grace", "interval", "tick", "heartbeat"],
-  USAGE,
-);
+const args = benchArgs(process.argv.slice(2), ["vms", "idle-timeout", "grace", "interval", "tick", "heartbeat"], USAGE);
 const vmCount = Number(args.vms ?? 20);
 const idleSeconds = seconds(args["idle-timeout"], 60, "idle-timeout");
 const graceSeconds = seconds(args.grace, 30, "grace");
