@@ -193,11 +193,13 @@ export function socketSetKey(inodes: ReadonlySet<number>): string {
 /**
  * Whether the ports found before still answer: root's sshd holds the same sockets (a socket's
  * inode is its own for its whole life, and sshd listens as it binds) and the answer is younger
- * than LISTENING_REFRESH_MS. Pure.
+ * than LISTENING_REFRESH_MS. "Not listening" never holds: sshd's process runs a moment before it
+ * binds (a boot, a restart), and readiness of a start waits on the ports appearing. Pure.
  */
 export function listeningPortsHold(previous: ListeningPorts | undefined, key: string, nowMonoMs: number): boolean {
   return (
     previous !== undefined &&
+    previous.ports.length > 0 &&
     previous.key === key &&
     nowMonoMs >= previous.readAtMonoMs &&
     nowMonoMs - previous.readAtMonoMs < LISTENING_REFRESH_MS

@@ -76,6 +76,13 @@ describe("sshd's listening ports, remembered", () => {
     expect(listeningPortsHold(previous, key, 500)).toBe(false);
     expect(listeningPortsHold(undefined, key, 61_000)).toBe(false);
   });
+
+  it("an answer of no ports is read again at the next sample: sshd runs a moment before it listens", () => {
+    // Under the packaged unit the key is sshd's configured ports, the same before and after it binds.
+    const key = "configured:22";
+    expect(listeningPortsHold({ key, ports: [], readAtMonoMs: 1_000 }, key, 4_000)).toBe(false);
+    expect(listeningPortsHold({ key, ports: [22], readAtMonoMs: 1_000 }, key, 4_000)).toBe(true);
+  });
 });
 
 describe("CodeServerMemo", () => {
