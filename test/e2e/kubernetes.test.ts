@@ -1592,6 +1592,8 @@ describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOU
     expect(await stage("agent")).toBe("current");
     await shot("3-running");
 
+    // The placement is told (and kept for the welcome back) before the new boot's agent connects, as a boot takes longer than that.
+    await s.waitForEvent("browsed", "StartPlaced", 30_000);
     const agent = await s.agent("browsed", collector.grpcPort);
     await agent.proc.waitFor(/connected to collector/, 60_000);
     // Connected, and its first Report in: the entry service is what is awaited now.

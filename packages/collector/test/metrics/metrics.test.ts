@@ -4,6 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { registerHostSourceMetrics } from "../../src/loop/hostside/metrics.js";
 import { registerNotificationMetrics } from "../../src/outreach/notify/metrics.js";
+import { vmView } from "../fixtures/vm-view.js";
 import { registerWarmMetrics } from "../../src/comeback/warm/runner.js";
 import { registerStartMetrics } from "../../src/comeback/start/metrics.js";
 import { registerSpendMetrics } from "../../src/metrics/spend-metrics.js";
@@ -27,13 +28,7 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../
 const NOW = 1_700_000_000_000;
 
 function view(name: string, overrides: Partial<VmView> = {}): VmView {
-  return {
-    namespace: "lab",
-    name,
-    state: "Active",
-    mode: "enforce",
-    autostop: true,
-    connected: true,
+  return vmView(name, {
     agentVersion: "0.1.0",
     peer: "10.0.0.7:40000",
     lastReportAtMs: NOW - 2_000,
@@ -47,7 +42,6 @@ function view(name: string, overrides: Partial<VmView> = {}): VmView {
     gpus: [{ gpu: "0", utilizationRatio: 0.42 }],
     disks: [{ mount: "/", usedRatio: 0.73 }],
     leases: [{ id: "l1", user: "ada", uid: 1000, reason: "training", expiresAtMs: NOW + 3_600_000, clamped: false }],
-    policyErrors: [],
     gpuCount: 2,
     readings: {
       cpuBusyRatio: 0.25,
@@ -63,7 +57,7 @@ function view(name: string, overrides: Partial<VmView> = {}): VmView {
       lastActivityAtMs: { "tty-input": NOW - 600_000, "code-server": NOW - 30_000 },
     },
     ...overrides,
-  };
+  });
 }
 
 class StubFleet implements FleetReader {
