@@ -834,11 +834,10 @@ describe.concurrent("Kubernetes mode, as shipped", { timeout: SCENARIO_TIMEOUT_M
     // A hand-over (the leader terminated in a rollout): the new leader's series replace the old.
     await first.proc.stop("SIGTERM");
     await second.proc.waitFor(/became the leader/, 60_000);
-    await prometheus.until('count(count by (instance) (workstation_state{namespace="users"}))', (r) =>
-      r[0]?.value[1] === "1" ? r : undefined,
-    );
+    // The old leader's series stay in Prometheus until its next (failed) scrape marks them stale, so
+    // wait for the new leader's to be the only ones, in one answer.
     await prometheus.until(`count by (instance) (workstation_state{namespace="users"})`, (r) =>
-      r[0]?.metric["instance"] === `127.0.0.1:${second.httpPort}` ? r : undefined,
+      r.length === 1 && r[0]?.metric["instance"] === `127.0.0.1:${second.httpPort}` ? r : undefined,
     );
     await onePerVm(second);
   });
