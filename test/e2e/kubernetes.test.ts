@@ -2275,6 +2275,16 @@ describe("A warm start learned from returns (issue 36)", { timeout: SCENARIO_TIM
     // The guest boots; nobody comes. Its window is its idle-timeout: the usual notice, grace and stop.
     const agent = await s.agent("warm", collector.grpcPort);
     await agent.proc.waitFor(/connected to collector/, 60_000);
+    // The VM page and /api/vms say it: warm-started, waiting for its person; what the rule learned from.
+    const vmPage = (await getText(`http://127.0.0.1:${collector.httpPort}/vm/${NS}/warm`)).body;
+    expect(vmPage).toMatch(
+      /<dd id="warm-start" data-on="true">on: <strong id="warm-waiting">warm-started [^<]+, waiting for you<\/strong>; warm-started: waiting for its person; last 7 days: 0 used, 0 wasted; 3 returns learned from<\/dd>/,
+    );
+    const listed = JSON.parse((await getText(`http://127.0.0.1:${collector.httpPort}/api/vms`)).body) as {
+      vms: Array<{ name: string; warmStart?: { on: boolean; waitingSinceMs?: number; returns: number } }>;
+    };
+    expect(listed.vms.find((vm) => vm.name === "warm")?.warmStart).toMatchObject({ on: true, returns: 3 });
+    expect(listed.vms.find((vm) => vm.name === "warm")?.warmStart?.waitingSinceMs).toBeLessThan(arrivalMs);
     const pending = await s.waitForEvent("warm", "IdleStopPending", 90_000);
     expect(pending["note"]).toMatch(/\(idle-timeout 30s\)/);
     await s.waitForStop("warm");

@@ -11,6 +11,7 @@ import type { KeepLinks } from "../comeback/keeplink/handler.js";
 import type { StartLinks } from "../comeback/start/handler.js";
 import type { SchedulePage } from "../comeback/schedule/page.js";
 import type { ScheduleStatus } from "../comeback/schedule/schedules.js";
+import type { WarmStatus } from "../comeback/warm/plan.js";
 import { MAX_FORM_BYTES, readForm } from "../web/form.js";
 import { FORWARDED_HEADER, type ForwardRoute, forwardToLeader, leaderTarget } from "../web/leader-forward.js";
 import type { GivenBackRow } from "../outreach/adoption/given-back.js";
@@ -66,6 +67,8 @@ export interface WebOptions {
   /** The VMs' start schedules: their page (/schedule/NS/NAME) and what /api/vms and the VM page show. */
   schedulePage?: SchedulePage;
   scheduleOf?: (vm: { namespace: string; name: string }) => ScheduleStatus | undefined;
+  /** The VMs' learned warm starts: what the rule says now, the last week's outcomes (comeback/warm/plan.ts). */
+  warmStartOf?: (vm: { namespace: string; name: string }) => WarmStatus | undefined;
   /** VMs stopped longer than dormant.after, their disks and owner (Kubernetes mode; /api/dormant, the fleet page). */
   dormant?: () => DormantVm[];
   /** How often ws is wrong, per profile over 7 and 30 days (/api/rates, the fleet page). */
@@ -488,10 +491,18 @@ function fleetRoute({ options, url, send }: Exchange, viewer: Viewer | undefined
   }
 }
 
-/** `{ schedule }` when the VM has one (valid or not), else nothing: /api/vms and the VM page. */
-function withSchedule(options: WebOptions, vm: { namespace: string; name: string }): { schedule?: ScheduleStatus } {
-  const schedule = options.scheduleOf?.({ namespace: vm.namespace, name: vm.name });
-  return schedule ? { schedule } : {};
+/**
+ * The way back ahead of time: `{ schedule }` when the VM has one (valid or not), `{ warmStart }`
+ * when it opted in to learned warm starts or has a record of them; /api/vms and the VM page.
+ */
+function withSchedule(
+  options: WebOptions,
+  vm: { namespace: string; name: string },
+): { schedule?: ScheduleStatus; warmStart?: WarmStatus } {
+  const key = { namespace: vm.namespace, name: vm.name };
+  const schedule = options.scheduleOf?.(key);
+  const warmStart = options.warmStartOf?.(key);
+  return { ...(schedule ? { schedule } : {}), ...(warmStart ? { warmStart } : {}) };
 }
 
 const escapeText = (text: string) => text.replace(/[^\w.-]/g, "?").slice(0, 253);

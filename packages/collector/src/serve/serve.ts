@@ -281,6 +281,7 @@ function buildCollector(
     givenBack,
     spend,
     schedules,
+    warm,
     wrongStops,
   });
   const agentPort = agentListener(wiring, agents, tls ?? grpc.ServerCredentials.createInsecure());
@@ -818,6 +819,7 @@ function httpServers(
     givenBack: GivenBackLedger;
     spend: FleetSpend;
     schedules: Schedules;
+    warm: WarmRunner | undefined;
     wrongStops: WrongStopLedger;
   },
 ): { listen: () => Promise<undefined>; close: () => Promise<void>; addresses: () => ServingAddresses } {
@@ -845,6 +847,7 @@ function httpServers(
     rates: (now: number) => parts.wrongStops.rates(now),
     ...(parts.schedules.page ? { schedulePage: parts.schedules.page } : {}),
     ...(parts.schedules.editor ? { scheduleOf: (vm: VmKey) => parts.schedules.editor!.status(vm) } : {}),
+    ...(parts.warm ? { warmStartOf: (vm: VmKey) => parts.warm!.status(vm) } : {}),
     onRefused: (why, detail) => {
       stats.countHttpRefusal(why);
       log(why === "handler-error" ? "error" : "warn", `HTTP request refused: ${why} (${detail})`, { reason: why });

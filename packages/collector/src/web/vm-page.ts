@@ -5,6 +5,7 @@
 import { formatDuration } from "@ws/protocol";
 import type { ChartPoint, HistoryTransition } from "../outreach/history.js";
 import type { VmDetail } from "../model/vm-view.js";
+import type { WarmStatus } from "../comeback/warm/plan.js";
 import { renderChart } from "./chart.js";
 import { measuredRows } from "./signal-rows.js";
 import { at, escapeHtml, page, when } from "./html.js";
@@ -28,6 +29,8 @@ export interface VmPageInput {
     nextStart?: string;
     nextStopBy?: string;
   };
+  /** The VM's learned warm starts, when it opted in or has a record of them (comeback/warm/plan.ts). */
+  warmStart?: WarmStatus;
 }
 
 /** How the agent went, after "not connected": said goodbye (on purpose) or vanished (docs/policy.md). */
@@ -47,6 +50,18 @@ function scheduleRow(input: VmPageInput): string {
   if (!schedule.valid)
     return `<dt>Schedule</dt><dd id="schedule" data-valid="false"><b>invalid, not applied</b>: <code>${escapeHtml(schedule.line)}</code>: ${escapeHtml(schedule.error ?? "")} (${change})</dd>`;
   return `<dt>Schedule</dt><dd id="schedule" data-valid="true">${schedule.nextStart ? `next start: <strong id="next-start">${escapeHtml(schedule.nextStart)}</strong>; ` : ""}${escapeHtml(schedule.description ?? schedule.line)}${schedule.nextStopBy ? `; stop by ${escapeHtml(schedule.nextStopBy)} (notice and grace; activity or a lease keeps it running)` : ""} (${change})</dd>`;
+}
+
+/** "on: not yet: usual arrival 08:49, start from 08:44; last 7 days 2 used, 1 wasted; 14 returns learned from". */
+function warmStartRow(input: VmPageInput): string {
+  const warm = input.warmStart;
+  if (!warm) return "";
+  const waiting =
+    warm.waitingSinceMs !== undefined
+      ? `<strong id="warm-waiting">warm-started ${when(warm.waitingSinceMs, input.nowMs)}, waiting for you</strong>; `
+      : "";
+  const week = `last 7 days: ${warm.lastWeek.used} used, ${warm.lastWeek.wasted} wasted`;
+  return `<dt>Warm start</dt><dd id="warm-start" data-on="${warm.on}">${warm.on ? "on" : "off"}: ${waiting}${escapeHtml(warm.now)}; ${week}; ${warm.returns} returns learned from</dd>`;
 }
 
 function stopBox(input: VmPageInput): string {
@@ -158,6 +173,7 @@ export function renderVmPage(input: VmPageInput): string {
 <dt>Agent</dt><dd>${view.connected ? `connected${view.agentVersion ? ` (ws-agent ${escapeHtml(view.agentVersion)})` : ""}` : `not connected${agentGoneText(view, now)}`}; last report ${when(view.lastReportAtMs, now)}</dd>
 ${hostRow(input)}
 ${scheduleRow(input)}
+${warmStartRow(input)}
 <dt>Idle clock</dt><dd id="idle">${idle}${explanation?.lastActivity ? `; last activity: ${escapeHtml(explanation.lastActivity)}` : ""}</dd>
 <dt>Policy</dt><dd>${policy.autostopEnabled ? "autostop enabled" : "autostop off"}, ${escapeHtml(policy.mode)} mode${policy.profile ? `, profile ${escapeHtml(policy.profile)}` : ""}; idle-timeout ${formatDuration(policy.idleTimeoutSeconds)}, grace-period ${formatDuration(policy.gracePeriodSeconds)}, max-keep-running ${formatDuration(policy.maxKeepRunningSeconds)}</dd>
 ${view.policyErrors.length ? `<dt>Policy errors</dt><dd>${escapeHtml(view.policyErrors.join("; "))}</dd>` : ""}

@@ -112,3 +112,44 @@ export function resourceShort(shortages: Shortages, needs: readonly string[], no
     return atMs !== undefined && nowMs - atMs <= SHORTAGE_WINDOW_MS;
   });
 }
+
+/** What the VM page and /api/vms say of a VM's learned warm starts (docs/coming-back.md). */
+export interface WarmStatus {
+  /** Its policy opted in (a profile, or its own annotation) and its owner did not turn it off. */
+  on: boolean;
+  /** What the rule says now, in words: why it would warm-start the VM now or not. */
+  now: string;
+  /** A warm start waiting for its person: when it was made (ms). */
+  waitingSinceMs?: number;
+  /** The warm starts of the last 7 days, by outcome. */
+  lastWeek: { used: number; wasted: number };
+  /** The returns recorded on the VM: what the rule learns from. */
+  returns: number;
+}
+
+/**
+ * The status of a VM's warm starts, from the same input as its plan (pure), or undefined for a VM
+ * that neither opted in nor has a record: nothing to say.
+ */
+export function warmStatusOf(input: WarmVmInput, plan: WarmPlan): WarmStatus | undefined {
+  const on = input.policy.warmStart === true && !input.ownerOff;
+  if (!on && !input.ownerOff && input.starts.length === 0) return undefined;
+  const week = input.starts.filter((s) => input.nowMs - s.atMs < 7 * 24 * 3600_000);
+  const waiting = waitingWarmStart(input.starts);
+  const now =
+    plan.kind === "start"
+      ? `warm-starting it now: ${plan.reason}`
+      : plan.kind === "settle"
+        ? `its warm start was ${plan.outcome}`
+        : plan.reason;
+  return {
+    on,
+    now,
+    ...(waiting ? { waitingSinceMs: waiting.atMs } : {}),
+    lastWeek: {
+      used: week.filter((s) => s.outcome === "used").length,
+      wasted: week.filter((s) => s.outcome === "wasted").length,
+    },
+    returns: input.returns.length,
+  };
+}

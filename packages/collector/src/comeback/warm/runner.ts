@@ -14,7 +14,16 @@ import type { AuthorizedStart } from "../start/handler.js";
 import type { StartFacts, StartPlatform } from "../start/platform.js";
 import { runViewOf } from "../start/tracker.js";
 import { defaultZoneOf, type ProfileSchedules, scheduleOf } from "../schedule/schedules.js";
-import { noteShortages, planWarmStart, resourceShort, type Shortages, type WarmPlan } from "./plan.js";
+import {
+  noteShortages,
+  planWarmStart,
+  resourceShort,
+  type Shortages,
+  type WarmPlan,
+  type WarmStatus,
+  type WarmVmInput,
+  warmStatusOf,
+} from "./plan.js";
 import { parseReturns, RETURNS_ANNOTATION } from "./returns.js";
 import { DEFAULT_WARM_LIMITS, type LocalTime, localTimeIn, type WarmLimits } from "./rule.js";
 import {
@@ -94,20 +103,37 @@ export class WarmRunner {
       all.filter(({ facts }) => facts?.instance?.unschedulable).map(({ facts }) => ({ needs: facts?.needs ?? [] })),
       now,
     );
-    for (const { vm, facts } of all) if (facts) await this.carryOut(vm, facts, this.plan(vm, facts, now));
+    for (const { vm, facts } of all)
+      if (facts) await this.carryOut(vm, facts, planWarmStart(this.inputOf(vm, facts, now, true)));
     const ids = new Set(all.map(({ vm }) => vmId(vm)));
     for (const id of this.humanBaselines.keys()) if (!ids.has(id)) this.humanBaselines.delete(id);
   }
 
-  /** The pure plan for one VM, from what the platform and the engine know of it. */
-  private plan(vm: VmKey, facts: StartFacts, now: number): WarmPlan {
+  /**
+   * What the VM page and /api/vms say of the VM's warm starts now (undefined: nothing to say). It
+   * reads what a pass reads but moves nothing: no baseline of a person's activity is taken.
+   */
+  status(vm: VmKey): WarmStatus | undefined {
+    const facts = this.options.platform.facts(vm);
+    if (!facts) return undefined;
+    const input = this.inputOf(vm, facts, this.options.nowMs(), false);
+    return warmStatusOf(input, planWarmStart(input));
+  }
+
+  /**
+   * The pure plan's input for one VM, from what the platform and the engine know of it. `pass`:
+   * a pass of the runner, which notes the warm boot's first human baseline (personSince).
+   */
+  private inputOf(vm: VmKey, facts: StartFacts, now: number, pass: boolean): WarmVmInput {
     const { prefix } = this.options;
     const annotations = facts.annotations;
     const { policy, errors } = this.options.policyOf(vm);
     const ownerSays = annotations[`${prefix}${WARM_START_ANNOTATION}`]?.trim().toLowerCase();
     const starts = parseWarmStarts(annotations[`${prefix}${WARM_STARTS_ANNOTATION}`]);
-    const lastHumanAtMs = this.personSince(vmId(vm), waitingWarmStart(starts)?.atMs, this.options.lastHumanAtMs(vm));
-    return planWarmStart({
+    const lastHumanAtMs = pass
+      ? this.personSince(vmId(vm), waitingWarmStart(starts)?.atMs, this.options.lastHumanAtMs(vm))
+      : undefined;
+    return {
       nowMs: now,
       policy,
       policyErrors: errors,
@@ -120,7 +146,7 @@ export class WarmRunner {
       local: this.localIn(this.zoneOf(annotations)),
       resourceShort: resourceShort(this.shortages, facts.needs ?? [], now),
       limits: this.options.limits ?? DEFAULT_WARM_LIMITS,
-    });
+    };
   }
 
   /** A person's evidence on the warm-started boot: a last-human time later than the boot's first one; else undefined. */

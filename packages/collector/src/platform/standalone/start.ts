@@ -10,6 +10,13 @@ import { lastStopFactsOf, lastStopSignals, withDispute, type LastStopFacts } fro
 import type { DisputeOutcome, StartFacts, StartPlatform, StartResult } from "../../comeback/start/platform.js";
 import { expandStopCommand, runStopCommand } from "./stop-command.js";
 import { DEFAULT_ANNOTATION_PREFIX } from "../../engine/policy.js";
+import {
+  appendReturn,
+  encodeReturns,
+  parseReturns,
+  RETURNS_ANNOTATION,
+  type ReturnRecord,
+} from "../../comeback/warm/returns.js";
 
 /** Bounded: the stops and starts of this many VMs are remembered. */
 const MAX_VMS = 10_000;
@@ -154,6 +161,20 @@ export class StandaloneStarts implements StartPlatform {
     this.remember(this.written, id, current);
     return { ok: true, message: "kept in memory (standalone keeps no state across restarts)" };
   }
+
+  /**
+   * Keeps a return with the VM's settings, over its configured `returns` (in memory, like the rest of
+   * standalone state): a learned warm start reads the returns of this run and those the config names.
+   * An arrow, so the start path can call it unbound.
+   */
+  readonly recordReturn = async (vm: VmKey, record: ReturnRecord, nowMs: number): Promise<string | undefined> => {
+    const key = `${this.options.prefix ?? DEFAULT_ANNOTATION_PREFIX}${RETURNS_ANNOTATION}`;
+    const current = { ...this.options.annotations(vm), ...(this.written.get(vmId(vm)) ?? {}) }[key];
+    const written = await this.writeAnnotations(vm, {
+      [RETURNS_ANNOTATION]: encodeReturns(appendReturn(parseReturns(current), record, nowMs)),
+    });
+    return written.ok ? undefined : written.message;
+  };
 
   private remember<T>(map: Map<string, T>, id: string, value: T): void {
     map.delete(id);

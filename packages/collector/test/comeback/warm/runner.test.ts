@@ -188,6 +188,34 @@ describe("the warm-start runner (fake clock, Europe/Berlin, the Monday after the
     expect(h.audits[0]).toMatch(/^Normal WarmStartUsed/);
   });
 
+  it("says on the VM page what the rule says now, and a page read moves nothing (the person's baseline stays the pass's)", async () => {
+    const h = harness();
+    // Monday 08:40.
+    expect(h.runner.status(VM)).toEqual({
+      on: true,
+      now: "not yet: usual arrival 08:49, start from 08:44",
+      lastWeek: { used: 0, wasted: 0 },
+      returns: weekdayPattern().length,
+    });
+    const warmAt = berlinAt(2026, 3, 30, 8, 44);
+    await h.at(warmAt);
+    // The new boot's first Report: status reads between passes take no baseline of their own.
+    h.human(berlinAt(2026, 3, 30, 8, 46));
+    expect(h.runner.status(VM)).toMatchObject({ waitingSinceMs: warmAt, now: "warm-started: waiting for its person" });
+    await h.at(berlinAt(2026, 3, 30, 8, 47));
+    h.human(berlinAt(2026, 3, 30, 8, 50));
+    expect(h.runner.status(VM)?.waitingSinceMs).toBe(warmAt);
+    await h.at(berlinAt(2026, 3, 30, 8, 51));
+    expect(h.runner.counts).toEqual({ used: 1, wasted: 0 });
+    expect(h.runner.status(VM)).toMatchObject({ on: true, lastWeek: { used: 1, wasted: 0 } });
+    expect(h.runner.status(VM)?.waitingSinceMs).toBeUndefined();
+    // Not opted in and no record: nothing to say. The owner's off: said.
+    expect(harness({ policy: BUILTIN_DEFAULT_POLICY }).runner.status(VM)).toBeUndefined();
+    const off = harness();
+    off.vms.get(VM.name)!.annotations[`${PREFIX}warm-start`] = "off";
+    expect(off.runner.status(VM)).toMatchObject({ on: false, now: "the owner turned warm starts off" });
+  });
+
   it("a start request that found it up (a recorded return) makes it used, and no second return is kept", async () => {
     const h = harness();
     const warmAt = berlinAt(2026, 3, 30, 8, 44);
