@@ -5,15 +5,18 @@
  * real terminal, ws-lease, systemd-inhibit, an idle stop through QMP's system_powerdown, the way
  * back through the start link (its POST runs the collector's start command) with the welcome
  * back at the next login, disk growth (QMP block_resize while running; qemu-img resize while
- * off), a seal and a clone, and a start schedule set in the guest that starts it again at its minute.
+ * off), a seal and a clone, a start schedule set in the guest that starts it again at its minute,
+ * and a learned warm start that boots a stopped VM before its owner's usual arrival.
  *
- * The scenarios run in order on four boots: vm1 (1–4, ends with the idle stop), vm1 again
+ * The scenarios run in order on five boots: vm1 (1–4, ends with the idle stop), vm1 again
  * (started through the start path in 5, then 5b and the seal of 6, on a disk grown while it was
- * off), the clone (6, then 7 sets its schedule and powers it off), and the clone again (started
- * by its schedule in 7).
+ * off), the clone (6, then 7 sets its schedule and powers it off), the clone again (started
+ * by its schedule in 7), and vm-warm (8: warm-started by a second collector that learned its
+ * owner's usual arrival from configured returns, then used by a login).
  * `npm run test:vm` runs this file (scripts/test-vm.mjs); test/vm/README.md says what it proves.
  */
 import { debFile } from "../packaging/lib/artifacts.js";
+import { encodeReturns } from "../../packages/collector/src/comeback/warm/returns.js";
 import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -34,6 +37,8 @@ const GiB = 1024 ** 3;
 const MAC_ORIGINAL = "52:54:00:00:e2:01";
 const MAC_CLONE = "52:54:00:00:e2:02";
 const CLONE = "vm-clone";
+const WARM = "vm-warm";
+const MAC_WARM = "52:54:00:00:e2:03";
 /** A zone away from the host's UTC: the schedule is read in the owner's zone, not the machine's. */
 const SCHEDULE_ZONE = "Europe/Berlin";
 /**
@@ -57,6 +62,8 @@ let dir: string;
 let image: VmImage;
 let sshKey: SshKeyPair;
 let collector: VmTestCollector;
+/** Scenario 8's own collector: its config names vm-warm's returns, learned "weeks ago" relative to that scenario. */
+let warmCollector: VmTestCollector | undefined;
 const guests: Guest[] = [];
 const timings: string[] = [];
 const startedAt = Date.now();
@@ -97,7 +104,7 @@ async function startPageStatus(startUrl: string): Promise<string> {
   return /id="status" data-status="([a-z]+)"/.exec(body)?.[1] ?? "";
 }
 
-async function seedFor(name: string, instanceId: string): Promise<string> {
+async function seedFor(name: string, instanceId: string, via: VmTestCollector = collector): Promise<string> {
   const seedDir = path.join(dir, `seed-${instanceId}`);
   await mkdir(seedDir, { recursive: true });
   return writeSeedImage(
@@ -106,7 +113,7 @@ async function seedFor(name: string, instanceId: string): Promise<string> {
       instanceId,
       hostname: name,
       user: { name: USER, sshPublicKey: sshKey.publicKey },
-      agent: { collectorAddress: collector.addressFromGuest, namespace: NAMESPACE, name, token: collector.token(name) },
+      agent: { collectorAddress: via.addressFromGuest, namespace: NAMESPACE, name, token: via.token(name) },
     }),
   );
 }
@@ -216,6 +223,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const guest of guests) await guest.destroy();
   await collector?.stop();
+  await warmCollector?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
   console.log(`test:vm timeline:\n  ${timings.join("\n  ")}`);
 });
@@ -641,7 +649,149 @@ describe.sequential("a real VM with the packaged agent", () => {
         `${(startToReadySum(metrics) - readySecondsBefore).toFixed(1)} s; starting page (from due): ${stageLine}`,
     );
   });
+
+  it("8. a warm start learned from its owner's returns boots the stopped VM before their usual arrival; the person who logs in finds it up (used, a zero wait); the wait per stage is printed", async () => {
+    // The earlier guests are done: their CPU is this boot's.
+    for (const guest of guests) await guest.destroy();
+    // The owner's zone: one where the next minutes are not near midnight (the arrival is today's).
+    const zone = [SCHEDULE_ZONE, "America/New_York", "Asia/Tokyo"].find((z) => {
+      const minute = localMinute(z, Date.now());
+      return minute > 30 && minute < 23 * 60;
+    })!;
+    // Three weeks of returns on this weekday, 3 minutes from now in the owner's zone, each a 60 s
+    // wait: the usual arrival is then, the lead ceil((60 s + 2 min) / 1 min) = 3 min, so the warm
+    // start is due at the collector's first pass (every 30 s). A daylight saving change among those
+    // weeks moves one of three; the median stays. The collector learns them from its config (a
+    // standalone collector keeps returns in memory), so it starts now, for this scenario.
+    const arrivalMs = Date.now() + 3 * 60_000;
+    const returns = [3, 2, 1].map((weeks) => ({
+      atMs: arrivalMs - weeks * 7 * 24 * 3600_000,
+      trigger: "link" as const,
+      waitSeconds: 60,
+    }));
+    const warmDir = path.join(dir, "warm-collector");
+    await mkdir(warmDir, { recursive: true });
+    warmCollector = await VmTestCollector.start({
+      dir: warmDir,
+      namespace: NAMESPACE,
+      policy: POLICY,
+      reportInterval: "3s",
+      stopSocketFor: stopSocket,
+      startRequestFor: startRequest,
+      configuredVms: {
+        [WARM]: {
+          "workstation.aik8s.run/warm-start": "on",
+          "workstation.aik8s.run/warm-start-window": "5m",
+          // Longer than the window: only the window applies until a person comes, so a login under
+          // emulation has time; after, the VM's own.
+          "workstation.aik8s.run/idle-timeout": "15m",
+          "workstation.aik8s.run/time-zone": zone,
+          "workstation.aik8s.run/returns": encodeReturns(returns),
+        },
+      },
+    });
+    const warm = warmCollector;
+    note(
+      `vm-warm: collector on 127.0.0.1:${warm.grpcPort}; usual arrival ${new Date(arrivalMs).toISOString()} (${zone})`,
+    );
+    const seed = await seedFor(WARM, "vm-warm-0001", warm);
+    const disk = path.join(dir, "vm-warm.qcow2");
+    await createOverlay(image.disk, disk);
+
+    const requestedAt = await eventually(
+      () => (existsSync(startRequest(WARM)) ? Number(readFileSync(startRequest(WARM), "utf8").trim()) : undefined),
+      3 * 60_000,
+      "the warm start's start command",
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\n--- collector log:\n${warm.log().split("\n").slice(-30).join("\n")}`);
+    });
+    expect(requestedAt).toBeLessThan(arrivalMs);
+    await warm.proc.waitFor(
+      /vm-warm: start requested by a learned warm start \(usual arrival \d\d:\d\d, ready 3 min ahead\) via warm/,
+      30_000,
+    );
+    // The start command asks; the harness boots the guest, as libvirt would for `virsh start`.
+    const guest = await boot("vm-warm-boot1", disk, seed, MAC_WARM, WARM);
+    const qemuAt = Date.now();
+    const sshAt = await sshUp(guest);
+    const firstReportAt = await eventually(
+      async () => {
+        const first = (await warm.trace(WARM)).find((entry) => entry.report && entry.at !== undefined);
+        return first ? Date.parse(first.at!) : undefined;
+      },
+      3 * 60_000,
+      "vm-warm's first Report",
+    );
+    const progress = await eventually(
+      async () => {
+        const stages = await warm.startStages(WARM);
+        return stages.status === "ready" ? stages : undefined;
+      },
+      3 * 60_000,
+      "vm-warm's starting page to say ready",
+    );
+    // The VM page says it: warm-started, waiting for its person.
+    const page = (await getText(`http://127.0.0.1:${warm.httpPort}/vm/${NAMESPACE}/${WARM}`)).body;
+    expect(page).toMatch(
+      /<dd id="warm-start" data-on="true">on: <strong id="warm-waiting">warm-started [^<]+, waiting for you<\/strong>/,
+    );
+
+    // The person comes: a login and a keystroke, again until a pass of the runner has seen one
+    // after the boot's first Report (the engine starts every clock there; a later one is a person).
+    const terminal = guest.terminal();
+    await terminal.shellTty({ timeoutMs: 120_000 });
+    const arrivedAt = Date.now();
+    const usedLine = await eventually(
+      () => {
+        terminal.write("echo here\r");
+        return /event WarmStartUsed: [^\n]*/.exec(warm.log())?.[0];
+      },
+      3 * 60_000,
+      "WarmStartUsed",
+      10_000,
+    );
+    expect(usedLine).toContain("a person came while it ran");
+    const metrics = await warm.metrics();
+    expect(metrics).toMatch(/^workstation_starts_total\{trigger="warm"\} 1$/m);
+    expect(metrics).toMatch(/^workstation_warm_starts_total\{outcome="used"\} 1$/m);
+    // Their return found it up: a zero wait, under trigger warm.
+    expect(metrics).toMatch(/^workstation_return_wait_seconds_count\{trigger="warm",stage="total"\} 1$/m);
+    expect(metrics).toMatch(/^workstation_return_wait_seconds_sum\{trigger="warm",stage="total"\} 0$/m);
+    expect(readFileSync(startRequest(WARM), "utf8").trim().split("\n")).toHaveLength(1);
+    const after = (await getText(`http://127.0.0.1:${warm.httpPort}/api/vms`)).body;
+    expect(
+      (JSON.parse(after) as { vms: Array<{ name: string; warmStart?: unknown }> }).vms.find((v) => v.name === WARM)
+        ?.warmStart,
+    ).toMatchObject({
+      on: true,
+      lastWeek: { used: 1, wasted: 0 },
+    });
+
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    const stageLine = progress.stages
+      .map((stage) => `${stage.label} ${stage.atMs === undefined ? "-" : `+${s(stage.atMs - requestedAt)}`}`)
+      .join(", ");
+    note(
+      `vm-warm: warm start (${zone}): start command ${s(arrivalMs - requestedAt)} before the usual arrival, → QEMU started ${s(qemuAt - requestedAt)}, ` +
+        `→ sshd answering ${s(sshAt - qemuAt)}, → agent's first Report ${s(firstReportAt - sshAt)}; ` +
+        `the person logged in ${s(arrivedAt - requestedAt)} after it was asked for and waited 0 s; starting page (from the warm start): ${stageLine}`,
+    );
+  });
 });
+
+/** Minutes since local midnight in `zone` at `ms`. */
+function localMinute(zone: string, ms: number): number {
+  const [h, m] = new Intl.DateTimeFormat("en-GB", {
+    timeZone: zone,
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+  })
+    .format(new Date(ms))
+    .split(":")
+    .map(Number);
+  return h! * 60 + m!;
+}
 
 /** The sum of workstation_start_to_ready_seconds: one start's seconds, read before and after it. */
 function startToReadySum(metrics: string): number {
