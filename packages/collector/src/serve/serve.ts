@@ -253,7 +253,8 @@ function buildCollector(
   const recorder = config.recordTrace
     ? new TraceRecorder(config.recordTrace, { onError: (error) => log("warn", `trace recording: ${error.message}`) })
     : undefined;
-  const { fleet, outreach, givenBack, spend, wrongStops } = buildFleet(wiring, recorder);
+  const warmRef: WarmRef = {};
+  const { fleet, outreach, givenBack, spend, wrongStops } = buildFleet(wiring, recorder, warmRef);
   // `ws-lease schedule` rides on the Reports: answered once the schedule editor exists, below.
   let scheduleFromAgents: ScheduleAgentRequests | undefined;
   const { agents, tls } = agentServerFor(wiring, fleet, (session, report) =>
@@ -270,6 +271,7 @@ function buildCollector(
   const startLinks = startLinksFor(wiring, fleet, outreach, registry, wrongStops);
   const schedules = schedulesFor(wiring, fleet, outreach, startLinks);
   const warm = warmStartsFor(wiring, fleet, startLinks);
+  if (warm) warmRef.runner = warm;
   registerWarmMetrics(registry, () => warm?.counts ?? { used: 0, wasted: 0 });
   scheduleFromAgents = schedules.fromAgents;
   const http = httpServers(wiring, ready, {
@@ -396,6 +398,7 @@ function agentServerFor(
 function buildFleet(
   wiring: Wiring,
   recorder: TraceRecorder | undefined,
+  warmRef: WarmRef,
 ): { fleet: Fleet; outreach: Outreach; givenBack: GivenBackLedger; spend: FleetSpend; wrongStops: WrongStopLedger } {
   const { config, mode, key, stats, log, nowMs, startUrl } = wiring;
   let fleetRef: Fleet | undefined;
@@ -436,12 +439,16 @@ function buildFleet(
         config.start.timeZone,
         wiring.profileSchedules,
       )?.schedule,
-    runsUnder: warmRunsUnder(mode),
+    runsUnder: warmRunsUnder(mode, warmRef),
     acting: mode.leader,
     reportHeartbeatMs: config.reportHeartbeatSeconds * 1000,
     // Start readiness is not delayed by reports on change: a start waiting for sshd or Jupyter hears every sample.
     hearEverySample: (vm, now) =>
-      wiring.startTracker.awaitsReady(vm, now) ? "a start waits for the entry service" : undefined,
+      wiring.startTracker.awaitsReady(vm, now)
+        ? "a start waits for the entry service"
+        : warmRef.runner?.waitingSince(vm) !== undefined
+          ? "a warm start waits for its person"
+          : undefined,
     ...(mode.restore ? { restore: mode.restore } : {}),
     ...(mode.vmRunning ? { vmRunning: mode.vmRunning } : {}),
     ...(mode.vmDetails ? { vmDetails: mode.vmDetails } : {}),
@@ -708,11 +715,27 @@ function schedulesFor(wiring: Wiring, fleet: Fleet, outreach: Outreach, startLin
   };
 }
 
-/** A learned warm start nobody came for yet runs under its window as idle-timeout (docs/policy.md). */
-function warmRunsUnder(mode: CollectorMode): (vm: VmKey, policy: Policy) => Policy {
+/**
+ * A learned warm start nobody came for yet runs under its window as idle-timeout (docs/policy.md):
+ * from the VM's annotation (Kubernetes: right after a restart), or the runner's last pass (where the
+ * platform keeps the record itself: standalone, in memory).
+ */
+function warmRunsUnder(mode: CollectorMode, warmRef: WarmRef): (vm: VmKey, policy: Policy) => Policy {
   const { policySource } = mode;
   const key = `${policySource.prefix}${WARM_STARTS_ANNOTATION}`;
-  return (vm, policy) => warmWaitingPolicy(policy, parseWarmStarts(policySource.metadataFor(vm).annotations[key]));
+  return (vm, policy) => {
+    const since = warmRef.runner?.waitingSince(vm);
+    const records =
+      since !== undefined
+        ? [{ atMs: since, outcome: "waiting" as const }]
+        : parseWarmStarts(policySource.metadataFor(vm).annotations[key]);
+    return warmWaitingPolicy(policy, records);
+  };
+}
+
+/** The warm-start runner, made after the fleet that reads it (a late binding, like the schedule's agent requests). */
+interface WarmRef {
+  runner?: WarmRunner;
 }
 
 /** Learned warm starts (docs/policy.md): they fire through the start path as trigger `warm`, where the mode can start a VM. */

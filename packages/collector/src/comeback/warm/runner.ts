@@ -77,6 +77,8 @@ export class WarmRunner {
    */
   private readonly humanBaselines = new Map<string, { warmAtMs: number; atMs: number }>();
   private running = false;
+  /** VMs whose warm start waits for its person, as of the last pass: when it was made. */
+  private readonly waiting = new Map<string, number>();
 
   constructor(private readonly options: WarmRunnerOptions) {}
 
@@ -103,10 +105,30 @@ export class WarmRunner {
       all.filter(({ facts }) => facts?.instance?.unschedulable).map(({ facts }) => ({ needs: facts?.needs ?? [] })),
       now,
     );
-    for (const { vm, facts } of all)
-      if (facts) await this.carryOut(vm, facts, planWarmStart(this.inputOf(vm, facts, now, true)));
+    for (const { vm, facts } of all) {
+      if (!facts) continue;
+      const plan = planWarmStart(this.inputOf(vm, facts, now, true));
+      await this.carryOut(vm, facts, plan);
+      // What is on the VM now: the plan wrote a new record, else the one read.
+      const record = plan.kind === "none" ? facts : this.options.platform.facts(vm);
+      const waiting = waitingWarmStart(
+        parseWarmStarts(record?.annotations[`${this.options.prefix}${WARM_STARTS_ANNOTATION}`]),
+      );
+      if (waiting) this.waiting.set(vmId(vm), waiting.atMs);
+      else this.waiting.delete(vmId(vm));
+    }
     const ids = new Set(all.map(({ vm }) => vmId(vm)));
     for (const id of this.humanBaselines.keys()) if (!ids.has(id)) this.humanBaselines.delete(id);
+    for (const id of this.waiting.keys()) if (!ids.has(id)) this.waiting.delete(id);
+  }
+
+  /**
+   * When the VM's warm start that still waits for its person was made, as of the last pass; else
+   * undefined. The loop reads it for every Report: while it waits, the collector hears every sample
+   * (a person's first keystroke settles it at once) and the VM runs under its warm window.
+   */
+  waitingSince(vm: VmKey): number | undefined {
+    return this.waiting.get(vmId(vm));
   }
 
   /**

@@ -198,7 +198,10 @@ describe("the warm-start runner (fake clock, Europe/Berlin, the Monday after the
       returns: weekdayPattern().length,
     });
     const warmAt = berlinAt(2026, 3, 30, 8, 44);
+    expect(h.runner.waitingSince(VM)).toBeUndefined();
     await h.at(warmAt);
+    // The loop hears every sample and applies the warm window while it waits (the pass's record).
+    expect(h.runner.waitingSince(VM)).toBe(warmAt);
     // The new boot's first Report: status reads between passes take no baseline of their own.
     h.human(berlinAt(2026, 3, 30, 8, 46));
     expect(h.runner.status(VM)).toMatchObject({ waitingSinceMs: warmAt, now: "warm-started: waiting for its person" });
@@ -207,6 +210,7 @@ describe("the warm-start runner (fake clock, Europe/Berlin, the Monday after the
     expect(h.runner.status(VM)?.waitingSinceMs).toBe(warmAt);
     await h.at(berlinAt(2026, 3, 30, 8, 51));
     expect(h.runner.counts).toEqual({ used: 1, wasted: 0 });
+    expect(h.runner.waitingSince(VM)).toBeUndefined();
     expect(h.runner.status(VM)).toMatchObject({ on: true, lastWeek: { used: 1, wasted: 0 } });
     expect(h.runner.status(VM)?.waitingSinceMs).toBeUndefined();
     // Not opted in and no record: nothing to say. The owner's off: said.
