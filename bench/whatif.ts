@@ -22,6 +22,11 @@ const option = (name: string, fallback: number): number => {
   const index = process.argv.indexOf(`--${name}`);
   return index >= 0 ? Number(process.argv[index + 1]) : fallback;
 };
+if (process.argv.includes("--help")) {
+  // Without this, --help ran the defaults: a week of 1,000 VMs, minutes of a shared machine.
+  console.log("node bench/run.mjs whatif [--vms N (1000)] [--values N (4)] [--jobs N (the cores)] [--batch N (100)]");
+  process.exit(0);
+}
 const vmCount = option("vms", 1000);
 const valueCount = option("values", 4);
 const jobs = option("jobs", availableParallelism());

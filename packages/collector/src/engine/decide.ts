@@ -44,6 +44,7 @@ import {
   type Draft,
   type Outcome,
   vetoEnds,
+  waiting,
 } from "./draft.js";
 import {
   stopWord,
@@ -166,7 +167,7 @@ function decideActive(d: Draft): Outcome {
   if (lostFor !== undefined) return loseAgent(d, lostFor);
   const { rec, policy } = d;
   const idle = idleMs(d) ?? 0;
-  const wait = (reason: string): Outcome => ({ ...activeTiming(d, reason), waiting: true });
+  const wait = (reason: string): Outcome => waiting(activeTiming(d, reason));
   if (!policy.autostopEnabled) return wait(`autostop is disabled: tracked, never stopped (idle ${duration(idle)})`);
   if (rec.awaitingFreshReport)
     return wait("restored after a collector restart: waiting for a fresh report before deciding");
@@ -216,7 +217,7 @@ function decidePending(d: Draft): Outcome {
   // A stop-by notice is sent again as what it was (its stop-by already spent: the record keeps the next).
   if (withdrawObserveNotice(d))
     return byStopBy ? startStopByNotice(d, rec.stopByAtMs, notice.sentAtMs) : startNotice(d);
-  const wait = (reason: string): Outcome => ({ ...pendingTiming(d, reason), waiting: true });
+  const wait = (reason: string): Outcome => waiting(pendingTiming(d, reason));
   if (rec.awaitingFreshReport)
     return wait("restored after a collector restart: waiting for a fresh report before the pending stop can go ahead");
   if (graceOver(notice, nowMs) && byStopBy) {
@@ -379,7 +380,7 @@ function decideUnseen(d: Draft): Outcome {
   const limit = policy.stopWhenAgentLostAfterSeconds;
   const silentSince =
     rec.state === "AgentLost" ? rec.lastReportAtMs : observation.vmRunning === true ? rec.sinceMs : undefined;
-  const wait = (reason: string): Outcome => ({ ...unseenTiming(d, reason), waiting: true });
+  const wait = (reason: string): Outcome => waiting(unseenTiming(d, reason));
   if (silentSince === undefined)
     return wait(rec.state === "Unknown" ? "waiting for the first report" : "the agent is lost: never stopped");
   const silentMs = nowMs - silentSince;

@@ -83,6 +83,12 @@ export interface Outcome {
   stopAtMs?: number;
 }
 
+/** An outcome of a state that only waits. The timing functions return a fresh object: marked in place, not copied (a replay decides millions of times). */
+export function waiting(outcome: Outcome): Outcome {
+  outcome.waiting = true;
+  return outcome;
+}
+
 // --- the parts every state shares -----------------------------------------------------
 
 export function transition(d: Draft, to: EngineState): void {

@@ -1,12 +1,17 @@
 // The readings /metrics exports must be enough for the engine to see the same
 // thing again: Report → readings → synthetic Report gives the same evidence.
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { ReportSchema, SourceState } from "@ws/protocol";
+import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { ReportSchema, SourceState, TerminalSessionSchema } from "@ws/protocol";
 import { describe, expect, it } from "vitest";
 import { extractEvidence, vetoesAt } from "../../../src/engine/evidence.js";
 import { BUILTIN_DEFAULT_POLICY, mergePolicy } from "../../../src/engine/policy.js";
 import type { Evidence, Policy } from "../../../src/engine/types.js";
-import { readingsFromReport, reportFromReadings } from "../../../src/model/readings.js";
+import {
+  type ReportReadings,
+  readingsFromReport,
+  reportFromReadings,
+  type SyntheticReportOptions,
+} from "../../../src/model/readings.js";
 
 const AT = 1_700_000_000_000;
 
@@ -189,6 +194,74 @@ describe("readings round trip", () => {
     });
     const evidence = extractEvidence({ report: synthetic, receivedAtMs: AT + 60_000 }, BUILTIN_DEFAULT_POLICY);
     expect(evidence.vetoes).toEqual([expect.objectContaining({ kind: "lease", untilMs: AT + 3_600_000 })]);
+  });
+});
+
+describe("the replayed Report is a protobuf-es message", () => {
+  // reportFromReadings builds a plain object, not through create(): it must be exactly what
+  // protobuf-es makes (every field, zero values, proto3 optionals and unset messages absent), so the
+  // engine reads the same as from a decoded Report. A binary round trip builds that reference.
+  const every: ReportReadings = {
+    cpuBusyRatio: 0.4,
+    userProcessCpuCores: 1.5,
+    networkBytesPerSecond: 900,
+    diskBytesPerSecond: 1200,
+    gpuCount: 2,
+    gpuUtilization: { "1": 0.6 },
+    gpuProcesses: 2,
+    jupyterBusyKernels: 1,
+    jupyterConnectedKernels: 2,
+    idleInhibitors: 2,
+    lastActivityAtMs: {
+      "tty-input": AT - 5_000,
+      "tty-output": AT - 1_000,
+      "desktop-input": AT - 7_000,
+      "remote-connected": AT,
+      "remote-session": AT - 60_000,
+      "jupyter-server": AT - 2_000,
+      "jupyter-kernel": AT - 3_000,
+      "jupyter-terminal": AT - 4_000,
+      "code-server": AT - 9_000,
+    },
+    remoteForwardJupyterPort: 8888,
+    remoteCadenceSeconds: 30,
+  };
+  const cases: Record<string, [ReportReadings, SyntheticReportOptions]> = {
+    "nothing but a GPU": [
+      {
+        gpuCount: 1,
+        gpuUtilization: {},
+        gpuProcesses: 0,
+        jupyterBusyKernels: 0,
+        jupyterConnectedKernels: 0,
+        idleInhibitors: 0,
+        lastActivityAtMs: {},
+      },
+      { intervalSeconds: 60 },
+    ],
+    "every reading and a lease": [
+      every,
+      { intervalSeconds: 60, lease: { takenAtMs: AT - 600_000, expiresAtMs: AT + 600_000 } },
+    ],
+    "a typist only": [{ ...readingsFromReport(REPORTS["two ssh sessions, one typing"], AT) }, { intervalSeconds: 15 }],
+  };
+  for (const [name, [readings, options]] of Object.entries(cases)) {
+    it(`has protobuf-es's own shape: ${name}`, () => {
+      const built = reportFromReadings(readings, AT, options);
+      expect(built).toStrictEqual(fromBinary(ReportSchema, toBinary(ReportSchema, built)));
+    });
+  }
+
+  it("shares nothing a later step could change: the parts every Report has are frozen", () => {
+    const built = reportFromReadings(cases["nothing but a GPU"]![0], AT, { intervalSeconds: 60 });
+    expect(() => built.sessions?.sessions.push(create(TerminalSessionSchema))).toThrow(TypeError);
+    expect(() => {
+      built.sources[0]!.state = SourceState.FAILED;
+    }).toThrow(TypeError);
+    // What differs from step to step is the step's own.
+    const next = reportFromReadings(cases["nothing but a GPU"]![0], AT + 60_000, { intervalSeconds: 60 });
+    expect(next.gpu).not.toBe(built.gpu);
+    expect(next.system).not.toBe(built.system);
   });
 });
 
