@@ -768,8 +768,10 @@ describe.sequential("a real VM with the packaged agent", () => {
     });
 
     const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    // The page's requested stage is the collector's clock, the request file's a moment later.
+    const signed = (ms: number) => (ms < 0 ? `−${s(-ms)}` : `+${s(ms)}`);
     const stageLine = progress.stages
-      .map((stage) => `${stage.label} ${stage.atMs === undefined ? "-" : `+${s(stage.atMs - requestedAt)}`}`)
+      .map((stage) => `${stage.label} ${stage.atMs === undefined ? "-" : signed(stage.atMs - requestedAt)}`)
       .join(", ");
     note(
       `vm-warm: warm start (${zone}): start command ${s(arrivalMs - requestedAt)} before the usual arrival, → QEMU started ${s(qemuAt - requestedAt)}, ` +
