@@ -5,7 +5,6 @@
 import { formatDuration } from "@ws/protocol";
 import type { ChartPoint, HistoryTransition } from "../outreach/history.js";
 import type { VmDetail } from "../model/vm-view.js";
-import type { WarmStatus } from "../comeback/warm/plan.js";
 import { renderChart } from "./chart.js";
 import { measuredRows } from "./signal-rows.js";
 import { at, escapeHtml, page, when } from "./html.js";
@@ -29,8 +28,14 @@ export interface VmPageInput {
     nextStart?: string;
     nextStopBy?: string;
   };
-  /** The VM's learned warm starts, when it opted in or has a record of them (comeback/warm/plan.ts). */
-  warmStart?: WarmStatus;
+  /** The VM's learned warm starts, when it opted in or has a record of them (comeback/warm/plan.ts WarmStatus). */
+  warmStart?: {
+    on: boolean;
+    now: string;
+    waitingSinceMs?: number;
+    lastWeek: { used: number; wasted: number };
+    returns: number;
+  };
 }
 
 /** How the agent went, after "not connected": said goodbye (on purpose) or vanished (docs/policy.md). */
