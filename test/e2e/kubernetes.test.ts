@@ -29,6 +29,7 @@ import { afterAll, beforeAll, describe, it, type TestContext } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { LEADER_LABEL } from "../../packages/collector/src/platform/kube/leader-label.js";
 import { encodeReturns } from "../../packages/collector/src/comeback/warm/returns.js";
+import { zoneAwayFromMidnight } from "../support/owner-zone.js";
 import {
   resourceByKind,
   startFakeKube,
@@ -2203,22 +2204,7 @@ describe("A warm start learned from returns (issue 36)", { timeout: SCENARIO_TIM
     const s = await Scenario.create(context, { startStepMs: 500 });
     // The owner's zone: one where the next minutes are not near midnight (the arrival belongs to today).
     const nowMs = Date.now();
-    const localMinute = (zone: string, ms: number) => {
-      const [h, m] = new Intl.DateTimeFormat("en-GB", {
-        timeZone: zone,
-        hour: "2-digit",
-        minute: "2-digit",
-        hourCycle: "h23",
-      })
-        .format(new Date(ms))
-        .split(":")
-        .map(Number);
-      return h! * 60 + m!;
-    };
-    const zone = ["America/New_York", "Asia/Tokyo", "Europe/Berlin"].find((z) => {
-      const minute = localMinute(z, nowMs);
-      return minute > 30 && minute < 23 * 60;
-    })!;
+    const zone = zoneAwayFromMidnight(["America/New_York", "Asia/Tokyo", "Europe/Berlin"], nowMs);
     // The last three weeks' returns on this weekday, 3 minutes from now in the owner's zone, each a
     // 10 s boot: the usual arrival is then, the lead ceil((10 s + 2 min) / 1 min) = 3 min, so the
     // warm start is due now. (A daylight saving change among those weeks moves one of three: the

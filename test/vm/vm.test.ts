@@ -24,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PtySession } from "../support/pty.js";
 import { existsSync, readFileSync } from "node:fs";
 import { eventually, getText, repoRoot } from "../support/process.js";
+import { zoneAwayFromMidnight } from "../support/owner-zone.js";
 import { VmTestCollector, type TracedReport, type VmView } from "./collector.js";
 import { Guest, ROOT_DRIVE, createOverlay, imageVirtualSize, resizeImageOffline } from "./guest.js";
 import { requireHostTools, requireRoot } from "./host-tools.js";
@@ -654,10 +655,7 @@ describe.sequential("a real VM with the packaged agent", () => {
     // The earlier guests are done: their CPU is this boot's.
     for (const guest of guests) await guest.destroy();
     // The owner's zone: one where the next minutes are not near midnight (the arrival is today's).
-    const zone = [SCHEDULE_ZONE, "America/New_York", "Asia/Tokyo"].find((z) => {
-      const minute = localMinute(z, Date.now());
-      return minute > 30 && minute < 23 * 60;
-    })!;
+    const zone = zoneAwayFromMidnight([SCHEDULE_ZONE, "America/New_York", "Asia/Tokyo"], Date.now());
     // Three weeks of returns on this weekday, 3 minutes from now in the owner's zone, each a 60 s
     // wait: the usual arrival is then, the lead ceil((60 s + 2 min) / 1 min) = 3 min, so the warm
     // start is due at the collector's first pass (every 30 s). A daylight saving change among those
@@ -780,20 +778,6 @@ describe.sequential("a real VM with the packaged agent", () => {
     );
   });
 });
-
-/** Minutes since local midnight in `zone` at `ms`. */
-function localMinute(zone: string, ms: number): number {
-  const [h, m] = new Intl.DateTimeFormat("en-GB", {
-    timeZone: zone,
-    hour: "2-digit",
-    minute: "2-digit",
-    hourCycle: "h23",
-  })
-    .format(new Date(ms))
-    .split(":")
-    .map(Number);
-  return h! * 60 + m!;
-}
 
 /** The sum of workstation_start_to_ready_seconds: one start's seconds, read before and after it. */
 function startToReadySum(metrics: string): number {
