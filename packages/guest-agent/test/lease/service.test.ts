@@ -380,7 +380,8 @@ describe("LeaseService", () => {
       async () => (await callAgent(h.socketPath, { op: "status" }).catch(() => ({ ok: false }))).ok,
       "the socket to be served",
     );
-    expect(h.logs.some((line) => line.includes("now serving"))).toBe(true);
+    // The socket can answer before listen() has returned to log it (the server accepts while it finishes setting up).
+    await eventually(async () => h.logs.some((line) => line.includes("now serving")), "the 'now serving' line");
   });
 
   it("status carries the collector's view, the policy, the connection and the pending notice", async () => {
