@@ -1,7 +1,6 @@
 // Start the shipped artifacts as real processes and watch their output.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -110,16 +109,7 @@ export function start(
   };
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from "./ports.js";
 
 export async function getText(url: string): Promise<{ status: number; body: string }> {
   const response = await fetch(url);
