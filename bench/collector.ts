@@ -2,6 +2,7 @@
 //
 //   node bench/run.mjs collector [--mode kubernetes|standalone] [--vms 1k,5k,10k] [--interval 15s] [--measure 45s]
 //                                [--ceiling-vms 1k] [--ceiling-intervals 1s,0.5s,0.25s,0.1s] [--ceiling-measure 15s]
+//                                [--mix realistic,worst] [--baseline REF]
 //
 // The built collector, pinned to one core (taskset), with autostop enabled in
 // observe mode: in Kubernetes mode (the default) against the fake API server
@@ -17,7 +18,9 @@
 // Directive round trip at the client (an upper bound on receive-to-decided);
 // Kubernetes writes, from the fake API server's request log. Then at
 // --ceiling-vms it shortens the interval step by step to find the most
-// reports/s one core sustains.
+// reports/s one core sustains. With --baseline REF (a branch, tag or commit, e.g. main's) every size
+// also runs the worst case against REF's collector, built into bench/.cache/baseline/, in the same
+// run: its figures beside this tree's, on the same machine at the same time.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -35,12 +38,14 @@ import { startFakeKube, type FakeKube, type RequestRecord } from "../test/suppor
 import type { LoadCommand, LoadStats } from "./loadgen.js";
 import { parseOpenFileLimit } from "../packages/collector/src/agents/connection-cap.js";
 import { REALISTIC_MIX_TEXT } from "./lib/fleet-mix.js";
+import { baselineCollector, type BaselineCollector } from "./lib/baseline.js";
 
 const USAGE =
   "usage: node bench/run.mjs collector [--mode kubernetes|standalone] [--vms 1k,10k,20k] [--interval 15s] [--measure 45s] [--ceiling-vms 1k] [--ceiling-intervals 1s,0.5s,0.25s,0.1s] [--ceiling-measure 15s] [--connect-rate N/10 per s]\n" +
   "       [--hostile-vms 50 (0: skip)] [--hostile-normal-vms 500] [--hostile-minutes 2] [--hostile-kind largest-allowed|gpu-flood] [--hostile-interval 15s]\n" +
   "       [--clients-per-loadgen 5000 (agents per load generator process)] [--heap-snapshot-vms N (default the smallest size; 0: none)]\n" +
-  "       [--collector-node-flags='--cpu-prof --cpu-prof-dir=DIR' (Node flags for the measured collectors)] [--mix realistic,worst]";
+  "       [--collector-node-flags='--cpu-prof --cpu-prof-dir=DIR' (Node flags for the measured collectors)] [--mix realistic,worst]\n" +
+  "       [--baseline REF (also run the worst case against REF's collector, e.g. main or 021e890)]";
 const args = benchArgs(
   process.argv.slice(2),
   [
@@ -63,6 +68,7 @@ const args = benchArgs(
     "heap-snapshot-vms",
     "collector-node-flags",
     "mix",
+    "baseline",
   ],
   USAGE,
 );
@@ -74,6 +80,22 @@ const mixes = (args.mix ?? "realistic,worst").split(",").map((m) => m.trim()) as
 if (mixes.some((m) => m !== "realistic" && m !== "worst")) {
   process.stderr.write(`--mix must be realistic, worst or both\n${USAGE}\n`);
   process.exit(2);
+}
+/** The other commit's collector, run beside this tree's on the worst case (its agents' Reports every interval). */
+let baseline: (BaselineCollector & { label: string }) | undefined;
+if (args.baseline !== undefined) {
+  try {
+    const built = baselineCollector(args.baseline);
+    baseline = {
+      ...built,
+      label: built.commit.startsWith(args.baseline)
+        ? built.commit.slice(0, 7)
+        : `${args.baseline} (${built.commit.slice(0, 7)})`,
+    };
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n${USAGE}\n`);
+    process.exit(2);
+  }
 }
 const mode = args.mode ?? "kubernetes";
 if (mode !== "kubernetes" && mode !== "standalone") {
@@ -361,6 +383,7 @@ async function withFleet<T>(
   extraVms = 0,
   heapSnapshots = false,
   mix: "realistic" | "worst" = "worst",
+  bundle?: string,
 ): Promise<T> {
   let kube: FakeKube | undefined;
   if (mode === "kubernetes") {
@@ -380,6 +403,7 @@ async function withFleet<T>(
       ...(kube ? { kubeconfig: kube.kubeconfigPath } : {}),
       heapSnapshots,
       nodeFlags: collectorNodeFlags,
+      ...(bundle ? { bundle } : {}),
     });
   } catch (error) {
     await kube?.close();
@@ -544,9 +568,9 @@ async function hostileRun(): Promise<{ rows: Array<Array<string | number>>; p99R
 /** RSS of a collector in this mode that knows no VM: the zero the per-VM figures count from. */
 /** The live V8 heap a scrape reports (prom-client's nodejs_heap_size_used_bytes): RSS less GC headroom and native memory. */
 const heapUsed = (body: string) => sampleValue(body, "nodejs_heap_size_used_bytes") ?? NaN;
-let heapEmpty = NaN;
 
-async function emptyCollectorRss(): Promise<number> {
+/** An empty collector's RSS and live heap (no VM): what per-VM figures are taken over. */
+async function emptyCollector(bundle?: string): Promise<{ rss: number; heap: number }> {
   const kube = mode === "kubernetes" ? await startFakeKube() : undefined;
   try {
     const collector = await startCollector({
@@ -555,18 +579,27 @@ async function emptyCollectorRss(): Promise<number> {
       cpus: collectorCpu,
       policyYaml: ["  defaults:", "    autostop: enabled", "    mode: observe", "    idle-timeout: 2h"].join("\n"),
       ...(kube ? { kubeconfig: kube.kubeconfigPath } : {}),
+      ...(bundle ? { bundle } : {}),
     });
     try {
       await collector.scrape();
       await delay(2_000);
-      heapEmpty = heapUsed((await collector.scrape()).body);
-      return memory(collector.pid).rssBytes;
+      const heap = heapUsed((await collector.scrape()).body);
+      return { rss: memory(collector.pid).rssBytes, heap };
     } finally {
       await collector.stop();
     }
   } finally {
     await kube?.close();
   }
+}
+
+function worstFigures(
+  f: { cpuWithScrapes: number; scrapeSeconds: number; rttP99: number; bytesPerVm: number } | undefined,
+): string {
+  return f
+    ? `${fmt(100 * f.cpuWithScrapes)} % / ${fmt(f.scrapeSeconds * 1000)} ms / ${fmt(f.rttP99)} ms / ${fmt(f.bytesPerVm / 1000)} KB`
+    : "not run";
 }
 
 /** Times the collector stepped down so far (Kubernetes mode): each drops every agent stream. */
@@ -654,6 +687,8 @@ async function main(): Promise<void> {
   const findings: Array<{
     vms: number;
     mix: "realistic" | "worst";
+    /** Run against the --baseline commit's collector. */
+    baseline: boolean;
     samplesPerSecond: number;
     reportsPerSecond: number;
     cpuShare: number;
@@ -674,12 +709,18 @@ async function main(): Promise<void> {
   }> = [];
   let heap: { vms: number; rows: HeapRow[]; totalBytes: number } | undefined;
   const burstRows: Array<Array<string | number>> = [];
-  const rssEmpty = await emptyCollectorRss();
+  const empty = await emptyCollector();
+  const emptyBaseline = baseline ? await emptyCollector(baseline.bundle) : undefined;
   const failures: string[] = [];
+  const runs = [
+    ...mixes.map((mix) => ({ mix, baseline: false })),
+    ...(baseline ? [{ mix: "worst" as const, baseline: true }] : []),
+  ];
   for (const count of vmCounts)
-    for (const mix of mixes) {
+    for (const { mix, baseline: onBaseline } of runs) {
       const started = performance.now();
-      const label = `${count} ${mix}`;
+      const label = onBaseline ? `${count} worst, ${baseline!.label}` : `${count} ${mix}`;
+      const { rss: rssEmpty, heap: heapEmpty } = onBaseline ? emptyBaseline! : empty;
       try {
         await withFleet(
           count,
@@ -726,6 +767,7 @@ async function main(): Promise<void> {
             findings.push({
               vms: count,
               mix,
+              baseline: onBaseline,
               samplesPerSecond: window.loadSamples / window.seconds,
               reportsPerSecond: window.reportsPerSecond,
               cpuShare,
@@ -744,7 +786,7 @@ async function main(): Promise<void> {
               connected: burst.connected,
               connectionCap: burst.connectionCap,
             });
-            if (count === heapSnapshotVms && mix === mixes[0]) {
+            if (count === heapSnapshotVms && mix === mixes[0] && !onBaseline) {
               const file = await collector.heapSnapshot();
               heap = { vms: count, ...summarizeHeapSnapshot(file) };
               // WS_BENCH_KEEP_HEAP_SNAPSHOT=PATH keeps it for a closer look (e.g. in Chrome's DevTools).
@@ -801,8 +843,9 @@ async function main(): Promise<void> {
             ]);
           },
           0,
-          count === heapSnapshotVms && mix === mixes[0],
+          count === heapSnapshotVms && mix === mixes[0] && !onBaseline,
           mix,
+          onBaseline ? baseline!.bundle : undefined,
         );
       } catch (error) {
         // One size failing (the machine too busy for the burst) leaves the others' figures standing.
@@ -1055,7 +1098,7 @@ async function main(): Promise<void> {
           "every agent connected after",
         ],
         findings.map((f) => [
-          `${f.vms} ${f.mix}`,
+          f.baseline ? `${f.vms} worst, ${baseline!.label}` : `${f.vms} ${f.mix}`,
           `${fmt(f.bytesPerVm / 1000)} KB`,
           `${fmt(f.heapPerVm / 1000)} KB`,
           fmt(f.seriesPerVm),
@@ -1078,7 +1121,8 @@ async function main(): Promise<void> {
     );
   }
   // Issue 14's targets are today's worst case: every VM a full Report every interval.
-  const at = (vms: number) => findings.find((f) => f.vms === vms && f.mix === "worst");
+  const at = (vms: number) => findings.find((f) => f.vms === vms && f.mix === "worst" && !f.baseline);
+  const baselineAt = (vms: number) => findings.find((f) => f.vms === vms && f.baseline);
   const lost = (vms: number) => (at(vms) ? String(at(vms)!.leadershipLost) : "not run");
   const realistic = findings.filter((f) => f.mix === "realistic");
   if (realistic.length > 0) {
@@ -1095,6 +1139,7 @@ async function main(): Promise<void> {
           "RSS per VM (≤ 80 KB)",
           "leadership lost (0)",
           "worst case: CPU / /metrics p50 / p99 / RSS per VM",
+          ...(baseline ? [`${baseline.label}, worst case: CPU / /metrics p50 / p99 / RSS per VM`] : []),
         ],
         realistic.map((f) => {
           const worst = worstOf(f.vms);
@@ -1106,9 +1151,8 @@ async function main(): Promise<void> {
             `${fmt(f.rttP99)} ms`,
             `${fmt(f.bytesPerVm / 1000)} KB`,
             f.leadershipLost,
-            worst
-              ? `${fmt(100 * worst.cpuWithScrapes)} % / ${fmt(worst.scrapeSeconds * 1000)} ms / ${fmt(worst.rttP99)} ms / ${fmt(worst.bytesPerVm / 1000)} KB`
-              : "not run",
+            worstFigures(worst),
+            ...(baseline ? [worstFigures(baselineAt(f.vms))] : []),
           ];
         }),
       ),
@@ -1117,7 +1161,7 @@ async function main(): Promise<void> {
       "",
     );
   }
-  const tenK = at(10_000) ?? findings.filter((f) => f.mix === "worst").at(-1);
+  const tenK = at(10_000) ?? findings.filter((f) => f.mix === "worst" && !f.baseline).at(-1);
   if (tenK) {
     out.push("### Targets (issue 14)", "");
     const figure = (value: number | undefined, format: (v: number) => string) =>

@@ -26,6 +26,8 @@ export interface CollectorOptions {
   openFiles?: number;
   /** Let heapSnapshot() ask for a V8 heap snapshot (SIGUSR2, written into the collector's directory). */
   heapSnapshots?: boolean;
+  /** Another ws-collector.cjs to run (a baseline commit's, lib/baseline.ts); default this tree's. */
+  bundle?: string;
 }
 
 export interface RunningCollector {
@@ -76,7 +78,7 @@ export async function startCollector(options: CollectorOptions): Promise<Running
     [
       ...(options.nodeFlags ?? []),
       ...(options.heapSnapshots ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`] : []),
-      collectorBundle,
+      options.bundle ?? collectorBundle,
       "serve",
       "--config",
       configFile,
