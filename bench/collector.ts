@@ -44,7 +44,7 @@ const USAGE =
   "usage: node bench/run.mjs collector [--mode kubernetes|standalone] [--vms 1k,10k,20k] [--interval 15s] [--measure 45s] [--ceiling-vms 1k] [--ceiling-intervals 1s,0.5s,0.25s,0.1s] [--ceiling-measure 15s] [--connect-rate N/10 per s]\n" +
   "       [--hostile-vms 50 (0: skip)] [--hostile-normal-vms 500] [--hostile-minutes 2] [--hostile-kind largest-allowed|gpu-flood] [--hostile-interval 15s]\n" +
   "       [--clients-per-loadgen 5000 (agents per load generator process)] [--heap-snapshot-vms N (default the smallest size; 0: none)]\n" +
-  "       [--collector-node-flags='--cpu-prof --cpu-prof-dir=DIR' (Node flags for the measured collectors)] [--mix realistic,worst]\n" +
+  "       [--collector-node-flags='--cpu-prof --cpu-prof-dir=DIR' (Node flags for the measured collectors)] [--mix realistic,worst] [--worst-measure 45s (default --measure)]\n" +
   "       [--baseline REF (also run the worst case against REF's collector, e.g. main or 021e890)]";
 const args = benchArgs(
   process.argv.slice(2),
@@ -68,6 +68,7 @@ const args = benchArgs(
     "heap-snapshot-vms",
     "collector-node-flags",
     "mix",
+    "worst-measure",
     "baseline",
   ],
   USAGE,
@@ -105,6 +106,9 @@ if (mode !== "kubernetes" && mode !== "standalone") {
 const vmCounts = args.vms === "0" ? [] : integers(args.vms, [1000, 10000, 20000], "vms");
 const intervalSeconds = seconds(args.interval, 15, "interval");
 const measureSeconds = seconds(args.measure, 45, "measure");
+/** The worst case's window: its VMs send every sample, so it needs no window that holds a heartbeat. */
+const worstMeasureSeconds = seconds(args["worst-measure"], measureSeconds, "worst-measure");
+const windowFor = (mix: "realistic" | "worst") => (mix === "worst" ? worstMeasureSeconds : measureSeconds);
 const ceilingVms = args["ceiling-vms"] === "0" ? 0 : integers(args["ceiling-vms"], [1000], "ceiling-vms")[0]!;
 const ceilingIntervals = (args["ceiling-intervals"] ?? "1s,0.5s,0.25s,0.1s")
   .split(",")
@@ -731,7 +735,7 @@ async function main(): Promise<void> {
             await delay((intervalSeconds + 10) * 1000);
             const windowStartMs = performance.now();
             process.stderr.write(`bench collector: ${new Date().toISOString()} window starts\n`);
-            const window = await measure(collector, load, measureSeconds);
+            const window = await measure(collector, load, windowFor(mix));
             if (kube) {
               const warmup = kubeWrites(kube, 0, windowStartMs);
               const steady = kubeWrites(kube, windowStartMs, performance.now());
@@ -908,7 +912,7 @@ async function main(): Promise<void> {
       `"realistic", where each VM samples every ${intervalSeconds} s and sends what the collector's ReportWhen asks for (the agent's own gate): ${REALISTIC_MIX_TEXT}; ` +
       `policy: autostop enabled, observe mode, idle-timeout 2h; VMs are decided on their Reports and at the deadlines their decisions name (no tick). Each N gets a fresh collector. ` +
       `Every run starts with a reconnect burst: all N agents open their streams within ${args["connect-rate"] ? `N / ${args["connect-rate"]} s` : "10 s (at least 1,000 per second)"}, as after a collector restart, and report from their first Directive on. ` +
-      `CPU and reports/s over a ${measureSeconds} s window after ${intervalSeconds + 10} s of warm-up, with /metrics scraped every ${SCRAPE_EVERY_SECONDS} s inside it as Prometheus does ` +
+      `CPU and reports/s over a ${measureSeconds} s window (${worstMeasureSeconds === measureSeconds ? "both mixes" : `the worst case: ${worstMeasureSeconds} s`}) after ${intervalSeconds + 10} s of warm-up, with /metrics scraped every ${SCRAPE_EVERY_SECONDS} s inside it as Prometheus does ` +
       `(the scrape times are those scrapes'; "reports + deadlines" is the window's CPU less theirs). ` +
       `The orchestrating harness and other processes on this 2-core machine share the cores.`,
     "",
