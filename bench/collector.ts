@@ -790,13 +790,6 @@ async function main(): Promise<void> {
               connected: burst.connected,
               connectionCap: burst.connectionCap,
             });
-            if (count === heapSnapshotVms && mix === mixes[0] && !onBaseline) {
-              const file = await collector.heapSnapshot();
-              heap = { vms: count, ...summarizeHeapSnapshot(file) };
-              // WS_BENCH_KEEP_HEAP_SNAPSHOT=PATH keeps it for a closer look (e.g. in Chrome's DevTools).
-              if (process.env.WS_BENCH_KEEP_HEAP_SNAPSHOT) renameSync(file, process.env.WS_BENCH_KEEP_HEAP_SNAPSHOT);
-              else rmSync(file, { force: true });
-            }
             burstRows.push([
               label,
               `${fmt(burst.connectSeconds)} s`,
@@ -845,6 +838,21 @@ async function main(): Promise<void> {
               `${fmt((100 * window.loadCpu) / window.seconds)} %`,
               bytes(window.loadRss),
             ]);
+            // Last, after the figures are kept: writing a snapshot stops the collector for as long as it
+            // takes (at 10k VMs long enough for the agents' keepalives to give up and reconnect).
+            if (count === heapSnapshotVms && mix === mixes[0] && !onBaseline) {
+              try {
+                const file = await collector.heapSnapshot();
+                heap = { vms: count, ...summarizeHeapSnapshot(file) };
+                // WS_BENCH_KEEP_HEAP_SNAPSHOT=PATH keeps it for a closer look (e.g. in Chrome's DevTools).
+                if (process.env.WS_BENCH_KEEP_HEAP_SNAPSHOT) renameSync(file, process.env.WS_BENCH_KEEP_HEAP_SNAPSHOT);
+                else rmSync(file, { force: true });
+              } catch (error) {
+                failures.push(
+                  `${label} VMs, heap snapshot (the figures stand): ${(error as Error).message.slice(0, 300)}`,
+                );
+              }
+            }
           },
           0,
           count === heapSnapshotVms && mix === mixes[0] && !onBaseline,
