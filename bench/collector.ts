@@ -606,6 +606,16 @@ function worstFigures(
     : "not run";
 }
 
+/**
+ * The collector's own event-loop delay over the window, from prom-client's gauges in each scrape
+ * (each covers the time since the previous scrape): the stalls a Report can wait behind, on the
+ * collector's side of the client's round trip.
+ */
+function loopStalls(scrapes: readonly { body: string }[]): string {
+  const worst = (name: string) => Math.max(0, ...scrapes.map((scrape) => sampleValue(scrape.body, name) ?? 0));
+  return `${fmt(worst("nodejs_eventloop_lag_max_seconds") * 1000)} / ${fmt(worst("nodejs_eventloop_lag_p99_seconds") * 1000)} ms`;
+}
+
 /** Times the collector stepped down so far (Kubernetes mode): each drops every agent stream. */
 function leadershipLosses(collector: RunningCollector): number {
   return (collector.proc.output().match(/lost the leadership/g) ?? []).length;
@@ -814,6 +824,7 @@ async function main(): Promise<void> {
               `${quantileMs(window.decisions, 0.5)} / ${quantileMs(window.decisions, 0.99)}`,
               `${fmt(rtt.p50)} / ${fmt(rtt.p99)} ms`,
               `${window.dropped} / ${leadershipLosses(collector)}`,
+              loopStalls([...window.cadenceScrapes, window.scrapes[1]!]),
             ]);
             const last = window.scrapes.at(-1)!;
             scrapeRows.push([
@@ -937,6 +948,7 @@ async function main(): Promise<void> {
         "decide() p50 / p99 (histogram)",
         "Report→Directive p50 / p99 (client)",
         "streams dropped in window / leadership lost (so far)",
+        "collector event-loop delay in window: longest / p99 (worst scrape)",
       ],
       scaleRows,
     ),
