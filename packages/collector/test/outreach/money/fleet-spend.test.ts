@@ -70,6 +70,31 @@ describe("the fleet's spend", () => {
     expect(usageOfReport({})).toEqual({});
   });
 
+  it("decodes a kept Report once for every tick that reads it, and again only when a new one arrives", () => {
+    let decoded = 0;
+    const kept = (cpuBusyRatio: number) => ({
+      receivedAtMs: 0,
+      get report() {
+        decoded++;
+        return { system: { cpuBusyRatio, cpuCount: 2, memoryTotalBytes: 100n, memoryAvailableBytes: 50n } } as never;
+      },
+    });
+    const loop = (latest: ReturnType<typeof kept>) => ({
+      running: true,
+      connected: true,
+      policy: { profile: "" } as never,
+      record: undefined,
+      latest,
+    });
+    const first = kept(0.5);
+    const ticks = [1, 2, 3].map(() => spendFactsOf(loop(first), undefined));
+    expect(decoded).toBe(1);
+    expect(ticks.map((facts) => facts!.usage!.cpu)).toEqual([0.5, 0.5, 0.5]);
+    expect(ticks[0]!.capacity).toEqual({ cpuCores: 2, memoryBytes: 100, gpus: 0 });
+    expect(spendFactsOf(loop(kept(0.9)), undefined)!.usage!.cpu).toBe(0.9);
+    expect(decoded).toBe(2);
+  });
+
   it("sizes a VM with no spec to read (standalone) from what its guest reports", () => {
     expect(
       guestCapacity({ system: { cpuCount: 4, memoryTotalBytes: 8n * BigInt(GiB) }, gpu: { gpus: [{}, {}] } }),
