@@ -12,5 +12,8 @@ export default defineConfig({
     // One fixed seed for every property test; WS_FUZZ_SEED=random explores (test/support/fuzz-seed.ts).
     setupFiles: ["test/support/fuzz-seed.ts"],
     maxWorkers: 2,
+    // One retry, and every test that needed it named as FLAKY at the end (test/support/flaky-reporter.ts).
+    retry: 1,
+    reporters: ["default", "./test/support/flaky-reporter.ts"],
   },
 });

@@ -1584,6 +1584,9 @@ describe("The starting page in a browser (issue 24)", { timeout: SCENARIO_TIMEOU
       "0/2 nodes are available: 2 Insufficient nvidia.com/GA100_A100_PCIE_40GB.",
     );
     await shot("2-unschedulable");
+    // The collector's once-a-second watch, not this page, tells the owner; a placement it never saw
+    // held is no news, so the hold lasts until it has told (on a busy machine, longer than a page load).
+    await s.waitForEvent("browsed", "StartUnschedulable", 30_000);
 
     s.kube.releaseScheduling(NS, "browsed");
     await until("running", async () => (await stage("running")) === "done");
