@@ -12,7 +12,7 @@ import { availableParallelism } from "node:os";
 import { workerData } from "node:worker_threads";
 import { summarizeSweep, type SweepRunInput } from "../packages/collector/src/offline/whatif/sweep.js";
 import { isSweepWorker } from "../packages/collector/src/offline/whatif/sweep-role.js";
-import { replaySweepJobs, runSweepWorker } from "../packages/collector/src/offline/whatif/sweep-workers.js";
+import { runSweepWorker, SweepPool } from "../packages/collector/src/offline/whatif/sweep-workers.js";
 
 const START = Date.parse("2026-11-23T00:00:00Z");
 const MIN = 60_000;
@@ -86,7 +86,6 @@ async function bench(): Promise<void> {
 
   const input: SweepRunInput = {
     plan: sweep,
-    histories: [],
     grid,
     falseStopWindowSeconds: parsed.falseStopWindowSeconds,
     falseStopBudget: sweep.falseStopBudget,
@@ -94,28 +93,25 @@ async function bench(): Promise<void> {
     capacity: new Map(),
   };
   const policies = sweep.points.map((point) => input.policyFor(point.overrides));
-  // The fleet in batches of --batch VMs (a week of one takes about 20 MB): each batch's histories are
-  // made, then replayed (timed: CPU of every thread, and wall), then dropped. VMs are independent, so
-  // the rows are those of the whole fleet at once.
+  // The fleet in batches of --batch VMs (a week of one takes about 20 MB), as whatif reads it from
+  // Prometheus a batch at a time: each batch's histories are made, then replayed by the same pool of
+  // threads (timed: CPU of every thread, and wall), then dropped. VMs are independent, so the rows are
+  // those of the whole fleet at once.
   const outcomes: VmOutcome[][] = policies.map(() => []);
   let cpuSeconds = 0;
   let wallSeconds = 0;
+  const pool = new SweepPool({ policies, grid, falseStopWindowSeconds: parsed.falseStopWindowSeconds, jobs });
   for (let first = 0; first < vmCount; first += batch) {
     const histories = Array.from({ length: Math.min(batch, vmCount - first) }, (_, index) => person(first + index));
     const started = process.cpuUsage();
     const wallStart = performance.now();
-    const part = await replaySweepJobs({
-      histories,
-      policies,
-      grid,
-      falseStopWindowSeconds: parsed.falseStopWindowSeconds,
-      jobs,
-    });
+    const part = await pool.replay(histories);
     const used = process.cpuUsage(started);
     cpuSeconds += (used.user + used.system) / 1e6;
     wallSeconds += (performance.now() - wallStart) / 1000;
     part.forEach((vms, index) => outcomes[index]!.push(...vms));
   }
+  await pool.close();
   const rows = summarizeSweep(input, outcomes);
   const steps = vmCount * grid.count * values.length;
 

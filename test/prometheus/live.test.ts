@@ -322,5 +322,24 @@ describe("Prometheus scraping the shipped collector", () => {
     );
     expect(sweepTable).toMatch(/^idle-timeout=1m\s+1\s/m);
     expect(sweepTable).toContain("Recommended: idle-timeout 1m");
+
+    // A fleet too large for one answer is read a batch of VMs at a time (--vms-per-query, default about
+    // 4 million points a query): one VM a query gives the same replay, plain and swept, to the byte.
+    const toSeconds = String(Math.floor(Date.now() / 1000) - 5);
+    const fixed = args.map((arg, index) => (args[index - 1] === "--to" ? toSeconds : arg));
+    const fixedSweep = sweepArgs.map((arg, index) => (sweepArgs[index - 1] === "--to" ? toSeconds : arg));
+    for (const replay of [
+      [...fixed, "--json"],
+      [...fixedSweep, "--sweep", "idle-timeout=1m,2h", "--jobs", "2", "--json"],
+    ]) {
+      const whole = await run(process.execPath, collector(...replay), { timeout: 60_000 });
+      const batched = await run(process.execPath, collector(...replay, "--vms-per-query", "1"), { timeout: 60_000 });
+      expect(batched.stdout).toBe(whole.stdout);
+      const { vms } = JSON.parse(whole.stdout) as { vms: Vm[] | number };
+      // Two VMs or more: one VM a query took a batch each.
+      expect(typeof vms === "number" ? vms : vms.map((vm) => vm.name)).toEqual(
+        typeof vms === "number" ? 2 : ["vm-idle", "vm-lease"],
+      );
+    }
   });
 });

@@ -42,6 +42,8 @@ export interface WhatifOptions {
   json: boolean;
   /** Extra HTTP headers for Prometheus (--header 'Authorization: Bearer …'). */
   headers: Record<string, string>;
+  /** --vms-per-query N: how many VMs one history query reads (default: as many as keep its answer near 4 M points). */
+  vmsPerQuery?: number;
   /** --host-window: also replay KubeVirt's per-VM metrics (host-side evidence) with rates over this window. */
   hostWindowSeconds?: number;
   /** --disputes FILE: the stop disputes to show beside the replay ("-": stdin). */
@@ -97,6 +99,9 @@ Options:
       --vm NAME              Only VMs with this name
       --false-stop-window D  Activity this soon after a stop makes it a likely false stop (default 15m)
       --header 'NAME: VALUE' HTTP header for Prometheus (repeatable), e.g. an Authorization header
+      --vms-per-query N      VMs read from Prometheus per range query (default: as many as keep each answer near
+                             4 million points, 12 at a one-minute step over a week); the fleet is read and
+                             replayed a batch at a time. Lower it if Prometheus refuses a query for its size
       --host-window D        Also replay host-side evidence: KubeVirt's per-VM metrics in the same Prometheus,
                              rates over D (at least --step), as ws-collector with hostSide reads them
       --disputes FILE        The stop disputes ("this stop was a mistake") to list, each with the knob that would
@@ -225,6 +230,7 @@ const WHATIF_OPTIONS = {
   sweep: { type: "string", multiple: true },
   "false-stop-budget": { type: "string" },
   jobs: { type: "string" },
+  "vms-per-query": { type: "string" },
   trace: { type: "string" },
   help: { type: "boolean", short: "h" },
   ...Object.fromEntries(WHATIF_KNOBS.map((name) => [name, { type: "string" as const }])),
@@ -341,7 +347,7 @@ export function parseWhatifArgs(
     };
   const traceFile = text("trace");
   if (traceFile !== undefined && prometheus) throw new UsageError("--trace and --prometheus: replay one of them");
-  for (const name of ["from", "to", "host-window", "header"])
+  for (const name of ["from", "to", "host-window", "header", "vms-per-query"])
     if (traceFile !== undefined && values[name] !== undefined)
       throw new UsageError(`--${name} reads Prometheus; a --trace replays its own range and readings`);
   if (!prometheus && traceFile === undefined)
@@ -371,6 +377,7 @@ export function parseWhatifArgs(
     json: values.json === true,
     headers,
     ...hostWindow(text("host-window"), stepSeconds),
+    ...vmsPerQuery(text("vms-per-query")),
     ...(disputesFile !== undefined ? { disputesFile } : {}),
     ...(traceFile !== undefined ? { traceFile } : {}),
     annotationPrefix,
@@ -406,6 +413,14 @@ function prometheusRange(
       `--to must be after --from (got ${new Date(fromMs).toISOString()} … ${new Date(toMs).toISOString()})`,
     );
   return { prometheusUrl, fromMs, toMs };
+}
+
+/** --vms-per-query N, 1 to 100000. */
+function vmsPerQuery(text: string | undefined): { vmsPerQuery?: number } {
+  if (text === undefined) return {};
+  if (!/^[1-9][0-9]{0,4}$/.test(text.trim()) && text.trim() !== "100000")
+    throw new UsageError(`--vms-per-query ${JSON.stringify(text.slice(0, 64))}: give a number of VMs, 1 to 100000`);
+  return { vmsPerQuery: Number(text.trim()) };
 }
 
 /** --jobs N: worker threads for a sweep (undefined: the caller's default, the cores available). */

@@ -14,18 +14,17 @@ import {
 import { disputesFromDocument, type DisputeRecord } from "../../comeback/start/disputes.js";
 import { disputeVerdicts, formatDisputesJson, formatDisputesText } from "./disputes-report.js";
 import { formatWarmReplaysText, warmReplaysFromDocument } from "./warm-report.js";
+import { defaultVmsPerQuery, HistoryError, type RecordedVm, stepGrid } from "./history.js";
+import type { HostSteps } from "./host-history.js";
 import {
-  HistoryError,
-  historyFromSeries,
-  historyQuery,
-  parseMatrix,
-  rangeChunks,
-  stepGrid,
-  type MatrixSeries,
-} from "./history.js";
-import { HOST_QUERY_NAMES, hostHistoryQueries, withHostHistory } from "./host-history.js";
+  historyBatches,
+  hostHistory,
+  listRecordedVms,
+  type PrometheusSource,
+  queryRange,
+} from "./prometheus-history.js";
 import { formatJson, formatText } from "./report.js";
-import { simulateVm } from "./simulate.js";
+import { simulateVm, type VmOutcome } from "./simulate.js";
 import {
   capacityFromSeries,
   capacityQueries,
@@ -34,7 +33,7 @@ import {
   summarizeSweep,
   type VmCapacity,
 } from "./sweep.js";
-import { replaySweepJobs } from "./sweep-workers.js";
+import { SweepPool } from "./sweep-workers.js";
 import { formatSweepJson, formatSweepText } from "./sweep-report.js";
 import { replayPolicy } from "./args.js";
 import type { StepGrid, VmHistory } from "./history.js";
@@ -53,51 +52,6 @@ export interface WhatifIo {
   cores?: () => number;
   /** The script a sweep's worker threads run (default: the running bundle, whose main.ts starts them). */
   workerScript?: string;
-}
-
-const QUERY_TIMEOUT_MS = 120_000;
-
-async function queryRange(
-  options: WhatifOptions & { prometheusUrl: URL },
-  query: string,
-  startMs: number,
-  endMs: number,
-  fetchFn: typeof fetch,
-): Promise<MatrixSeries[]> {
-  const url = new URL(
-    "api/v1/query_range",
-    options.prometheusUrl.href.endsWith("/") ? options.prometheusUrl : new URL(`${options.prometheusUrl.href}/`),
-  );
-  const body = new URLSearchParams({
-    query,
-    start: String(startMs / 1000),
-    end: String(endMs / 1000),
-    step: `${options.stepSeconds}s`,
-  });
-  let response: Response;
-  try {
-    response = await fetchFn(url, {
-      method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json", ...options.headers },
-      body,
-      signal: AbortSignal.timeout(QUERY_TIMEOUT_MS),
-    });
-  } catch (error) {
-    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    throw new HistoryError(
-      `cannot reach Prometheus at ${options.prometheusUrl.href}: ${cause?.code ?? cause?.message ?? errorMessage(error)}`,
-    );
-  }
-  const text = await response.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new HistoryError(
-      `Prometheus at ${url.href} answered HTTP ${response.status} with something that is not JSON: ${text.slice(0, 200)}`,
-    );
-  }
-  return parseMatrix(json);
 }
 
 export async function whatifCommand(argv: string[], io: WhatifIo): Promise<number> {
@@ -164,18 +118,17 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
       fromMs: fromTrace.grid.startMs,
       toMs: fromTrace.grid.startMs + (fromTrace.grid.count - 1) * fromTrace.grid.stepMs,
     };
-    return replayHistories({ ...options, ...range }, fromTrace.histories, fromTrace.grid, disputes, io);
+    return replayHistories({ ...options, ...range }, oneBatch(fromTrace.histories), fromTrace.grid, disputes, io);
   }
-  const prometheusOptions = { ...options, prometheusUrl: options.prometheusUrl! };
+  const source = prometheusSource(options, io);
   const grid = stepGrid(options.fromMs, options.toMs, options.stepSeconds);
-  const query = historyQuery({
-    ...(options.namespace ? { namespace: options.namespace } : {}),
-    ...(options.vm ? { vm: options.vm } : {}),
-  });
-  const series: MatrixSeries[] = [];
+  let vms: RecordedVm[];
+  let host: HostSteps | undefined;
   try {
-    for (const chunk of rangeChunks(grid))
-      series.push(...(await queryRange(prometheusOptions, query, chunk.startMs, chunk.endMs, io.fetch ?? fetch)));
+    vms = await listRecordedVms(source, grid, options);
+    // Host-side evidence, read back with the live source's own queries at every step.
+    if (options.hostWindowSeconds !== undefined && vms.length > 0)
+      host = await hostHistory(source, grid, options.hostWindowSeconds);
   } catch (error) {
     if (error instanceof HistoryError) {
       io.stderr.write(`ws-collector whatif: ${terminalText(error.message, 1000)}\n`);
@@ -183,30 +136,17 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
     }
     throw error;
   }
-  let histories = historyFromSeries(series, grid);
-  if (options.hostWindowSeconds !== undefined && histories.length > 0) {
-    // Host-side evidence, read back with the live source's own queries at every step.
-    const queries = hostHistoryQueries(options.hostWindowSeconds);
-    const answers = Object.fromEntries(HOST_QUERY_NAMES.map((name) => [name, [] as MatrixSeries[]])) as Record<
-      keyof typeof queries,
-      MatrixSeries[]
-    >;
-    try {
-      for (const name of HOST_QUERY_NAMES)
-        for (const chunk of rangeChunks(grid))
-          answers[name].push(
-            ...(await queryRange(prometheusOptions, queries[name], chunk.startMs, chunk.endMs, io.fetch ?? fetch)),
-          );
-    } catch (error) {
-      if (error instanceof HistoryError) {
-        io.stderr.write(`ws-collector whatif: host-side evidence: ${terminalText(error.message, 1000)}\n`);
-        return 1;
-      }
-      throw error;
-    }
-    histories = withHostHistory(histories, answers, grid, options.hostWindowSeconds);
-  }
-  return replayHistories(options, histories, grid, disputes, io);
+  const batches = historyBatches(source, vms, grid, options.vmsPerQuery ?? defaultVmsPerQuery(grid), host);
+  return replayHistories(options, batches, grid, disputes, io);
+}
+
+function prometheusSource(options: WhatifOptions, io: WhatifIo): PrometheusSource {
+  return {
+    prometheusUrl: options.prometheusUrl!,
+    headers: options.headers,
+    stepSeconds: options.stepSeconds,
+    fetch: io.fetch ?? fetch,
+  };
 }
 
 /** `whatif --returns`: what learned warm starts would have cost and saved on the recorded returns. */
@@ -232,31 +172,73 @@ function warmStartsCommand(options: ReturnsOnlyOptions, io: WhatifIo): number {
   }
 }
 
+/** A trace's histories: all in one batch. */
+async function* oneBatch(histories: VmHistory[]): AsyncGenerator<VmHistory[]> {
+  yield histories;
+}
+
+/**
+ * Hands each batch of histories to `replay`, reading the next batch (from Prometheus) while this one
+ * is replayed; returns how many VMs there were. A HistoryError of any batch comes out of here.
+ */
+async function forEachBatch(
+  batches: AsyncIterable<VmHistory[]>,
+  replay: (histories: VmHistory[]) => void | Promise<void>,
+): Promise<number> {
+  const iterator = batches[Symbol.asyncIterator]();
+  let vms = 0;
+  let next = iterator.next();
+  for (;;) {
+    const { done, value } = await next;
+    if (done) return vms;
+    next = iterator.next();
+    // Awaited on the next turn; this only keeps a failure from going unhandled if the replay throws first.
+    next.catch(() => undefined);
+    vms += value.length;
+    await replay(value);
+  }
+}
+
+/** No VM to replay: where from, and what to check. */
+function noHistories(options: WhatifOptions, io: WhatifIo): number {
+  const selected = options.namespace || options.vm ? " for the VMs selected" : "";
+  io.stderr.write(
+    options.traceFile !== undefined
+      ? `ws-collector whatif: the trace has no reports${selected}\n`
+      : `ws-collector whatif: Prometheus has no workstation_* series${selected} between ${new Date(options.fromMs).toISOString()} and ${new Date(options.toMs).toISOString()}: ` +
+          "is it scraping the collector (packaging/prometheus/), and is the range right?\n",
+  );
+  return 1;
+}
+
+/** A failed read mid-replay: said, exit 1; anything else is a bug and is thrown. */
+function historyFailed(error: unknown, io: WhatifIo): number {
+  if (!(error instanceof HistoryError)) throw error;
+  io.stderr.write(`ws-collector whatif: ${terminalText(error.message, 1000)}\n`);
+  return 1;
+}
+
 /** The replay of the histories, from Prometheus or a trace: once, or once per sweep value. */
 async function replayHistories(
   options: WhatifOptions,
-  histories: VmHistory[],
+  batches: AsyncIterable<VmHistory[]>,
   grid: StepGrid,
   disputes: DisputeRecord[] | undefined,
   io: WhatifIo,
 ): Promise<number> {
-  if (histories.length === 0 && options.traceFile !== undefined) {
-    io.stderr.write(
-      `ws-collector whatif: the trace has no reports${options.namespace || options.vm ? " for the VMs selected" : ""}\n`,
-    );
-    return 1;
+  if (options.sweep) return sweepCommand(options, options.sweep, batches, grid, disputes, io);
+  const outcomes: VmOutcome[] = [];
+  try {
+    const vms = await forEachBatch(batches, (histories) => {
+      for (const history of histories)
+        outcomes.push(
+          simulateVm(history, { policy: options.policy, grid, falseStopWindowSeconds: options.falseStopWindowSeconds }),
+        );
+    });
+    if (vms === 0) return noHistories(options, io);
+  } catch (error) {
+    return historyFailed(error, io);
   }
-  if (histories.length === 0) {
-    io.stderr.write(
-      `ws-collector whatif: Prometheus has no workstation_* series${options.namespace || options.vm ? " for the VMs selected" : ""} between ${new Date(options.fromMs).toISOString()} and ${new Date(options.toMs).toISOString()}: ` +
-        "is it scraping the collector (packaging/prometheus/), and is the range right?\n",
-    );
-    return 1;
-  }
-  if (options.sweep) return sweepCommand(options, options.sweep, histories, grid, disputes, io);
-  const outcomes = histories.map((history) =>
-    simulateVm(history, { policy: options.policy, grid, falseStopWindowSeconds: options.falseStopWindowSeconds }),
-  );
   if (outcomes.every((outcome) => outcome.reportedSteps === 0)) {
     io.stderr.write(
       "ws-collector whatif: the range has VMs but none of the raw readings whatif replays (workstation_jupyter_busy_kernels and the others in docs/metrics.md): " +
@@ -290,7 +272,7 @@ async function replayHistories(
 async function sweepCommand(
   options: WhatifOptions,
   sweep: NonNullable<WhatifOptions["sweep"]>,
-  histories: VmHistory[],
+  batches: AsyncIterable<VmHistory[]>,
   grid: StepGrid,
   disputes: DisputeRecord[] | undefined,
   io: WhatifIo,
@@ -301,15 +283,9 @@ async function sweepCommand(
   if (options.prometheusUrl)
     try {
       const queries = capacityQueries((options.toMs - options.fromMs) / 1000);
-      const prometheusOptions = { ...options, prometheusUrl: options.prometheusUrl };
-      const cores = await queryRange(prometheusOptions, queries.cores, options.toMs, options.toMs, io.fetch ?? fetch);
-      const memory = await queryRange(
-        prometheusOptions,
-        queries.memoryBytes,
-        options.toMs,
-        options.toMs,
-        io.fetch ?? fetch,
-      );
+      const source = prometheusSource(options, io);
+      const cores = await queryRange(source, queries.cores, options.toMs, options.toMs);
+      const memory = await queryRange(source, queries.memoryBytes, options.toMs, options.toMs);
       capacity = capacityFromSeries(cores, memory);
     } catch (error) {
       if (!(error instanceof HistoryError)) throw error;
@@ -317,7 +293,6 @@ async function sweepCommand(
     }
   const input: SweepRunInput = {
     plan: sweep,
-    histories,
     grid,
     falseStopWindowSeconds: options.falseStopWindowSeconds,
     falseStopBudget: sweep.falseStopBudget,
@@ -326,14 +301,27 @@ async function sweepCommand(
     ...(disputes ? { disputes } : {}),
   };
   // The VMs in worker threads (--jobs, default the cores): the same rows as runSweep on this thread.
-  const outcomes = await replaySweepJobs({
-    histories,
-    policies: sweep.points.map((point) => input.policyFor(point.overrides)),
+  const policies = sweep.points.map((point) => input.policyFor(point.overrides));
+  const pool = new SweepPool({
+    policies,
     grid,
     falseStopWindowSeconds: options.falseStopWindowSeconds,
     jobs: sweep.jobs ?? (io.cores ?? availableParallelism)(),
     ...(io.workerScript !== undefined ? { script: io.workerScript } : {}),
   });
+  const outcomes: VmOutcome[][] = policies.map(() => []);
+  let vms: number;
+  try {
+    vms = await forEachBatch(batches, async (histories) => {
+      const part = await pool.replay(histories);
+      for (const [index, replayed] of part.entries()) outcomes[index]!.push(...replayed);
+    });
+  } catch (error) {
+    return historyFailed(error, io);
+  } finally {
+    await pool.close();
+  }
+  if (vms === 0) return noHistories(options, io);
   const rows = summarizeSweep(input, outcomes);
   const result = {
     fromMs: options.fromMs,
@@ -341,7 +329,7 @@ async function sweepCommand(
     stepSeconds: options.stepSeconds,
     falseStopWindowSeconds: options.falseStopWindowSeconds,
     falseStopBudget: sweep.falseStopBudget,
-    vms: histories.length,
+    vms,
     knobs: sweep.knobs,
     rows,
     recommendation: recommend(rows, {

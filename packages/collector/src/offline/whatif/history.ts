@@ -26,20 +26,71 @@ export const HISTORY_METRICS = [
 /** A metric that is exported with every report: its presence at a step means a report was there to replay. */
 const REPORT_MARKER = "jupyter_busy_kernels";
 
-export function historySelector(filter: { namespace?: string; vm?: string }): string {
-  const matchers = [`__name__=~"workstation_(${HISTORY_METRICS.join("|")})"`];
-  // Names were checked against the Kubernetes name syntax: nothing to escape.
-  if (filter.namespace !== undefined) matchers.push(`namespace="${filter.namespace}"`);
-  if (filter.vm !== undefined) matchers.push(`name="${filter.vm}"`);
-  return `{${matchers.join(",")}}`;
+/** A VM the recording has series of, by its namespace and name (label `name`, or `vm` in older recordings). */
+export interface RecordedVm {
+  namespace: string;
+  name: string;
+}
+
+/** The VMs whose series a /api/v1/series answer lists, once each, in historyFromSeries's order. */
+export function recordedVms(labelSets: readonly Record<string, string>[], filter: { vm?: string }): RecordedVm[] {
+  const vms = new Map<string, RecordedVm>();
+  for (const labels of labelSets) {
+    const name = labels.name ?? labels.vm;
+    const { namespace } = labels;
+    if (namespace === undefined || name === undefined || (filter.vm !== undefined && name !== filter.vm)) continue;
+    vms.set(`${namespace}/${name}`, { namespace, name });
+  }
+  return [...vms.values()].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
+}
+
+/** Points one range query may return: about 100 MB of JSON, well under Prometheus's default --query.max-samples (50 M). */
+export const POINTS_PER_QUERY = 4_000_000;
+/** The most points Prometheus returns per series in one range query (it refuses more than 11,000). */
+export const POINTS_PER_SERIES = 10_000;
+/** The series one VM's history has, counted generously: the metrics above, plus one per GPU and per activity signal. */
+const SERIES_PER_VM = 32;
+
+/** How many VMs one history query reads: as many as keep its answer under POINTS_PER_QUERY. */
+export function defaultVmsPerQuery(grid: StepGrid): number {
+  return Math.max(1, Math.floor(POINTS_PER_QUERY / (SERIES_PER_VM * Math.min(grid.count, POINTS_PER_SERIES))));
+}
+
+/** VMs read by one query: of one namespace, at most `perQuery`, in the order given. */
+export interface VmBatch {
+  namespace: string;
+  names: string[];
+}
+
+export function vmBatches(vms: readonly RecordedVm[], perQuery: number): VmBatch[] {
+  const batches: VmBatch[] = [];
+  for (const vm of vms) {
+    const last = batches.at(-1);
+    if (last && last.namespace === vm.namespace && last.names.length < perQuery) last.names.push(vm.name);
+    else batches.push({ namespace: vm.namespace, names: [vm.name] });
+  }
+  return batches;
+}
+
+/** A label value as a PromQL string literal (JSON's escapes are PromQL's). */
+function promString(value: string): string {
+  return JSON.stringify(value);
+}
+
+/** A regex matching exactly these values (Prometheus anchors label regexes). */
+function exactAlternation(values: readonly string[]): string {
+  return values.map((value) => value.replace(/[\\^$.*+?()[\]{}|]/g, "\\$&")).join("|");
 }
 
 /**
- * The range query: the replayed series, from the replica that was leader at each step. Waiting
- * replicas may know the VMs (inventory) but see no agent; their series would contradict the leader's.
+ * The range query of one batch: its VMs' replayed series from the leader, whether the recording names
+ * them by `name` or, before that label, by `vm`.
  */
-export function historyQuery(filter: { namespace?: string; vm?: string }): string {
-  return `${historySelector(filter)} and on (job, instance) (workstation_collector_leader == 1)`;
+export function batchHistoryQuery(batch: VmBatch): string {
+  const metrics = `__name__=~"workstation_(${HISTORY_METRICS.join("|")})"`;
+  const namespace = `namespace=${promString(batch.namespace)}`;
+  const names = promString(exactAlternation(batch.names));
+  return `({${metrics},${namespace},name=~${names}} or {${metrics},${namespace},vm=~${names}}) and on (job, instance) (workstation_collector_leader == 1)`;
 }
 
 export interface MatrixSeries {
@@ -51,14 +102,9 @@ export class HistoryError extends Error {
   override name = "HistoryError";
 }
 
-/** Checks the shape of a /api/v1/query_range answer and returns its series. */
-export function parseMatrix(body: unknown): MatrixSeries[] {
-  const answer = body as {
-    status?: unknown;
-    error?: unknown;
-    errorType?: unknown;
-    data?: { resultType?: unknown; result?: unknown };
-  };
+/** The `data` of a Prometheus API answer, or a HistoryError that says what came instead. */
+function answerData(body: unknown): unknown {
+  const answer = body as { status?: unknown; error?: unknown; errorType?: unknown; data?: unknown };
   if (!answer || typeof answer !== "object")
     throw new HistoryError("Prometheus answered something that is not a JSON object");
   if (answer.status !== "success") {
@@ -66,13 +112,27 @@ export function parseMatrix(body: unknown): MatrixSeries[] {
       `Prometheus refused the query: ${String(answer.errorType ?? "error")}: ${String(answer.error ?? "no message")}`,
     );
   }
-  if (answer.data?.resultType !== "matrix" || !Array.isArray(answer.data.result)) {
-    throw new HistoryError(
-      `Prometheus answered a ${String(answer.data?.resultType)} where a range query returns a matrix`,
-    );
+  return answer.data;
+}
+
+/** Checks the shape of a /api/v1/series answer and returns its label sets. */
+export function parseLabelSets(body: unknown): Record<string, string>[] {
+  const data = answerData(body);
+  if (!Array.isArray(data)) throw new HistoryError("Prometheus answered a series list that is not a list");
+  for (const labels of data as unknown[])
+    if (!labels || typeof labels !== "object" || Object.values(labels).some((value) => typeof value !== "string"))
+      throw new HistoryError("Prometheus answered a series list with something that is not a label set");
+  return data as Record<string, string>[];
+}
+
+/** Checks the shape of a /api/v1/query_range answer and returns its series. */
+export function parseMatrix(body: unknown): MatrixSeries[] {
+  const data = answerData(body) as { resultType?: unknown; result?: unknown } | undefined;
+  if (data?.resultType !== "matrix" || !Array.isArray(data.result)) {
+    throw new HistoryError(`Prometheus answered a ${String(data?.resultType)} where a range query returns a matrix`);
   }
   const series: MatrixSeries[] = [];
-  for (const entry of answer.data.result as unknown[]) {
+  for (const entry of data.result as unknown[]) {
     const item = entry as { metric?: unknown; values?: unknown };
     if (!item || typeof item.metric !== "object" || item.metric === null || !Array.isArray(item.values)) {
       throw new HistoryError("Prometheus answered a series without metric labels or values");
@@ -220,7 +280,7 @@ function sampleFrom(fields: Map<string, number>): StepSample {
 }
 
 /** Splits a range into chunks Prometheus accepts (it refuses more than 11,000 points per series). */
-export function rangeChunks(grid: StepGrid, maxPoints = 10_000): Array<{ startMs: number; endMs: number }> {
+export function rangeChunks(grid: StepGrid, maxPoints = POINTS_PER_SERIES): Array<{ startMs: number; endMs: number }> {
   const chunks: Array<{ startMs: number; endMs: number }> = [];
   for (let first = 0; first < grid.count; first += maxPoints) {
     const last = Math.min(grid.count - 1, first + maxPoints - 1);

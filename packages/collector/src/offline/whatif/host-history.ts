@@ -19,31 +19,49 @@ export function hostHistoryQueries(windowSeconds: number): Record<HostQueryName,
   return hostQueries(windowSeconds);
 }
 
-/** Attaches each step's host-side reading to the histories (VMs the collector does not track are left out). */
-export function withHostHistory(
-  histories: readonly VmHistory[],
+/** Each step's host-side round, as the live source would have read it then: computed once for every batch of VMs. */
+export type HostSteps = ReturnType<typeof readingsFromAnswers>[];
+
+export function hostSteps(
   answers: Partial<Record<HostQueryName, MatrixSeries[]>>,
   grid: StepGrid,
   windowSeconds: number,
-): VmHistory[] {
+): HostSteps {
+  // Each series' points by step index, so a step finds its point without scanning the series.
+  const indexed = HOST_QUERY_NAMES.map((name) => ({
+    name,
+    series: (answers[name] ?? []).map((series) => {
+      const byStep = new Map<number, string>();
+      for (const [seconds, value] of series.values) {
+        const index = Math.round((seconds * 1000 - grid.startMs) / grid.stepMs);
+        // Only a point on the step itself, as the live source reads at that instant.
+        if (Math.abs(grid.startMs + index * grid.stepMs - seconds * 1000) < 1 && !byStep.has(index))
+          byStep.set(index, value);
+      }
+      return { metric: series.metric, byStep };
+    }),
+  }));
   const at = (index: number): HostAnswers => {
-    const t = (grid.startMs + index * grid.stepMs) / 1000;
     const out = {} as Record<HostQueryName, HostAnswers[HostQueryName]>;
-    for (const name of HOST_QUERY_NAMES) {
+    for (const { name, series } of indexed) {
       const samples: NonNullable<HostAnswers[HostQueryName]> = [];
-      for (const series of answers[name] ?? []) {
-        const point = series.values.find(([seconds]) => Math.abs(seconds - t) < 0.001);
+      for (const { metric, byStep } of series) {
+        const value = byStep.get(index);
         // No point at this step: no series (absent). A point that is NaN, ±Inf or below zero is
         // kept: readingsFromAnswers makes it a failed reading, as the live source does.
-        if (point) samples.push({ metric: series.metric, value: promNumber(point[1]) });
+        if (value !== undefined) samples.push({ metric, value: promNumber(value) });
       }
       out[name] = samples;
     }
     return out as HostAnswers;
   };
-  const steps = Array.from({ length: grid.count }, (_, index) =>
+  return Array.from({ length: grid.count }, (_, index) =>
     readingsFromAnswers(at(index), grid.startMs + index * grid.stepMs, windowSeconds),
   );
+}
+
+/** Attaches each step's host-side reading to the histories (VMs the collector does not track are left out). */
+export function withHostSteps(histories: readonly VmHistory[], steps: HostSteps): VmHistory[] {
   return histories.map((history) => ({
     ...history,
     samples: history.samples.map((sample, index) => {
@@ -51,4 +69,13 @@ export function withHostHistory(
       return { connected: false, ...sample, host: host satisfies TraceHostReading };
     }),
   }));
+}
+
+export function withHostHistory(
+  histories: readonly VmHistory[],
+  answers: Partial<Record<HostQueryName, MatrixSeries[]>>,
+  grid: StepGrid,
+  windowSeconds: number,
+): VmHistory[] {
+  return withHostSteps(histories, hostSteps(answers, grid, windowSeconds));
 }

@@ -265,7 +265,6 @@ export function recommend(rows: readonly SweepRow[], context: RecommendationCont
 
 export interface SweepRunInput {
   plan: SweepPlan;
-  histories: readonly VmHistory[];
   grid: StepGrid;
   falseStopWindowSeconds: number;
   falseStopBudget: number;
@@ -280,9 +279,9 @@ export interface SweepRunInput {
  * One VM at a time, its replays under every policy stepped together: each Report is built once (it
  * depends on the recording only), handed to every replay at its step, and then dropped.
  */
-export function runSweep(input: SweepRunInput): SweepRow[] {
+export function runSweep(input: SweepRunInput, histories: readonly VmHistory[]): SweepRow[] {
   const policies = input.plan.points.map((point) => input.policyFor(point.overrides));
-  return summarizeSweep(input, replaySweepSlice(input.histories, policies, input.grid, input.falseStopWindowSeconds));
+  return summarizeSweep(input, replaySweepSlice(histories, policies, input.grid, input.falseStopWindowSeconds));
 }
 
 /**

@@ -119,15 +119,17 @@ const GRID = stepGrid(START, START + MINUTES * MIN, 60);
 
 function sweep(argv: string[]) {
   const parsed = options(argv);
-  const rows = runSweep({
-    plan: parsed.sweep!,
-    histories: FLEET,
-    grid: GRID,
-    falseStopWindowSeconds: parsed.falseStopWindowSeconds,
-    falseStopBudget: parsed.sweep!.falseStopBudget,
-    policyFor: (overrides) => replayPolicy(parsed.base, { ...parsed.overrides, ...overrides }, 60),
-    capacity: new Map(FLEET.map((vm) => [`lab/${vm.name}`, { cores: 4, memoryGiB: 16 }])),
-  });
+  const rows = runSweep(
+    {
+      plan: parsed.sweep!,
+      grid: GRID,
+      falseStopWindowSeconds: parsed.falseStopWindowSeconds,
+      falseStopBudget: parsed.sweep!.falseStopBudget,
+      policyFor: (overrides) => replayPolicy(parsed.base, { ...parsed.overrides, ...overrides }, 60),
+      capacity: new Map(FLEET.map((vm) => [`lab/${vm.name}`, { cores: 4, memoryGiB: 16 }])),
+    },
+    FLEET,
+  );
   return { parsed, rows };
 }
 
@@ -232,16 +234,18 @@ describe("whatif --sweep on a fleet that takes a 40-minute lunch", () => {
       what: "at lunch, coming back",
       knob: { name: "idle-timeout", value: "45m", text: "idle-timeout 45m would have kept it" },
     };
-    const rows = runSweep({
-      plan: parsed.sweep!,
-      histories: FLEET,
-      grid: GRID,
-      falseStopWindowSeconds: 900,
-      falseStopBudget: 1,
-      policyFor: (overrides) => replayPolicy(parsed.base, { ...parsed.overrides, ...overrides }, 60),
-      capacity: new Map(),
-      disputes: [dispute],
-    });
+    const rows = runSweep(
+      {
+        plan: parsed.sweep!,
+        grid: GRID,
+        falseStopWindowSeconds: 900,
+        falseStopBudget: 1,
+        policyFor: (overrides) => replayPolicy(parsed.base, { ...parsed.overrides, ...overrides }, 60),
+        capacity: new Map(),
+        disputes: [dispute],
+      },
+      FLEET,
+    );
     expect(rows.map((row) => [row.overrides["idle-timeout"], row.disputedStillStopped])).toEqual([
       ["30m", 1],
       ["45m", 0],

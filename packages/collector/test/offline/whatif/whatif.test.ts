@@ -10,8 +10,12 @@ import { whatifCommand } from "../../../src/offline/whatif/command.js";
 import {
   HistoryError,
   historyFromSeries,
-  historyQuery,
-  historySelector,
+  batchHistoryQuery,
+  defaultVmsPerQuery,
+  HISTORY_METRICS,
+  parseLabelSets,
+  recordedVms,
+  vmBatches,
   parseMatrix,
   rangeChunks,
   stepGrid,
@@ -182,17 +186,58 @@ policy:
 
 describe("whatif history from Prometheus", () => {
   // Captured from a real Prometheus 2.42 scraping the collector with two agents (vm-idle's agent
-  // stopped at +30s; vm-lease holds a 2h lease), queried with historySelector({}) at a 5s step.
+  // stopped at +30s; vm-lease holds a 2h lease), queried for every replayed series at a 5s step.
   const fixture = JSON.parse(
     readFileSync(new URL("../../fixtures/prometheus/query_range.json", import.meta.url), "utf8"),
   );
   const grid = stepGrid(fixture.start * 1000, fixture.end * 1000, fixture.step);
 
-  it("asks for exactly the series it replays", () => {
-    expect(historySelector({})).toBe(fixture.query);
-    expect(historySelector({ namespace: "lab", vm: "vm-idle" })).toMatch(/,namespace="lab",name="vm-idle"\}$/);
-    // From the leader only: a waiting replica knows the VMs but sees no agent.
-    expect(historyQuery({})).toBe(`${fixture.query} and on (job, instance) (workstation_collector_leader == 1)`);
+  it("asks for exactly the series it replays, a batch of VMs at a time, from the leader", () => {
+    expect(fixture.query).toBe(`{__name__=~"workstation_(${HISTORY_METRICS.join("|")})"}`);
+    const series = `__name__=~"workstation_(${HISTORY_METRICS.join("|")})",namespace="lab"`;
+    // Older recordings name the VM by `vm`; a waiting replica knows the VMs but sees no agent.
+    expect(batchHistoryQuery({ namespace: "lab", names: ["vm-idle", "vm-lease"] })).toBe(
+      `({${series},name=~"vm-idle|vm-lease"} or {${series},vm=~"vm-idle|vm-lease"}) and on (job, instance) (workstation_collector_leader == 1)`,
+    );
+    // Each name matches itself only: a dot is a dot, and a hostile label value stays inside its string.
+    expect(batchHistoryQuery({ namespace: "lab", names: ["a.b"] })).toContain('name=~"a\\\\.b"}');
+    expect(batchHistoryQuery({ namespace: 'x"} or up{a="', names: ['b"|.*'] })).toContain(
+      'namespace="x\\"} or up{a=\\"",name=~"b\\"\\\\|\\\\.\\\\*"}',
+    );
+  });
+
+  it("lists each recorded VM once, by name or the older vm label, and cuts them into batches per namespace", () => {
+    const labelSets = parseLabelSets({
+      status: "success",
+      data: [
+        { __name__: "workstation_gpus", namespace: "lab", name: "b", job: "ws", instance: "10.0.0.1:9090" },
+        { __name__: "workstation_gpus", namespace: "lab", name: "b", job: "ws", instance: "10.0.0.2:9090" },
+        { __name__: "workstation_agent_connected", namespace: "lab", vm: "a", job: "ws", instance: "10.0.0.1:9090" },
+        { __name__: "workstation_agent_connected", namespace: "dev", name: "c", job: "ws", instance: "10.0.0.1:9090" },
+        { __name__: "workstation_agent_connected", namespace: "lab", name: "d" },
+        { __name__: "workstation_agent_connected", name: "no-namespace" },
+      ],
+    });
+    const vms = recordedVms(labelSets, {});
+    expect(vms.map((vm) => `${vm.namespace}/${vm.name}`)).toEqual(["dev/c", "lab/a", "lab/b", "lab/d"]);
+    expect(recordedVms(labelSets, { vm: "a" })).toEqual([{ namespace: "lab", name: "a" }]);
+    expect(vmBatches(vms, 2)).toEqual([
+      { namespace: "dev", names: ["c"] },
+      { namespace: "lab", names: ["a", "b"] },
+      { namespace: "lab", names: ["d"] },
+    ]);
+    expect(() => parseLabelSets({ status: "success", data: [{ name: 3 }] })).toThrow(/not a label set/);
+    expect(() => parseLabelSets({ status: "error", errorType: "bad_data", error: "parse error" })).toThrow(
+      "Prometheus refused the query: bad_data: parse error",
+    );
+  });
+
+  it("reads as many VMs per query as keep each answer near 4 million points", () => {
+    // A week at one minute: two chunks of at most 10,000 steps, 12 VMs a query (32 series each, counted generously).
+    expect(defaultVmsPerQuery(stepGrid(0, 7 * 86_400_000, 60))).toBe(12);
+    // An hour at 5 s: 721 steps.
+    expect(defaultVmsPerQuery(stepGrid(0, 3_600_000, 5))).toBe(173);
+    expect(defaultVmsPerQuery(stepGrid(0, 30 * 86_400_000, 1))).toBe(12);
   });
 
   it("folds the matrix into one sample per VM per step", () => {
