@@ -4,9 +4,22 @@
 // one GPU each. `node bench/run.mjs whatif [--vms N] [--values N] [--jobs N] [--batch N]` (default 1000 VMs,
 // 4 values, jobs = the cores available: worker threads, each replaying a slice of the VMs, as `whatif
 // --jobs`; the histories made and replayed 100 VMs at a time, so a 1,000-VM week fits in memory).
+// With --read, each batch is first written as Prometheus's range-query answer (JSON, 10,000 steps a
+// query, as whatif asks for it; not timed) and read back as whatif reads it (JSON.parse, parseMatrix,
+// historyFromSeries; timed apart, on the main thread): what whatif does besides the replay, save the
+// HTTP round trips and Prometheus's own work. The rows must come out the same.
 // Prints a markdown table. CPU is the whole process's, all threads.
 import { parseWhatifArgs, replayPolicy } from "../packages/collector/src/offline/whatif/args.js";
-import { stepGrid, type StepSample, type VmHistory } from "../packages/collector/src/offline/whatif/history.js";
+import {
+  historyFromSeries,
+  type MatrixSeries,
+  parseMatrix,
+  rangeChunks,
+  type StepGrid,
+  stepGrid,
+  type StepSample,
+  type VmHistory,
+} from "../packages/collector/src/offline/whatif/history.js";
 import type { VmOutcome } from "../packages/collector/src/offline/whatif/simulate.js";
 import { availableParallelism } from "node:os";
 import { workerData } from "node:worker_threads";
@@ -24,13 +37,16 @@ const option = (name: string, fallback: number): number => {
 };
 if (process.argv.includes("--help")) {
   // Without this, --help ran the defaults: a week of 1,000 VMs, minutes of a shared machine.
-  console.log("node bench/run.mjs whatif [--vms N (1000)] [--values N (4)] [--jobs N (the cores)] [--batch N (100)]");
+  console.log(
+    "node bench/run.mjs whatif [--vms N (1000)] [--values N (4)] [--jobs N (the cores)] [--batch N (100)] [--read]",
+  );
   process.exit(0);
 }
 const vmCount = option("vms", 1000);
 const valueCount = option("values", 4);
 const jobs = option("jobs", availableParallelism());
 const batch = option("batch", 100);
+const read = process.argv.includes("--read");
 
 function person(index: number): VmHistory {
   // Each person keeps their own hours (shifted by up to two hours) and a lunch of 30 to 70 minutes.
@@ -62,6 +78,52 @@ function person(index: number): VmHistory {
     });
   }
   return { namespace: `ns-${index % 50}`, name: `vm-${index}`, samples };
+}
+
+/** The VM's history as Prometheus's range-query answers would carry it, one JSON text per 10,000 steps. */
+function prometheusAnswers(histories: readonly VmHistory[], grid: StepGrid): string[] {
+  return rangeChunks(grid).map((chunk) => {
+    const first = (chunk.startMs - grid.startMs) / grid.stepMs;
+    const last = (chunk.endMs - grid.startMs) / grid.stepMs;
+    const result: MatrixSeries[] = [];
+    for (const history of histories) {
+      const series = new Map<string, MatrixSeries>();
+      const put = (metric: string, value: number | undefined, seconds: number, extra: Record<string, string> = {}) => {
+        if (value === undefined) return;
+        const key = `${metric}${JSON.stringify(extra)}`;
+        let entry = series.get(key);
+        if (!entry) {
+          const labels = { __name__: `workstation_${metric}`, namespace: history.namespace, name: history.name };
+          entry = { metric: { ...labels, ...extra, job: "ws-collector", instance: "10.0.0.1:9090" }, values: [] };
+          series.set(key, entry);
+        }
+        entry.values.push([seconds, String(value)]);
+      };
+      for (let index = first; index <= last; index++) {
+        const sample = history.samples[index];
+        const seconds = (grid.startMs + index * grid.stepMs) / 1000;
+        if (!sample) continue;
+        put("agent_connected", sample.connected ? 1 : 0, seconds);
+        put("gpus", sample.gpuCount, seconds);
+        const readings = sample.readings;
+        if (!readings) continue;
+        put("cpu_busy_ratio", readings.cpuBusyRatio, seconds);
+        put("user_process_cpu_cores", readings.userProcessCpuCores, seconds);
+        put("network_bytes_per_second", readings.networkBytesPerSecond, seconds);
+        put("disk_io_bytes_per_second", readings.diskBytesPerSecond, seconds);
+        put("gpu_processes", readings.gpuProcesses, seconds);
+        put("jupyter_busy_kernels", readings.jupyterBusyKernels, seconds);
+        put("jupyter_connected_kernels", readings.jupyterConnectedKernels, seconds);
+        put("idle_inhibitors", readings.idleInhibitors, seconds);
+        for (const [gpu, value] of Object.entries(readings.gpuUtilization))
+          put("gpu_utilization_ratio", value, seconds, { gpu });
+        for (const [signal, atMs] of Object.entries(readings.lastActivityAtMs))
+          put("signal_last_activity_timestamp_seconds", atMs / 1000, seconds, { signal });
+      }
+      result.push(...series.values());
+    }
+    return JSON.stringify({ status: "success", data: { resultType: "matrix", result } });
+  });
 }
 
 async function bench(): Promise<void> {
@@ -101,8 +163,22 @@ async function bench(): Promise<void> {
   let cpuSeconds = 0;
   let wallSeconds = 0;
   const pool = new SweepPool({ policies, grid, falseStopWindowSeconds: parsed.falseStopWindowSeconds, jobs });
+  let readCpuSeconds = 0;
   for (let first = 0; first < vmCount; first += batch) {
-    const histories = Array.from({ length: Math.min(batch, vmCount - first) }, (_, index) => person(first + index));
+    let histories = Array.from({ length: Math.min(batch, vmCount - first) }, (_, index) => person(first + index));
+    if (read) {
+      const answers = prometheusAnswers(histories, grid);
+      histories = [];
+      // The answers' own making leaves garbage that is not whatif's to collect (node --expose-gc: bench/run.mjs).
+      (globalThis as { gc?: () => void }).gc?.();
+      const readStarted = process.cpuUsage();
+      histories = historyFromSeries(
+        answers.flatMap((text) => parseMatrix(JSON.parse(text))),
+        grid,
+      );
+      const readUsed = process.cpuUsage(readStarted);
+      readCpuSeconds += (readUsed.user + readUsed.system) / 1e6;
+    }
     const started = process.cpuUsage();
     const wallStart = performance.now();
     const part = await pool.replay(histories);
@@ -122,6 +198,10 @@ async function bench(): Promise<void> {
   console.log(
     `| ${vmCount} | ${grid.count} | ${values.length} | ${jobs} | ${(steps / 1e6).toFixed(1)} M | ${cpuSeconds.toFixed(1)} | ${wallSeconds.toFixed(1)} | ${(cpuSeconds / values.length).toFixed(1)} | ${((cpuSeconds * 1e6) / steps).toFixed(2)} |`,
   );
+  if (read)
+    console.log(
+      `\nReading Prometheus's answers (JSON.parse, parseMatrix, historyFromSeries; main thread): ${readCpuSeconds.toFixed(1)} CPU s, ${((readCpuSeconds * 1000) / vmCount).toFixed(0)} ms per VM`,
+    );
   console.log("");
   console.log(
     rows

@@ -137,13 +137,11 @@ export function parseMatrix(body: unknown): MatrixSeries[] {
     if (!item || typeof item.metric !== "object" || item.metric === null || !Array.isArray(item.values)) {
       throw new HistoryError("Prometheus answered a series without metric labels or values");
     }
-    const values: Array<[number, string]> = [];
-    for (const point of item.values as unknown[]) {
+    // Checked in place, not copied: a week of a batch is millions of points.
+    for (const point of item.values as unknown[])
       if (!Array.isArray(point) || typeof point[0] !== "number" || typeof point[1] !== "string")
         throw new HistoryError("Prometheus answered a malformed sample");
-      values.push([point[0], point[1]]);
-    }
-    series.push({ metric: item.metric as Record<string, string>, values });
+    series.push({ metric: item.metric as Record<string, string>, values: item.values as Array<[number, string]> });
   }
   return series;
 }
@@ -177,22 +175,31 @@ export function stepGrid(fromMs: number, toMs: number, stepSeconds: number): Ste
   return { startMs: fromMs, stepMs, count: Math.floor((toMs - fromMs) / stepMs) + 1 };
 }
 
-function emptyReadings(): ReportReadings {
-  return {
-    gpuCount: 0,
-    gpuUtilization: {},
-    gpuProcesses: 0,
-    jupyterBusyKernels: 0,
-    jupyterConnectedKernels: 0,
-    idleInhibitors: 0,
-    lastActivityAtMs: {},
-  };
+/** One recorded series of a VM on the grid: its value at each step, NaN where it has none. */
+interface Column {
+  metric: string;
+  /** The `gpu` or `signal` label, for the series that carry one. */
+  label: string;
+  values: Float64Array;
 }
 
-/** Folds the series of one or more range queries over the same grid into per-VM timelines. */
+/** The ReportReadings fields read from one series each, by metric. */
+const OPTIONAL_READINGS = [
+  ["cpu_busy_ratio", "cpuBusyRatio"],
+  ["user_process_cpu_cores", "userProcessCpuCores"],
+  ["network_bytes_per_second", "networkBytesPerSecond"],
+  ["disk_io_bytes_per_second", "diskBytesPerSecond"],
+  ["remote_forward_jupyter_port", "remoteForwardJupyterPort"],
+  ["remote_cadence_seconds", "remoteCadenceSeconds"],
+] as const;
+
+/**
+ * Folds the series of one or more range queries over the same grid into per-VM timelines. Each
+ * series becomes a column of numbers on the grid (a later point on the same step wins), and each
+ * step with any value becomes a sample: a week of a VM is a few typed arrays, not a map per step.
+ */
 export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGrid): VmHistory[] {
-  const byVm = new Map<string, { namespace: string; name: string; raw: Map<number, Map<string, number>> }>();
-  // raw: step index → "metric[|label]" → value
+  const byVm = new Map<string, { namespace: string; name: string; columns: Map<string, Column> }>();
   for (const { metric, values } of series) {
     const name = metric.__name__?.replace(/^workstation_/, "");
     const namespace = metric.namespace;
@@ -202,26 +209,27 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
     const key = `${namespace}/${vm}`;
     let entry = byVm.get(key);
     if (!entry) {
-      entry = { namespace, name: vm, raw: new Map() };
+      entry = { namespace, name: vm, columns: new Map() };
       byVm.set(key, entry);
     }
-    const field =
+    const label =
       name === "gpu_utilization_ratio"
-        ? `${name}|${metric.gpu ?? ""}`
+        ? (metric.gpu ?? "")
         : name === "signal_last_activity_timestamp_seconds"
-          ? `${name}|${metric.signal ?? ""}`
-          : name;
+          ? (metric.signal ?? "")
+          : "";
+    const field = `${name}|${label}`;
+    let column = entry.columns.get(field);
+    if (!column) {
+      column = { metric: name, label, values: new Float64Array(grid.count).fill(Number.NaN) };
+      entry.columns.set(field, column);
+    }
     for (const [seconds, text] of values) {
       const value = Number(text);
       if (!Number.isFinite(value)) continue;
       const index = Math.round((seconds * 1000 - grid.startMs) / grid.stepMs);
       if (index < 0 || index >= grid.count) continue;
-      let fields = entry.raw.get(index);
-      if (!fields) {
-        fields = new Map();
-        entry.raw.set(index, fields);
-      }
-      fields.set(field, value);
+      column.values[index] = value;
     }
   }
 
@@ -229,54 +237,79 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
   for (const entry of [...byVm.values()].sort((a, b) =>
     `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
   )) {
+    const columns = [...entry.columns.values()];
+    const sampleAt = sampler(columns);
     const samples: Array<StepSample | undefined> = new Array(grid.count).fill(undefined);
-    for (const [index, fields] of entry.raw) samples[index] = sampleFrom(fields);
+    for (let index = 0; index < grid.count; index++)
+      if (columns.some((column) => !Number.isNaN(column.values[index]!))) samples[index] = sampleAt(index);
     histories.push({ namespace: entry.namespace, name: entry.name, samples });
   }
   return histories;
 }
 
-function sampleFrom(fields: Map<string, number>): StepSample {
-  const sample: StepSample = { connected: fields.get("agent_connected") === 1 };
-  const gpus = fields.get("gpus");
-  if (gpus !== undefined) sample.gpuCount = gpus;
-  const lease = fields.get("lease_expiry_timestamp_seconds");
-  if (lease !== undefined) sample.leaseExpiresAtMs = lease * 1000;
-  if (!sample.connected || !fields.has(REPORT_MARKER)) return sample;
+/** The sample of a step from a VM's columns (the named ones looked up once per VM). */
+function sampler(columns: readonly Column[]): (index: number) => StepSample {
+  const named = (metric: string) => columns.find((column) => column.metric === metric)?.values;
+  const connected = named("agent_connected");
+  const gpus = named("gpus");
+  const lease = named("lease_expiry_timestamp_seconds");
+  const marker = named(REPORT_MARKER);
+  const counts = {
+    gpuProcesses: named("gpu_processes"),
+    jupyterBusyKernels: named("jupyter_busy_kernels"),
+    jupyterConnectedKernels: named("jupyter_connected_kernels"),
+    idleInhibitors: named("idle_inhibitors"),
+  };
+  const optional = OPTIONAL_READINGS.map(([metric, key]) => [key, named(metric)] as const);
+  const gpuColumns = columns.filter((column) => column.metric === "gpu_utilization_ratio");
+  const signalColumns = columns.filter(
+    (column) =>
+      column.metric === "signal_last_activity_timestamp_seconds" &&
+      (ACTIVITY_SIGNALS as readonly string[]).includes(column.label),
+  );
+  const at = (values: Float64Array | undefined, index: number): number | undefined => {
+    const value = values?.[index];
+    return value === undefined || Number.isNaN(value) ? undefined : value;
+  };
 
-  const readings = emptyReadings();
-  readings.gpuCount = gpus ?? 0;
-  readings.gpuProcesses = fields.get("gpu_processes") ?? 0;
-  readings.jupyterBusyKernels = fields.get("jupyter_busy_kernels") ?? 0;
-  readings.jupyterConnectedKernels = fields.get("jupyter_connected_kernels") ?? 0;
-  readings.idleInhibitors = fields.get("idle_inhibitors") ?? 0;
-  const optional = [
-    ["cpu_busy_ratio", "cpuBusyRatio"],
-    ["user_process_cpu_cores", "userProcessCpuCores"],
-    ["network_bytes_per_second", "networkBytesPerSecond"],
-    ["disk_io_bytes_per_second", "diskBytesPerSecond"],
-    ["remote_forward_jupyter_port", "remoteForwardJupyterPort"],
-    ["remote_cadence_seconds", "remoteCadenceSeconds"],
-  ] as const;
-  for (const [metric, key] of optional) {
-    const value = fields.get(metric);
-    if (value !== undefined) readings[key] = value;
-  }
-  for (const [field, value] of fields) {
-    const [metric, label = ""] = field.split("|");
-    if (metric === "gpu_utilization_ratio") readings.gpuUtilization[label] = value;
-    if (
-      metric === "signal_last_activity_timestamp_seconds" &&
-      (ACTIVITY_SIGNALS as readonly string[]).includes(label)
-    ) {
-      readings.lastActivityAtMs[label as ActivitySignal] = value * 1000;
+  return (index) => {
+    const sample: StepSample = { connected: at(connected, index) === 1 };
+    const gpuCount = at(gpus, index);
+    if (gpuCount !== undefined) sample.gpuCount = gpuCount;
+    const leaseSeconds = at(lease, index);
+    if (leaseSeconds !== undefined) sample.leaseExpiresAtMs = leaseSeconds * 1000;
+    if (!sample.connected || at(marker, index) === undefined) return sample;
+
+    const readings: ReportReadings = {
+      gpuCount: gpuCount ?? 0,
+      gpuUtilization: {},
+      gpuProcesses: at(counts.gpuProcesses, index) ?? 0,
+      jupyterBusyKernels: at(counts.jupyterBusyKernels, index) ?? 0,
+      jupyterConnectedKernels: at(counts.jupyterConnectedKernels, index) ?? 0,
+      idleInhibitors: at(counts.idleInhibitors, index) ?? 0,
+      lastActivityAtMs: {},
+    };
+    for (const [key, values] of optional) {
+      const value = at(values, index);
+      if (value !== undefined) readings[key] = value;
     }
-  }
-  // A GPU with a utilization series is a GPU, even if the count was scraped a moment apart.
-  const highestIndex = Math.max(-1, ...Object.keys(readings.gpuUtilization).map(Number).filter(Number.isInteger));
-  readings.gpuCount = Math.max(readings.gpuCount, highestIndex + 1);
-  sample.readings = readings;
-  return sample;
+    // A GPU with a utilization series is a GPU, even if the count was scraped a moment apart.
+    let highestIndex = -1;
+    for (const column of gpuColumns) {
+      const value = at(column.values, index);
+      if (value === undefined) continue;
+      readings.gpuUtilization[column.label] = value;
+      const gpu = Number(column.label);
+      if (Number.isInteger(gpu)) highestIndex = Math.max(highestIndex, gpu);
+    }
+    for (const column of signalColumns) {
+      const value = at(column.values, index);
+      if (value !== undefined) readings.lastActivityAtMs[column.label as ActivitySignal] = value * 1000;
+    }
+    readings.gpuCount = Math.max(readings.gpuCount, highestIndex + 1);
+    sample.readings = readings;
+    return sample;
+  };
 }
 
 /** Splits a range into chunks Prometheus accepts (it refuses more than 11,000 points per series). */
