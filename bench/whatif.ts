@@ -18,6 +18,7 @@ import {
   type StepGrid,
   stepGrid,
   type StepSample,
+  stepSamples,
   type VmHistory,
 } from "../packages/collector/src/offline/whatif/history.js";
 import type { VmOutcome } from "../packages/collector/src/offline/whatif/simulate.js";
@@ -99,8 +100,9 @@ function prometheusAnswers(histories: readonly VmHistory[], grid: StepGrid): str
         }
         entry.values.push([seconds, String(value)]);
       };
+      const sampleAt = stepSamples(history);
       for (let index = first; index <= last; index++) {
-        const sample = history.samples[index];
+        const sample = sampleAt(index);
         const seconds = (grid.startMs + index * grid.stepMs) / 1000;
         if (!sample) continue;
         put("agent_connected", sample.connected ? 1 : 0, seconds);
@@ -117,7 +119,7 @@ function prometheusAnswers(histories: readonly VmHistory[], grid: StepGrid): str
         put("idle_inhibitors", readings.idleInhibitors, seconds);
         for (const [gpu, value] of Object.entries(readings.gpuUtilization))
           put("gpu_utilization_ratio", value, seconds, { gpu });
-        for (const [signal, atMs] of Object.entries(readings.lastActivityAtMs))
+        for (const [signal, atMs] of Object.entries(readings.lastActivityAtMs) as Array<[string, number]>)
           put("signal_last_activity_timestamp_seconds", atMs / 1000, seconds, { signal });
       }
       result.push(...series.values());

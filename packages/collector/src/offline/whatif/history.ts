@@ -160,8 +160,31 @@ export interface StepSample {
 export interface VmHistory {
   namespace: string;
   name: string;
-  /** One entry per step; undefined where nothing was recorded. */
-  samples: Array<StepSample | undefined>;
+  /**
+   * One entry per step, undefined where nothing was recorded (a trace's, a test's); or, read from
+   * Prometheus, the recorded series on the grid, which stepSamples makes into a sample a step at a
+   * time: a week of a VM is a few typed arrays (about 1 MB, not 20), and a worker thread gets it in one copy.
+   */
+  samples: Array<StepSample | undefined> | RecordedSteps;
+}
+
+/** A VM's recorded series on the grid (historyFromSeries). */
+export interface RecordedSteps {
+  columns: Column[];
+  /** Each step's host-side reading (whatif --host-window). */
+  host?: TraceHostReading[];
+}
+
+/** The history's sample at each step (a replay asks for each step once, in order; make one per replay). */
+export function stepSamples(history: VmHistory): (index: number) => StepSample | undefined {
+  const { samples } = history;
+  if (Array.isArray(samples)) return (index) => samples[index];
+  const { columns, host } = samples;
+  const sampleAt = sampler(columns);
+  return (index) => {
+    const recorded = columns.some((column) => !Number.isNaN(column.values[index]!)) ? sampleAt(index) : undefined;
+    return host ? { connected: false, ...recorded, host: host[index]! } : recorded;
+  };
 }
 
 export interface StepGrid {
@@ -176,7 +199,7 @@ export function stepGrid(fromMs: number, toMs: number, stepSeconds: number): Ste
 }
 
 /** One recorded series of a VM on the grid: its value at each step, NaN where it has none. */
-interface Column {
+export interface Column {
   metric: string;
   /** The `gpu` or `signal` label, for the series that carry one. */
   label: string;
@@ -195,8 +218,8 @@ const OPTIONAL_READINGS = [
 
 /**
  * Folds the series of one or more range queries over the same grid into per-VM timelines. Each
- * series becomes a column of numbers on the grid (a later point on the same step wins), and each
- * step with any value becomes a sample: a week of a VM is a few typed arrays, not a map per step.
+ * series becomes a column of numbers on the grid (a later point on the same step wins); a step with
+ * any value is a sample (stepSamples makes it when the replay reaches it).
  */
 export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGrid): VmHistory[] {
   const byVm = new Map<string, { namespace: string; name: string; columns: Map<string, Column> }>();
@@ -237,12 +260,7 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
   for (const entry of [...byVm.values()].sort((a, b) =>
     `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
   )) {
-    const columns = [...entry.columns.values()];
-    const sampleAt = sampler(columns);
-    const samples: Array<StepSample | undefined> = new Array(grid.count).fill(undefined);
-    for (let index = 0; index < grid.count; index++)
-      if (columns.some((column) => !Number.isNaN(column.values[index]!))) samples[index] = sampleAt(index);
-    histories.push({ namespace: entry.namespace, name: entry.name, samples });
+    histories.push({ namespace: entry.namespace, name: entry.name, samples: { columns: [...entry.columns.values()] } });
   }
   return histories;
 }

@@ -62,13 +62,20 @@ export function hostSteps(
 
 /** Attaches each step's host-side reading to the histories (VMs the collector does not track are left out). */
 export function withHostSteps(histories: readonly VmHistory[], steps: HostSteps): VmHistory[] {
-  return histories.map((history) => ({
-    ...history,
-    samples: history.samples.map((sample, index) => {
-      const { atMs: _at, ...host } = readingFor(steps[index]!, `${history.namespace}/${history.name}`);
-      return { connected: false, ...sample, host: host satisfies TraceHostReading };
-    }),
-  }));
+  return histories.map((history) => {
+    const vm = `${history.namespace}/${history.name}`;
+    const hostAt = (index: number): TraceHostReading => {
+      const { atMs: _at, ...host } = readingFor(steps[index]!, vm);
+      return host;
+    };
+    const { samples } = history;
+    return {
+      ...history,
+      samples: Array.isArray(samples)
+        ? samples.map((sample, index) => ({ connected: false, ...sample, host: hostAt(index) }))
+        : { ...samples, host: steps.map((_, index) => hostAt(index)) },
+    };
+  });
 }
 
 export function withHostHistory(

@@ -6,7 +6,7 @@
 import { useEvidence } from "../../engine/evidence.js";
 import type { Decision, Policy, ReceivedReport, StopTrigger, VmRecord } from "../../engine/types.js";
 import { newVmLoopState, step, type StepInput } from "../../loop/step.js";
-import type { StepGrid, StepSample, VmHistory } from "./history.js";
+import { type StepGrid, type StepSample, stepSamples, type VmHistory } from "./history.js";
 import { uncountedConnections } from "../replay/connected.js";
 import { reportFromReadings } from "../../model/readings.js";
 
@@ -84,17 +84,16 @@ function activityAfter(
 }
 
 /**
- * The Report the collector received at each step, as the agent sent it (undefined where none was),
- * built in step order (a lease is known from the step it was first seen). They depend on the
- * recording only, not on the policy: a sweep builds each once and hands it to every replay of the
- * VM at that step, so it dies young instead of a week of them being held (and copied by the GC).
+ * The Report the collector received at a step, as the agent sent it (undefined where none was), from
+ * that step's sample, asked in step order (a lease is known from the step it was first seen). They
+ * depend on the recording only, not on the policy: a sweep builds each once and hands it to every
+ * replay of the VM at that step, so it dies young instead of a week of them being held (and copied by the GC).
  */
-export function reportBuilder(history: VmHistory, grid: StepGrid): (index: number) => ReceivedReport | undefined {
+export function reportBuilder(
+  grid: StepGrid,
+): (sample: StepSample | undefined, index: number) => ReceivedReport | undefined {
   const leaseFirstSeen = new Map<number, number>();
-  return (index) => {
-    const sample = history.samples[index];
-    return sample ? synthesize(sample, grid.startMs + index * grid.stepMs) : undefined;
-  };
+  return (sample, index) => (sample ? synthesize(sample, grid.startMs + index * grid.stepMs) : undefined);
 
   function synthesize(sample: StepSample, atMs: number): ReceivedReport | undefined {
     if (!sample.connected || !sample.readings) return undefined;
@@ -118,14 +117,18 @@ export function reportBuilder(history: VmHistory, grid: StepGrid): (index: numbe
 
 /** One VM's replay under one policy, fed step by step (every step of the grid, in order, then finish). */
 export interface VmReplay {
-  step(index: number, received: ReceivedReport | undefined): void;
+  step(index: number, sample: StepSample | undefined, received: ReceivedReport | undefined): void;
   finish(): VmOutcome;
 }
 
 export function simulateVm(history: VmHistory, options: SimulationOptions): VmOutcome {
   const replay = replayVm(history, options);
-  const reportAt = reportBuilder(history, options.grid);
-  for (let index = 0; index < options.grid.count; index++) replay.step(index, reportAt(index));
+  const sampleAt = stepSamples(history);
+  const reportAt = reportBuilder(options.grid);
+  for (let index = 0; index < options.grid.count; index++) {
+    const sample = sampleAt(index);
+    replay.step(index, sample, reportAt(sample, index));
+  }
   return replay.finish();
 }
 
@@ -186,9 +189,8 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
     return decision;
   };
 
-  const stepAt = (index: number, received: ReceivedReport | undefined): void => {
+  const stepAt = (index: number, sample: StepSample | undefined, received: ReceivedReport | undefined): void => {
     const atMs = grid.startMs + index * grid.stepMs;
-    const sample = history.samples[index];
     if (sample?.gpuCount !== undefined) gpus = sample.gpuCount;
     if (received) reportedSteps++;
 

@@ -6,6 +6,13 @@ import { disagreements } from "../../../src/loop/hostside/disagree.js";
 import { PrometheusQueryError, parseVector, type VectorSample } from "../../../src/loop/hostside/prometheus.js";
 import { type HostAnswers, hostQueries, readingFor, readingsFromAnswers } from "../../../src/loop/hostside/queries.js";
 import { withHostHistory } from "../../../src/offline/whatif/host-history.js";
+import { stepSamples, type VmHistory } from "../../../src/offline/whatif/history.js";
+
+/** Every step's sample of a history, as a replay is handed them. */
+function samplesOf(history: VmHistory, count: number) {
+  const at = stepSamples(history);
+  return Array.from({ length: count }, (_, index) => at(index));
+}
 import { HOUR, MINUTE, Sim, actionsOf, report, testPolicy, ttySession } from "../../engine/sim.js";
 
 const AT = Date.UTC(2026, 11, 1, 12, 0, 0);
@@ -361,17 +368,17 @@ describe("withHostHistory (whatif --host-window)", () => {
       connectionsWitness: [{ metric: {}, values: [[t(0), "1"] as [number, string], [t(1), "1"] as [number, string]] }],
     };
     const [history] = withHostHistory(
-      [{ namespace: "users", name: "ada", samples: [undefined, undefined, undefined] }],
+      [{ namespace: "users", name: "ada", samples: { columns: [] } }],
       answers,
       grid,
       120,
     );
-    expect(history!.samples.map((sample) => sample?.host)).toEqual([
+    expect(samplesOf(history!, 3).map((sample) => sample?.host)).toEqual([
       expect.objectContaining({ state: "ok", vcpuBusyRatio: 0.8, vncConnections: 0 }),
       expect.objectContaining({ state: "ok", vcpuBusyRatio: 0.8, vncConnections: 1 }),
       expect.objectContaining({ state: "failed", message: expect.stringMatching(/virt-api/) }),
     ]);
-    expect(history!.samples[0]).toMatchObject({ connected: false });
+    expect(samplesOf(history!, 3)[0]).toMatchObject({ connected: false });
   });
 
   it("a step whose point is NaN or below zero is a failed reading, not a missing or idle one", () => {
@@ -381,7 +388,7 @@ describe("withHostHistory (whatif --host-window)", () => {
       { metric, values: values.map((value, index) => [t(index), value] as [number, string]) },
     ];
     const [history] = withHostHistory(
-      [{ namespace: "users", name: "ada", samples: [undefined, undefined] }],
+      [{ namespace: "users", name: "ada", samples: { columns: [] } }],
       {
         vcpuSeconds: series(vm("ada"), ["NaN", "-3"]),
         vcpus: series(vm("ada"), ["2", "2"]),
@@ -395,7 +402,7 @@ describe("withHostHistory (whatif --host-window)", () => {
       grid,
       120,
     );
-    expect(history!.samples.map((sample) => sample?.host)).toEqual([
+    expect(samplesOf(history!, 2).map((sample) => sample?.host)).toEqual([
       expect.objectContaining({ state: "failed", message: expect.stringMatching(/vcpuSeconds NaN/) }),
       expect.objectContaining({ state: "failed", message: expect.stringMatching(/vcpuSeconds -3 \(below zero\)/) }),
     ]);

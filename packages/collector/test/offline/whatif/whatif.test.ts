@@ -19,6 +19,7 @@ import {
   parseMatrix,
   rangeChunks,
   stepGrid,
+  stepSamples,
   type StepSample,
   type VmHistory,
 } from "../../../src/offline/whatif/history.js";
@@ -243,11 +244,13 @@ describe("whatif history from Prometheus", () => {
   it("folds the matrix into one sample per VM per step", () => {
     const histories = historyFromSeries(parseMatrix(fixture.answer), grid);
     expect(histories.map((h) => `${h.namespace}/${h.name}`)).toEqual(["lab/vm-idle", "lab/vm-lease"]);
-    const [idle, leased] = histories as [VmHistory, VmHistory];
-    expect(idle.samples).toHaveLength(grid.count);
+    const [idle, leased] = (histories as [VmHistory, VmHistory]).map((history) => {
+      const at = stepSamples(history);
+      return Array.from({ length: grid.count }, (_, index) => at(index));
+    }) as [Array<StepSample | undefined>, Array<StepSample | undefined>];
     // Nothing before the first scrape; reports while connected; the series stays, without readings, once the agent left.
-    expect(idle.samples[0]).toBeUndefined();
-    const reported = idle.samples.filter((s) => s?.readings);
+    expect(idle[0]).toBeUndefined();
+    const reported = idle.filter((s) => s?.readings);
     expect(reported.length).toBe(4);
     for (const sample of reported) {
       expect(sample!.connected).toBe(true);
@@ -260,8 +263,8 @@ describe("whatif history from Prometheus", () => {
         lastActivityAtMs: {},
       });
     }
-    expect(idle.samples.at(-1)).toEqual({ connected: false });
-    const lease = leased.samples.at(-1)!;
+    expect(idle.at(-1)).toEqual({ connected: false });
+    const lease = leased.at(-1)!;
     expect(lease.connected).toBe(true);
     expect(lease.leaseExpiresAtMs! - fixture.end * 1000).toBeGreaterThan(7000 * 1000);
   });
