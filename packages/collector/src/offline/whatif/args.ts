@@ -418,9 +418,10 @@ function prometheusRange(
 /** --vms-per-query N, 1 to 100000. */
 function vmsPerQuery(text: string | undefined): { vmsPerQuery?: number } {
   if (text === undefined) return {};
-  if (!/^[1-9][0-9]{0,4}$/.test(text.trim()) && text.trim() !== "100000")
+  const count = Number(text.trim());
+  if (!/^\d+$/.test(text.trim()) || count < 1 || count > 100_000)
     throw new UsageError(`--vms-per-query ${JSON.stringify(text.slice(0, 64))}: give a number of VMs, 1 to 100000`);
-  return { vmsPerQuery: Number(text.trim()) };
+  return { vmsPerQuery: count };
 }
 
 /** --jobs N: worker threads for a sweep (undefined: the caller's default, the cores available). */

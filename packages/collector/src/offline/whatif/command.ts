@@ -123,19 +123,19 @@ export async function whatifCommand(argv: string[], io: WhatifIo): Promise<numbe
   const source = prometheusSource(options, io);
   const grid = stepGrid(options.fromMs, options.toMs, options.stepSeconds);
   let vms: RecordedVm[];
-  let host: HostSteps | undefined;
   try {
     vms = await listRecordedVms(source, grid, options);
-    // Host-side evidence, read back with the live source's own queries at every step.
-    if (options.hostWindowSeconds !== undefined && vms.length > 0)
-      host = await hostHistory(source, grid, options.hostWindowSeconds);
   } catch (error) {
-    if (error instanceof HistoryError) {
-      io.stderr.write(`ws-collector whatif: ${terminalText(error.message, 1000)}\n`);
-      return 1;
-    }
-    throw error;
+    return historyFailed(error, io);
   }
+  let host: HostSteps | undefined;
+  // Host-side evidence, read back with the live source's own queries at every step.
+  if (options.hostWindowSeconds !== undefined && vms.length > 0)
+    try {
+      host = await hostHistory(source, grid, options.hostWindowSeconds);
+    } catch (error) {
+      return historyFailed(error, io, "host-side evidence: ");
+    }
   const batches = historyBatches(source, vms, grid, options.vmsPerQuery ?? defaultVmsPerQuery(grid), host);
   return replayHistories(options, batches, grid, disputes, io);
 }
@@ -211,10 +211,10 @@ function noHistories(options: WhatifOptions, io: WhatifIo): number {
   return 1;
 }
 
-/** A failed read mid-replay: said, exit 1; anything else is a bug and is thrown. */
-function historyFailed(error: unknown, io: WhatifIo): number {
+/** A failed read from Prometheus: said (after `what`), exit 1; anything else is a bug and is thrown. */
+function historyFailed(error: unknown, io: WhatifIo, what = ""): number {
   if (!(error instanceof HistoryError)) throw error;
-  io.stderr.write(`ws-collector whatif: ${terminalText(error.message, 1000)}\n`);
+  io.stderr.write(`ws-collector whatif: ${what}${terminalText(error.message, 1000)}\n`);
   return 1;
 }
 
@@ -289,7 +289,7 @@ async function sweepCommand(
       capacity = capacityFromSeries(cores, memory);
     } catch (error) {
       if (!(error instanceof HistoryError)) throw error;
-      io.stderr.write(`ws-collector whatif: core- and GiB-hours unknown: ${error.message}\n`);
+      io.stderr.write(`ws-collector whatif: core- and GiB-hours unknown: ${terminalText(error.message, 1000)}\n`);
     }
   const input: SweepRunInput = {
     plan: sweep,

@@ -41,7 +41,17 @@ export function recordedVms(labelSets: readonly Record<string, string>[], filter
     if (namespace === undefined || name === undefined || (filter.vm !== undefined && name !== filter.vm)) continue;
     vms.set(`${namespace}/${name}`, { namespace, name });
   }
-  return [...vms.values()].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
+  return [...vms.values()].sort(byVm);
+}
+
+/** The order whatif lists VMs in: by namespace/name. */
+function byVm(a: { namespace: string; name: string }, b: { namespace: string; name: string }): number {
+  return `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`);
+}
+
+/** The step a point at `seconds` falls on (rounded to the nearest). */
+export function stepIndex(grid: StepGrid, seconds: number): number {
+  return Math.round((seconds * 1000 - grid.startMs) / grid.stepMs);
 }
 
 /** Points one range query may return: about 100 MB of JSON, well under Prometheus's default --query.max-samples (50 M). */
@@ -73,7 +83,7 @@ export function vmBatches(vms: readonly RecordedVm[], perQuery: number): VmBatch
 }
 
 /** A label value as a PromQL string literal (JSON's escapes are PromQL's). */
-function promString(value: string): string {
+export function promString(value: string): string {
   return JSON.stringify(value);
 }
 
@@ -222,7 +232,7 @@ const OPTIONAL_READINGS = [
  * any value is a sample (stepSamples makes it when the replay reaches it).
  */
 export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGrid): VmHistory[] {
-  const byVm = new Map<string, { namespace: string; name: string; columns: Map<string, Column> }>();
+  const vms = new Map<string, { namespace: string; name: string; columns: Map<string, Column> }>();
   for (const { metric, values } of series) {
     const name = metric.__name__?.replace(/^workstation_/, "");
     const namespace = metric.namespace;
@@ -230,10 +240,10 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
     const vm = metric.name ?? metric.vm;
     if (!name || namespace === undefined || vm === undefined) continue;
     const key = `${namespace}/${vm}`;
-    let entry = byVm.get(key);
+    let entry = vms.get(key);
     if (!entry) {
       entry = { namespace, name: vm, columns: new Map() };
-      byVm.set(key, entry);
+      vms.set(key, entry);
     }
     const label =
       name === "gpu_utilization_ratio"
@@ -250,16 +260,14 @@ export function historyFromSeries(series: readonly MatrixSeries[], grid: StepGri
     for (const [seconds, text] of values) {
       const value = Number(text);
       if (!Number.isFinite(value)) continue;
-      const index = Math.round((seconds * 1000 - grid.startMs) / grid.stepMs);
+      const index = stepIndex(grid, seconds);
       if (index < 0 || index >= grid.count) continue;
       column.values[index] = value;
     }
   }
 
   const histories: VmHistory[] = [];
-  for (const entry of [...byVm.values()].sort((a, b) =>
-    `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
-  )) {
+  for (const entry of [...vms.values()].sort(byVm)) {
     histories.push({ namespace: entry.namespace, name: entry.name, samples: { columns: [...entry.columns.values()] } });
   }
   return histories;

@@ -10,7 +10,7 @@ import {
 } from "../../loop/hostside/queries.js";
 import { promNumber } from "../../loop/hostside/prometheus.js";
 import type { TraceHostReading } from "../../loop/trace.js";
-import type { MatrixSeries, StepGrid, VmHistory } from "./history.js";
+import { type MatrixSeries, type StepGrid, stepIndex, type VmHistory } from "./history.js";
 
 export const HOST_QUERY_NAMES = Object.keys(hostQueries(60)) as HostQueryName[];
 
@@ -33,7 +33,7 @@ export function hostSteps(
     series: (answers[name] ?? []).map((series) => {
       const byStep = new Map<number, string>();
       for (const [seconds, value] of series.values) {
-        const index = Math.round((seconds * 1000 - grid.startMs) / grid.stepMs);
+        const index = stepIndex(grid, seconds);
         // Only a point on the step itself, as the live source reads at that instant.
         if (Math.abs(grid.startMs + index * grid.stepMs - seconds * 1000) < 1 && !byStep.has(index))
           byStep.set(index, value);
@@ -76,13 +76,4 @@ export function withHostSteps(histories: readonly VmHistory[], steps: HostSteps)
         : { ...samples, host: steps.map((_, index) => hostAt(index)) },
     };
   });
-}
-
-export function withHostHistory(
-  histories: readonly VmHistory[],
-  answers: Partial<Record<HostQueryName, MatrixSeries[]>>,
-  grid: StepGrid,
-  windowSeconds: number,
-): VmHistory[] {
-  return withHostSteps(histories, hostSteps(answers, grid, windowSeconds));
 }

@@ -12,6 +12,7 @@ import {
   type MatrixSeries,
   parseLabelSets,
   parseMatrix,
+  promString,
   rangeChunks,
   recordedVms,
   type RecordedVm,
@@ -83,9 +84,8 @@ export async function listRecordedVms(
   grid: StepGrid,
   filter: { namespace?: string; vm?: string },
 ): Promise<RecordedVm[]> {
-  // Names were checked against the Kubernetes name syntax: nothing to escape. --vm is matched below,
-  // as older recordings name the VM by `vm` where newer ones say `name`.
-  const namespace = filter.namespace !== undefined ? `,namespace="${filter.namespace}"` : "";
+  // --vm is matched below, as older recordings name the VM by `vm` where newer ones say `name`.
+  const namespace = filter.namespace !== undefined ? `,namespace=${promString(filter.namespace)}` : "";
   const body = new URLSearchParams({
     "match[]": `{__name__=~"workstation_(${HISTORY_METRICS.join("|")})"${namespace}}`,
     start: String(grid.startMs / 1000),

@@ -5,7 +5,7 @@ import { parseHostSideConfig } from "../../../src/loop/hostside/config.js";
 import { disagreements } from "../../../src/loop/hostside/disagree.js";
 import { PrometheusQueryError, parseVector, type VectorSample } from "../../../src/loop/hostside/prometheus.js";
 import { type HostAnswers, hostQueries, readingFor, readingsFromAnswers } from "../../../src/loop/hostside/queries.js";
-import { withHostHistory } from "../../../src/offline/whatif/host-history.js";
+import { hostSteps, withHostSteps } from "../../../src/offline/whatif/host-history.js";
 import { stepSamples, type VmHistory } from "../../../src/offline/whatif/history.js";
 
 /** Every step's sample of a history, as a replay is handed them. */
@@ -349,7 +349,7 @@ describe("disagreements", () => {
   });
 });
 
-describe("withHostHistory (whatif --host-window)", () => {
+describe("hostSteps and withHostSteps (whatif --host-window)", () => {
   it("folds range answers into one reading per VM per step, as a live round would read them", () => {
     const grid = { startMs: AT, stepMs: 60_000, count: 3 };
     const t = (index: number) => (AT + index * 60_000) / 1000;
@@ -367,11 +367,10 @@ describe("withHostHistory (whatif --host-window)", () => {
       // virt-api unscraped at the last step: that step fails.
       connectionsWitness: [{ metric: {}, values: [[t(0), "1"] as [number, string], [t(1), "1"] as [number, string]] }],
     };
-    const [history] = withHostHistory(
+    // A history read from Prometheus (its series kept as read).
+    const [history] = withHostSteps(
       [{ namespace: "users", name: "ada", samples: { columns: [] } }],
-      answers,
-      grid,
-      120,
+      hostSteps(answers, grid, 120),
     );
     expect(samplesOf(history!, 3).map((sample) => sample?.host)).toEqual([
       expect.objectContaining({ state: "ok", vcpuBusyRatio: 0.8, vncConnections: 0 }),
@@ -387,20 +386,23 @@ describe("withHostHistory (whatif --host-window)", () => {
     const series = (metric: Record<string, string>, values: string[]) => [
       { metric, values: values.map((value, index) => [t(index), value] as [number, string]) },
     ];
-    const [history] = withHostHistory(
-      [{ namespace: "users", name: "ada", samples: { columns: [] } }],
-      {
-        vcpuSeconds: series(vm("ada"), ["NaN", "-3"]),
-        vcpus: series(vm("ada"), ["2", "2"]),
-        network: series(vm("ada"), ["2000", "2000"]),
-        disk: series(vm("ada"), ["0", "0"]),
-        vnc: [],
-        console: [],
-        portForward: [],
-        connectionsWitness: series({}, ["1", "1"]),
-      },
-      grid,
-      120,
+    // A history of samples (a trace's, a test's).
+    const [history] = withHostSteps(
+      [{ namespace: "users", name: "ada", samples: [undefined, undefined] }],
+      hostSteps(
+        {
+          vcpuSeconds: series(vm("ada"), ["NaN", "-3"]),
+          vcpus: series(vm("ada"), ["2", "2"]),
+          network: series(vm("ada"), ["2000", "2000"]),
+          disk: series(vm("ada"), ["0", "0"]),
+          vnc: [],
+          console: [],
+          portForward: [],
+          connectionsWitness: series({}, ["1", "1"]),
+        },
+        grid,
+        120,
+      ),
     );
     expect(samplesOf(history!, 2).map((sample) => sample?.host)).toEqual([
       expect.objectContaining({ state: "failed", message: expect.stringMatching(/vcpuSeconds NaN/) }),

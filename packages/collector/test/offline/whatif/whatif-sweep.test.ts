@@ -87,6 +87,16 @@ describe("whatif --sweep options", () => {
     expect(usageError(["--sweep", "idle-timeout=30m", "--jobs", "0"])).toMatch(/number of worker threads/);
     expect(usageError(["--sweep", "idle-timeout=30m", "--jobs", "two"])).toMatch(/number of worker threads/);
   });
+
+  it("takes --vms-per-query, a whole number of VMs from 1 to 100000, with Prometheus only", () => {
+    expect(options(["--vms-per-query", "4"]).vmsPerQuery).toBe(4);
+    expect(options([]).vmsPerQuery).toBeUndefined();
+    for (const bad of ["0", "2.5", "many", "100001"])
+      expect(usageError(["--vms-per-query", bad])).toMatch(/give a number of VMs, 1 to 100000/);
+    expect(usageError(["--vms-per-query", "-1"])).toMatch(/--vms-per-query needs a value/);
+    const trace = () => parseWhatifArgs(["--trace", "t.jsonl", "--vms-per-query", "4"], NOW, noConfig);
+    expect(trace).toThrow(/--vms-per-query reads Prometheus/);
+  });
 });
 
 // --- a fleet whose right answer is known -------------------------------------------------------
