@@ -193,7 +193,12 @@ export function observe(d: Draft): Seen {
   let counted: CountedReading[] = [];
   if (evidence && received && (rec.state === "Active" || rec.state === "StoppingPending" || rec.state === "Stopping")) {
     const update = advanceClocks(
-      { ...rec, lastHumanAtMs: rec.lastHumanAtMs ?? rec.firstSeenMs },
+      {
+        clock: rec.clock,
+        attended: rec.attended,
+        lastNoticeSentAtMs: rec.lastNoticeSentAtMs,
+        lastHumanAtMs: rec.lastHumanAtMs ?? rec.firstSeenMs,
+      },
       evidence.readings,
       policy,
       rec.state,
@@ -217,12 +222,13 @@ export function vetoesInForce(d: Draft): Pick<Seen, "vetoes" | "unattended"> {
   if (rec.state === "Stopped" || !evidence) return { vetoes: [], unattended: undefined };
   const hold = backgroundHold(rec.lastHumanAtMs, policy, nowMs);
   const until = hold.untilMs;
-  const bounded = evidence.vetoes.map((veto) =>
-    until !== undefined && isBackgroundVeto(veto.kind)
-      ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) }
-      : veto,
-  );
-  const vetoes = vetoesAt({ ...evidence, vetoes: bounded }, nowMs);
+  const bounded =
+    until === undefined
+      ? evidence.vetoes
+      : evidence.vetoes.map((veto) =>
+          isBackgroundVeto(veto.kind) ? { ...veto, untilMs: Math.min(veto.untilMs ?? Infinity, until) } : veto,
+        );
+  const vetoes = vetoesAt({ vetoes: bounded }, nowMs);
   if (hold.holds) return { vetoes, unattended: undefined };
   const ended = bounded.filter(
     (veto) => isBackgroundVeto(veto.kind) && veto.untilMs !== undefined && veto.untilMs <= nowMs,

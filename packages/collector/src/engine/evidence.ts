@@ -520,30 +520,32 @@ function reportEvidence(received: ReceivedReport, policy: Policy): ReportEvidenc
   const { report } = received;
   const time = reportTime(received);
   const jupyter = jupyterEvidence(report, policy, time);
-  const bySource: Record<EvidenceSource, SourceEvidence> = {
-    sessions: terminalEvidence(report, policy, time),
-    desktop: desktopEvidence(report, time),
-    remote_sessions: remoteSessionEvidence(report, time),
-    jupyter,
-    code_server: codeServerEvidence(report, time),
-    gpu: gpuEvidence(report, policy, time),
-    system: systemEvidence(report, policy, time),
-  };
-  const perSource = Object.entries(bySource);
+  const desktop = desktopEvidence(report, time);
+  // In this order: the readings and vetoes are listed by source, as the explanation shows them.
+  const perSource: ReadonlyArray<readonly [EvidenceSource, SourceEvidence]> = [
+    ["sessions", terminalEvidence(report, policy, time)],
+    ["desktop", desktop],
+    ["remote_sessions", remoteSessionEvidence(report, time)],
+    ["jupyter", jupyter],
+    ["code_server", codeServerEvidence(report, time)],
+    ["gpu", gpuEvidence(report, policy, time)],
+    ["system", systemEvidence(report, policy, time)],
+  ];
+  // Plain loops, not entries/flatMap: a replay reads a Report's evidence at every step of a week.
+  const live = new Map<string, boolean>();
+  const readings: SignalReading[] = [];
+  const vetoes: Veto[] = [];
+  for (const [source, evidence] of perSource) {
+    live.set(source, evidence.live);
+    for (const reading of evidence.readings) readings.push(reading);
+    for (const veto of evidence.vetoes) vetoes.push(veto);
+  }
   const failed = new Set<string>();
   // A source listed twice is read by its last status.
   for (const status of report.sources)
     if (status.state === SourceState.FAILED) failed.add(status.source);
     else failed.delete(status.source);
-  return {
-    time,
-    jupyter,
-    desktop: bySource.desktop,
-    failed,
-    live: new Map(perSource.map(([source, evidence]) => [source, evidence.live])),
-    readings: perSource.flatMap(([, evidence]) => evidence.readings),
-    vetoes: perSource.flatMap(([, evidence]) => evidence.vetoes),
-  };
+  return { time, jupyter, desktop, failed, live, readings, vetoes };
 }
 
 /** The policy's thresholds (all reportEvidence reads of it), as one string (numbers typed, so Infinity and null differ). */
@@ -638,7 +640,7 @@ export function extractEvidence(
 }
 
 /** The vetoes that hold at `nowMs` (leases and capped holds end on their own). */
-export function vetoesAt(evidence: Evidence | undefined, nowMs: number): Veto[] {
+export function vetoesAt(evidence: Pick<Evidence, "vetoes"> | undefined, nowMs: number): Veto[] {
   if (!evidence) return [];
   return evidence.vetoes.filter((veto) => veto.untilMs === undefined || veto.untilMs > nowMs);
 }

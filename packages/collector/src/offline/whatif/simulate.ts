@@ -3,12 +3,14 @@
 // VM then stays off (saving its VM- and GPU-hours) until the recording shows
 // someone using it again — they would have started it — or the VM going away,
 // or the end of the range. Activity soon after a stop marks it a likely false stop.
-import { useEvidence } from "../../engine/evidence.js";
+import { unattendedEndsAtMs } from "../../engine/activity.js";
+import { shareReportEvidence, useEvidence } from "../../engine/evidence.js";
 import type { Decision, Policy, ReceivedReport, StopTrigger, VmRecord } from "../../engine/types.js";
 import { newVmLoopState, step, type StepInput } from "../../loop/step.js";
 import { type StepGrid, type StepSample, stepSamples, type VmHistory } from "./history.js";
 import { uncountedConnections } from "../replay/connected.js";
 import { reportFromReadings } from "../../model/readings.js";
+import { compareStepsUnder } from "./nothing-new.js";
 
 export type StopEnd = "activity" | "vm-gone" | "end-of-range";
 
@@ -47,6 +49,8 @@ export interface SimulationOptions {
   falseStopWindowSeconds: number;
   /** Every decision of the replay, in order (the test that holds live, replay and whatif to one loop reads them). */
   onDecision?: (decision: Decision) => void;
+  /** Decide at every step, skipping none (docs/metrics.md, "Steps whatif skips"): the tests hold the skipping replay to this one. */
+  everyStep?: boolean;
 }
 
 /** The most engine calls between two steps (timers that fire between reports). */
@@ -115,20 +119,45 @@ export function reportBuilder(
   }
 }
 
-/** One VM's replay under one policy, fed step by step (every step of the grid, in order, then finish). */
+/**
+ * One VM's replay under one policy, fed step by step: at every step of the grid, in order, needsReport
+ * then step; then finish. `step` may be given no Report where `needsReport` said it needs none.
+ */
 export interface VmReplay {
+  /**
+   * Whether the replay reads this step (false: it is skipped, as nothing in it can change the
+   * outcome). `upcoming`: the next step's sample (undefined at the last step, or where none was recorded).
+   */
+  needsReport(index: number, sample: StepSample | undefined, upcoming: StepSample | undefined): boolean;
   step(index: number, sample: StepSample | undefined, received: ReceivedReport | undefined): void;
   finish(): VmOutcome;
 }
 
+/**
+ * Feeds every step of one VM's history to its replays (one, or a sweep's one per value). The Report
+ * of a step is made only when a replay needs it (reportBuilder's are asked in step order all the same:
+ * a step none needs shows nothing new since one that was made), and its evidence is shared.
+ */
+export function feedReplays(history: VmHistory, grid: StepGrid, replays: readonly VmReplay[]): void {
+  const sampleAt = stepSamples(history);
+  const reportAt = reportBuilder(grid);
+  let upcoming = grid.count > 0 ? sampleAt(0) : undefined;
+  for (let index = 0; index < grid.count; index++) {
+    const sample = upcoming;
+    upcoming = index + 1 < grid.count ? sampleAt(index + 1) : undefined;
+    let needed = false;
+    // Every replay is asked (each keeps its answer for step()), not only up to the first that needs it.
+    for (const replay of replays) needed = replay.needsReport(index, sample, upcoming) || needed;
+    const received = needed ? reportAt(sample, index) : undefined;
+    // The sources' evidence of this report is read once for all the values that read the same thresholds.
+    if (received) shareReportEvidence(received);
+    for (const replay of replays) replay.step(index, sample, received);
+  }
+}
+
 export function simulateVm(history: VmHistory, options: SimulationOptions): VmOutcome {
   const replay = replayVm(history, options);
-  const sampleAt = stepSamples(history);
-  const reportAt = reportBuilder(options.grid);
-  for (let index = 0; index < options.grid.count; index++) {
-    const sample = sampleAt(index);
-    replay.step(index, sample, reportAt(sample, index));
-  }
+  feedReplays(history, options.grid, [replay]);
   return replay.finish();
 }
 
@@ -144,6 +173,36 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
   let reportedSteps = 0;
   // When the notice now standing was first sent: cleared when the VM is active again, read at the stop.
   let noticeSinceMs: number | undefined;
+  // The latest step that showed no one back since the stop: a step with nothing new since it is skipped (nothing-new.ts).
+  let quietSince: StepSample | undefined;
+  const compare = compareStepsUnder(policy.thresholds);
+  // The sample of the step before this one, and the next moment the last decision named.
+  let previous: StepSample | undefined;
+  let nextDecisionAtMs: number | undefined;
+  let lastDecisionAtMs = -Infinity;
+  // needsReport's answer, which step() takes.
+  let skipping = false;
+  const skips = (index: number, sample: StepSample | undefined, upcoming: StepSample | undefined): boolean => {
+    if (options.everyStep) return false;
+    if (stopped) return quietSince !== undefined && compare.nothingNewSince(quietSince, sample);
+    return quietWhileActive(index, sample, upcoming);
+  };
+  /**
+   * A step of a plainly Active VM whose recording says what the step before it said and what the step
+   * after it will say (activity may come, levels stay on their side), with the next decision not
+   * before the step after: deciding here would change nothing that the next decision does not see.
+   * The step before a change is read, so a level that ends is credited to its last sample.
+   */
+  const quietWhileActive = (index: number, sample: StepSample | undefined, upcoming: StepSample | undefined) => {
+    const record = loop.record;
+    if (record?.state !== "Active" || record.notice || record.awaitingFreshReport) return false;
+    const nextStepMs = grid.startMs + (index + 1) * grid.stepMs;
+    if (nextDecisionAtMs !== undefined && nextDecisionAtMs <= nextStepMs) return false;
+    // unattended-max ending is no decision's wake, yet from then the idle clock leaves out background work.
+    const unattendedEnd = unattendedEndsAtMs(record.lastHumanAtMs ?? record.firstSeenMs, policy);
+    if (unattendedEnd !== undefined && unattendedEnd > lastDecisionAtMs && unattendedEnd <= nextStepMs) return false;
+    return compare.quietlyFollows(previous, sample) && compare.quietlyFollows(sample, upcoming);
+  };
 
   const endStop = (untilMs: number, endedBy: StopEnd, resumedBy?: string) => {
     if (!stopped) return;
@@ -162,6 +221,7 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
       noticeSeconds: stopped.noticeSeconds,
     });
     stopped = undefined;
+    quietSince = undefined;
     // The VM boots afresh: a new record, as a collector sees a started VM.
     loop = newVmLoopState(policy);
     noticeSinceMs = undefined;
@@ -169,6 +229,8 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
 
   const run = (nowMs: number, input: StepInput): Decision => {
     const decision = step(loop, nowMs, input);
+    nextDecisionAtMs = decision.wakeAtMs;
+    lastDecisionAtMs = nowMs;
     options.onDecision?.(decision);
     for (const action of decision.actions) {
       if (action.kind === "notice" && noticeSinceMs === undefined) noticeSinceMs = nowMs;
@@ -192,12 +254,21 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
   const stepAt = (index: number, sample: StepSample | undefined, received: ReceivedReport | undefined): void => {
     const atMs = grid.startMs + index * grid.stepMs;
     if (sample?.gpuCount !== undefined) gpus = sample.gpuCount;
+    previous = sample;
+    if (skipping) {
+      // Only a sample with readings of a connected agent is skipped: it had a Report (reportBuilder's rule).
+      reportedSteps++;
+      return;
+    }
     if (received) reportedSteps++;
 
     if (stopped) {
       if (received) {
         const activity = activityAfter(received, policy, stopped.record, stopped.atMs);
-        if (!activity) return;
+        if (!activity) {
+          quietSince = sample;
+          return;
+        }
         endStop(Math.max(activity.atMs, stopped.atMs), "activity", activity.what);
       } else if (!sample?.connected && stopped.trigger === "idle") {
         // The recorded VM went away (stopped for real, or its agent is gone): nothing more to save.
@@ -221,7 +292,11 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
     }
   };
 
-  return { step: stepAt, finish };
+  const needsReport = (index: number, sample: StepSample | undefined, upcoming: StepSample | undefined): boolean => {
+    skipping = skips(index, sample, upcoming);
+    return !skipping;
+  };
+  return { needsReport, step: stepAt, finish };
 
   function finish(): VmOutcome {
     if (stopped) endStop(grid.startMs + (grid.count - 1) * grid.stepMs, "end-of-range");

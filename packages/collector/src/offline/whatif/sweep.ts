@@ -3,10 +3,9 @@
 import { DurationError, formatDuration, parseDuration, UsageError } from "@ws/protocol";
 import type { DisputeRecord } from "../../comeback/start/disputes.js";
 import { disputeVerdicts } from "./disputes-report.js";
-import { shareReportEvidence } from "../../engine/evidence.js";
 import type { Policy } from "../../engine/types.js";
-import { type MatrixSeries, type StepGrid, stepSamples, type VmHistory } from "./history.js";
-import { replayVm, reportBuilder, type VmOutcome } from "./simulate.js";
+import type { MatrixSeries, StepGrid, VmHistory } from "./history.js";
+import { feedReplays, replayVm, type VmOutcome } from "./simulate.js";
 
 /** Likely-false stops allowed per 100 stops when --false-stop-budget is not given. */
 export const DEFAULT_FALSE_STOP_BUDGET = 1;
@@ -296,16 +295,8 @@ export function replaySweepSlice(
 ): VmOutcome[][] {
   const outcomes: VmOutcome[][] = policies.map(() => []);
   for (const history of histories) {
-    const sampleAt = stepSamples(history);
-    const reportAt = reportBuilder(grid);
     const replays = policies.map((policy) => replayVm(history, { policy, grid, falseStopWindowSeconds }));
-    for (let index = 0; index < grid.count; index++) {
-      const sample = sampleAt(index);
-      const received = reportAt(sample, index);
-      // The sources' evidence of this report is read once for all the values that read the same thresholds.
-      if (received) shareReportEvidence(received);
-      for (const replay of replays) replay.step(index, sample, received);
-    }
+    feedReplays(history, grid, replays);
     replays.forEach((replay, index) => {
       outcomes[index]!.push(replay.finish());
     });
