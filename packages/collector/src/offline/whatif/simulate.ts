@@ -3,14 +3,13 @@
 // VM then stays off (saving its VM- and GPU-hours) until the recording shows
 // someone using it again — they would have started it — or the VM going away,
 // or the end of the range. Activity soon after a stop marks it a likely false stop.
-import { unattendedEndsAtMs } from "../../engine/activity.js";
 import { shareReportEvidence, useEvidence } from "../../engine/evidence.js";
 import type { Decision, Policy, ReceivedReport, StopTrigger, VmRecord } from "../../engine/types.js";
 import { newVmLoopState, step, type StepInput } from "../../loop/step.js";
 import { type StepGrid, type StepSample, stepSamples, type VmHistory } from "./history.js";
 import { uncountedConnections } from "../replay/connected.js";
 import { reportFromReadings } from "../../model/readings.js";
-import { compareStepsUnder } from "./nothing-new.js";
+import { stepSkipping } from "./skip-steps.js";
 
 export type StopEnd = "activity" | "vm-gone" | "end-of-range";
 
@@ -173,36 +172,9 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
   let reportedSteps = 0;
   // When the notice now standing was first sent: cleared when the VM is active again, read at the stop.
   let noticeSinceMs: number | undefined;
-  // The latest step that showed no one back since the stop: a step with nothing new since it is skipped (nothing-new.ts).
-  let quietSince: StepSample | undefined;
-  const compare = compareStepsUnder(policy.thresholds);
-  // The sample of the step before this one, and the next moment the last decision named.
-  let previous: StepSample | undefined;
-  let nextDecisionAtMs: number | undefined;
-  let lastDecisionAtMs = -Infinity;
-  // needsReport's answer, which step() takes.
-  let skipping = false;
-  const skips = (index: number, sample: StepSample | undefined, upcoming: StepSample | undefined): boolean => {
-    if (options.everyStep) return false;
-    if (stopped) return quietSince !== undefined && compare.nothingNewSince(quietSince, sample);
-    return quietWhileActive(index, sample, upcoming);
-  };
-  /**
-   * A step of a plainly Active VM whose recording says what the step before it said and what the step
-   * after it will say (activity may come, levels stay on their side), with the next decision not
-   * before the step after: deciding here would change nothing that the next decision does not see.
-   * The step before a change is read, so a level that ends is credited to its last sample.
-   */
-  const quietWhileActive = (index: number, sample: StepSample | undefined, upcoming: StepSample | undefined) => {
-    const record = loop.record;
-    if (record?.state !== "Active" || record.notice || record.awaitingFreshReport) return false;
-    const nextStepMs = grid.startMs + (index + 1) * grid.stepMs;
-    if (nextDecisionAtMs !== undefined && nextDecisionAtMs <= nextStepMs) return false;
-    // unattended-max ending is no decision's wake, yet from then the idle clock leaves out background work.
-    const unattendedEnd = unattendedEndsAtMs(record.lastHumanAtMs ?? record.firstSeenMs, policy);
-    if (unattendedEnd !== undefined && unattendedEnd > lastDecisionAtMs && unattendedEnd <= nextStepMs) return false;
-    return compare.quietlyFollows(previous, sample) && compare.quietlyFollows(sample, upcoming);
-  };
+  // Which steps cannot change the outcome (skip-steps.ts); needsReport's answer, which step() takes.
+  const skipping = options.everyStep ? undefined : stepSkipping(policy, grid);
+  let skipped = false;
 
   const endStop = (untilMs: number, endedBy: StopEnd, resumedBy?: string) => {
     if (!stopped) return;
@@ -221,7 +193,7 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
       noticeSeconds: stopped.noticeSeconds,
     });
     stopped = undefined;
-    quietSince = undefined;
+    skipping?.stopEnded();
     // The VM boots afresh: a new record, as a collector sees a started VM.
     loop = newVmLoopState(policy);
     noticeSinceMs = undefined;
@@ -229,8 +201,7 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
 
   const run = (nowMs: number, input: StepInput): Decision => {
     const decision = step(loop, nowMs, input);
-    nextDecisionAtMs = decision.wakeAtMs;
-    lastDecisionAtMs = nowMs;
+    skipping?.decided(decision, nowMs);
     options.onDecision?.(decision);
     for (const action of decision.actions) {
       if (action.kind === "notice" && noticeSinceMs === undefined) noticeSinceMs = nowMs;
@@ -254,8 +225,8 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
   const stepAt = (index: number, sample: StepSample | undefined, received: ReceivedReport | undefined): void => {
     const atMs = grid.startMs + index * grid.stepMs;
     if (sample?.gpuCount !== undefined) gpus = sample.gpuCount;
-    previous = sample;
-    if (skipping) {
+    skipping?.given(sample);
+    if (skipped) {
       // Only a sample with readings of a connected agent is skipped: it had a Report (reportBuilder's rule).
       reportedSteps++;
       return;
@@ -266,7 +237,7 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
       if (received) {
         const activity = activityAfter(received, policy, stopped.record, stopped.atMs);
         if (!activity) {
-          quietSince = sample;
+          skipping?.foundNoOne(sample);
           return;
         }
         endStop(Math.max(activity.atMs, stopped.atMs), "activity", activity.what);
@@ -293,26 +264,28 @@ export function replayVm(history: VmHistory, options: SimulationOptions): VmRepl
   };
 
   const needsReport = (index: number, sample: StepSample | undefined, upcoming: StepSample | undefined): boolean => {
-    skipping = skips(index, sample, upcoming);
-    return !skipping;
+    skipped =
+      skipping?.skips(index, sample, upcoming, { record: loop.record, stopped: stopped !== undefined }) ?? false;
+    return !skipped;
   };
   return { needsReport, step: stepAt, finish };
 
   function finish(): VmOutcome {
     if (stopped) endStop(grid.startMs + (grid.count - 1) * grid.stepMs, "end-of-range");
-
-    const vmHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds, 0) / 3600;
-    const gpuHoursSaved = stops.reduce((sum, stop) => sum + stop.savedSeconds * stop.gpus, 0) / 3600;
-    return {
-      namespace: history.namespace,
-      name: history.name,
-      stops,
-      vmHoursSaved,
-      gpuHoursSaved,
-      likelyFalseStops: stops.filter((stop) => stop.likelyFalse).length,
-      reportedSteps,
-    };
+    return vmOutcome(history, stops, reportedSteps);
   }
+}
+
+function vmOutcome(history: VmHistory, stops: SimulatedStop[], reportedSteps: number): VmOutcome {
+  return {
+    namespace: history.namespace,
+    name: history.name,
+    stops,
+    vmHoursSaved: stops.reduce((sum, stop) => sum + stop.savedSeconds, 0) / 3600,
+    gpuHoursSaved: stops.reduce((sum, stop) => sum + stop.savedSeconds * stop.gpus, 0) / 3600,
+    likelyFalseStops: stops.filter((stop) => stop.likelyFalse).length,
+    reportedSteps,
+  };
 }
 
 export interface WhatifTotals {

@@ -11,6 +11,7 @@ import { parseWhatifArgs, replayPolicy } from "../../../src/offline/whatif/args.
 import { type StepSample, stepGrid, type VmHistory } from "../../../src/offline/whatif/history.js";
 import { simulateVm } from "../../../src/offline/whatif/simulate.js";
 import { replaySweepSlice } from "../../../src/offline/whatif/sweep.js";
+import { quiet } from "../../fixtures/whatif-readings.js";
 
 const START = Date.parse("2026-11-23T00:00:00Z");
 const MIN = 60_000;
@@ -76,15 +77,9 @@ function fleet(seed: number, count: number): VmHistory[] {
   return Array.from({ length: count }, (_, index) => randomVm(index, next));
 }
 
+// The base policy as whatif builds it for a range of the two days (--from now-2d at the grid's end).
 const parsed = parseWhatifArgs(
-  [
-    "--prometheus",
-    "http://prometheus:9090",
-    "--from",
-    String(START / 1000),
-    "--to",
-    String(grid.startMs / 1000 + STEPS * 60),
-  ],
+  ["--prometheus", "http://prometheus:9090", "--from", "now-2d"],
   START + STEPS * MIN,
   () => "",
 );
@@ -167,19 +162,10 @@ describe("whatif skips steps that cannot change the replay", () => {
       samples.push({
         connected: true,
         gpuCount: 1,
-        readings: {
-          cpuBusyRatio: working ? 0.3 : 0.02,
-          userProcessCpuCores: working ? 0.6 : 0.01,
-          networkBytesPerSecond: 800,
-          diskBytesPerSecond: 1_000,
-          gpuCount: 1,
-          gpuUtilization: { "0": 0 },
-          gpuProcesses: 0,
-          jupyterBusyKernels: 0,
-          jupyterConnectedKernels: 0,
-          idleInhibitors: 0,
+        readings: quiet({
+          ...(working ? { cpuBusyRatio: 0.3, userProcessCpuCores: 0.6 } : {}),
           lastActivityAtMs: { "tty-input": typedAtMs },
-        },
+        }),
       });
     }
     const history: VmHistory = { namespace: "ns", name: "person", samples };
