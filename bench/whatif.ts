@@ -167,39 +167,9 @@ async function bench(): Promise<void> {
   // threads (timed: CPU of every thread, and wall), then dropped. VMs are independent, so the rows are
   // those of the whole fleet at once.
   const outcomes: VmOutcome[][] = policies.map(() => []);
-  let cpuSeconds = 0;
-  let wallSeconds = 0;
   const pool = new SweepPool({ policies, grid, falseStopWindowSeconds: parsed.falseStopWindowSeconds, jobs });
-  let readCpuSeconds = 0;
-  if (pipeline) {
-    const timed = await timePipeline(grid, pool, outcomes);
-    cpuSeconds = timed.cpuSeconds;
-    wallSeconds = timed.wallSeconds;
-    readCpuSeconds = Number.NaN;
-  }
-  for (let first = 0; first < (pipeline ? 0 : vmCount); first += batch) {
-    let histories = Array.from({ length: Math.min(batch, vmCount - first) }, (_, index) => person(first + index));
-    if (read) {
-      const answers = prometheusAnswers(histories, grid);
-      histories = [];
-      // The answers' own making leaves garbage that is not whatif's to collect (node --expose-gc: bench/run.mjs).
-      (globalThis as { gc?: () => void }).gc?.();
-      const readStarted = process.cpuUsage();
-      histories = historyFromSeries(
-        answers.flatMap((text) => parseMatrix(JSON.parse(text))),
-        grid,
-      );
-      const readUsed = process.cpuUsage(readStarted);
-      readCpuSeconds += (readUsed.user + readUsed.system) / 1e6;
-    }
-    const started = process.cpuUsage();
-    const wallStart = performance.now();
-    const part = await pool.replay(histories);
-    const used = process.cpuUsage(started);
-    cpuSeconds += (used.user + used.system) / 1e6;
-    wallSeconds += (performance.now() - wallStart) / 1000;
-    part.forEach((vms, index) => outcomes[index]!.push(...vms));
-  }
+  const timed = pipeline ? await timePipeline(grid, pool, outcomes) : await timeBatches(grid, pool, outcomes);
+  const { cpuSeconds, wallSeconds, readCpuSeconds } = timed;
   await pool.close();
   const rows = summarizeSweep(input, outcomes);
   const steps = vmCount * grid.count * values.length;
@@ -230,20 +200,49 @@ async function bench(): Promise<void> {
   );
 }
 
-/** Reads each batch's answers as whatif does (bytes → text → JSON → series → histories). */
-function readAnswers(answers: readonly Buffer[], grid: StepGrid): VmHistory[] {
+/** Reads a batch's answers as whatif does ((bytes →) text → JSON → series → histories). */
+function readAnswers(answers: readonly (string | Buffer)[], grid: StepGrid): VmHistory[] {
   return historyFromSeries(
-    answers.flatMap((bytes) => parseMatrix(JSON.parse(bytes.toString("utf8")))),
+    answers.flatMap((answer) => parseMatrix(JSON.parse(typeof answer === "string" ? answer : answer.toString("utf8")))),
     grid,
   );
 }
 
+interface Timed {
+  cpuSeconds: number;
+  wallSeconds: number;
+  /** --read: the reads' CPU, timed apart (NaN where they are not). */
+  readCpuSeconds: number;
+}
+
+/** Each batch made, (with --read: written and read back,) then replayed; only the read and the replay timed. */
+async function timeBatches(grid: StepGrid, pool: SweepPool, outcomes: VmOutcome[][]): Promise<Timed> {
+  const timed: Timed = { cpuSeconds: 0, wallSeconds: 0, readCpuSeconds: 0 };
+  for (let first = 0; first < vmCount; first += batch) {
+    let histories = Array.from({ length: Math.min(batch, vmCount - first) }, (_, index) => person(first + index));
+    if (read) {
+      const answers = prometheusAnswers(histories, grid);
+      histories = [];
+      // The answers' own making leaves garbage that is not whatif's to collect (node --expose-gc: bench/run.mjs).
+      (globalThis as { gc?: () => void }).gc?.();
+      const readStarted = process.cpuUsage();
+      histories = readAnswers(answers, grid);
+      const readUsed = process.cpuUsage(readStarted);
+      timed.readCpuSeconds += (readUsed.user + readUsed.system) / 1e6;
+    }
+    const started = process.cpuUsage();
+    const wallStart = performance.now();
+    const part = await pool.replay(histories);
+    const used = process.cpuUsage(started);
+    timed.cpuSeconds += (used.user + used.system) / 1e6;
+    timed.wallSeconds += (performance.now() - wallStart) / 1000;
+    part.forEach((vms, index) => outcomes[index]!.push(...vms));
+  }
+  return timed;
+}
+
 /** --pipeline: the answers made first, then read one batch ahead of the replay, timed whole. */
-async function timePipeline(
-  grid: StepGrid,
-  pool: SweepPool,
-  outcomes: VmOutcome[][],
-): Promise<{ cpuSeconds: number; wallSeconds: number }> {
+async function timePipeline(grid: StepGrid, pool: SweepPool, outcomes: VmOutcome[][]): Promise<Timed> {
   const batches: Buffer[][] = [];
   for (let first = 0; first < vmCount; first += batch) {
     const histories = Array.from({ length: Math.min(batch, vmCount - first) }, (_, index) => person(first + index));
@@ -267,7 +266,11 @@ async function timePipeline(
     current = next;
   }
   const used = process.cpuUsage(started);
-  return { cpuSeconds: (used.user + used.system) / 1e6, wallSeconds: (performance.now() - wallStart) / 1000 };
+  return {
+    cpuSeconds: (used.user + used.system) / 1e6,
+    wallSeconds: (performance.now() - wallStart) / 1000,
+    readCpuSeconds: Number.NaN,
+  };
 }
 
 // This bundle is also the workers' script (as ws-collector.cjs is whatif's).

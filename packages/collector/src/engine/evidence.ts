@@ -548,14 +548,19 @@ function reportEvidence(received: ReceivedReport, policy: Policy): ReportEvidenc
   return { time, jupyter, desktop, failed, live, readings, vetoes };
 }
 
-/** The policy's thresholds (all reportEvidence reads of it), as one string (numbers typed, so Infinity and null differ). */
+/** Thresholds as one string, equal exactly when they are (numbers typed, so Infinity and null differ). */
+export function thresholdsKey(thresholds: Policy["thresholds"]): string {
+  return JSON.stringify(thresholds, (_, value) =>
+    typeof value === "number" ? `n${value}` : value === undefined ? "u" : value,
+  );
+}
+
+/** The policy's thresholds (all reportEvidence reads of it) as thresholdsKey, once per policy. */
 const evidenceKeys = new WeakMap<Policy, string>();
 function policyEvidenceKey(policy: Policy): string {
   let key = evidenceKeys.get(policy);
   if (key === undefined) {
-    key = JSON.stringify(policy.thresholds, (_, value) =>
-      typeof value === "number" ? `n${value}` : value === undefined ? "u" : value,
-    );
+    key = thresholdsKey(policy.thresholds);
     evidenceKeys.set(policy, key);
   }
   return key;

@@ -9,6 +9,7 @@
 //   has not started again.
 // - quietlyFollows: the later step says what the earlier said, save activity that may have come since
 //   (simulate.ts skips such steps of a plainly Active VM between two decisions).
+import { thresholdsKey } from "../../engine/evidence.js";
 import { type SignalName, thresholdOf } from "../../engine/signals.js";
 import type { Thresholds } from "../../engine/types.js";
 import type { ReportReadings } from "../../model/readings.js";
@@ -28,11 +29,21 @@ function side(value: number | undefined, threshold: number): boolean | undefined
   return value === undefined || !Number.isFinite(value) ? undefined : value >= threshold;
 }
 
-function sameTimes(a: ReportReadings["lastActivityAtMs"], b: ReportReadings["lastActivityAtMs"]): boolean {
+/**
+ * The same kinds of activity in both, each at the same time (or, with `later`, at the same time or
+ * later in `b`).
+ */
+function activityKept(
+  a: ReportReadings["lastActivityAtMs"],
+  b: ReportReadings["lastActivityAtMs"],
+  later: boolean,
+): boolean {
   let count = 0;
   for (const key in a) {
     count++;
-    if (a[key as keyof typeof a] !== b[key as keyof typeof b]) return false;
+    const before = a[key as keyof typeof a]!;
+    const after = b[key as keyof typeof b];
+    if (after === undefined || (later ? after < before : after !== before)) return false;
   }
   for (const _ in b) count--;
   return count === 0;
@@ -51,7 +62,7 @@ function gpuSides(threshold: number): (gpus: ReportReadings["gpuUtilization"]) =
     if (key === undefined) {
       key = "";
       // Length-prefixed: no label can make two different sets of GPUs read the same.
-      for (const label in gpus) key += `${label.length}:${label}${gpus[label]! >= threshold ? "+" : "-"}`;
+      for (const label in gpus) key += `${label.length}:${label}${side(gpus[label], threshold)}`;
       made.set(gpus, key);
     }
     return key;
@@ -61,18 +72,6 @@ function gpuSides(threshold: number): (gpus: ReportReadings["gpuUtilization"]) =
 /** The levels' thresholds under one policy, looked up once. */
 function levelThresholds(thresholds: Thresholds): Array<readonly [LevelField, number]> {
   return LEVELS.map(([field, signal]) => [field, thresholdOf(signal, thresholds)] as const);
-}
-
-/** Every activity time of `b` is `a`'s or later, for the same kinds of activity. */
-function timesOnlyGrew(a: ReportReadings["lastActivityAtMs"], b: ReportReadings["lastActivityAtMs"]): boolean {
-  let count = 0;
-  for (const key in a) {
-    count++;
-    const later = b[key as keyof typeof b];
-    if (later === undefined || later < a[key as keyof typeof a]!) return false;
-  }
-  for (const _ in b) count--;
-  return count === 0;
 }
 
 /** How two steps of one VM's recording compare under one policy's thresholds. */
@@ -100,7 +99,7 @@ const comparisons = new Map<string, StepComparison>();
  * the same pairs.
  */
 export function compareStepsUnder(thresholds: Thresholds): StepComparison {
-  const key = JSON.stringify(thresholds, (_, value) => (typeof value === "number" ? `n${value}` : value));
+  const key = thresholdsKey(thresholds);
   let comparison = comparisons.get(key);
   if (!comparison) {
     // Bounded: a sweep of thresholds has at most a few hundred values.
@@ -111,31 +110,29 @@ export function compareStepsUnder(thresholds: Thresholds): StepComparison {
   return comparison;
 }
 
-/** The last answer of each question, by the identity of the two samples asked of. */
+/** Each question with its last answer kept, by the identity of the two samples asked of. */
 function remembering(comparison: StepComparison): StepComparison {
-  const last = {
-    nothingNew: { a: undefined as StepSample | undefined, b: undefined as StepSample | undefined, answer: false },
-    quiet: { a: undefined as StepSample | undefined, b: undefined as StepSample | undefined, answer: false },
-  };
   return {
-    nothingNewSince(earlier, next) {
-      const memo = last.nothingNew;
-      if (memo.a !== earlier || memo.b !== next || next === undefined) {
-        memo.a = earlier;
-        memo.b = next;
-        memo.answer = comparison.nothingNewSince(earlier, next);
-      }
-      return memo.answer;
-    },
-    quietlyFollows(previous, next) {
-      const memo = last.quiet;
-      if (memo.a !== previous || memo.b !== next || previous === undefined || next === undefined) {
-        memo.a = previous;
-        memo.b = next;
-        memo.answer = comparison.quietlyFollows(previous, next);
-      }
-      return memo.answer;
-    },
+    nothingNewSince: rememberLast((earlier: StepSample, next) => comparison.nothingNewSince(earlier, next)),
+    quietlyFollows: rememberLast((previous: StepSample | undefined, next) => comparison.quietlyFollows(previous, next)),
+  };
+}
+
+/** `question` with its last answer kept (asked again of the same two samples, it answers from memory). */
+function rememberLast<A extends StepSample | undefined>(
+  question: (a: A, b: StepSample | undefined) => boolean,
+): (a: A, b: StepSample | undefined) => boolean {
+  let lastA: A | undefined;
+  let lastB: StepSample | undefined;
+  let answer = false;
+  return (a, b) => {
+    // Never from memory where a sample is missing: undefined is no one step.
+    if (a !== lastA || b !== lastB || a === undefined || b === undefined) {
+      lastA = a;
+      lastB = b;
+      answer = question(a, b);
+    }
+    return answer;
   };
 }
 
@@ -155,9 +152,7 @@ function comparisonUnder(thresholds: Thresholds): StepComparison {
       return false;
     for (const [field, threshold] of levels) if (side(a[field], threshold) !== side(b[field], threshold)) return false;
     if (gpusOf(a.gpuUtilization) !== gpusOf(b.gpuUtilization)) return false;
-    return laterActivity
-      ? timesOnlyGrew(a.lastActivityAtMs, b.lastActivityAtMs)
-      : sameTimes(a.lastActivityAtMs, b.lastActivityAtMs);
+    return activityKept(a.lastActivityAtMs, b.lastActivityAtMs, laterActivity);
   };
   const sameAround = (a: StepSample, b: StepSample): boolean =>
     a.connected === b.connected && a.gpuCount === b.gpuCount && a.leaseExpiresAtMs === b.leaseExpiresAtMs;
